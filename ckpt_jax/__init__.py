@@ -1,0 +1,37 @@
+"""ckpt_jax: exact, GPU-vectorized ensembles of checkpointing fleets (checkpoint storms)."""
+
+from .engine import STATUS_MAX_EVENTS as STATUS_MAX_EVENTS
+from .engine import STATUS_NONFINITE as STATUS_NONFINITE
+from .engine import STATUS_OK as STATUS_OK
+from .engine import STATUS_QUEUE_OVERFLOW as STATUS_QUEUE_OVERFLOW
+from .engine import Trace as Trace
+from .engine import describe_status as describe_status
+from .engine import jitter_work as jitter_work
+from .engine import simulate as simulate
+from .model import THROUGHPUT_PRESETS as THROUGHPUT_PRESETS
+from .model import Fleet as Fleet
+from .model import State as State
+from .model import initial_state as initial_state
+from .model import random_state as random_state
+from .model import state_from_positions as state_from_positions
+from .model import throughput_table as throughput_table
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Fleet",
+    "State",
+    "Trace",
+    "initial_state",
+    "random_state",
+    "state_from_positions",
+    "simulate",
+    "jitter_work",
+    "describe_status",
+    "throughput_table",
+    "THROUGHPUT_PRESETS",
+    "STATUS_OK",
+    "STATUS_MAX_EVENTS",
+    "STATUS_NONFINITE",
+    "STATUS_QUEUE_OVERFLOW",
+]

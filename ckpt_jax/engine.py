@@ -1,0 +1,528 @@
+"""The exact event engine: where a firing happens.
+
+Rates are piecewise constant between events (MODEL.md §1), so the engine steps from one
+event to the next exactly: the next event is the smallest time-to-empty over all jobs'
+current phases (and pending controller updates); everything advances linearly to it, and
+*every* job that empties at that instant switches in the same step.
+
+A batch of B fleets is advanced by one masked `jax.lax.while_loop`: the body steps every
+fleet that is still running (a `vmap` of the single-fleet step) and masks the rest, so a
+finished fleet costs a few selects per iteration and its trace buffers are never touched.
+
+Per-job state is kept general enough for asynchronous checkpoints (MODEL.md §1): a job has
+``write_left`` (its background drain, while ``draining``) and ``compute_left`` (work of the
+current cycle). With α = 0 a draining job computes nothing, which is the blocking model.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple, Optional
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .model import Fleet, State
+
+__all__ = [
+    "Trace",
+    "simulate",
+    "jitter_work",
+    "STATUS_OK",
+    "STATUS_MAX_EVENTS",
+    "STATUS_NONFINITE",
+    "STATUS_QUEUE_OVERFLOW",
+    "describe_status",
+]
+
+# Status bit flags (jax-md style): OR-ed together, 0 means a clean completion.
+STATUS_OK = 0
+STATUS_MAX_EVENTS = 1  # the event budget ran out before every job fired K times
+STATUS_NONFINITE = 2  # a non-finite event time (should not happen for validated input)
+STATUS_QUEUE_OVERFLOW = 4  # the delayed controller's pending-update queue was full
+
+_STATUS_TEXT = {
+    STATUS_MAX_EVENTS: "hit max_events before every job fired n_fires times",
+    STATUS_NONFINITE: "a non-finite event time occurred",
+    STATUS_QUEUE_OVERFLOW: "the delayed-controller queue overflowed (raise queue_size)",
+}
+
+# Jobs whose left-over work after a step is within this many ulps of their phase's full
+# work switch in the same step as the event: they are simultaneous to working precision.
+# Without it, two jobs that should empty together can leave a 1-ulp remainder and take a
+# spurious tiny extra step (MODEL.md §1: simultaneous events switch together).
+_SNAP_ULPS = 8
+
+
+def describe_status(status: int) -> str:
+    """Human-readable reasons for a status code (bit flags)."""
+    if status == STATUS_OK:
+        return "ok"
+    return "; ".join(text for bit, text in _STATUS_TEXT.items() if status & bit)
+
+
+class Trace(NamedTuple):
+    """What `simulate` returns. Leading axes (*B) are the fleet's batch shape.
+
+    Attributes:
+      fire_times: (*B, N, K) time of each job's k-th firing (start of its k-th write);
+        NaN for inactive (padding) slots and where the run stopped early.
+      end_times: (*B, N, K) end of the write started by that firing.
+      ok: (*B,) True where the run completed (every active job fired and finished K writes).
+      status: (*B,) int32 bit flags (`STATUS_*`); 0 where ``ok``.
+      n_events: (*B,) number of event instants stepped (simultaneous switches count once).
+      time: (*B,) simulated time at which the fleet stopped.
+    """
+
+    fire_times: jax.Array
+    end_times: jax.Array
+    ok: jax.Array
+    status: jax.Array
+    n_events: jax.Array
+    time: jax.Array
+
+
+class _Params(NamedTuple):
+    """One fleet's parameters (leading batch axis added by the caller)."""
+
+    compute: jax.Array  # (N,)
+    write: jax.Array  # (N,)
+    cap: jax.Array  # ()
+    throughput: jax.Array  # (N + 1,)
+    delay: jax.Array  # ()
+    async_fraction: jax.Array  # ()
+    active: jax.Array  # (N,) bool
+    jitter: jax.Array  # () compute-work standard deviation σ
+    job_keys: jax.Array  # (N,) PRNG keys, one stream per job (used only with jitter)
+
+
+class Carry(NamedTuple):
+    """The documented loop carry of one fleet.
+
+    Attributes:
+      time: current time.
+      draining: (N,) bool, the job's checkpoint write is in progress (it counts as a writer).
+      waiting: (N,) bool, compute of the next cycle is done but the previous write still
+        drains (asynchronous checkpoints only); the job does nothing until the drain ends.
+      write_left: (N,) volume left to drain (meaningful where ``draining``).
+      compute_left: (N,) work left in the current compute cycle.
+      fire_count: (N,) int32 firings since t = 0.
+      end_count: (N,) int32 recorded write ends (writes started by a firing after t = 0).
+      fire_times, end_times: (N, K) trace buffers, NaN until written.
+      applied_computing: computing count the (delayed) controller currently acts on.
+      queue_time, queue_count: (Q,) ring buffer of pending controller updates.
+      queue_head, queue_size: ring-buffer cursor and occupancy.
+      n_events: int32 events stepped.
+      status: int32 bit flags (`STATUS_*`).
+    """
+
+    time: jax.Array
+    draining: jax.Array
+    waiting: jax.Array
+    write_left: jax.Array
+    compute_left: jax.Array
+    fire_count: jax.Array
+    end_count: jax.Array
+    fire_times: jax.Array
+    end_times: jax.Array
+    applied_computing: jax.Array
+    queue_time: jax.Array
+    queue_count: jax.Array
+    queue_head: jax.Array
+    queue_size: jax.Array
+    n_events: jax.Array
+    status: jax.Array
+
+
+def jitter_work(job_key: jax.Array, compute: jax.Array, jitter: jax.Array, cycle) -> jax.Array:
+    """Compute work of one job's compute phase number ``cycle`` under jitter σ.
+
+    The work is ``T + σ ξ`` with ξ ~ N(0, 1) truncated to keep the work positive
+    (MODEL.md §1). The draw depends only on (job key, cycle), never on event order, so
+    the same key gives the same trace on any batch layout. Cycle 0 is the compute phase
+    that follows an initial write; cycle k ≥ 1 follows the job's k-th firing.
+    """
+    safe_sigma = jnp.where(jitter > 0, jitter, 1.0)
+    lower = -compute / safe_sigma
+    xi = jax.random.truncated_normal(jax.random.fold_in(job_key, cycle), lower, jnp.inf, (), compute.dtype)
+    work = compute + jitter * xi
+    tiny = compute * jnp.finfo(compute.dtype).eps
+    return jnp.where(jitter > 0, jnp.maximum(work, tiny), compute)
+
+
+def _computing_mask(params: _Params, draining, waiting):
+    """Jobs that draw compute power (MODEL.md §1: a draining job counts when α > 0)."""
+    return params.active & ~waiting & (~draining | (params.async_fraction > 0))
+
+
+def _init_carry(params: _Params, state_phase, state_remaining, n_fires: int, queue_size: int, use_jitter: bool) -> Carry:
+    dtype = params.compute.dtype
+    n_jobs = params.compute.shape[0]
+    draining = params.active & (state_phase == 1)
+    if use_jitter:
+        first_work = jax.vmap(jitter_work, in_axes=(0, 0, None, None))(
+            params.job_keys, params.compute, params.jitter, 0
+        )
+    else:
+        first_work = params.compute
+    compute_left = jnp.where(draining, first_work, state_remaining)
+    waiting = jnp.zeros(n_jobs, bool)
+    n_computing = jnp.sum(_computing_mask(params, draining, waiting)).astype(dtype)
+    nan_trace = jnp.full((n_jobs, n_fires), jnp.nan, dtype)
+    return Carry(
+        time=jnp.zeros((), dtype),
+        draining=draining,
+        waiting=waiting,
+        write_left=jnp.where(draining, state_remaining, 0).astype(dtype),
+        compute_left=compute_left.astype(dtype),
+        fire_count=jnp.zeros(n_jobs, jnp.int32),
+        end_count=jnp.zeros(n_jobs, jnp.int32),
+        fire_times=nan_trace,
+        end_times=nan_trace,
+        applied_computing=n_computing,
+        queue_time=jnp.full((queue_size,), jnp.inf, dtype),
+        queue_count=jnp.zeros((queue_size,), dtype),
+        queue_head=jnp.zeros((), jnp.int32),
+        queue_size=jnp.zeros((), jnp.int32),
+        n_events=jnp.zeros((), jnp.int32),
+        status=jnp.zeros((), jnp.int32),
+    )
+
+
+def _rates(params: _Params, carry: Carry, use_delay: bool):
+    """Piecewise-constant rates of every job between now and the next event."""
+    dtype = params.compute.dtype
+    writers = params.active & carry.draining
+    n_writers = jnp.sum(writers)
+    computing = _computing_mask(params, carry.draining, carry.waiting)
+    n_computing = jnp.sum(computing).astype(dtype)
+    if use_delay:
+        # τ = 0 fleets bypass the queue, so they reproduce the base model bit for bit.
+        n_computing = jnp.where(params.delay > 0, carry.applied_computing, n_computing)
+    write_rate = params.throughput[n_writers] / jnp.maximum(n_writers, 1).astype(dtype)
+    # The cap binds only where n_c > C; the safe denominator keeps unselected lanes finite.
+    speed = jnp.where(n_computing > params.cap, params.cap / jnp.maximum(n_computing, 1), 1.0)
+    compute_rate = jnp.where(computing, jnp.where(carry.draining, params.async_fraction * speed, speed), 0)
+    return writers, write_rate, computing, compute_rate.astype(dtype)
+
+
+def _done(carry: Carry, active, n_fires: int):
+    return jnp.all(~active | (carry.end_count >= n_fires))
+
+
+def _step(params: _Params, carry: Carry, running, n_fires: int, use_delay: bool, use_jitter: bool) -> Carry:
+    """Advances one fleet to its next event and switches every job that empties there.
+
+    ``running`` is False for fleets already stopped: they still execute this body (a
+    batched while_loop steps all lanes), so it must be safe there — no division by zero,
+    no inf − inf — and it must write nothing: their carry is returned unchanged.
+    """
+    dtype = params.compute.dtype
+    inf = jnp.asarray(jnp.inf, dtype)
+    writers, write_rate, computing, compute_rate = _rates(params, carry, use_delay)
+    computes = compute_rate > 0
+
+    write_dt = jnp.where(writers, carry.write_left / write_rate, inf)
+    compute_dt = jnp.where(computes, carry.compute_left / jnp.where(computes, compute_rate, 1), inf)
+    dt = jnp.minimum(jnp.min(write_dt), jnp.min(compute_dt))
+    if use_delay:
+        queue_dt = jnp.where(carry.queue_size > 0, carry.queue_time[carry.queue_head] - carry.time, inf)
+        dt = jnp.minimum(dt, queue_dt)
+    finite = jnp.isfinite(dt)
+    dt = jnp.where(finite & running, dt, 0)
+    time = carry.time + dt
+
+    write_left = jnp.where(writers, carry.write_left - write_rate * dt, carry.write_left)
+    compute_left = jnp.where(computes, carry.compute_left - compute_rate * dt, carry.compute_left)
+    eps = jnp.finfo(dtype).eps * _SNAP_ULPS
+    ends = writers & ((write_dt == dt) | (write_left <= eps * params.write))
+    completes = computes & ((compute_dt == dt) | (compute_left <= eps * params.compute))
+    ends = ends & running & finite
+    completes = completes & running & finite
+
+    # (1) drains that end: record the end of the write started by the latest firing.
+    n_jobs = params.compute.shape[0]
+    jobs = jnp.arange(n_jobs)
+    record_end = ends & (carry.fire_count >= 1) & (carry.fire_count <= n_fires)
+    end_slot = jnp.where(record_end, carry.fire_count - 1, n_fires)  # n_fires = dropped
+    end_times = carry.end_times.at[jobs, end_slot].set(time, mode="drop")
+    end_count = carry.end_count + record_end.astype(jnp.int32)
+    draining = carry.draining & ~ends
+    # (2) compute completions fire, unless the previous write still drains (then wait);
+    # (3) jobs that were waiting fire the instant their drain ends.
+    fires = (completes & ~draining) | (carry.waiting & ends)
+    waiting = (carry.waiting | (completes & draining)) & ~fires
+    fire_slot = jnp.where(fires & (carry.fire_count < n_fires), carry.fire_count, n_fires)
+    fire_times = carry.fire_times.at[jobs, fire_slot].set(time, mode="drop")
+    fire_count = carry.fire_count + fires.astype(jnp.int32)
+    draining = draining | fires
+    if use_jitter:
+        next_work = jax.vmap(jitter_work, in_axes=(0, 0, None, 0))(
+            params.job_keys, params.compute, params.jitter, fire_count
+        )
+    else:
+        next_work = params.compute
+    write_left = jnp.where(fires, params.write, jnp.where(ends, 0, write_left))
+    compute_left = jnp.where(fires, next_work, jnp.where(completes, 0, compute_left))
+
+    applied = carry.applied_computing
+    queue_time, queue_count = carry.queue_time, carry.queue_count
+    queue_head, queue_size = carry.queue_head, carry.queue_size
+    status = carry.status
+    if use_delay:
+        capacity = queue_time.shape[0]
+        pop = running & (queue_size > 0) & (queue_dt == dt)
+        applied = jnp.where(pop, queue_count[queue_head], applied)
+        queue_head = jnp.where(pop, (queue_head + 1) % capacity, queue_head)
+        queue_size = queue_size - pop.astype(jnp.int32)
+        new_computing = jnp.sum(_computing_mask(params, draining, waiting)).astype(dtype)
+        push = running & (params.delay > 0) & (new_computing != jnp.sum(computing).astype(dtype))
+        overflow = push & (queue_size >= capacity)
+        slot = (queue_head + queue_size) % capacity
+        queue_time = jnp.where(push & ~overflow, queue_time.at[slot].set(time + params.delay), queue_time)
+        queue_count = jnp.where(push & ~overflow, queue_count.at[slot].set(new_computing), queue_count)
+        queue_size = queue_size + (push & ~overflow).astype(jnp.int32)
+        status = status | jnp.where(overflow, STATUS_QUEUE_OVERFLOW, 0)
+    status = status | jnp.where(running & ~finite, STATUS_NONFINITE, 0)
+
+    def keep(new, old):
+        return jnp.where(running, new, old)
+
+    return Carry(
+        time=time,
+        draining=keep(draining, carry.draining),
+        waiting=keep(waiting, carry.waiting),
+        write_left=keep(write_left, carry.write_left),
+        compute_left=keep(compute_left, carry.compute_left),
+        fire_count=fire_count,
+        end_count=end_count,
+        fire_times=fire_times,
+        end_times=end_times,
+        applied_computing=applied,
+        queue_time=queue_time,
+        queue_count=queue_count,
+        queue_head=queue_head,
+        queue_size=queue_size,
+        n_events=carry.n_events + running.astype(jnp.int32),
+        status=status.astype(jnp.int32),
+    )
+
+
+def _running(params: _Params, carry: Carry, n_fires: int, event_limit):
+    return (
+        ~jax.vmap(_done, in_axes=(0, 0, None))(carry, params.active, n_fires)
+        & (carry.status == STATUS_OK)
+        & (carry.n_events < event_limit)
+    )
+
+
+def _advance(params: _Params, carry: Carry, event_limit, n_fires: int, use_delay: bool, use_jitter: bool) -> Carry:
+    """Steps a batch of fleets (leading axis B) until each is done, failed or at event_limit."""
+
+    def cond(carry):
+        return jnp.any(_running(params, carry, n_fires, event_limit))
+
+    def body(carry):
+        running = _running(params, carry, n_fires, event_limit)
+        step = jax.vmap(_step, in_axes=(0, 0, 0, None, None, None))
+        return step(params, carry, running, n_fires, use_delay, use_jitter)
+
+    return jax.lax.while_loop(cond, body, carry)
+
+
+_STATIC = ("n_fires", "use_delay", "use_jitter")
+_advance_jit = jax.jit(_advance, static_argnames=_STATIC, donate_argnums=(1,))
+_init_jit = jax.jit(
+    jax.vmap(_init_carry, in_axes=(0, 0, 0, None, None, None)),
+    static_argnums=(3, 4, 5),
+)
+
+
+def _check_int(name: str, value, low: int, high: Optional[int] = None) -> int:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+    if value < low or (high is not None and value > high):
+        bound = f">= {low}" if high is None else f"in [{low}, {high}]"
+        raise ValueError(f"{name} must be {bound}, got {value}")
+    return int(value)
+
+
+def default_max_events(n_jobs: int, n_fires: int, fleet: Optional[Fleet] = None) -> int:
+    """A generous event budget: two switches per job per cycle, plus slack for
+    heterogeneous fleets whose fast jobs cycle more often than the slowest one."""
+    ratio = 1.0
+    if fleet is not None:
+        period = np.asarray(fleet.compute) + np.asarray(fleet.write) / np.asarray(fleet.throughput[..., 1:2])
+        active = np.asarray(fleet.active)
+        fastest = np.where(active, period, np.inf).min(axis=-1)
+        slowest = np.where(active, period, 0).max(axis=-1)
+        ratio = float(np.max(slowest / fastest))
+        if np.any(np.asarray(fleet.delay) > 0):
+            ratio *= 2  # each change of the computing count schedules one controller update
+    budget = 4 * n_jobs * (n_fires + 2) * min(ratio, 1e4) + 64
+    return int(min(budget, 2**31 - 1))
+
+
+def _batch_keys(key, batch_shape, n_jobs: int, fleet_offset: int):
+    """Per-job PRNG keys, shape (B, N), derived from counters only (layout invariant).
+
+    A scalar key is folded with each fleet's flat index (plus ``fleet_offset``, for
+    chunked ensembles); a key array of the batch shape gives each fleet its own key.
+    """
+    n_fleets = int(np.prod(batch_shape, dtype=np.int64))
+    if key is None:
+        key = jax.random.key(0)
+    if not jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
+        key = jax.random.wrap_key_data(jnp.asarray(key, jnp.uint32))
+    if key.shape == ():
+        index = jnp.arange(n_fleets, dtype=jnp.uint32) + jnp.uint32(fleet_offset)
+        fleet_keys = jax.vmap(jax.random.fold_in, in_axes=(None, 0))(key, index)
+    elif key.shape == tuple(batch_shape):
+        fleet_keys = key.reshape(n_fleets)
+    else:
+        raise ValueError(f"key must be a single PRNG key or have the batch shape {tuple(batch_shape)}, got {key.shape}")
+    jobs = jnp.arange(n_jobs, dtype=jnp.uint32)
+    return jax.vmap(lambda k: jax.vmap(jax.random.fold_in, in_axes=(None, 0))(k, jobs))(fleet_keys)
+
+
+def flat_params(fleet: Fleet, jitter=None, key=None, fleet_offset: int = 0) -> _Params:
+    """Flattens a validated fleet into per-fleet parameter arrays with one batch axis."""
+    batch_shape = fleet.batch_shape
+    n_jobs = fleet.n_jobs
+    n_fleets = int(np.prod(batch_shape, dtype=np.int64))
+    sigma = np.zeros(batch_shape) if jitter is None else np.asarray(jitter, dtype=np.float64)
+    try:
+        sigma = np.broadcast_to(sigma, batch_shape)
+    except ValueError:
+        raise ValueError(f"jitter must be a scalar or have the batch shape {batch_shape}, got {np.shape(jitter)}") from None
+    if not (np.isfinite(sigma) & (sigma >= 0)).all():
+        raise ValueError(f"jitter must be finite and >= 0, got {jitter!r}")
+    flat = lambda x, tail: jnp.reshape(x, (n_fleets,) + tail)  # noqa: E731
+    return _Params(
+        compute=flat(fleet.compute, (n_jobs,)),
+        write=flat(fleet.write, (n_jobs,)),
+        cap=flat(fleet.cap, ()),
+        throughput=flat(fleet.throughput, (n_jobs + 1,)),
+        delay=flat(fleet.delay, ()),
+        async_fraction=flat(fleet.async_fraction, ()),
+        active=flat(fleet.active, (n_jobs,)),
+        jitter=jnp.asarray(sigma.reshape(n_fleets), fleet.dtype),
+        job_keys=_batch_keys(key, batch_shape, n_jobs, fleet_offset),
+    )
+
+
+def simulate(
+    fleet: Fleet,
+    state: State,
+    n_fires: int,
+    *,
+    max_events: Optional[int] = None,
+    jitter=None,
+    key: Optional[jax.Array] = None,
+    throw: bool = False,
+    progress: Optional[bool] = None,
+    queue_size: int = 64,
+    fleet_offset: int = 0,
+) -> Trace:
+    """Simulates a batch of fleets exactly, event to event, until every job fired K times.
+
+    Args:
+      fleet: the `Fleet` (batch shape *B, N job slots).
+      state: its initial `State` (from `initial_state`, `state_from_positions`, ...).
+      n_fires: K >= 1, firings (and completed writes) to record per job.
+      max_events: event budget per fleet; a fleet that exhausts it stops with
+        ``ok = False`` and status `STATUS_MAX_EVENTS`. Default: `default_max_events`.
+      jitter: compute-work standard deviation σ >= 0, scalar or (*B,) (MODEL.md §1).
+      key: PRNG key for jitter: one key (folded with each fleet's flat index) or one per
+        fleet (shape *B). Same key, same trace.
+      throw: raise `RuntimeError` if any fleet did not complete.
+      progress: show a tqdm progress bar (default: only for long runs).
+      queue_size: capacity of the delayed controller's pending-update queue.
+      fleet_offset: added to the flat fleet index when folding a scalar key (for
+        simulating one big ensemble in chunks with identical draws).
+
+    Returns:
+      A `Trace`.
+    """
+    if not isinstance(fleet, Fleet):
+        raise ValueError(f"fleet must be a ckpt_jax.Fleet, got {type(fleet).__name__}")
+    if not isinstance(state, State):
+        raise ValueError(f"state must be a ckpt_jax.State (see initial_state), got {type(state).__name__}")
+    n_fires = _check_int("n_fires", n_fires, 1)
+    if state.phase.shape != fleet.compute.shape or state.remaining.shape != fleet.compute.shape:
+        raise ValueError(
+            f"state shapes {state.phase.shape}/{state.remaining.shape} do not match the fleet shape {fleet.compute.shape}"
+        )
+    if max_events is None:
+        max_events = default_max_events(fleet.n_jobs, n_fires, fleet)
+    max_events = _check_int("max_events", max_events, 1, 2**31 - 1)
+    queue_size = _check_int("queue_size", queue_size, 1)
+    use_jitter = jitter is not None and bool(np.any(np.asarray(jitter) > 0))
+    use_delay = bool(np.any(np.asarray(fleet.delay) > 0))
+    params = flat_params(fleet, jitter, key, fleet_offset)
+    n_fleets = params.compute.shape[0]
+    carry = _init_jit(
+        params,
+        jnp.reshape(state.phase, params.compute.shape),
+        jnp.reshape(state.remaining, params.compute.shape).astype(fleet.dtype),
+        n_fires,
+        queue_size if use_delay else 1,
+        use_jitter,
+    )
+    carry = _run_chunked(params, carry, max_events, n_fires, use_delay, use_jitter, progress, n_fleets)
+    trace = _finish(fleet, carry, n_fires)
+    if throw and not bool(np.all(trace.ok)):
+        bad = np.asarray(trace.status)[~np.asarray(trace.ok)]
+        codes = np.bitwise_or.reduce(bad.ravel())
+        raise RuntimeError(
+            f"{bad.size} of {np.size(trace.ok)} fleets did not complete: {describe_status(int(codes))}"
+        )
+    return trace
+
+
+def _run_chunked(params, carry, max_events, n_fires, use_delay, use_jitter, progress, n_fleets):
+    """Runs the loop in chunks of events so long runs can show a progress bar.
+
+    The event limit is a traced argument, so every chunk reuses one compiled loop.
+    """
+    work = n_fleets * params.compute.shape[1] * n_fires
+    if progress is None:
+        progress = work >= 5_000_000
+    if not progress:
+        return _advance_jit(params, carry, jnp.int32(max_events), n_fires=n_fires, use_delay=use_delay, use_jitter=use_jitter)
+    from tqdm.auto import tqdm
+
+    n_chunks = 50
+    chunk = max(1, math.ceil(min(max_events, 2 * params.compute.shape[1] * (n_fires + 2)) / n_chunks))
+    limit = 0
+    with tqdm(total=n_fires, desc="ckpt_jax.simulate", unit="cycle") as bar:
+        while True:
+            limit = min(limit + chunk, max_events)
+            carry = _advance_jit(params, carry, jnp.int32(limit), n_fires=n_fires, use_delay=use_delay, use_jitter=use_jitter)
+            done_cycles = int(jnp.min(jnp.where(params.active, carry.end_count, n_fires)))
+            bar.update(done_cycles - bar.n)
+            still = _running(params, carry, n_fires, max_events)
+            if limit >= max_events or not bool(jnp.any(still)):
+                return carry
+
+
+def _finish(fleet: Fleet, carry: Carry, n_fires: int) -> Trace:
+    active = jnp.reshape(fleet.active, carry.fire_count.shape)
+    done = jax.vmap(_done, in_axes=(0, 0, None))(carry, active, n_fires)
+    status = jnp.where(done, carry.status, carry.status | STATUS_MAX_EVENTS)
+    # Any flag means the numbers cannot be trusted, so ok requires status == 0.
+    ok = done & (status == STATUS_OK)
+    batch = fleet.batch_shape
+    n_jobs = fleet.n_jobs
+    mask = active[:, :, None]
+    fire_times = jnp.where(mask, carry.fire_times, jnp.nan)
+    end_times = jnp.where(mask, carry.end_times, jnp.nan)
+    return Trace(
+        fire_times=fire_times.reshape(batch + (n_jobs, n_fires)),
+        end_times=end_times.reshape(batch + (n_jobs, n_fires)),
+        ok=ok.reshape(batch),
+        status=status.reshape(batch),
+        n_events=carry.n_events.reshape(batch),
+        time=carry.time.reshape(batch),
+    )

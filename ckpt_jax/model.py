@@ -1,0 +1,424 @@
+"""The fleet model: parameters (`Fleet`) and per-job initial state (`State`).
+
+Everything here runs on the host, on concrete values, *before* any tracing: this is
+where bad input becomes a `ValueError` that names the argument and the allowed range
+(MODEL.md §1). The engine (`ckpt_jax.engine`) only ever sees validated, broadcast arrays.
+
+Shapes: a fleet has batch shape ``B`` (any number of leading axes, possibly none) and
+``N`` job slots. Every array field is stored broadcast to the full batch shape.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import warnings
+from typing import Callable, Optional, Sequence, Union
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+__all__ = [
+    "Fleet",
+    "State",
+    "initial_state",
+    "state_from_positions",
+    "random_state",
+    "throughput_table",
+    "THROUGHPUT_PRESETS",
+]
+
+ArrayLike = Union[np.ndarray, jax.Array, Sequence[float], float]
+Throughput = Union[None, Callable[[int], float], ArrayLike]
+
+
+def _float_dtype(dtype, *arrays) -> np.dtype:
+    """The floating dtype the engine will compute in; never silently truncates float64.
+
+    An explicit ``dtype=float64`` (or a float64 NumPy/JAX array argument) without
+    ``jax_enable_x64`` is a request JAX cannot honour: with an explicit dtype we raise,
+    with float64 arrays we warn once and compute in float32.
+    """
+    x64 = bool(jax.config.jax_enable_x64)
+    if dtype is not None:
+        dtype = np.dtype(dtype)
+        if not np.issubdtype(dtype, np.floating):
+            raise ValueError(f"dtype must be a floating dtype (float32 or float64), got {dtype}")
+        if dtype == np.float64 and not x64:
+            raise ValueError(
+                "dtype=float64 needs jax_enable_x64: call "
+                "jax.config.update('jax_enable_x64', True) first (or pass dtype=float32)"
+            )
+        return dtype
+    explicit64 = any(
+        isinstance(a, (np.ndarray, jax.Array)) and a.dtype == np.float64 for a in arrays
+    )
+    if explicit64 and not x64:
+        warnings.warn(
+            "float64 inputs given but jax_enable_x64 is off: ckpt_jax computes in float32. "
+            "Enable x64 (jax.config.update('jax_enable_x64', True)) for float64 results.",
+            UserWarning,
+            stacklevel=4,
+        )
+    return np.dtype(np.float64 if x64 else np.float32)
+
+
+def _as_float_array(name: str, value, dtype) -> np.ndarray:
+    try:
+        arr = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"{name} must be an array of real numbers: {err}") from None
+    return arr
+
+
+# Named throughput functions f(n) (aggregate write bandwidth with n concurrent writers).
+THROUGHPUT_PRESETS: dict[str, Callable[[int], float]] = {
+    "shared": lambda n: 1.0,  # one unit of bandwidth shared equally (storage contention)
+    "linear": lambda n: float(n),  # no storage contention: each writer at full speed
+    "sqrt": lambda n: math.sqrt(n),  # sub-linear aggregate bandwidth
+    "saturating": lambda n: float(min(n, 4)),  # bandwidth grows until 4 writers, then shared
+    "degrading": lambda n: 1.0 / (1.0 + 0.1 * (n - 1)),  # thrashing: more writers, less total
+}
+
+
+def throughput_table(throughput: Throughput, n_jobs: int, batch_shape=()) -> np.ndarray:
+    """Tabulates f(n) for n = 0..N as a float64 array of shape (*batch, N + 1).
+
+    Args:
+      throughput: None (f ≡ 1), a preset name from `THROUGHPUT_PRESETS`, a callable
+        evaluated at n = 1..N, or an array of length N + 1 indexed by n (index 0 unused),
+        optionally with leading batch axes.
+      n_jobs: N, the number of job slots.
+
+    Returns:
+      The table with index 0 set to 1 (unused), validated positive and finite.
+    """
+    if throughput is None:
+        table = np.ones(n_jobs + 1)
+    elif isinstance(throughput, str):
+        if throughput not in THROUGHPUT_PRESETS:
+            raise ValueError(
+                f"throughput preset must be one of {sorted(THROUGHPUT_PRESETS)}, got {throughput!r}"
+            )
+        return throughput_table(THROUGHPUT_PRESETS[throughput], n_jobs, batch_shape)
+    elif callable(throughput):
+        values = []
+        for n in range(1, n_jobs + 1):
+            try:
+                values.append(float(throughput(n)))
+            except Exception as err:  # noqa: BLE001 - report any failure of the user's f
+                raise ValueError(f"throughput(n) failed at n={n}: {err}") from None
+        table = np.asarray([1.0] + values)
+    else:
+        table = _as_float_array("throughput", throughput, np.float64)
+        if table.ndim < 1 or table.shape[-1] != n_jobs + 1:
+            raise ValueError(
+                f"throughput array must have length N + 1 = {n_jobs + 1} along its last axis "
+                f"(index n = 0..N, index 0 unused), got shape {table.shape}"
+            )
+        table = table.copy()
+        table[..., 0] = 1.0
+    bad = ~(np.isfinite(table[..., 1:]) & (table[..., 1:] > 0))
+    if bad.any():
+        n = int(np.argwhere(bad)[0][-1]) + 1
+        raise ValueError(
+            f"throughput f(n) must be finite and > 0 for n = 1..{n_jobs}; f({n}) = "
+            f"{table[..., n].ravel()[0]!r}"
+        )
+    return table
+
+
+@dataclasses.dataclass(frozen=True, init=False)
+class Fleet:
+    """A batch of fleets of checkpointing jobs (MODEL.md §1).
+
+    Args:
+      compute: solo compute work T_i, shape (*B, N), finite and > 0.
+      write: solo write volume d_i, shape (*B, N), finite and > 0.
+      cap: power cap C in units of one job's full-speed draw: None (uncapped), or a
+        scalar or (*B,)-shaped array, finite and > 0.
+      throughput: aggregate write throughput f(n): None (f ≡ 1), a preset name
+        (`THROUGHPUT_PRESETS`), a callable evaluated at n = 1..N, or an array of length
+        N + 1 indexed by n (index 0 unused), optionally (*B, N + 1).
+      delay: controller delay τ ≥ 0 (the cap acts on the computing count from τ earlier);
+        scalar or (*B,). τ = 0 is the base model.
+      async_fraction: α ∈ [0, 1], the fraction of its compute rate a job keeps while its
+        checkpoint drains in the background; scalar or (*B,). α = 0 is the base model.
+      active: optional bool mask (*B, N) for fleets of different sizes padded into one
+        batch; inactive slots never run and never count. Default: all active.
+      dtype: float32 or float64; default float64 under ``jax_enable_x64``, else float32.
+
+    Attributes are stored broadcast to the full batch shape as JAX arrays; ``cap`` is
+    ``inf`` where uncapped. `Fleet` is a pytree, so it can be passed through
+    `jax.jit` and `jax.vmap`.
+    """
+
+    compute: jax.Array
+    write: jax.Array
+    cap: jax.Array
+    throughput: jax.Array
+    delay: jax.Array
+    async_fraction: jax.Array
+    active: jax.Array
+
+    def __init__(
+        self,
+        compute: ArrayLike,
+        write: ArrayLike,
+        cap: Optional[ArrayLike] = None,
+        throughput: Throughput = None,
+        *,
+        delay: ArrayLike = 0.0,
+        async_fraction: ArrayLike = 0.0,
+        active: Optional[ArrayLike] = None,
+        dtype=None,
+    ):
+        dtype = _float_dtype(dtype, compute, write, cap)
+        compute_np = _as_float_array("compute", compute, dtype)
+        write_np = _as_float_array("write", write, dtype)
+        if compute_np.ndim < 1 or write_np.ndim < 1:
+            raise ValueError(
+                "compute and write must have a trailing job axis of length N >= 1, got shapes "
+                f"{compute_np.shape} and {write_np.shape}"
+            )
+        try:
+            job_shape = np.broadcast_shapes(compute_np.shape, write_np.shape)
+        except ValueError:
+            raise ValueError(
+                f"compute and write shapes must broadcast to (..., N): got {compute_np.shape} "
+                f"and {write_np.shape}"
+            ) from None
+        n_jobs = job_shape[-1]
+        if n_jobs < 1:
+            raise ValueError("compute and write must hold at least one job (N >= 1)")
+        if active is None:
+            active_np = np.ones(job_shape, dtype=bool)
+        else:
+            active_np = np.asarray(active)
+            if active_np.dtype != bool:
+                raise ValueError(f"active must be a boolean mask, got dtype {active_np.dtype}")
+            try:
+                job_shape = np.broadcast_shapes(job_shape, active_np.shape)
+            except ValueError:
+                raise ValueError(
+                    f"active shape {active_np.shape} does not broadcast to the fleet shape "
+                    f"{job_shape}"
+                ) from None
+            if job_shape[-1] != n_jobs:
+                raise ValueError(f"active must have N = {n_jobs} job slots, got {active_np.shape}")
+        batch_shape = job_shape[:-1]
+
+        def per_fleet(name, value, default):
+            arr = _as_float_array(name, default if value is None else value, dtype)
+            try:
+                return np.broadcast_to(arr, batch_shape)
+            except ValueError:
+                raise ValueError(
+                    f"{name} must be a scalar or have the batch shape {batch_shape}, got shape "
+                    f"{arr.shape}"
+                ) from None
+
+        cap_np = per_fleet("cap", cap, np.inf)
+        delay_np = per_fleet("delay", delay, 0.0)
+        alpha_np = per_fleet("async_fraction", async_fraction, 0.0)
+        table = throughput_table(throughput, n_jobs)
+        try:
+            table = np.broadcast_to(table, batch_shape + (n_jobs + 1,))
+        except ValueError:
+            raise ValueError(
+                f"throughput table shape {table.shape} does not match the batch shape "
+                f"{batch_shape}"
+            ) from None
+
+        active_np = np.broadcast_to(active_np, job_shape)
+        compute_np = np.broadcast_to(compute_np, job_shape)
+        write_np = np.broadcast_to(write_np, job_shape)
+        for name, arr in (("compute", compute_np), ("write", write_np)):
+            bad = active_np & ~(np.isfinite(arr) & (arr > 0))
+            if bad.any():
+                raise ValueError(
+                    f"{name} must be finite and > 0 for every active job; found "
+                    f"{arr[bad].ravel()[0]!r} at index {tuple(np.argwhere(bad)[0])}"
+                )
+        if cap is not None and not ((cap_np > 0) & np.isfinite(cap_np)).all():
+            raise ValueError(f"cap must be finite and > 0 (or None for uncapped), got {cap!r}")
+        if not (np.isfinite(delay_np) & (delay_np >= 0)).all():
+            raise ValueError(f"delay must be finite and >= 0, got {delay!r}")
+        if not ((alpha_np >= 0) & (alpha_np <= 1)).all():
+            raise ValueError(f"async_fraction must lie in [0, 1], got {async_fraction!r}")
+        if not active_np.any(axis=-1).all():
+            raise ValueError("active must mark at least one job active in every fleet")
+
+        # Inactive slots get harmless positive work so no lane ever divides by zero.
+        compute_np = np.where(active_np, compute_np, 1.0)
+        write_np = np.where(active_np, write_np, 1.0)
+        fields = dict(
+            compute=compute_np,
+            write=write_np,
+            cap=cap_np,
+            throughput=table,
+            delay=delay_np,
+            async_fraction=alpha_np,
+        )
+        for name, value in fields.items():
+            object.__setattr__(self, name, jnp.asarray(value, dtype=dtype))
+        object.__setattr__(self, "active", jnp.asarray(active_np, dtype=bool))
+
+    # -- convenience ---------------------------------------------------------------
+    @property
+    def n_jobs(self) -> int:
+        """N, the number of job slots (active or padding)."""
+        return self.compute.shape[-1]
+
+    @property
+    def batch_shape(self) -> tuple:
+        """The leading batch shape (*B,)."""
+        return self.compute.shape[:-1]
+
+    @property
+    def dtype(self):
+        return self.compute.dtype
+
+    @property
+    def period(self) -> jax.Array:
+        """Solo cycle time T_i + d_i / f(1) of each job, shape (*B, N)."""
+        return self.compute + self.write / self.throughput[..., 1:2]
+
+    def __getitem__(self, index) -> "Fleet":
+        """Indexes the batch axes: ``fleet[3]`` is the fourth fleet of a 1-D batch."""
+        if not isinstance(index, tuple):
+            index = (index,)
+        job_index = index + (Ellipsis, slice(None)) if Ellipsis not in index else index
+        return _replace(
+            self,
+            compute=self.compute[job_index],
+            write=self.write[job_index],
+            throughput=self.throughput[job_index],
+            active=self.active[job_index],
+            cap=self.cap[index],
+            delay=self.delay[index],
+            async_fraction=self.async_fraction[index],
+        )
+
+
+_FLEET_FIELDS = ("compute", "write", "cap", "throughput", "delay", "async_fraction", "active")
+
+
+def _replace(fleet: Fleet, **changes) -> Fleet:
+    """A copy of ``fleet`` with some fields replaced, bypassing validation."""
+    new = object.__new__(Fleet)
+    for name in _FLEET_FIELDS:
+        object.__setattr__(new, name, changes.get(name, getattr(fleet, name)))
+    return new
+
+
+def _fleet_flatten(fleet):
+    return tuple(getattr(fleet, name) for name in _FLEET_FIELDS), None
+
+
+def _fleet_unflatten(_, leaves):
+    # Bypasses __init__: leaves may be tracers, batching sentinels or None.
+    new = object.__new__(Fleet)
+    for name, leaf in zip(_FLEET_FIELDS, leaves):
+        object.__setattr__(new, name, leaf)
+    return new
+
+
+jax.tree_util.register_pytree_node(Fleet, _fleet_flatten, _fleet_unflatten)
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class State:
+    """Per-job initial condition of a batch of fleets.
+
+    Attributes:
+      phase: (*B, N) int32, 0 = computing, 1 = writing.
+      remaining: (*B, N) work (phase 0) or volume (phase 1) left in the current phase.
+    """
+
+    phase: jax.Array
+    remaining: jax.Array
+
+
+def initial_state(fleet: Fleet, phase: ArrayLike = 0, remaining: Optional[ArrayLike] = None) -> State:
+    """Validated initial state for ``fleet``.
+
+    Args:
+      fleet: the `Fleet`.
+      phase: (*B, N) ints, 0 = computing, 1 = writing (broadcast; default all computing).
+      remaining: (*B, N) work left in the current phase, in (0, T_i] for computing jobs and
+        (0, d_i] for writing jobs. Default: a full phase (T_i or d_i), i.e. a synchronous start.
+
+    Raises:
+      ValueError: phase not in {0, 1}, remaining out of range, or shapes that do not match.
+    """
+    shape = fleet.compute.shape
+    phase_np = np.asarray(phase)
+    if not (np.issubdtype(phase_np.dtype, np.integer) or np.issubdtype(phase_np.dtype, np.bool_)):
+        if not np.all(np.equal(np.mod(phase_np, 1), 0)):
+            raise ValueError(f"phase must hold integers 0 (computing) or 1 (writing), got {phase!r}")
+    try:
+        phase_np = np.broadcast_to(phase_np.astype(np.int64), shape)
+    except ValueError:
+        raise ValueError(f"phase must have the fleet shape {shape}, got {np.shape(phase)}") from None
+    active = np.asarray(fleet.active)
+    if not np.isin(phase_np[active], (0, 1)).all():
+        raise ValueError(f"phase must be 0 (computing) or 1 (writing), got values {np.unique(phase_np)}")
+    full = np.where(phase_np == 1, np.asarray(fleet.write), np.asarray(fleet.compute))
+    if remaining is None:
+        remaining_np = full
+    else:
+        remaining_np = _as_float_array("remaining", remaining, None)
+        try:
+            remaining_np = np.broadcast_to(remaining_np, shape)
+        except ValueError:
+            raise ValueError(
+                f"remaining must have the fleet shape {shape}, got {remaining_np.shape}"
+            ) from None
+        # A relative slack of a few ulps lets users pass remaining = T computed in another dtype.
+        slack = 4 * np.finfo(np.dtype(fleet.dtype)).eps * full
+        bad = active & ~(np.isfinite(remaining_np) & (remaining_np > 0) & (remaining_np <= full + slack))
+        if bad.any():
+            idx = tuple(np.argwhere(bad)[0])
+            which = "d_i (write)" if phase_np[idx] == 1 else "T_i (compute)"
+            raise ValueError(
+                f"remaining must lie in (0, {which}] for each job; remaining{list(idx)} = "
+                f"{remaining_np[idx]!r} but the phase's full work is {full[idx]!r}"
+            )
+        remaining_np = np.minimum(remaining_np, full)
+    remaining_np = np.where(active, remaining_np, 1.0)
+    return State(
+        phase=jnp.asarray(np.where(active, phase_np, 0), dtype=jnp.int32),
+        remaining=jnp.asarray(remaining_np, dtype=fleet.dtype),
+    )
+
+
+def state_from_positions(fleet: Fleet, position: ArrayLike) -> State:
+    """State from cycle positions θ_i ∈ [0, d_i + T_i) (work done since the last firing).
+
+    θ < d_i: writing with d_i − θ left; otherwise computing with T_i − (θ − d_i) left
+    (MODEL.md §2, write progress first, then compute progress).
+    """
+    theta = _as_float_array("position", position, None)
+    write = np.asarray(fleet.write, dtype=np.float64)
+    compute = np.asarray(fleet.compute, dtype=np.float64)
+    try:
+        theta = np.broadcast_to(theta, write.shape)
+    except ValueError:
+        raise ValueError(f"position must have the fleet shape {write.shape}, got {theta.shape}") from None
+    active = np.asarray(fleet.active)
+    bad = active & ~((theta >= 0) & (theta < write + compute))
+    if bad.any():
+        raise ValueError(f"position must lie in [0, d_i + T_i); got {theta[bad].ravel()[0]!r}")
+    writing = theta < write
+    remaining = np.where(writing, write - theta, compute - (theta - write))
+    return initial_state(fleet, phase=writing.astype(np.int32), remaining=remaining)
+
+
+def random_state(fleet: Fleet, key: jax.Array) -> State:
+    """Independent uniformly random cycle positions, one per job (a "random launch")."""
+    u = np.asarray(jax.random.uniform(key, fleet.compute.shape, dtype=fleet.dtype), dtype=np.float64)
+    cycle = np.asarray(fleet.write, dtype=np.float64) + np.asarray(fleet.compute, dtype=np.float64)
+    return state_from_positions(fleet, np.minimum(u * cycle, np.nextafter(cycle, 0)))
