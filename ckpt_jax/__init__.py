@@ -8,6 +8,16 @@ from .engine import Trace as Trace
 from .engine import describe_status as describe_status
 from .engine import jitter_work as jitter_work
 from .engine import simulate as simulate
+from . import theory as theory
+from .maps import BRANCH_COLLISION_FREE as BRANCH_COLLISION_FREE
+from .maps import BRANCH_MIXED as BRANCH_MIXED
+from .maps import BRANCH_OVERLAPPING as BRANCH_OVERLAPPING
+from .maps import MapInfo as MapInfo
+from .maps import Spectrum as Spectrum
+from .maps import gap_return_map as gap_return_map
+from .maps import section_map as section_map
+from .maps import spectrum as spectrum
+from .maps import work_done as work_done
 from .model import THROUGHPUT_PRESETS as THROUGHPUT_PRESETS
 from .model import Fleet as Fleet
 from .model import State as State
@@ -30,6 +40,16 @@ __all__ = [
     "describe_status",
     "throughput_table",
     "THROUGHPUT_PRESETS",
+    "section_map",
+    "gap_return_map",
+    "spectrum",
+    "work_done",
+    "MapInfo",
+    "Spectrum",
+    "BRANCH_OVERLAPPING",
+    "BRANCH_COLLISION_FREE",
+    "BRANCH_MIXED",
+    "theory",
     "STATUS_OK",
     "STATUS_MAX_EVENTS",
     "STATUS_NONFINITE",

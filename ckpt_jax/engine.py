@@ -211,8 +211,13 @@ def _done(carry: Carry, active, n_fires: int):
     return jnp.all(~active | (carry.end_count >= n_fires))
 
 
-def _step(params: _Params, carry: Carry, running, n_fires: int, use_delay: bool, use_jitter: bool) -> Carry:
+def _step(
+    params: _Params, carry: Carry, running, n_fires: int, use_delay: bool, use_jitter: bool, horizon=None
+) -> Carry:
     """Advances one fleet to its next event and switches every job that empties there.
+
+    With a ``horizon`` the step stops there if no event comes first (a pure time advance,
+    used to read the state at a fixed time).
 
     ``running`` is False for fleets already stopped: they still execute this body (a
     batched while_loop steps all lanes), so it must be safe there — no division by zero,
@@ -229,6 +234,8 @@ def _step(params: _Params, carry: Carry, running, n_fires: int, use_delay: bool,
     if use_delay:
         queue_dt = jnp.where(carry.queue_size > 0, carry.queue_time[carry.queue_head] - carry.time, inf)
         dt = jnp.minimum(dt, queue_dt)
+    if horizon is not None:
+        dt = jnp.minimum(dt, jnp.maximum(horizon - carry.time, 0))
     finite = jnp.isfinite(dt)
     dt = jnp.where(finite & running, dt, 0)
     time = carry.time + dt

@@ -1,0 +1,275 @@
+"""Return maps in section and gap coordinates (MODEL.md §2), and their spectra by autodiff.
+
+The maps run the exact engine (`ckpt_jax.engine._step`) from one firing of job 0 to the
+next, so their Jacobians come from `jax.jacfwd` *through the event loop* — forward mode
+works through `lax.while_loop`; reverse mode does not. Both maps are jit-able and take a
+single fleet; batch them with `jax.vmap`.
+
+The maps are only piecewise smooth: each reports the branch of its point (all N write
+windows overlapping at some instant, collision-free, or mixed) and a status. Where the map
+is not defined as a smooth map of its coordinates (the firing order changes before job 0
+fires again, the point is outside the domain, the loop failed) the value is NaN and the
+status says why.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from . import engine
+from .model import Fleet
+
+__all__ = [
+    "MapInfo",
+    "Spectrum",
+    "section_map",
+    "gap_return_map",
+    "spectrum",
+    "work_done",
+    "BRANCH_OVERLAPPING",
+    "BRANCH_COLLISION_FREE",
+    "BRANCH_MIXED",
+    "STATUS_ORDER_CHANGED",
+    "STATUS_OUT_OF_DOMAIN",
+]
+
+BRANCH_OVERLAPPING = 0  # at some instant of the cycle all N jobs write together
+BRANCH_COLLISION_FREE = 1  # never two writers at once during the cycle
+BRANCH_MIXED = 2  # anything in between
+
+STATUS_ORDER_CHANGED = 8  # some job fired 0 or 2+ times, or out of order, before job 0 again
+STATUS_OUT_OF_DOMAIN = 16  # the input point is not a valid section/gap coordinate
+
+
+class MapInfo(NamedTuple):
+    """Auxiliary output of the return maps.
+
+    Attributes:
+      branch: `BRANCH_*` code of the cycle the map followed.
+      status: 0, or bit flags (`engine.STATUS_*`, `STATUS_ORDER_CHANGED`, `STATUS_OUT_OF_DOMAIN`).
+      return_time: time from job 0's firing to its next firing.
+      max_writers: the largest number of concurrent writers during that cycle.
+      n_events: events stepped.
+    """
+
+    branch: jax.Array
+    status: jax.Array
+    return_time: jax.Array
+    max_writers: jax.Array
+    n_events: jax.Array
+
+
+class Spectrum(NamedTuple):
+    """Linearisation of the gap return map at a point (MODEL.md claim 2).
+
+    Attributes:
+      eigenvalues: (N-1,) eigenvalues sorted by decreasing real part (complex128/64).
+      determinant: det of the Jacobian.
+      n_expanding: number of eigenvalues with modulus > 1 (+ a relative tolerance).
+      jacobian: (N-1, N-1) from `jax.jacfwd` through the event loop.
+      info: the `MapInfo` of the point.
+    """
+
+    eigenvalues: np.ndarray
+    determinant: float
+    n_expanding: int
+    jacobian: np.ndarray
+    info: MapInfo
+
+
+def _single_fleet_params(fleet: Fleet) -> engine._Params:
+    if not isinstance(fleet, Fleet):
+        raise ValueError(f"fleet must be a ckpt_jax.Fleet, got {type(fleet).__name__}")
+    if fleet.batch_shape != ():
+        raise ValueError(
+            f"fleet must be a single fleet (batch shape ()), got batch shape {fleet.batch_shape}; "
+            "use jax.vmap over fleets"
+        )
+    if fleet.n_jobs < 2:
+        raise ValueError(f"return maps need N >= 2 jobs, got N = {fleet.n_jobs}")
+    params = engine.flat_params(fleet)
+    return jax.tree_util.tree_map(lambda x: x[0], params)
+
+
+def _check_coordinates(name: str, x, n_jobs: int):
+    x = jnp.asarray(x)
+    if x.shape != (n_jobs - 1,):
+        raise ValueError(f"{name} must have shape (N-1,) = ({n_jobs - 1},), got {x.shape}")
+    if not jnp.issubdtype(x.dtype, jnp.floating):
+        raise ValueError(f"{name} must be floating point, got dtype {x.dtype}")
+    return x
+
+
+def _carry_from_section(params: engine._Params, u_others):
+    """Engine carry at the instant job 0 fires, from section coordinates of jobs 1..N-1.
+
+    u ∈ (0, T] means computing with u left; u ∈ (T, T + d] writing with u − T left (and the
+    next cycle's full T to follow); u = 0 is the same instant as job 0's firing (≡ T + d).
+    """
+    compute, write = params.compute, params.write
+    dtype = compute.dtype
+    u = jnp.concatenate([jnp.reshape(write[0] + compute[0], (1,)), u_others.astype(dtype)])
+    cycle = compute + write
+    u = jnp.where(u == 0, cycle, u)
+    writing = u > compute
+    remaining = jnp.where(writing, u - compute, u)
+    in_domain = jnp.all(~params.active | ((u > 0) & (u <= cycle)))
+    carry = engine._init_carry(params, writing.astype(jnp.int32), remaining, 1, 1, False)
+    return carry, in_domain
+
+
+def _run_to_next_firing(params: engine._Params, carry: engine.Carry, max_events: int):
+    """Steps until job 0 fires again; tracks the most concurrent writers seen."""
+    use_delay = False  # the maps are defined for the undelayed model
+
+    def writers(c):
+        return jnp.sum(params.active & c.draining)
+
+    def cond(state):
+        c, _ = state
+        return (c.fire_count[0] < 1) & (c.status == engine.STATUS_OK) & (c.n_events < max_events)
+
+    def body(state):
+        c, most = state
+        c = engine._step(params, c, jnp.bool_(True), 1, use_delay, False)
+        return c, jnp.maximum(most, writers(c))
+
+    return jax.lax.while_loop(cond, body, (carry, writers(carry)))
+
+
+def _section_step(fleet: Fleet, u, max_events: int):
+    params = _single_fleet_params(fleet)
+    u = _check_coordinates("u", u, fleet.n_jobs)
+    carry, in_domain = _carry_from_section(params, u)
+    final, most = _run_to_next_firing(params, carry, max_events)
+    u_next = jnp.where(final.draining, final.write_left, 0) + final.compute_left
+    status = final.status | jnp.where(final.fire_count[0] < 1, engine.STATUS_MAX_EVENTS, 0)
+    status = status | jnp.where(in_domain, 0, STATUS_OUT_OF_DOMAIN)
+    # Each other job must fire exactly once, in its section order (claim 3's order).
+    fired_once = jnp.all(~params.active[1:] | (final.fire_count[1:] == 1))
+    status = status | jnp.where(fired_once, 0, STATUS_ORDER_CHANGED)
+    n_active = jnp.sum(params.active)
+    branch = jnp.where(
+        most >= n_active, BRANCH_OVERLAPPING, jnp.where(most <= 1, BRANCH_COLLISION_FREE, BRANCH_MIXED)
+    )
+    info = MapInfo(
+        branch=branch.astype(jnp.int32),
+        status=status.astype(jnp.int32),
+        return_time=final.time,
+        max_writers=most.astype(jnp.int32),
+        n_events=final.n_events,
+    )
+    return params, final, u_next[1:], info
+
+
+def _default_budget(fleet: Fleet) -> int:
+    return 8 * fleet.n_jobs + 64
+
+
+def section_map(fleet: Fleet, u, *, max_events: int | None = None):
+    """Section coordinates at one firing of job 0 → the same at its next firing.
+
+    Args:
+      fleet: a single `Fleet` (batch shape ()), N >= 2.
+      u: (N-1,) section coordinates of jobs 1..N-1: work left until each job's next
+        firing (write remainder, if writing, plus compute remainder), in (0, T_j + d_j].
+
+    Returns:
+      ``(u_next, info)``: (N-1,) coordinates at job 0's next firing, and a `MapInfo`.
+      ``u_next`` is NaN where the loop failed or the input is out of the domain; a change
+      of firing order is flagged (the coordinates themselves stay well defined).
+      Differentiate with ``jax.jacfwd(section_map, argnums=1, has_aux=True)``.
+    """
+    max_events = _default_budget(fleet) if max_events is None else max_events
+    _, _, u_next, info = _section_step(fleet, u, max_events)
+    fatal = info.status & ~STATUS_ORDER_CHANGED
+    return jnp.where(fatal == 0, u_next, jnp.nan), info
+
+
+def gap_return_map(fleet: Fleet, a, *, max_events: int | None = None):
+    """Gap coordinates (jobs labelled in firing order after job 0) → the next gaps.
+
+    ``a_1 = u_1`` and ``a_j = u_j − u_{j−1}`` (MODEL.md §2): job j is the j-th to fire after
+    job 0. A job firing at the same instant as job 0 has coordinate 0, so the synchronous
+    state ``a = 0`` is a fixed point.
+
+    Args:
+      fleet: a single `Fleet`, N >= 2 (jobs 1..N-1 listed in firing order).
+      a: (N-1,) gaps, each >= 0, with ``sum(a) <= T + d``.
+
+    Returns:
+      ``(a_next, info)``; ``a_next`` is NaN, with a status flag, where the firing order
+      changed (the map is undefined there), the input is out of domain or the loop failed.
+    """
+    params = _single_fleet_params(fleet)
+    a = _check_coordinates("a", a, fleet.n_jobs)
+    max_events = _default_budget(fleet) if max_events is None else max_events
+    u = jnp.cumsum(a)
+    _, final, u_next, info = _section_step(fleet, u, max_events)
+    # Jobs that fire together with job 0's return are at gap coordinate 0, not T + d.
+    with_job0 = final.fire_times[1:, 0] == final.time
+    u_next = jnp.where(with_job0, 0, u_next)
+    a_next = jnp.diff(u_next, prepend=jnp.zeros((1,), u_next.dtype))
+    order_kept = jnp.all(a_next >= 0) & jnp.all(jnp.diff(final.fire_times[1:, 0]) >= 0)
+    status = info.status | jnp.where(jnp.all(a >= 0), 0, STATUS_OUT_OF_DOMAIN)
+    status = status | jnp.where(order_kept, 0, STATUS_ORDER_CHANGED)
+    info = info._replace(status=status.astype(jnp.int32))
+    del params
+    return jnp.where(status == 0, a_next, jnp.nan), info
+
+
+def work_done(fleet: Fleet, u, time, *, max_events: int | None = None):
+    """Cycle position θ (work since the last firing; write first, then compute) of every
+    job at a fixed ``time`` after the section point ``u``. Used to check event-time
+    derivatives against the implicit-function theorem."""
+    params = _single_fleet_params(fleet)
+    u = _check_coordinates("u", u, fleet.n_jobs)
+    max_events = _default_budget(fleet) if max_events is None else max_events
+    carry, _ = _carry_from_section(params, u)
+    horizon = jnp.asarray(time, params.compute.dtype)
+
+    def cond(c):
+        return (c.time < horizon) & (c.status == engine.STATUS_OK) & (c.n_events < max_events)
+
+    def body(c):
+        return engine._step(params, c, jnp.bool_(True), 1, False, False, horizon=horizon)
+
+    final = jax.lax.while_loop(cond, body, carry)
+    # Base model (α = 0): a writer has drained d − write_left; a computer did all its write.
+    return jnp.where(
+        final.draining,
+        params.write - final.write_left,
+        params.write + params.compute - final.compute_left,
+    )
+
+
+def spectrum(fleet: Fleet, a, *, rtol: float = 1e-9) -> Spectrum:
+    """Eigenvalues, determinant and expanding directions of the gap return map at ``a``,
+    from its Jacobian by `jax.jacfwd` through the event loop.
+
+    Args:
+      fleet: a single `Fleet`.
+      a: (N-1,) gap coordinates of the linearisation point.
+      rtol: an eigenvalue counts as expanding if its modulus exceeds 1 + rtol.
+    """
+    a = _check_coordinates("a", a, fleet.n_jobs)
+    jacobian, info = _gap_jacobian(fleet, a)
+    jacobian = np.asarray(jacobian)
+    if not np.all(np.isfinite(jacobian)):
+        eigenvalues = np.full(a.shape, np.nan + 0j)
+        determinant = float("nan")
+    else:
+        eigenvalues = np.linalg.eigvals(jacobian)
+        eigenvalues = eigenvalues[np.argsort(-eigenvalues.real, kind="stable")]
+        determinant = float(np.linalg.det(jacobian))
+    n_expanding = int(np.sum(np.abs(eigenvalues) > 1 + rtol))
+    return Spectrum(eigenvalues, determinant, n_expanding, jacobian, info)
+
+
+@jax.jit
+def _gap_jacobian(fleet: Fleet, a):
+    return jax.jacfwd(gap_return_map, argnums=1, has_aux=True)(fleet, a)
