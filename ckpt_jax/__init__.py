@@ -9,6 +9,8 @@ from .engine import describe_status as describe_status
 from .engine import jitter_work as jitter_work
 from .engine import simulate as simulate
 from . import theory as theory
+from .analysis import observed_interval as observed_interval
+from .analysis import writer_count as writer_count
 from .maps import BRANCH_COLLISION_FREE as BRANCH_COLLISION_FREE
 from .maps import BRANCH_MIXED as BRANCH_MIXED
 from .maps import BRANCH_OVERLAPPING as BRANCH_OVERLAPPING
@@ -50,6 +52,8 @@ __all__ = [
     "BRANCH_COLLISION_FREE",
     "BRANCH_MIXED",
     "theory",
+    "writer_count",
+    "observed_interval",
     "STATUS_OK",
     "STATUS_MAX_EVENTS",
     "STATUS_NONFINITE",

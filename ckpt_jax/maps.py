@@ -37,7 +37,7 @@ __all__ = [
     "STATUS_OUT_OF_DOMAIN",
 ]
 
-BRANCH_OVERLAPPING = 0  # at some instant of the cycle all N jobs write together
+BRANCH_OVERLAPPING = 0  # all N write windows overlap, then all N compute windows (Thm 8)
 BRANCH_COLLISION_FREE = 1  # never two writers at once during the cycle
 BRANCH_MIXED = 2  # anything in between
 
@@ -49,7 +49,9 @@ class MapInfo(NamedTuple):
     """Auxiliary output of the return maps.
 
     Attributes:
-      branch: `BRANCH_*` code of the cycle the map followed.
+      branch: `BRANCH_*` code of the cycle the map followed: overlapping when at some
+        instant all N jobs write and at another all N compute; collision-free when never
+        two write at once; mixed otherwise.
       status: 0, or bit flags (`engine.STATUS_*`, `STATUS_ORDER_CHANGED`, `STATUS_OUT_OF_DOMAIN`).
       return_time: time from job 0's firing to its next firing.
       max_writers: the largest number of concurrent writers during that cycle.
@@ -126,8 +128,10 @@ def _run_to_next_firing(params: engine._Params, carry: engine.Carry, max_events:
     """Steps until job 0 fires again; tracks the most concurrent writers seen."""
     use_delay = False  # the maps are defined for the undelayed model
 
-    def writers(c):
-        return jnp.sum(params.active & c.draining)
+    def counts(c):
+        writers = jnp.sum(params.active & c.draining)
+        computing = jnp.sum(engine._computing_mask(params, c.draining, c.waiting))
+        return jnp.stack([writers, computing])
 
     def cond(state):
         c, _ = state
@@ -136,9 +140,9 @@ def _run_to_next_firing(params: engine._Params, carry: engine.Carry, max_events:
     def body(state):
         c, most = state
         c = engine._step(params, c, jnp.bool_(True), 1, use_delay, False)
-        return c, jnp.maximum(most, writers(c))
+        return c, jnp.maximum(most, counts(c))
 
-    return jax.lax.while_loop(cond, body, (carry, writers(carry)))
+    return jax.lax.while_loop(cond, body, (carry, counts(carry)))
 
 
 def _section_step(fleet: Fleet, u, max_events: int):
@@ -153,14 +157,16 @@ def _section_step(fleet: Fleet, u, max_events: int):
     fired_once = jnp.all(~params.active[1:] | (final.fire_count[1:] == 1))
     status = status | jnp.where(fired_once, 0, STATUS_ORDER_CHANGED)
     n_active = jnp.sum(params.active)
+    most_writers, most_computing = most[0], most[1]
+    overlapping = (most_writers >= n_active) & (most_computing >= n_active)
     branch = jnp.where(
-        most >= n_active, BRANCH_OVERLAPPING, jnp.where(most <= 1, BRANCH_COLLISION_FREE, BRANCH_MIXED)
+        overlapping, BRANCH_OVERLAPPING, jnp.where(most_writers <= 1, BRANCH_COLLISION_FREE, BRANCH_MIXED)
     )
     info = MapInfo(
         branch=branch.astype(jnp.int32),
         status=status.astype(jnp.int32),
         return_time=final.time,
-        max_writers=most.astype(jnp.int32),
+        max_writers=most_writers.astype(jnp.int32),
         n_events=final.n_events,
     )
     return params, final, u_next[1:], info

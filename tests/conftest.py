@@ -1,4 +1,4 @@
-"""Tests verify in float64 (MODEL.md §4): x64 is enabled before any array is built."""
+"""Shared test setup: float64 is the verification dtype (STYLE.md), so enable x64 at import."""
 
 import jax
 
