@@ -62,6 +62,13 @@ def _cap(text: str) -> Optional[float]:
         raise argparse.ArgumentTypeError(f"{err} (or 'none' for uncapped)") from None
 
 
+def _fraction(text: str) -> float:
+    value = _real(positive=False)(text)
+    if value > 1:
+        raise argparse.ArgumentTypeError(f"must lie in [0, 1], got {text!r}")
+    return value
+
+
 def _add_simulate(subparsers) -> None:
     from .model import THROUGHPUT_PRESETS
 
@@ -87,6 +94,11 @@ def _add_simulate(subparsers) -> None:
                         help="aggregate write throughput f(n) with n concurrent writers")
     parser.add_argument("--jitter", type=_real(positive=False), default=0.0, metavar="SIGMA",
                         help="standard deviation of each compute phase's work")
+    parser.add_argument("--delay", type=_real(positive=False), default=0.0, metavar="TAU",
+                        help="controller delay: the cap acts on the computing count from TAU earlier")
+    parser.add_argument("--async-fraction", type=_fraction, default=0.0, metavar="ALPHA",
+                        help="asynchronous checkpoints: compute fraction kept while a write drains "
+                        "(0 = blocking)")
     parser.add_argument("--seed", type=_integer(0), default=0,
                         help="PRNG seed for the random start and the jitter")
     parser.add_argument("--cycles", type=_integer(1), default=50, metavar="K",
@@ -103,7 +115,44 @@ def _add_simulate(subparsers) -> None:
     parser.set_defaults(run=_simulate)
 
 
-_SUBCOMMANDS = (_add_simulate,)
+def _add_reproduce(subparsers) -> None:
+    from .experiments import REGISTRY
+
+    parser = subparsers.add_parser(
+        "reproduce",
+        help="run every experiment and write report.md (the main job)",
+        description=(
+            "Run the experiments behind the claims of MODEL.md and write DIR/report.md with, "
+            "per claim, the numbers, figures and a verdict decided by thresholds in the code. "
+            "An interrupted run resumes from the experiments already finished."
+        ),
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    sizes = parser.add_mutually_exclusive_group()
+    sizes.add_argument("--quick", dest="size", action="store_const", const="quick",
+                       help="sized for <= 10 minutes on a 2-core CPU (default)")
+    sizes.add_argument("--full", dest="size", action="store_const", const="full",
+                       help="sized for one GPU")
+    sizes.add_argument("--smoke", dest="size", action="store_const", const="smoke",
+                       help="seconds per experiment (what the tests run)")
+    parser.set_defaults(size="quick")
+    parser.add_argument("--only", action="append", choices=REGISTRY, metavar="NAME",
+                        help=f"run only this experiment (repeatable): {', '.join(REGISTRY)}")
+    parser.add_argument("--restart", action="store_true",
+                        help="ignore finished experiments in DIR and run them again")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+    parser.add_argument("--out", type=Path, required=True, metavar="DIR",
+                        help="output directory (created if missing)")
+
+    def run(args):
+        from .reproduce import main_reproduce
+
+        return main_reproduce(args)
+
+    parser.set_defaults(run=run, x64=True)
+
+
+_SUBCOMMANDS = (_add_simulate, _add_reproduce)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -184,6 +233,8 @@ def _simulate(args) -> int:
         np.full((n_fleets, n_jobs), args.write),
         cap=args.cap,
         throughput=args.throughput,
+        delay=args.delay,
+        async_fraction=args.async_fraction,
         dtype=np.float64 if args.x64 else np.float32,
     )
     state = _initial_state(fleet, args.start, args.seed)
@@ -230,6 +281,8 @@ def _simulate(args) -> int:
             "cap": args.cap,
             "throughput": args.throughput,
             "jitter": args.jitter,
+            "delay": args.delay,
+            "async_fraction": args.async_fraction,
             "seed": args.seed,
             "cycles": n_cycles,
             "fleets": n_fleets,
