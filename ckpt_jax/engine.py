@@ -55,6 +55,15 @@ _STATUS_TEXT = {
 _SNAP_ULPS = 8
 
 
+def flag(condition, bit: int) -> jax.Array:
+    """``bit`` as int32 where ``condition`` holds, else 0.
+
+    Both branches are explicitly int32: OR-ing an int32 status with a weakly typed
+    ``jnp.where(c, bit, 0)`` crashed XLA:CPU's eager compile under x64 (JAX 0.10.2).
+    """
+    return jnp.where(condition, jnp.int32(bit), jnp.int32(0))
+
+
 def describe_status(status: int) -> str:
     """Human-readable reasons for a status code (bit flags)."""
     if status == STATUS_OK:
@@ -290,8 +299,8 @@ def _step(
         queue_time = jnp.where(push & ~overflow, queue_time.at[slot].set(time + params.delay), queue_time)
         queue_count = jnp.where(push & ~overflow, queue_count.at[slot].set(new_computing), queue_count)
         queue_size = queue_size + (push & ~overflow).astype(jnp.int32)
-        status = status | jnp.where(overflow, STATUS_QUEUE_OVERFLOW, 0)
-    status = status | jnp.where(running & ~finite, STATUS_NONFINITE, 0)
+        status = status | flag(overflow, STATUS_QUEUE_OVERFLOW)
+    status = status | flag(running & ~finite, STATUS_NONFINITE)
 
     def keep(new, old):
         return jnp.where(running, new, old)

@@ -151,11 +151,11 @@ def _section_step(fleet: Fleet, u, max_events: int):
     carry, in_domain = _carry_from_section(params, u)
     final, most = _run_to_next_firing(params, carry, max_events)
     u_next = jnp.where(final.draining, final.write_left, 0) + final.compute_left
-    status = final.status | jnp.where(final.fire_count[0] < 1, engine.STATUS_MAX_EVENTS, 0)
-    status = status | jnp.where(in_domain, 0, STATUS_OUT_OF_DOMAIN)
+    status = final.status | engine.flag(final.fire_count[0] < 1, engine.STATUS_MAX_EVENTS)
+    status = status | engine.flag(~in_domain, STATUS_OUT_OF_DOMAIN)
     # Each other job must fire exactly once, in its section order (claim 3's order).
     fired_once = jnp.all(~params.active[1:] | (final.fire_count[1:] == 1))
-    status = status | jnp.where(fired_once, 0, STATUS_ORDER_CHANGED)
+    status = status | engine.flag(~fired_once, STATUS_ORDER_CHANGED)
     n_active = jnp.sum(params.active)
     most_writers, most_computing = most[0], most[1]
     overlapping = (most_writers >= n_active) & (most_computing >= n_active)
@@ -221,8 +221,8 @@ def gap_return_map(fleet: Fleet, a, *, max_events: int | None = None):
     u_next = jnp.where(with_job0, 0, u_next)
     a_next = jnp.diff(u_next, prepend=jnp.zeros((1,), u_next.dtype))
     order_kept = jnp.all(a_next >= 0) & jnp.all(jnp.diff(final.fire_times[1:, 0]) >= 0)
-    status = info.status | jnp.where(jnp.all(a >= 0), 0, STATUS_OUT_OF_DOMAIN)
-    status = status | jnp.where(order_kept, 0, STATUS_ORDER_CHANGED)
+    status = info.status | engine.flag(~jnp.all(a >= 0), STATUS_OUT_OF_DOMAIN)
+    status = status | engine.flag(~order_kept, STATUS_ORDER_CHANGED)
     info = info._replace(status=status.astype(jnp.int32))
     del params
     return jnp.where(status == 0, a_next, jnp.nan), info
