@@ -217,14 +217,17 @@ def gap_return_map(fleet: Fleet, a, *, max_events: int | None = None):
     u = jnp.cumsum(a)
     _, final, u_next, info = _section_step(fleet, u, max_events)
     # Jobs that fire together with job 0's return are at gap coordinate 0, not T + d.
+    active = params.active[1:]
     with_job0 = final.fire_times[1:, 0] == final.time
     u_next = jnp.where(with_job0, 0, u_next)
     a_next = jnp.diff(u_next, prepend=jnp.zeros((1,), u_next.dtype))
-    order_kept = jnp.all(a_next >= 0) & jnp.all(jnp.diff(final.fire_times[1:, 0]) >= 0)
+    # Padding slots (inactive, listed after the active jobs) never fire: ignore them.
+    fire_order = jnp.where(active, final.fire_times[1:, 0], jnp.inf)
+    order_kept = jnp.all(~active | (a_next >= 0)) & jnp.all(fire_order[1:] >= fire_order[:-1])
     status = info.status | engine.flag(~jnp.all(a >= 0), STATUS_OUT_OF_DOMAIN)
     status = status | engine.flag(~order_kept, STATUS_ORDER_CHANGED)
     info = info._replace(status=status.astype(jnp.int32))
-    del params
+    a_next = jnp.where(active, a_next, 0)  # padding slots: 0, so Jacobians stay finite
     return jnp.where(status == 0, a_next, jnp.nan), info
 
 

@@ -137,7 +137,8 @@ class Fleet:
       compute: solo compute work T_i, shape (*B, N), finite and > 0.
       write: solo write volume d_i, shape (*B, N), finite and > 0.
       cap: power cap C in units of one job's full-speed draw: None (uncapped), or a
-        scalar or (*B,)-shaped array, finite and > 0.
+        scalar or (*B,)-shaped array, finite and > 0; a (nested) list may hold None
+        entries for uncapped fleets in a batch.
       throughput: aggregate write throughput f(n): None (f ≡ 1), a preset name
         (`THROUGHPUT_PRESETS`), a callable evaluated at n = 1..N, or an array of length
         N + 1 indexed by n (index 0 unused), optionally (*B, N + 1).
@@ -219,7 +220,15 @@ class Fleet:
                     f"{arr.shape}"
                 ) from None
 
+        if cap is not None and not np.isscalar(cap) and not isinstance(cap, (np.ndarray, jax.Array)):
+            # A list may mix capped and uncapped fleets: None entries mean uncapped.
+            entries = np.asarray(cap, dtype=object)
+            uncapped = np.vectorize(lambda c: c is None, otypes=[bool])(entries)
+            cap = np.where(uncapped, np.inf, np.where(uncapped, 1.0, entries)).astype(np.float64)
+        else:
+            uncapped = np.zeros(np.shape(cap) if cap is not None else (), bool)
         cap_np = per_fleet("cap", cap, np.inf)
+        uncapped = np.broadcast_to(uncapped, batch_shape) if cap is not None else np.ones(batch_shape, bool)
         delay_np = per_fleet("delay", delay, 0.0)
         alpha_np = per_fleet("async_fraction", async_fraction, 0.0)
         table = throughput_table(throughput, n_jobs)
@@ -241,7 +250,7 @@ class Fleet:
                     f"{name} must be finite and > 0 for every active job; found "
                     f"{arr[bad].ravel()[0]!r} at index {tuple(np.argwhere(bad)[0])}"
                 )
-        if cap is not None and not ((cap_np > 0) & np.isfinite(cap_np)).all():
+        if not (uncapped | ((cap_np > 0) & np.isfinite(cap_np))).all():
             raise ValueError(f"cap must be finite and > 0 (or None for uncapped), got {cap!r}")
         if not (np.isfinite(delay_np) & (delay_np >= 0)).all():
             raise ValueError(f"delay must be finite and >= 0, got {delay!r}")

@@ -1,0 +1,324 @@
+"""Claims 3 and 4: what identical fleets can never change.
+
+Claim 3 (Prop 14): identical jobs never overtake and never merge. Ensembles of random
+launches are simulated for hundreds of cycles; for each fleet all firings are sorted by
+time and mapped to job ids, which must be one permutation repeated (the cyclic firing order
+is kept), and the smallest time between two distinct jobs' firings, relative to the period,
+must stay positive (no merger). Fleets mix storage contention, nonlinear f and a binding
+power cap, since the claim only needs anonymous rates.
+
+Claim 4 (Prop 16): in the deterministic, uncapped model a staggered fleet whose write
+windows never overlap (N·d < T + d; evenly or randomly staggered) stays collision-free,
+and launches that start overlapping never become collision-free: every block of N
+consecutive write windows (one round of firings) still contains an overlap.
+
+Fleets of different N are padded into shared batches (`Fleet(active=...)`) so the engine
+compiles once per (slot count, cycles) pair rather than once per N.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .. import Fleet, State, random_state, simulate, state_from_positions, throughput_table
+from . import NOT_REPRODUCED, REPRODUCED, check_size, finish, new_figure, save_figure, verdict
+
+NAME = "invariants"
+CLAIMS = (3, 4)
+
+COMPUTE = 10.0  # T
+LOAD = 1.0  # random launches: ρ = N d / (T + d) = 1, so writes of a random launch overlap
+STAGGER_FILL = 0.8  # staggered fleets: N d = 0.8 (T + d), leaving a margin between windows
+# Random-launch conditions (throughput, cap as a fraction of N); the fleets of each N are
+# split evenly among them. Claim 4 is stated for the uncapped model, so only uncapped
+# fleets enter its statistics.
+RANDOM_CONDITIONS = (("shared", None), ("sqrt", None), ("linear", 0.5), ("shared", 0.5))
+STAGGER_THROUGHPUTS = ("shared", "sqrt")
+OVERLAP_RTOL = 1e-9  # two windows overlap if one ends more than this · (T + d) after the next starts
+
+SIZES = {
+    "smoke": dict(n_jobs=(4,), fleets=8, cycles=50, groups=(4,), stagger_fleets=4, stagger_cycles=50),
+    "quick": dict(n_jobs=(4, 16, 64), fleets=64, cycles=500, groups=(16, 64), stagger_fleets=8, stagger_cycles=1000),
+    "full": dict(n_jobs=(4, 16, 64, 256), fleets=256, cycles=2000, groups=(16, 64, 256), stagger_fleets=16,
+                 stagger_cycles=4000),
+}
+
+
+def _spec(kind, n_jobs, throughput, cap, write, positions=None):
+    return dict(kind=kind, n_jobs=n_jobs, throughput=throughput, cap=cap, write=write, positions=positions)
+
+
+def _random_specs(n_jobs, fleets):
+    write = LOAD * COMPUTE / (n_jobs - LOAD)  # ρ = N d / (T + d)
+    specs = []
+    for b in range(fleets):
+        throughput, cap_fraction = RANDOM_CONDITIONS[b % len(RANDOM_CONDITIONS)]
+        cap = None if cap_fraction is None else cap_fraction * n_jobs
+        specs.append(_spec("random", n_jobs, throughput, cap, write))
+    return specs
+
+
+def _stagger_specs(n_jobs, fleets, rng):
+    """Collision-free launches: half evenly staggered, half with random spacings ≥ d."""
+    write = STAGGER_FILL * COMPUTE / (n_jobs - STAGGER_FILL)  # N d = fill (T + d)
+    cycle = COMPUTE + write
+    slack = cycle - n_jobs * write
+    specs = []
+    for b in range(fleets):
+        if b < fleets // 2:
+            spacing = np.full(n_jobs - 1, cycle / n_jobs)
+        else:
+            cuts = np.sort(rng.uniform(0, slack, n_jobs))
+            spacing = write + np.diff(cuts)  # N − 1 spacings; the rest of the slack closes the cycle
+        positions = np.concatenate([[0.0], np.cumsum(spacing)])
+        positions = (cycle - positions) % cycle  # job j fires after job j − 1, one spacing later
+        kind = "even" if b < fleets // 2 else "random stagger"
+        specs.append(_spec(kind, n_jobs, STAGGER_THROUGHPUTS[b % len(STAGGER_THROUGHPUTS)], None, write, positions))
+    return specs
+
+
+def _simulate_group(specs, slots, cycles, key, progress):
+    """Simulates padded fleets of one slot count; returns per-fleet (fire, end) of the active jobs."""
+    count = len(specs)
+    compute = np.ones((count, slots))
+    write = np.ones((count, slots))
+    active = np.zeros((count, slots), bool)
+    tables = np.ones((count, slots + 1))
+    caps = np.full(count, np.inf)
+    for b, s in enumerate(specs):
+        n = s["n_jobs"]
+        compute[b, :n] = COMPUTE
+        write[b, :n] = s["write"]
+        active[b, :n] = True
+        tables[b, : n + 1] = throughput_table(s["throughput"], n)
+        if s["cap"] is not None:
+            caps[b] = s["cap"]
+    # Fleet takes a finite cap per fleet: 2·slots computing jobs can never exceed it.
+    fleet = Fleet(compute=compute, write=write, cap=np.where(np.isfinite(caps), caps, 2.0 * slots),
+                  throughput=tables, active=active, dtype=np.float64)
+    state = random_state(fleet, key)
+    staggered = np.array([s["positions"] is not None for s in specs])
+    if staggered.any():
+        positions = np.zeros((count, slots))
+        for b, s in enumerate(specs):
+            if s["positions"] is not None:
+                positions[b, : s["n_jobs"]] = s["positions"]
+        placed = state_from_positions(fleet, positions)
+        rows = staggered[:, None]
+        state = State(phase=jnp.where(rows, placed.phase, state.phase),
+                      remaining=jnp.where(rows, placed.remaining, state.remaining))
+    trace = simulate(fleet, state, n_fires=cycles, progress=progress)
+    fire = np.asarray(trace.fire_times)
+    end = np.asarray(trace.end_times)
+    ok = np.asarray(trace.ok)
+    return [(fire[b, : s["n_jobs"]], end[b, : s["n_jobs"]], bool(ok[b])) for b, s in enumerate(specs)]
+
+
+def _firing_statistics(fire):
+    """Order kept (one permutation repeated), the smallest distinct-job firing gap / period
+    over the whole run, and the same in the first and in the last round of N firings."""
+    n_jobs, n_fires = fire.shape
+    times = fire.T.ravel()
+    order = np.argsort(times, kind="stable")
+    jobs = np.tile(np.arange(n_jobs), n_fires)[order]
+    first = jobs[:n_jobs]
+    kept = len(set(first.tolist())) == n_jobs and np.array_equal(jobs, np.tile(first, n_fires))
+    sorted_times = times[order]
+    distinct = jobs[1:] != jobs[:-1]
+    gaps = np.diff(sorted_times)[distinct]
+    period = (fire[0, -1] - fire[0, 0]) / (n_fires - 1)
+    first_round, last_round = gaps[:n_jobs].min(), gaps[-n_jobs:].min()
+    return bool(kept), float(gaps.min() / period), float(first_round / period), float(last_round / period)
+
+
+def _overlaps(fire, end, cycle):
+    """Overlap flag of each sorted write window with the next one, shape (N K − 1,)."""
+    order = np.argsort(fire.ravel(), kind="stable")
+    starts, ends = fire.ravel()[order], end.ravel()[order]
+    # Starts are sorted, so a window overlapping any later one also overlaps the next.
+    return ends[:-1] > starts[1:] + OVERLAP_RTOL * cycle
+
+
+def _collision_free_blocks(overlaps, n_jobs):
+    """True for each block of N consecutive windows (a full round) without any overlap."""
+    blocks = np.lib.stride_tricks.sliding_window_view(overlaps, n_jobs)
+    return ~blocks.any(axis=1)
+
+
+def _figure(random_by_n, stagger_by_n, n_jobs_list, cycles, stagger_cycles):
+    fig = new_figure(figsize=(15, 4.4), layout="constrained")
+    ax_gap, ax_order, ax_free = fig.subplots(1, 3)
+    colors = [f"C{k}" for k in range(len(n_jobs_list))]
+    all_gaps = np.concatenate([[r["min_gap"] for r in random_by_n[n]] for n in n_jobs_list])
+    low = np.floor(np.log10(max(all_gaps.min(), 1e-18)))
+    bins = np.linspace(low, 0, 30)
+    for n, color in zip(n_jobs_list, colors):
+        gaps = np.log10(np.maximum([r["min_gap"] for r in random_by_n[n]], 1e-18))
+        ax_gap.hist(gaps, bins=bins, histtype="step", lw=1.5, color=color, label=f"N={n}")
+    ax_gap.set_xlabel("log10 (smallest gap between two jobs' firings / period)")
+    ax_gap.set_ylabel("fleets")
+    ax_gap.set_title(f"Claim 3: no merger over {cycles} cycles (0 would be −∞)")
+    ax_gap.legend(fontsize=8)
+
+    x = np.arange(len(n_jobs_list))
+    kept = [np.mean([r["order_kept"] for r in random_by_n[n]]) for n in n_jobs_list]
+    ax_order.bar(x, kept, color=colors)
+    for xi, n, value in zip(x, n_jobs_list, kept):
+        ax_order.text(xi, value + 0.02, f"{value:.0%}\n({len(random_by_n[n])} fleets)", ha="center", fontsize=8)
+    ax_order.set_xticks(x, [f"N={n}" for n in n_jobs_list])
+    ax_order.set_ylim(0, 1.25)
+    ax_order.set_ylabel("fraction of fleets")
+    ax_order.set_title("Claim 3: cyclic firing order never changes")
+
+    width = 0.38
+    stay = [np.mean([s["stays_free"] for s in stagger_by_n[n]]) for n in n_jobs_list]
+    became = []
+    for n in n_jobs_list:
+        overlapping = [r for r in random_by_n[n] if r["uncapped"] and r["starts_overlapping"]]
+        became.append(np.mean([r["becomes_free"] for r in overlapping]) if overlapping else np.nan)
+    ax_free.bar(x - width / 2, stay, width, color="tab:green",
+                label=f"staggered: stay collision-free ({stagger_cycles} cycles)")
+    ax_free.bar(x + width / 2, np.nan_to_num(became), width, color="tab:red",
+                label=f"overlapping launches: become collision-free ({cycles} cycles)")
+    for xi, s, b in zip(x, stay, became):
+        ax_free.text(xi - width / 2, s + 0.02, f"{s:.0%}", ha="center", fontsize=8)
+        ax_free.text(xi + width / 2, (0 if np.isnan(b) else b) + 0.02, "n/a" if np.isnan(b) else f"{b:.0%}",
+                     ha="center", fontsize=8)
+    ax_free.set_xticks(x, [f"N={n}" for n in n_jobs_list])
+    ax_free.set_ylim(0, 1.3)
+    ax_free.set_ylabel("fraction of fleets")
+    ax_free.set_title("Claim 4: the collision-free set is invariant (uncapped)")
+    ax_free.legend(fontsize=8, loc="upper center")
+    return fig
+
+
+def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
+    """Simulates random and staggered launches and checks claims 3 and 4; writes JSON and a figure.
+
+    Args:
+      out_dir: directory for ``invariants.json`` and ``invariants.png``.
+      size: "smoke", "quick" or "full" (fleet sizes, ensemble sizes, cycles).
+      progress: show the engine's progress bars.
+    """
+    jax.config.update("jax_enable_x64", True)
+    size = check_size(size)
+    out_dir = Path(out_dir)
+    config = SIZES[size]
+    started = time.perf_counter()
+    rng = np.random.default_rng(3)
+    n_jobs_list = tuple(config["n_jobs"])
+
+    # One simulate call (one compiled loop) per (slot count, cycles); random and staggered
+    # fleets share a call where both agree.
+    calls = defaultdict(list)
+    for n in n_jobs_list:
+        slots = min(g for g in config["groups"] if g >= n)
+        for spec in _random_specs(n, config["fleets"]):
+            calls[(slots, config["cycles"])].append(spec)
+        for spec in _stagger_specs(n, config["stagger_fleets"], rng):
+            calls[(max(n_jobs_list), config["stagger_cycles"])].append(spec)
+
+    random_by_n, stagger_by_n = defaultdict(list), defaultdict(list)
+    not_ok = 0
+    key = jax.random.key(3)
+    for index, ((slots, cycles), specs) in enumerate(sorted(calls.items(), key=lambda kv: kv[0])):
+        results = _simulate_group(specs, slots, cycles, jax.random.fold_in(key, index), progress)
+        for spec, (fire, end, ok) in zip(specs, results):
+            not_ok += not ok
+            n = spec["n_jobs"]
+            cycle = COMPUTE + spec["write"]
+            kept, min_gap, first_gap, last_gap = _firing_statistics(fire)
+            overlaps = _overlaps(fire, end, cycle)
+            free = _collision_free_blocks(overlaps, n)
+            record = dict(kind=spec["kind"], throughput=spec["throughput"], cap=spec["cap"], ok=ok,
+                          order_kept=kept, min_gap=min_gap, first_round_gap=first_gap, last_round_gap=last_gap)
+            if spec["kind"] == "random":
+                record.update(uncapped=spec["cap"] is None, starts_overlapping=bool(overlaps[: n].any()),
+                              becomes_free=bool(free.any()), stays_free=bool(free.all()))
+                random_by_n[n].append(record)
+            else:
+                record.update(stays_free=bool(not overlaps.any()), overlapping_windows=int(overlaps.sum()))
+                stagger_by_n[n].append(record)
+
+    figures = [save_figure(_figure(random_by_n, stagger_by_n, n_jobs_list, config["cycles"], config["stagger_cycles"]),
+                           out_dir / f"{NAME}.png")]
+
+    per_n = {}
+    for n in n_jobs_list:
+        rand, stag = random_by_n[n], stagger_by_n[n]
+        uncapped = [r for r in rand if r["uncapped"]]
+        overlapping = [r for r in uncapped if r["starts_overlapping"]]
+        free_launches = [r for r in uncapped if not r["starts_overlapping"]]
+        per_n[str(n)] = dict(
+            random_fleets=len(rand),
+            order_kept_fraction=float(np.mean([r["order_kept"] for r in rand])),
+            smallest_gap_over_period=float(min(r["min_gap"] for r in rand)),
+            median_smallest_gap_over_period=float(np.median([r["min_gap"] for r in rand])),
+            # Not a verdict here (claim 5 is experiment 'no_clustering'): the smallest gap of the
+            # first and of the last round of N firings, medians over the random launches.
+            median_first_round_gap=float(np.median([r["first_round_gap"] for r in rand])),
+            median_last_round_gap=float(np.median([r["last_round_gap"] for r in rand])),
+            uncapped_overlapping_launches=len(overlapping),
+            became_collision_free=int(sum(r["becomes_free"] for r in overlapping)),
+            uncapped_collision_free_launches=len(free_launches),
+            collision_free_launches_stayed=int(sum(r["stays_free"] for r in free_launches)),
+            staggered_fleets=len(stag),
+            staggered_stayed_collision_free=int(sum(s["stays_free"] for s in stag)),
+            staggered_order_kept=int(sum(s["order_kept"] for s in stag)),
+        )
+
+    all_random = [r for n in n_jobs_list for r in random_by_n[n]]
+    all_stagger = [s for n in n_jobs_list for s in stagger_by_n[n]]
+    order_fraction = float(np.mean([r["order_kept"] for r in all_random + all_stagger]))
+    smallest_gap = float(min(r["min_gap"] for r in all_random))
+    overlapping = [r for r in all_random if r["uncapped"] and r["starts_overlapping"]]
+    free_launches = [r for r in all_random if r["uncapped"] and not r["starts_overlapping"]]
+    stay_fraction = float(np.mean([s["stays_free"] for s in all_stagger + free_launches]))
+    became_fraction = float(np.mean([r["becomes_free"] for r in overlapping])) if overlapping else float("nan")
+
+    claim3_ok = not_ok == 0 and order_fraction == 1.0 and smallest_gap > 0
+    claim3 = verdict(
+        3, REPRODUCED if claim3_ok else NOT_REPRODUCED,
+        f"{len(all_random)} random launches (N in {list(n_jobs_list)}, {config['cycles']} cycles; f≡1, √n, and a "
+        f"binding cap C = N/2) and {len(all_stagger)} staggered fleets: {order_fraction:.1%} kept their cyclic "
+        f"firing order (threshold 100%); smallest firing gap between two jobs {smallest_gap:.2e} of the period "
+        f"(threshold > 0: no merger); {not_ok} runs incomplete.",
+        order_kept_fraction=order_fraction, smallest_gap_over_period=smallest_gap, incomplete_runs=not_ok,
+    )
+    claim4_ok = not_ok == 0 and stay_fraction == 1.0 and bool(overlapping) and became_fraction == 0.0
+    claim4 = verdict(
+        4, REPRODUCED if claim4_ok else NOT_REPRODUCED,
+        f"{len(all_stagger)} staggered fleets (N d = {STAGGER_FILL:g} (T + d), {config['stagger_cycles']} cycles) "
+        f"and {len(free_launches)} random launches that started collision-free: {stay_fraction:.1%} stayed "
+        f"collision-free (threshold 100%); of {len(overlapping)} uncapped random launches that started "
+        f"overlapping, {became_fraction:.1%} ever had a collision-free round of N windows "
+        f"(threshold 0%, over {config['cycles']} cycles).",
+        stayed_collision_free_fraction=stay_fraction, became_collision_free_fraction=became_fraction,
+        overlapping_launches=len(overlapping), staggered_fleets=len(all_stagger),
+    )
+
+    numbers = dict(
+        compute=COMPUTE,
+        random_load=LOAD,
+        random_conditions=[dict(throughput=t, cap_over_n=c) for t, c in RANDOM_CONDITIONS],
+        stagger_fill=STAGGER_FILL,
+        n_jobs=list(n_jobs_list),
+        fleets_per_n=config["fleets"],
+        cycles=config["cycles"],
+        stagger_fleets_per_n=config["stagger_fleets"],
+        stagger_cycles=config["stagger_cycles"],
+        incomplete_runs=not_ok,
+        order_kept_fraction=order_fraction,
+        smallest_gap_over_period=smallest_gap,
+        stayed_collision_free_fraction=stay_fraction,
+        became_collision_free_fraction=became_fraction,
+        per_n=per_n,
+        seconds=time.perf_counter() - started,
+    )
+    return finish(out_dir, NAME, size, numbers, [claim3, claim4], figures)
