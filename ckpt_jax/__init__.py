@@ -9,6 +9,8 @@ from .engine import describe_status as describe_status
 from .engine import jitter_work as jitter_work
 from .engine import simulate as simulate
 from . import theory as theory
+from .coupling import coupling_function as coupling_function
+from .coupling import stagger_lifetime as stagger_lifetime
 from .analysis import observed_interval as observed_interval
 from .analysis import writer_count as writer_count
 from .maps import BRANCH_COLLISION_FREE as BRANCH_COLLISION_FREE
@@ -53,6 +55,8 @@ __all__ = [
     "BRANCH_MIXED",
     "theory",
     "writer_count",
+    "coupling_function",
+    "stagger_lifetime",
     "observed_interval",
     "STATUS_OK",
     "STATUS_MAX_EVENTS",

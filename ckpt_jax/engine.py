@@ -48,8 +48,8 @@ _STATUS_TEXT = {
     STATUS_QUEUE_OVERFLOW: "the delayed-controller queue overflowed (raise queue_size)",
 }
 
-# Jobs whose left-over work after a step is within this many ulps of their phase's full
-# work switch in the same step as the event: they are simultaneous to working precision.
+# Jobs due within this many ulps of the clock, or left with this many ulps of their phase's
+# full work, switch in the same step as the event: simultaneous to working precision.
 # Without it, two jobs that should empty together can leave a 1-ulp remainder and take a
 # spurious tiny extra step (MODEL.md §1: simultaneous events switch together).
 _SNAP_ULPS = 8
@@ -252,8 +252,12 @@ def _step(
     write_left = jnp.where(writers, carry.write_left - write_rate * dt, carry.write_left)
     compute_left = jnp.where(computes, carry.compute_left - compute_rate * dt, carry.compute_left)
     eps = jnp.finfo(dtype).eps * _SNAP_ULPS
-    ends = writers & ((write_dt == dt) | (write_left <= eps * params.write))
-    completes = computes & ((compute_dt == dt) | (compute_left <= eps * params.compute))
+    # Simultaneous to working precision: due within a few ulps of the clock, or left with
+    # a few ulps of the phase's work. Both scales matter: a fleet mixing T = 0.25 with
+    # d = 2.5 leaves remainders far above T's ulps but far below the clock's.
+    clock = eps * (carry.time + dt)
+    ends = writers & ((write_dt <= dt + clock) | (write_left <= eps * params.write))
+    completes = computes & ((compute_dt <= dt + clock) | (compute_left <= eps * params.compute))
     ends = ends & running & finite
     completes = completes & running & finite
 
@@ -288,7 +292,7 @@ def _step(
     status = carry.status
     if use_delay:
         capacity = queue_time.shape[0]
-        pop = running & (queue_size > 0) & (queue_dt == dt)
+        pop = running & (queue_size > 0) & (queue_dt <= dt + clock)
         applied = jnp.where(pop, queue_count[queue_head], applied)
         queue_head = jnp.where(pop, (queue_head + 1) % capacity, queue_head)
         queue_size = queue_size - pop.astype(jnp.int32)

@@ -7,12 +7,11 @@ import pytest
 from ckpt_jax.experiments import NOT_REPRODUCED, PARTIALLY, REPRODUCED
 from ckpt_jax.experiments import invariants, pairwise_neutrality, spectrum
 
-# These claims hold exactly in the model, so even smoke runs must reproduce them. 8a is
-# partial by design: a heterogeneous pair is coupled under C < 1 but stays neutral for
-# C >= 1 (both jobs then progress at equal rates; see pairwise_neutrality's docstring).
+# These claims hold exactly in the model, so even smoke runs must reproduce them (claim 8a's
+# verdict is the 'boundary' experiment's; pairwise_neutrality only records its numbers).
 EXPECTED = {
     "spectrum": {2: REPRODUCED},
-    "pairwise_neutrality": {1: REPRODUCED, 8: PARTIALLY},
+    "pairwise_neutrality": {1: REPRODUCED},
     "invariants": {3: REPRODUCED, 4: REPRODUCED},
 }
 

@@ -1,0 +1,237 @@
+"""Claim 7: with per-cycle compute jitter σ a stagger of margin m lives ~ (m/σ)² cycles.
+
+N identical, uncapped jobs (f ≡ 1) are launched evenly staggered: firings every s = (T + d)/N,
+so consecutive write windows are separated by the idle margin ``m = s − d``. While no two
+windows overlap every job runs at its solo rates, so the only motion of the stagger is the
+jitter: each compute phase draws ``T + σ ξ`` (`simulate(..., jitter=σ)`), a driftless random
+walk of every firing time. The stagger's lifetime is the number of cycles until two write
+windows first overlap (`coupling.stagger_lifetime`); a diffusive walk needs ~(m/σ)² steps
+to cover m, whereas a chaotic amplification would need only ~log(m/σ)/λ.
+
+σ is varied at fixed geometry, so m/σ spans ``RATIO_RANGE`` (1.5 decades). Each point runs
+its own K = ``K_FACTOR · LIFETIME_SCALE · (m/σ)² + K_MIN`` cycles, enough that most fleets
+collide within the run if the claim holds; fleets still staggered at the end are
+*censored* (lifetime ≥ K). The median lifetime is exact while fewer than half the fleets
+are censored (censored values all lie above the uncensored ones), so only such points are
+fitted, and only those whose median is at least ``FIT_MIN_MEDIAN`` cycles (the diffusive
+limit; a walk of a few steps overshoots the margin by O(σ)). The fitted slope of
+log(median) vs log(m/σ) gets a bootstrap confidence interval (fleets resampled within
+each point).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+
+import jax
+import numpy as np
+
+from .. import Fleet, initial_state, simulate
+from ..coupling import stagger_lifetime
+from . import NOT_REPRODUCED, PARTIALLY, REPRODUCED, check_size, finish, new_figure, save_figure, verdict
+
+NAME = "jitter"
+CLAIMS = (7,)
+
+N_JOBS = 4
+COMPUTE = 7.0  # T
+WRITE = 1.0  # d; spacing s = (T + d)/N = 2, margin m = s − d = 1
+RATIO_RANGE = (4.0, 128.0)  # m/σ at size quick: 1.5 decades (full: 4..256)
+
+# K per point: a guess of the median lifetime (cycles per (m/σ)², from a pilot run) times a
+# safety factor. If lifetimes grew faster than (m/σ)² the top points would be censored,
+# which the fit detects and reports; it never enters the fit.
+LIFETIME_SCALE = 0.25
+K_FACTOR = 2.5
+K_MIN = 20
+
+FIT_MIN_MEDIAN = 10.0  # cycles: points with a shorter median lifetime are shown, not fitted
+MAX_CENSORED = 0.5  # the median is exact only while fewer than half the fleets are censored
+N_BOOTSTRAP = 1000
+CONFIDENCE = 0.95
+
+# Verdict thresholds on the fitted slope of log(median lifetime) vs log(m/σ).
+CLAIMED_SLOPE = 2.0
+# The (m/σ)² law is asymptotic: a walk that crosses the margin in a few steps overshoots it
+# by O(σ), biasing the slope low by O(σ/m). A slope this close to 2 (or a CI reaching it)
+# counts as reproduced.
+SLOPE_EQUIVALENCE = 0.1
+PARTIAL_BAND = 0.5  # |slope − 2| ≤ this: partially
+MIN_FIT_POINTS = 3
+
+SIZES = {
+    "smoke": dict(n_points=3, n_fleets=24, ratio_range=(2.0, 8.0)),
+    "quick": dict(n_points=6, n_fleets=200, ratio_range=RATIO_RANGE),
+    "full": dict(n_points=13, n_fleets=1000, ratio_range=(4.0, 256.0)),
+}
+
+
+def staggered_fleet(n_fleets: int):
+    """``n_fleets`` copies of the evenly staggered fleet and its launch state.
+
+    Job j fires first at ``c + j s`` with ``c = (T − (N − 1) s)/2 > 0``, so windows are
+    spaced by s and the margin between consecutive windows is m = s − d.
+    """
+    spacing = (COMPUTE + WRITE) / N_JOBS
+    fleet = Fleet(compute=np.full((n_fleets, N_JOBS), COMPUTE), write=np.full((n_fleets, N_JOBS), WRITE), dtype=np.float64)
+    first = (COMPUTE - (N_JOBS - 1) * spacing) / 2
+    remaining = np.broadcast_to(first + spacing * np.arange(N_JOBS), (n_fleets, N_JOBS))
+    return fleet, initial_state(fleet, phase=0, remaining=remaining), spacing - WRITE
+
+
+def cycles_for(ratio: float) -> int:
+    """The run length K for one m/σ (see the module docstring)."""
+    return int(math.ceil(K_FACTOR * LIFETIME_SCALE * ratio**2)) + K_MIN
+
+
+def median_lifetime(lifetime, censored, n_fires: int) -> float:
+    """Median lifetime, exact while < ``MAX_CENSORED`` of the fleets are censored (NaN otherwise)."""
+    if np.mean(censored) >= MAX_CENSORED:
+        return float("nan")
+    return float(np.median(np.where(censored, n_fires, lifetime)))
+
+
+def fit_slope(ratios, medians):
+    """Least-squares slope and intercept of log(median) vs log(m/σ)."""
+    slope, intercept = np.polyfit(np.log(ratios), np.log(medians), 1)
+    return float(slope), float(intercept)
+
+
+def _bootstrap(lifetimes, censored, n_fires, fitted, rng):
+    """Slopes refitted on medians of fleets resampled within each fitted point."""
+    slopes = np.empty(N_BOOTSTRAP)
+    ratios = np.asarray([r for r, use in fitted])
+    for b in range(N_BOOTSTRAP):
+        medians = []
+        for (ratio, p) in fitted:
+            pick = rng.integers(0, lifetimes[p].size, lifetimes[p].size)
+            values = np.where(censored[p][pick], n_fires[p], lifetimes[p][pick])
+            medians.append(np.median(values))
+        slopes[b] = fit_slope(ratios, np.maximum(medians, 0.5))[0]
+    return slopes
+
+
+def _figure(ratios, lifetimes, censored, n_fires, medians, fit, fitted_mask):
+    fig = new_figure(figsize=(12, 4.8), layout="constrained")
+    ax, ax_survival = fig.subplots(1, 2)
+    q25 = np.array([np.percentile(np.where(c, k, x), 25) for x, c, k in zip(lifetimes, censored, n_fires)])
+    q75 = np.array([np.percentile(np.where(c, k, x), 75) for x, c, k in zip(lifetimes, censored, n_fires)])
+    shown = np.isfinite(medians)
+    ax.errorbar(
+        ratios[shown], medians[shown], yerr=[medians[shown] - q25[shown], q75[shown] - medians[shown]],
+        fmt="none", ecolor="0.6", capsize=3, label="interquartile range",
+    )
+    ax.plot(ratios[fitted_mask], medians[fitted_mask], "o", color="tab:blue", label="median (fitted)")
+    other = shown & ~fitted_mask
+    if other.any():
+        ax.plot(ratios[other], medians[other], "o", mfc="white", color="tab:blue", label="median (not fitted)")
+    slope, intercept, low, high = fit
+    grid = np.geomspace(ratios.min(), ratios.max(), 50)
+    if np.isfinite(slope):
+        ax.plot(grid, np.exp(intercept) * grid**slope, "-", color="tab:red",
+                label=f"fit: slope {slope:.2f} [{low:.2f}, {high:.2f}]")
+        centre = np.exp(np.mean(np.log(ratios[fitted_mask])))
+        level = np.exp(intercept) * centre**slope
+        ax.plot(grid, level * (grid / centre) ** CLAIMED_SLOPE, "--", color="0.3", label="slope 2 guide")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("margin / jitter  m/σ")
+    ax.set_ylabel("stagger lifetime (cycles until two windows overlap)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    ax.set_title(f"N = {N_JOBS} staggered jobs, f ≡ 1, uncapped")
+    for ratio, life, cens, k in zip(ratios, lifetimes, censored, n_fires):
+        scaled = np.sort(np.where(cens, k, life)) / ratio**2
+        survival = 1.0 - np.arange(1, scaled.size + 1) / scaled.size
+        ax_survival.step(scaled, survival, where="post", label=f"m/σ = {ratio:.3g}")
+    ax_survival.set_xscale("log")
+    ax_survival.set_xlabel("lifetime / (m/σ)²")
+    ax_survival.set_ylabel("fraction of fleets still staggered")
+    ax_survival.set_title("survival vs lifetime/(m/σ)²: curves collapse if the law holds")
+    ax_survival.grid(True, alpha=0.3)
+    ax_survival.legend(fontsize=7)
+    fig.suptitle("Claim 7: jitter sets the stagger lifetime")
+    return fig
+
+
+def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
+    """Measures stagger lifetimes vs m/σ and fits the scaling exponent; writes JSON + PNG.
+
+    Args:
+      out_dir: directory for ``jitter.json`` and ``jitter.png``.
+      size: "smoke", "quick" or "full" (points, fleets per point).
+      progress: show the engine's progress bar on long runs.
+    """
+    jax.config.update("jax_enable_x64", True)
+    size = check_size(size)
+    out_dir = Path(out_dir)
+    config = SIZES[size]
+    started = time.perf_counter()
+    ratios = np.geomspace(*config["ratio_range"], config["n_points"])
+    fleet, state, margin = staggered_fleet(config["n_fleets"])
+    key = jax.random.key(7)
+
+    lifetimes, censored, n_fires, medians, not_ok = [], [], [], [], []
+    for p, ratio in enumerate(ratios):
+        k = cycles_for(ratio)
+        trace = simulate(
+            fleet, state, n_fires=k, jitter=margin / ratio, key=jax.random.fold_in(key, p), progress=progress
+        )
+        ok = np.asarray(trace.ok)
+        life, cens = stagger_lifetime(np.asarray(trace.fire_times)[ok], np.asarray(trace.end_times)[ok])
+        lifetimes.append(life)
+        censored.append(cens)
+        n_fires.append(k)
+        not_ok.append(int((~ok).sum()))
+        medians.append(median_lifetime(life, cens, k))
+    medians = np.asarray(medians)
+    censored_fraction = np.asarray([c.mean() for c in censored])
+    fitted_mask = np.isfinite(medians) & (medians >= FIT_MIN_MEDIAN)
+
+    slope = intercept = low = high = float("nan")
+    if fitted_mask.sum() >= MIN_FIT_POINTS:
+        slope, intercept = fit_slope(ratios[fitted_mask], medians[fitted_mask])
+        fitted = [(ratios[p], p) for p in np.flatnonzero(fitted_mask)]
+        slopes = _bootstrap(lifetimes, censored, n_fires, fitted, np.random.default_rng(7))
+        low, high = (float(q) for q in np.quantile(slopes, [(1 - CONFIDENCE) / 2, (1 + CONFIDENCE) / 2]))
+
+    figure = save_figure(
+        _figure(ratios, lifetimes, censored, np.asarray(n_fires), medians, (slope, intercept, low, high), fitted_mask),
+        out_dir / f"{NAME}.png",
+    )
+
+    span = float(np.log10(ratios[fitted_mask].max() / ratios[fitted_mask].min())) if fitted_mask.any() else 0.0
+    if not np.isfinite(slope):
+        outcome = NOT_REPRODUCED
+        why = (f"only {int(fitted_mask.sum())} points had < {MAX_CENSORED:.0%} censored fleets and a median "
+               f"≥ {FIT_MIN_MEDIAN:g} cycles (need {MIN_FIT_POINTS}); censored fractions {np.round(censored_fraction, 3).tolist()}")
+    else:
+        band = (CLAIMED_SLOPE - SLOPE_EQUIVALENCE, CLAIMED_SLOPE + SLOPE_EQUIVALENCE)
+        if low <= band[1] and high >= band[0]:
+            outcome = REPRODUCED
+        elif abs(slope - CLAIMED_SLOPE) <= PARTIAL_BAND:
+            outcome = PARTIALLY
+        else:
+            outcome = NOT_REPRODUCED
+        why = (
+            f"median stagger lifetime ∝ (m/σ)^{slope:.3f}, {CONFIDENCE:.0%} bootstrap CI [{low:.3f}, {high:.3f}], "
+            f"fitted on {int(fitted_mask.sum())} points over m/σ = {ratios[fitted_mask].min():.3g}..{ratios[fitted_mask].max():.3g} "
+            f"({span:.2f} decades; {config['n_fleets']} fleets each, N = {N_JOBS}, m = {margin:g}). Reproduced if the CI "
+            f"meets [{band[0]:g}, {band[1]:g}], partially if |slope − 2| ≤ {PARTIAL_BAND:g}. "
+            f"median/(m/σ)² = {np.round(medians / ratios**2, 3).tolist()}."
+        )
+    claim7 = verdict(
+        7, outcome, why, slope=slope, ci=[low, high], fitted_points=int(fitted_mask.sum()),
+        fit_decades=span, censored_fraction=censored_fraction,
+    )
+    numbers = dict(
+        n_jobs=N_JOBS, compute=COMPUTE, write=WRITE, margin=margin, n_fleets=config["n_fleets"],
+        ratios=ratios, sigmas=margin / ratios, n_fires=n_fires, median_lifetime=medians,
+        lifetime_quartiles=[[float(np.percentile(np.where(c, k, x), q)) for q in (25, 75)]
+                            for x, c, k in zip(lifetimes, censored, n_fires)],
+        censored_fraction=censored_fraction, fitted=fitted_mask, slope=slope, intercept=intercept,
+        slope_ci=[low, high], fleets_not_ok=not_ok, seconds=time.perf_counter() - started,
+    )
+    return finish(out_dir, NAME, size, numbers, [claim7], [figure])

@@ -1,0 +1,172 @@
+"""A deliberately simple, exact, plain-Python reference integrator for the fleet model.
+
+This is the oracle the JAX engine is tested against (MODEL.md section 4). It shares no code
+with the engine and is written in a different style: one job at a time, explicit if/else,
+``fractions.Fraction`` arithmetic so that simultaneous events are exactly simultaneous.
+Speed does not matter here; being obviously right does.
+"""
+
+from fractions import Fraction
+
+
+def _exact(x):
+    """Converts a number to an exact Fraction (floats convert exactly, no rounding)."""
+    return x if isinstance(x, Fraction) else Fraction(x)
+
+
+def simulate_reference(compute, write, phase, remaining, n_fires, cap=None, throughput=None,
+                       delay=0, async_fraction=0, compute_work=None, max_events=100000,
+                       exact=True, return_event_times=False):
+    """Integrates the fleet exactly, event by event, until every job has ``n_fires`` write ends.
+
+    Args:
+      compute, write: per-job solo work T_i and solo write volume d_i (length N).
+      phase: per-job initial phase, 0 computing, 1 writing.
+      remaining: per-job work (or volume) left in the initial phase.
+      n_fires: K, the number of firings (and write ends) returned per job.
+      cap: power cap C > 0, or None (or inf) for uncapped compute.
+      throughput: None (f = 1) or a list of length N + 1, ``throughput[n] = f(n)``.
+      delay: controller delay tau >= 0; the cap applies to n_c(t - tau).
+      async_fraction: alpha in [0, 1], compute rate fraction while a write drains.
+      compute_work: optional ``compute_work(i, k)`` giving the work of the compute phase that
+        starts with job i's k-th firing (k = 0: the phase after an initial write); default T_i.
+      max_events: bound on the number of event instants before RuntimeError.
+      exact: convert every input to Fraction and compute exactly (default); otherwise compute
+        in the inputs' own arithmetic.
+      return_event_times: also return the list of event instants stepped (simultaneous
+        switches and controller updates at one instant are one instant).
+
+    Returns:
+      ``(fire_times, end_times)``: two lists of N lists of K times each. ``fire_times[i][k]``
+      is job i's (k+1)-th firing after t = 0, ``end_times[i][k]`` the end of the write it started.
+      With ``return_event_times``, a third item: the times of all event instants.
+    """
+    num = _exact if exact else (lambda x: x)
+    n_jobs = len(compute)
+    T = [num(x) for x in compute]
+    d = [num(x) for x in write]
+    uncapped = cap is None or cap == float("inf")
+    C = None if uncapped else num(cap)
+    f = None if throughput is None else [None] + [num(x) for x in list(throughput)[1:]]
+    tau = num(delay)
+    alpha = num(async_fraction)
+    zero = num(0)
+
+    def work(i, k):
+        return T[i] if compute_work is None else num(compute_work(i, k))
+
+    draining, waiting = [False] * n_jobs, [False] * n_jobs
+    write_left, compute_left = [zero] * n_jobs, [zero] * n_jobs
+    fire_count = [0] * n_jobs
+    fire_times = [[] for _ in range(n_jobs)]
+    end_times = [[] for _ in range(n_jobs)]
+    for i in range(n_jobs):
+        if phase[i] == 0:
+            compute_left[i] = num(remaining[i])
+        else:
+            draining[i] = True
+            write_left[i] = num(remaining[i])
+            compute_left[i] = work(i, 0)
+
+    def count_computing():
+        n = 0
+        for i in range(n_jobs):
+            if not waiting[i] and (not draining[i] or alpha > 0):
+                n += 1
+        return n
+
+    def fire(i, now):
+        draining[i] = True
+        waiting[i] = False
+        write_left[i] = d[i]
+        fire_count[i] += 1
+        compute_left[i] = work(i, fire_count[i])
+        fire_times[i].append(now)
+
+    t = zero
+    n_computing = count_computing()      # the current count n_c(t)
+    n_applied = n_computing               # the count the controller sees, n_c(t - tau)
+    pending = []                          # controller changes (effective time, count), in order
+
+    event_times = []
+    while not all(len(end_times[i]) >= n_fires for i in range(n_jobs)):
+        if len(event_times) == max_events:
+            raise RuntimeError(f"reference did not finish within max_events={max_events}")
+
+        # Rates, constant until the next event.
+        n_writing = sum(1 for i in range(n_jobs) if draining[i])
+        if uncapped or n_applied == 0:
+            speed = num(1)
+        else:
+            speed = min(num(1), C / n_applied)
+        write_rate, compute_rate = [zero] * n_jobs, [zero] * n_jobs
+        for i in range(n_jobs):
+            if draining[i]:
+                aggregate = num(1) if f is None else f[n_writing]
+                write_rate[i] = aggregate / n_writing
+            if waiting[i]:
+                compute_rate[i] = zero
+            elif draining[i]:
+                compute_rate[i] = alpha * speed
+            else:
+                compute_rate[i] = speed
+
+        # Time to the next event: a drain end, a compute end or a controller change.
+        candidates = []
+        for i in range(n_jobs):
+            if draining[i]:
+                candidates.append(write_left[i] / write_rate[i])
+            if compute_rate[i] > 0:
+                candidates.append(compute_left[i] / compute_rate[i])
+        if pending:
+            candidates.append(pending[0][0] - t)
+        if not candidates:
+            raise RuntimeError("no job can make progress")
+        dt = min(candidates)
+
+        # Advance everything linearly; whatever ends exactly now is set to exactly zero.
+        t_before, t = t, t + dt
+        event_times.append(t)
+        drain_ended, compute_ended = [], []
+        for i in range(n_jobs):
+            if draining[i]:
+                if write_left[i] / write_rate[i] == dt:
+                    write_left[i] = zero
+                    drain_ended.append(i)
+                else:
+                    write_left[i] = write_left[i] - write_rate[i] * dt
+            if compute_rate[i] > 0:
+                if compute_left[i] / compute_rate[i] == dt:
+                    compute_left[i] = zero
+                    compute_ended.append(i)
+                else:
+                    compute_left[i] = compute_left[i] - compute_rate[i] * dt
+        while pending and pending[0][0] - t_before <= dt:
+            n_applied = pending.pop(0)[1]
+
+        # (1) drains that end.
+        for i in drain_ended:
+            draining[i] = False
+            if fire_count[i] > 0:  # the end of an initial write is not recorded
+                end_times[i].append(t)
+        # (2) compute completions: fire, or wait if the own write is still draining.
+        for i in compute_ended:
+            if draining[i]:
+                waiting[i] = True
+            else:
+                fire(i, t)
+        # (3) jobs waiting on a drain that just ended fire at the same instant.
+        for i in drain_ended:
+            if waiting[i]:
+                fire(i, t)
+
+        new_count = count_computing()
+        if new_count != n_computing:
+            n_computing = new_count
+            if tau > 0:
+                pending.append((t + tau, new_count))
+            else:
+                n_applied = new_count
+
+    result = ([times[:n_fires] for times in fire_times], [times[:n_fires] for times in end_times])
+    return result + (event_times,) if return_event_times else result
