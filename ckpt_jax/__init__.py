@@ -8,7 +8,13 @@ from .engine import Trace as Trace
 from .engine import describe_status as describe_status
 from .engine import jitter_work as jitter_work
 from .engine import simulate as simulate
+from . import lyapunov as lyapunov
 from . import theory as theory
+from .analysis import binomial_baseline as binomial_baseline
+from .analysis import mean_writing_fraction as mean_writing_fraction
+from .analysis import smallest_gap as smallest_gap
+from .analysis import tail_ratio as tail_ratio
+from .analysis import writer_distribution as writer_distribution
 from .coupling import coupling_function as coupling_function
 from .coupling import stagger_lifetime as stagger_lifetime
 from .analysis import observed_interval as observed_interval
@@ -54,6 +60,12 @@ __all__ = [
     "BRANCH_COLLISION_FREE",
     "BRANCH_MIXED",
     "theory",
+    "lyapunov",
+    "smallest_gap",
+    "writer_distribution",
+    "mean_writing_fraction",
+    "binomial_baseline",
+    "tail_ratio",
     "writer_count",
     "coupling_function",
     "stagger_lifetime",

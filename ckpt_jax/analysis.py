@@ -1,7 +1,10 @@
 """Statistics of recorded traces (MODEL.md §2 observables).
 
-These functions run on the host, on concrete arrays of one fleet (NumPy or JAX); their
-outputs have data-dependent sizes, so they are not meant to be traced.
+`writer_count`, `observed_interval` and `writer_excursions` run on the host, on concrete
+arrays (NumPy or JAX); their outputs have data-dependent sizes, so they are not meant to
+be traced. `smallest_gap`, `binomial_baseline`, `tail_ratio` and `mean_writing_fraction`
+are `jax.numpy` functions of fixed-shape arrays with any leading batch axes (jit-able);
+`writer_distribution` finds the observed interval on the host and does the rest batched.
 
 What the trace records: `simulate` stores the write windows started by firings *after*
 t = 0, up to each job's K-th. A write already in progress at t = 0 (a job launched in its
@@ -12,9 +15,23 @@ fleet quantity on `observed_interval` only.
 
 from __future__ import annotations
 
-import numpy as np
+import functools
 
-__all__ = ["writer_count", "observed_interval"]
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.scipy.special import gammaln, xlog1py, xlogy
+
+__all__ = [
+    "writer_count",
+    "observed_interval",
+    "smallest_gap",
+    "writer_distribution",
+    "mean_writing_fraction",
+    "binomial_baseline",
+    "tail_ratio",
+    "writer_excursions",
+]
 
 
 def _windows(fire_times, end_times):
@@ -98,3 +115,263 @@ def observed_interval(fire_times, end_times) -> tuple[float, float]:
     first_fire = np.where(np.isfinite(fire[jobs, 0]), fire[jobs, 0], np.inf)
     last_end = np.nanmax(np.where(np.isfinite(end[jobs]), end[jobs], -np.inf), axis=1)
     return float(first_fire.max()), float(last_end.min())
+
+
+def _check_trace_shape(name: str, array, min_ndim: int = 2):
+    if array.ndim < min_ndim:
+        raise ValueError(f"{name} must have shape (..., N, K), got {array.shape}")
+
+
+def smallest_gap(fire_times, period=None) -> jax.Array:
+    """Smallest phase gap between distinct jobs' firings, per fleet and per cycle (claim 5).
+
+    Meant for fleets of identical jobs, whose firing order is a constant of motion
+    (claim 3): between two firings of one job every other job fires exactly once, so the
+    k-th firings of all jobs are N consecutive firings of the fleet. Cycle k's gaps are
+    the N − 1 gaps between its sorted firing times plus the closing (circular) gap from
+    its last firing to the first firing of cycle k + 1.
+
+    Args:
+      fire_times: (..., N, K) firing times (`Trace.fire_times`). Rows that are all NaN
+        (padding slots) are ignored; a cycle where another job's firing is NaN (a run
+        that stopped early) gives NaN.
+      period: None, or the cycle time (scalar or broadcastable to the batch shape (...,)).
+        When given, the closing gap wraps around by ``period`` (first + period − last)
+        and all gaps are returned as fractions of it. When None, gaps are in time units
+        and the closing gap is measured to the next cycle's first firing, so the last
+        cycle (k = K − 1) has no closing gap and is NaN.
+
+    Returns:
+      (..., K) smallest gap of each cycle.
+
+    Example:
+      >>> fire = [[0.0, 10.0], [1.0, 11.5], [4.0, 14.0]]
+      >>> smallest_gap(fire).tolist()
+      [1.0, nan]
+      >>> smallest_gap(fire, period=8.0).tolist()
+      [0.125, 0.1875]
+    """
+    fire = jnp.asarray(fire_times)
+    if not jnp.issubdtype(fire.dtype, jnp.floating):
+        fire = fire.astype(jnp.result_type(float))
+    _check_trace_shape("fire_times", fire)
+    finite = jnp.isfinite(fire)
+    present = jnp.any(finite, axis=-1, keepdims=True)  # (..., N, 1): not a padding slot
+    complete = jnp.all(~present | finite, axis=-2)  # (..., K)
+    ordered = jnp.sort(fire, axis=-2)  # NaN (padding) sorts last
+    inner = jnp.diff(ordered, axis=-2)
+    # initial=inf also covers N = 1 (no inner gap) and single active jobs.
+    inner_min = jnp.min(jnp.where(jnp.isnan(inner), jnp.inf, inner), axis=-2, initial=jnp.inf)
+    first = jnp.min(jnp.where(finite, fire, jnp.inf), axis=-2)
+    last = jnp.max(jnp.where(finite, fire, -jnp.inf), axis=-2)
+    if period is None:
+        following = jnp.concatenate([first[..., 1:], jnp.full_like(first[..., :1], jnp.nan)], axis=-1)
+        next_complete = jnp.concatenate([complete[..., 1:], jnp.zeros_like(complete[..., :1])], axis=-1)
+        following = jnp.where(next_complete, following, jnp.nan)
+        closing = following - last
+        scale = jnp.ones((), fire.dtype)
+    else:
+        scale = jnp.asarray(period, fire.dtype)[..., None]
+        closing = first + scale - last
+    # jnp.minimum propagates a NaN closing gap (the last cycle without a period).
+    smallest = jnp.minimum(inner_min, closing) / scale
+    return jnp.where(complete, smallest, jnp.nan)
+
+
+def _observed_bounds(fire: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """(B, 2) `observed_interval` of each fleet of a flattened (B, N, K) batch."""
+    return np.array([observed_interval(f, e) for f, e in zip(fire, end)], dtype=np.float64).reshape(-1, 2)
+
+
+def _histogram_one(fire, end, t_start, t_stop, n_bins: int):
+    """Time spent at each writer count on [t_start, t_stop] by one fleet's windows."""
+    valid = (jnp.isfinite(fire) & jnp.isfinite(end)).ravel()
+    # Invalid windows become zero steps at +inf: they sort last and weigh nothing.
+    times = jnp.concatenate([jnp.where(valid, fire.ravel(), jnp.inf), jnp.where(valid, end.ravel(), jnp.inf)])
+    steps = jnp.concatenate([valid, valid]).astype(jnp.int32) * jnp.concatenate(
+        [jnp.ones(valid.size, jnp.int32), -jnp.ones(valid.size, jnp.int32)]
+    )
+    order = jnp.argsort(times)
+    times, counts = times[order], jnp.cumsum(steps[order])
+    # The count is counts[m] on [times[m], times[m+1]). Ties leave transient counts (even
+    # out of range) on zero-width pieces, which weigh nothing; clipping keeps them in range.
+    left = jnp.clip(times, t_start, t_stop)
+    right = jnp.clip(jnp.concatenate([times[1:], jnp.full((1,), jnp.inf, times.dtype)]), t_start, t_stop)
+    weights = right - left
+    hist = jax.ops.segment_sum(weights, jnp.clip(counts, 0, n_bins - 1), num_segments=n_bins)
+    # Before the first event the count is 0.
+    hist = hist.at[0].add(jnp.clip(times[0], t_start, t_stop) - t_start)
+    return hist
+
+
+_CHUNK_EVENTS = 1 << 24  # events sorted per batched call of `writer_distribution`
+_histograms = jax.jit(jax.vmap(_histogram_one, in_axes=(0, 0, 0, 0, None)), static_argnums=4)
+
+
+def writer_distribution(fire_times, end_times, n_jobs=None) -> jax.Array:
+    """Time-weighted distribution of the concurrent-writer count n_w (claim 6).
+
+    The fraction of `observed_interval` (where the recorded windows are all the fleet's
+    writes) that each fleet spends with exactly n writers, n = 0..N. Ties (a write ending
+    as another starts) take no time and do not matter.
+
+    Args:
+      fire_times, end_times: (..., N, K) trace (`Trace.fire_times`, `Trace.end_times`).
+      n_jobs: largest count to tabulate (default N, the number of job slots); must be >= N.
+
+    Returns:
+      (..., n_jobs + 1) probabilities summing to 1 over the last axis; NaN for a fleet
+      without an observed interval (K too small, or no recorded windows).
+    """
+    fire = np.asarray(fire_times, dtype=np.float64)
+    end = np.asarray(end_times, dtype=np.float64)
+    if fire.shape != end.shape:
+        raise ValueError(f"fire_times and end_times must have the same shape, got {fire.shape} and {end.shape}")
+    _check_trace_shape("fire_times", fire)
+    n_slots, n_fires = fire.shape[-2:]
+    n_jobs = n_slots if n_jobs is None else int(n_jobs)
+    if n_jobs < n_slots:
+        raise ValueError(f"n_jobs must be >= the number of job slots N = {n_slots}, got {n_jobs}")
+    batch = fire.shape[:-2]
+    flat_fire = fire.reshape((-1, n_slots, n_fires))
+    flat_end = end.reshape((-1, n_slots, n_fires))
+    bounds = _observed_bounds(flat_fire, flat_end)
+    t_start, t_stop = bounds[:, 0], bounds[:, 1]
+    usable = np.isfinite(t_start) & np.isfinite(t_stop) & (t_stop > t_start)
+    # Unusable fleets get a unit dummy interval (no 0/0), then NaN.
+    t_start = np.where(usable, t_start, 0.0)
+    t_stop = np.where(usable, t_stop, 1.0)
+    dtype = jnp.result_type(float)
+    # Fixed-size chunks bound the memory of the batched sort (2 N K events per fleet); the
+    # last chunk is padded with copies of the first fleet so every chunk reuses one compile.
+    n_fleets = flat_fire.shape[0]
+    chunk = max(1, min(n_fleets, _CHUNK_EVENTS // max(1, 2 * n_slots * n_fires)))
+    pieces = []
+    for begin in range(0, n_fleets, chunk):
+        index = np.arange(begin, begin + chunk)
+        index = np.where(index < n_fleets, index, 0)
+        pieces.append(
+            _histograms(
+                jnp.asarray(flat_fire[index], dtype),
+                jnp.asarray(flat_end[index], dtype),
+                jnp.asarray(t_start[index], dtype),
+                jnp.asarray(t_stop[index], dtype),
+                n_jobs + 1,
+            )
+        )
+    hist = jnp.concatenate(pieces)[:n_fleets]
+    dist = hist / jnp.asarray(t_stop - t_start, dtype)[:, None]
+    dist = jnp.where(jnp.asarray(usable)[:, None], dist, jnp.nan)
+    return dist.reshape(batch + (n_jobs + 1,))
+
+
+def mean_writing_fraction(distribution) -> jax.Array:
+    """p̄ = E[n_w] / N, the mean fraction of jobs writing, of (..., N + 1) distributions → (...,)."""
+    dist = jnp.asarray(distribution)
+    n_jobs = dist.shape[-1] - 1
+    if n_jobs < 1:
+        raise ValueError(f"distribution must have N + 1 >= 2 entries along its last axis, got {dist.shape}")
+    return jnp.sum(dist * jnp.arange(n_jobs + 1, dtype=dist.dtype), axis=-1) / n_jobs
+
+
+def binomial_baseline(n_jobs: int, p) -> jax.Array:
+    """Binomial(N, p) pmf: the writer count if the N jobs' phases were independent (claim 6).
+
+    Args:
+      n_jobs: N >= 1.
+      p: writing fraction in [0, 1], any shape (...,) (e.g. `mean_writing_fraction`).
+
+    Returns:
+      (..., N + 1) probabilities of n = 0..N writers.
+
+    Example:
+      >>> binomial_baseline(2, 0.5).round(6).tolist()
+      [0.25, 0.5, 0.25]
+    """
+    if isinstance(n_jobs, bool) or not isinstance(n_jobs, (int, np.integer)) or n_jobs < 1:
+        raise ValueError(f"n_jobs must be an integer >= 1, got {n_jobs!r}")
+    p = jnp.asarray(p)
+    if not jnp.issubdtype(p.dtype, jnp.floating):
+        p = p.astype(jnp.result_type(float))
+    return _binomial_pmf(int(n_jobs), p)
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _binomial_pmf(n_jobs: int, p):
+    p = p[..., None]
+    n = jnp.arange(n_jobs + 1, dtype=p.dtype)
+    # xlogy/xlog1py give 0·log 0 = 0, so p = 0 and p = 1 are exact point masses.
+    log_pmf = gammaln(n_jobs + 1.0) - gammaln(n + 1) - gammaln(n_jobs - n + 1) + xlogy(n, p) + xlog1py(n_jobs - n, -p)
+    return jnp.where((p >= 0) & (p <= 1), jnp.exp(log_pmf), jnp.nan)
+
+
+def _upper_tail(dist):
+    """P(n ≥ k) for k = 0..N along the last axis (reverse cumulative sum)."""
+    return jnp.flip(jnp.cumsum(jnp.flip(dist, -1), axis=-1), -1)
+
+
+def tail_ratio(distribution, baseline, k) -> jax.Array:
+    """P(n_w ≥ k) / P_baseline(n_w ≥ k): how much heavier the measured upper tail is.
+
+    Args:
+      distribution: (..., N + 1) measured distribution (`writer_distribution`).
+      baseline: (..., N + 1) reference distribution (`binomial_baseline`), broadcastable.
+      k: an integer level in 0..N, or a sequence of M levels.
+
+    Returns:
+      (...,) for a scalar k, (..., M) for a sequence. ``inf`` where the baseline tail is
+      0 but the measured one is not, NaN where both are 0.
+    """
+    dist = jnp.asarray(distribution)
+    base = jnp.asarray(baseline)
+    if dist.shape[-1] != base.shape[-1]:
+        raise ValueError(
+            f"distribution and baseline must have the same N + 1 entries, got {dist.shape} and {base.shape}"
+        )
+    levels = np.asarray(k)
+    if not np.issubdtype(levels.dtype, np.integer) or np.any(levels < 0) or np.any(levels >= dist.shape[-1]):
+        raise ValueError(f"k must be integers in 0..{dist.shape[-1] - 1}, got {k!r}")
+    measured = _upper_tail(dist)[..., levels]
+    reference = _upper_tail(base)[..., levels]
+    return measured / reference
+
+
+def writer_excursions(fire_times, end_times, levels) -> np.ndarray:
+    """Number of excursions to n_w ≥ k begun inside each fleet's observed interval.
+
+    An excursion begins where `writer_count` rises from below k to k or more; a count
+    that is already ≥ k at the start of `observed_interval` is not counted. The number
+    of excursions measures how many (roughly independent) samples a tail estimate of
+    `writer_distribution` rests on.
+
+    Args:
+      fire_times, end_times: (..., N, K) trace.
+      levels: an integer k or a sequence of M levels.
+
+    Returns:
+      int64 array (...,) for a scalar level or (..., M) for a sequence.
+    """
+    fire = np.asarray(fire_times, dtype=np.float64)
+    end = np.asarray(end_times, dtype=np.float64)
+    if fire.shape != end.shape:
+        raise ValueError(f"fire_times and end_times must have the same shape, got {fire.shape} and {end.shape}")
+    _check_trace_shape("fire_times", fire)
+    scalar = np.ndim(levels) == 0
+    levels = np.atleast_1d(np.asarray(levels))
+    if not np.issubdtype(levels.dtype, np.integer):
+        raise ValueError(f"levels must be integers, got {levels!r}")
+    batch = fire.shape[:-2]
+    flat_fire = fire.reshape((-1,) + fire.shape[-2:])
+    flat_end = end.reshape((-1,) + fire.shape[-2:])
+    result = np.zeros((flat_fire.shape[0], levels.size), np.int64)
+    for index, (f, e) in enumerate(zip(flat_fire, flat_end)):
+        t_start, t_stop = observed_interval(f, e)
+        if not (t_stop > t_start):
+            continue
+        times, counts = writer_count(f, e)
+        before = np.concatenate([[0], counts[:-1]])
+        inside = (times > t_start) & (times <= t_stop)
+        rises = (before[None, :] < levels[:, None]) & (counts[None, :] >= levels[:, None]) & inside[None, :]
+        result[index] = rises.sum(axis=1)
+    result = result.reshape(batch + (levels.size,))
+    return result[..., 0] if scalar else result

@@ -69,6 +69,45 @@ deltas = np.linspace(0.1, 12.9, 9 if SMOKE else 60)
 nxt, info = jax.vmap(lambda d: cj.section_map(pair, d[None]))(deltas)
 print("max |P(δ) - δ| =", float(np.abs(np.asarray(nxt)[:, 0] - deltas).max()))'''),
     ],
+    "03_checkpoint_storms.ipynb": [
+        new_markdown_cell("# Checkpoint storms: ensembles, bursts, jitter\n\nThousands of random launches at once: do checkpoints cluster (claim 5), how heavy are write bursts compared with independent phases (claim 6), and how long does a stagger survive compute jitter (claim 7)?"),
+        new_code_cell(SETUP + "\nfrom ckpt_jax import analysis\nfrom ckpt_jax.coupling import stagger_lifetime"),
+        new_markdown_cell("## An ensemble of random launches\n\n16 identical jobs, T = 10, d = 1, shared storage. The smallest gap between consecutive firings per cycle, over the ensemble:"),
+        new_code_cell('''n_fleets, n_jobs, n_cycles = (32, 8, 30) if SMOKE else (1000, 16, 300)
+fleet = cj.Fleet(compute=np.full((n_fleets, n_jobs), 10.0), write=np.full((n_fleets, n_jobs), 1.0))
+trace = cj.simulate(fleet, cj.random_state(fleet, jax.random.key(0)), n_fires=n_cycles)
+period = float(np.median(np.diff(np.asarray(trace.fire_times), axis=-1)))
+gaps = np.asarray(analysis.smallest_gap(trace.fire_times, period))
+q10, q50, q90 = np.nanquantile(gaps, [0.1, 0.5, 0.9], axis=0)
+k = np.arange(gaps.shape[-1])
+plt.fill_between(k, q10, q90, alpha=0.3); plt.plot(k, q50)
+plt.yscale("log"); plt.xlabel("cycle"); plt.ylabel("smallest gap / period"); plt.show()'''),
+        new_markdown_cell("## Bursts without synchrony\n\nThe time-weighted distribution of the number of concurrent writers, against Binomial(N, p̄) with the same mean writing fraction:"),
+        new_code_cell('''dist = np.nanmean(np.asarray(analysis.writer_distribution(trace.fire_times, trace.end_times)), axis=0)
+p_bar = float(analysis.mean_writing_fraction(dist))
+baseline = np.asarray(analysis.binomial_baseline(n_jobs, p_bar))
+tail = np.cumsum(dist[::-1])[::-1]; base_tail = np.cumsum(baseline[::-1])[::-1]
+plt.semilogy(tail, "o-", label="ensemble"); plt.semilogy(base_tail, "k--", label=f"Binomial(N, {p_bar:.3f})")
+plt.xlabel("k"); plt.ylabel("P(n_w >= k)"); plt.legend(); plt.show()'''),
+        new_markdown_cell("## Jitter sets the stagger lifetime\n\nEvenly staggered fleets of 4 (margin m between write windows) under compute jitter σ: cycles until two windows first overlap."),
+        new_code_cell('''n_stag, jobs4, compute, write = (64, 4, 10.0, 1.0) if SMOKE else (500, 4, 10.0, 1.0)
+cycle = compute + write
+margin = cycle / jobs4 - write
+staggered = cj.Fleet(compute=np.full((n_stag, jobs4), compute), write=np.full((n_stag, jobs4), write))
+positions = np.broadcast_to(np.arange(jobs4) * cycle / jobs4, (n_stag, jobs4))
+medians = []
+ratios = np.array([4.0, 8.0, 16.0]) if SMOKE else np.array([4.0, 8.0, 16.0, 32.0])
+for ratio in ratios:
+    sigma = margin / ratio
+    k_max = int(min(4000, 8 * ratio**2)) if not SMOKE else 200
+    tr = cj.simulate(staggered, cj.state_from_positions(staggered, positions), n_fires=k_max, jitter=sigma, key=jax.random.key(int(ratio)))
+    life, censored = stagger_lifetime(tr.fire_times, tr.end_times)
+    medians.append(np.median(life))
+    print(f"m/σ = {ratio:5.1f}: median lifetime {np.median(life):8.1f} cycles, censored {censored.mean():.0%}")
+plt.loglog(ratios, medians, "o-", label="median lifetime")
+plt.loglog(ratios, medians[0] * (ratios / ratios[0])**2, "k:", label="slope 2")
+plt.xlabel("m / σ"); plt.ylabel("cycles"); plt.legend(); plt.show()'''),
+    ],
 }
 
 if __name__ == "__main__":

@@ -1,0 +1,21 @@
+"""Claim 6: bursts without synchrony, writer-count tails vs binomial (see ckpt_jax.experiments.bursts)."""
+
+import argparse
+import sys
+
+from ckpt_jax.experiments import SIZES, bursts
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--out", required=True, help="directory for bursts.json and the figures")
+    parser.add_argument("--size", choices=SIZES, default="quick", help="smoke (seconds), quick (CPU), full (GPU)")
+    args = parser.parse_args(argv)
+    result = bursts.run(args.out, size=args.size)
+    for item in result["verdicts"]:
+        print(f"claim {item['claim']}: {item['verdict']} — {item['why']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

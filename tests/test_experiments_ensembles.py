@@ -1,0 +1,81 @@
+"""Ensemble experiments for claims 5 and 6 at size "smoke": files, structure, sanity."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ckpt_jax.experiments import NOT_REPRODUCED, PARTIALLY, REPRODUCED, bursts, ftle, no_clustering
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _check_common(result, out, module):
+    assert result["name"] == module.NAME and result["size"] == "smoke"
+    on_disk = json.loads((out / f"{module.NAME}.json").read_text())
+    assert on_disk == json.loads(json.dumps(result))
+    assert result["figures"]
+    for name in result["figures"]:
+        assert (out / name).stat().st_size > 10_000, name
+    assert [v["claim"] for v in result["verdicts"]] == list(module.CLAIMS)
+    for item in result["verdicts"]:
+        assert item["verdict"] in (REPRODUCED, NOT_REPRODUCED, PARTIALLY)
+        assert item["why"]
+
+
+def test_no_clustering_smoke(tmp_path):
+    result = no_clustering.run(tmp_path, size="smoke", progress=False)
+    _check_common(result, tmp_path, no_clustering)
+    cells = result["numbers"]["cells"]
+    config = no_clustering.SIZES["smoke"]
+    assert len(cells) == len(config["n_jobs"]) * len(no_clustering.LOADS)
+    for cell in cells:
+        assert cell["failed_runs"] == 0 and cell["launches"] == config["launches"]
+        low, high = cell["slope_ci"]
+        assert low <= cell["slope"] <= high
+        # Identical jobs never merge (claim 3), so every smallest gap stays positive.
+        assert cell["smallest_gap_ever"] > 0 and cell["merged_at_end"] == 0
+        # The ensemble starts unclustered: its median is near that of uniform phases.
+        assert 0.2 < cell["median_first"] / cell["uniform_phases_median"] < 5
+
+
+def test_ftle_smoke(tmp_path):
+    result = ftle.run(tmp_path, size="smoke", progress=False)
+    _check_common(result, tmp_path, ftle)
+    cells = result["numbers"]["cells"]
+    for cell in cells:
+        assert cell["clean"] == cell["launches"]
+        # The one-direction rate never exceeds the largest growth; twins agree with autodiff.
+        assert cell["tangent_mean"] <= cell["mean"] + 1e-12
+        assert cell["twin_agreeing"] == cell["twin_checked"] == cell["launches"]
+    assert result["verdicts"][0]["measured"]["twin_agreement"] == 1.0
+
+
+def test_spearman_ranks_and_ties():
+    assert ftle.spearman([1, 2, 3, 4], [0.1, 0.2, 0.3, 0.4]) == pytest.approx(1.0)
+    assert ftle.spearman([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
+    assert ftle.spearman([1, 2, 3, 4], [1, 3, 2, 4]) == pytest.approx(0.8)
+    assert np.isnan(ftle.spearman([1, 2, 3], [5, 5, 5]))
+
+
+def test_bursts_smoke(tmp_path):
+    result = bursts.run(tmp_path, size="smoke", progress=False)
+    _check_common(result, tmp_path, bursts)
+    for cell in result["numbers"]["cells"]:
+        measured = np.array(cell["measured_tail"], dtype=float)
+        baseline = np.array(cell["mixture_tail"], dtype=float)
+        # Tails start at P(n_w ≥ 0) = 1 and never increase.
+        np.testing.assert_allclose([measured[0], baseline[0]], 1.0, rtol=1e-9)
+        assert np.all(np.diff(measured) <= 1e-12) and np.all(np.diff(baseline) <= 1e-12)
+        assert 0 < cell["writing_fraction"] < 1
+        assert all(k > cell["mean_writers"] for k in cell["top_levels"])
+
+
+@pytest.mark.parametrize("name", ["no_clustering", "ftle", "bursts"])
+def test_thin_scripts_show_help(name):
+    done = subprocess.run([sys.executable, str(ROOT / "experiments" / f"{name}.py"), "--help"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "--size" in done.stdout
