@@ -35,6 +35,7 @@ __all__ = [
     "BRANCH_MIXED",
     "STATUS_ORDER_CHANGED",
     "STATUS_OUT_OF_DOMAIN",
+    "STATUS_UNSUPPORTED",
 ]
 
 BRANCH_OVERLAPPING = 0  # all N write windows overlap, then all N compute windows (Thm 8)
@@ -43,6 +44,10 @@ BRANCH_MIXED = 2  # anything in between
 
 STATUS_ORDER_CHANGED = 8  # some job fired 0 or 2+ times, or out of order, before job 0 again
 STATUS_OUT_OF_DOMAIN = 16  # the input point is not a valid section/gap coordinate
+# The maps are defined for the base model: with a controller delay the state at a firing
+# includes the pending updates, and with asynchronous checkpoints a draining job's compute
+# progress; neither is a function of the section coordinates (use `ckpt_jax.coupling`).
+STATUS_UNSUPPORTED = 64
 
 
 class MapInfo(NamedTuple):
@@ -52,7 +57,8 @@ class MapInfo(NamedTuple):
       branch: `BRANCH_*` code of the cycle the map followed: overlapping when at some
         instant all N jobs write and at another all N compute; collision-free when never
         two write at once; mixed otherwise.
-      status: 0, or bit flags (`engine.STATUS_*`, `STATUS_ORDER_CHANGED`, `STATUS_OUT_OF_DOMAIN`).
+      status: 0, or bit flags (`engine.STATUS_*`, `STATUS_ORDER_CHANGED`, `STATUS_OUT_OF_DOMAIN`,
+        `STATUS_UNSUPPORTED` for fleets with delay > 0 or async_fraction > 0).
       return_time: time from job 0's firing to its next firing.
       max_writers: the largest number of concurrent writers during that cycle.
       n_events: events stepped.
@@ -153,6 +159,7 @@ def _section_step(fleet: Fleet, u, max_events: int):
     u_next = jnp.where(final.draining, final.write_left, 0) + final.compute_left
     status = final.status | engine.flag(final.fire_count[0] < 1, engine.STATUS_MAX_EVENTS)
     status = status | engine.flag(~in_domain, STATUS_OUT_OF_DOMAIN)
+    status = status | engine.flag((params.delay > 0) | (params.async_fraction > 0), STATUS_UNSUPPORTED)
     # Each other job must fire exactly once, in its section order (claim 3's order).
     fired_once = jnp.all(~params.active[1:] | (final.fire_count[1:] == 1))
     status = status | engine.flag(~fired_once, STATUS_ORDER_CHANGED)
@@ -234,7 +241,8 @@ def gap_return_map(fleet: Fleet, a, *, max_events: int | None = None):
 def work_done(fleet: Fleet, u, time, *, max_events: int | None = None):
     """Cycle position θ (work since the last firing; write first, then compute) of every
     job at a fixed ``time`` after the section point ``u``. Used to check event-time
-    derivatives against the implicit-function theorem."""
+    derivatives against the implicit-function theorem. Base model only: NaN for fleets
+    with delay > 0 or async_fraction > 0 (see `STATUS_UNSUPPORTED`)."""
     params = _single_fleet_params(fleet)
     u = _check_coordinates("u", u, fleet.n_jobs)
     max_events = _default_budget(fleet) if max_events is None else max_events
@@ -249,11 +257,13 @@ def work_done(fleet: Fleet, u, time, *, max_events: int | None = None):
 
     final = jax.lax.while_loop(cond, body, carry)
     # Base model (α = 0): a writer has drained d − write_left; a computer did all its write.
-    return jnp.where(
+    theta = jnp.where(
         final.draining,
         params.write - final.write_left,
         params.write + params.compute - final.compute_left,
     )
+    unsupported = (params.delay > 0) | (params.async_fraction > 0)
+    return jnp.where(unsupported, jnp.nan, theta)
 
 
 def spectrum(fleet: Fleet, a, *, rtol: float = 1e-9) -> Spectrum:

@@ -207,3 +207,15 @@ def test_claim4_overlapping_launches_never_become_collision_free():
         # every block of N consecutive firings (one cycle) still holds an overlap
         blocks = np.lib.stride_tricks.sliding_window_view(overlaps, n_jobs)
         assert blocks.any(axis=1).all()
+
+
+def test_maps_refuse_delayed_and_async_fleets_with_nan_and_flag():
+    # The section coordinates do not determine the state of these variants: never a
+    # silently wrong number (the base-model map would be returned otherwise).
+    for options in (dict(delay=2.0), dict(async_fraction=0.5)):
+        fleet = cj.Fleet(compute=[10.0, 10.0], write=[3.0, 3.0], cap=1.0, throughput="linear", **options)
+        value, info = cj.section_map(fleet, jnp.array([4.0]))
+        assert np.isnan(float(value[0])) and int(info.status) & cj.maps.STATUS_UNSUPPORTED
+        value, info = cj.gap_return_map(fleet, jnp.array([4.0]))
+        assert np.isnan(float(value[0])) and int(info.status) & cj.maps.STATUS_UNSUPPORTED
+        assert np.isnan(float(cj.work_done(fleet, jnp.array([4.0]), 1.0)[0]))
