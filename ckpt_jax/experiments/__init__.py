@@ -37,6 +37,7 @@ REGISTRY = (
     "pairwise_neutrality",
     "invariants",
     "no_clustering",
+    "memory",
     "ftle",
     "bursts",
     "jitter",

@@ -1,0 +1,407 @@
+"""Claim 5, last part: a single trajectory keeps no memory of its launch beyond the firing order.
+
+Ensembles of fleets of N identical jobs under storage contention (f ≡ 1, uncapped; solo
+cycle T + d = 1, load ρ = N d / (T + d), so d = ρ / N) are launched at independent uniformly
+random cycle positions (`ckpt_jax.random_state`) and simulated exactly.
+
+**Lags.** At job 0's k-th firing t_0(k) (the Poincaré section of MODEL.md §2), job j's lag is
+the fraction of job 0's current cycle that passes before j fires,
+
+    lag_j(k) = (t_j − t_0(k)) / (t_0(k + 1) − t_0(k)),   t_j = j's first firing after t_0(k),
+
+i.e. its section coordinate u_j (exactly a time, uncapped) over the return time. Identical
+jobs keep their cyclic firing order (claim 3), so every job fires exactly once in
+(t_0(k), t_0(k + 1)]: the pairing is j's firing number k + m_j, where m_j ∈ {0, 1} counts
+j's firings at or before t_0(0). `section_lags` checks that pairing at every cycle and
+counts violations. Lags lie in (0, 1) and their ranks are the firing order after job 0.
+Normalising by job 0's own return time rather than by the mean period keeps that
+ordering exact (a mean-period lag can wrap around when one cycle runs long); the
+mean-period version, ((t_j − t_0(k)) / P) mod 1, is recorded as a cross-check.
+
+**Statistic.** R(k) = mean over launches and jobs j ≥ 1 of cos 2π(lag_j(k) − lag_j(0));
+R(0) = 1, and R stays 1 for a trajectory that keeps its launch.
+
+**Order-only baseline.** What R(k) would be if the state at cycle k remembered nothing of
+the launch but the firing order: pair launch b with an independent launch b' of the same
+ensemble, sort b′'s lags at the same cycle k, and give the r-th smallest to the job of
+rank r in b (jobs are identical and rates anonymous, so relabelling b′ to b's order
+changes nothing in its dynamics, and the sorted lags of a random launch are independent
+of its labels). R_base(k) is the same cosine statistic between those rank-matched lags and
+b's lag_j(0), averaged over `BASELINE_PARTNERS` partners b' = b + s per launch. It is
+computed from the simulated launches, not from a formula, and does not assume the
+dynamics keeps the launch distribution. With the partner's lags at its own cycle 0 (a fresh
+launch with the same order, as launched) it is R_base(0), recorded as ``r_base_start``; the
+end excess against that constant is recorded too.
+
+**Control.** Collision-free staggered fleets (ρ < 1 only: random circular firing gaps
+d + (1 − ρ)·w, w a margin-floored Dirichlet draw, random labels) never interact
+(claim 4), so their lags never move and R stays 1: the statistic can show memory.
+
+**Verdict** (thresholds fixed here before any data were seen): a cell (N, ρ) reproduces
+the claim when |R(K) − R_base(K)| ≤ 3 bootstrap standard errors (over launches, of the
+per-launch difference) + `TOLERANCE_FLOOR`. Every cell → reproduced, none → not
+reproduced, some → partially; a control whose R(K) falls below `CONTROL_MIN_R` (the
+statistic could not have shown memory) caps the verdict at partially. The decay time is
+the first k at which R(k) − R_base(k) falls below half of its initial value 1 − R_base(0);
+as R(k) can ring around the baseline, the settling time (from which on |R − R_base| stays
+below that half) and the mean and largest |R − R_base| over the last tenth of the cycles
+are recorded too (diagnostics, not part of the verdict).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import jax
+import numpy as np
+
+from .. import Fleet, initial_state, random_state, simulate, state_from_positions
+from . import NOT_REPRODUCED, PARTIALLY, REPRODUCED, check_size, finish, new_figure, save_figure, verdict
+
+NAME = "memory"
+CLAIMS = (5,)
+
+LOADS = (0.5, 1.0, 2.0)  # ρ: storage idle half the time; exactly saturated; oversubscribed twice
+CONTROL_MARGIN = 0.5  # share of the slack 1 − ρ spread evenly over the gaps of a staggered fleet
+
+# Verdict thresholds, fixed before looking at data.
+STANDARD_ERRORS = 3.0  # tolerance: this many bootstrap standard errors of R(K) − R_base(K) ...
+TOLERANCE_FLOOR = 0.02  # ... plus this
+CONTROL_MIN_R = 0.99  # a staggered control must keep R(K) at least this high
+BASELINE_PARTNERS = 16  # independent launches paired with each launch for R_base
+
+SIZES = {
+    "smoke": dict(n_jobs=(8,), launches=24, cycles=30, bootstrap=100),
+    "quick": dict(n_jobs=(8, 16), launches=600, cycles=300, bootstrap=400),
+    "full": dict(n_jobs=(8, 16), launches=1000, cycles=500, bootstrap=1000),
+}
+
+
+def section_lags(fire_times, cycles: int):
+    """Each job's lag behind job 0 at job 0's firings k = 0..cycles (MODEL.md §2 section).
+
+    Args:
+      fire_times: (..., N, K) firing times of fleets of identical jobs, K ≥ cycles + 3.
+      cycles: last section index to return.
+
+    Returns:
+      ``(lags, mean_period_lags, consistent)``: (..., N − 1, cycles + 1) lags of jobs 1..N−1
+      as fractions of job 0's current return time, the same lags as ((t_j − t_0) / P) mod 1
+      with P the fleet's mean period (job 0's), and a (...,) bool mask of the fleets where
+      every paired firing lies in (t_0(k), t_0(k + 1)] — one firing per job per cycle (claim 3).
+    """
+    fire = np.asarray(fire_times, dtype=np.float64)
+    if fire.shape[-1] < cycles + 3:
+        raise ValueError(f"need K ≥ cycles + 3 = {cycles + 3} firings per job, got {fire.shape[-1]}")
+    reference = fire[..., 0, :]  # (..., K) job 0's firings
+    others = fire[..., 1:, :]  # (..., N − 1, K)
+    # m_j: j's firings at or before job 0's first; then j's (k + m_j)-th follows t_0(k).
+    offset = np.sum(others <= reference[..., None, :1], axis=-1)  # (..., N − 1)
+    section = np.arange(cycles + 1)
+    index = np.minimum(offset[..., None] + section, fire.shape[-1] - 1)
+    paired = np.take_along_axis(others, index, axis=-1)  # (..., N − 1, cycles + 1)
+    start = reference[..., None, : cycles + 1]
+    stop = reference[..., None, 1 : cycles + 2]
+    consistent = np.all((offset <= 1)[..., None] & (paired > start) & (paired <= stop), axis=(-2, -1))
+    lags = (paired - start) / (stop - start)
+    period = (reference[..., -1] - reference[..., 0]) / (fire.shape[-1] - 1)
+    mean_period_lags = np.mod((paired - start) / period[..., None, None], 1.0)
+    return lags, mean_period_lags, consistent
+
+
+def memory_curve(lags) -> np.ndarray:
+    """Per-launch R(k): mean over jobs of cos 2π(lag_j(k) − lag_j(0)); lags (B, N − 1, K') → (B, K')."""
+    return np.mean(np.cos(2 * np.pi * (lags - lags[..., :1])), axis=-2)
+
+
+def order_only_curve(lags, partners: int) -> np.ndarray:
+    """Per-launch order-only baseline: partner launches' sorted lags given to b's ranks.
+
+    Args:
+      lags: (B, N − 1, K') section lags of B independent launches.
+      partners: number of partners b' = b + s (mod B), s = 1..partners, per launch.
+
+    Returns:
+      (B, K') the cosine statistic between lag_j(0) of b and the rank-matched partner lags
+      at the same cycle k; at k = 0 it is a fresh launch with the same firing order.
+    """
+    launches = lags.shape[0]
+    partners = min(partners, launches - 1)
+    ranks = np.argsort(np.argsort(lags[..., 0], axis=-1), axis=-1)  # (B, N − 1) firing order after job 0
+    ordered = np.sort(lags, axis=-2)  # r-th smallest lag of each launch and cycle
+    same_cycle = np.zeros(lags.shape[::2])
+    for shift in range(1, partners + 1):
+        partner = np.roll(ordered, -shift, axis=0)
+        matched = np.take_along_axis(partner, ranks[..., None], axis=-2)  # (B, N − 1, K')
+        cosine = np.cos(2 * np.pi * (matched - lags[..., :1]))
+        same_cycle += np.mean(cosine, axis=-2)
+    return same_cycle / partners
+
+
+def _bootstrap_se(values: np.ndarray, n_boot: int, rng: np.random.Generator) -> float:
+    """Bootstrap standard error of the mean of per-launch values (B,)."""
+    draws = rng.integers(0, values.size, (n_boot, values.size))
+    return float(np.std(values[draws].mean(axis=1), ddof=1))
+
+
+def _decay_time(excess: np.ndarray):
+    """First k with excess(k) < excess(0) / 2, or None if it never gets there."""
+    below = np.flatnonzero(excess < excess[0] / 2)
+    return int(below[0]) if below.size else None
+
+
+def _settle_time(excess: np.ndarray):
+    """First k from which |excess| stays below excess(0) / 2 to the end (the decay time
+    misses revivals: R(k) can ring around the baseline), or None."""
+    outside = np.flatnonzero(np.abs(excess) >= excess[0] / 2)
+    settle = int(outside[-1]) + 1 if outside.size else 0
+    return settle if settle < excess.size else None
+
+
+def _fleets(n_jobs: int, loads, launches: int) -> Fleet:
+    """(len(loads), launches) fleets of N identical jobs with T + d = 1 and d = ρ / N."""
+    write = np.asarray(loads, dtype=np.float64)[:, None, None] / n_jobs
+    shape = (len(loads), launches, n_jobs)
+    return Fleet(compute=np.broadcast_to(1.0 - write, shape), write=np.broadcast_to(write, shape), dtype=np.float64)
+
+
+def _staggered_positions(n_jobs: int, load: float, launches: int, rng: np.random.Generator) -> np.ndarray:
+    """(launches, N) cycle positions of collision-free fleets: circular firing gaps
+    d + (1 − ρ)·w with w ≥ CONTROL_MARGIN / N summing to 1, random labels (needs ρ < 1)."""
+    write = load / n_jobs
+    share = CONTROL_MARGIN / n_jobs + (1 - CONTROL_MARGIN) * rng.dirichlet(np.ones(n_jobs), launches)
+    gaps = write + (1.0 - load) * share  # (launches, N), sum = T + d = 1
+    # First firing times in (0, 1): a random start inside the closing gap, then the gaps.
+    first = rng.uniform(0.0, 1.0, (launches, 1)) * gaps[:, -1:]
+    fire_at = first + np.concatenate([np.zeros((launches, 1)), np.cumsum(gaps[:, :-1], axis=1)], axis=1)
+    fire_at = np.take_along_axis(fire_at, np.argsort(rng.random((launches, n_jobs)), axis=1), axis=1)
+    # Uncapped and alone on the storage, a job at position θ fires after (T + d) − θ.
+    return 1.0 - fire_at
+
+
+def _launch_states(fleet: Fleet, n_jobs: int, control_loads, launches: int, key, rng):
+    """Random launches for every row, replaced by staggered ones in the trailing control rows."""
+    random = random_state(fleet, key)
+    if not control_loads:
+        return random
+    rows = len(control_loads)
+    positions = np.zeros(fleet.compute.shape)
+    for index, load in enumerate(control_loads):
+        positions[-rows + index] = _staggered_positions(n_jobs, load, launches, rng)
+    staggered = state_from_positions(fleet, positions)
+    phase = np.asarray(random.phase).copy()
+    remaining = np.asarray(random.remaining).copy()
+    phase[-rows:] = np.asarray(staggered.phase)[-rows:]
+    remaining[-rows:] = np.asarray(staggered.remaining)[-rows:]
+    return initial_state(fleet, phase=phase, remaining=remaining)
+
+
+def _cell(lags, mean_period_lags, consistent, ok, partners, n_boot, rng) -> dict:
+    usable = ok & consistent
+    lags, mean_period_lags = lags[usable], mean_period_lags[usable]
+    per_launch = memory_curve(lags)
+    base_same = order_only_curve(lags, partners)
+    curve, baseline = per_launch.mean(axis=0), base_same.mean(axis=0)
+    difference = per_launch[:, -1] - base_same[:, -1]
+    se = _bootstrap_se(difference, n_boot, rng)
+    tolerance = STANDARD_ERRORS * se + TOLERANCE_FLOOR
+    excess = curve - baseline
+    late = max(1, excess.size // 10)  # diagnostics over the last tenth of the cycles
+    late_per_launch = np.mean(per_launch[:, -late:] - base_same[:, -late:], axis=1)
+    late_se = _bootstrap_se(late_per_launch, n_boot, rng)
+    return dict(
+        launches=int(usable.sum()),
+        failed_runs=int((~ok).sum()),
+        pairing_violations=int((ok & ~consistent).sum()),
+        r_end=float(curve[-1]),
+        r_base_end=float(baseline[-1]),
+        excess_end=float(excess[-1]),
+        excess_se=se,
+        tolerance=tolerance,
+        passed=bool(abs(excess[-1]) <= tolerance),
+        above_band=bool(excess[-1] > tolerance),
+        r_base_start=float(baseline[0]),
+        excess_end_vs_launch_baseline=float(curve[-1] - baseline[0]),
+        r_end_mean_period=float(memory_curve(mean_period_lags)[:, -1].mean()),
+        decay_cycles=_decay_time(excess),
+        settle_cycles=_settle_time(excess),
+        late_excess_mean=float(excess[-late:].mean()),
+        late_excess_se=late_se,
+        late_excess_z=float(excess[-late:].mean() / late_se),
+        late_excess_max_abs=float(np.abs(excess[-late:]).max()),
+        curve=curve,
+        baseline=baseline,
+        excess=excess,
+        baseline_low=baseline - tolerance,
+        baseline_high=baseline + tolerance,
+    )
+
+
+def _figure(cells, controls, loads, n_jobs_list, cycles, launches):
+    fig = new_figure(figsize=(4.3 * len(loads), 3.4 * len(n_jobs_list)), layout="constrained")
+    axes = np.asarray(fig.subplots(len(n_jobs_list), len(loads), sharex=True, sharey=True, squeeze=False))
+    for row, n_jobs in enumerate(n_jobs_list):
+        for column, load in enumerate(loads):
+            ax, cell = axes[row, column], cells[(n_jobs, load)]
+            x = np.arange(cell["curve"].size)
+            ax.fill_between(x, cell["baseline_low"], cell["baseline_high"], color="tab:orange", alpha=0.25, lw=0,
+                            label="order-only baseline ± tolerance")
+            ax.plot(x, cell["baseline"], color="tab:orange", lw=1.0)
+            ax.plot(x, cell["curve"], color="tab:blue", lw=1.6, label="random launches R(k)")
+            if (n_jobs, load) in controls:
+                ax.plot(x, controls[(n_jobs, load)]["curve"], color="black", lw=1.2, ls="--",
+                        label="collision-free stagger")
+            if cell["settle_cycles"] is not None:
+                ax.axvline(cell["settle_cycles"], color="tab:blue", lw=0.8, ls=":")
+            mark = "✓" if cell["passed"] else "✗"
+            ax.set_title(f"N = {n_jobs}, ρ = {load}   R(K) − R_base = {cell['excess_end']:+.3f} {mark}", fontsize=9)
+            ax.set_xscale("symlog", linthresh=1.0)
+            ax.set_xlim(0, x[-1])
+            ax.grid(True, alpha=0.3)
+            if row == len(n_jobs_list) - 1:
+                ax.set_xlabel("cycle k (job 0's firings; symlog)")
+            if column == 0:
+                ax.set_ylabel("R(k) = ⟨cos 2π(lag(k) − lag(0))⟩")
+    axes[0, 0].set_ylim(-0.05, 1.05)
+    axes[0, 0].legend(fontsize=8, loc="lower left")
+    fig.suptitle(f"Claim 5: memory of the launch ({launches} launches per panel; dotted: settling time, |R − R_base| < half its start from then on)")
+    return fig
+
+
+def _excess_figure(cells, loads, n_jobs_list, launches, window: int = 9):
+    """R(k) − R_base(k) on log axes of k, to show how the last of the memory fades.
+
+    Thin lines: every cycle; bold: a centred running mean over ``window`` cycles, which
+    averages out the ringing of R(k) around the baseline at high load.
+    """
+    from matplotlib import colormaps
+
+    colors = [colormaps["plasma"](x) for x in np.linspace(0.0, 0.75, len(loads))]
+    fig = new_figure(figsize=(5.2 * len(n_jobs_list), 4.0), layout="constrained")
+    axes = np.atleast_1d(fig.subplots(1, len(n_jobs_list), sharey=True))
+    for ax, n_jobs in zip(axes, n_jobs_list):
+        for color, load in zip(colors, loads):
+            excess = cells[(n_jobs, load)]["excess"]
+            k = np.arange(excess.size)
+            ax.plot(k[1:], excess[1:], color=color, lw=0.6, alpha=0.35)
+            if excess.size > window:
+                smooth = np.convolve(excess, np.ones(window) / window, mode="valid")
+                ax.plot(k[window // 2 : window // 2 + smooth.size], smooth, color=color, lw=1.8, label=f"ρ = {load}")
+        ax.axhline(0.0, color="black", lw=0.8)
+        ax.axhspan(-TOLERANCE_FLOOR, TOLERANCE_FLOOR, color="grey", alpha=0.15, lw=0)
+        ax.set_xscale("log")
+        ax.set_ylim(-0.1, 0.15)
+        ax.set_xlabel("cycle k")
+        ax.set_title(f"N = {n_jobs}")
+        ax.grid(True, which="both", alpha=0.25)
+    axes[0].set_ylabel("R(k) − R_base(k)")
+    axes[-1].legend(fontsize=8, loc="upper right", title=f"bold: {window}-cycle running mean", title_fontsize=8)
+    fig.suptitle(f"Claim 5: launch memory left beyond the firing order ({launches} launches; grey: ± {TOLERANCE_FLOOR})")
+    return fig
+
+
+def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
+    """Measures R(k) for random launches per (N, ρ) against the order-only baseline.
+
+    Args:
+      out_dir: directory for ``memory.json`` and ``memory.png``.
+      size: "smoke", "quick" or "full" (fleet sizes, launches, cycles).
+      progress: show the simulator's progress bar on long runs.
+
+    Returns:
+      The result dict written to ``out_dir/memory.json``.
+    """
+    jax.config.update("jax_enable_x64", True)
+    size = check_size(size)
+    out_dir = Path(out_dir)
+    config = SIZES[size]
+    started = time.perf_counter()
+    rng = np.random.default_rng(55)
+    cycles, launches = config["cycles"], config["launches"]
+    control_loads = tuple(load for load in LOADS if load < 1)
+
+    cells, controls, per_cell, per_control = {}, {}, [], []
+    for n_jobs in config["n_jobs"]:
+        # One batch per N: the random-launch rows, then the staggered control rows.
+        fleet = _fleets(n_jobs, LOADS + control_loads, launches)
+        state = _launch_states(fleet, n_jobs, control_loads, launches, jax.random.key(5000 + n_jobs), rng)
+        trace = simulate(fleet, state, cycles + 3, progress=progress)
+        lags, mean_period_lags, consistent = section_lags(trace.fire_times, cycles)
+        ok = np.asarray(trace.ok)
+        for row, load in enumerate(LOADS + control_loads):
+            cell = _cell(lags[row], mean_period_lags[row], consistent[row], ok[row],
+                         BASELINE_PARTNERS, config["bootstrap"], rng)
+            control = row >= len(LOADS)
+            (controls if control else cells)[(n_jobs, load)] = cell
+            summary = {k: v for k, v in cell.items()
+                       if k not in ("curve", "baseline", "baseline_low", "baseline_high", "excess")}
+            summary.update(n_jobs=n_jobs, load=load,
+                           r_every_10th_cycle=cell["curve"][::10], r_base_every_10th_cycle=cell["baseline"][::10])
+            (per_control if control else per_cell).append(summary)
+
+    figures = [
+        save_figure(_figure(cells, controls, LOADS, config["n_jobs"], cycles, launches), out_dir / f"{NAME}.png"),
+        save_figure(_excess_figure(cells, LOADS, config["n_jobs"], launches), out_dir / f"{NAME}_excess.png"),
+    ]
+
+    passed = [c for c in per_cell if c["passed"]]
+    controls_hold = all(c["r_end"] >= CONTROL_MIN_R for c in per_control)
+    if len(passed) == len(per_cell):
+        outcome = REPRODUCED if controls_hold else PARTIALLY
+    elif passed:
+        outcome = PARTIALLY
+    else:
+        outcome = NOT_REPRODUCED
+    largest = max(per_cell, key=lambda c: abs(c["excess_end"]) - c["tolerance"])
+    failing = [f"(N={c['n_jobs']}, ρ={c['load']}): R(K) {c['r_end']:.3f} vs R_base {c['r_base_end']:.3f} "
+               f"(tolerance {c['tolerance']:.3f})" for c in per_cell if not c["passed"]]
+    decays = [c["decay_cycles"] for c in per_cell]
+    settles = [c["settle_cycles"] for c in per_cell]
+    late = [f"(N={c['n_jobs']}, ρ={c['load']}) {c['late_excess_mean']:+.3f} (z {c['late_excess_z']:+.1f})"
+            for c in per_cell]
+    why = (
+        f"{len(passed)} of {len(per_cell)} cells (N in {list(config['n_jobs'])}, ρ in {list(LOADS)}; "
+        f"{launches} launches × {cycles} cycles) end with the launch-memory statistic R(K) within "
+        f"{STANDARD_ERRORS:g} bootstrap SE + {TOLERANCE_FLOOR} of the order-only baseline R_base(K). "
+        f"Largest relative miss at (N={largest['n_jobs']}, ρ={largest['load']}): R(K) = {largest['r_end']:.3f}, "
+        f"R_base(K) = {largest['r_base_end']:.3f}, tolerance {largest['tolerance']:.3f}. Half-decay times "
+        f"(cycles): {decays}; settling times: {settles}; largest |R − R_base| over the last tenth of the "
+        f"cycles: {max(c['late_excess_max_abs'] for c in per_cell):.3f}; mean R − R_base over that tenth "
+        f"(z in SE): {', '.join(late)}. Collision-free staggered controls end at R(K) = "
+        f"{[round(c['r_end'], 6) for c in per_control]} (must stay ≥ {CONTROL_MIN_R})."
+        + (f" Failing: {'; '.join(failing)}." if failing else "")
+        + ("" if controls_hold else " A control lost its memory, so the statistic is suspect.")
+    )
+    numbers = dict(
+        n_jobs=list(config["n_jobs"]),
+        loads=list(LOADS),
+        control_loads=list(control_loads),
+        launches=launches,
+        cycles=cycles,
+        bootstrap=config["bootstrap"],
+        baseline_partners=BASELINE_PARTNERS,
+        throughput="shared (f = 1)",
+        cap=None,
+        cycle_work="T + d = 1, d = rho / N",
+        cells=per_cell,
+        controls=per_control,
+        seconds=time.perf_counter() - started,
+    )
+    verdicts = [
+        verdict(
+            5,
+            outcome,
+            why,
+            cells_passed=len(passed),
+            cells=len(per_cell),
+            largest_excess_end=largest["excess_end"],
+            largest_excess_tolerance=largest["tolerance"],
+            decay_cycles=decays,
+            settle_cycles=settles,
+            late_excess_mean=[c["late_excess_mean"] for c in per_cell],
+            late_excess_z=[c["late_excess_z"] for c in per_cell],
+            control_r_end=[c["r_end"] for c in per_control],
+        )
+    ]
+    return finish(out_dir, NAME, size, numbers, verdicts, figures)
