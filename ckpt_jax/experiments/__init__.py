@@ -45,6 +45,25 @@ REGISTRY = (
 )
 
 
+def identical_fleets(n_jobs: int, loads, launches: int, flat: bool = False):
+    """Fleets of N identical jobs with T + d = 1 and d = ρ / N, uncapped, f ≡ 1, float64.
+
+    Args:
+      n_jobs: N.
+      loads: sequence of loads ρ = N·d / (T + d).
+      launches: fleets per load.
+      flat: one batch axis (len(loads) · launches,) instead of (len(loads), launches).
+    """
+    from ..model import Fleet
+
+    write = np.asarray(loads, dtype=np.float64)[:, None] / n_jobs
+    write = np.broadcast_to(write, (write.shape[0], launches))[..., None]
+    if flat:
+        write = write.reshape(-1, 1)
+    shape = write.shape[:-1] + (n_jobs,)
+    return Fleet(compute=np.broadcast_to(1.0 - write, shape), write=np.broadcast_to(write, shape), dtype=np.float64)
+
+
 def check_size(size: str) -> str:
     if size not in SIZES:
         raise ValueError(f"size must be one of {SIZES}, got {size!r}")

@@ -29,7 +29,7 @@ import numpy as np
 
 from .. import Fleet, random_state, simulate
 from ..analysis import binomial_baseline, mean_writing_fraction, writer_distribution, writer_excursions
-from . import NOT_REPRODUCED, PARTIALLY, REPRODUCED, check_size, finish, new_figure, save_figure, verdict
+from . import NOT_REPRODUCED, PARTIALLY, REPRODUCED, check_size, identical_fleets, finish, new_figure, save_figure, verdict
 
 NAME = "bursts"
 CLAIMS = (6,)
@@ -50,10 +50,8 @@ SIZES = {
 
 
 def _identical_fleets(n_jobs: int, loads, fleets: int) -> Fleet:
-    """(len(loads), fleets) fleets of N identical jobs with T + d = 1 and d = ρ / N."""
-    write = np.asarray(loads, dtype=np.float64)[:, None, None] / n_jobs
-    shape = (len(loads), fleets, n_jobs)
-    return Fleet(compute=np.broadcast_to(1.0 - write, shape), write=np.broadcast_to(write, shape), dtype=np.float64)
+    """Identical fleets at each load (see `experiments.identical_fleets`)."""
+    return identical_fleets(n_jobs, loads, fleets)
 
 
 def _tail(dist: np.ndarray) -> np.ndarray:

@@ -36,7 +36,7 @@ import numpy as np
 
 from .. import Fleet
 from ..lyapunov import ftle, ftle_twin, random_gaps
-from . import NOT_REPRODUCED, PARTIALLY, REPRODUCED, check_size, finish, new_figure, save_figure, verdict
+from . import NOT_REPRODUCED, PARTIALLY, REPRODUCED, check_size, identical_fleets, finish, new_figure, save_figure, verdict
 
 NAME = "ftle"
 CLAIMS = (5,)
@@ -58,10 +58,8 @@ SIZES = {
 
 
 def _identical_fleets(n_jobs: int, loads, launches: int) -> Fleet:
-    """(len(loads) · launches,) fleets of N identical jobs with T + d = 1 and d = ρ / N."""
-    write = np.repeat(np.asarray(loads, dtype=np.float64), launches)[:, None] / n_jobs
-    shape = (write.shape[0], n_jobs)
-    return Fleet(compute=np.broadcast_to(1.0 - write, shape), write=np.broadcast_to(write, shape), dtype=np.float64)
+    """Identical fleets at each load (see `experiments.identical_fleets`)."""
+    return identical_fleets(n_jobs, loads, launches, flat=True)
 
 
 @functools.lru_cache(maxsize=None)

@@ -57,7 +57,7 @@ import jax
 import numpy as np
 
 from .. import Fleet, initial_state, random_state, simulate, state_from_positions
-from . import NOT_REPRODUCED, PARTIALLY, REPRODUCED, check_size, finish, new_figure, save_figure, verdict
+from . import NOT_REPRODUCED, PARTIALLY, REPRODUCED, check_size, identical_fleets, finish, new_figure, save_figure, verdict
 
 NAME = "memory"
 CLAIMS = (5,)
@@ -160,10 +160,8 @@ def _settle_time(excess: np.ndarray):
 
 
 def _fleets(n_jobs: int, loads, launches: int) -> Fleet:
-    """(len(loads), launches) fleets of N identical jobs with T + d = 1 and d = ρ / N."""
-    write = np.asarray(loads, dtype=np.float64)[:, None, None] / n_jobs
-    shape = (len(loads), launches, n_jobs)
-    return Fleet(compute=np.broadcast_to(1.0 - write, shape), write=np.broadcast_to(write, shape), dtype=np.float64)
+    """Identical fleets at each load (see `experiments.identical_fleets`)."""
+    return identical_fleets(n_jobs, loads, launches)
 
 
 def _staggered_positions(n_jobs: int, load: float, launches: int, rng: np.random.Generator) -> np.ndarray:

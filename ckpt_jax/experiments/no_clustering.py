@@ -27,7 +27,7 @@ import numpy as np
 
 from .. import Fleet, random_state, simulate
 from ..analysis import smallest_gap
-from . import NOT_REPRODUCED, PARTIALLY, REPRODUCED, check_size, finish, new_figure, save_figure, verdict
+from . import NOT_REPRODUCED, PARTIALLY, REPRODUCED, check_size, identical_fleets, finish, new_figure, save_figure, verdict
 
 NAME = "no_clustering"
 CLAIMS = (5,)
@@ -47,10 +47,8 @@ SIZES = {
 
 
 def _identical_fleets(n_jobs: int, loads, launches: int) -> Fleet:
-    """(len(loads), launches) fleets of N identical jobs with T + d = 1 and d = ρ / N."""
-    write = np.asarray(loads, dtype=np.float64)[:, None, None] / n_jobs
-    shape = (len(loads), launches, n_jobs)
-    return Fleet(compute=np.broadcast_to(1.0 - write, shape), write=np.broadcast_to(write, shape), dtype=np.float64)
+    """Identical fleets at each load (see `experiments.identical_fleets`)."""
+    return identical_fleets(n_jobs, loads, launches)
 
 
 def _log_median_slope(log_gaps: np.ndarray) -> float:
