@@ -16,6 +16,7 @@ current cycle). With α = 0 a draining job computes nothing, which is the blocki
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import NamedTuple, Optional
 
@@ -160,8 +161,15 @@ def jitter_work(job_key: jax.Array, compute: jax.Array, jitter: jax.Array, cycle
     return jnp.where(jitter > 0, jnp.maximum(work, tiny), compute)
 
 
-def _computing_mask(params: _Params, draining, waiting):
-    """Jobs that draw compute power (MODEL.md §1: a draining job counts when α > 0)."""
+def _computing_mask(params: _Params, draining, waiting, use_async: bool = True):
+    """Jobs that draw compute power (MODEL.md §1: a draining job counts when α > 0).
+
+    ``use_async=False`` is a static promise that α = 0 in every fleet: then no job ever
+    waits and a draining job never computes, and the simpler expressions give the same
+    bits with fewer passes over the (B, N) arrays.
+    """
+    if not use_async:
+        return params.active & ~draining
     return params.active & ~waiting & (~draining | (params.async_fraction > 0))
 
 
@@ -199,12 +207,12 @@ def _init_carry(params: _Params, state_phase, state_remaining, n_fires: int, que
     )
 
 
-def _rates(params: _Params, carry: Carry, use_delay: bool):
+def _rates(params: _Params, carry: Carry, use_delay: bool, use_async: bool = True):
     """Piecewise-constant rates of every job between now and the next event."""
     dtype = params.compute.dtype
     writers = params.active & carry.draining
     n_writers = jnp.sum(writers)
-    computing = _computing_mask(params, carry.draining, carry.waiting)
+    computing = _computing_mask(params, carry.draining, carry.waiting, use_async)
     n_computing = jnp.sum(computing).astype(dtype)
     if use_delay:
         # τ = 0 fleets bypass the queue, so they reproduce the base model bit for bit.
@@ -212,7 +220,10 @@ def _rates(params: _Params, carry: Carry, use_delay: bool):
     write_rate = params.throughput[n_writers] / jnp.maximum(n_writers, 1).astype(dtype)
     # The cap binds only where n_c > C; the safe denominator keeps unselected lanes finite.
     speed = jnp.where(n_computing > params.cap, params.cap / jnp.maximum(n_computing, 1), 1.0)
-    compute_rate = jnp.where(computing, jnp.where(carry.draining, params.async_fraction * speed, speed), 0)
+    if use_async:
+        compute_rate = jnp.where(computing, jnp.where(carry.draining, params.async_fraction * speed, speed), 0)
+    else:
+        compute_rate = jnp.where(computing, speed, 0)
     return writers, write_rate, computing, compute_rate.astype(dtype)
 
 
@@ -221,7 +232,14 @@ def _done(carry: Carry, active, n_fires: int):
 
 
 def _step(
-    params: _Params, carry: Carry, running, n_fires: int, use_delay: bool, use_jitter: bool, horizon=None
+    params: _Params,
+    carry: Carry,
+    running,
+    n_fires: int,
+    use_delay: bool,
+    use_jitter: bool,
+    horizon=None,
+    use_async: bool = True,
 ) -> Carry:
     """Advances one fleet to its next event and switches every job that empties there.
 
@@ -232,9 +250,24 @@ def _step(
     batched while_loop steps all lanes), so it must be safe there — no division by zero,
     no inf − inf — and it must write nothing: their carry is returned unchanged.
     """
+    carry, fire_slot, end_slot = _switch(params, carry, running, n_fires, use_delay, use_jitter, horizon, use_async)
+    jobs = jnp.arange(params.compute.shape[0])
+    return carry._replace(
+        fire_times=carry.fire_times.at[jobs, fire_slot].set(carry.time, mode="drop"),
+        end_times=carry.end_times.at[jobs, end_slot].set(carry.time, mode="drop"),
+    )
+
+
+def _switch(params: _Params, carry: Carry, running, n_fires: int, use_delay: bool, use_jitter: bool, horizon, use_async: bool):
+    """`_step` without writing the trace buffers: returns (carry, fire_slot, end_slot).
+
+    ``fire_slot`` / ``end_slot`` (N,) give the trace column each job's switch at the new
+    ``carry.time`` goes to; K (= n_fires) means "nothing to record". The batched loop
+    records a whole batch with one flat scatter (`_record`).
+    """
     dtype = params.compute.dtype
     inf = jnp.asarray(jnp.inf, dtype)
-    writers, write_rate, computing, compute_rate = _rates(params, carry, use_delay)
+    writers, write_rate, computing, compute_rate = _rates(params, carry, use_delay, use_async)
     computes = compute_rate > 0
 
     write_dt = jnp.where(writers, carry.write_left / write_rate, inf)
@@ -262,19 +295,19 @@ def _step(
     completes = completes & running & finite
 
     # (1) drains that end: record the end of the write started by the latest firing.
-    n_jobs = params.compute.shape[0]
-    jobs = jnp.arange(n_jobs)
     record_end = ends & (carry.fire_count >= 1) & (carry.fire_count <= n_fires)
     end_slot = jnp.where(record_end, carry.fire_count - 1, n_fires)  # n_fires = dropped
-    end_times = carry.end_times.at[jobs, end_slot].set(time, mode="drop")
     end_count = carry.end_count + record_end.astype(jnp.int32)
     draining = carry.draining & ~ends
     # (2) compute completions fire, unless the previous write still drains (then wait);
     # (3) jobs that were waiting fire the instant their drain ends.
-    fires = (completes & ~draining) | (carry.waiting & ends)
-    waiting = (carry.waiting | (completes & draining)) & ~fires
+    if use_async:
+        fires = (completes & ~draining) | (carry.waiting & ends)
+        waiting = (carry.waiting | (completes & draining)) & ~fires
+    else:  # α = 0: only computing (non-draining) jobs complete, and nobody waits
+        fires = completes
+        waiting = carry.waiting
     fire_slot = jnp.where(fires & (carry.fire_count < n_fires), carry.fire_count, n_fires)
-    fire_times = carry.fire_times.at[jobs, fire_slot].set(time, mode="drop")
     fire_count = carry.fire_count + fires.astype(jnp.int32)
     draining = draining | fires
     if use_jitter:
@@ -296,7 +329,7 @@ def _step(
         applied = jnp.where(pop, queue_count[queue_head], applied)
         queue_head = jnp.where(pop, (queue_head + 1) % capacity, queue_head)
         queue_size = queue_size - pop.astype(jnp.int32)
-        new_computing = jnp.sum(_computing_mask(params, draining, waiting)).astype(dtype)
+        new_computing = jnp.sum(_computing_mask(params, draining, waiting, use_async)).astype(dtype)
         push = running & (params.delay > 0) & (new_computing != jnp.sum(computing).astype(dtype))
         overflow = push & (queue_size >= capacity)
         slot = (queue_head + queue_size) % capacity
@@ -317,8 +350,8 @@ def _step(
         compute_left=keep(compute_left, carry.compute_left),
         fire_count=fire_count,
         end_count=end_count,
-        fire_times=fire_times,
-        end_times=end_times,
+        fire_times=carry.fire_times,
+        end_times=carry.end_times,
         applied_computing=applied,
         queue_time=queue_time,
         queue_count=queue_count,
@@ -326,7 +359,27 @@ def _step(
         queue_size=queue_size,
         n_events=carry.n_events + running.astype(jnp.int32),
         status=status.astype(jnp.int32),
-    )
+    ), fire_slot, end_slot
+
+
+def _record(buffer, slot, time):
+    """Batched trace write: ``buffer[b, i, slot[b, i]] = time[b]`` where ``slot < K``.
+
+    One scatter on the flattened (B N K) buffer with flat indices (out-of-range for "no
+    write", dropped): measurably cheaper than the batched 2-D scatter `vmap` produces.
+    """
+    n_fleets, n_jobs, n_fires = buffer.shape
+    size = n_fleets * n_jobs * n_fires
+    if size >= np.iinfo(np.int32).max:
+        # Flat int32 indices would overflow: the batched 2-D scatter needs none that large.
+        jobs = jnp.arange(n_jobs)
+        put = lambda row, slot_row, t: row.at[jobs, slot_row].set(t, mode="drop")  # noqa: E731
+        return jax.vmap(put)(buffer, slot, time)
+    cell = jnp.arange(n_fleets * n_jobs, dtype=jnp.int32).reshape(n_fleets, n_jobs) * n_fires
+    index = jnp.where(slot < n_fires, cell + slot, size)
+    values = jnp.broadcast_to(time[:, None], slot.shape)
+    flat = buffer.reshape(size).at[index.reshape(-1)].set(values.reshape(-1), mode="drop", unique_indices=True)
+    return flat.reshape(buffer.shape)
 
 
 def _running(params: _Params, carry: Carry, n_fires: int, event_limit):
@@ -337,21 +390,30 @@ def _running(params: _Params, carry: Carry, n_fires: int, event_limit):
     )
 
 
-def _advance(params: _Params, carry: Carry, event_limit, n_fires: int, use_delay: bool, use_jitter: bool) -> Carry:
+def _advance(
+    params: _Params, carry: Carry, event_limit, n_fires: int, use_delay: bool, use_jitter: bool, use_async: bool = True
+) -> Carry:
     """Steps a batch of fleets (leading axis B) until each is done, failed or at event_limit."""
+    switch = jax.vmap(_switch, in_axes=(0, 0, 0, None, None, None, None, None))
 
-    def cond(carry):
-        return jnp.any(_running(params, carry, n_fires, event_limit))
+    def cond(state):
+        return jnp.any(state[1])
 
-    def body(carry):
-        running = _running(params, carry, n_fires, event_limit)
-        step = jax.vmap(_step, in_axes=(0, 0, 0, None, None, None))
-        return step(params, carry, running, n_fires, use_delay, use_jitter)
+    def body(state):
+        # The running mask is computed once per iteration and carried to the next test.
+        carry, running = state
+        carry, fire_slot, end_slot = switch(params, carry, running, n_fires, use_delay, use_jitter, None, use_async)
+        carry = carry._replace(
+            fire_times=_record(carry.fire_times, fire_slot, carry.time),
+            end_times=_record(carry.end_times, end_slot, carry.time),
+        )
+        return carry, _running(params, carry, n_fires, event_limit)
 
-    return jax.lax.while_loop(cond, body, carry)
+    state = (carry, _running(params, carry, n_fires, event_limit))
+    return jax.lax.while_loop(cond, body, state)[0]
 
 
-_STATIC = ("n_fires", "use_delay", "use_jitter")
+_STATIC = ("n_fires", "use_delay", "use_jitter", "use_async")
 _advance_jit = jax.jit(_advance, static_argnames=_STATIC, donate_argnums=(1,))
 _init_jit = jax.jit(
     jax.vmap(_init_carry, in_axes=(0, 0, 0, None, None, None)),
@@ -396,14 +458,23 @@ def _batch_keys(key, batch_shape, n_jobs: int, fleet_offset: int):
     if not jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
         key = jax.random.wrap_key_data(jnp.asarray(key, jnp.uint32))
     if key.shape == ():
-        index = jnp.arange(n_fleets, dtype=jnp.uint32) + jnp.uint32(fleet_offset)
-        fleet_keys = jax.vmap(jax.random.fold_in, in_axes=(None, 0))(key, index)
-    elif key.shape == tuple(batch_shape):
-        fleet_keys = key.reshape(n_fleets)
-    else:
-        raise ValueError(f"key must be a single PRNG key or have the batch shape {tuple(batch_shape)}, got {key.shape}")
+        return _fold_keys(key, jnp.uint32(fleet_offset), n_fleets, n_jobs)
+    if key.shape == tuple(batch_shape):
+        return _job_keys(key.reshape(n_fleets), n_jobs)
+    raise ValueError(f"key must be a single PRNG key or have the batch shape {tuple(batch_shape)}, got {key.shape}")
+
+
+# Jitted so that deriving keys costs one dispatch, not a dozen (it dominated small runs).
+@functools.partial(jax.jit, static_argnums=(1,))
+def _job_keys(fleet_keys, n_jobs: int):
     jobs = jnp.arange(n_jobs, dtype=jnp.uint32)
     return jax.vmap(lambda k: jax.vmap(jax.random.fold_in, in_axes=(None, 0))(k, jobs))(fleet_keys)
+
+
+@functools.partial(jax.jit, static_argnums=(2, 3))
+def _fold_keys(key, fleet_offset, n_fleets: int, n_jobs: int):
+    index = jnp.arange(n_fleets, dtype=jnp.uint32) + fleet_offset
+    return _job_keys(jax.vmap(jax.random.fold_in, in_axes=(None, 0))(key, index), n_jobs)
 
 
 def flat_params(fleet: Fleet, jitter=None, key=None, fleet_offset: int = 0) -> _Params:
@@ -444,6 +515,8 @@ def simulate(
     progress: Optional[bool] = None,
     queue_size: int = 64,
     fleet_offset: int = 0,
+    method: str = "auto",
+    devices=None,
 ) -> Trace:
     """Simulates a batch of fleets exactly, event to event, until every job fired K times.
 
@@ -457,10 +530,23 @@ def simulate(
       key: PRNG key for jitter: one key (folded with each fleet's flat index) or one per
         fleet (shape *B). Same key, same trace.
       throw: raise `RuntimeError` if any fleet did not complete.
-      progress: show a tqdm progress bar (default: only for long runs).
+      progress: show a tqdm progress bar (default: only for long runs; general path on
+        one device only).
       queue_size: capacity of the delayed controller's pending-update queue.
       fleet_offset: added to the flat fleet index when folding a scalar key (for
         simulating one big ensemble in chunks with identical draws).
+      method: ``"general"`` (this module's engine, O(N) per event), ``"fifo"`` (the
+        O(1)-per-switch path of `ckpt_jax.fast`, only for identical deterministic fleets:
+        all active jobs of each fleet share T and d, no jitter, τ = 0, α = 0) or ``"auto"``
+        (each fleet for which FIFO applies and that has at least `fast.FIFO_MIN_JOBS`
+        active jobs runs on it, the rest on the general engine; decided per fleet on the
+        host, so a fleet's trace does not depend on its batch).
+        Both paths give the same trace to working precision (not bit for bit: chaotic
+        fleets, MODEL.md claim 5, amplify ulp differences over many cycles). The FIFO path
+        shows no progress bar.
+      devices: shard the batch over several devices (`ckpt_jax.sharding`): None (one
+        device), ``"all"`` (every local device), an int n (the first n) or a sequence of
+        devices. Results are identical to one device.
 
     Returns:
       A `Trace`.
@@ -478,20 +564,50 @@ def simulate(
         max_events = default_max_events(fleet.n_jobs, n_fires, fleet)
     max_events = _check_int("max_events", max_events, 1, 2**31 - 1)
     queue_size = _check_int("queue_size", queue_size, 1)
-    use_jitter = jitter is not None and bool(np.any(np.asarray(jitter) > 0))
-    use_delay = bool(np.any(np.asarray(fleet.delay) > 0))
-    params = flat_params(fleet, jitter, key, fleet_offset)
+    if method not in ("auto", "general", "fifo"):
+        raise ValueError(f"method must be 'auto', 'general' or 'fifo', got {method!r}")
+    from . import fast, sharding  # fast imports this module
+
+    devices = sharding.resolve_devices(devices)
+    params = flat_params(fleet, jitter, key, fleet_offset)  # validates jitter and key
     n_fleets = params.compute.shape[0]
-    carry = _init_jit(
-        params,
-        jnp.reshape(state.phase, params.compute.shape),
-        jnp.reshape(state.remaining, params.compute.shape).astype(fleet.dtype),
-        n_fires,
-        queue_size if use_delay else 1,
-        use_jitter,
+    if method == "general":
+        eligible = np.zeros(n_fleets, bool)
+    else:
+        eligible = fast.fifo_eligible(fleet, jitter).reshape(n_fleets)
+        if method == "fifo" and not eligible.all():
+            raise ValueError(
+                "method='fifo' needs identical deterministic fleets (all active jobs of a fleet with "
+                "the same compute and write, no jitter, delay 0, async_fraction 0); use 'general' or 'auto'"
+            )
+        if method == "auto":
+            n_active = np.asarray(fleet.active).sum(axis=-1).reshape(n_fleets)
+            eligible &= n_active >= fast.FIFO_MIN_JOBS
+    options = dict(
+        n_fires=n_fires,
+        max_events=max_events,
+        queue_size=queue_size,
+        use_jitter=jitter is not None and bool(np.any(np.asarray(jitter) > 0)),
+        use_delay=bool(np.any(np.asarray(fleet.delay) > 0)),
+        use_async=bool(np.any(np.asarray(fleet.async_fraction) > 0)),
+        progress=progress,
+        devices=devices,
     )
-    carry = _run_chunked(params, carry, max_events, n_fires, use_delay, use_jitter, progress, n_fleets)
-    trace = _finish(fleet, carry, n_fires)
+    phase = jnp.reshape(state.phase, params.compute.shape)
+    remaining = jnp.reshape(state.remaining, params.compute.shape).astype(fleet.dtype)
+    # "auto" decides per fleet, so a fleet's trace never depends on what it is batched with.
+    pieces = []
+    for fifo, index in ((True, np.flatnonzero(eligible)), (False, np.flatnonzero(~eligible))):
+        if index.size == 0:
+            continue
+        part = (params, phase, remaining)
+        if index.size < n_fleets:
+            part = jax.tree_util.tree_map(lambda x: x[index], part)
+        carry = _run(*part, fifo=fifo, **options)
+        pieces.append((index, _flat_trace(part[0].active, carry, n_fires)))
+    flat = pieces[0][1] if len(pieces) == 1 else _merge(pieces, n_fleets)
+    batch = fleet.batch_shape
+    trace = Trace(*(x.reshape(batch + x.shape[1:]) for x in flat))
     if throw and not bool(np.all(trace.ok)):
         bad = np.asarray(trace.status)[~np.asarray(trace.ok)]
         codes = np.bitwise_or.reduce(bad.ravel())
@@ -501,7 +617,7 @@ def simulate(
     return trace
 
 
-def _run_chunked(params, carry, max_events, n_fires, use_delay, use_jitter, progress, n_fleets):
+def _run_chunked(params, carry, max_events, n_fires, use_delay, use_jitter, use_async, progress, n_fleets):
     """Runs the loop in chunks of events so long runs can show a progress bar.
 
     The event limit is a traced argument, so every chunk reuses one compiled loop.
@@ -510,7 +626,7 @@ def _run_chunked(params, carry, max_events, n_fires, use_delay, use_jitter, prog
     if progress is None:
         progress = work >= 5_000_000
     if not progress:
-        return _advance_jit(params, carry, jnp.int32(max_events), n_fires=n_fires, use_delay=use_delay, use_jitter=use_jitter)
+        return _advance_jit(params, carry, jnp.int32(max_events), n_fires=n_fires, use_delay=use_delay, use_jitter=use_jitter, use_async=use_async)
     from tqdm.auto import tqdm
 
     n_chunks = 50
@@ -519,7 +635,7 @@ def _run_chunked(params, carry, max_events, n_fires, use_delay, use_jitter, prog
     with tqdm(total=n_fires, desc="ckpt_jax.simulate", unit="cycle") as bar:
         while True:
             limit = min(limit + chunk, max_events)
-            carry = _advance_jit(params, carry, jnp.int32(limit), n_fires=n_fires, use_delay=use_delay, use_jitter=use_jitter)
+            carry = _advance_jit(params, carry, jnp.int32(limit), n_fires=n_fires, use_delay=use_delay, use_jitter=use_jitter, use_async=use_async)
             done_cycles = int(jnp.min(jnp.where(params.active, carry.end_count, n_fires)))
             bar.update(done_cycles - bar.n)
             still = _running(params, carry, n_fires, max_events)
@@ -527,22 +643,57 @@ def _run_chunked(params, carry, max_events, n_fires, use_delay, use_jitter, prog
                 return carry
 
 
-def _finish(fleet: Fleet, carry: Carry, n_fires: int) -> Trace:
-    active = jnp.reshape(fleet.active, carry.fire_count.shape)
+def _run(params, phase, remaining, *, fifo, n_fires, max_events, queue_size, use_jitter, use_delay, use_async, progress, devices):
+    """Runs flattened fleets (leading axis B) on one path, optionally sharded; returns the carry."""
+    from . import fast, sharding
+
+    n_fleets = params.compute.shape[0]
+    if devices is not None:
+        (params, phase, remaining), _ = sharding.pad_fleets((params, phase, remaining), n_fleets, len(devices))
+        # Padding fleets have no active job: done before their first step.
+        params = params._replace(active=params.active.at[n_fleets:].set(False))
+        params, phase, remaining = sharding.place((params, phase, remaining), devices)
+    limit = jnp.int32(max_events)
+    if fifo:
+        carry = fast._init_jit(params, phase, remaining, n_fires)
+        if devices is None:
+            return fast._advance_jit(params, carry, limit, n_fires=n_fires)
+        carry = sharding.sharded_loop(fast._advance, devices, n_fires=n_fires)(params, carry, limit)
+        return sharding.unpad(carry, n_fleets)
+    carry = _init_jit(params, phase, remaining, n_fires, queue_size if use_delay else 1, use_jitter)
+    if devices is None:
+        return _run_chunked(params, carry, max_events, n_fires, use_delay, use_jitter, use_async, progress, n_fleets)
+    loop = sharding.sharded_loop(
+        _advance, devices, n_fires=n_fires, use_delay=use_delay, use_jitter=use_jitter, use_async=use_async
+    )
+    return sharding.unpad(loop(params, carry, limit), n_fleets)
+
+
+def _merge(pieces, n_fleets: int) -> Trace:
+    """Reassembles the traces of fleet subsets ``[(flat indices, Trace), ...]`` in batch order."""
+
+    def merge(*leaves):
+        out = jnp.zeros((n_fleets,) + leaves[0].shape[1:], leaves[0].dtype)
+        for (index, _), leaf in zip(pieces, leaves):
+            out = out.at[index].set(leaf)
+        return out
+
+    return Trace(*map(merge, *(trace for _, trace in pieces)))
+
+
+@functools.partial(jax.jit, static_argnums=(2,))
+def _flat_trace(active, carry, n_fires: int) -> Trace:
+    """The `Trace` of flattened fleets (leading axis B) from a final carry (either path)."""
     done = jax.vmap(_done, in_axes=(0, 0, None))(carry, active, n_fires)
     status = jnp.where(done, carry.status, carry.status | STATUS_MAX_EVENTS)
     # Any flag means the numbers cannot be trusted, so ok requires status == 0.
     ok = done & (status == STATUS_OK)
-    batch = fleet.batch_shape
-    n_jobs = fleet.n_jobs
     mask = active[:, :, None]
-    fire_times = jnp.where(mask, carry.fire_times, jnp.nan)
-    end_times = jnp.where(mask, carry.end_times, jnp.nan)
     return Trace(
-        fire_times=fire_times.reshape(batch + (n_jobs, n_fires)),
-        end_times=end_times.reshape(batch + (n_jobs, n_fires)),
-        ok=ok.reshape(batch),
-        status=status.reshape(batch),
-        n_events=carry.n_events.reshape(batch),
-        time=carry.time.reshape(batch),
+        fire_times=jnp.where(mask, carry.fire_times, jnp.nan),
+        end_times=jnp.where(mask, carry.end_times, jnp.nan),
+        ok=ok,
+        status=status,
+        n_events=carry.n_events,
+        time=carry.time,
     )

@@ -1,0 +1,95 @@
+"""Sharding the batch axis over several (forced host) CPU devices changes nothing.
+
+The host device count must be forced before JAX initialises, so the comparison runs in a
+fresh interpreter with ``XLA_FLAGS=--xla_force_host_platform_device_count=4``.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import jax
+import numpy as np
+import pytest
+
+import ckpt_jax as cj
+
+CHECK = textwrap.dedent(
+    """
+    import json
+    import jax
+    jax.config.update("jax_enable_x64", True)
+    import numpy as np
+    import ckpt_jax as cj
+
+    assert jax.device_count() == 4, jax.devices()
+    rng = np.random.default_rng(0)
+    results = {}
+
+    def same(a, b):
+        return all(
+            np.array_equal(np.asarray(x), np.asarray(y), equal_nan=True) for x, y in zip(a, b)
+        )
+
+    def compare(name, fleet, state, n_fires, **kw):
+        one = cj.simulate(fleet, state, n_fires, **kw)
+        for devices in ("all", 2, 3, jax.devices()[::-1]):
+            many = cj.simulate(fleet, state, n_fires, devices=devices, **kw)
+            label = devices if isinstance(devices, (str, int)) else "reversed"
+            results[f"{name}/{label}"] = bool(same(one, many) and np.all(np.asarray(one.ok)))
+
+    # Heterogeneous, capped, nonlinear f; B = 7 (not a multiple of 4) with padded slots.
+    compute = rng.uniform(2, 10, (7, 5))
+    write = rng.uniform(0.5, 3, (7, 5))
+    active = np.arange(5)[None, :] < rng.integers(2, 6, 7)[:, None]
+    fleet = cj.Fleet(compute, write, cap=rng.uniform(1, 4, 7), throughput="sqrt", active=active)
+    state = cj.random_state(fleet, jax.random.key(1))
+    compare("general", fleet, state, 15)
+    # Leading batch axes (2, 3) with jitter, delay and asynchronous checkpoints.
+    fleet = cj.Fleet(rng.uniform(2, 10, (2, 3, 4)), rng.uniform(0.5, 3, (2, 3, 4)), cap=2.5,
+                     delay=rng.uniform(0, 1, (2, 3)), async_fraction=rng.uniform(0, 1, (2, 3)))
+    state = cj.random_state(fleet, jax.random.key(2))
+    compare("variants", fleet, state, 10, jitter=0.3, key=jax.random.key(3))
+    # Identical fleets (the FIFO path), a mixed batch (both paths), and B = 1 < 4 devices.
+    fleet = cj.Fleet(np.full((6, 8), 7.0), np.full((6, 8), 1.25), cap=5.0)
+    state = cj.random_state(fleet, jax.random.key(4))
+    compare("fifo", fleet, state, 12)
+    fleet = cj.Fleet(np.stack([np.full(8, 5.0), rng.uniform(3, 6, 8), np.full(8, 2.0)]), np.full((3, 8), 0.3))
+    state = cj.random_state(fleet, jax.random.key(5))
+    compare("mixed", fleet, state, 12)
+    fleet = cj.Fleet(rng.uniform(2, 10, 6), rng.uniform(0.5, 3, 6))
+    compare("single", fleet, cj.random_state(fleet, jax.random.key(6)), 12)
+    print("RESULTS " + json.dumps(results))
+    """
+)
+
+
+def test_sharded_batch_is_identical_to_one_device():
+    env = dict(os.environ)
+    env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=4").strip()
+    env["JAX_PLATFORMS"] = "cpu"
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    proc = subprocess.run(
+        [sys.executable, "-c", CHECK], env=env, cwd=root, capture_output=True, text=True, timeout=900
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    line = [x for x in proc.stdout.splitlines() if x.startswith("RESULTS ")][-1]
+    results = json.loads(line[len("RESULTS "):])
+    assert len(results) == 20
+    assert all(results.values()), {k: v for k, v in results.items() if not v}
+
+
+def test_devices_argument_is_validated():
+    fleet = cj.Fleet(np.full(3, 5.0), np.ones(3))
+    state = cj.initial_state(fleet)
+    with pytest.raises(ValueError, match="devices"):
+        cj.simulate(fleet, state, 2, devices="some")
+    with pytest.raises(ValueError, match="devices"):
+        cj.simulate(fleet, state, 2, devices=len(jax.local_devices()) + 1)
+    with pytest.raises(ValueError, match="devices"):
+        cj.simulate(fleet, state, 2, devices=[])
+    one = cj.simulate(fleet, state, 2)
+    local = cj.simulate(fleet, state, 2, devices="all")
+    np.testing.assert_array_equal(np.asarray(one.fire_times), np.asarray(local.fire_times))
