@@ -34,8 +34,8 @@ __all__ = [
 ]
 
 
-def _windows(fire_times, end_times):
-    """The recorded windows of one fleet as flat float64 arrays (start, end), NaN-free."""
+def _one_fleet(fire_times, end_times):
+    """One fleet's (N, K) trace as float64 arrays, with its shapes checked."""
     fire = np.asarray(fire_times, dtype=np.float64)
     end = np.asarray(end_times, dtype=np.float64)
     if fire.shape != end.shape or fire.ndim != 2:
@@ -43,6 +43,12 @@ def _windows(fire_times, end_times):
             "fire_times and end_times must both have shape (N, K) for one fleet, got "
             f"{fire.shape} and {end.shape}"
         )
+    return fire, end
+
+
+def _windows(fire_times, end_times):
+    """The recorded windows of one fleet as flat float64 arrays (start, end), NaN-free."""
+    fire, end = _one_fleet(fire_times, end_times)
     # NaN marks padding slots and windows a stopped run never opened or closed.
     complete = np.isfinite(fire) & np.isfinite(end)
     return fire[complete], end[complete]
@@ -100,13 +106,7 @@ def observed_interval(fire_times, end_times) -> tuple[float, float]:
       ``(t_start, t_stop)``; ``t_start > t_stop`` when K is too small for any such
       interval, and both are NaN when no job has a recorded window.
     """
-    fire = np.asarray(fire_times, dtype=np.float64)
-    end = np.asarray(end_times, dtype=np.float64)
-    if fire.shape != end.shape or fire.ndim != 2:
-        raise ValueError(
-            "fire_times and end_times must both have shape (N, K) for one fleet, got "
-            f"{fire.shape} and {end.shape}"
-        )
+    fire, end = _one_fleet(fire_times, end_times)
     jobs = np.isfinite(fire).any(axis=1)
     if not jobs.any():
         return float("nan"), float("nan")

@@ -1,29 +1,20 @@
 """Ensemble experiments for claims 5 and 6 at size "smoke": files, structure, sanity."""
 
-import json
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from experiment_checks import check_experiment_result
 
-from ckpt_jax.experiments import NOT_REPRODUCED, PARTIALLY, REPRODUCED, bursts, ftle, no_clustering
+from ckpt_jax.experiments import bursts, ftle, no_clustering
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def _check_common(result, out, module):
-    assert result["name"] == module.NAME and result["size"] == "smoke"
-    on_disk = json.loads((out / f"{module.NAME}.json").read_text())
-    assert on_disk == json.loads(json.dumps(result))
-    assert result["figures"]
-    for name in result["figures"]:
-        assert (out / name).stat().st_size > 10_000, name
-    assert [v["claim"] for v in result["verdicts"]] == list(module.CLAIMS)
-    for item in result["verdicts"]:
-        assert item["verdict"] in (REPRODUCED, NOT_REPRODUCED, PARTIALLY)
-        assert item["why"]
+    check_experiment_result(module, result, out, min_figure_bytes=10_000)
 
 
 def test_no_clustering_smoke(tmp_path):

@@ -1,25 +1,15 @@
 """The experiments behind claims 7 and 8 (jitter, boundary) at smoke size."""
 
-import json
 
 import numpy as np
 import pytest
+from experiment_checks import check_experiment_result
 
 from ckpt_jax.experiments import NOT_REPRODUCED, PARTIALLY, REPRODUCED, boundary, jitter
 
 
 def _check_result(module, result, tmp_path):
-    path = tmp_path / f"{module.NAME}.json"
-    assert path.exists()
-    assert json.loads(path.read_text()) == json.loads(json.dumps(result))
-    assert result["name"] == module.NAME and result["size"] == "smoke"
-    for item in result["verdicts"]:
-        assert item["verdict"] in (REPRODUCED, NOT_REPRODUCED, PARTIALLY)
-        assert item["why"] and isinstance(item["measured"], dict)
-        assert item["claim"] in module.CLAIMS
-    assert result["figures"]
-    for name in result["figures"]:
-        assert name.endswith(".png") and (tmp_path / name).stat().st_size > 0
+    check_experiment_result(module, result, tmp_path, one_verdict_per_claim=False)
 
 
 def test_jitter_smoke(tmp_path):
