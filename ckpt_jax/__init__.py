@@ -17,6 +17,9 @@ from .analysis import tail_ratio as tail_ratio
 from .analysis import writer_distribution as writer_distribution
 from .coupling import coupling_function as coupling_function
 from .coupling import stagger_lifetime as stagger_lifetime
+from .ensemble import EnsembleResult as EnsembleResult
+from .ensemble import random_launches as random_launches
+from .ensemble import run_ensemble as run_ensemble
 from .analysis import observed_interval as observed_interval
 from .analysis import writer_count as writer_count
 from .maps import BRANCH_COLLISION_FREE as BRANCH_COLLISION_FREE
@@ -70,6 +73,9 @@ __all__ = [
     "coupling_function",
     "stagger_lifetime",
     "observed_interval",
+    "run_ensemble",
+    "random_launches",
+    "EnsembleResult",
     "STATUS_OK",
     "STATUS_MAX_EVENTS",
     "STATUS_NONFINITE",

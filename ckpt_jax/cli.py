@@ -2,8 +2,9 @@
 
 `main` builds a fleet from the options, runs `ckpt_jax.simulate`, and writes into
 ``--out``: ``trace.csv``, ``trace.npz``, ``summary.json`` and ``trace.png`` (fleet 0).
-Subcommands live in ``_SUBCOMMANDS`` so more (e.g. ``reproduce``) can be added beside
-``simulate``.
+``ckpt-jax ensemble`` runs a long ensemble of random launches in resumable chunks
+(`ckpt_jax.run_ensemble`); ``ckpt-jax reproduce`` runs the experiments. Subcommands live
+in ``_SUBCOMMANDS``.
 """
 
 from __future__ import annotations
@@ -69,24 +70,16 @@ def _fraction(text: str) -> float:
     return value
 
 
-def _add_simulate(subparsers) -> None:
+def _add_fleet_options(parser, compute_default: float | None = 10.0,
+                       write_default: float | None = 1.0) -> None:
+    """The options of a fleet of identical jobs, shared by ``simulate`` and ``ensemble``."""
     from .model import THROUGHPUT_PRESETS
 
-    parser = subparsers.add_parser(
-        "simulate",
-        help="simulate a fleet of identical checkpointing jobs and write its trace",
-        description=(
-            "Simulate B fleets of N identical jobs (compute T, then a blocking write of "
-            "volume d) exactly, event to event, for K cycles each, and write trace.csv, "
-            "trace.npz, summary.json and trace.png (fleet 0) into --out."
-        ),
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-    )
     parser.add_argument("--jobs", type=_integer(2), default=8, metavar="N",
                         help="jobs per fleet")
-    parser.add_argument("--compute", type=_real(positive=True), default=10.0, metavar="T",
+    parser.add_argument("--compute", type=_real(positive=True), default=compute_default, metavar="T",
                         help="solo compute duration (work) per cycle")
-    parser.add_argument("--write", type=_real(positive=True), default=1.0, metavar="d",
+    parser.add_argument("--write", type=_real(positive=True), default=write_default, metavar="d",
                         help="solo write duration (volume) per checkpoint")
     parser.add_argument("--cap", type=_cap, default=None, metavar="C",
                         help="power cap, in jobs at full speed ('none' = uncapped)")
@@ -101,6 +94,20 @@ def _add_simulate(subparsers) -> None:
                         "(0 = blocking)")
     parser.add_argument("--seed", type=_integer(0), default=0,
                         help="PRNG seed for the random start and the jitter")
+
+
+def _add_simulate(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "simulate",
+        help="simulate a fleet of identical checkpointing jobs and write its trace",
+        description=(
+            "Simulate B fleets of N identical jobs (compute T, then a blocking write of "
+            "volume d) exactly, event to event, for K cycles each, and write trace.csv, "
+            "trace.npz, summary.json and trace.png (fleet 0) into --out."
+        ),
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    _add_fleet_options(parser)
     parser.add_argument("--cycles", type=_integer(1), default=50, metavar="K",
                         help="firings (checkpoints) recorded per job")
     parser.add_argument("--fleets", type=_integer(1), default=1, metavar="B",
@@ -152,7 +159,39 @@ def _add_reproduce(subparsers) -> None:
     parser.set_defaults(run=run, x64=True)
 
 
-_SUBCOMMANDS = (_add_simulate, _add_reproduce)
+def _add_ensemble(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "ensemble",
+        help="run a long ensemble of random launches in chunks (resumable)",
+        description=(
+            "Simulate B fleets of N identical jobs from independent random launches, C fleets "
+            "at a time. Each chunk is saved atomically into --out (chunk-*.npz: per-fleet "
+            "smallest phase gap per cycle, events and end time), so an interrupted run "
+            "resumes from the last chunk saved; summary.json is written at the end."
+        ),
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    parser.add_argument("--fleets", type=_integer(1), required=True, metavar="B",
+                        help="ensemble size (independent random launches)")
+    _add_fleet_options(parser, compute_default=None, write_default=None)
+    parser.add_argument("--load", type=_real(positive=True), default=None, metavar="RHO",
+                        help="load N d / (T + d) with T + d = 1 (instead of --compute/--write; "
+                        "without either, T = 10 and d = 1)")
+    parser.add_argument("--fires", "--cycles", dest="fires", type=_integer(1), default=50, metavar="K",
+                        help="firings (checkpoints) recorded per job")
+    parser.add_argument("--chunk-size", type=_integer(1), default=1000, metavar="C",
+                        help="fleets per chunk (one saved file each)")
+    parser.add_argument("--restart", action="store_true",
+                        help="discard the chunks saved in DIR and start over")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument("--x64", action=argparse.BooleanOptionalAction, default=True,
+                        help="compute in float64 (jax_enable_x64)")
+    parser.add_argument("--out", type=Path, required=True, metavar="DIR",
+                        help="output directory for the chunks, manifest.json and summary.json")
+    parser.set_defaults(run=_ensemble)
+
+
+_SUBCOMMANDS = (_add_simulate, _add_reproduce, _add_ensemble)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -329,5 +368,130 @@ def _simulate(args) -> int:
     if n_ok < n_fleets:
         print(f"ckpt-jax simulate: {n_fleets - n_ok} fleet(s) failed: {describe_status(status_all)}",
               file=sys.stderr)
+        return 1
+    return 0
+
+
+# -- ensemble ---------------------------------------------------------------------------
+def _durations(args) -> tuple:
+    """(T, d) from --load (T + d = 1, d = ρ / N) or from --compute / --write."""
+    if args.load is None:
+        return (10.0 if args.compute is None else args.compute, 1.0 if args.write is None else args.write)
+    if args.compute is not None or args.write is not None:
+        raise ValueError("give either --load or --compute/--write, not both")
+    if args.load >= args.jobs:
+        raise ValueError(f"--load must be < N = {args.jobs} (so that T = 1 - load/N > 0), got {args.load:g}")
+    write = args.load / args.jobs
+    return 1.0 - write, write
+
+
+def _ensemble(args) -> int:
+    import jax
+
+    from . import __version__
+    from .analysis import smallest_gap
+    from .engine import describe_status
+    from .ensemble import MANIFEST, random_launches, run_ensemble
+    from .experiments import write_json
+
+    try:
+        compute, write = _durations(args)
+    except ValueError as err:
+        print(f"ckpt-jax ensemble: error: {err}", file=sys.stderr)
+        return 2
+    n_jobs = args.jobs
+    seed_key = jax.random.key(args.seed)
+    make_chunk = random_launches(
+        np.full(n_jobs, compute),
+        np.full(n_jobs, write),
+        key=jax.random.fold_in(seed_key, 0),
+        cap=args.cap,
+        throughput=args.throughput,
+        delay=args.delay,
+        async_fraction=args.async_fraction,
+        dtype=np.float64 if args.x64 else np.float32,
+    )
+    gap = jax.jit(smallest_gap)  # every chunk has one shape: compiled once
+
+    def reduce(trace):
+        return {"smallest_gap": gap(trace.fire_times), "n_events": trace.n_events, "time": trace.time}
+
+    started = time.perf_counter()
+    try:
+        result = run_ensemble(
+            make_chunk,
+            args.fleets,
+            args.fires,
+            chunk_size=args.chunk_size,
+            out_dir=args.out,
+            key=jax.random.fold_in(seed_key, 1),
+            jitter=args.jitter if args.jitter > 0 else None,
+            resume=not args.restart,
+            progress=False if args.no_progress else None,
+            reduce=reduce,
+            config={"command": "ensemble", "arrays": ["smallest_gap", "n_events", "time"]},
+        )
+    except ValueError as err:
+        print(f"ckpt-jax ensemble: error: {err} (on the command line, --restart discards saved chunks)",
+              file=sys.stderr)
+        return 2
+    wall_s = time.perf_counter() - started
+
+    ok = result.ok
+    status_all = int(np.bitwise_or.reduce(result.status))
+    # Smallest gap ever seen per fleet (time units; the last cycle has no closing gap).
+    gaps = result.arrays["smallest_gap"][ok]
+    fleet_min_gap = np.min(np.where(np.isnan(gaps), np.inf, gaps), axis=-1, initial=np.inf)
+    finite = np.isfinite(fleet_min_gap)
+    n_chunks = result.n_computed + result.n_loaded
+    summary = {
+        "command": "ensemble",
+        "version": __version__,
+        "parameters": {
+            "fleets": args.fleets,
+            "jobs": n_jobs,
+            "fires": args.fires,
+            "chunk_size": args.chunk_size,
+            "compute": compute,
+            "write": write,
+            "cap": args.cap,
+            "throughput": args.throughput,
+            "jitter": args.jitter,
+            "delay": args.delay,
+            "async_fraction": args.async_fraction,
+            "seed": args.seed,
+            "x64": args.x64,
+        },
+        "keys": {
+            "launch": "fleet i: jax.random.fold_in(jax.random.fold_in(jax.random.key(seed), 0), i)",
+            "jitter": "jax.random.fold_in(jax.random.key(seed), 1), folded with the fleet index",
+        },
+        "load": n_jobs * write / (compute + write),
+        "ok": bool(ok.all()),
+        "fleets_ok": int(ok.sum()),
+        "status": status_all,
+        "status_text": describe_status(status_all),
+        "chunks": n_chunks,
+        "chunks_computed": result.n_computed,
+        "chunks_loaded": result.n_loaded,
+        "events_mean": float(result.arrays["n_events"].mean()),
+        "smallest_gap_min_mean": float(fleet_min_gap[finite].mean()) if finite.any() else None,
+        "wall_time_s": wall_s,
+        "backend": jax.default_backend(),
+        "jax": jax.__version__,
+        "files": [MANIFEST, "chunk-*.npz", "summary.json"],
+        "notes": "smallest_gap_min_mean: per ok fleet, the smallest phase gap (time units) over "
+        "cycles 0..K-2 (ckpt_jax.smallest_gap), averaged over those fleets (null when K = 1). "
+        "Each chunk-*.npz holds per fleet: smallest_gap (K,), n_events, time, ok, status.",
+    }
+    write_json(Path(args.out) / "summary.json", summary)
+
+    print(
+        f"ckpt-jax ensemble: {int(ok.sum())}/{args.fleets} fleets ok, N={n_jobs}, K={args.fires}, "
+        f"{n_chunks} chunks ({result.n_computed} computed, {result.n_loaded} loaded), {wall_s:.2f} s "
+        f"-> {args.out}"
+    )
+    if not ok.all():
+        print(f"ckpt-jax ensemble: {result.n_bad} fleet(s) failed: {describe_status(status_all)}", file=sys.stderr)
         return 1
     return 0

@@ -427,7 +427,30 @@ def state_from_positions(fleet: Fleet, position: ArrayLike) -> State:
 
 
 def random_state(fleet: Fleet, key: jax.Array) -> State:
-    """Independent uniformly random cycle positions, one per job (a "random launch")."""
-    u = np.asarray(jax.random.uniform(key, fleet.compute.shape, dtype=fleet.dtype), dtype=np.float64)
+    """Independent uniformly random cycle positions, one per job (a "random launch").
+
+    Args:
+      fleet: the `Fleet` (batch shape *B, N job slots).
+      key: one PRNG key for the whole batch, or a key array of the batch shape *B (one
+        key per fleet): then fleet b's positions depend on ``key[b]`` alone, so a fleet's
+        launch does not depend on the batch it is drawn in (`ckpt_jax.ensemble` uses this).
+    """
+    if _is_key_per_fleet(key, fleet.batch_shape):
+        fleet_keys = jnp.reshape(key, (-1,) + jnp.shape(key)[len(fleet.batch_shape):])
+        draw = jax.vmap(lambda k: jax.random.uniform(k, (fleet.n_jobs,), dtype=fleet.dtype))
+        u = np.asarray(draw(fleet_keys), dtype=np.float64).reshape(fleet.compute.shape)
+    else:
+        u = np.asarray(jax.random.uniform(key, fleet.compute.shape, dtype=fleet.dtype), dtype=np.float64)
     cycle = np.asarray(fleet.write, dtype=np.float64) + np.asarray(fleet.compute, dtype=np.float64)
     return state_from_positions(fleet, np.minimum(u * cycle, np.nextafter(cycle, 0)))
+
+
+def _is_key_per_fleet(key, batch_shape: tuple) -> bool:
+    """Whether ``key`` holds one PRNG key per fleet: typed keys of shape *B, or raw
+    uint32 keys of shape (*B, 2)."""
+    if batch_shape == ():
+        return False
+    shape = tuple(np.shape(key))
+    if jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
+        return shape == batch_shape
+    return shape == batch_shape + (2,)

@@ -1,0 +1,491 @@
+"""Long ensembles in chunks: a progress bar, and resume after interruption.
+
+`run_ensemble` simulates ``n_fleets`` fleets ``chunk_size`` at a time. Each chunk's
+(reduced) trace is saved to ``out_dir/chunk-{index:06d}.npz`` atomically (temporary file
+in the same directory, flush + fsync, then `os.replace`), so a chunk file is either
+complete or absent. A rerun with the same ``out_dir`` loads the chunks already saved and
+computes only the rest: nothing is lost and nothing is counted twice. ``manifest.json``
+records what the chunks are results of; resuming a different ensemble into the same
+directory raises `ValueError` rather than mixing results.
+
+Results do not depend on the chunking: the caller's ``make_chunk(start, stop)`` must build
+fleets ``start..stop-1`` from their global indices alone (`random_launches` does), jitter
+draws are keyed by the global fleet index (``simulate(..., fleet_offset=start)``), and the
+last chunk is padded to ``chunk_size`` with copies of its last fleet, so every chunk runs
+the same compiled loop; the padding is dropped.
+
+One process per ``out_dir``: two runs writing into the same directory at once are not
+coordinated.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import tempfile
+import warnings
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .engine import Trace, _check_int, describe_status, simulate
+from .model import Fleet, State, random_state
+
+__all__ = ["MANIFEST", "EnsembleResult", "random_launches", "run_ensemble"]
+
+MANIFEST = "manifest.json"
+_FORMAT = "ckpt_jax.ensemble/1"
+# Per-fleet arrays every chunk file holds besides reduce's: the trace's own verdict.
+_RESERVED = ("ok", "status")
+# What the default reduce keeps of a `Trace` (ok and status are always kept).
+_TRACE_ARRAYS = ("fire_times", "end_times", "n_events", "time")
+# simulate options that may pass through, and those that decide the results.
+_SIMULATE_OPTIONS = ("max_events", "queue_size", "method", "throw", "devices")
+_RESULT_OPTIONS = ("max_events", "queue_size", "method")
+
+
+@dataclasses.dataclass(frozen=True)
+class EnsembleResult:
+    """What `run_ensemble` returns: per-fleet arrays in global fleet order.
+
+    Attributes:
+      arrays: ``{name: (n_fleets, ...) array}``, the outputs of ``reduce`` (by default the
+        `Trace` fields ``fire_times``, ``end_times``, ``n_events``, ``time``).
+      ok: (n_fleets,) bool, `Trace.ok` of each fleet.
+      status: (n_fleets,) int32, `Trace.status` of each fleet (`STATUS_*` bit flags).
+      n_computed: chunks simulated by this call.
+      n_loaded: chunks loaded from ``out_dir`` (saved by an earlier call).
+    """
+
+    arrays: dict
+    ok: np.ndarray
+    status: np.ndarray
+    n_computed: int
+    n_loaded: int
+
+    @property
+    def n_fleets(self) -> int:
+        return int(self.ok.shape[0])
+
+    @property
+    def n_bad(self) -> int:
+        """Fleets whose run did not complete (``ok`` False): their arrays are partial."""
+        return int(np.sum(~self.ok))
+
+
+def random_launches(compute, write, *, key: jax.Array, cap=None, throughput=None, delay=0.0,
+                    async_fraction=0.0, dtype=None) -> Callable[[int, int], tuple]:
+    """A ``make_chunk`` for `run_ensemble`: the same jobs in every fleet, random launches.
+
+    Fleet ``i`` (global index) starts from `random_state` with its own key
+    ``jax.random.fold_in(key, i)``, so its launch does not depend on the chunk it is in.
+
+    Args:
+      compute, write: (N,) solo compute work T_i and write volume d_i of the jobs
+        (validated now, as by `Fleet`); identical jobs: ``np.full(N, T)``.
+      key: PRNG key of the launches. Use a key independent of the jitter key, e.g.
+        ``fold_in(seed_key, 0)`` here and ``fold_in(seed_key, 1)`` for the jitter.
+      cap, throughput, delay, async_fraction, dtype: as for `Fleet` (one value for all fleets).
+
+    Returns:
+      ``make_chunk(start, stop) -> (fleet, state)`` with batch shape ``(stop - start,)``.
+      Its ``config`` attribute (a JSON-able dict of everything above) is recorded in the
+      ensemble's manifest, so resuming with other jobs or another key raises.
+    """
+    template = Fleet(compute, write, cap, throughput, delay=delay, async_fraction=async_fraction, dtype=dtype)
+    if template.batch_shape != ():
+        raise ValueError(f"compute and write must have shape (N,), got {template.compute.shape}")
+    key = _typed_key(key, "key")
+    if key.shape != ():
+        raise ValueError(f"key must be a single PRNG key, got shape {key.shape}")
+
+    def make_chunk(start: int, stop: int):
+        fleet = jax.tree_util.tree_map(lambda x: jnp.broadcast_to(x, (stop - start,) + x.shape), template)
+        index = jnp.arange(start, stop, dtype=jnp.uint32)
+        keys = jax.vmap(jax.random.fold_in, in_axes=(None, 0))(key, index)
+        return fleet, random_state(fleet, keys)
+
+    make_chunk.config = _jsonable({
+        "make_chunk": "random_launches",
+        "compute": template.compute,
+        "write": template.write,
+        "cap": None if np.isinf(template.cap) else template.cap,
+        "throughput": template.throughput,
+        "delay": template.delay,
+        "async_fraction": template.async_fraction,
+        "dtype": str(template.dtype),
+        "key": _key_description(key),
+    })
+    return make_chunk
+
+
+def run_ensemble(
+    make_chunk: Callable[[int, int], tuple],
+    n_fleets: int,
+    n_fires: int,
+    *,
+    chunk_size: int,
+    out_dir: str | os.PathLike | None = None,
+    key: jax.Array | None = None,
+    jitter=None,
+    resume: bool = True,
+    progress: bool | None = None,
+    reduce: Callable[[Trace], dict] | None = None,
+    config: Any = None,
+    **simulate_kwargs,
+) -> EnsembleResult:
+    """Simulates ``n_fleets`` fleets in chunks, saving each chunk; resumes from saved chunks.
+
+    Args:
+      make_chunk: ``make_chunk(start, stop) -> (fleet, state)``: a `Fleet` of batch shape
+        ``(stop - start,)`` holding fleets ``start..stop-1`` and its `State`. It must be
+        deterministic in the global indices alone (not in the chunking): derive any
+        randomness per fleet, e.g. from ``jax.random.fold_in(key, index)``, as
+        `random_launches` does. Every chunk should have the same N and dtype (one compile).
+      n_fleets: ensemble size, >= 1.
+      n_fires: K >= 1, firings to record per job (as for `simulate`).
+      chunk_size: fleets per chunk, >= 1 (at most ``n_fleets`` are used). The last chunk
+        is padded to this size with copies of its last fleet; the copies are dropped.
+      out_dir: directory for ``manifest.json`` and ``chunk-{index:06d}.npz`` (created if
+        missing); None keeps everything in memory (no resume).
+      key: jitter PRNG key as for `simulate`: one key, folded with each fleet's global
+        index, or one key per fleet (shape ``(n_fleets,)``).
+      jitter: compute-work standard deviation σ >= 0, scalar or ``(n_fleets,)``.
+      resume: load chunks already saved in ``out_dir`` instead of recomputing them; False
+        discards them (and the manifest) first.
+      progress: a tqdm bar over fleets; None shows it when there is more than one chunk.
+      reduce: ``reduce(trace) -> {name: array}`` with leading axis ``chunk_size`` (one row
+        per fleet of the padded chunk), applied to each chunk's `Trace` before saving.
+        Default: the trace's ``fire_times``, ``end_times``, ``n_events`` and ``time``.
+        The names ``ok`` and ``status`` are reserved: they are always kept.
+      config: JSON-able description of what ``make_chunk`` and ``reduce`` compute (e.g.
+        N, T, d, seed), recorded in the manifest; a resume with a different one raises.
+        ``make_chunk.config``, if present (`random_launches`), is recorded too.
+      **simulate_kwargs: ``max_events``, ``queue_size``, ``method``, ``throw``, ``devices``,
+        passed to `simulate`. The default event budget is set per chunk; pass
+        ``max_events`` for budgets independent of the chunking.
+
+    Returns:
+      An `EnsembleResult`. Fleets that did not complete (``ok`` False) are kept, counted in
+      ``n_bad`` and reported by a `RuntimeWarning`.
+
+    Raises:
+      ValueError: a bad argument (before anything runs), a ``make_chunk`` or ``reduce``
+        output of the wrong kind or shape, or an ``out_dir`` holding another ensemble.
+    """
+    n_fleets = _check_int("n_fleets", n_fleets, 1)
+    n_fires = _check_int("n_fires", n_fires, 1)
+    chunk_size = min(_check_int("chunk_size", chunk_size, 1), n_fleets)
+    # ValueError, not TypeError, for every bad argument: the package's convention (model.py).
+    if not callable(make_chunk):
+        raise ValueError(f"make_chunk must be callable as make_chunk(start, stop), got {make_chunk!r}")  # noqa: TRY004
+    if reduce is not None and not callable(reduce):
+        raise ValueError(f"reduce must be None or callable as reduce(trace), got {reduce!r}")
+    if not isinstance(resume, bool):
+        raise ValueError(f"resume must be True or False, got {resume!r}")  # noqa: TRY004
+    if progress is not None and not isinstance(progress, bool):
+        raise ValueError(f"progress must be None, True or False, got {progress!r}")
+    options = _check_simulate_kwargs(simulate_kwargs)
+    jitter = _check_jitter(jitter, n_fleets)
+    if key is not None:
+        key = _typed_key(key, "key")
+        if key.shape not in ((), (n_fleets,)):
+            raise ValueError(f"key must be a single PRNG key or have shape ({n_fleets},), got {key.shape}")
+    manifest = _manifest(n_fleets, chunk_size, n_fires, jitter, key, options, getattr(make_chunk, "config", None), config)
+
+    bounds = _chunk_bounds(n_fleets, chunk_size)
+    chunks: list = [None] * len(bounds)
+    out = None if out_dir is None else Path(out_dir)
+    if out is not None:
+        _prepare(out, manifest, resume)
+        for index, (start, stop) in enumerate(bounds):
+            chunks[index] = _load_chunk(out / _chunk_name(index), stop - start)
+    n_loaded = sum(chunk is not None for chunk in chunks)
+
+    from tqdm.auto import tqdm
+
+    show = len(bounds) > 1 if progress is None else progress
+    done = sum(stop - start for chunk, (start, stop) in zip(chunks, bounds) if chunk is not None)
+    n_bad = sum(int(np.sum(~chunk["ok"])) for chunk in chunks if chunk is not None)
+    with tqdm(total=n_fleets, initial=done, unit="fleet", desc="ckpt_jax.run_ensemble", disable=not show) as bar:
+        for index, (start, stop) in enumerate(bounds):
+            if chunks[index] is not None:
+                continue
+            chunk = _run_chunk(make_chunk, start, stop, chunk_size, n_fires, key, jitter, reduce, options)
+            if out is not None:
+                _atomic_write(out / _chunk_name(index), lambda handle, arrays=chunk: np.savez(handle, **arrays))
+            chunks[index] = chunk
+            n_bad += int(np.sum(~chunk["ok"]))
+            bar.update(stop - start)
+            if n_bad:
+                bar.set_postfix(not_ok=n_bad)
+
+    arrays = _concatenate(chunks)
+    ok, status = arrays.pop("ok").astype(bool), arrays.pop("status")
+    if n_bad:
+        codes = int(np.bitwise_or.reduce(status[~ok]))
+        warnings.warn(
+            f"{n_bad} of {n_fleets} fleets did not complete: {describe_status(codes)} (see EnsembleResult.ok)",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+    return EnsembleResult(arrays, ok, status, n_computed=len(bounds) - n_loaded, n_loaded=n_loaded)
+
+
+# -- chunks ----------------------------------------------------------------------------
+def _chunk_bounds(n_fleets: int, chunk_size: int) -> list:
+    """``[(start, stop), ...]`` covering ``0..n_fleets-1`` once, in order."""
+    return [(start, min(start + chunk_size, n_fleets)) for start in range(0, n_fleets, chunk_size)]
+
+
+def _chunk_name(index: int) -> str:
+    return f"chunk-{index:06d}.npz"
+
+
+def _trace_arrays(trace: Trace) -> dict:
+    return {name: np.asarray(getattr(trace, name)) for name in _TRACE_ARRAYS}
+
+
+def _run_chunk(make_chunk, start, stop, chunk_size, n_fires, key, jitter, reduce, options) -> dict:
+    """Simulates fleets ``start..stop-1`` padded to ``chunk_size``; returns their arrays."""
+    size = stop - start
+    built = make_chunk(start, stop)
+    if not (isinstance(built, tuple) and len(built) == 2):
+        raise ValueError(f"make_chunk({start}, {stop}) must return (fleet, state), got {type(built).__name__}")
+    fleet, state = built
+    if not isinstance(fleet, Fleet) or not isinstance(state, State):
+        raise ValueError(  # noqa: TRY004
+            f"make_chunk({start}, {stop}) must return (Fleet, State), got "
+            f"({type(fleet).__name__}, {type(state).__name__})"
+        )
+    if fleet.batch_shape != (size,):
+        raise ValueError(f"make_chunk({start}, {stop}) must return {size} fleets (batch shape ({size},)), got {fleet.batch_shape}")
+    # Copies of the last fleet fill the chunk: every chunk has one shape, so one compile.
+    rows = np.minimum(np.arange(chunk_size), size - 1)
+    fleet, state = jax.tree_util.tree_map(lambda x: x[rows], (fleet, state))
+    if key is not None and key.shape != ():
+        key = key[start + rows]
+    if jitter is not None and np.ndim(jitter) == 1:
+        jitter = jitter[start + rows]
+    trace = simulate(fleet, state, n_fires, jitter=jitter, key=key, fleet_offset=start, progress=False, **options)
+    arrays = _trace_arrays(trace) if reduce is None else _reduced(reduce(trace), chunk_size)
+    arrays.update(ok=np.asarray(trace.ok), status=np.asarray(trace.status))
+    return {name: value[:size] for name, value in arrays.items()}
+
+
+def _reduced(output, chunk_size: int) -> dict:
+    if not isinstance(output, dict):
+        raise ValueError(f"reduce must return a dict of per-fleet arrays, got {type(output).__name__}")  # noqa: TRY004
+    arrays = {}
+    for name, value in output.items():
+        if not isinstance(name, str) or not name.isidentifier() or name in _RESERVED:
+            raise ValueError(f"reduce's keys must be identifiers other than {_RESERVED}, got {name!r}")
+        value = np.asarray(value)
+        if value.ndim < 1 or value.shape[0] != chunk_size:
+            raise ValueError(
+                f"reduce's {name!r} must have a leading axis of {chunk_size} (one row per fleet of "
+                f"the chunk), got shape {value.shape}"
+            )
+        arrays[name] = value
+    return arrays
+
+
+def _load_chunk(path: Path, size: int) -> dict | None:
+    """A saved chunk's arrays, or None if it is missing; an unreadable file is removed."""
+    if not path.exists():
+        return None
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            arrays = {name: npz[name] for name in npz.files}  # reads (and CRC-checks) all
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:
+        warnings.warn(f"{path} is unreadable ({err}); recomputing that chunk", RuntimeWarning, stacklevel=3)
+        path.unlink()
+        return None
+    wrong = [name for name, value in arrays.items() if value.ndim < 1 or value.shape[0] != size]
+    if not set(_RESERVED) <= set(arrays) or wrong:
+        warnings.warn(f"{path} does not hold {size} fleets; recomputing that chunk", RuntimeWarning, stacklevel=3)
+        path.unlink()
+        return None
+    return arrays
+
+
+def _concatenate(chunks: list) -> dict:
+    """Joins the chunks' arrays in fleet order, checking they agree on names and shapes."""
+    first = chunks[0]
+    for index, chunk in enumerate(chunks):
+        layout = {name: value.shape[1:] for name, value in chunk.items()}
+        expected = {name: value.shape[1:] for name, value in first.items()}
+        if layout != expected:
+            raise ValueError(
+                f"chunk {index} holds arrays {layout} but chunk 0 holds {expected} (per-fleet shapes): "
+                "did reduce or make_chunk change between runs? Rerun with resume=False"
+            )
+    return {name: np.concatenate([chunk[name] for chunk in chunks]) for name in first}
+
+
+# -- files -------------------------------------------------------------------------------
+def _atomic_write(path: Path, write: Callable) -> None:
+    """Calls ``write(handle)`` on a temporary file beside ``path``, then renames it into place."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            write(handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def _prepare(out: Path, manifest: dict, resume: bool) -> None:
+    """Creates ``out``, removes stray temporary files, checks or writes the manifest."""
+    out.mkdir(parents=True, exist_ok=True)
+    # Left by a run killed mid-write (a kill -9 skips the cleanup in _atomic_write).
+    for stray in out.glob(f".{MANIFEST}.*.tmp"):
+        stray.unlink()
+    for stray in out.glob(".chunk-*.npz.*.tmp"):
+        stray.unlink()
+    path = out / MANIFEST
+    if not resume:
+        for old in out.glob("chunk-*.npz"):
+            old.unlink()
+    elif path.exists():
+        try:
+            saved = json.loads(path.read_text())
+        except (OSError, ValueError) as err:
+            raise ValueError(f"{path} is unreadable ({err}); rerun with resume=False to start over") from None
+        differences = _differences(saved, manifest)
+        if differences:
+            raise ValueError(
+                f"{out} holds another ensemble ({'; '.join(differences)}); rerun with resume=False "
+                "to discard its chunks, or use another out_dir"
+            )
+        return
+    elif any(out.glob("chunk-*.npz")):
+        raise ValueError(f"{out} holds chunk files but no {MANIFEST}; rerun with resume=False to discard them")
+    _atomic_write(path, lambda handle: handle.write((json.dumps(manifest, indent=2) + "\n").encode()))
+
+
+# -- manifest ----------------------------------------------------------------------------
+def _manifest(n_fleets, chunk_size, n_fires, jitter, key, options, chunk_config, config) -> dict:
+    """The manifest: what the chunks are results of, as canonical JSON values."""
+    fields = {
+        "n_fleets": n_fleets,
+        "chunk_size": chunk_size,
+        "n_fires": n_fires,
+        "jitter": _array_description(jitter),
+        "key": None if key is None else _key_description(key),
+        "simulate_options": {name: options[name] for name in _RESULT_OPTIONS if name in options},
+        "make_chunk": chunk_config,
+        "config": config,
+    }
+    try:
+        fields = _jsonable(fields)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"config must be JSON-serializable: {err}") from None
+    return {"format": _FORMAT, **fields, "fingerprint": hashlib.sha256(_canonical(fields).encode()).hexdigest()}
+
+
+def _differences(saved: dict, manifest: dict) -> list:
+    """What differs between a saved manifest and this run's, one line per field."""
+    if saved.get("format") != _FORMAT:
+        return [f"format {saved.get('format')!r} != {_FORMAT!r}"]
+    lines = []
+    for name, value in manifest.items():
+        if name in ("format", "fingerprint") or _canonical(saved.get(name)) == _canonical(value):
+            continue
+        old = saved.get(name)
+        if isinstance(old, dict) and isinstance(value, dict):
+            for item in sorted(set(old) | set(value)):
+                if _canonical(old.get(item)) != _canonical(value.get(item)):
+                    lines.append(f"{name}[{item!r}]: saved {_short(old.get(item))}, now {_short(value.get(item))}")
+        else:
+            lines.append(f"{name}: saved {_short(old)}, now {_short(value)}")
+    if not lines and saved.get("fingerprint") != manifest["fingerprint"]:
+        lines.append("fingerprint differs")
+    return lines
+
+
+def _jsonable(value):
+    """``value`` as plain JSON values (arrays become lists), as it reads back from a file."""
+    return json.loads(_canonical(value))
+
+
+def _canonical(value) -> str:
+    return json.dumps(value, sort_keys=True, default=_json_default)
+
+
+def _json_default(value):
+    if isinstance(value, (np.ndarray, jax.Array)):
+        return np.asarray(value).tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    raise TypeError(f"{type(value).__name__} is not JSON-serializable")
+
+
+def _short(value) -> str:
+    text = _canonical(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _array_description(value):
+    """Small arrays as JSON values, large ones by their SHA-256 (enough to tell them apart)."""
+    if value is None:
+        return None
+    value = np.asarray(value)
+    if value.size <= 16:
+        return value.tolist()
+    return {"shape": list(value.shape), "dtype": str(value.dtype), "sha256": hashlib.sha256(value.tobytes()).hexdigest()}
+
+
+def _key_description(key):
+    return {"impl": str(jax.random.key_impl(key)), "data": _array_description(jax.random.key_data(key))}
+
+
+def _typed_key(key, name: str) -> jax.Array:
+    """A typed PRNG key array from a typed or raw (uint32, trailing axis 2) key."""
+    if isinstance(key, jax.Array) and jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
+        return key
+    try:
+        return jax.random.wrap_key_data(jnp.asarray(key, jnp.uint32))
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"{name} must be a PRNG key (jax.random.key(seed)), got {key!r}: {err}") from None
+
+
+# -- arguments ---------------------------------------------------------------------------
+def _check_simulate_kwargs(kwargs: dict) -> dict:
+    if "fleet_offset" in kwargs:
+        raise ValueError("fleet_offset is set by run_ensemble (each chunk's first global fleet index)")
+    unknown = sorted(set(kwargs) - set(_SIMULATE_OPTIONS))
+    if unknown:
+        raise TypeError(f"run_ensemble got unexpected keyword arguments {unknown}; simulate options: {_SIMULATE_OPTIONS}")
+    if kwargs.get("max_events") is not None:
+        _check_int("max_events", kwargs["max_events"], 1, 2**31 - 1)
+    if "queue_size" in kwargs:
+        _check_int("queue_size", kwargs["queue_size"], 1)
+    if kwargs.get("method", "auto") not in ("auto", "general", "fifo"):
+        raise ValueError(f"method must be 'auto', 'general' or 'fifo', got {kwargs['method']!r}")
+    return dict(kwargs)
+
+
+def _check_jitter(jitter, n_fleets: int):
+    if jitter is None:
+        return None
+    try:
+        sigma = np.asarray(jitter, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"jitter must be a number >= 0 or an array of shape ({n_fleets},), got {jitter!r}") from None
+    if sigma.shape not in ((), (n_fleets,)):
+        raise ValueError(f"jitter must be a scalar or have shape ({n_fleets},), got shape {sigma.shape}")
+    if not (np.isfinite(sigma) & (sigma >= 0)).all():
+        raise ValueError(f"jitter must be finite and >= 0, got {jitter!r}")
+    return float(sigma) if sigma.ndim == 0 else sigma

@@ -1,0 +1,316 @@
+"""Long ensembles in chunks (`ckpt_jax.run_ensemble`): same results as one call, resumable.
+
+Every run here has N = 4 jobs, K = 4 firings and chunks of 4 fleets, so the engine compiles
+once per path (with and without jitter) and every test reuses it.
+"""
+
+import json
+
+import jax
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import ckpt_jax as cj
+from ckpt_jax.cli import main
+from ckpt_jax.ensemble import MANIFEST, _chunk_bounds
+
+N_JOBS, N_FIRES, N_FLEETS, CHUNK = 4, 4, 10, 4  # 3 chunks; the last holds 2 fleets + 2 padding
+TRACE_FIELDS = ("fire_times", "end_times", "n_events", "time")
+LAUNCH_KEY = jax.random.key(7)
+JITTER_KEY = jax.random.key(8)
+
+
+def launches():
+    return cj.random_launches(np.full(N_JOBS, 0.8), np.full(N_JOBS, 0.2), key=LAUNCH_KEY)
+
+
+class Recorder:
+    """A ``make_chunk`` that records its calls and can fail from a given start on."""
+
+    def __init__(self, fail_from=None):
+        self.inner = launches()
+        self.config = self.inner.config
+        self.calls = []
+        self.fail_from = fail_from
+
+    def __call__(self, start, stop):
+        if self.fail_from is not None and start >= self.fail_from:
+            raise RuntimeError("interrupted")
+        self.calls.append((start, stop))
+        return self.inner(start, stop)
+
+
+def reference(jitter=None, key=JITTER_KEY):
+    """One `simulate` call over all fleets (no chunks, no padding)."""
+    fleet, state = launches()(0, N_FLEETS)
+    return cj.simulate(fleet, state, N_FIRES, jitter=jitter, key=key)
+
+
+def assert_same_trace(result, trace):
+    assert result.arrays.keys() == set(TRACE_FIELDS)
+    for name in TRACE_FIELDS:
+        np.testing.assert_array_equal(result.arrays[name], np.asarray(getattr(trace, name)), err_msg=name)
+    np.testing.assert_array_equal(result.ok, np.asarray(trace.ok))
+    np.testing.assert_array_equal(result.status, np.asarray(trace.status))
+
+
+def run(make_chunk=None, **kwargs):
+    kwargs = {"chunk_size": CHUNK, "progress": False, **kwargs}
+    return cj.run_ensemble(make_chunk or launches(), N_FLEETS, N_FIRES, **kwargs)
+
+
+# -- same results as one call ---------------------------------------------------------------
+@pytest.mark.parametrize("jitter", [None, 0.05])
+def test_chunked_in_memory_equals_one_simulate_call(jitter):
+    result = run(jitter=jitter, key=JITTER_KEY)
+    assert_same_trace(result, reference(jitter))
+    assert (result.n_computed, result.n_loaded, result.n_fleets, result.n_bad) == (3, 0, N_FLEETS, 0)
+    assert result.arrays["fire_times"].shape == (N_FLEETS, N_JOBS, N_FIRES)
+
+
+def test_per_fleet_keys_and_jitter_array_follow_their_fleet(tmp_path):
+    keys = jax.random.split(JITTER_KEY, N_FLEETS)
+    sigma = np.linspace(0.01, 0.1, N_FLEETS)
+    result = run(jitter=sigma, key=keys, out_dir=tmp_path)
+    assert_same_trace(result, reference(sigma, keys))
+    resumed = run(jitter=sigma, key=keys, out_dir=tmp_path)
+    assert (resumed.n_computed, resumed.n_loaded) == (0, 3)
+    assert_same_trace(resumed, reference(sigma, keys))
+
+
+def test_random_launches_do_not_depend_on_the_chunking():
+    make_chunk = launches()
+    fleet, state = make_chunk(0, N_FLEETS)
+    part_fleet, part_state = make_chunk(4, 8)
+    np.testing.assert_array_equal(part_state.remaining, state.remaining[4:8])
+    np.testing.assert_array_equal(part_state.phase, state.phase[4:8])
+    np.testing.assert_array_equal(part_fleet.write, fleet.write[4:8])
+    # Fleet i is `random_state` of that fleet alone with key fold_in(key, i).
+    alone = cj.random_state(fleet[3], jax.random.fold_in(LAUNCH_KEY, 3))
+    np.testing.assert_array_equal(alone.remaining, state.remaining[3])
+    assert json.dumps(make_chunk.config)  # recorded in the manifest
+
+
+# -- resume -------------------------------------------------------------------------------------
+def test_interrupted_run_resumes_from_the_saved_chunks(tmp_path):
+    uninterrupted = run(jitter=0.05, key=JITTER_KEY)
+    with pytest.raises(RuntimeError, match="interrupted"):
+        run(Recorder(fail_from=8), jitter=0.05, key=JITTER_KEY, out_dir=tmp_path)
+    assert sorted(p.name for p in tmp_path.glob("chunk-*.npz")) == ["chunk-000000.npz", "chunk-000001.npz"]
+
+    make_chunk = Recorder()
+    resumed = run(make_chunk, jitter=0.05, key=JITTER_KEY, out_dir=tmp_path)
+    assert make_chunk.calls == [(8, 10)]  # the saved chunks were loaded, not recomputed
+    assert (resumed.n_loaded, resumed.n_computed) == (2, 1)
+    assert resumed.n_fleets == N_FLEETS
+    for name in TRACE_FIELDS:
+        np.testing.assert_array_equal(resumed.arrays[name], uninterrupted.arrays[name])
+
+    again = Recorder()
+    complete = run(again, jitter=0.05, key=JITTER_KEY, out_dir=tmp_path)
+    assert again.calls == [] and (complete.n_loaded, complete.n_computed) == (3, 0)
+
+
+def test_interrupt_in_reduce_and_mid_write_leave_no_partial_chunk(tmp_path, monkeypatch):
+    calls = []
+
+    def reduce(trace):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return {"n_events": trace.n_events}
+
+    with pytest.raises(KeyboardInterrupt):
+        run(reduce=reduce, out_dir=tmp_path)
+    assert [p.name for p in tmp_path.glob("chunk-*")] == ["chunk-000000.npz"]
+
+    savez = np.savez
+
+    def dies_mid_write(handle, **arrays):
+        handle.write(b"PK\x03\x04 half a zip")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(np, "savez", dies_mid_write)
+    with pytest.raises(KeyboardInterrupt):
+        run(reduce=reduce, out_dir=tmp_path)
+    monkeypatch.setattr(np, "savez", savez)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["chunk-000000.npz", MANIFEST]
+
+    result = run(reduce=lambda trace: {"n_events": trace.n_events}, out_dir=tmp_path)
+    assert (result.n_loaded, result.n_computed) == (1, 2)
+    np.testing.assert_array_equal(result.arrays["n_events"], np.asarray(reference().n_events))
+
+
+def test_stray_temp_files_and_a_truncated_chunk_are_handled(tmp_path):
+    first = run(out_dir=tmp_path)
+    (tmp_path / ".chunk-000001.npz.abc123.tmp").write_bytes(b"partial")
+    (tmp_path / f".{MANIFEST}.xyz.tmp").write_bytes(b"{")
+    chunk = tmp_path / "chunk-000002.npz"
+    chunk.write_bytes(chunk.read_bytes()[:100])
+    with pytest.warns(RuntimeWarning, match="unreadable"):
+        result = run(out_dir=tmp_path)
+    assert (result.n_loaded, result.n_computed) == (2, 1)
+    assert not list(tmp_path.glob(".*.tmp"))
+    for name in TRACE_FIELDS:
+        np.testing.assert_array_equal(result.arrays[name], first.arrays[name])
+
+
+def test_a_different_ensemble_in_out_dir_raises_and_restart_discards_it(tmp_path):
+    run(out_dir=tmp_path, config={"load": 0.8})
+    cases = [
+        ({"config": {"load": 0.9}}, r"config\['load'\]"),
+        ({"config": {"load": 0.8}, "jitter": 0.05}, "jitter"),
+        ({"config": {"load": 0.8}, "chunk_size": 3}, "chunk_size"),
+        ({"config": {"load": 0.8}, "max_events": 500}, "simulate_options"),
+    ]
+    for kwargs, what in cases:
+        with pytest.raises(ValueError, match=what):
+            run(out_dir=tmp_path, **kwargs)
+    with pytest.raises(ValueError, match="n_fires"):
+        cj.run_ensemble(launches(), N_FLEETS, N_FIRES + 1, chunk_size=CHUNK, out_dir=tmp_path,
+                        config={"load": 0.8})
+    with pytest.raises(ValueError, match="make_chunk"):
+        other = cj.random_launches(np.full(N_JOBS, 0.7), np.full(N_JOBS, 0.3), key=LAUNCH_KEY)
+        run(other, out_dir=tmp_path, config={"load": 0.8})
+
+    restarted = run(out_dir=tmp_path, config={"load": 0.9}, resume=False)
+    assert (restarted.n_loaded, restarted.n_computed) == (0, 3)
+    assert json.loads((tmp_path / MANIFEST).read_text())["config"] == {"load": 0.9}
+
+    (tmp_path / MANIFEST).unlink()  # chunks without a manifest: whose are they?
+    with pytest.raises(ValueError, match=MANIFEST):
+        run(out_dir=tmp_path)
+
+
+# -- what is kept -------------------------------------------------------------------------------
+def test_custom_reduce_keeps_per_fleet_arrays(tmp_path):
+    gap = jax.jit(cj.smallest_gap)
+
+    def reduce(trace):
+        return {"smallest_gap": gap(trace.fire_times), "n_events": trace.n_events}
+
+    result = run(reduce=reduce, out_dir=tmp_path)
+    trace = reference()
+    assert result.arrays.keys() == {"smallest_gap", "n_events"}
+    np.testing.assert_array_equal(result.arrays["smallest_gap"], np.asarray(cj.smallest_gap(trace.fire_times)))
+    np.testing.assert_array_equal(result.arrays["n_events"], np.asarray(trace.n_events))
+    assert result.ok.shape == (N_FLEETS,) and result.ok.all()
+
+
+def test_fleets_that_did_not_complete_are_kept_and_counted(tmp_path):
+    with pytest.warns(RuntimeWarning, match=f"{N_FLEETS} of {N_FLEETS} fleets did not complete"):
+        result = run(out_dir=tmp_path, max_events=3)
+    assert result.n_bad == N_FLEETS and not result.ok.any()
+    assert (result.status & cj.STATUS_MAX_EVENTS).all()
+    assert np.isnan(result.arrays["end_times"]).any()
+    with pytest.warns(RuntimeWarning, match="did not complete"):
+        loaded = run(out_dir=tmp_path, max_events=3)
+    assert loaded.n_loaded == 3 and loaded.n_bad == N_FLEETS
+
+
+def test_progress_bar_counts_fleets(capsys):
+    run(progress=True, reduce=lambda trace: {"time": trace.time})
+    assert f"{N_FLEETS}/{N_FLEETS}" in capsys.readouterr().err
+
+
+# -- bad input -----------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "changes, what",
+    [
+        ({"n_fleets": 0}, "n_fleets"),
+        ({"n_fleets": 2.5}, "n_fleets"),
+        ({"n_fires": 0}, "n_fires"),
+        ({"chunk_size": 0}, "chunk_size"),
+        ({"chunk_size": True}, "chunk_size"),
+        ({"jitter": -0.1}, "jitter"),
+        ({"jitter": np.ones(3)}, "jitter"),
+        ({"key": jax.random.split(JITTER_KEY, 3)}, "key"),
+        ({"key": "seed"}, "key"),
+        ({"make_chunk": None}, "make_chunk"),
+        ({"reduce": "n_events"}, "reduce"),
+        ({"resume": "yes"}, "resume"),
+        ({"progress": 1}, "progress"),
+        ({"fleet_offset": 4}, "fleet_offset"),
+        ({"max_events": 0}, "max_events"),
+        ({"queue_size": 0}, "queue_size"),
+        ({"method": "fast"}, "method"),
+        ({"config": {"seed": object()}}, "config"),
+    ],
+)
+def test_bad_arguments_raise_before_anything_runs(tmp_path, changes, what):
+    make_chunk = Recorder()
+    kwargs = {"make_chunk": make_chunk, "n_fleets": N_FLEETS, "n_fires": N_FIRES, "chunk_size": CHUNK, "out_dir": tmp_path}
+    kwargs.update(changes)
+    with pytest.raises(ValueError, match=what):
+        cj.run_ensemble(kwargs.pop("make_chunk"), kwargs.pop("n_fleets"), kwargs.pop("n_fires"), **kwargs)
+    assert make_chunk.calls == [] and not list(tmp_path.iterdir())
+
+
+def test_unknown_simulate_option_is_a_type_error():
+    with pytest.raises(TypeError, match="max_event"):
+        run(max_event=10)
+
+
+@pytest.mark.parametrize(
+    "make_chunk, reduce, what",
+    [
+        (lambda start, stop: launches()(start, stop + 1), None, "must return 4 fleets"),
+        (lambda start, stop: launches()(start, stop)[0], None, r"\(fleet, state\)"),
+        (None, lambda trace: {"n_events": trace.n_events[:2]}, "leading axis of 4"),
+        (None, lambda trace: {"ok": trace.ok}, "reduce's keys"),
+        (None, lambda trace: trace.n_events, "dict"),
+    ],
+)
+def test_bad_make_chunk_or_reduce_output_raises(make_chunk, reduce, what):
+    with pytest.raises(ValueError, match=what):
+        run(make_chunk, reduce=reduce)
+
+
+@settings(max_examples=40, deadline=None)
+@given(n_fleets=st.integers(1, 200), chunk_size=st.integers(1, 64))
+def test_chunk_bounds_cover_every_fleet_once(n_fleets, chunk_size):
+    bounds = _chunk_bounds(n_fleets, chunk_size)
+    covered = np.concatenate([np.arange(start, stop) for start, stop in bounds])
+    np.testing.assert_array_equal(covered, np.arange(n_fleets))
+    assert all(0 < stop - start <= chunk_size for start, stop in bounds)
+
+
+@settings(max_examples=20, deadline=None)
+@given(n_fleets=st.integers(max_value=0), chunk_size=st.integers(max_value=0))
+def test_nonpositive_sizes_are_rejected(n_fleets, chunk_size):
+    with pytest.raises(ValueError, match="n_fleets"):
+        cj.run_ensemble(launches(), n_fleets, N_FIRES, chunk_size=CHUNK)
+    with pytest.raises(ValueError, match="chunk_size"):
+        cj.run_ensemble(launches(), N_FLEETS, N_FIRES, chunk_size=chunk_size)
+
+
+# -- command line ---------------------------------------------------------------------------------
+def test_cli_ensemble_runs_resumes_and_restarts(tmp_path, capsys):
+    out = tmp_path / "ensemble"
+    argv = ["ensemble", "--out", str(out), "--fleets", "6", "--jobs", str(N_JOBS), "--fires", str(N_FIRES),
+            "--chunk-size", str(CHUNK), "--load", "0.8", "--no-progress"]
+    assert main(argv) == 0
+    assert "6/6 fleets ok" in capsys.readouterr().out
+    assert sorted(p.name for p in out.iterdir()) == ["chunk-000000.npz", "chunk-000001.npz", MANIFEST, "summary.json"]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["fleets_ok"] == 6 and summary["chunks_computed"] == 2
+    assert summary["load"] == pytest.approx(0.8)
+    assert 0 < summary["smallest_gap_min_mean"] < 1
+    with np.load(out / "chunk-000001.npz") as chunk:
+        assert chunk["smallest_gap"].shape == (2, N_FIRES) and chunk["ok"].all()
+
+    assert main(argv) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert (summary["chunks_loaded"], summary["chunks_computed"]) == (2, 0)
+
+    other = [a if a != "0.8" else "0.9" for a in argv]
+    assert main(other) == 2
+    assert "--restart" in capsys.readouterr().err
+    assert main(other + ["--restart"]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["chunks_computed"] == 2 and summary["load"] == pytest.approx(0.9)
+
+    assert main(argv + ["--compute", "3"]) == 2
+    assert "either --load or --compute" in capsys.readouterr().err
