@@ -564,25 +564,14 @@ def simulate(
         max_events = default_max_events(fleet.n_jobs, n_fires, fleet)
     max_events = _check_int("max_events", max_events, 1, 2**31 - 1)
     queue_size = _check_int("queue_size", queue_size, 1)
-    if method not in ("auto", "general", "fifo"):
-        raise ValueError(f"method must be 'auto', 'general' or 'fifo', got {method!r}")
+    if method not in ("auto", "general", "fifo", "clock"):
+        raise ValueError(f"method must be 'auto', 'general', 'fifo' or 'clock', got {method!r}")
     from . import fast, sharding  # fast imports this module
 
     devices = sharding.resolve_devices(devices)
     params = flat_params(fleet, jitter, key, fleet_offset)  # validates jitter and key
     n_fleets = params.compute.shape[0]
-    if method == "general":
-        eligible = np.zeros(n_fleets, bool)
-    else:
-        eligible = fast.fifo_eligible(fleet, jitter).reshape(n_fleets)
-        if method == "fifo" and not eligible.all():
-            raise ValueError(
-                "method='fifo' needs identical deterministic fleets (all active jobs of a fleet with "
-                "the same compute and write, no jitter, delay 0, async_fraction 0); use 'general' or 'auto'"
-            )
-        if method == "auto":
-            n_active = np.asarray(fleet.active).sum(axis=-1).reshape(n_fleets)
-            eligible &= n_active >= fast.FIFO_MIN_JOBS
+    path = fast.choose_paths(fleet, jitter, method).reshape(n_fleets)
     options = dict(
         n_fires=n_fires,
         max_events=max_events,
@@ -597,13 +586,14 @@ def simulate(
     remaining = jnp.reshape(state.remaining, params.compute.shape).astype(fleet.dtype)
     # "auto" decides per fleet, so a fleet's trace never depends on what it is batched with.
     pieces = []
-    for fifo, index in ((True, np.flatnonzero(eligible)), (False, np.flatnonzero(~eligible))):
+    for name in fast.PATHS:
+        index = np.flatnonzero(path == name)
         if index.size == 0:
             continue
         part = (params, phase, remaining)
         if index.size < n_fleets:
             part = jax.tree_util.tree_map(lambda x: x[index], part)
-        carry = _run(*part, fifo=fifo, **options)
+        carry = _run(*part, path=name, **options)
         pieces.append((index, _flat_trace(part[0].active, carry, n_fires)))
     flat = pieces[0][1] if len(pieces) == 1 else _merge(pieces, n_fleets)
     batch = fleet.batch_shape
@@ -643,8 +633,9 @@ def _run_chunked(params, carry, max_events, n_fires, use_delay, use_jitter, use_
                 return carry
 
 
-def _run(params, phase, remaining, *, fifo, n_fires, max_events, queue_size, use_jitter, use_delay, use_async, progress, devices):
-    """Runs flattened fleets (leading axis B) on one path, optionally sharded; returns the carry."""
+def _run(params, phase, remaining, *, path, n_fires, max_events, queue_size, use_jitter, use_delay, use_async, progress, devices):
+    """Runs flattened fleets (leading axis B) on one path, optionally sharded; returns the
+    final carry (`Carry`, or `fast.FifoResult` on the FIFO and clock paths)."""
     from . import fast, sharding
 
     n_fleets = params.compute.shape[0]
@@ -654,11 +645,13 @@ def _run(params, phase, remaining, *, fifo, n_fires, max_events, queue_size, use
         params = params._replace(active=params.active.at[n_fleets:].set(False))
         params, phase, remaining = sharding.place((params, phase, remaining), devices)
     limit = jnp.int32(max_events)
-    if fifo:
-        carry = fast._init_jit(params, phase, remaining, n_fires)
+    if path != "general":
+        clock = path == "clock"
+        carry = fast._init_jit(params, phase, remaining, n_fires, clock)
+        static = dict(n_fires=n_fires, clock=clock, use_jitter=use_jitter and clock)
         if devices is None:
-            return fast._advance_jit(params, carry, limit, n_fires=n_fires)
-        carry = sharding.sharded_loop(fast._advance, devices, n_fires=n_fires)(params, carry, limit)
+            return fast._advance_jit(params, carry, limit, **static)
+        carry = sharding.sharded_loop(fast._advance, devices, **static)(params, carry, limit)
         return sharding.unpad(carry, n_fleets)
     carry = _init_jit(params, phase, remaining, n_fires, queue_size if use_delay else 1, use_jitter)
     if devices is None:

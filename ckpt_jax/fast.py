@@ -44,7 +44,16 @@ from . import engine
 from .engine import STATUS_NONFINITE, STATUS_OK, _Params
 from .model import Fleet
 
-__all__ = ["FifoCarry", "fifo_eligible", "fifo_applies", "FIFO_MIN_JOBS"]
+__all__ = [
+    "FIFO_MIN_JOBS",
+    "PATHS",
+    "FifoCarry",
+    "FifoResult",
+    "choose_paths",
+    "clock_eligible",
+    "fifo_applies",
+    "fifo_eligible",
+]
 
 # `method="auto"` uses the FIFO path for fleets of at least this many active jobs: below it
 # the general engine's O(N) step is as cheap as FIFO's bookkeeping (benchmarks/bench.py).
@@ -52,38 +61,58 @@ FIFO_MIN_JOBS = 8
 
 
 class FifoCarry(NamedTuple):
-    """The loop carry of one fleet on the FIFO path.
+    """The loop carry of a batch of fleets on the FIFO path (leading axis B).
+
+    Everything is stored by **ring position** p (not by job): the ring never changes, so
+    the job at position p is ``ring[p]`` for the whole run, and `_advance` maps the trace
+    back to job order once, after the loop.
 
     Attributes:
-      time: current time.
-      write_clock, compute_clock: (2,) work done per writer / per computing job since
-        t = 0, as a double-word ``hi + lo``.
-      ring: (N,) int32 active job indices in cyclic firing order (padding slots at the end).
-      target: (N, 2) per ring position, the clock value (double-word) at which that job's
-        phase ends.
-      write_head: int32 ring position of the oldest writer.
-      n_writers: int32 jobs writing; the n_active − n_writers others compute.
-      n_active: int32 active jobs (the ring's length).
-      fire_count, end_count: (N,) int32 per job, as in `ckpt_jax.engine.Carry`.
-      fire_times, end_times: (N, K) trace buffers, NaN until written.
-      n_finished: int32 active jobs whose K-th write has ended (done when = n_active).
-      n_events: int32 event instants stepped.
-      status: int32 bit flags (`STATUS_*`).
+      time: (B,) current time.
+      write_hi, write_lo: (B,) the write clock (work done per writer since t = 0) as a
+        double-word ``hi + lo``.
+      compute_hi, compute_lo: (B,) the compute clock, likewise.
+      position: (B, N) int32 ring position of each job (FIFO; the identity on the clock
+        path).
+      slots: (B N, 4) per slot (FIFO: ring position; clock: job): the clock value
+        (double-word: columns 0, 1) at which that job's phase ends, its fire count so far
+        (column 2, exact in floats) and whether it writes (column 3: 1.0 or 0.0).
+      trace: (B N K 2,) per ring position, cycle k and kind (0: firing, 1: end of that
+        write), the time; NaN until written.
+      write_head: (B,) int32 ring position of the oldest writer.
+      n_writers: (B,) int32 jobs writing; the n_active − n_writers others compute.
+      n_active: (B,) int32 active jobs (the ring's length).
+      n_finished: (B,) int32 active jobs whose K-th write has ended (done when = n_active).
+      n_events: (B,) int32 event instants stepped.
+      status: (B,) int32 bit flags (`STATUS_*`).
+      halted: (B,) bool, stopped at the event budget (`STATUS_MAX_EVENTS` is set later).
     """
 
     time: jax.Array
-    write_clock: jax.Array
-    compute_clock: jax.Array
-    ring: jax.Array
-    target: jax.Array
+    write_hi: jax.Array
+    write_lo: jax.Array
+    compute_hi: jax.Array
+    compute_lo: jax.Array
+    position: jax.Array
+    slots: jax.Array
+    trace: jax.Array
     write_head: jax.Array
     n_writers: jax.Array
     n_active: jax.Array
-    fire_count: jax.Array
-    end_count: jax.Array
+    n_finished: jax.Array
+    n_events: jax.Array
+    status: jax.Array
+    halted: jax.Array
+
+
+class FifoResult(NamedTuple):
+    """What `_advance` returns: the fields of the final state `engine._flat_trace` reads,
+    in job order."""
+
+    time: jax.Array
     fire_times: jax.Array
     end_times: jax.Array
-    n_finished: jax.Array
+    end_count: jax.Array
     n_events: jax.Array
     status: jax.Array
 
@@ -110,6 +139,48 @@ def fifo_applies(fleet: Fleet, jitter=None) -> bool:
     return bool(np.all(fifo_eligible(fleet, jitter)))
 
 
+# The batched paths, in the order `simulate` runs them.
+PATHS = ("fifo", "clock", "general")
+
+
+def clock_eligible(fleet: Fleet) -> np.ndarray:
+    """Per fleet (batch shape), whether the clock path is exact for it: τ = 0 and α = 0
+    (then every writer drains at one rate and every computing job works at one rate)."""
+    return (np.asarray(fleet.delay) == 0) & (np.asarray(fleet.async_fraction) == 0) & np.ones(fleet.batch_shape, bool)
+
+
+def choose_paths(fleet: Fleet, jitter, method: str) -> np.ndarray:
+    """Per fleet (batch shape), the path `simulate` runs it on: "fifo", "clock" or "general".
+
+    ``method="auto"``: fleets with fewer than `FIFO_MIN_JOBS` active jobs run on the
+    general engine (its O(N) step is cheapest there); larger ones on the FIFO path where
+    `fifo_eligible`, else on the clock path where `clock_eligible`, else on the general
+    engine. An explicit method is applied to every fleet, or raises `ValueError`
+    where it is not exact.
+    """
+    batch = fleet.batch_shape
+    if method == "general":
+        return np.full(batch, "general", dtype=object)
+    fifo = fifo_eligible(fleet, jitter)
+    clock = clock_eligible(fleet)
+    if method == "fifo":
+        if not fifo.all():
+            raise ValueError(
+                "method='fifo' needs identical deterministic fleets (all active jobs of a fleet with "
+                "the same compute and write, no jitter, delay 0, async_fraction 0); use 'clock', 'general' or 'auto'"
+            )
+        return np.full(batch, "fifo", dtype=object)
+    if method == "clock":
+        if not clock.all():
+            raise ValueError("method='clock' needs delay 0 and async_fraction 0 in every fleet; use 'general' or 'auto'")
+        return np.full(batch, "clock", dtype=object)
+    n_active = np.asarray(fleet.active).sum(axis=-1)
+    big = n_active >= FIFO_MIN_JOBS
+    path = np.where(clock & big, "clock", "general").astype(object)
+    path[fifo & big] = "fifo"
+    return path
+
+
 def _two_sum(a, b):
     """a + b as an unevaluated sum (s, e) with s = fl(a + b), exactly (Knuth)."""
     s = a + b
@@ -118,202 +189,281 @@ def _two_sum(a, b):
     return s, e
 
 
-def _dw_add(x, y):
-    """Double-word x (shape (2,)) plus a plain number y, renormalised."""
-    s, e = _two_sum(x[0], y)
-    hi, lo = _two_sum(s, e + x[1])
-    return jnp.stack([hi, lo])
+
+def _dw_add(hi, lo, y):
+    """Double-word ``hi + lo`` plus a plain number y, renormalised: (hi, lo)."""
+    s, e = _two_sum(hi, y)
+    return _two_sum(s, e + lo)
 
 
-def _dw_left(target, clock):
-    """target − clock for double-words, rounded once: the work left."""
-    return (target[0] - clock[0]) + (target[1] - clock[1])
+def _fleet_constants(params: _Params, clock: bool):
+    """Per fleet (batched), computed once per run: the phase works and the flat
+    throughput table f (B (N + 1),).
+
+    ``works``: FIFO: (B, 2) the common (T, d); clock: (B N, 2) every job's (T_i, d_i).
+    """
+    if clock:
+        works = jnp.stack([params.compute, params.write], axis=-1).reshape(-1, 2)
+    else:
+        first = jnp.argmax(params.active, axis=1)[:, None]
+        works = jnp.concatenate(
+            [jnp.take_along_axis(params.compute, first, axis=1), jnp.take_along_axis(params.write, first, axis=1)],
+            axis=1,
+        )
+    return works, params.throughput.reshape(-1), params.cap
 
 
-def _job_work(params: _Params):
-    """The fleet's common (T, d), shape (2,): every active job has the same.
+def _ranks(key_major, key_minor):
+    """Per row, the rank of each job in the order (key_major, key_minor, job index):
+    the inverse of a stable lexsort. O(N²) comparisons for small N (XLA's CPU sort is
+    slow for many short rows), a sort otherwise."""
+    n_jobs = key_major.shape[1]
+    if n_jobs > 64:
+        order = jax.vmap(jnp.lexsort)((key_minor, key_major))
+        fleet = jnp.arange(order.shape[0])[:, None]
+        return jnp.zeros_like(order).at[fleet, order].set(jnp.arange(n_jobs)[None, :], unique_indices=True)
+    a_major, b_major = key_major[:, :, None], key_major[:, None, :]
+    a_minor, b_minor = key_minor[:, :, None], key_minor[:, None, :]
+    index = jnp.arange(n_jobs)
+    before = (b_major < a_major) | ((b_major == a_major) & ((b_minor < a_minor) | ((b_minor == a_minor) & (index[None, :] < index[:, None]))))
+    return jnp.sum(before, axis=2)
 
-    O(N): computed once per run, outside the event loop."""
-    first = jnp.argmax(params.active)
-    return jnp.stack([params.compute[first], params.write[first]])
 
+def _init_carry(params: _Params, state_phase, state_remaining, n_fires: int, clock: bool = False) -> FifoCarry:
+    """The batched carry (leading axis B) at t = 0.
 
-def _init_carry(params: _Params, state_phase, state_remaining, n_fires: int) -> FifoCarry:
+    FIFO: slots are ring positions. Ring order: writers by remaining volume, then
+    computing jobs by remaining work, then padding; each queue is then sorted by target
+    (entry order), as the FIFO needs. Clock: slots are jobs (the ring is the identity)
+    and inactive slots get an infinite target.
+    """
     dtype = params.compute.dtype
-    n_jobs = params.compute.shape[0]
+    n_fleets, n_jobs = params.compute.shape
     writing = params.active & (state_phase == 1)
-    # Ring order: writers by remaining volume, then computing jobs by remaining work,
-    # then padding. Each queue is then sorted by target (entry order), as the FIFO needs.
-    group = jnp.where(params.active, jnp.where(writing, 0, 1), 2)
-    ring = jnp.lexsort((state_remaining, group)).astype(jnp.int32)
-    nan_trace = jnp.full((n_jobs, n_fires), jnp.nan, dtype)
-    zero = jnp.zeros((), dtype)
-    target = state_remaining[ring].astype(dtype)
+    remaining = state_remaining.astype(dtype)
+    if clock:
+        position = jnp.broadcast_to(jnp.arange(n_jobs, dtype=jnp.int32), (n_fleets, n_jobs))
+        target = jnp.where(params.active, remaining, jnp.inf)
+    else:
+        group = jnp.where(params.active, jnp.where(writing, 0, 1), 2)
+        position = _ranks(group, remaining).astype(jnp.int32)
+        fleet = jnp.arange(n_fleets)[:, None]
+        target = jnp.zeros_like(remaining).at[fleet, position].set(remaining, unique_indices=True)
+        writing = jnp.zeros_like(writing).at[fleet, position].set(writing, unique_indices=True)
+    zeros = jnp.zeros_like(target)
+    slots = jnp.stack([target, zeros, zeros, writing.astype(dtype)], axis=-1)
+    zero = jnp.zeros(n_fleets, dtype)
+    int_zero = jnp.zeros(n_fleets, jnp.int32)
     return FifoCarry(
         time=zero,
-        write_clock=jnp.zeros(2, dtype),
-        compute_clock=jnp.zeros(2, dtype),
-        ring=ring,
-        target=jnp.stack([target, jnp.zeros_like(target)], axis=-1),
-        write_head=jnp.zeros((), jnp.int32),
-        n_writers=jnp.sum(writing).astype(jnp.int32),
-        n_active=jnp.sum(params.active).astype(jnp.int32),
-        fire_count=jnp.zeros(n_jobs, jnp.int32),
-        end_count=jnp.zeros(n_jobs, jnp.int32),
-        fire_times=nan_trace,
-        end_times=nan_trace,
-        n_finished=jnp.zeros((), jnp.int32),
-        n_events=jnp.zeros((), jnp.int32),
-        status=jnp.zeros((), jnp.int32),
+        write_hi=zero,
+        write_lo=zero,
+        compute_hi=zero,
+        compute_lo=zero,
+        position=position,
+        slots=slots.reshape(n_fleets * n_jobs, 4),
+        trace=jnp.full(n_fleets * n_jobs * n_fires * 2, jnp.nan, dtype),
+        write_head=int_zero,
+        n_writers=jnp.sum(writing, axis=1).astype(jnp.int32),
+        n_active=jnp.sum(params.active, axis=1).astype(jnp.int32),
+        n_finished=int_zero,
+        n_events=int_zero,
+        status=int_zero,
+        halted=jnp.zeros(n_fleets, bool),
     )
 
 
-def _look(params: _Params, work, carry: FifoCarry):
-    """Rates, the oldest writer / computing job (ring positions, work left) and which of
-    them is due now: everything one iteration reads, gathered once."""
-    heads = _heads(params, carry)
-    return heads + _due(params, work, carry, heads)
+def _index_dtype(size: int):
+    """Flat indices into an array of ``size`` elements: int32 where they fit."""
+    if size < np.iinfo(np.int32).max:
+        return jnp.int32
+    if not jax.config.jax_enable_x64:
+        raise ValueError(
+            f"the FIFO path's trace buffer has {size} elements, more than int32 indexes; "
+            "enable jax_enable_x64, or simulate fewer fleets, jobs or firings per call"
+        )
+    return jnp.int64
 
 
-def _heads(params: _Params, carry: FifoCarry):
-    """Rates and the oldest writer / computing job: ring positions and work left."""
-    dtype = params.compute.dtype
-    n_writers = carry.n_writers
-    n_computing = (carry.n_active - n_writers).astype(dtype)
-    # The same expressions as `engine._rates`, so rates agree bit for bit.
-    write_rate = params.throughput[n_writers] / jnp.maximum(n_writers, 1).astype(dtype)
-    speed = jnp.where(n_computing > params.cap, params.cap / jnp.maximum(n_computing, 1), 1.0).astype(dtype)
-    n_active = jnp.maximum(carry.n_active, 1)  # safe modulus on finished (all-padding) lanes
-    write_pos = carry.write_head
-    compute_pos = (carry.write_head + n_writers) % n_active
-    write_left = _dw_left(carry.target[write_pos], carry.write_clock)
-    compute_left = _dw_left(carry.target[compute_pos], carry.compute_clock)
-    return write_rate, speed, write_pos, compute_pos, write_left, compute_left
+def _running(carry: FifoCarry):
+    return (carry.n_finished < carry.n_active) & (carry.status == STATUS_OK) & ~carry.halted
 
 
-def _due(params: _Params, work, carry: FifoCarry, heads):
-    """Which head switches at the current instant without advancing time.
+def _oldest(slots, n_jobs: int):
+    """Clock path: per fleet, the writer and the computing job with the smallest target
+    (ties: the lowest job index), in one variadic row reduction. (On XLA:CPU this beats
+    `jnp.argmin`, a min-then-locate pair, and a tournament of halvings.)"""
+    rows = slots.reshape(-1, n_jobs, 4)
+    inf = jnp.asarray(jnp.inf, slots.dtype)
+    writing = rows[..., 3] > 0
+    index = jnp.broadcast_to(jnp.arange(n_jobs, dtype=jnp.int32), rows.shape[:2])
 
-    The general engine's snapping rule (`engine._switch`): due within `engine._SNAP_ULPS`
-    ulps of the clock, or left with that many ulps of its phase's full work.
+    def smaller(a, b):  # (value, index) pairs: min value, then min index; associative
+        take_b = (b[0] < a[0]) | ((b[0] == a[0]) & (b[1] < a[1]))
+        return jnp.where(take_b, b[0], a[0]), jnp.where(take_b, b[1], a[1])
+
+    def combine(a, b):
+        return smaller(a[:2], b[:2]) + smaller(a[2:], b[2:])
+
+    keys = (jnp.where(writing, rows[..., 0], inf), index, jnp.where(writing, inf, rows[..., 0]), index)
+    _, write_pos, _, compute_pos = jax.lax.reduce(keys, (inf, jnp.int32(n_jobs), inf, jnp.int32(n_jobs)), combine, (1,))
+    return write_pos, compute_pos
+
+
+def _switch(constants, params, carry: FifoCarry, running, event_limit, n_fires: int, clock: bool, use_jitter: bool) -> FifoCarry:
+    """Switches one job in each running fleet (advancing time first if no job is due now).
+
+    Lanes that are not running take dt = 0, switch nobody and write nothing (their
+    scatter indices are out of range).
     """
-    compute, write = work[0], work[1]
-    write_rate, speed, _, _, write_left, compute_left = heads
-    eps = jnp.finfo(params.compute.dtype).eps * engine._SNAP_ULPS
-    clock = eps * carry.time
-    has_writer = carry.n_writers > 0
-    has_computing = carry.n_writers < carry.n_active
-    due_write = has_writer & ((write_left / write_rate <= clock) | (write_left <= eps * write))
-    due_compute = has_computing & ((compute_left / speed <= clock) | (compute_left <= eps * compute))
-    return due_write, due_compute
-
-
-def _done(carry: FifoCarry):
-    return carry.n_finished >= carry.n_active
-
-
-def _running(carry: FifoCarry, look, event_limit):
-    """Runs until done; past the event budget only to finish the current instant."""
-    due_write, due_compute = look[-2:]
-    within = (carry.n_events < event_limit) | ((carry.n_events > 0) & (due_write | due_compute))
-    return ~_done(carry) & (carry.status == STATUS_OK) & within
-
-
-def _switch_one(params: _Params, work, carry: FifoCarry, look, running, n_fires: int) -> FifoCarry:
-    """Switches one job (advancing time first if no job is due now). ``look`` = `_look`.
-
-    Stopped lanes (``running`` False) still execute this under `vmap`: they take dt = 0,
-    switch nobody and write nothing (every scatter index is out of range for them).
-    """
-    dtype = params.compute.dtype
+    works, throughput, cap = constants
+    dtype = carry.time.dtype
+    n_fleets, n_jobs = carry.position.shape
     inf = jnp.asarray(jnp.inf, dtype)
-    compute, write = work[0], work[1]
-    write_rate, speed, write_pos, compute_pos, write_left, compute_left, due_write, due_compute = look
-    due = due_write | due_compute
-    has_writer = carry.n_writers > 0
-    has_computing = carry.n_writers < carry.n_active
+    eps = jnp.finfo(dtype).eps * engine._SNAP_ULPS
+    index = _index_dtype(carry.trace.shape[0])
+    fleet = jnp.arange(n_fleets, dtype=index)
 
+    n_writers = carry.n_writers
+    # The same expressions as `engine._rates`, so rates agree bit for bit. (A table of
+    # rates precomputed over n would divide by constants, which XLA may rewrite.)
+    n_computing = (carry.n_active - n_writers).astype(dtype)
+    write_rate = throughput[fleet * (n_jobs + 1) + n_writers] / jnp.maximum(n_writers, 1).astype(dtype)
+    speed = jnp.where(n_computing > cap, cap / jnp.maximum(n_computing, 1), 1.0).astype(dtype)
+    n_active = jnp.maximum(carry.n_active, 1)  # safe wrap on finished (all-padding) lanes
+    if clock:
+        write_pos, compute_pos = _oldest(carry.slots, n_jobs)
+        write_pos = jnp.minimum(write_pos, n_jobs - 1)  # no writer / no computing job: unused
+        compute_pos = jnp.minimum(compute_pos, n_jobs - 1)
+        head_work = works[jnp.concatenate([fleet * n_jobs + compute_pos, fleet * n_jobs + write_pos])]
+        compute, write = head_work[:n_fleets, 0], head_work[n_fleets:, 1]  # the heads' own works
+        # A writer that ends computes next its own T; a job that fires writes its own d.
+        next_compute, next_write = head_work[n_fleets:, 0], head_work[:n_fleets, 1]
+    else:
+        write_pos = carry.write_head
+        compute_pos = write_pos + n_writers
+        compute_pos = jnp.where(compute_pos >= n_active, compute_pos - n_active, compute_pos)
+        compute, write = works[:, 0], works[:, 1]
+        next_compute, next_write = compute, write
+    heads = carry.slots[jnp.concatenate([fleet * n_jobs + write_pos, fleet * n_jobs + compute_pos])]
+    write_head_row, compute_head_row = heads[:n_fleets], heads[n_fleets:]
+    write_left = (write_head_row[:, 0] - carry.write_hi) + (write_head_row[:, 1] - carry.write_lo)
+    compute_left = (compute_head_row[:, 0] - carry.compute_hi) + (compute_head_row[:, 1] - carry.compute_lo)
+
+    # Due now, by the general engine's snapping rule (`engine._switch`): within
+    # `engine._SNAP_ULPS` ulps of the clock, or with that many ulps of the phase's work left.
+    has_writer = n_writers > 0
+    has_computing = n_writers < carry.n_active
     write_dt = jnp.where(has_writer, write_left / write_rate, inf)
     compute_dt = jnp.where(has_computing, compute_left / speed, inf)
+    clock_ulps = eps * carry.time
+    due_write = has_writer & ((write_dt <= clock_ulps) | (write_left <= eps * write))
+    due_compute = has_computing & ((compute_dt <= clock_ulps) | (compute_left <= eps * compute))
+    due = due_write | due_compute
+
     dt = jnp.minimum(write_dt, compute_dt)
     finite = jnp.isfinite(dt)
-    advance = running & ~due & finite
+    waiting = running & ~due & finite
+    # Past the event budget a fleet only finishes the current instant (due jobs), then halts.
+    advance = waiting & (carry.n_events < event_limit)
+    halted = carry.halted | (waiting & ~advance)
     dt = jnp.where(advance, dt, 0)
     # The head that sets dt is exactly at its target: snap that clock onto it, so jobs that
     # entered the phase together (equal targets) read exactly zero left and follow at once.
-    write_clock = jnp.where(
-        advance & (write_dt == dt), carry.target[write_pos], _dw_add(carry.write_clock, write_rate * dt)
-    )
-    compute_clock = jnp.where(
-        advance & (compute_dt == dt), carry.target[compute_pos], _dw_add(carry.compute_clock, speed * dt)
-    )
+    write_set = advance & (write_dt == dt)
+    compute_set = advance & (compute_dt == dt)
+    write_hi, write_lo = _dw_add(carry.write_hi, carry.write_lo, write_rate * dt)
+    write_hi = jnp.where(write_set, write_head_row[:, 0], write_hi)
+    write_lo = jnp.where(write_set, write_head_row[:, 1], write_lo)
+    compute_hi, compute_lo = _dw_add(carry.compute_hi, carry.compute_lo, speed * dt)
+    compute_hi = jnp.where(compute_set, compute_head_row[:, 0], compute_hi)
+    compute_lo = jnp.where(compute_set, compute_head_row[:, 1], compute_lo)
     time = carry.time + dt
 
     # Who switches: a due head (writers first), else the head that set dt.
-    ends = running & jnp.where(due, due_write, advance & (write_dt == dt))
-    fires = running & ~ends & jnp.where(due, due_compute, advance & (compute_dt == dt))
+    ends = running & jnp.where(due, due_write, write_set)
+    fires = running & ~ends & jnp.where(due, due_compute, compute_set)
     pos = jnp.where(ends, write_pos, compute_pos)
-    job = carry.ring[pos]
-    n_jobs = params.compute.shape[0]
-    count = carry.fire_count[job]
-    ended = carry.end_count[job]
+    count = jnp.where(ends, write_head_row[:, 2], compute_head_row[:, 2]).astype(jnp.int32)
 
-    # Counters are updated with `set` of a value read from them (not `add`): the data
-    # dependency lets XLA update them in place instead of copying (B, N) every iteration.
+    # The end of the write started by firing number `count` (not an initial write) goes to
+    # cycle count − 1; a firing to cycle `count`. Each fleet writes at most one time.
     record_end = ends & (count >= 1) & (count <= n_fires)
-    end_times = carry.end_times.at[job, jnp.where(record_end, count - 1, n_fires)].set(time, mode="drop")
-    end_count = carry.end_count.at[jnp.where(record_end, job, n_jobs)].set(ended + 1, mode="drop")
-    finished = record_end & (ended + 1 == n_fires)
-    fire_times = carry.fire_times.at[job, jnp.where(fires & (count < n_fires), count, n_fires)].set(time, mode="drop")
-    fire_count = carry.fire_count.at[jnp.where(fires, job, n_jobs)].set(count + 1, mode="drop")
+    record_fire = fires & (count < n_fires)
+    cycle = jnp.where(ends, count - 1, count).astype(index)
+    cell = ((fleet * n_jobs + pos) * n_fires + cycle) * 2 + ends.astype(index)
+    size = carry.trace.shape[0]
+    trace = carry.trace.at[jnp.where(record_end | record_fire, cell, size)].set(time, mode="drop", unique_indices=True)
 
-    # A writer that ends joins the computing tail (target: compute clock + T); a job that
-    # fires joins the writers' tail (write clock + d). Both are already at that ring spot.
-    new_target = jnp.where(ends, _dw_add(compute_clock, compute), _dw_add(write_clock, write))
+    # A writer that ends starts computing (target: compute clock + its work), a job that
+    # fires starts writing (write clock + d). FIFO: both are already at that ring spot.
+    if clock and use_jitter:  # compute phase number `count` of that job (engine.jitter_work)
+        keys = params.job_keys[jnp.arange(n_fleets), write_pos]
+        next_compute = jax.vmap(engine.jitter_work)(keys, next_compute, params.jitter, count)
+    target_hi, target_lo = _dw_add(
+        jnp.where(ends, compute_hi, write_hi), jnp.where(ends, compute_lo, write_lo), jnp.where(ends, next_compute, next_write)
+    )
+    row = jnp.stack(
+        [target_hi, target_lo, (count + fires.astype(jnp.int32)).astype(dtype), fires.astype(dtype)], axis=-1
+    )
     switched = ends | fires
-    target = carry.target.at[jnp.where(switched, pos, n_jobs)].set(new_target, mode="drop")
-    n_active = jnp.maximum(carry.n_active, 1)
-    write_head = jnp.where(ends, (carry.write_head + 1) % n_active, carry.write_head)
-    n_writers = carry.n_writers - ends.astype(jnp.int32) + fires.astype(jnp.int32)
-    status = carry.status | jnp.where(running & ~due & ~finite, STATUS_NONFINITE, 0)
+    slots = carry.slots.at[jnp.where(switched, fleet * n_jobs + pos, n_fleets * n_jobs)].set(
+        row, mode="drop", unique_indices=True
+    )
+    write_head = carry.write_head
+    if not clock:
+        write_head = jnp.where(ends, jnp.where(write_pos + 1 >= n_active, 0, write_pos + 1), write_pos)
     return FifoCarry(
         time=time,
-        write_clock=write_clock,
-        compute_clock=compute_clock,
-        ring=carry.ring,
-        target=target,
+        write_hi=write_hi,
+        write_lo=write_lo,
+        compute_hi=compute_hi,
+        compute_lo=compute_lo,
+        position=carry.position,
+        slots=slots,
+        trace=trace,
         write_head=write_head,
-        n_writers=n_writers,
+        n_writers=n_writers - ends.astype(jnp.int32) + fires.astype(jnp.int32),
         n_active=carry.n_active,
-        fire_count=fire_count,
-        end_count=end_count,
-        fire_times=fire_times,
-        end_times=end_times,
-        n_finished=carry.n_finished + finished.astype(jnp.int32),
+        n_finished=carry.n_finished + (record_end & (count == n_fires)).astype(jnp.int32),
         n_events=carry.n_events + advance.astype(jnp.int32),
-        status=status.astype(jnp.int32),
+        status=carry.status | jnp.where(running & ~due & ~finite, STATUS_NONFINITE, 0).astype(jnp.int32),
+        halted=halted,
     )
 
 
-def _advance(params: _Params, carry: FifoCarry, event_limit, n_fires: int) -> FifoCarry:
-    """Switches jobs of a batch of fleets (leading axis B) until each is done or stopped."""
-    work = jax.vmap(_job_work)(params)
-    look = jax.vmap(_look)
-    running = jax.vmap(_running, in_axes=(0, 0, None))
-    switch = jax.vmap(_switch_one, in_axes=(0, 0, 0, 0, 0, None))
+def _advance(
+    params: _Params, carry: FifoCarry, event_limit, n_fires: int, clock: bool = False, use_jitter: bool = False
+) -> FifoResult:
+    """Switches jobs of a batch of fleets (leading axis B) until each is done or stopped;
+    returns the final state in job order."""
+    constants = _fleet_constants(params, clock)
 
     def cond(state):
-        return jnp.any(state[2])
+        return jnp.any(state[1])
 
     def body(state):
-        carry, seen, active = state
-        carry = switch(params, work, carry, seen, active, n_fires)
-        seen = look(params, work, carry)
-        return carry, seen, running(carry, seen, event_limit)
+        carry, running = state
+        carry = _switch(constants, params, carry, running, event_limit, n_fires, clock, use_jitter)
+        return carry, _running(carry)
 
-    seen = look(params, work, carry)
-    return jax.lax.while_loop(cond, body, (carry, seen, running(carry, seen, event_limit)))[0]
+    carry = jax.lax.while_loop(cond, body, (carry, _running(carry)))[0]
+    n_fleets, n_jobs = carry.position.shape
+    trace = carry.trace.reshape(n_fleets, n_jobs, n_fires, 2)
+    if not clock:  # ring position -> job: job j's row is the one at its ring position
+        trace = jnp.take_along_axis(trace, carry.position[:, :, None, None], axis=1)
+    end_times = trace[..., 1]
+    return FifoResult(
+        time=carry.time,
+        fire_times=trace[..., 0],
+        end_times=end_times,
+        end_count=jnp.sum(~jnp.isnan(end_times), axis=-1).astype(jnp.int32),
+        n_events=carry.n_events,
+        status=carry.status,
+    )
 
 
-_advance_jit = jax.jit(_advance, static_argnames=("n_fires",), donate_argnums=(1,))
-_init_jit = jax.jit(jax.vmap(_init_carry, in_axes=(0, 0, 0, None)), static_argnums=(3,))
+_STATIC = ("n_fires", "clock", "use_jitter")
+# No donation: the result (job order) does not alias the carry (slot order).
+_advance_jit = jax.jit(_advance, static_argnames=_STATIC)
+_init_jit = jax.jit(_init_carry, static_argnums=(3, 4))

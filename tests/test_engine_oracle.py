@@ -104,7 +104,7 @@ def pad(values, slots, filler):
     return out
 
 
-def engine_trace(spec, n_fires=N_FIRES):
+def engine_trace(spec, n_fires=N_FIRES, method="auto"):
     """Runs the engine on one fleet padded to N_SLOTS slots; returns the `Trace`."""
     active = np.array(pad([True] * len(spec["slots"]), spec["slots"], False))
     fleet = cj.Fleet(
@@ -118,7 +118,7 @@ def engine_trace(spec, n_fires=N_FIRES):
     )
     state = cj.initial_state(fleet, phase=np.array(pad(spec["phase"], spec["slots"], 1)),
                              remaining=np.array(pad(spec["remaining"], spec["slots"], 0.5)))
-    return cj.simulate(fleet, state, n_fires=n_fires)
+    return cj.simulate(fleet, state, n_fires=n_fires, method=method)
 
 
 def reference_trace(spec, n_fires=N_FIRES):
@@ -161,7 +161,7 @@ def input_sensitivity(spec, ref_end, n_fires=N_FIRES):
     return max(moved)
 
 
-def assert_agrees(spec, n_fires=N_FIRES, events=None):
+def assert_agrees(spec, n_fires=N_FIRES, events=None, method="auto"):
     """Engine and reference agree to RTOL (or, on ill-conditioned fleets, to within
     ``CONDITION_FACTOR`` times what a one-ulp change of the inputs does to the exact answer).
 
@@ -169,7 +169,7 @@ def assert_agrees(spec, n_fires=N_FIRES, events=None):
     too) or "bracketed" (the engine never merges events that exact arithmetic separates by
     more than RESOLUTION, and never splits an exact instant into several steps).
     """
-    trace = engine_trace(spec, n_fires)
+    trace = engine_trace(spec, n_fires, method)
     assert bool(trace.ok), f"engine did not complete (status {int(trace.status)}): {spec}"
     inactive = [s for s in range(N_SLOTS) if s not in spec["slots"]]
     assert np.isnan(np.asarray(trace.fire_times)[inactive]).all(), "padding slots must stay NaN"
@@ -229,13 +229,29 @@ HAND_CASES = {
 }
 
 
+# The clock path (`ckpt_jax.fast`, virtual clocks and per-phase argmin) must meet the same
+# oracle: `method="auto"` sends base-model fleets of at least 8 jobs to it.
+
+@SETTINGS
+@given(spec=fleets())
+def test_clock_path_matches_reference(spec):
+    assert_agrees(spec, method="clock")
+
+
+@SETTINGS
+@given(spec=fleets(grid=True))
+def test_clock_path_matches_reference_with_simultaneous_events(spec):
+    assert_agrees(spec, events="bracketed", method="clock")
+
+
+@pytest.mark.parametrize("method", ["general", "clock"])
 @pytest.mark.parametrize("name", sorted(HAND_CASES))
-def test_engine_matches_reference_on_exact_ties(name):
+def test_engine_matches_reference_on_exact_ties(name, method):
     compute, write, phase, remaining, cap, table = HAND_CASES[name]
     n = len(compute)
     spec = dict(slots=list(range(n)), compute=compute, write=write, phase=phase,
                 remaining=remaining, cap=cap, throughput=table, delay=0.0, async_fraction=0.0)
-    assert_agrees(spec, events="equal")
+    assert_agrees(spec, events="equal", method=method)
 
 
 def test_callable_throughput_matches_table():
@@ -255,8 +271,9 @@ def test_callable_throughput_matches_table():
 
 # --- variants -----------------------------------------------------------------------------
 
+@pytest.mark.parametrize("method", ["general", "clock"])
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_jitter_matches_reference_with_the_same_draws(seed):
+def test_jitter_matches_reference_with_the_same_draws(seed, method):
     """Compute jitter: the reference, fed the engine's own per-(job, cycle) draws through
     ``compute_work``, gives the same trace. Cycle 0 follows an initial write, cycle k the
     k-th firing (MODEL.md section 1)."""
@@ -269,7 +286,7 @@ def test_jitter_matches_reference_with_the_same_draws(seed):
     sigma, key = 0.3, jax.random.key(seed)
     fleet = cj.Fleet(compute, write, cap=2.5, throughput="sqrt")
     trace = cj.simulate(fleet, cj.initial_state(fleet, phase=phase, remaining=remaining),
-                        n_fires=N_FIRES, jitter=sigma, key=key)
+                        n_fires=N_FIRES, jitter=sigma, key=key, method=method)
     job_keys = flat_params(fleet, sigma, key).job_keys[0]
 
     def compute_work(job, cycle):
