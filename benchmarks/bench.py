@@ -3,8 +3,9 @@
 Runs the same fleets (random launches; identical or heterogeneous jobs; with or without a
 binding power cap) through
 
-  (a) ``ckpt_jax.simulate`` with the general engine (``method="general"``) and, for identical
-      fleets, the FIFO path (``method="fifo"``, `ckpt_jax.fast`);
+  (a) ``ckpt_jax.simulate`` with the general engine (``method="general"``), the clock path
+      (``method="clock"``, `ckpt_jax.fast`: what ``"auto"`` picks for heterogeneous fleets
+      of >= 8 jobs) and, for identical fleets, the FIFO path (``method="fifo"``);
   (b) a Numba ``@njit(parallel=True)`` per-fleet event loop (``numba_engine.py``), ``prange``
       over fleets;
   (c) the plain-Python reference integrator ``tests/reference.py::simulate_reference``
@@ -52,8 +53,9 @@ REFERENCE_MAX_JOBS = 32  # the Python reference only runs at B = 1, N <= this
 
 def default_cycles(n_fleets: int, n_jobs: int, cycles: int) -> int:
     """K per size: the general engine costs O(N) per event and ~2N events per cycle, so
-    keep B N^2 K bounded (about 3e7) and runs short; never below one cycle."""
-    return max(1, min(cycles, int(3e7 // (n_fleets * n_jobs * n_jobs))))
+    keep B N^2 K bounded (about 1.2e8: 11 cycles at B = 1e4, N = 32, long enough that the
+    start-up transient and the ragged finish of a batch do not dominate); at least one."""
+    return max(1, min(cycles, int(1.2e8 // (n_fleets * n_jobs * n_jobs))))
 
 
 def grid(quick: bool, cycles: int):
@@ -173,7 +175,7 @@ def check_agreement():
         phase[0], remaining[0] = 0, np.asarray(fleet.compute)[0]
         state = cj.initial_state(fleet, phase=phase, remaining=remaining)
         out = simulate_numba(**numba_inputs(fleet, state), n_fires=n_fires, max_events=10**6)
-        methods = ("general", "fifo") if jobs == "identical" else ("general",)
+        methods = ("general", "clock", "fifo") if jobs == "identical" else ("general", "clock")
         for method in methods:
             trace = cj.simulate(fleet, state, n_fires, method=method)
             fire = rel_diff(out["fire_times"], trace.fire_times)
@@ -236,7 +238,7 @@ def worker(config, repeats):
         jax.block_until_ready(trace)
         return trace
 
-    methods = ["fifo"] if config["fifo_only"] else ["general"]
+    methods = ["fifo"] if config["fifo_only"] else ["general", "clock"]
     if config["jobs"] == "identical" and not config["fifo_only"]:
         methods.append("fifo")
     for method in methods:
@@ -288,14 +290,15 @@ def worker(config, repeats):
             mine = row[f"jax_{method}"]
             mine["ratio_vs_numba"] = mine["events_per_s"] / row["numba"]["events_per_s"]
             mine["cpu_ratio_vs_numba"] = mine["events_per_cpu_s"] / row["numba"]["events_per_cpu_s"]
-        if "fifo" in traces:
-            row["jax_fifo"]["ratio_vs_general"] = row["jax_fifo"]["events_per_s"] / row["jax_general"]["events_per_s"]
-            row["jax_fifo"]["cpu_ratio_vs_general"] = (
-                row["jax_fifo"]["events_per_cpu_s"] / row["jax_general"]["events_per_cpu_s"]
-            )
-            row["jax_fifo"]["rel_diff_vs_general"] = rel_diff(traces["fifo"].fire_times, general.fire_times)
-            row["jax_fifo"]["same_events_as_general"] = bool(
-                np.array_equal(np.asarray(traces["fifo"].n_events), np.asarray(general.n_events))
+        for method in ("fifo", "clock"):
+            if method not in traces:
+                continue
+            mine = row[f"jax_{method}"]
+            mine["ratio_vs_general"] = mine["events_per_s"] / row["jax_general"]["events_per_s"]
+            mine["cpu_ratio_vs_general"] = mine["events_per_cpu_s"] / row["jax_general"]["events_per_cpu_s"]
+            mine["rel_diff_vs_general"] = rel_diff(traces[method].fire_times, general.fire_times)
+            mine["same_events_as_general"] = bool(
+                np.array_equal(np.asarray(traces[method].n_events), np.asarray(general.n_events))
             )
 
     if config["run_reference"]:
@@ -367,27 +370,27 @@ def fmt(x, spec=".3g"):
 
 def print_table(rows):
     header = (
-        f"{'B':>6} {'N':>5} {'K':>3} {'jobs':<13} {'cap':<4} | {'jax gen ev/s':>12} {'jax fifo ev/s':>13} "
-        f"{'numba ev/s':>11} {'ref ev/s':>9} | {'gen/numba':>9} {'fifo/numba':>10} {'fifo/gen':>8} | "
-        f"{'gen/numba cpu':>13} {'fifo/numba cpu':>14} | {'compile cpu s':>13} {'rss MB':>7}"
+        f"{'B':>6} {'N':>5} {'K':>3} {'jobs':<13} {'cap':<4} | {'general ev/s':>12} {'clock ev/s':>10} "
+        f"{'fifo ev/s':>10} {'numba ev/s':>10} {'ref ev/s':>9} | {'gen/numba':>9} {'clock/numba':>11} "
+        f"{'fifo/numba':>10} | {'compile cpu s':>13} {'rss MB':>7}"
     )
     print(header)
     print("-" * len(header))
     for row in rows:
         gen = row.get("jax_general", {})
+        clock = row.get("jax_clock", {})
         fifo = row.get("jax_fifo", {})
         num = row.get("numba", {})
         ref = row.get("reference", {})
-        compile_s = gen.get("compile_cpu_s", fifo.get("compile_cpu_s"))
-        rss = max(v.get("rss_after_mb", 0) for v in (gen, fifo, num))
+        compile_s = max((v["compile_cpu_s"] for v in (gen, clock, fifo) if "compile_cpu_s" in v), default=None)
+        rss = max(v.get("rss_after_mb", 0) for v in (gen, clock, fifo, num))
         print(
             f"{row['n_fleets']:>6} {row['n_jobs']:>5} {row['n_fires']:>3} {row['jobs']:<13} "
             f"{'yes' if row['capped'] else 'no':<4} | {fmt(gen.get('events_per_s')):>12} "
-            f"{fmt(fifo.get('events_per_s')):>13} {fmt(num.get('events_per_s')):>11} "
-            f"{fmt(ref.get('events_per_s')):>9} | {fmt(gen.get('ratio_vs_numba')):>9} "
-            f"{fmt(fifo.get('ratio_vs_numba')):>10} {fmt(fifo.get('ratio_vs_general')):>8} | "
-            f"{fmt(gen.get('cpu_ratio_vs_numba')):>13} {fmt(fifo.get('cpu_ratio_vs_numba')):>14} | "
-            f"{fmt(compile_s, '.2f'):>13} {rss:>7.0f}"
+            f"{fmt(clock.get('events_per_s')):>10} {fmt(fifo.get('events_per_s')):>10} "
+            f"{fmt(num.get('events_per_s')):>10} {fmt(ref.get('events_per_s')):>9} | "
+            f"{fmt(gen.get('ratio_vs_numba')):>9} {fmt(clock.get('ratio_vs_numba')):>11} "
+            f"{fmt(fifo.get('ratio_vs_numba')):>10} | {fmt(compile_s, '.2f'):>13} {rss:>7.0f}"
         )
 
 
@@ -402,7 +405,7 @@ def scaling(rows):
         if not base:
             continue
         entry = {k: row[k] for k in ("n_fleets", "n_jobs", "jobs", "capped")}
-        for engine in ("jax_general", "jax_fifo", "numba"):
+        for engine in ("jax_general", "jax_clock", "jax_fifo", "numba"):
             if engine in row and engine in base[0]:
                 entry[engine] = row[engine]["events_per_s"] / base[0][engine]["events_per_s"]
         out.append(entry)

@@ -530,20 +530,22 @@ def simulate(
       key: PRNG key for jitter: one key (folded with each fleet's flat index) or one per
         fleet (shape *B). Same key, same trace.
       throw: raise `RuntimeError` if any fleet did not complete.
-      progress: show a tqdm progress bar (default: only for long runs; general path on
-        one device only).
+      progress: show a tqdm progress bar (default: only for long runs; on one device:
+        per chunk of events on the general path, per block of fleets on the FIFO and
+        clock paths).
       queue_size: capacity of the delayed controller's pending-update queue.
       fleet_offset: added to the flat fleet index when folding a scalar key (for
         simulating one big ensemble in chunks with identical draws).
-      method: ``"general"`` (this module's engine, O(N) per event), ``"fifo"`` (the
-        O(1)-per-switch path of `ckpt_jax.fast`, only for identical deterministic fleets:
-        all active jobs of each fleet share T and d, no jitter, τ = 0, α = 0) or ``"auto"``
-        (each fleet for which FIFO applies and that has at least `fast.FIFO_MIN_JOBS`
-        active jobs runs on it, the rest on the general engine; decided per fleet on the
-        host, so a fleet's trace does not depend on its batch).
-        Both paths give the same trace to working precision (not bit for bit: chaotic
-        fleets, MODEL.md claim 5, amplify ulp differences over many cycles). The FIFO path
-        shows no progress bar.
+      method: ``"general"`` (this module's engine, O(N) per event, every variant);
+        ``"fifo"`` (the O(1)-per-switch path of `ckpt_jax.fast`, only for identical
+        deterministic fleets: all active jobs of each fleet share T and d, no jitter,
+        τ = 0, α = 0); ``"clock"`` (`ckpt_jax.fast`'s virtual clocks with a per-phase
+        argmin: any T_i, d_i and jitter, but τ = 0 and α = 0); or ``"auto"``: fleets of
+        at least `fast.FIFO_MIN_JOBS` active jobs run on the FIFO path where it applies,
+        else on the clock path where it applies; the rest on the general engine. Decided
+        per fleet on the host, so a fleet's trace does not depend on its batch.
+        All paths give the same trace to working precision (not bit for bit: chaotic
+        fleets, MODEL.md claim 5, amplify ulp differences over many cycles).
       devices: shard the batch over several devices (`ckpt_jax.sharding`): None (one
         device), ``"all"`` (every local device), an int n (the first n) or a sequence of
         devices. Results are identical to one device.
@@ -647,10 +649,10 @@ def _run(params, phase, remaining, *, path, n_fires, max_events, queue_size, use
     limit = jnp.int32(max_events)
     if path != "general":
         clock = path == "clock"
-        carry = fast._init_jit(params, phase, remaining, n_fires, clock)
         static = dict(n_fires=n_fires, clock=clock, use_jitter=use_jitter and clock)
         if devices is None:
-            return fast._advance_jit(params, carry, limit, **static)
+            return fast.run_blocks(params, phase, remaining, limit, progress=progress, **static)
+        carry = fast._init_jit(params, phase, remaining, n_fires, clock)
         carry = sharding.sharded_loop(fast._advance, devices, **static)(params, carry, limit)
         return sharding.unpad(carry, n_fleets)
     carry = _init_jit(params, phase, remaining, n_fires, queue_size if use_delay else 1, use_jitter)

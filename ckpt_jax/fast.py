@@ -39,6 +39,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+from tqdm.auto import tqdm
 
 from . import engine
 from .engine import STATUS_NONFINITE, STATUS_OK, _Params
@@ -467,3 +468,77 @@ _STATIC = ("n_fires", "clock", "use_jitter")
 # No donation: the result (job order) does not alias the carry (slot order).
 _advance_jit = jax.jit(_advance, static_argnames=_STATIC)
 _init_jit = jax.jit(_init_carry, static_argnums=(3, 4))
+
+
+# On a CPU the fast paths run a big batch in blocks of fleets, one after another, sized so
+# that a block's trace and slots (N (2K + 4) floats per fleet) fill about this many bytes
+# and stay in the last-level cache, but never below CPU_MIN_BLOCK fleets (each loop
+# iteration's fixed cost is then amortised). B = 1e4, N = 32, K = 11 on 2 cores: blocks of
+# 2,500 run 15-18% faster (FIFO) and 8-10% faster (clock) than the whole batch at once,
+# blocks of 1,000 no faster. Accelerators run the whole batch at once.
+CPU_BLOCK_BYTES = 16 * 2**20
+CPU_MIN_BLOCK = 1024
+
+
+def _block_size(params: _Params, n_fires: int) -> int:
+    n_fleets, n_jobs = params.compute.shape
+    platforms = {device.platform for device in params.compute.devices()}
+    if platforms != {"cpu"}:
+        return n_fleets
+    per_fleet = n_jobs * (2 * n_fires + 4) * params.compute.dtype.itemsize
+    return min(n_fleets, max(CPU_MIN_BLOCK, CPU_BLOCK_BYTES // per_fleet))
+
+
+def _advance_blocks(params: _Params, phase, remaining, event_limit, *, n_blocks: int, n_fires: int, clock: bool, use_jitter: bool) -> FifoResult:
+    """`_init_carry` + `_advance` over ``n_blocks`` equal blocks of fleets, one after another
+    (`jax.lax.map`), in one compiled program."""
+
+    def run(part):
+        params, phase, remaining = part
+        carry = _init_carry(params, phase, remaining, n_fires, clock)
+        return _advance(params, carry, event_limit, n_fires, clock, use_jitter)
+
+    blocks = jax.tree_util.tree_map(lambda x: x.reshape((n_blocks, -1) + x.shape[1:]), (params, phase, remaining))
+    result = jax.lax.map(run, blocks)
+    return jax.tree_util.tree_map(lambda x: x.reshape((-1,) + x.shape[2:]), result)
+
+
+_advance_blocks_jit = jax.jit(_advance_blocks, static_argnames=("n_blocks",) + _STATIC)
+
+
+def run_blocks(params: _Params, phase, remaining, event_limit, *, n_fires: int, clock: bool, use_jitter: bool, progress=None):
+    """Runs flattened fleets (leading axis B) on the FIFO or clock path on one device, in
+    blocks of fleets (`_block_size`: on a CPU) so each block's state stays in cache.
+
+    The batch is padded with inert fleets (copies of fleet 0 with no active job) to whole
+    blocks. Without a progress bar all blocks run in one compiled program; with one, one
+    call per group of blocks, so the bar moves. Returns the `FifoResult` of all fleets.
+    """
+    n_fleets = params.compute.shape[0]
+    block = _block_size(params, n_fires)
+    n_blocks = -(-n_fleets // block)
+    if n_blocks * block > n_fleets:
+        n_pad = n_blocks * block - n_fleets
+        params, phase, remaining = jax.tree_util.tree_map(
+            lambda x: jnp.concatenate([x, jnp.repeat(x[:1], n_pad, axis=0)]), (params, phase, remaining)
+        )
+        params = params._replace(active=params.active.at[n_fleets:].set(False))
+    static = dict(n_fires=n_fires, clock=clock, use_jitter=use_jitter)
+    if progress is None:
+        progress = n_blocks > 1 and n_fleets * params.compute.shape[1] * n_fires >= 50_000_000
+    if not progress:
+        result = _advance_blocks_jit(params, phase, remaining, event_limit, n_blocks=n_blocks, **static)
+        return jax.tree_util.tree_map(lambda x: x[:n_fleets], result)
+    # About 20 updates: each call runs a group of blocks (one compile for every full group).
+    per_call = max(1, n_blocks // 20)
+    pieces = []
+    with tqdm(total=n_fleets, desc=f"ckpt_jax.simulate ({'clock' if clock else 'fifo'})", unit="fleet") as bar:
+        for first in range(0, n_blocks, per_call):
+            count = min(per_call, n_blocks - first)
+            part = jax.tree_util.tree_map(
+                lambda x: x[first * block : (first + count) * block],  # noqa: B023
+                (params, phase, remaining),
+            )
+            pieces.append(_advance_blocks_jit(*part, event_limit, n_blocks=count, **static))
+            bar.update(min(n_fleets, (first + count) * block) - bar.n)
+    return FifoResult(*(jnp.concatenate(leaves)[:n_fleets] for leaves in zip(*pieces)))

@@ -227,3 +227,19 @@ def test_fifo_leading_batch_axes_and_float32():
     assert fifo.fire_times.shape == (2, 3, 4, 6) and fifo.fire_times.dtype == np.float32
     assert bool(np.all(fifo.ok))
     np.testing.assert_allclose(np.asarray(fifo.fire_times), np.asarray(general.fire_times), rtol=1e-3)
+
+
+@pytest.mark.parametrize("progress", [False, True])
+def test_cpu_blocks_of_fleets_change_nothing(monkeypatch, progress):
+    # Blocks of 3 fleets (the last one padded), with and without the per-block progress
+    # bar, give the same bits as the whole batch at once, on both fast paths.
+    for compute in (np.full((7, 9), 5.0), np.full((7, 9), 5.0) + 0.1 * np.arange(9)):
+        fleet = cj.Fleet(compute, np.ones((7, 9)), cap=6.5)
+        state = cj.random_state(fleet, jax.random.key(1))
+        monkeypatch.setattr(fast, "CPU_MIN_BLOCK", 100)
+        whole = cj.simulate(fleet, state, 5)
+        monkeypatch.setattr(fast, "CPU_BLOCK_BYTES", 1)
+        monkeypatch.setattr(fast, "CPU_MIN_BLOCK", 3)
+        blocks = cj.simulate(fleet, state, 5, progress=progress)
+        for a, b in zip(whole, blocks):
+            np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
