@@ -49,6 +49,7 @@ VARIANTS = [  # (jobs, capped)
 LOAD = 0.5  # rho = N d / (T + d): write load of the fleet
 CAP_FRACTION = 0.9  # C = 0.9 N binds whenever more than 90% of jobs compute
 REFERENCE_MAX_JOBS = 32  # the Python reference only runs at B = 1, N <= this
+HOST_DEVICES = os.cpu_count() or 1  # ckpt_jax on one XLA CPU device per core (extra rows)
 
 
 def default_cycles(n_fleets: int, n_jobs: int, cycles: int) -> int:
@@ -79,8 +80,13 @@ def grid(quick: bool, cycles: int):
                     n_fires=min(cycles, 2) if fifo_only else default_cycles(n_fleets, n_jobs, cycles),
                     fifo_only=fifo_only,
                     run_reference=n_fleets == 1 and n_jobs <= REFERENCE_MAX_JOBS,
+                    host_devices=1,
                 )
             )
+            if (n_fleets, n_jobs) == (10000, 32) and HOST_DEVICES > 1:
+                # The headline size again with ckpt_jax on one XLA host device per core
+                # (`devices="all"`): each core runs its own loop, no per-kernel thread sync.
+                configs.append(dict(configs[-1], host_devices=HOST_DEVICES, run_reference=False))
     return configs
 
 
@@ -230,11 +236,14 @@ def worker(config, repeats):
     fleet, state = build(config)
     max_events = cj.engine.default_max_events(fleet.n_jobs, n_fires, fleet)
     big = config["n_fleets"] * config["n_jobs"] ** 2 * n_fires >= 3e6
-    reps = 1 if big else repeats
+    reps = 2 if big else repeats  # 2: the first steady call also pays first-touch page faults
     traces = {}
 
+    devices = "all" if config.get("host_devices", 1) > 1 else None
+    assert jax.device_count() == config.get("host_devices", 1), jax.devices()
+
     def run_jax(method, limit=None):
-        trace = cj.simulate(fleet, state, n_fires, method=method, progress=False, max_events=limit)
+        trace = cj.simulate(fleet, state, n_fires, method=method, progress=False, max_events=limit, devices=devices)
         jax.block_until_ready(trace)
         return trace
 
@@ -246,13 +255,22 @@ def worker(config, repeats):
         # so it compiles exactly what the full run uses): tracing + compilation time.
         start, start_cpu = time.perf_counter(), time.process_time()
         run_jax(method, limit=1)
-        compile_s, compile_cpu_s = time.perf_counter() - start, time.process_time() - start_cpu
+        first_s, first_cpu_s = time.perf_counter() - start, time.process_time() - start_cpu
+        # The same call again runs the same work without compiling (setup of the state,
+        # one event, building the trace: seconds at B = 1e4, N = 1024): the difference is
+        # tracing + compilation.
+        start, start_cpu = time.perf_counter(), time.process_time()
+        run_jax(method, limit=1)
+        again_s, again_cpu_s = time.perf_counter() - start, time.process_time() - start_cpu
+        compile_s, compile_cpu_s = max(0.0, first_s - again_s), max(0.0, first_cpu_s - again_cpu_s)
         first, steady, cpu, trace = timed(lambda: run_jax(method), reps)
         events = int(np.sum(np.asarray(trace.n_events, dtype=np.int64)))
         traces[method] = trace
         row[f"jax_{method}"] = dict(
             first_full_call_s=first[0],
             steady_s=steady,
+            first_call_limit1_s=first_s,
+            first_call_limit1_cpu_s=first_cpu_s,
             compile_s=compile_s,
             compile_cpu_s=compile_cpu_s,
             events=events,
@@ -370,9 +388,9 @@ def fmt(x, spec=".3g"):
 
 def print_table(rows):
     header = (
-        f"{'B':>6} {'N':>5} {'K':>3} {'jobs':<13} {'cap':<4} | {'general ev/s':>12} {'clock ev/s':>10} "
+        f"{'B':>6} {'N':>5} {'K':>3} {'jobs':<13} {'cap':<4} {'dev':>3} | {'general ev/s':>12} {'clock ev/s':>10} "
         f"{'fifo ev/s':>10} {'numba ev/s':>10} {'ref ev/s':>9} | {'gen/numba':>9} {'clock/numba':>11} "
-        f"{'fifo/numba':>10} | {'compile cpu s':>13} {'rss MB':>7}"
+        f"{'fifo/numba':>10} | {'compile s':>9} {'1st call s':>10} {'rss MB':>7}"
     )
     print(header)
     print("-" * len(header))
@@ -382,15 +400,16 @@ def print_table(rows):
         fifo = row.get("jax_fifo", {})
         num = row.get("numba", {})
         ref = row.get("reference", {})
-        compile_s = max((v["compile_cpu_s"] for v in (gen, clock, fifo) if "compile_cpu_s" in v), default=None)
+        compile_s = max((v["compile_s"] for v in (gen, clock, fifo) if "compile_s" in v), default=None)
+        first_s = max((v["first_call_limit1_s"] for v in (gen, clock, fifo) if "first_call_limit1_s" in v), default=None)
         rss = max(v.get("rss_after_mb", 0) for v in (gen, clock, fifo, num))
         print(
             f"{row['n_fleets']:>6} {row['n_jobs']:>5} {row['n_fires']:>3} {row['jobs']:<13} "
-            f"{'yes' if row['capped'] else 'no':<4} | {fmt(gen.get('events_per_s')):>12} "
+            f"{'yes' if row['capped'] else 'no':<4} {row.get('host_devices', 1):>3} | {fmt(gen.get('events_per_s')):>12} "
             f"{fmt(clock.get('events_per_s')):>10} {fmt(fifo.get('events_per_s')):>10} "
             f"{fmt(num.get('events_per_s')):>10} {fmt(ref.get('events_per_s')):>9} | "
             f"{fmt(gen.get('ratio_vs_numba')):>9} {fmt(clock.get('ratio_vs_numba')):>11} "
-            f"{fmt(fifo.get('ratio_vs_numba')):>10} | {fmt(compile_s, '.2f'):>13} {rss:>7.0f}"
+            f"{fmt(fifo.get('ratio_vs_numba')):>10} | {fmt(compile_s, '.2f'):>9} {fmt(first_s, '.2f'):>10} {rss:>7.0f}"
         )
 
 
@@ -401,7 +420,7 @@ def scaling(rows):
         if "error" in row or row["n_jobs"] == 32:
             continue
         base = [r for r in rows if "error" not in r and r["n_jobs"] == 32 and
-                all(r[k] == row[k] for k in ("n_fleets", "jobs", "capped"))]
+                all(r.get(k, 1) == row.get(k, 1) for k in ("n_fleets", "jobs", "capped", "host_devices"))]
         if not base:
             continue
         entry = {k: row[k] for k in ("n_fleets", "n_jobs", "jobs", "capped")}
@@ -443,11 +462,16 @@ def main(argv=None):
         configs = [c for c in configs if f"{c['n_fleets']},{c['n_jobs']}" == args.only]
     for config in configs:
         start = time.perf_counter()
+        env = dict(os.environ)
+        if config["host_devices"] > 1:
+            flag = f"--xla_force_host_platform_device_count={config['host_devices']}"
+            env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + " " + flag).strip()
         proc = subprocess.run(
             [sys.executable, os.path.abspath(__file__), "--worker", json.dumps(config), "--repeats", str(args.repeats)],
             capture_output=True,
             text=True,
             cwd=ROOT,
+            env=env,
         )
         lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
         if proc.returncode != 0 or not lines:

@@ -214,20 +214,31 @@ def _fleet_constants(params: _Params, clock: bool):
     return works, params.throughput.reshape(-1), params.cap
 
 
-def _ranks(key_major, key_minor):
-    """Per row, the rank of each job in the order (key_major, key_minor, job index):
-    the inverse of a stable lexsort. O(N²) comparisons for small N (XLA's CPU sort is
-    slow for many short rows), a sort otherwise."""
-    n_jobs = key_major.shape[1]
-    if n_jobs > 64:
-        order = jax.vmap(jnp.lexsort)((key_minor, key_major))
-        fleet = jnp.arange(order.shape[0])[:, None]
-        return jnp.zeros_like(order).at[fleet, order].set(jnp.arange(n_jobs)[None, :], unique_indices=True)
-    a_major, b_major = key_major[:, :, None], key_major[:, None, :]
-    a_minor, b_minor = key_minor[:, :, None], key_minor[:, None, :]
-    index = jnp.arange(n_jobs)
-    before = (b_major < a_major) | ((b_major == a_major) & ((b_minor < a_minor) | ((b_minor == a_minor) & (index[None, :] < index[:, None]))))
-    return jnp.sum(before, axis=2)
+def _ranks(group, remaining):
+    """Per row, the rank of each job in the order (group, remaining, job index): the
+    inverse of a stable lexsort, for the ring setup. ``group`` is 0 (writing), 1
+    (computing) or 2 (padding, whose order does not matter) and ``remaining`` >= 0.
+
+    Small N: O(N²) comparisons. Larger N: one stable argsort of a single unsigned key,
+    the float's bit pattern (monotone for non-negative floats) with the top bit set for
+    group 1 and all ones for group 2: XLA:CPU sorts one key much faster than two
+    (B = 1e4, N = 1024: 1.4 s against 2.1 s for `jnp.lexsort`)."""
+    n_fleets, n_jobs = remaining.shape
+    remaining = jnp.where(group == 2, 0, remaining)
+    if n_jobs <= 64:
+        a_major, b_major = group[:, :, None], group[:, None, :]
+        a_minor, b_minor = remaining[:, :, None], remaining[:, None, :]
+        index = jnp.arange(n_jobs)
+        earlier = index[None, :] < index[:, None]
+        before = (b_major < a_major) | ((b_major == a_major) & ((b_minor < a_minor) | ((b_minor == a_minor) & earlier)))
+        return jnp.sum(before, axis=2)
+    unsigned = {4: jnp.uint32, 8: jnp.uint64}[remaining.dtype.itemsize]
+    bits = jax.lax.bitcast_convert_type(remaining + 0.0, unsigned)  # + 0.0: no -0.0
+    top = jnp.asarray(1 << (8 * remaining.dtype.itemsize - 1), unsigned)
+    key = jnp.where(group == 0, bits, jnp.where(group == 1, bits | top, jnp.asarray(jnp.iinfo(unsigned).max, unsigned)))
+    order = jnp.argsort(key, axis=1, stable=True)
+    fleet = jnp.arange(n_fleets)[:, None]
+    return jnp.zeros_like(order).at[fleet, order].set(jnp.arange(n_jobs)[None, :], unique_indices=True)
 
 
 def _init_carry(params: _Params, state_phase, state_remaining, n_fires: int, clock: bool = False) -> FifoCarry:

@@ -243,3 +243,16 @@ def test_cpu_blocks_of_fleets_change_nothing(monkeypatch, progress):
         blocks = cj.simulate(fleet, state, 5, progress=progress)
         for a, b in zip(whole, blocks):
             np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+@pytest.mark.parametrize("n_jobs", [8, 100])  # O(N²) comparisons / one-key sort
+def test_ring_ranks_are_a_stable_lexsort(n_jobs):
+    import jax.numpy as jnp
+
+    rng = np.random.default_rng(n_jobs)
+    group = rng.integers(0, 3, (40, n_jobs))
+    remaining = rng.choice([0.0, 0.5, 1.0, 2.0, 1e-300, 3.3, np.nextafter(3.3, 4)], (40, n_jobs))
+    got = np.asarray(fast._ranks(jnp.asarray(group), jnp.asarray(remaining)))
+    key = np.where(group == 2, 0.0, remaining)  # padding (group 2) in index order
+    order = np.array([np.lexsort((np.arange(n_jobs), key[b], group[b])) for b in range(40)])
+    np.testing.assert_array_equal(got, np.argsort(order, axis=1))
