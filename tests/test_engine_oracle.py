@@ -50,8 +50,10 @@ THROUGHPUT_KINDS = {
 
 
 @st.composite
-def fleets(draw, grid=False, capped=None, delay=False, asynchronous=False):
+def fleets(draw, grid=False, capped=None, delay=False, asynchronous=False, identical=False):
     """A random fleet of 2..N_SLOTS active jobs scattered over N_SLOTS slots.
+
+    ``identical=True``: every job has the first job's T and d (the FIFO path's fleets).
 
     ``grid=True`` draws every time-like input (and delay, alpha) from multiples of 1/4, with
     f(n) = 1 or n and integer caps, so exact arithmetic has many exactly simultaneous events,
@@ -77,6 +79,8 @@ def fleets(draw, grid=False, capped=None, delay=False, asynchronous=False):
         cap_values = st.floats(0.5, float(n_active))
         delays = st.floats(0.01, 2.0)
         fractions_async = st.floats(0.05, 1.0)
+    if identical:
+        compute, write = [compute[0]] * n_active, [write[0]] * n_active
     phase = [draw(st.integers(0, 1)) for _ in range(n_active)]
     remaining = [draw(fraction) * (write[j] if phase[j] else compute[j]) for j in range(n_active)]
     if capped is None:
@@ -229,8 +233,8 @@ HAND_CASES = {
 }
 
 
-# The clock path (`ckpt_jax.fast`, virtual clocks and per-phase argmin) must meet the same
-# oracle: `method="auto"` sends base-model fleets of at least 8 jobs to it.
+# The fast paths (`ckpt_jax.fast`: virtual clocks with a FIFO ring or a per-phase argmin)
+# must meet the same oracle: `method="auto"` sends fleets of at least 8 jobs to them.
 
 @SETTINGS
 @given(spec=fleets())
@@ -244,7 +248,19 @@ def test_clock_path_matches_reference_with_simultaneous_events(spec):
     assert_agrees(spec, events="bracketed", method="clock")
 
 
-@pytest.mark.parametrize("method", ["general", "clock"])
+@SETTINGS
+@given(spec=fleets(identical=True))
+def test_fifo_path_matches_reference(spec):
+    assert_agrees(spec, method="fifo")
+
+
+@SETTINGS
+@given(spec=fleets(grid=True, identical=True))
+def test_fifo_path_matches_reference_with_simultaneous_events(spec):
+    assert_agrees(spec, events="bracketed", method="fifo")
+
+
+@pytest.mark.parametrize("method", ["general", "clock", "fifo"])  # every hand case has identical jobs
 @pytest.mark.parametrize("name", sorted(HAND_CASES))
 def test_engine_matches_reference_on_exact_ties(name, method):
     compute, write, phase, remaining, cap, table = HAND_CASES[name]
