@@ -24,7 +24,6 @@ import dataclasses
 import hashlib
 import json
 import os
-import tempfile
 import warnings
 import zipfile
 from collections.abc import Callable
@@ -35,6 +34,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ._io import atomic_write
 from .engine import Trace, _check_int, describe_status, simulate
 from .model import Fleet, State, random_state
 
@@ -220,7 +220,7 @@ def run_ensemble(
                 continue
             chunk = _run_chunk(make_chunk, start, stop, chunk_size, n_fires, key, jitter, reduce, options)
             if out is not None:
-                _atomic_write(out / _chunk_name(index), lambda handle, arrays=chunk: np.savez(handle, **arrays))
+                atomic_write(out / _chunk_name(index), lambda handle, arrays=chunk: np.savez(handle, **arrays))
             chunks[index] = chunk
             n_bad += int(np.sum(~chunk["ok"]))
             bar.update(stop - start)
@@ -331,21 +331,6 @@ def _concatenate(chunks: list) -> dict:
 
 
 # -- files -------------------------------------------------------------------------------
-def _atomic_write(path: Path, write: Callable) -> None:
-    """Calls ``write(handle)`` on a temporary file beside ``path``, then renames it into place."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            write(handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 def _prepare(out: Path, manifest: dict, resume: bool) -> None:
     """Creates ``out``, removes stray temporary files, checks or writes the manifest."""
     out.mkdir(parents=True, exist_ok=True)
@@ -372,7 +357,7 @@ def _prepare(out: Path, manifest: dict, resume: bool) -> None:
         return
     elif any(out.glob("chunk-*.npz")):
         raise ValueError(f"{out} holds chunk files but no {MANIFEST}; rerun with resume=False to discard them")
-    _atomic_write(path, lambda handle: handle.write((json.dumps(manifest, indent=2) + "\n").encode()))
+    atomic_write(path, lambda handle: handle.write((json.dumps(manifest, indent=2) + "\n").encode()))
 
 
 # -- manifest ----------------------------------------------------------------------------

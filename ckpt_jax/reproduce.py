@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Iterable, Optional
 
 from . import experiments
+from ._io import atomic_write_bytes
 from .experiments import NOT_REPRODUCED, PARTIALLY, REPRODUCED
 
 __all__ = ["reproduce", "write_report", "CLAIMS"]
@@ -155,7 +156,7 @@ def write_report(out_dir: Path, results: dict, size: str) -> Path:
                 lines.append(f"![{name}]({figure})")
             lines.append("")
     path = Path(out_dir) / "report.md"
-    experiments._atomic_write_bytes(path, "\n".join(lines).encode())
+    atomic_write_bytes(path, "\n".join(lines).encode())
     return path
 
 

@@ -208,11 +208,13 @@ def test_fifo_rejects_ineligible_fleets_and_unknown_methods():
         cj.simulate(fleet, state, 3, method="fastest")
 
 
-def test_fifo_event_budget_stops_with_ok_false():
+@pytest.mark.parametrize("method", ["fifo", "clock"])
+def test_fast_path_event_budget_stops_with_ok_false(method):
     fleet = cj.Fleet(np.full(4, 5.0), np.ones(4))
     state = cj.state_from_positions(fleet, [0.0, 1.5, 3.0, 4.5])
-    trace = cj.simulate(fleet, state, 10, method="fifo", max_events=7)
+    trace = cj.simulate(fleet, state, 10, method=method, max_events=7)
     assert not bool(trace.ok) and int(trace.status) & cj.STATUS_MAX_EVENTS
+    assert int(trace.n_events) == 7
     assert int(trace.n_events) == 7
     with pytest.raises(RuntimeError, match="max_events"):
         cj.simulate(fleet, state, 10, method="fifo", max_events=7, throw=True)

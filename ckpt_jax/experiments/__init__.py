@@ -18,12 +18,12 @@ The thin scripts in the repository's top-level ``experiments/`` call these modul
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from .._io import atomic_write_bytes
 
 SIZES = ("smoke", "quick", "full")
 
@@ -100,25 +100,9 @@ def to_jsonable(value: Any) -> Any:
     return value
 
 
-def _atomic_write_bytes(path: Path, data: bytes) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 def write_json(path: Path, obj: Any) -> None:
     """Writes JSON atomically (temp file + rename): an interrupted run leaves no half file."""
-    _atomic_write_bytes(Path(path), json.dumps(to_jsonable(obj), indent=2, sort_keys=False).encode())
+    atomic_write_bytes(Path(path), json.dumps(to_jsonable(obj), indent=2, sort_keys=False).encode())
 
 
 def save_figure(fig, path: Path, dpi: int = 120) -> str:
@@ -127,7 +111,7 @@ def save_figure(fig, path: Path, dpi: int = 120) -> str:
 
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=dpi, bbox_inches="tight")
-    _atomic_write_bytes(Path(path), buffer.getvalue())
+    atomic_write_bytes(Path(path), buffer.getvalue())
     return Path(path).name
 
 
