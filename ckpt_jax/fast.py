@@ -1,35 +1,36 @@
-"""An O(1)-per-switch engine for identical deterministic fleets (the FIFO path).
+"""Virtual-clock engines for base-model fleets: the FIFO path and the clock path.
 
-When every active job of a fleet has the same T and d, there is no jitter, no controller
-delay (τ = 0) and no asynchronous checkpointing (α = 0), all writers drain at one rate
-f(n_w)/n_w and all computing jobs work at one rate min(1, C/n_c) (MODEL.md §1). So within
-each phase jobs finish in the order they entered it, and the cyclic firing order never
-changes (claim 3). The engine then needs no per-job remaining work:
+With no controller delay (τ = 0) and no asynchronous checkpointing (α = 0), all writers of
+a fleet drain at one rate f(n_w)/n_w and all computing jobs work at one rate min(1, C/n_c)
+(MODEL.md §1), whatever their own T_i and d_i. So two **virtual clocks** per fleet,
+``write_clock`` = ∫ f(n_w)/n_w dt and ``compute_clock`` = ∫ min(1, C/n_c) dt (the work done
+per writer / per computing job since t = 0), replace the per-job remaining work: a job that
+enters a phase gets a fixed **target**, the phase's clock plus its work (d_i, or T_i or its
+jittered draw), and it leaves the phase when that clock reaches the target. The clocks grow
+without bound, so they and the targets are kept as unevaluated sums ``hi + lo``
+(double-word arithmetic): the work left, ``target − clock``, is then as accurate as the
+general engine's per-job remaining work, not limited to ulps of the clock.
 
-* two **virtual clocks**, ``write_clock`` = ∫ f(n_w)/n_w dt and ``compute_clock`` =
-  ∫ min(1, C/n_c) dt, the work done per writer / per computing job since t = 0;
-* one **ring** of the active jobs in cyclic order, split into the writers (oldest first,
-  starting at ``write_head``) followed by the computing jobs (oldest first). A job leaving one
-  phase joins the tail of the other, which is already its neighbour in the ring, so only
-  ``write_head`` and ``n_writers`` move;
-* per ring position the clock value (``target``) at which the job's phase ends: entry clock
-  plus d (writers) or plus T (computing jobs).
+Each loop iteration switches one job: the writer or the computing job with the smallest
+target (the phase's *head*). If either head is due at the current instant (by the general
+engine's snapping rule), it switches with no time advance; otherwise time advances to the
+earlier of the two and that job switches. So the jobs that switch together at one event
+instant do so in consecutive iterations at the same time and see the same clocks, which is
+the general engine's "every job that empties switches in the same step": a synchronous
+fleet stays exactly synchronous. ``n_events`` counts event instants (iterations that
+advance time), as in `ckpt_jax.engine`. The two paths differ in how they find the heads:
 
-The clocks grow without bound, so they and the targets are kept as unevaluated sums
-``hi + lo`` (double-word arithmetic): the work left, ``target − clock``, is then as accurate
-as the general engine's per-job remaining work, not limited to ulps of the clock.
+* **FIFO path** (identical jobs, no jitter): jobs finish each phase in the order they
+  entered it, and the cyclic firing order never changes (claim 3). One **ring** of the
+  active jobs in cyclic order holds the writers (oldest first, from ``write_head``) followed
+  by the computing jobs; a job leaving one phase joins the tail of the other, which is
+  already its neighbour in the ring, so only ``write_head`` and ``n_writers`` move. O(1)
+  per switch.
+* **clock path** (any T_i, d_i, jitter): the heads are a per-phase argmin over the targets,
+  one row reduction per switch: O(N), but far cheaper than the general engine's step.
 
-Each loop iteration switches one job: the oldest writer or the oldest computing job. If
-either is due at the current instant (by the general engine's snapping rule), it switches
-with no time advance; otherwise time advances to the earlier of the two and that
-job switches. So the jobs that switch together at one event instant do so in consecutive
-iterations at the same time and see the same clocks, which is the general engine's
-"every job that empties switches in the same step": the synchronous fleet stays exactly
-synchronous. ``n_events`` counts event instants (iterations that advance time), as in
-`ckpt_jax.engine`. Cost: O(1) per switch instead of O(N) per event.
-
-`ckpt_jax.simulate` (``method="auto"``) runs every fleet for which `fifo_eligible` holds and
-that has at least `FIFO_MIN_JOBS` active jobs on this path, the others on the general engine.
+`ckpt_jax.simulate` (``method="auto"``) picks a path per fleet (`choose_paths`). On a CPU,
+big batches run in cache-sized blocks of fleets (`run_blocks`).
 """
 
 from __future__ import annotations
@@ -56,17 +57,19 @@ __all__ = [
     "fifo_eligible",
 ]
 
-# `method="auto"` uses the FIFO path for fleets of at least this many active jobs: below it
-# the general engine's O(N) step is as cheap as FIFO's bookkeeping (benchmarks/bench.py).
+# `method="auto"` uses the FIFO and clock paths for fleets of at least this many active
+# jobs: below it the general engine's O(N) step is as cheap as their bookkeeping
+# (benchmarks/bench.py: at N = 2 the general engine is 1.3-1.8x the clock path).
 FIFO_MIN_JOBS = 8
 
 
 class FifoCarry(NamedTuple):
-    """The loop carry of a batch of fleets on the FIFO path (leading axis B).
+    """The loop carry of a batch of fleets on the FIFO or clock path (leading axis B).
 
-    Everything is stored by **ring position** p (not by job): the ring never changes, so
-    the job at position p is ``ring[p]`` for the whole run, and `_advance` maps the trace
-    back to job order once, after the loop.
+    Per-job values are stored by **slot**: on the FIFO path a slot is a ring position
+    (the ring never changes, so a slot holds the same job for the whole run, and
+    `_advance` maps the trace back to job order once, after the loop); on the clock path a
+    slot is a job.
 
     Attributes:
       time: (B,) current time.
@@ -78,11 +81,11 @@ class FifoCarry(NamedTuple):
       slots: (B N, 4) per slot (FIFO: ring position; clock: job): the clock value
         (double-word: columns 0, 1) at which that job's phase ends, its fire count so far
         (column 2, exact in floats) and whether it writes (column 3: 1.0 or 0.0).
-      trace: (B N K 2,) per ring position, cycle k and kind (0: firing, 1: end of that
-        write), the time; NaN until written.
-      write_head: (B,) int32 ring position of the oldest writer.
+      trace: (B N K 2,) per slot, cycle k and kind (0: firing, 1: end of that write), the
+        time; NaN until written.
+      write_head: (B,) int32 ring position of the oldest writer (FIFO path only).
       n_writers: (B,) int32 jobs writing; the n_active − n_writers others compute.
-      n_active: (B,) int32 active jobs (the ring's length).
+      n_active: (B,) int32 active jobs (on the FIFO path, the ring's length).
       n_finished: (B,) int32 active jobs whose K-th write has ended (done when = n_active).
       n_events: (B,) int32 event instants stepped.
       status: (B,) int32 bit flags (`STATUS_*`).
@@ -190,7 +193,6 @@ def _two_sum(a, b):
     return s, e
 
 
-
 def _dw_add(hi, lo, y):
     """Double-word ``hi + lo`` plus a plain number y, renormalised: (hi, lo)."""
     s, e = _two_sum(hi, y)
@@ -291,7 +293,7 @@ def _index_dtype(size: int):
         return jnp.int32
     if not jax.config.jax_enable_x64:
         raise ValueError(
-            f"the FIFO path's trace buffer has {size} elements, more than int32 indexes; "
+            f"the fast path's trace buffer has {size} elements, more than int32 indexes; "
             "enable jax_enable_x64, or simulate fewer fleets, jobs or firings per call"
         )
     return jnp.int64
