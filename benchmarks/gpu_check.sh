@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One short GPU check (<= 5 minutes): correctness smoke tests on the device, then the
+# One short GPU check (<= 5 minutes: timeouts 120 + 75 + 75 s): correctness smoke tests on the device, then the
 # N = 32 benchmark at B = 10^4 and 10^5 (FIFO path on identical fleets, clock and general
 # paths on heterogeneous ones), once with XLA's defaults and once with command buffers
 # that include WHILE loops, printed as JSON; plus the largest float64 difference from the
@@ -12,7 +12,7 @@ import jax
 print({"devices": [str(d) for d in jax.devices()], "jax": jax.__version__})
 PY
 # Correctness on the accelerator: engine vs the exact oracle, maps/spectrum, fast paths.
-timeout 150 python -m pytest -q -x -p no:cacheprovider \
+timeout 120 python -m pytest -q -x -p no:cacheprovider \
   tests/test_engine.py tests/test_fast.py tests/test_maps.py -k "not notebook" || exit 1
 bench=$(mktemp --suffix=.py)
 cat > "$bench" <<'PY'
@@ -51,7 +51,7 @@ for method, compute in (("fifo", np.full((4, 8), 10.0)), ("clock", rng.uniform(8
     out[f"max_rel_diff_gpu_vs_cpu_{method}"] = float(np.max(np.abs(gpu - cpu) / np.abs(cpu)))
 print(json.dumps(out, indent=1))
 PY
-timeout 90 python "$bench" || echo '{"default": "failed or timed out"}'
+timeout 75 python "$bench" || echo '{"default": "failed or timed out"}'
 XLA_FLAGS="${XLA_FLAGS:-} --xla_gpu_enable_command_buffer=FUSION,CUBLAS,CUSTOM_CALL,CONDITIONAL,WHILE" \
-  timeout 90 python "$bench" || echo '{"command_buffer_while": "failed or timed out"}'
+  timeout 75 python "$bench" || echo '{"command_buffer_while": "failed or timed out"}'
 rm -f "$bench"
