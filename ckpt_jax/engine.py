@@ -430,6 +430,16 @@ def _check_int(name: str, value, low: int, high: Optional[int] = None) -> int:
     return int(value)
 
 
+METHODS = ("auto", "general", "fifo", "clock")
+
+
+def check_method(method) -> str:
+    """``method`` if it is one of `METHODS`, else `ValueError`."""
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {', '.join(map(repr, METHODS))}, got {method!r}")
+    return method
+
+
 def default_max_events(n_jobs: int, n_fires: int, fleet: Optional[Fleet] = None) -> int:
     """A generous event budget: two switches per job per cycle, plus slack for
     heterogeneous fleets whose fast jobs cycle more often than the slowest one."""
@@ -566,8 +576,7 @@ def simulate(
         max_events = default_max_events(fleet.n_jobs, n_fires, fleet)
     max_events = _check_int("max_events", max_events, 1, 2**31 - 1)
     queue_size = _check_int("queue_size", queue_size, 1)
-    if method not in ("auto", "general", "fifo", "clock"):
-        raise ValueError(f"method must be 'auto', 'general', 'fifo' or 'clock', got {method!r}")
+    check_method(method)
     from . import fast, sharding  # fast imports this module
 
     devices = sharding.resolve_devices(devices)
@@ -635,6 +644,18 @@ def _run_chunked(params, carry, max_events, n_fires, use_delay, use_jitter, use_
                 return carry
 
 
+def _pad_inert(params, phase, remaining, multiple: int):
+    """Pads flattened fleets (leading axis B) to a multiple of ``multiple`` with inert
+    fleets: copies of fleet 0 with no active job, done before their first step."""
+    from . import sharding
+
+    n_fleets = params.compute.shape[0]
+    (params, phase, remaining), n_pad = sharding.pad_fleets((params, phase, remaining), n_fleets, multiple)
+    if n_pad:
+        params = params._replace(active=params.active.at[n_fleets:].set(False))
+    return params, phase, remaining
+
+
 def _run(params, phase, remaining, *, path, n_fires, max_events, queue_size, use_jitter, use_delay, use_async, progress, devices):
     """Runs flattened fleets (leading axis B) on one path, optionally sharded; returns the
     final carry (`Carry`, or `fast.FifoResult` on the FIFO and clock paths)."""
@@ -642,9 +663,7 @@ def _run(params, phase, remaining, *, path, n_fires, max_events, queue_size, use
 
     n_fleets = params.compute.shape[0]
     if devices is not None:
-        (params, phase, remaining), _ = sharding.pad_fleets((params, phase, remaining), n_fleets, len(devices))
-        # Padding fleets have no active job: done before their first step.
-        params = params._replace(active=params.active.at[n_fleets:].set(False))
+        params, phase, remaining = _pad_inert(params, phase, remaining, len(devices))
         params, phase, remaining = sharding.place((params, phase, remaining), devices)
     limit = jnp.int32(max_events)
     if path != "general":

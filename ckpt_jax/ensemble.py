@@ -35,7 +35,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._io import atomic_write
-from .engine import Trace, _check_int, describe_status, simulate
+from .engine import Trace, _check_int, check_method, describe_status, simulate
 from .model import Fleet, State, random_state
 
 __all__ = ["MANIFEST", "EnsembleResult", "random_launches", "run_ensemble"]
@@ -457,8 +457,8 @@ def _check_simulate_kwargs(kwargs: dict) -> dict:
         _check_int("max_events", kwargs["max_events"], 1, 2**31 - 1)
     if "queue_size" in kwargs:
         _check_int("queue_size", kwargs["queue_size"], 1)
-    if kwargs.get("method", "auto") not in ("auto", "general", "fifo"):
-        raise ValueError(f"method must be 'auto', 'general' or 'fifo', got {kwargs['method']!r}")
+    if "method" in kwargs:
+        check_method(kwargs["method"])
     return dict(kwargs)
 
 

@@ -530,12 +530,7 @@ def run_blocks(params: _Params, phase, remaining, event_limit, *, n_fires: int, 
     n_fleets = params.compute.shape[0]
     block = _block_size(params, n_fires)
     n_blocks = -(-n_fleets // block)
-    if n_blocks * block > n_fleets:
-        n_pad = n_blocks * block - n_fleets
-        params, phase, remaining = jax.tree_util.tree_map(
-            lambda x: jnp.concatenate([x, jnp.repeat(x[:1], n_pad, axis=0)]), (params, phase, remaining)
-        )
-        params = params._replace(active=params.active.at[n_fleets:].set(False))
+    params, phase, remaining = engine._pad_inert(params, phase, remaining, block)
     static = dict(n_fires=n_fires, clock=clock, use_jitter=use_jitter)
     if progress is None:
         progress = n_blocks > 1 and n_fleets * params.compute.shape[1] * n_fires >= 50_000_000

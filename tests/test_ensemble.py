@@ -70,6 +70,13 @@ def test_chunked_in_memory_equals_one_simulate_call(jitter):
     assert result.arrays["fire_times"].shape == (N_FLEETS, N_JOBS, N_FIRES)
 
 
+@pytest.mark.parametrize("method", ["clock", "fifo", "general"])
+def test_every_simulate_method_passes_through(method):
+    result = run(method=method)
+    fleet, state = launches()(0, N_FLEETS)
+    assert_same_trace(result, cj.simulate(fleet, state, N_FIRES, method=method))
+
+
 def test_per_fleet_keys_and_jitter_array_follow_their_fleet(tmp_path):
     keys = jax.random.split(JITTER_KEY, N_FLEETS)
     sigma = np.linspace(0.01, 0.1, N_FLEETS)
