@@ -1,6 +1,6 @@
 """A Numba-compiled per-fleet event loop for the base model, the benchmark's baseline.
 
-Same semantics as `ckpt_jax.engine._step` restricted to the base model (MODEL.md §1):
+Same semantics as `ckpt_jax.engine._step` restricted to the base model (docs/model.md §1):
 blocking writes (α = 0), no controller delay (τ = 0), no jitter, a throughput table f(n)
 and a power cap C. Every job whose phase empties at an event instant switches in that
 instant, with the engine's snapping rule: due within ``_SNAP_ULPS`` ulps of the clock, or

@@ -1,4 +1,4 @@
-"""Statistics of recorded traces (MODEL.md §2 observables).
+"""Statistics of recorded traces (docs/model.md §2 observables).
 
 `writer_count`, `observed_interval` and `writer_excursions` run on the host, on concrete
 arrays (NumPy or JAX); their outputs have data-dependent sizes, so they are not meant to

@@ -129,7 +129,7 @@ def _add_reproduce(subparsers) -> None:
         "reproduce",
         help="run every experiment and write report.md (the main job)",
         description=(
-            "Run the experiments behind the claims of MODEL.md and write DIR/report.md with, "
+            "Run the experiments behind the claims of docs/model.md and write DIR/report.md with, "
             "per claim, the numbers, figures and a verdict decided by thresholds in the code. "
             "An interrupted run resumes from the experiments already finished."
         ),

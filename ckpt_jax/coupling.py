@@ -1,8 +1,8 @@
-"""Pairwise coupling functions and stagger lifetimes (MODEL.md claims 7 and 8).
+"""Pairwise coupling functions and stagger lifetimes (docs/model.md claims 7 and 8).
 
 `coupling_function` measures how a pair's phase lag changes over one firing cycle of
 job 0, beyond what the two jobs would do on their own. It works for every variant of
-MODEL.md §1 (heterogeneity, caps, any f, the delayed controller τ > 0, asynchronous
+docs/model.md §1 (heterogeneity, caps, any f, the delayed controller τ > 0, asynchronous
 checkpoints α > 0). `maps.section_map` covers only the undelayed model and
 `simulate`'s `Trace` records times, not the remaining work that section coordinates are
 made of, so the pair is driven here with the engine's own step (`engine._step`, the same
@@ -31,7 +31,7 @@ class Coupling(NamedTuple):
     """What `coupling_function` returns for M launch lags δ and K cycles.
 
     All lags are section coordinates of job 1 (work left until its next firing: write
-    remainder, if draining, plus compute remainder; MODEL.md §2), taken at job 0's firings.
+    remainder, if draining, plus compute remainder; docs/model.md §2), taken at job 0's firings.
     Couplings are wrapped onto the circle ``[-L/2, L/2]`` with ``L = T_1 + d_1``.
 
     Attributes:
@@ -234,7 +234,7 @@ def coupling_function(
     queue_size: int = 64,
     max_events: int | None = None,
 ) -> Coupling:
-    """Measured pairwise coupling function of a 2-job fleet, any variant (MODEL.md claim 8).
+    """Measured pairwise coupling function of a 2-job fleet, any variant (docs/model.md claim 8).
 
     Job 0 is launched at its firing and job 1 at section coordinate δ (`launch_carry`);
     the pair runs for ``n_cycles`` returns of job 0, and at each return k the lag u_k of
@@ -347,7 +347,7 @@ def coupling_function(
 
 
 def stagger_lifetime(fire_times, end_times) -> tuple[np.ndarray, np.ndarray]:
-    """Cycles a schedule lasts before two write windows first overlap (MODEL.md claim 7).
+    """Cycles a schedule lasts before two write windows first overlap (docs/model.md claim 7).
 
     Windows ``[fire, end)`` of different jobs overlap when each starts before the other
     ends (windows that only touch do not overlap, as in `analysis.writer_count`). The

@@ -1,6 +1,6 @@
 """The exact event engine: where a firing happens.
 
-Rates are piecewise constant between events (MODEL.md §1), so the engine steps from one
+Rates are piecewise constant between events (docs/model.md §1), so the engine steps from one
 event to the next exactly: the next event is the smallest time-to-empty over all jobs'
 current phases (and pending controller updates); everything advances linearly to it, and
 *every* job that empties at that instant switches in the same step.
@@ -9,7 +9,7 @@ A batch of B fleets is advanced by one masked `jax.lax.while_loop`: the body ste
 fleet that is still running (a `vmap` of the single-fleet step) and masks the rest, so a
 finished fleet costs a few selects per iteration and its trace buffers are never touched.
 
-Per-job state is kept general enough for asynchronous checkpoints (MODEL.md §1): a job has
+Per-job state is kept general enough for asynchronous checkpoints (docs/model.md §1): a job has
 ``write_left`` (its background drain, while ``draining``) and ``compute_left`` (work of the
 current cycle). With α = 0 a draining job computes nothing, which is the blocking model.
 """
@@ -52,7 +52,7 @@ _STATUS_TEXT = {
 # Jobs due within this many ulps of the clock, or left with this many ulps of their phase's
 # full work, switch in the same step as the event: simultaneous to working precision.
 # Without it, two jobs that should empty together can leave a 1-ulp remainder and take a
-# spurious tiny extra step (MODEL.md §1: simultaneous events switch together).
+# spurious tiny extra step (docs/model.md §1: simultaneous events switch together).
 _SNAP_ULPS = 8
 
 
@@ -149,7 +149,7 @@ def jitter_work(job_key: jax.Array, compute: jax.Array, jitter: jax.Array, cycle
     """Compute work of one job's compute phase number ``cycle`` under jitter σ.
 
     The work is ``T + σ ξ`` with ξ ~ N(0, 1) truncated to keep the work positive
-    (MODEL.md §1). The draw depends only on (job key, cycle), never on event order, so
+    (docs/model.md §1). The draw depends only on (job key, cycle), never on event order, so
     the same key gives the same trace on any batch layout. Cycle 0 is the compute phase
     that follows an initial write; cycle k ≥ 1 follows the job's k-th firing.
     """
@@ -162,7 +162,7 @@ def jitter_work(job_key: jax.Array, compute: jax.Array, jitter: jax.Array, cycle
 
 
 def _computing_mask(params: _Params, draining, waiting, use_async: bool = True):
-    """Jobs that draw compute power (MODEL.md §1: a draining job counts when α > 0).
+    """Jobs that draw compute power (docs/model.md §1: a draining job counts when α > 0).
 
     ``use_async=False`` is a static promise that α = 0 in every fleet: then no job ever
     waits and a draining job never computes, and the simpler expressions give the same
@@ -536,7 +536,7 @@ def simulate(
       n_fires: K >= 1, firings (and completed writes) to record per job.
       max_events: event budget per fleet; a fleet that exhausts it stops with
         ``ok = False`` and status `STATUS_MAX_EVENTS`. Default: `default_max_events`.
-      jitter: compute-work standard deviation σ >= 0, scalar or (*B,) (MODEL.md §1).
+      jitter: compute-work standard deviation σ >= 0, scalar or (*B,) (docs/model.md §1).
       key: PRNG key for jitter: one key (folded with each fleet's flat index) or one per
         fleet (shape *B). Same key, same trace.
       throw: raise `RuntimeError` if any fleet did not complete.
@@ -555,7 +555,7 @@ def simulate(
         else on the clock path where it applies; the rest on the general engine. Decided
         per fleet on the host, so a fleet's trace does not depend on its batch.
         All paths give the same trace to working precision (not bit for bit: chaotic
-        fleets, MODEL.md claim 5, amplify ulp differences over many cycles).
+        fleets, docs/model.md claim 5, amplify ulp differences over many cycles).
       devices: shard the batch over several devices (`ckpt_jax.sharding`): None (one
         device), ``"all"`` (every local device), an int n (the first n) or a sequence of
         devices. Results are identical to one device.

@@ -2,7 +2,7 @@
 
 With no controller delay (τ = 0) and no asynchronous checkpointing (α = 0), all writers of
 a fleet drain at one rate f(n_w)/n_w and all computing jobs work at one rate min(1, C/n_c)
-(MODEL.md §1), whatever their own T_i and d_i. So two **virtual clocks** per fleet,
+(docs/model.md §1), whatever their own T_i and d_i. So two **virtual clocks** per fleet,
 ``write_clock`` = ∫ f(n_w)/n_w dt and ``compute_clock`` = ∫ min(1, C/n_c) dt (the work done
 per writer / per computing job since t = 0), replace the per-job remaining work: a job that
 enters a phase gets a fixed **target**, the phase's clock plus its work (d_i, or T_i or its

@@ -1,4 +1,4 @@
-"""Finite-time separation rates (FTLE) of the gap return map (MODEL.md claim 5).
+"""Finite-time separation rates (FTLE) of the gap return map (docs/model.md claim 5).
 
 Two independent estimates of how fast nearby configurations separate, per cycle (one
 return of the reference job 0):
@@ -247,7 +247,7 @@ def random_gaps(fleet: Fleet, key: jax.Array) -> jax.Array:
 
     Jobs 1..N-1 sit at independent uniform cycle positions when job 0 fires, so their
     section coordinates u_j (work until their next firing) are uniform on (0, T + d);
-    sorted, their differences are the gaps (MODEL.md §2). Identical jobs may be relabelled
+    sorted, their differences are the gaps (docs/model.md §2). Identical jobs may be relabelled
     freely, so sorting puts them in firing order. jit- and vmap-able.
 
     Args:

@@ -1,4 +1,4 @@
-"""Return maps in section and gap coordinates (MODEL.md §2), and their spectra by autodiff.
+"""Return maps in section and gap coordinates (docs/model.md §2), and their spectra by autodiff.
 
 The maps run the exact engine (`ckpt_jax.engine._step`) from one firing of job 0 to the
 next, so their Jacobians come from `jax.jacfwd` *through the event loop* — forward mode
@@ -72,7 +72,7 @@ class MapInfo(NamedTuple):
 
 
 class Spectrum(NamedTuple):
-    """Linearisation of the gap return map at a point (MODEL.md claim 2).
+    """Linearisation of the gap return map at a point (docs/model.md claim 2).
 
     Attributes:
       eigenvalues: (N-1,) eigenvalues sorted by decreasing real part (complex128/64).
@@ -206,7 +206,7 @@ def section_map(fleet: Fleet, u, *, max_events: int | None = None):
 def gap_return_map(fleet: Fleet, a, *, max_events: int | None = None):
     """Gap coordinates (jobs labelled in firing order after job 0) → the next gaps.
 
-    ``a_1 = u_1`` and ``a_j = u_j − u_{j−1}`` (MODEL.md §2): job j is the j-th to fire after
+    ``a_1 = u_1`` and ``a_j = u_j − u_{j−1}`` (docs/model.md §2): job j is the j-th to fire after
     job 0. A job firing at the same instant as job 0 has coordinate 0, so the synchronous
     state ``a = 0`` is a fixed point.
 

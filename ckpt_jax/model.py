@@ -2,7 +2,7 @@
 
 Everything here runs on the host, on concrete values, *before* any tracing: this is
 where bad input becomes a `ValueError` that names the argument and the allowed range
-(MODEL.md §1). The engine (`ckpt_jax.engine`) only ever sees validated, broadcast arrays.
+(docs/model.md §1). The engine (`ckpt_jax.engine`) only ever sees validated, broadcast arrays.
 
 Shapes: a fleet has batch shape ``B`` (any number of leading axes, possibly none) and
 ``N`` job slots. Every array field is stored broadcast to the full batch shape.
@@ -131,7 +131,7 @@ def throughput_table(throughput: Throughput, n_jobs: int, batch_shape=()) -> np.
 
 @dataclasses.dataclass(frozen=True, init=False)
 class Fleet:
-    """A batch of fleets of checkpointing jobs (MODEL.md §1).
+    """A batch of fleets of checkpointing jobs (docs/model.md §1).
 
     Args:
       compute: solo compute work T_i, shape (*B, N), finite and > 0.
@@ -408,7 +408,7 @@ def state_from_positions(fleet: Fleet, position: ArrayLike) -> State:
     """State from cycle positions θ_i ∈ [0, d_i + T_i) (work done since the last firing).
 
     θ < d_i: writing with d_i − θ left; otherwise computing with T_i − (θ − d_i) left
-    (MODEL.md §2, write progress first, then compute progress).
+    (docs/model.md §2, write progress first, then compute progress).
     """
     theta = _as_float_array("position", position, None)
     write = np.asarray(fleet.write, dtype=np.float64)

@@ -2,7 +2,7 @@
 
 Each experiment writes ``NAME.json`` last and atomically, so an interrupted run resumes
 from the experiments already finished (a JSON of the same size is reused, never re-run
-and never double counted). The report lists, for each claim of MODEL.md §3, the claim,
+and never double counted). The report lists, for each claim of docs/model.md §3, the claim,
 the numbers measured, the figures and the verdict each experiment decided by its own
 thresholds.
 """
@@ -22,7 +22,7 @@ from .experiments import NOT_REPRODUCED, PARTIALLY, REPRODUCED
 
 __all__ = ["reproduce", "write_report", "CLAIMS"]
 
-# The claims of MODEL.md §3, restated briefly for the report.
+# The claims of docs/model.md §3, restated briefly for the report.
 CLAIMS = {
     1: "Pairwise neutrality: two identical jobs (d < T) have P(δ) = δ for every δ under storage "
     "contention, a power cap, or both.",

@@ -1,4 +1,4 @@
-"""Closed forms from the analysis (MODEL.md §3), to compare the simulator against.
+"""Closed forms from the analysis (docs/model.md §3), to compare the simulator against.
 
 These are the *other* oracle: tests compare autodiff through the engine with them, never
 a closed form with itself.

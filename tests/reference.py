@@ -1,6 +1,6 @@
 """A deliberately simple, exact, plain-Python reference integrator for the fleet model.
 
-This is the oracle the JAX engine is tested against (MODEL.md section 4). It shares no code
+This is the oracle the JAX engine is tested against (docs/model.md section 4). It shares no code
 with the engine and is written in a different style: one job at a time, explicit if/else,
 ``fractions.Fraction`` arithmetic so that simultaneous events are exactly simultaneous.
 Speed does not matter here; being obviously right does.

@@ -14,7 +14,7 @@ import ckpt_jax as cj
 
 
 def test_synchronous_fleet_stays_exactly_synchronous_500_cycles():
-    # All jobs identical and in phase: every event switches all N together (MODEL.md §1).
+    # All jobs identical and in phase: every event switches all N together (docs/model.md §1).
     fleet = cj.Fleet(compute=np.full(6, 7.0), write=np.full(6, 2.5), cap=2.5, throughput="sqrt")
     trace = cj.simulate(fleet, cj.initial_state(fleet), n_fires=500)
     fire = np.asarray(trace.fire_times)

@@ -1,4 +1,4 @@
-"""The JAX engine against the exact plain-Python reference (MODEL.md section 4).
+"""The JAX engine against the exact plain-Python reference (docs/model.md section 4).
 
 Random heterogeneous, capped, nonlinear-f fleets (and the delayed-controller and
 asynchronous variants) must agree with `reference.simulate_reference`, run in exact
@@ -153,7 +153,7 @@ def input_sensitivity(spec, ref_end, n_fires=N_FIRES):
     one ulp: every remaining work one ulp down, or every T_i one ulp up (two runs).
 
     No float64 computation can beat this on the given trajectory, so it measures how
-    ill-conditioned a fleet is (MODEL.md claim 5: nearby trajectories separate).
+    ill-conditioned a fleet is (docs/model.md claim 5: nearby trajectories separate).
     """
     scale = np.max(ref_end)
     moved = []
@@ -216,7 +216,7 @@ def test_engine_matches_reference(spec):
 @given(spec=fleets(grid=True))
 def test_engine_matches_reference_with_simultaneous_events(spec):
     # Times must agree, exactly distinct events must not merge (beyond float resolution)
-    # and exactly simultaneous ones must not split into spurious extra steps (MODEL.md §1).
+    # and exactly simultaneous ones must not split into spurious extra steps (docs/model.md §1).
     assert_agrees(spec, events="bracketed")
 
 
@@ -292,7 +292,7 @@ def test_callable_throughput_matches_table():
 def test_jitter_matches_reference_with_the_same_draws(seed, method):
     """Compute jitter: the reference, fed the engine's own per-(job, cycle) draws through
     ``compute_work``, gives the same trace. Cycle 0 follows an initial write, cycle k the
-    k-th firing (MODEL.md section 1)."""
+    k-th firing (docs/model.md section 1)."""
     import jax
 
     from ckpt_jax.engine import flat_params
@@ -367,7 +367,7 @@ def test_delayed_async_engine_matches_reference(spec):
 
 
 # --- simultaneous events across mixed scales -------------------------------------------
-# MODEL.md section 1: events that coincide must switch together, "never one at a time with a
+# docs/model.md section 1: events that coincide must switch together, "never one at a time with a
 # spurious tiny step". These cases once split (per-job snapping only); the engine now also
 # snaps to the clock's resolution, and these guard that fix.
 

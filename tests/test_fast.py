@@ -45,7 +45,7 @@ def test_fifo_matches_general_on_random_identical_fleets(throughput, capped):
     error = np.maximum(
         _relative_error(general.fire_times, fifo.fire_times), _relative_error(general.end_times, fifo.end_times)
     )
-    # Random launches are chaotic (MODEL.md claim 5): rounding differences grow by up to
+    # Random launches are chaotic (docs/model.md claim 5): rounding differences grow by up to
     # λ_max ~ N per cycle. Measure how far the general engine itself moves when its input
     # moves by one ulp (remaining work down, T up); where that exceeds 1e-13 the trajectory
     # cannot be compared to 1e-12 by anything in float64, so we ask for a few times that.

@@ -1,4 +1,4 @@
-"""Finite-time separation rates of the gap map (MODEL.md claim 5): autodiff vs twins vs theory."""
+"""Finite-time separation rates of the gap map (docs/model.md claim 5): autodiff vs twins vs theory."""
 
 import functools
 

@@ -1,4 +1,4 @@
-"""Return maps, autodiff Jacobians and the invariant structure (MODEL.md claims 1-4)."""
+"""Return maps, autodiff Jacobians and the invariant structure (docs/model.md claims 1-4)."""
 
 import math
 

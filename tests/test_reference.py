@@ -1,7 +1,7 @@
 """Self-checks of the plain-Python reference integrator against hand-computed cases.
 
 The reference is the oracle for the engine, so it is itself checked here against numbers
-worked out by hand (comments give the derivation) and against MODEL.md claim 1.
+worked out by hand (comments give the derivation) and against docs/model.md claim 1.
 """
 
 from fractions import Fraction as Q
@@ -173,7 +173,7 @@ def test_max_events_raises():
     throughput=st.sampled_from([None, [0, 1, 2], [0, 1, Q(3, 2)], [0, 2, 1]]),
 )
 def test_pair_neutrality_claim_1(delta, compute, write, cap, throughput):
-    """MODEL.md claim 1: two identical jobs with d < T keep their gap forever.
+    """docs/model.md claim 1: two identical jobs with d < T keep their gap forever.
 
     Start at a section (job 0 fires at t = 0, i.e. starts writing d; job 1 has ``delta`` of
     work left, taken mod T + d). If the section coordinate is invariant, the state at each

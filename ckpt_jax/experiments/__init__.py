@@ -1,4 +1,4 @@
-"""Experiments: each turns library calls into the evidence for claims of MODEL.md §3.
+"""Experiments: each turns library calls into the evidence for claims of docs/model.md §3.
 
 Every experiment is a module here with
 

@@ -8,7 +8,7 @@ distribution of the writer count n_w on its observed interval
 (`ckpt_jax.analysis.writer_distribution`) and its writing fraction p = E[n_w] / N.
 
 The baseline is what independent phases would give: each fleet's own Binomial(N, p)
-(MODEL.md: "p the fleet's measured writing fraction"), averaged over the ensemble like the
+(docs/model.md: "p the fleet's measured writing fraction"), averaged over the ensemble like the
 measured distributions (a mixture of binomials; a single Binomial(N, p̄) with the pooled
 p̄ is recorded as well). The tail ratio P(n_w ≥ k) / P_baseline(n_w ≥ k) is taken at the
 upper levels k > N p̄ that the ensemble visits often enough: at least `MIN_EXCURSIONS`

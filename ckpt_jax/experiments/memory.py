@@ -4,7 +4,7 @@ Ensembles of fleets of N identical jobs under storage contention (f ≡ 1, uncap
 cycle T + d = 1, load ρ = N d / (T + d), so d = ρ / N) are launched at independent uniformly
 random cycle positions (`ckpt_jax.random_state`) and simulated exactly.
 
-**Lags.** At job 0's k-th firing t_0(k) (the Poincaré section of MODEL.md §2), job j's lag is
+**Lags.** At job 0's k-th firing t_0(k) (the Poincaré section of docs/model.md §2), job j's lag is
 the fraction of job 0's current cycle that passes before j fires,
 
     lag_j(k) = (t_j − t_0(k)) / (t_0(k + 1) − t_0(k)),   t_j = j's first firing after t_0(k),
@@ -79,7 +79,7 @@ SIZES = {
 
 
 def section_lags(fire_times, cycles: int):
-    """Each job's lag behind job 0 at job 0's firings k = 0..cycles (MODEL.md §2 section).
+    """Each job's lag behind job 0 at job 0's firings k = 0..cycles (docs/model.md §2 section).
 
     Args:
       fire_times: (..., N, K) firing times of fleets of identical jobs, K ≥ cycles + 3.

@@ -39,7 +39,7 @@ COMPUTE = 10.0  # T
 WRITE_FRACTION = 0.2  # d = WRITE_FRACTION · T · f(N) / N
 POINTS = 2  # random linearisation points per (N, f); the branch is linear, so they agree
 
-# Verdict thresholds (float64 verification, MODEL.md §4).
+# Verdict thresholds (float64 verification, docs/model.md §4).
 EIGENVALUE_RTOL = 1e-9  # worst |λ_autodiff − λ_theory| / λ_theory
 DETERMINANT_TOL = 1e-9  # worst |det − 1|
 EXPANDING_RTOL = 1e-9  # |λ| > 1 + this counts as expanding
