@@ -16,7 +16,7 @@ def _exact(x):
 
 def simulate_reference(compute, write, phase, remaining, n_fires, cap=None, throughput=None,
                        delay=0, async_fraction=0, compute_work=None, max_events=100000,
-                       exact=True, return_event_times=False):
+                       exact=True, return_event_times=False, stop_at_fire_of=None):
     """Integrates the fleet exactly, event by event, until every job has ``n_fires`` write ends.
 
     Args:
@@ -35,6 +35,8 @@ def simulate_reference(compute, write, phase, remaining, n_fires, cap=None, thro
         in the inputs' own arithmetic.
       return_event_times: also return the list of event instants stepped (simultaneous
         switches and controller updates at one instant are one instant).
+      stop_at_fire_of: a job index: stop at the first instant that job fires (``n_fires`` is
+        then ignored) and return the state there instead, see `state_at_first_firing`.
 
     Returns:
       ``(fire_times, end_times)``: two lists of N lists of K times each. ``fire_times[i][k]``
@@ -89,7 +91,8 @@ def simulate_reference(compute, write, phase, remaining, n_fires, cap=None, thro
     pending = []                          # controller changes (effective time, count), in order
 
     event_times = []
-    while not all(len(end_times[i]) >= n_fires for i in range(n_jobs)):
+    most_writing, most_computing = sum(draining), n_computing  # the largest counts seen
+    while stop_at_fire_of is not None or not all(len(end_times[i]) >= n_fires for i in range(n_jobs)):
         if len(event_times) == max_events:
             raise RuntimeError(f"reference did not finish within max_events={max_events}")
 
@@ -160,6 +163,14 @@ def simulate_reference(compute, write, phase, remaining, n_fires, cap=None, thro
             if waiting[i]:
                 fire(i, t)
 
+        most_writing = max(most_writing, sum(draining))
+        most_computing = max(most_computing, count_computing())
+        if stop_at_fire_of is not None and fire_count[stop_at_fire_of] > 0:
+            return dict(time=t, fire_times=fire_times, draining=draining, waiting=waiting,
+                        write_left=write_left, compute_left=compute_left,
+                        n_events=len(event_times), most_writing=most_writing,
+                        most_computing=most_computing)
+
         new_count = count_computing()
         if new_count != n_computing:
             n_computing = new_count
@@ -170,3 +181,15 @@ def simulate_reference(compute, write, phase, remaining, n_fires, cap=None, thro
 
     result = ([times[:n_fires] for times in fire_times], [times[:n_fires] for times in end_times])
     return result + (event_times,) if return_event_times else result
+
+
+def state_at_first_firing(compute, write, phase, remaining, job=0, cap=None, throughput=None,
+                          max_events=100000):
+    """Integrates the base model exactly until ``job`` first fires, and returns the state
+    there, after every switch at that instant: a dict with ``time``, ``fire_times`` (per job,
+    every firing in (0, time]), ``draining``, ``write_left``, ``compute_left`` (per job),
+    ``n_events`` (event instants stepped) and ``most_writing`` / ``most_computing`` (the
+    largest numbers of jobs writing / computing at once, from t = 0 to just after ``time``).
+    Arguments as for `simulate_reference`."""
+    return simulate_reference(compute, write, phase, remaining, 1, cap=cap, throughput=throughput,
+                              max_events=max_events, stop_at_fire_of=job)

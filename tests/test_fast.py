@@ -158,7 +158,8 @@ def test_groups_finishing_together_switch_at_one_instant():
     general = cj.simulate(fleet, state, n_fires=30, method="general")
     fire = np.asarray(fifo.fire_times)
     assert np.all(fire[0:3] == fire[0]) and np.all(fire[3:6] == fire[3])
-    assert int(fifo.n_events) == int(general.n_events)
+    # Three phases: 3 firing instants and 3 write ends per cycle, no split ties.
+    assert int(fifo.n_events) == int(general.n_events) == 6 * 30
     np.testing.assert_allclose(fire, np.asarray(general.fire_times), rtol=1e-12)
 
 
@@ -215,9 +216,17 @@ def test_fast_path_event_budget_stops_with_ok_false(method):
     trace = cj.simulate(fleet, state, 10, method=method, max_events=7)
     assert not bool(trace.ok) and int(trace.status) & cj.STATUS_MAX_EVENTS
     assert int(trace.n_events) == 7
-    assert int(trace.n_events) == 7
+    # It stops after exactly those 7 events: the general engine's partial trace, bit for bit.
+    general = cj.simulate(fleet, state, 10, method="general", max_events=7)
+    np.testing.assert_array_equal(np.asarray(trace.fire_times), np.asarray(general.fire_times))
+    np.testing.assert_array_equal(np.asarray(trace.end_times), np.asarray(general.end_times))
+    # The budget is exact: the full run's event count suffices, one less does not.
+    needed = int(cj.simulate(fleet, state, 10, method="general").n_events)
+    assert bool(cj.simulate(fleet, state, 10, method=method, max_events=needed).ok)
+    short = cj.simulate(fleet, state, 10, method=method, max_events=needed - 1)
+    assert not bool(short.ok) and int(short.n_events) == needed - 1
     with pytest.raises(RuntimeError, match="max_events"):
-        cj.simulate(fleet, state, 10, method="fifo", max_events=7, throw=True)
+        cj.simulate(fleet, state, 10, method=method, max_events=7, throw=True)
 
 
 def test_fifo_leading_batch_axes_and_float32():
