@@ -4,6 +4,8 @@ from .engine import STATUS_MAX_EVENTS as STATUS_MAX_EVENTS
 from .engine import STATUS_NONFINITE as STATUS_NONFINITE
 from .engine import STATUS_OK as STATUS_OK
 from .engine import STATUS_QUEUE_OVERFLOW as STATUS_QUEUE_OVERFLOW
+from .engine import STATUS_STALLED as STATUS_STALLED
+from ._status import Status as Status
 from .engine import Trace as Trace
 from .engine import describe_status as describe_status
 from .engine import jitter_work as jitter_work
@@ -13,6 +15,7 @@ from . import theory as theory
 from .analysis import binomial_baseline as binomial_baseline
 from .analysis import mean_writing_fraction as mean_writing_fraction
 from .analysis import smallest_gap as smallest_gap
+from .analysis import cycles_interleaved as cycles_interleaved
 from .analysis import tail_ratio as tail_ratio
 from .analysis import writer_distribution as writer_distribution
 from .coupling import coupling_function as coupling_function
@@ -25,6 +28,9 @@ from .analysis import writer_count as writer_count
 from .maps import BRANCH_COLLISION_FREE as BRANCH_COLLISION_FREE
 from .maps import BRANCH_MIXED as BRANCH_MIXED
 from .maps import BRANCH_OVERLAPPING as BRANCH_OVERLAPPING
+from .maps import STATUS_NOT_SMOOTH as STATUS_NOT_SMOOTH
+from .maps import STATUS_ORDER_CHANGED as STATUS_ORDER_CHANGED
+from .maps import STATUS_OUT_OF_DOMAIN as STATUS_OUT_OF_DOMAIN
 from .maps import MapInfo as MapInfo
 from .maps import Spectrum as Spectrum
 from .maps import gap_return_map as gap_return_map
@@ -34,6 +40,7 @@ from .maps import work_done as work_done
 from .model import THROUGHPUT_PRESETS as THROUGHPUT_PRESETS
 from .model import Fleet as Fleet
 from .model import State as State
+from .model import check_state as check_state
 from .model import initial_state as initial_state
 from .model import random_state as random_state
 from .model import state_from_positions as state_from_positions
@@ -46,6 +53,7 @@ __all__ = [
     "State",
     "Trace",
     "initial_state",
+    "check_state",
     "random_state",
     "state_from_positions",
     "simulate",
@@ -65,6 +73,7 @@ __all__ = [
     "theory",
     "lyapunov",
     "smallest_gap",
+    "cycles_interleaved",
     "writer_distribution",
     "mean_writing_fraction",
     "binomial_baseline",
@@ -80,4 +89,9 @@ __all__ = [
     "STATUS_MAX_EVENTS",
     "STATUS_NONFINITE",
     "STATUS_QUEUE_OVERFLOW",
+    "STATUS_STALLED",
+    "STATUS_ORDER_CHANGED",
+    "STATUS_OUT_OF_DOMAIN",
+    "STATUS_NOT_SMOOTH",
+    "Status",
 ]

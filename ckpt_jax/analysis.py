@@ -26,6 +26,7 @@ __all__ = [
     "writer_count",
     "observed_interval",
     "smallest_gap",
+    "cycles_interleaved",
     "writer_distribution",
     "mean_writing_fraction",
     "binomial_baseline",
@@ -125,11 +126,14 @@ def _check_trace_shape(name: str, array, min_ndim: int = 2):
 def smallest_gap(fire_times, period=None) -> jax.Array:
     """Smallest phase gap between distinct jobs' firings, per fleet and per cycle (claim 5).
 
-    Meant for fleets of identical jobs, whose firing order is a constant of motion
-    (claim 3): between two firings of one job every other job fires exactly once, so the
-    k-th firings of all jobs are N consecutive firings of the fleet. Cycle k's gaps are
-    the N − 1 gaps between its sorted firing times plus the closing (circular) gap from
-    its last firing to the first firing of cycle k + 1.
+    Cycle k is the k-th firing of every job. For fleets of identical jobs the firing order
+    is a constant of motion (claim 3), so these are N consecutive firings of the fleet;
+    cycle k's gaps are the N − 1 gaps between its sorted firing times plus the closing
+    (circular) gap from its last firing to the first firing of cycle k + 1. With jitter or
+    heterogeneous jobs a job can overtake: where cycle k's firings interleave with cycle
+    k + 1's (a job fired its k+1-th time before another its k-th, `cycles_interleaved`),
+    the gaps of both cycles are not gaps between consecutive firings, and both are NaN.
+    So a gap is never negative.
 
     Args:
       fire_times: (..., N, K) firing times (`Trace.fire_times`). Rows that are all NaN
@@ -137,12 +141,13 @@ def smallest_gap(fire_times, period=None) -> jax.Array:
         that stopped early) gives NaN.
       period: None, or the cycle time (scalar or broadcastable to the batch shape (...,)).
         When given, the closing gap wraps around by ``period`` (first + period − last)
-        and all gaps are returned as fractions of it. When None, gaps are in time units
-        and the closing gap is measured to the next cycle's first firing, so the last
-        cycle (k = K − 1) has no closing gap and is NaN.
+        and all gaps are returned as fractions of it; a period shorter than some cycle's
+        spread (a negative closing gap) raises `ValueError` (NaN under `jax.jit`). When
+        None, gaps are in time units and the closing gap is measured to the next cycle's
+        first firing, so the last cycle (k = K − 1) has no closing gap and is NaN.
 
     Returns:
-      (..., K) smallest gap of each cycle.
+      (..., K) smallest gap of each cycle, >= 0 or NaN.
 
     Example:
       >>> fire = [[0.0, 10.0], [1.0, 11.5], [4.0, 14.0]]
@@ -155,6 +160,49 @@ def smallest_gap(fire_times, period=None) -> jax.Array:
     if not jnp.issubdtype(fire.dtype, jnp.floating):
         fire = fire.astype(jnp.result_type(float))
     _check_trace_shape("fire_times", fire)
+    if period is not None and not isinstance(period, jax.core.Tracer):
+        scale = np.asarray(period, np.float64)
+        if not np.all(np.isfinite(scale) & (scale > 0)):
+            raise ValueError(f"period must be finite and > 0, got {period!r}")
+    smallest, closing, complete = _smallest_gap(fire, period)
+    if period is not None and not isinstance(closing, jax.core.Tracer):
+        negative = np.asarray(complete & (closing < 0))
+        if negative.any():
+            raise ValueError(
+                f"period is shorter than the spread of the firings in {int(negative.sum())} of "
+                f"{negative.size} cycles (negative closing gaps): pass each fleet's own cycle time "
+                "(broadcastable to the batch shape), or period=None to measure the closing gap "
+                "to the next cycle's first firing"
+            )
+    return smallest
+
+
+def cycles_interleaved(fire_times) -> jax.Array:
+    """(..., K) True where cycle k's firings interleave with cycle k + 1's (or k − 1's):
+    some job fired its (k+1)-th time before another fired its k-th, so the firing order
+    changed there. Always False for identical deterministic jobs (claim 3).
+
+    >>> cycles_interleaved([[0.0, 10.0], [9.0, 11.0], [12.0, 13.0]]).tolist()
+    [True, True]
+    """
+    fire = jnp.asarray(fire_times)
+    if not jnp.issubdtype(fire.dtype, jnp.floating):
+        fire = fire.astype(jnp.result_type(float))
+    _check_trace_shape("fire_times", fire)
+    return _interleaved(fire)
+
+
+def _interleaved(fire):
+    finite = jnp.isfinite(fire)
+    first = jnp.min(jnp.where(finite, fire, jnp.inf), axis=-2)
+    last = jnp.max(jnp.where(finite, fire, -jnp.inf), axis=-2)
+    ahead = last[..., :-1] > first[..., 1:]  # cycle k overlaps cycle k + 1
+    pad = jnp.zeros_like(ahead[..., :1])
+    return jnp.concatenate([ahead, pad], axis=-1) | jnp.concatenate([pad, ahead], axis=-1)
+
+
+def _smallest_gap(fire, period):
+    """(smallest, closing, complete) of `smallest_gap`, all (..., K)."""
     finite = jnp.isfinite(fire)
     present = jnp.any(finite, axis=-1, keepdims=True)  # (..., N, 1): not a padding slot
     complete = jnp.all(~present | finite, axis=-2)  # (..., K)
@@ -175,7 +223,8 @@ def smallest_gap(fire_times, period=None) -> jax.Array:
         closing = first + scale - last
     # jnp.minimum propagates a NaN closing gap (the last cycle without a period).
     smallest = jnp.minimum(inner_min, closing) / scale
-    return jnp.where(complete, smallest, jnp.nan)
+    valid = complete & ~_interleaved(fire) & ~(closing < 0)
+    return jnp.where(valid, smallest, jnp.nan), closing, complete
 
 
 def _observed_bounds(fire: np.ndarray, end: np.ndarray) -> np.ndarray:

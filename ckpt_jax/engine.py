@@ -24,7 +24,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .model import Fleet, State
+from ._status import Status, describe_status, flag
+from ._validate import check_dtype, check_fleet_offset, check_int, check_key, check_memory, real_array, value_range
+from .model import Fleet, State, check_state
 
 __all__ = [
     "Trace",
@@ -34,42 +36,24 @@ __all__ = [
     "STATUS_MAX_EVENTS",
     "STATUS_NONFINITE",
     "STATUS_QUEUE_OVERFLOW",
+    "STATUS_STALLED",
     "describe_status",
+    "time_bound",
 ]
 
-# Status bit flags (jax-md style): OR-ed together, 0 means a clean completion.
-STATUS_OK = 0
-STATUS_MAX_EVENTS = 1  # the event budget ran out before every job fired K times
-STATUS_NONFINITE = 2  # a non-finite event time (should not happen for validated input)
-STATUS_QUEUE_OVERFLOW = 4  # the delayed controller's pending-update queue was full
-
-_STATUS_TEXT = {
-    STATUS_MAX_EVENTS: "hit max_events before every job fired n_fires times",
-    STATUS_NONFINITE: "a non-finite event time occurred",
-    STATUS_QUEUE_OVERFLOW: "the delayed-controller queue overflowed (raise queue_size)",
-}
+# Status bit flags (jax-md style): OR-ed together, 0 means a clean completion. All bits
+# and their messages live in one registry, `ckpt_jax._status`.
+STATUS_OK = int(Status.OK)
+STATUS_MAX_EVENTS = int(Status.MAX_EVENTS)  # the event budget ran out before every job fired K times
+STATUS_NONFINITE = int(Status.NONFINITE)  # a non-finite time (e.g. times overflowed)
+STATUS_QUEUE_OVERFLOW = int(Status.QUEUE_OVERFLOW)  # the delayed controller's queue was full
+STATUS_STALLED = int(Status.STALLED)  # fast paths: time stopped advancing
 
 # Jobs due within this many ulps of the clock, or left with this many ulps of their phase's
 # full work, switch in the same step as the event: simultaneous to working precision.
 # Without it, two jobs that should empty together can leave a 1-ulp remainder and take a
 # spurious tiny extra step (docs/model.md §1: simultaneous events switch together).
 _SNAP_ULPS = 8
-
-
-def flag(condition, bit: int) -> jax.Array:
-    """``bit`` as int32 where ``condition`` holds, else 0.
-
-    Both branches are explicitly int32: OR-ing an int32 status with a weakly typed
-    ``jnp.where(c, bit, 0)`` crashed XLA:CPU's eager compile under x64 (JAX 0.10.2).
-    """
-    return jnp.where(condition, jnp.int32(bit), jnp.int32(0))
-
-
-def describe_status(status: int) -> str:
-    """Human-readable reasons for a status code (bit flags)."""
-    if status == STATUS_OK:
-        return "ok"
-    return "; ".join(text for bit, text in _STATUS_TEXT.items() if status & bit)
 
 
 class Trace(NamedTuple):
@@ -421,13 +405,7 @@ _init_jit = jax.jit(
 )
 
 
-def _check_int(name: str, value, low: int, high: Optional[int] = None) -> int:
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
-    if value < low or (high is not None and value > high):
-        bound = f">= {low}" if high is None else f"in [{low}, {high}]"
-        raise ValueError(f"{name} must be {bound}, got {value}")
-    return int(value)
+_check_int = check_int  # kept for the modules that import it from here
 
 
 METHODS = ("auto", "general", "fifo", "clock")
@@ -445,15 +423,43 @@ def default_max_events(n_jobs: int, n_fires: int, fleet: Optional[Fleet] = None)
     heterogeneous fleets whose fast jobs cycle more often than the slowest one."""
     ratio = 1.0
     if fleet is not None:
-        period = np.asarray(fleet.compute) + np.asarray(fleet.write) / np.asarray(fleet.throughput[..., 1:2])
+        period = np.asarray(fleet.compute, np.float64) + np.asarray(fleet.write, np.float64) / np.asarray(
+            fleet.throughput[..., 1:2], np.float64
+        )
         active = np.asarray(fleet.active)
         fastest = np.where(active, period, np.inf).min(axis=-1)
         slowest = np.where(active, period, 0).max(axis=-1)
-        ratio = float(np.max(slowest / fastest))
+        with np.errstate(all="ignore"):
+            ratio = float(np.max(slowest / fastest))
+        if not np.isfinite(ratio):  # validated fleets have finite periods; stay safe anyway
+            ratio = 1e4
         if np.any(np.asarray(fleet.delay) > 0):
             ratio *= 2  # each change of the computing count schedules one controller update
     budget = 4 * n_jobs * (n_fires + 2) * min(ratio, 1e4) + 64
     return int(min(budget, 2**31 - 1))
+
+
+def time_bound(fleet: Fleet, n_fires: int, jitter=None) -> np.ndarray:
+    """An upper bound on the time at which each fleet completes ``n_fires`` cycles (*B,).
+
+    Every cycle of job i takes at most its compute work at the slowest compute speed
+    min(1, C/N) (or α of it while a write drains) plus its write at the slowest per-writer
+    rate min_n f(n)/N; ``n_fires + 2`` cycles bound the run (jitter: T_i + 8σ per cycle).
+    `simulate` refuses runs whose bound overflows the dtype instead of returning inf times.
+    """
+    compute = np.asarray(fleet.compute, np.float64)
+    write = np.asarray(fleet.write, np.float64)
+    active = np.asarray(fleet.active)
+    n_jobs = fleet.n_jobs
+    sigma = 0.0 if jitter is None else np.asarray(jitter, np.float64)[..., None]
+    cap = np.asarray(fleet.cap, np.float64)[..., None]
+    alpha = np.asarray(fleet.async_fraction, np.float64)[..., None]
+    slowest_speed = np.minimum(1.0, cap / n_jobs) * np.where(alpha > 0, alpha, 1.0)
+    slowest_rate = np.min(np.asarray(fleet.throughput, np.float64)[..., 1:], axis=-1, keepdims=True) / n_jobs
+    with np.errstate(all="ignore"):
+        cycle = (compute + 8 * sigma) / slowest_speed + write / slowest_rate
+        cycle = cycle + np.asarray(fleet.delay, np.float64)[..., None]
+        return (n_fires + 2) * np.max(np.where(active, cycle, 0.0), axis=-1)
 
 
 def _batch_keys(key, batch_shape, n_jobs: int, fleet_offset: int):
@@ -463,15 +469,10 @@ def _batch_keys(key, batch_shape, n_jobs: int, fleet_offset: int):
     chunked ensembles); a key array of the batch shape gives each fleet its own key.
     """
     n_fleets = int(np.prod(batch_shape, dtype=np.int64))
-    if key is None:
-        key = jax.random.key(0)
-    if not jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
-        key = jax.random.wrap_key_data(jnp.asarray(key, jnp.uint32))
+    key = jax.random.key(0) if key is None else check_key(key, batch_shape)
     if key.shape == ():
         return _fold_keys(key, jnp.uint32(fleet_offset), n_fleets, n_jobs)
-    if key.shape == tuple(batch_shape):
-        return _job_keys(key.reshape(n_fleets), n_jobs)
-    raise ValueError(f"key must be a single PRNG key or have the batch shape {tuple(batch_shape)}, got {key.shape}")
+    return _job_keys(key.reshape(n_fleets), n_jobs)
 
 
 # Jitted so that deriving keys costs one dispatch, not a dozen (it dominated small runs).
@@ -487,18 +488,30 @@ def _fold_keys(key, fleet_offset, n_fleets: int, n_jobs: int):
     return _job_keys(jax.vmap(jax.random.fold_in, in_axes=(None, 0))(key, index), n_jobs)
 
 
-def flat_params(fleet: Fleet, jitter=None, key=None, fleet_offset: int = 0) -> _Params:
-    """Flattens a validated fleet into per-fleet parameter arrays with one batch axis."""
-    batch_shape = fleet.batch_shape
-    n_jobs = fleet.n_jobs
-    n_fleets = int(np.prod(batch_shape, dtype=np.int64))
-    sigma = np.zeros(batch_shape) if jitter is None else np.asarray(jitter, dtype=np.float64)
+def check_jitter(jitter, batch_shape, dtype) -> np.ndarray:
+    """σ as a float64 array of the batch shape: finite, >= 0, and > 0 also after the cast
+    to the fleet's dtype wherever it is > 0."""
+    sigma = np.zeros(batch_shape) if jitter is None else real_array("jitter", jitter)
     try:
         sigma = np.broadcast_to(sigma, batch_shape)
     except ValueError:
         raise ValueError(f"jitter must be a scalar or have the batch shape {batch_shape}, got {np.shape(jitter)}") from None
     if not (np.isfinite(sigma) & (sigma >= 0)).all():
-        raise ValueError(f"jitter must be finite and >= 0, got {jitter!r}")
+        raise ValueError(f"jitter must be finite and >= 0, got {float(sigma[~(np.isfinite(sigma) & (sigma >= 0))].ravel()[0])}")
+    low, high = value_range(dtype)
+    positive = sigma > 0
+    if np.any(positive & ((sigma.astype(dtype) == 0) | (sigma > high))):
+        raise ValueError(f"jitter must be 0 or lie in [{low:.3g}, {high:.3g}] in {np.dtype(dtype)}")
+    return sigma
+
+
+def flat_params(fleet: Fleet, jitter=None, key=None, fleet_offset: int = 0) -> _Params:
+    """Flattens a validated fleet into per-fleet parameter arrays with one batch axis."""
+    batch_shape = fleet.batch_shape
+    n_jobs = fleet.n_jobs
+    n_fleets = int(np.prod(batch_shape, dtype=np.int64))
+    sigma = check_jitter(jitter, batch_shape, fleet.dtype)
+    fleet_offset = check_fleet_offset(fleet_offset, n_fleets)
     flat = lambda x, tail: jnp.reshape(x, (n_fleets,) + tail)  # noqa: E731
     return _Params(
         compute=flat(fleet.compute, (n_jobs,)),
@@ -565,23 +578,23 @@ def simulate(
     """
     if not isinstance(fleet, Fleet):
         raise ValueError(f"fleet must be a ckpt_jax.Fleet, got {type(fleet).__name__}")
-    if not isinstance(state, State):
-        raise ValueError(f"state must be a ckpt_jax.State (see initial_state), got {type(state).__name__}")
-    n_fires = _check_int("n_fires", n_fires, 1)
-    if state.phase.shape != fleet.compute.shape or state.remaining.shape != fleet.compute.shape:
-        raise ValueError(
-            f"state shapes {state.phase.shape}/{state.remaining.shape} do not match the fleet shape {fleet.compute.shape}"
-        )
+    # Counters and trace columns are int32: K stays well inside it.
+    n_fires = check_int("n_fires", n_fires, 1, MAX_FIRES)
+    state = check_state(fleet, state)  # a State built by hand is validated here too
     if max_events is None:
         max_events = default_max_events(fleet.n_jobs, n_fires, fleet)
-    max_events = _check_int("max_events", max_events, 1, 2**31 - 1)
-    queue_size = _check_int("queue_size", queue_size, 1)
+    max_events = check_int("max_events", max_events, 1, 2**31 - 1)
+    queue_size = check_int("queue_size", queue_size, 1, 2**20)
     check_method(method)
+    if not isinstance(throw, (bool, np.bool_)):
+        raise ValueError(f"throw must be True or False, got {throw!r}")
     from . import fast, sharding  # fast imports this module
 
     devices = sharding.resolve_devices(devices)
-    params = flat_params(fleet, jitter, key, fleet_offset)  # validates jitter and key
+    params = flat_params(fleet, jitter, key, fleet_offset)  # validates jitter, key and offset
     n_fleets = params.compute.shape[0]
+    _check_time_bound(fleet, n_fires, jitter)
+    _check_trace_memory(fleet, n_fires, queue_size if np.any(np.asarray(fleet.delay) > 0) else 1, devices)
     path = fast.choose_paths(fleet, jitter, method).reshape(n_fleets)
     options = dict(
         n_fires=n_fires,
@@ -616,6 +629,44 @@ def simulate(
             f"{bad.size} of {np.size(trace.ok)} fleets did not complete: {describe_status(int(codes))}"
         )
     return trace
+
+
+MAX_FIRES = 2**30
+
+
+def _check_time_bound(fleet: Fleet, n_fires: int, jitter) -> None:
+    """Refuses runs whose times could overflow the dtype (they would come back as inf)."""
+    bound = time_bound(fleet, n_fires, jitter)
+    _, high = value_range(fleet.dtype)
+    too_long = ~(bound <= high)
+    if np.any(too_long):
+        worst = float(np.max(np.where(np.isfinite(bound), bound, np.inf)))
+        raise ValueError(
+            f"n_fires = {n_fires} cycles of these fleets could take up to {worst:.3g} time units, beyond "
+            f"the {high:.3g} that {np.dtype(fleet.dtype)} holds with room for rounding; lower n_fires, "
+            "rescale the time unit (compute, write)"
+            + (" or use float64" if np.dtype(fleet.dtype) == np.float32 else "")
+        )
+
+
+def trace_bytes(fleet: Fleet, n_fires: int, queue_size: int = 1) -> int:
+    """Peak bytes `simulate` allocates for a batch: the (B, N, K) fire and end buffers,
+    held about three times at once (loop carry, the finished trace, the job-order copy),
+    plus the per-job state."""
+    n_fleets = int(np.prod(fleet.batch_shape, dtype=np.int64))
+    item = np.dtype(fleet.dtype).itemsize
+    per_fleet = fleet.n_jobs * (6 * n_fires + 16) * item + 2 * queue_size * item + 64
+    return int(n_fleets) * int(per_fleet)
+
+
+def _check_trace_memory(fleet: Fleet, n_fires: int, queue_size: int, devices) -> None:
+    n_fleets = int(np.prod(fleet.batch_shape, dtype=np.int64))
+    check_memory(
+        f"simulate with B = {n_fleets} fleets x N = {fleet.n_jobs} jobs x K = {n_fires} firings",
+        trace_bytes(fleet, n_fires, queue_size),
+        devices,
+        hint="lower n_fires or the batch, or split the ensemble (ckpt_jax.run_ensemble)",
+    )
 
 
 def _run_chunked(params, carry, max_events, n_fires, use_delay, use_jitter, use_async, progress, n_fleets):
@@ -699,7 +750,10 @@ def _merge(pieces, n_fleets: int) -> Trace:
 def _flat_trace(active, carry, n_fires: int) -> Trace:
     """The `Trace` of flattened fleets (leading axis B) from a final carry (either path)."""
     done = jax.vmap(_done, in_axes=(0, 0, None))(carry, active, n_fires)
-    status = jnp.where(done, carry.status, carry.status | STATUS_MAX_EVENTS)
+    # The budget is the reason only where nothing else stopped the run.
+    status = jnp.where(done | (carry.status != 0), carry.status, carry.status | STATUS_MAX_EVENTS)
+    # A non-finite time is never ok, whichever loop produced it.
+    status = status | flag(~jnp.isfinite(carry.time), STATUS_NONFINITE)
     # Any flag means the numbers cannot be trusted, so ok requires status == 0.
     ok = done & (status == STATUS_OK)
     mask = active[:, :, None]

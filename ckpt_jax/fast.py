@@ -43,7 +43,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from . import engine
-from .engine import STATUS_NONFINITE, STATUS_OK, _Params
+from .engine import STATUS_NONFINITE, STATUS_OK, STATUS_STALLED, _Params
 from .model import Fleet
 
 __all__ = [
@@ -90,6 +90,10 @@ class FifoCarry(NamedTuple):
       n_events: (B,) int32 event instants stepped.
       status: (B,) int32 bit flags (`STATUS_*`).
       halted: (B,) bool, stopped at the event budget (`STATUS_MAX_EVENTS` is set later).
+      stall: (B,) int32 switches since time last advanced. Each job switches at most once
+        per instant when the fleet's times are resolved by its dtype, so more than 2 N
+        means time has stopped advancing (`STATUS_STALLED`): every iteration counts
+        against a bound, even those that do not advance time.
     """
 
     time: jax.Array
@@ -107,6 +111,7 @@ class FifoCarry(NamedTuple):
     n_events: jax.Array
     status: jax.Array
     halted: jax.Array
+    stall: jax.Array
 
 
 class FifoResult(NamedTuple):
@@ -284,6 +289,7 @@ def _init_carry(params: _Params, state_phase, state_remaining, n_fires: int, clo
         n_events=int_zero,
         status=int_zero,
         halted=jnp.zeros(n_fleets, bool),
+        stall=int_zero,
     )
 
 
@@ -393,6 +399,7 @@ def _switch(constants, params, carry: FifoCarry, running, event_limit, n_fires: 
     compute_hi = jnp.where(compute_set, compute_head_row[:, 0], compute_hi)
     compute_lo = jnp.where(compute_set, compute_head_row[:, 1], compute_lo)
     time = carry.time + dt
+    stall = jnp.where(advance | ~running, 0, carry.stall + 1)
 
     # Who switches: a due head (writers first), else the head that set dt.
     ends = running & jnp.where(due, due_write, write_set)
@@ -441,8 +448,11 @@ def _switch(constants, params, carry: FifoCarry, running, event_limit, n_fires: 
         n_active=carry.n_active,
         n_finished=carry.n_finished + (record_end & (count == n_fires)).astype(jnp.int32),
         n_events=carry.n_events + advance.astype(jnp.int32),
-        status=carry.status | jnp.where(running & ~due & ~finite, STATUS_NONFINITE, 0).astype(jnp.int32),
+        status=carry.status
+        | jnp.where(running & ~due & ~finite, STATUS_NONFINITE, 0).astype(jnp.int32)
+        | jnp.where(running & (stall > 2 * carry.n_active), STATUS_STALLED, 0).astype(jnp.int32),
         halted=halted,
+        stall=stall,
     )
 
 

@@ -33,6 +33,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ._status import Status
 from .maps import gap_return_map
 from .model import Fleet
 
@@ -41,7 +42,7 @@ __all__ = ["FTLE", "ftle", "ftle_twin", "random_gaps", "STATUS_DEGENERATE"]
 METHODS = ("jacobian", "tangent")
 
 # The separation collapsed to zero or overflowed (not a map flag; bits 1-16 are taken).
-STATUS_DEGENERATE = 32
+STATUS_DEGENERATE = int(Status.DEGENERATE)  # the tangent or the twin separation vanished
 
 
 class FTLE(NamedTuple):

@@ -21,6 +21,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import engine
+from ._status import Status
+from ._validate import check_int
 from .model import Fleet
 
 __all__ = [
@@ -36,18 +38,28 @@ __all__ = [
     "STATUS_ORDER_CHANGED",
     "STATUS_OUT_OF_DOMAIN",
     "STATUS_UNSUPPORTED",
+    "STATUS_NOT_SMOOTH",
 ]
 
 BRANCH_OVERLAPPING = 0  # all N write windows overlap, then all N compute windows (Thm 8)
 BRANCH_COLLISION_FREE = 1  # never two writers at once during the cycle
 BRANCH_MIXED = 2  # anything in between
 
-STATUS_ORDER_CHANGED = 8  # some job fired 0 or 2+ times, or out of order, before job 0 again
-STATUS_OUT_OF_DOMAIN = 16  # the input point is not a valid section/gap coordinate
+STATUS_ORDER_CHANGED = int(Status.ORDER_CHANGED)  # some job fired 0 or 2+ times, or out of order
+STATUS_OUT_OF_DOMAIN = int(Status.OUT_OF_DOMAIN)  # the input point is not a valid coordinate
 # The maps are defined for the base model: with a controller delay the state at a firing
 # includes the pending updates, and with asynchronous checkpoints a draining job's compute
 # progress; neither is a function of the section coordinates (use `ckpt_jax.coupling`).
-STATUS_UNSUPPORTED = 64
+STATUS_UNSUPPORTED = int(Status.UNSUPPORTED)
+# Events of two distinct jobs coincided during the cycle (two jobs switched in one step).
+# The map is piecewise smooth and such points lie on the boundary between pieces: the
+# synchronous state a = 0, gaps equal to a write (a firing as another write ends), a job
+# firing together with job 0. The value is still returned; its Jacobian there is the
+# derivative of one piece only, so `spectrum` reports it but it is not "the" linearisation.
+STATUS_NOT_SMOOTH = int(Status.NOT_SMOOTH)
+
+# Status bits that make a map's value undefined (NaN): everything but a kink.
+_FATAL = ~STATUS_NOT_SMOOTH
 
 
 class MapInfo(NamedTuple):
@@ -104,7 +116,10 @@ def _single_fleet_params(fleet: Fleet) -> engine._Params:
 
 
 def _check_coordinates(name: str, x, n_jobs: int):
-    x = jnp.asarray(x)
+    try:
+        x = jnp.asarray(x)
+    except TypeError as err:
+        raise ValueError(f"{name} must be an array of real numbers: {err}") from None
     if x.shape != (n_jobs - 1,):
         raise ValueError(f"{name} must have shape (N-1,) = ({n_jobs - 1},), got {x.shape}")
     if not jnp.issubdtype(x.dtype, jnp.floating):
@@ -131,13 +146,14 @@ def _carry_from_section(params: engine._Params, u_others):
 
 
 def _run_to_next_firing(params: engine._Params, carry: engine.Carry, max_events: int):
-    """Steps until job 0 fires again; tracks the most concurrent writers seen."""
+    """Steps until job 0 fires again; tracks the most concurrent writers and computing
+    jobs seen, and the most jobs that switched in one step (2 or more: a tie)."""
     use_delay = False  # the maps are defined for the undelayed model
 
-    def counts(c):
+    def counts(c, switched):
         writers = jnp.sum(params.active & c.draining)
         computing = jnp.sum(engine._computing_mask(params, c.draining, c.waiting))
-        return jnp.stack([writers, computing])
+        return jnp.stack([writers, computing, switched])
 
     def cond(state):
         c, _ = state
@@ -145,10 +161,11 @@ def _run_to_next_firing(params: engine._Params, carry: engine.Carry, max_events:
 
     def body(state):
         c, most = state
-        c = engine._step(params, c, jnp.bool_(True), 1, use_delay, False)
-        return c, jnp.maximum(most, counts(c))
+        new = engine._step(params, c, jnp.bool_(True), 1, use_delay, False)
+        changed = params.active & ((new.draining != c.draining) | (new.fire_count != c.fire_count))
+        return new, jnp.maximum(most, counts(new, jnp.sum(changed)))
 
-    return jax.lax.while_loop(cond, body, (carry, counts(carry)))
+    return jax.lax.while_loop(cond, body, (carry, counts(carry, jnp.zeros((), jnp.int32))))
 
 
 def _section_step(fleet: Fleet, u, max_events: int):
@@ -163,6 +180,10 @@ def _section_step(fleet: Fleet, u, max_events: int):
     # Each other job must fire exactly once, in its section order (claim 3's order).
     fired_once = jnp.all(~params.active[1:] | (final.fire_count[1:] == 1))
     status = status | engine.flag(~fired_once, STATUS_ORDER_CHANGED)
+    # A kink: two jobs switched in one step, or the section point itself sits on an event
+    # of another job (it fires with job 0, u = 0 or T + d, or its write ends there, u = T).
+    on_edge = params.active[1:] & ((u == 0) | (u == params.compute[1:] + params.write[1:]) | (u == params.compute[1:]))
+    status = status | engine.flag((most[2] > 1) | jnp.any(on_edge), STATUS_NOT_SMOOTH)
     n_active = jnp.sum(params.active)
     most_writers, most_computing = most[0], most[1]
     overlapping = (most_writers >= n_active) & (most_computing >= n_active)
@@ -177,6 +198,15 @@ def _section_step(fleet: Fleet, u, max_events: int):
         n_events=final.n_events,
     )
     return params, final, u_next[1:], info
+
+
+def _budget(fleet, max_events) -> int:
+    """The event budget of one map step: validated, or the default for the fleet."""
+    if not isinstance(fleet, Fleet):
+        raise ValueError(f"fleet must be a ckpt_jax.Fleet, got {type(fleet).__name__}")
+    if max_events is None:
+        return _default_budget(fleet)
+    return check_int("max_events", max_events, 1, 2**31 - 1)
 
 
 def _default_budget(fleet: Fleet) -> int:
@@ -197,9 +227,9 @@ def section_map(fleet: Fleet, u, *, max_events: int | None = None):
       of firing order is flagged (the coordinates themselves stay well defined).
       Differentiate with ``jax.jacfwd(section_map, argnums=1, has_aux=True)``.
     """
-    max_events = _default_budget(fleet) if max_events is None else max_events
+    max_events = _budget(fleet, max_events)
     _, _, u_next, info = _section_step(fleet, u, max_events)
-    fatal = info.status & ~STATUS_ORDER_CHANGED
+    fatal = info.status & ~(STATUS_ORDER_CHANGED | STATUS_NOT_SMOOTH)
     return jnp.where(fatal == 0, u_next, jnp.nan), info
 
 
@@ -217,10 +247,13 @@ def gap_return_map(fleet: Fleet, a, *, max_events: int | None = None):
     Returns:
       ``(a_next, info)``; ``a_next`` is NaN, with a status flag, where the firing order
       changed (the map is undefined there), the input is out of domain or the loop failed.
+      At a kink of the map (`STATUS_NOT_SMOOTH`: a = 0, a job firing with job 0, a gap
+      equal to a write, ...) the value is returned and the flag set: it is continuous
+      there but not differentiable.
     """
     params = _single_fleet_params(fleet)
     a = _check_coordinates("a", a, fleet.n_jobs)
-    max_events = _default_budget(fleet) if max_events is None else max_events
+    max_events = _budget(fleet, max_events)
     u = jnp.cumsum(a)
     _, final, u_next, info = _section_step(fleet, u, max_events)
     # Jobs that fire together with job 0's return are at gap coordinate 0, not T + d.
@@ -235,7 +268,7 @@ def gap_return_map(fleet: Fleet, a, *, max_events: int | None = None):
     status = status | engine.flag(~order_kept, STATUS_ORDER_CHANGED)
     info = info._replace(status=status.astype(jnp.int32))
     a_next = jnp.where(active, a_next, 0)  # padding slots: 0, so Jacobians stay finite
-    return jnp.where(status == 0, a_next, jnp.nan), info
+    return jnp.where((status & _FATAL) == 0, a_next, jnp.nan), info
 
 
 def work_done(fleet: Fleet, u, time, *, max_events: int | None = None):
@@ -245,7 +278,7 @@ def work_done(fleet: Fleet, u, time, *, max_events: int | None = None):
     with delay > 0 or async_fraction > 0 (see `STATUS_UNSUPPORTED`)."""
     params = _single_fleet_params(fleet)
     u = _check_coordinates("u", u, fleet.n_jobs)
-    max_events = _default_budget(fleet) if max_events is None else max_events
+    max_events = _budget(fleet, max_events)
     carry, _ = _carry_from_section(params, u)
     horizon = jnp.asarray(time, params.compute.dtype)
 
@@ -274,7 +307,21 @@ def spectrum(fleet: Fleet, a, *, rtol: float = 1e-9) -> Spectrum:
       fleet: a single `Fleet`.
       a: (N-1,) gap coordinates of the linearisation point.
       rtol: an eigenvalue counts as expanding if its modulus exceeds 1 + rtol.
+
+    Returns:
+      A `Spectrum`. Check ``info.status``: 0 means the map is smooth at ``a`` and the
+      Jacobian is its derivative. `STATUS_NOT_SMOOTH` means ``a`` lies on a kink (the
+      synchronous fixed point a = 0, a branch boundary such as a gap equal to one write):
+      the Jacobian that `jax.jacfwd` returns there is one piece's, and it can be singular
+      (det 0 at a = 0). To linearise at the synchronous state, take a point of the
+      overlapping branch next to it, e.g. ``a = jnp.full(N - 1, 1e-3 * d)``: there the map
+      is smooth and its spectrum is claim 2's (N − j) f(j) / (j f(N − j)).
     """
+    if not isinstance(fleet, Fleet):
+        raise ValueError(f"fleet must be a ckpt_jax.Fleet, got {type(fleet).__name__}")
+    rtol = float(rtol)
+    if not (rtol >= 0 and np.isfinite(rtol)):
+        raise ValueError(f"rtol must be finite and >= 0, got {rtol}")
     a = _check_coordinates("a", a, fleet.n_jobs)
     jacobian, info = _gap_jacobian(fleet, a)
     jacobian = np.asarray(jacobian)

@@ -19,6 +19,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ._validate import check_dtype, check_key, check_range, real_array, value_range
+
 __all__ = [
     "Fleet",
     "State",
@@ -36,15 +38,13 @@ Throughput = Union[None, Callable[[int], float], ArrayLike]
 def _float_dtype(dtype, *arrays) -> np.dtype:
     """The floating dtype the engine will compute in; never silently truncates float64.
 
-    An explicit ``dtype=float64`` (or a float64 NumPy/JAX array argument) without
-    ``jax_enable_x64`` is a request JAX cannot honour: with an explicit dtype we raise,
-    with float64 arrays we warn once and compute in float32.
+    Only float32 and float64 are supported. An explicit ``dtype=float64`` (or a float64
+    NumPy/JAX array argument) without ``jax_enable_x64`` is a request JAX cannot honour:
+    with an explicit dtype we raise, with float64 arrays we warn once and compute in float32.
     """
     x64 = bool(jax.config.jax_enable_x64)
     if dtype is not None:
-        dtype = np.dtype(dtype)
-        if not np.issubdtype(dtype, np.floating):
-            raise ValueError(f"dtype must be a floating dtype (float32 or float64), got {dtype}")
+        dtype = check_dtype(dtype)
         if dtype == np.float64 and not x64:
             raise ValueError(
                 "dtype=float64 needs jax_enable_x64: call "
@@ -64,12 +64,9 @@ def _float_dtype(dtype, *arrays) -> np.dtype:
     return np.dtype(np.float64 if x64 else np.float32)
 
 
-def _as_float_array(name: str, value, dtype) -> np.ndarray:
-    try:
-        arr = np.asarray(value, dtype=np.float64)
-    except (TypeError, ValueError) as err:
-        raise ValueError(f"{name} must be an array of real numbers: {err}") from None
-    return arr
+def _as_float_array(name: str, value, dtype=None) -> np.ndarray:
+    """``value`` as float64 (validation happens in float64, then again after the cast)."""
+    return real_array(name, value)
 
 
 # Named throughput functions f(n) (aggregate write bandwidth with n concurrent writers).
@@ -222,9 +219,18 @@ class Fleet:
 
         if cap is not None and not np.isscalar(cap) and not isinstance(cap, (np.ndarray, jax.Array)):
             # A list may mix capped and uncapped fleets: None entries mean uncapped.
-            entries = np.asarray(cap, dtype=object)
+            try:
+                entries = np.asarray(cap, dtype=object)
+            except ValueError:
+                raise ValueError(f"cap must be a number, None or an array of them, got {cap!r}") from None
             uncapped = np.vectorize(lambda c: c is None, otypes=[bool])(entries)
-            cap = np.where(uncapped, np.inf, np.where(uncapped, 1.0, entries)).astype(np.float64)
+            filled = np.where(uncapped, np.inf, entries)
+            if any(isinstance(c, complex) for c in filled.ravel()):
+                raise ValueError("cap must be real, got complex values")
+            try:
+                cap = filled.astype(np.float64)
+            except (TypeError, ValueError):
+                raise ValueError(f"cap must hold real numbers or None, got {cap!r}") from None
         else:
             uncapped = np.zeros(np.shape(cap) if cap is not None else (), bool)
         cap_np = per_fleet("cap", cap, np.inf)
@@ -248,16 +254,23 @@ class Fleet:
             if bad.any():
                 raise ValueError(
                     f"{name} must be finite and > 0 for every active job; found "
-                    f"{arr[bad].ravel()[0]!r} at index {tuple(np.argwhere(bad)[0])}"
+                    f"{float(arr[bad].ravel()[0])!r} at index {tuple(int(i) for i in np.argwhere(bad)[0])}"
                 )
+            check_range(name, arr, dtype, mask=active_np)
         if not (uncapped | ((cap_np > 0) & np.isfinite(cap_np))).all():
             raise ValueError(f"cap must be finite and > 0 (or None for uncapped), got {cap!r}")
+        check_range("cap", np.where(uncapped, 1.0, cap_np), dtype)
+        check_range("throughput f(n)", table[..., 1:], dtype)
         if not (np.isfinite(delay_np) & (delay_np >= 0)).all():
             raise ValueError(f"delay must be finite and >= 0, got {delay!r}")
+        check_range("delay", np.where(delay_np > 0, delay_np, 1.0), dtype)
         if not ((alpha_np >= 0) & (alpha_np <= 1)).all():
             raise ValueError(f"async_fraction must lie in [0, 1], got {async_fraction!r}")
         if not active_np.any(axis=-1).all():
             raise ValueError("active must mark at least one job active in every fleet")
+        # Each job's solo cycle must be representable (its time bound is checked by simulate).
+        solo = np.where(active_np, compute_np + write_np / table[..., 1:2], 1.0)
+        check_range("the solo period T_i + d_i / f(1)", solo, dtype)
 
         # Inactive slots get harmless positive work so no lane ever divides by zero.
         compute_np = np.where(active_np, compute_np, 1.0)
@@ -295,19 +308,34 @@ class Fleet:
         return self.compute + self.write / self.throughput[..., 1:2]
 
     def __getitem__(self, index) -> "Fleet":
-        """Indexes the batch axes: ``fleet[3]`` is the fourth fleet of a 1-D batch."""
-        if not isinstance(index, tuple):
-            index = (index,)
-        job_index = index + (Ellipsis, slice(None)) if Ellipsis not in index else index
+        """Indexes the batch axes as NumPy does: ``fleet[3]`` is the fourth fleet of a 1-D
+        batch; slices, integer arrays, boolean masks and ``...`` work too.
+
+        Raises:
+          IndexError: an index out of range, or any index on a single fleet (batch shape ()).
+        """
+        batch = self.batch_shape
+        if batch == ():
+            raise IndexError("a single fleet (batch shape ()) has no batch axes to index")
+        if isinstance(index, jax.Array):
+            index = np.asarray(index)
+        # NumPy resolves the index on the fleet numbers and raises IndexError out of range;
+        # JAX would clamp silently.
+        flat = np.arange(int(np.prod(batch)), dtype=np.int64).reshape(batch)
+        try:
+            chosen = flat[index]
+        except (TypeError, ValueError) as err:
+            raise IndexError(f"invalid fleet index {index!r}: {err}") from None
+        chosen = np.asarray(chosen)
+        take = jnp.asarray(chosen.reshape(-1))
+
+        def pick(x):
+            flat_x = jnp.reshape(x, (-1,) + x.shape[len(batch):])
+            return jnp.reshape(flat_x[take], chosen.shape + x.shape[len(batch):])
+
         return _replace(
             self,
-            compute=self.compute[job_index],
-            write=self.write[job_index],
-            throughput=self.throughput[job_index],
-            active=self.active[job_index],
-            cap=self.cap[index],
-            delay=self.delay[index],
-            async_fraction=self.async_fraction[index],
+            **{name: pick(getattr(self, name)) for name in _FLEET_FIELDS},
         )
 
 
@@ -351,6 +379,11 @@ class State:
     remaining: jax.Array
 
 
+def _check_fleet(fleet) -> None:
+    if not isinstance(fleet, Fleet):
+        raise ValueError(f"fleet must be a ckpt_jax.Fleet, got {type(fleet).__name__}")
+
+
 def initial_state(fleet: Fleet, phase: ArrayLike = 0, remaining: Optional[ArrayLike] = None) -> State:
     """Validated initial state for ``fleet``.
 
@@ -358,28 +391,31 @@ def initial_state(fleet: Fleet, phase: ArrayLike = 0, remaining: Optional[ArrayL
       fleet: the `Fleet`.
       phase: (*B, N) ints, 0 = computing, 1 = writing (broadcast; default all computing).
       remaining: (*B, N) work left in the current phase, in (0, T_i] for computing jobs and
-        (0, d_i] for writing jobs. Default: a full phase (T_i or d_i), i.e. a synchronous start.
+        (0, d_i] for writing jobs, positive also after the cast to the fleet's dtype.
+        Default: a full phase (T_i or d_i), i.e. a synchronous start.
 
     Raises:
       ValueError: phase not in {0, 1}, remaining out of range, or shapes that do not match.
     """
+    _check_fleet(fleet)
     shape = fleet.compute.shape
-    phase_np = np.asarray(phase)
-    if not (np.issubdtype(phase_np.dtype, np.integer) or np.issubdtype(phase_np.dtype, np.bool_)):
-        if not np.all(np.equal(np.mod(phase_np, 1), 0)):
-            raise ValueError(f"phase must hold integers 0 (computing) or 1 (writing), got {phase!r}")
+    phase_np = real_array("phase", phase)
+    if not np.all(np.isfinite(phase_np) & (np.mod(phase_np, 1) == 0)):
+        raise ValueError(f"phase must hold integers 0 (computing) or 1 (writing), got {_values(phase_np)}")
     try:
         phase_np = np.broadcast_to(phase_np.astype(np.int64), shape)
     except ValueError:
         raise ValueError(f"phase must have the fleet shape {shape}, got {np.shape(phase)}") from None
     active = np.asarray(fleet.active)
     if not np.isin(phase_np[active], (0, 1)).all():
-        raise ValueError(f"phase must be 0 (computing) or 1 (writing), got values {np.unique(phase_np)}")
+        raise ValueError(
+            f"phase must be 0 (computing) or 1 (writing) for every active job, got values {_values(phase_np[active])}"
+        )
     full = np.where(phase_np == 1, np.asarray(fleet.write), np.asarray(fleet.compute))
     if remaining is None:
         remaining_np = full
     else:
-        remaining_np = _as_float_array("remaining", remaining, None)
+        remaining_np = real_array("remaining", remaining)
         try:
             remaining_np = np.broadcast_to(remaining_np, shape)
         except ValueError:
@@ -388,13 +424,15 @@ def initial_state(fleet: Fleet, phase: ArrayLike = 0, remaining: Optional[ArrayL
             ) from None
         # A relative slack of a few ulps lets users pass remaining = T computed in another dtype.
         slack = 4 * np.finfo(np.dtype(fleet.dtype)).eps * full
-        bad = active & ~(np.isfinite(remaining_np) & (remaining_np > 0) & (remaining_np <= full + slack))
+        cast = remaining_np.astype(fleet.dtype)
+        bad = active & ~(np.isfinite(remaining_np) & (cast > 0) & (remaining_np <= full + slack))
         if bad.any():
-            idx = tuple(np.argwhere(bad)[0])
+            idx = tuple(int(i) for i in np.argwhere(bad)[0])
             which = "d_i (write)" if phase_np[idx] == 1 else "T_i (compute)"
             raise ValueError(
-                f"remaining must lie in (0, {which}] for each job; remaining{list(idx)} = "
-                f"{remaining_np[idx]!r} but the phase's full work is {full[idx]!r}"
+                f"remaining must lie in (0, {which}] for each job (and stay > 0 in {np.dtype(fleet.dtype)}); "
+                f"remaining{list(idx)} = {float(remaining_np[idx])!r} but the phase's full work is "
+                f"{float(full[idx])!r}"
             )
         remaining_np = np.minimum(remaining_np, full)
     remaining_np = np.where(active, remaining_np, 1.0)
@@ -404,13 +442,44 @@ def initial_state(fleet: Fleet, phase: ArrayLike = 0, remaining: Optional[ArrayL
     )
 
 
+def _values(array) -> str:
+    unique = np.unique(np.asarray(array))
+    shown = ", ".join(f"{v:g}" for v in unique[:6]) + (", ..." if unique.size > 6 else "")
+    return f"[{shown}]"
+
+
+def check_state(fleet: Fleet, state) -> State:
+    """Validates a `State` wherever one enters (e.g. `simulate`), however it was built.
+
+    A `State` made by hand skips `initial_state`'s checks; this applies them again: the
+    fleet's shape, phase in {0, 1}, remaining finite and in (0, full phase work].
+
+    Returns:
+      The state with ``remaining`` in the fleet's dtype.
+    """
+    _check_fleet(fleet)
+    if not isinstance(state, State):
+        raise ValueError(f"state must be a ckpt_jax.State (see initial_state), got {type(state).__name__}")
+    shape = fleet.compute.shape
+    for name in ("phase", "remaining"):
+        if np.shape(getattr(state, name)) != shape:
+            raise ValueError(
+                f"state.{name} has shape {np.shape(getattr(state, name))}, but the fleet's shape is {shape}"
+            )
+    try:
+        return initial_state(fleet, phase=np.asarray(state.phase), remaining=np.asarray(state.remaining))
+    except ValueError as err:
+        raise ValueError(f"state: {err}") from None
+
+
 def state_from_positions(fleet: Fleet, position: ArrayLike) -> State:
     """State from cycle positions θ_i ∈ [0, d_i + T_i) (work done since the last firing).
 
     θ < d_i: writing with d_i − θ left; otherwise computing with T_i − (θ − d_i) left
     (docs/model.md §2, write progress first, then compute progress).
     """
-    theta = _as_float_array("position", position, None)
+    _check_fleet(fleet)
+    theta = real_array("position", position)
     write = np.asarray(fleet.write, dtype=np.float64)
     compute = np.asarray(fleet.compute, dtype=np.float64)
     try:
@@ -420,7 +489,7 @@ def state_from_positions(fleet: Fleet, position: ArrayLike) -> State:
     active = np.asarray(fleet.active)
     bad = active & ~((theta >= 0) & (theta < write + compute))
     if bad.any():
-        raise ValueError(f"position must lie in [0, d_i + T_i); got {theta[bad].ravel()[0]!r}")
+        raise ValueError(f"position must lie in [0, d_i + T_i); got {float(theta[bad].ravel()[0])!r}")
     writing = theta < write
     remaining = np.where(writing, write - theta, compute - (theta - write))
     return initial_state(fleet, phase=writing.astype(np.int32), remaining=remaining)
@@ -434,23 +503,15 @@ def random_state(fleet: Fleet, key: jax.Array) -> State:
       key: one PRNG key for the whole batch, or a key array of the batch shape *B (one
         key per fleet): then fleet b's positions depend on ``key[b]`` alone, so a fleet's
         launch does not depend on the batch it is drawn in (`ckpt_jax.ensemble` uses this).
+        Typed keys (`jax.random.key`) and raw key data (`jax.random.PRNGKey`) both work.
     """
-    if _is_key_per_fleet(key, fleet.batch_shape):
-        fleet_keys = jnp.reshape(key, (-1,) + jnp.shape(key)[len(fleet.batch_shape):])
+    _check_fleet(fleet)
+    key = check_key(key, fleet.batch_shape)
+    if fleet.batch_shape != () and key.shape == fleet.batch_shape:
+        fleet_keys = jnp.reshape(key, (-1,))
         draw = jax.vmap(lambda k: jax.random.uniform(k, (fleet.n_jobs,), dtype=fleet.dtype))
         u = np.asarray(draw(fleet_keys), dtype=np.float64).reshape(fleet.compute.shape)
     else:
         u = np.asarray(jax.random.uniform(key, fleet.compute.shape, dtype=fleet.dtype), dtype=np.float64)
     cycle = np.asarray(fleet.write, dtype=np.float64) + np.asarray(fleet.compute, dtype=np.float64)
     return state_from_positions(fleet, np.minimum(u * cycle, np.nextafter(cycle, 0)))
-
-
-def _is_key_per_fleet(key, batch_shape: tuple) -> bool:
-    """Whether ``key`` holds one PRNG key per fleet: typed keys of shape *B, or raw
-    uint32 keys of shape (*B, 2)."""
-    if batch_shape == ():
-        return False
-    shape = tuple(np.shape(key))
-    if jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
-        return shape == batch_shape
-    return shape == batch_shape + (2,)

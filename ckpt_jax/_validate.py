@@ -1,0 +1,206 @@
+"""Host-side checks shared by every entry point: dtypes, numbers, ranges, keys, budgets.
+
+Everything here runs on concrete values *before* any tracing, and every failure is a
+`ValueError` that names the argument and says what is allowed.
+
+The numeric range. The engine's exactness arguments (docs/model.md, "Exactness") need
+every work, volume and rate to be a normal float with full precision, and the virtual
+clocks' double-words need ``eps · value`` normal too: values below
+``tiny / eps² · 2¹⁰`` (about 4.6e-274 in float64, 8.5e-22 in float32) are refused. At
+the top, a run's times must stay finite: values above ``max · 2⁻⁶⁴`` (about 9.7e288 in
+float64, 1.8e19 in float32) are refused, and `simulate` also refuses runs whose time
+bound (`time_bound`) would overflow.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import Optional
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+__all__ = [
+    "DTYPES",
+    "check_dtype",
+    "real_array",
+    "value_range",
+    "check_range",
+    "check_int",
+    "check_key",
+    "check_fleet_offset",
+    "available_bytes",
+    "check_memory",
+]
+
+DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def check_dtype(dtype) -> np.dtype:
+    """``dtype`` as a NumPy dtype if it is float32 or float64, else `ValueError`."""
+    try:
+        resolved = np.dtype(dtype)
+    except TypeError:
+        raise ValueError(f"dtype must be float32 or float64, got {dtype!r}") from None
+    if resolved not in DTYPES:
+        raise ValueError(f"dtype must be float32 or float64, got {resolved}")
+    return resolved
+
+
+def real_array(name: str, value) -> np.ndarray:
+    """``value`` as a float64 NumPy array; `ValueError` naming ``name`` for anything that
+    is not real numbers (strings, None, objects, complex numbers)."""
+    try:
+        arr = np.asarray(value)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"{name} must be an array of real numbers: {err}") from None
+    if np.iscomplexobj(arr):
+        raise ValueError(f"{name} must be real, got complex values")
+    if arr.dtype == object or not (np.issubdtype(arr.dtype, np.number) or arr.dtype == bool):
+        try:
+            arr = arr.astype(np.float64)
+        except (TypeError, ValueError):
+            raise ValueError(f"{name} must be an array of real numbers, got {_short(value)}") from None
+    return arr.astype(np.float64)
+
+
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def value_range(dtype) -> tuple[float, float]:
+    """(low, high): the magnitudes a work, volume, cap or throughput may take in ``dtype``."""
+    info = np.finfo(dtype)
+    low = float(info.tiny) / float(info.eps) ** 2 * 2.0**10
+    high = float(info.max) * 2.0**-64
+    return low, high
+
+
+def check_range(name: str, values: np.ndarray, dtype, mask=None) -> None:
+    """Refuses values (where ``mask``) outside `value_range` after the cast to ``dtype``."""
+    low, high = value_range(dtype)
+    cast = np.asarray(values, dtype=np.float64).astype(dtype).astype(np.float64)
+    bad = ~((cast >= low) & (cast <= high))
+    if mask is not None:
+        bad &= mask
+    if bad.any():
+        index = tuple(int(i) for i in np.argwhere(bad)[0])
+        original = float(np.asarray(values, np.float64)[index])
+        raise ValueError(
+            f"{name} must lie in [{low:.3g}, {high:.3g}] in {np.dtype(dtype)} (the range where the "
+            f"engine's snapping and rounding arguments hold); got {original:.6g} at index {index}"
+            + (f" (it becomes {cast[index]:.6g} in {np.dtype(dtype)})" if cast[index] != original else "")
+            + ("; use float64" if np.dtype(dtype) == np.float32 else "; rescale the time unit")
+        )
+
+
+def check_int(name: str, value, low: int, high: Optional[int] = None) -> int:
+    """``value`` as an int in [low, high]; `ValueError` naming ``name`` otherwise."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise ValueError(f"{name} must be an integer >= {low}, got {_short(value)}")
+    if value < low or (high is not None and value > high):
+        bound = f">= {low}" if high is None else f"in [{low}, {high}]"
+        raise ValueError(f"{name} must be {bound}, got {int(value)}")
+    return int(value)
+
+
+def check_key(key, batch_shape: tuple = (), name: str = "key") -> jax.Array:
+    """A typed PRNG key array, from what `jax.random` accepts as keys: a typed key
+    (`jax.random.key`) or raw uint32 key data (`jax.random.PRNGKey`), of shape () or the
+    batch shape (raw data: with the implementation's trailing key shape).
+
+    Returns the typed key array (shape () or ``batch_shape``).
+    """
+    if isinstance(key, (int, np.integer, float, str, bytes)) or key is None:
+        raise ValueError(
+            f"{name} must be a JAX PRNG key (e.g. jax.random.key(0)), got {_short(key)}"
+        )
+    try:
+        dtype = key.dtype
+    except AttributeError:
+        raise ValueError(f"{name} must be a JAX PRNG key (e.g. jax.random.key(0)), got {type(key).__name__}") from None
+    if jnp.issubdtype(dtype, jax.dtypes.prng_key):
+        typed = key
+    else:
+        if np.dtype(dtype) != np.uint32:
+            raise ValueError(
+                f"{name} must be a typed PRNG key (jax.random.key) or raw uint32 key data "
+                f"(jax.random.PRNGKey), got an array of dtype {dtype}"
+            )
+        impl_shape = jax.random.key_data(jax.random.key(0)).shape
+        shape = tuple(np.shape(key))
+        if shape[len(shape) - len(impl_shape):] != impl_shape:
+            raise ValueError(
+                f"raw {name} data must have a trailing shape {impl_shape} (jax.random.PRNGKey), "
+                f"got shape {shape}"
+            )
+        typed = jax.random.wrap_key_data(jnp.asarray(key, jnp.uint32))
+    if typed.shape not in ((), tuple(batch_shape)):
+        raise ValueError(
+            f"{name} must be a single PRNG key or one per fleet (batch shape {tuple(batch_shape)}), "
+            f"got {typed.shape}"
+        )
+    return typed
+
+
+def check_fleet_offset(fleet_offset, n_fleets: int) -> int:
+    """Fleet offsets are folded into keys as uint32: 0 <= offset and offset + B <= 2³²."""
+    return check_int("fleet_offset", fleet_offset, 0, 2**32 - max(1, n_fleets))
+
+
+def available_bytes(devices=None) -> Optional[int]:
+    """Memory a run may use: the accelerator's limit, or the host's available memory."""
+    device = (devices[0] if devices else jax.devices()[0])
+    if device.platform != "cpu":
+        try:
+            stats = device.memory_stats() or {}
+        except Exception:  # noqa: BLE001 - not every backend reports memory
+            stats = {}
+        limit = stats.get("bytes_limit")
+        if limit:
+            per_device = int(limit) - int(stats.get("bytes_in_use", 0))
+            return per_device * (len(devices) if devices else 1)
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def check_memory(what: str, n_bytes: float, devices=None, hint: str = "") -> None:
+    """Refuses (before allocating) a run whose buffers need more than the memory available."""
+    limit = available_bytes(devices)
+    if limit is None or n_bytes <= limit:
+        return
+    raise ValueError(
+        f"{what} would need about {_bytes(n_bytes)}, more than the {_bytes(limit)} available"
+        + (f"; {hint}" if hint else "")
+    )
+
+
+def _bytes(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB", "TB", "PB", "EB"):
+        if n < 1000 or unit == "EB":
+            return f"{n:.3g} {unit}"
+        n /= 1000
+    return f"{n:.3g} EB"
+
+
+def finite_float(name: str, value) -> float:
+    """A finite Python float, or `ValueError` naming ``name``."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a finite number, got {_short(value)}") from None
+    if not math.isfinite(number):
+        raise ValueError(f"{name} must be finite, got {number}")
+    return number
