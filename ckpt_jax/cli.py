@@ -5,16 +5,25 @@
 ``ckpt-jax ensemble`` runs a long ensemble of random launches in resumable chunks
 (`ckpt_jax.run_ensemble`); ``ckpt-jax reproduce`` runs the experiments. Subcommands live
 in ``_SUBCOMMANDS``.
+
+Every failure is one line on stderr, ``ckpt-jax: error: ...``, and exit status 2: a bad
+option, an ``--out`` that cannot be written (checked before anything runs), a full disk,
+or a `ValueError` of the library. Ctrl-C prints one line and exits with status 130.
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import math
+import os
 import platform
+import re
 import sys
+import tempfile
 import time
+import warnings
 from pathlib import Path
 from typing import Optional, Sequence
 
@@ -23,10 +32,25 @@ import numpy as np
 # Runs with more firings than this (fleets × jobs × cycles) show a progress bar.
 _PROGRESS_WORK = 200_000
 _CSV_COLUMNS = ("fleet", "job", "cycle", "fire_time", "end_time")
+_SEED_MAX = 2**64 - 1
+# Exit status of a run stopped by Ctrl-C (128 + SIGINT), as shells report it.
+_INTERRUPTED = 130
+
+
+class CliError(Exception):
+    """A failure the command line reports as one ``ckpt-jax: error: ...`` line (status 2)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """Usage errors as one line (``ckpt-jax: error: argument --jobs: ...``), status 2."""
+
+    def error(self, message):
+        sys.stderr.write(f"ckpt-jax: error: {message} (see '{self.prog} --help')\n")
+        raise SystemExit(2)
 
 
 # -- option types: argparse turns ArgumentTypeError into "argument --opt: message" --------
-def _integer(low: int):
+def _integer(low: int, high: Optional[int] = None):
     def parse(text: str) -> int:
         try:
             value = int(text)
@@ -34,6 +58,8 @@ def _integer(low: int):
             raise argparse.ArgumentTypeError(f"expected an integer >= {low}, got {text!r}") from None
         if value < low:
             raise argparse.ArgumentTypeError(f"must be >= {low}, got {value}")
+        if high is not None and value > high:
+            raise argparse.ArgumentTypeError(f"must be <= {high}, got {value}")
         return value
 
     return parse
@@ -70,30 +96,46 @@ def _fraction(text: str) -> float:
     return value
 
 
-def _add_fleet_options(parser, compute_default: float | None = 10.0,
-                       write_default: float | None = 1.0) -> None:
+def _add_x64(parser) -> None:
+    action = parser.add_argument("--x64", action=argparse.BooleanOptionalAction, default=True)
+    # Set after construction: BooleanOptionalAction (Python < 3.13) would append its own
+    # "(default: True)" to a help given to the constructor.
+    action.help = "compute in float64 (jax_enable_x64); --no-x64: float32 (default: --x64)"
+
+
+def _add_fleet_options(parser, *, ensemble: bool = False) -> None:
     """The options of a fleet of identical jobs, shared by ``simulate`` and ``ensemble``."""
     from .model import THROUGHPUT_PRESETS
 
     parser.add_argument("--jobs", type=_integer(2), default=8, metavar="N",
-                        help="jobs per fleet")
-    parser.add_argument("--compute", type=_real(positive=True), default=compute_default, metavar="T",
-                        help="solo compute duration (work) per cycle")
-    parser.add_argument("--write", type=_real(positive=True), default=write_default, metavar="d",
-                        help="solo write duration (volume) per checkpoint")
+                        help="jobs per fleet (default: %(default)s)")
+    if ensemble:
+        # No default here: --compute/--write and --load exclude each other (_durations).
+        compute_help = "solo compute duration (work) per cycle (default: 10, or from --load)"
+        write_help = "solo write duration (volume) per checkpoint (default: 1, or from --load)"
+    else:
+        compute_help = "solo compute duration (work) per cycle (default: %(default)g)"
+        write_help = "solo write duration (volume) per checkpoint (default: %(default)g)"
+    parser.add_argument("--compute", type=_real(positive=True), default=None if ensemble else 10.0,
+                        metavar="T", help=compute_help)
+    parser.add_argument("--write", type=_real(positive=True), default=None if ensemble else 1.0,
+                        metavar="d", help=write_help)
     parser.add_argument("--cap", type=_cap, default=None, metavar="C",
-                        help="power cap, in jobs at full speed ('none' = uncapped)")
+                        help="power cap, in jobs at full speed; 'none' = uncapped (default: none)")
     parser.add_argument("--throughput", choices=sorted(THROUGHPUT_PRESETS), default="shared",
-                        help="aggregate write throughput f(n) with n concurrent writers")
+                        help="aggregate write throughput f(n) with n concurrent writers "
+                        "(default: %(default)s)")
     parser.add_argument("--jitter", type=_real(positive=False), default=0.0, metavar="SIGMA",
-                        help="standard deviation of each compute phase's work")
+                        help="standard deviation of each compute phase's work (default: 0)")
     parser.add_argument("--delay", type=_real(positive=False), default=0.0, metavar="TAU",
-                        help="controller delay: the cap acts on the computing count from TAU earlier")
+                        help="controller delay: the cap acts on the computing count from TAU "
+                        "earlier (default: 0)")
     parser.add_argument("--async-fraction", type=_fraction, default=0.0, metavar="ALPHA",
-                        help="asynchronous checkpoints: compute fraction kept while a write drains "
-                        "(0 = blocking)")
-    parser.add_argument("--seed", type=_integer(0), default=0,
-                        help="PRNG seed for the random start and the jitter")
+                        help="asynchronous checkpoints: compute fraction kept while a write drains; "
+                        "0 = blocking (default: 0)")
+    parser.add_argument("--seed", type=_integer(0, _SEED_MAX), default=0,
+                        help=f"PRNG seed for the random start and the jitter, 0 to {_SEED_MAX} "
+                        "(default: 0)")
 
 
 def _add_simulate(subparsers) -> None:
@@ -105,21 +147,21 @@ def _add_simulate(subparsers) -> None:
             "volume d) exactly, event to event, for K cycles each, and write trace.csv, "
             "trace.npz, summary.json and trace.png (fleet 0) into --out."
         ),
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     _add_fleet_options(parser)
     parser.add_argument("--cycles", type=_integer(1), default=50, metavar="K",
-                        help="firings (checkpoints) recorded per job")
+                        help="firings (checkpoints) recorded per job (default: %(default)s)")
     parser.add_argument("--fleets", type=_integer(1), default=1, metavar="B",
-                        help="ensemble size (independent launches); the figure shows fleet 0")
+                        help="ensemble size (independent launches); the figure shows fleet 0 "
+                        "(default: %(default)s)")
     parser.add_argument("--start", choices=("random", "sync", "stagger"), default="random",
                         help="random: uniform cycle positions; sync: all start computing "
-                        "together; stagger: evenly spaced cycle positions")
-    parser.add_argument("--x64", action=argparse.BooleanOptionalAction, default=True,
-                        help="compute in float64 (jax_enable_x64)")
+                        "together; stagger: evenly spaced cycle positions (default: %(default)s)")
+    _add_x64(parser)
     parser.add_argument("--out", type=Path, required=True, metavar="DIR",
-                        help="output directory (created if missing)")
-    parser.set_defaults(run=_simulate)
+                        help="output directory, created if missing (required)")
+    parser.set_defaults(run=_simulate, check=lambda args: _check_period(args.compute, args.write),
+                        resumes=False)
 
 
 def _add_reproduce(subparsers) -> None:
@@ -133,30 +175,29 @@ def _add_reproduce(subparsers) -> None:
             "per claim, the numbers, figures and a verdict decided by thresholds in the code. "
             "An interrupted run resumes from the experiments already finished."
         ),
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     sizes = parser.add_mutually_exclusive_group()
     sizes.add_argument("--quick", dest="size", action="store_const", const="quick",
-                       help="sized for <= 10 minutes on a 2-core CPU (default)")
+                       help="sized for <= 10 minutes on a 2-core CPU (the default size)")
     sizes.add_argument("--full", dest="size", action="store_const", const="full",
                        help="sized for one GPU")
     sizes.add_argument("--smoke", dest="size", action="store_const", const="smoke",
                        help="seconds per experiment (what the tests run)")
     parser.set_defaults(size="quick")
     parser.add_argument("--only", action="append", choices=REGISTRY, metavar="NAME",
-                        help=f"run only this experiment (repeatable): {', '.join(REGISTRY)}")
+                        help=f"run only this experiment (repeatable; default: all): {', '.join(REGISTRY)}")
     parser.add_argument("--restart", action="store_true",
                         help="ignore finished experiments in DIR and run them again")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
     parser.add_argument("--out", type=Path, required=True, metavar="DIR",
-                        help="output directory (created if missing)")
+                        help="output directory, created if missing (required)")
 
     def run(args):
         from .reproduce import main_reproduce
 
         return main_reproduce(args)
 
-    parser.set_defaults(run=run, x64=True)
+    parser.set_defaults(run=run, x64=True, resumes=True)
 
 
 def _add_ensemble(subparsers) -> None:
@@ -166,29 +207,27 @@ def _add_ensemble(subparsers) -> None:
         description=(
             "Simulate B fleets of N identical jobs from independent random launches, C fleets "
             "at a time. Each chunk is saved atomically into --out (chunk-*.npz: per-fleet "
-            "smallest phase gap per cycle, events and end time), so an interrupted run "
-            "resumes from the last chunk saved; summary.json is written at the end."
+            "smallest phase gap per cycle, firing-order changes, events and end time), so an "
+            "interrupted run resumes from the last chunk saved; summary.json is written at the end."
         ),
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     parser.add_argument("--fleets", type=_integer(1), required=True, metavar="B",
-                        help="ensemble size (independent random launches)")
-    _add_fleet_options(parser, compute_default=None, write_default=None)
+                        help="ensemble size, independent random launches (required)")
+    _add_fleet_options(parser, ensemble=True)
     parser.add_argument("--load", type=_real(positive=True), default=None, metavar="RHO",
-                        help="load N d / (T + d) with T + d = 1 (instead of --compute/--write; "
-                        "without either, T = 10 and d = 1)")
+                        help="load N d / (T + d) with T + d = 1, instead of --compute/--write "
+                        "(default: none, i.e. T = 10 and d = 1 unless given)")
     parser.add_argument("--fires", "--cycles", dest="fires", type=_integer(1), default=50, metavar="K",
-                        help="firings (checkpoints) recorded per job")
+                        help="firings (checkpoints) recorded per job (default: %(default)s)")
     parser.add_argument("--chunk-size", type=_integer(1), default=1000, metavar="C",
-                        help="fleets per chunk (one saved file each)")
+                        help="fleets per chunk, one saved file each (default: %(default)s)")
     parser.add_argument("--restart", action="store_true",
                         help="discard the chunks saved in DIR and start over")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
-    parser.add_argument("--x64", action=argparse.BooleanOptionalAction, default=True,
-                        help="compute in float64 (jax_enable_x64)")
+    _add_x64(parser)
     parser.add_argument("--out", type=Path, required=True, metavar="DIR",
-                        help="output directory for the chunks, manifest.json and summary.json")
-    parser.set_defaults(run=_ensemble)
+                        help="output directory for the chunks, manifest.json and summary.json (required)")
+    parser.set_defaults(run=_ensemble, check=_durations, resumes=True)
 
 
 _SUBCOMMANDS = (_add_simulate, _add_reproduce, _add_ensemble)
@@ -198,7 +237,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The `ckpt-jax` argument parser, one subparser per subcommand."""
     from . import __version__
 
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="ckpt-jax",
         description="Exact, vectorized simulations of checkpointing fleets.",
     )
@@ -210,32 +249,138 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    """Runs the CLI; returns the exit status (0 when every fleet completed).
+    """Runs the CLI; returns the exit status: 0 when every fleet completed, 1 when some
+    did not, 2 on an error (one ``ckpt-jax: error: ...`` line on stderr), 130 on Ctrl-C.
 
     Args:
       argv: arguments without the program name; default ``sys.argv[1:]``.
     """
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as done:  # --help, --version, or a usage error already reported
+        return done.code if isinstance(done.code, int) else 2 * (done.code is not None)
+    previous_x64 = None
+    try:
+        if getattr(args, "check", None) is not None:
+            args.check(args)  # option combinations, before anything is created
+        _check_out_dir(Path(args.out))
+        import jax
+
+        # x64 must be set before any array is built. Restore it afterwards so an in-process
+        # call (tests, notebooks) does not change the caller's global JAX configuration.
+        previous_x64 = bool(jax.config.jax_enable_x64)
+        jax.config.update("jax_enable_x64", args.x64)
+        return args.run(args)
+    except KeyboardInterrupt:
+        then = "rerun the same command to resume" if args.resumes else "rerun the same command to start again"
+        return _fail(f"interrupted; {then}", prefix="ckpt-jax: ", status=_INTERRUPTED)
+    except CliError as err:
+        return _fail(str(err))
+    except OSError as err:
+        return _fail(_os_error_text(err, args.resumes))
+    except (ValueError, OverflowError) as err:  # the library's validation; numbers out of range
+        return _fail(str(err))
+    except MemoryError:
+        return _fail(f"out of memory: {_SMALLER}")
+    except RuntimeError as err:  # XLA's out of memory (jax.errors.JaxRuntimeError)
+        if "RESOURCE_EXHAUSTED" not in str(err):
+            raise
+        return _fail(f"out of memory ({str(err).splitlines()[0][:200]}): {_SMALLER}")
+    finally:
+        if previous_x64 is not None:
+            import jax
+
+            jax.config.update("jax_enable_x64", previous_x64)
+
+
+# -- failures ---------------------------------------------------------------------------
+_SMALLER = "try fewer fleets, jobs or cycles (ensemble: a smaller --chunk-size)"
+_NUMPY_SCALAR = re.compile(r"\bnp\.(?:float|int|uint|complex)\d*\(([^()]*)\)")
+_NUMPY_BOOL = re.compile(r"\bnp\.(True|False)_\b")
+_NUMPY_STR = re.compile(r"\bnp\.str_\(('[^']*'|\"[^\"]*\")\)")
+
+
+def _plain_text(message: str) -> str:
+    """``message`` on one line, numbers as plain numbers (``-1.0``, not ``np.float64(-1.0)``)."""
+    message = _NUMPY_SCALAR.sub(r"\1", message)
+    message = _NUMPY_BOOL.sub(r"\1", message)
+    message = _NUMPY_STR.sub(r"\1", message)
+    return " ".join(message.split())
+
+
+def _fail(message: str, prefix: str = "ckpt-jax: error: ", status: int = 2) -> int:
+    sys.stderr.write(f"{prefix}{_plain_text(message)}\n")
+    return status
+
+
+def _os_error_text(err: OSError, resumes: bool) -> str:
+    where = f" ({err.filename})" if err.filename else ""
+    if err.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)):
+        what = "no space left on device" if err.errno == errno.ENOSPC else "disk quota exceeded"
+        then = "rerun the same command to resume" if resumes else "rerun the same command"
+        return (f"{what} while writing{where}; the files written before are complete "
+                f"(none is half written): free some space, then {then}")
+    return f"{err.strerror or err}{where}"
+
+
+def _check_out_dir(out: Path) -> None:
+    """Creates ``--out`` and checks a file can be written there, before anything runs."""
+    if out.exists() and not out.is_dir():
+        raise CliError(f"--out {out}: not a directory")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise CliError(f"--out {out}: cannot create it ({err.strerror or err})") from None
+    try:
+        fd, probe = tempfile.mkstemp(dir=out, prefix=".ckpt-jax-probe.", suffix=".tmp")
+        try:
+            os.write(fd, b"0")
+        finally:
+            os.close(fd)
+            os.unlink(probe)
+    except OSError as err:
+        if err.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)):
+            raise CliError(f"--out {out}: no space left on device") from None
+        raise CliError(f"--out {out}: cannot write there ({err.strerror or err})") from None
+
+
+def _plain(value) -> str:
+    """A value for a message: ``none``, ``on``/``off``, ``10`` (not ``10.0``), ``0.25``."""
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, float):
+        return str(int(value)) if value.is_integer() and abs(value) < 1e16 else repr(value)
+    return str(value)
+
+
+def _seed_key(seed: int):
+    """The PRNG key of ``--seed``: threefry2x32 with key data ``[seed >> 32, seed & 0xFFFFFFFF]``.
+
+    That is ``jax.random.key(seed)`` (default implementation) wherever it is exact: every
+    seed under x64, seeds below 2**32 under float32 (where ``jax.random.key`` would wrap
+    larger seeds around onto small ones, and raises beyond 2**63).
+    """
     import jax
 
-    # x64 must be set before any array is built. Restore it afterwards so an in-process
-    # call (tests, notebooks) does not change the caller's global JAX configuration.
-    previous_x64 = bool(jax.config.jax_enable_x64)
-    jax.config.update("jax_enable_x64", args.x64)
-    try:
-        return args.run(args)
-    finally:
-        jax.config.update("jax_enable_x64", previous_x64)
+    data = np.array([seed >> 32, seed & 0xFFFFFFFF], dtype=np.uint32)
+    return jax.random.wrap_key_data(data, impl="threefry2x32")
 
 
 # -- simulate ---------------------------------------------------------------------------
-def _initial_state(fleet, start: str, seed: int):
-    import jax
+def _check_period(compute: float, write: float) -> tuple:
+    if not math.isfinite(compute + write):
+        raise CliError(f"--compute + --write overflows ({_plain(compute)} + {_plain(write)}): "
+                       "use smaller durations")
+    return compute, write
 
+
+def _initial_state(fleet, start: str, seed: int):
     from .model import initial_state, random_state, state_from_positions
 
     if start == "random":
-        return random_state(fleet, jax.random.key(seed))
+        return random_state(fleet, _seed_key(seed))
     if start == "sync":
         return initial_state(fleet)
     # Evenly spaced cycle positions θ_i = i (T + d) / N: job 0 has just fired.
@@ -244,7 +389,7 @@ def _initial_state(fleet, start: str, seed: int):
     return state_from_positions(fleet, cycle * np.arange(n_jobs) / n_jobs)
 
 
-def _write_csv(path: Path, fire_times: np.ndarray, end_times: np.ndarray) -> None:
+def _write_csv(handle, fire_times: np.ndarray, end_times: np.ndarray) -> None:
     """One row per (fleet, job, cycle); %.17g round-trips float64 exactly, NaN as 'nan'."""
     n_fleets, n_jobs, n_cycles = fire_times.shape
     fleet, job, cycle = np.meshgrid(
@@ -253,7 +398,7 @@ def _write_csv(path: Path, fire_times: np.ndarray, end_times: np.ndarray) -> Non
     table = np.column_stack(
         [fleet.ravel(), job.ravel(), cycle.ravel(), fire_times.ravel(), end_times.ravel()]
     )
-    np.savetxt(path, table, fmt=["%d", "%d", "%d", "%.17g", "%.17g"], delimiter=",",
+    np.savetxt(handle, table, fmt=["%d", "%d", "%d", "%.17g", "%.17g"], delimiter=",",
                header=",".join(_CSV_COLUMNS), comments="")
 
 
@@ -261,6 +406,7 @@ def _simulate(args) -> int:
     import jax
 
     from . import __version__
+    from ._io import atomic_write, atomic_write_bytes
     from .analysis import writer_count
     from .engine import describe_status, simulate
     from .model import Fleet
@@ -278,7 +424,7 @@ def _simulate(args) -> int:
     )
     state = _initial_state(fleet, args.start, args.seed)
     # The jitter stream is derived apart from the launch key so the two are independent.
-    jitter_key = jax.random.fold_in(jax.random.key(args.seed), 1)
+    jitter_key = jax.random.fold_in(_seed_key(args.seed), 1)
     work = n_fleets * n_jobs * n_cycles
 
     started = time.perf_counter()
@@ -294,17 +440,17 @@ def _simulate(args) -> int:
     wall_s = time.perf_counter() - started
 
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    _write_csv(out / "trace.csv", trace.fire_times, trace.end_times)
-    np.savez(
-        out / "trace.npz",
+    # Each file is written atomically: complete (this run's) or as it was before.
+    atomic_write(out / "trace.csv", lambda handle: _write_csv(handle, trace.fire_times, trace.end_times))
+    atomic_write(out / "trace.npz", lambda handle: np.savez(
+        handle,
         fire_times=trace.fire_times,
         end_times=trace.end_times,
         ok=trace.ok,
         status=trace.status,
         n_events=trace.n_events,
         time=trace.time,
-    )
+    ))
 
     ok = trace.ok
     n_ok = int(ok.sum())
@@ -329,8 +475,9 @@ def _simulate(args) -> int:
             "x64": args.x64,
         },
         "keys": {
-            "start": "jax.random.key(seed) (used only by --start random)",
-            "jitter": "jax.random.fold_in(jax.random.key(seed), 1)",
+            "seed": _SEED_KEY_TEXT,
+            "start": "key(seed) (used only by --start random)",
+            "jitter": "jax.random.fold_in(key(seed), 1)",
         },
         "dtype": str(fleet.dtype),
         "load": n_jobs * args.write / (args.compute + args.write),
@@ -340,7 +487,7 @@ def _simulate(args) -> int:
         "status_text": describe_status(status_all),
         "events_total": int(trace.n_events.sum()),
         "events_per_fleet_max": int(trace.n_events.max()),
-        "simulated_time_max": float(np.nanmax(trace.time)),
+        "simulated_time_max": _finite_or_none(np.nanmax(trace.time)),
         "max_recorded_writers_fleet0": int(counts.max()) if counts.size else 0,
         "wall_time_s": wall_s,
         "backend": jax.default_backend(),
@@ -351,7 +498,7 @@ def _simulate(args) -> int:
         "notes": "cycle is the 0-based firing index after t = 0; fire/end times of "
         "padding or unfinished windows are NaN. Windows in progress at t = 0 are not recorded.",
     }
-    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    atomic_write_bytes(out / "summary.json", (json.dumps(summary, indent=2) + "\n").encode())
 
     cap = "uncapped" if args.cap is None else f"C={args.cap:g}"
     title = (
@@ -359,7 +506,7 @@ def _simulate(args) -> int:
         f"f={args.throughput}, σ={args.jitter:g}, start={args.start}, seed={args.seed}"
     )
     figure = plot_trace(trace.fire_times[0], trace.end_times[0], title=title)
-    figure.savefig(out / "trace.png", dpi=120)
+    atomic_write(out / "trace.png", lambda handle: figure.savefig(handle, format="png", dpi=120))
 
     print(
         f"ckpt-jax simulate: {n_ok}/{n_fleets} fleets ok, N={n_jobs}, K={n_cycles}, "
@@ -372,35 +519,147 @@ def _simulate(args) -> int:
     return 0
 
 
+_SEED_KEY_TEXT = (
+    "key(seed): the threefry2x32 key with data [seed >> 32, seed & 0xFFFFFFFF], i.e. "
+    "jax.random.key(seed) under x64"
+)
+
+
+def _finite_or_none(value) -> Optional[float]:
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
 # -- ensemble ---------------------------------------------------------------------------
+# Option names of the ensemble's parameters, for messages ("chunk-size: 1000 saved, 500 now").
+_ENSEMBLE_OPTIONS = {
+    "fleets": "fleets", "jobs": "jobs", "fires": "fires", "chunk_size": "chunk-size",
+    "load": "load", "compute": "compute", "write": "write", "cap": "cap",
+    "throughput": "throughput", "jitter": "jitter", "delay": "delay",
+    "async_fraction": "async-fraction", "seed": "seed", "x64": "x64",
+}
+# What each chunk keeps per fleet (besides ok and status), and the summary's notes.
+_ENSEMBLE_ARRAYS = ["smallest_gap", "order_changed", "n_events", "time"]
+
+
 def _durations(args) -> tuple:
     """(T, d) from --load (T + d = 1, d = ρ / N) or from --compute / --write."""
     if args.load is None:
-        return (10.0 if args.compute is None else args.compute, 1.0 if args.write is None else args.write)
+        durations = (10.0 if args.compute is None else args.compute, 1.0 if args.write is None else args.write)
+        return _check_period(*durations)
     if args.compute is not None or args.write is not None:
-        raise ValueError("give either --load or --compute/--write, not both")
+        raise CliError("give either --load or --compute/--write, not both")
     if args.load >= args.jobs:
-        raise ValueError(f"--load must be < N = {args.jobs} (so that T = 1 - load/N > 0), got {args.load:g}")
+        raise CliError(f"--load must be < N = {args.jobs} (so that T = 1 - load/N > 0), got {_plain(args.load)}")
     write = args.load / args.jobs
     return 1.0 - write, write
+
+
+def _gaps_and_order(fire_times):
+    """Per fleet and cycle k: the smallest phase gap (time units, `ckpt_jax.smallest_gap`
+    without a period), and whether the firing order changed from cycle k to k + 1.
+
+    The gap assumes the firing order of identical jobs is fixed (claim 3). Jitter can change
+    it: a job then fires twice before another fires once (the closing gap would come out
+    negative), or two jobs swap. Where it changed the gap is NaN; the last cycle (no next
+    one) is NaN and never counts as changed.
+    """
+    import jax.numpy as jnp
+
+    from .analysis import smallest_gap
+
+    fire = jnp.asarray(fire_times)
+    gaps = smallest_gap(fire)
+    if isinstance(gaps, tuple):  # (gaps, flags) from a smallest_gap that reports order changes
+        gaps = gaps[0]
+    finite = jnp.isfinite(fire)
+    present = jnp.any(finite, axis=-1, keepdims=True)  # not a padding slot
+    complete = jnp.all(~present | finite, axis=-2)  # (..., K): every job's k-th firing recorded
+    first = jnp.min(jnp.where(finite, fire, jnp.inf), axis=-2)
+    last = jnp.max(jnp.where(finite, fire, -jnp.inf), axis=-2)
+    order = jnp.argsort(jnp.where(present, fire, jnp.inf), axis=-2, stable=True)
+    swapped = jnp.any(order[..., 1:] != order[..., :-1], axis=-2)
+    overtaken = last[..., :-1] > first[..., 1:]
+    changed = (swapped | overtaken) & complete[..., :-1] & complete[..., 1:]
+    changed = jnp.concatenate([changed, jnp.zeros_like(changed[..., :1])], axis=-1)
+    gaps = jnp.where(changed | (gaps < 0), jnp.nan, gaps)
+    return gaps, changed
+
+
+def _ensemble_parameters(args, compute: float, write: float) -> dict:
+    return {
+        "fleets": args.fleets,
+        "jobs": args.jobs,
+        "fires": args.fires,
+        "chunk_size": args.chunk_size,
+        "load": args.load,
+        "compute": compute,
+        "write": write,
+        "cap": args.cap,
+        "throughput": args.throughput,
+        "jitter": args.jitter,
+        "delay": args.delay,
+        "async_fraction": args.async_fraction,
+        "seed": args.seed,
+        "x64": args.x64,
+    }
+
+
+def _check_saved_ensemble(out: Path, parameters: dict) -> None:
+    """Raises `CliError` in the CLI's words when ``out`` holds another ensemble."""
+    from .ensemble import MANIFEST
+
+    path = out / MANIFEST
+    if not path.exists():
+        return
+    try:
+        saved = json.loads(path.read_text())
+    except (OSError, ValueError):
+        raise CliError(f"{path} is unreadable; use --restart to start over") from None
+    config = saved.get("config") if isinstance(saved, dict) else None
+    old = config.get("parameters") if isinstance(config, dict) and config.get("command") == "ensemble" else None
+    if not isinstance(old, dict):
+        raise CliError(f"{out} holds an ensemble made by another version of ckpt-jax or by the Python "
+                       "API; use --restart to start over, or another --out")
+    now = json.loads(json.dumps(parameters))  # as it reads back from the manifest
+    lines = [
+        f"{_ENSEMBLE_OPTIONS.get(name, name)}: {_plain(old.get(name))} saved, {_plain(value)} now"
+        for name, value in now.items()
+        if old.get(name) != value
+    ]
+    if lines:
+        raise CliError(f"{out} holds another ensemble: {'; '.join(lines)}; use --restart to start over")
+
+
+def _one_line_warnings(show):
+    """A `warnings.showwarning` printing run_ensemble's RuntimeWarnings (a chunk file
+    recomputed) as ``ckpt-jax: warning: ...`` lines; the CLI reports failed fleets itself."""
+
+    def showwarning(message, category, filename, lineno, file=None, line=None):
+        if not issubclass(category, RuntimeWarning):
+            return show(message, category, filename, lineno, file, line)
+        if "did not complete" not in str(message):
+            sys.stderr.write(f"ckpt-jax: warning: {_plain_text(str(message))}\n")
+        return None
+
+    return showwarning
 
 
 def _ensemble(args) -> int:
     import jax
 
     from . import __version__
-    from .analysis import smallest_gap
     from .engine import describe_status
-    from .ensemble import MANIFEST, random_launches, run_ensemble
+    from .ensemble import MANIFEST, EnsembleMismatchError, random_launches, run_ensemble
     from .experiments import write_json
 
-    try:
-        compute, write = _durations(args)
-    except ValueError as err:
-        print(f"ckpt-jax ensemble: error: {err}", file=sys.stderr)
-        return 2
+    compute, write = _durations(args)
     n_jobs = args.jobs
-    seed_key = jax.random.key(args.seed)
+    out = Path(args.out)
+    parameters = _ensemble_parameters(args, compute, write)
+    if not args.restart:
+        _check_saved_ensemble(out, parameters)
+    seed_key = _seed_key(args.seed)
     make_chunk = random_launches(
         np.full(n_jobs, compute),
         np.full(n_jobs, write),
@@ -411,60 +670,57 @@ def _ensemble(args) -> int:
         async_fraction=args.async_fraction,
         dtype=np.float64 if args.x64 else np.float32,
     )
-    gap = jax.jit(smallest_gap)  # every chunk has one shape: compiled once
+    gaps_and_order = jax.jit(_gaps_and_order)  # every chunk has one shape: compiled once
 
     def reduce(trace):
-        return {"smallest_gap": gap(trace.fire_times), "n_events": trace.n_events, "time": trace.time}
+        gaps, changed = gaps_and_order(trace.fire_times)
+        return {"smallest_gap": gaps, "order_changed": changed, "n_events": trace.n_events, "time": trace.time}
 
     started = time.perf_counter()
     try:
-        result = run_ensemble(
-            make_chunk,
-            args.fleets,
-            args.fires,
-            chunk_size=args.chunk_size,
-            out_dir=args.out,
-            key=jax.random.fold_in(seed_key, 1),
-            jitter=args.jitter if args.jitter > 0 else None,
-            resume=not args.restart,
-            progress=False if args.no_progress else None,
-            reduce=reduce,
-            config={"command": "ensemble", "arrays": ["smallest_gap", "n_events", "time"]},
-        )
-    except ValueError as err:
-        print(f"ckpt-jax ensemble: error: {err} (on the command line, --restart discards saved chunks)",
-              file=sys.stderr)
-        return 2
+        with warnings.catch_warnings():
+            warnings.showwarning = _one_line_warnings(warnings.showwarning)
+            warnings.simplefilter("always", RuntimeWarning)
+            result = run_ensemble(
+                make_chunk,
+                args.fleets,
+                args.fires,
+                chunk_size=args.chunk_size,
+                out_dir=out,
+                key=jax.random.fold_in(seed_key, 1),
+                jitter=args.jitter if args.jitter > 0 else None,
+                resume=not args.restart,
+                progress=False if args.no_progress else None,
+                reduce=reduce,
+                config={"command": "ensemble", "arrays": _ENSEMBLE_ARRAYS, "parameters": parameters},
+            )
+    except EnsembleMismatchError as err:
+        if err.differences:
+            raise CliError(f"{out} holds another ensemble ({'; '.join(err.differences)}); "
+                           "use --restart to start over") from None
+        reason = str(err).split("; rerun with resume=False")[0]
+        raise CliError(f"{reason}; use --restart to start over") from None
     wall_s = time.perf_counter() - started
 
     ok = result.ok
     status_all = int(np.bitwise_or.reduce(result.status))
-    # Smallest gap ever seen per fleet (time units; the last cycle has no closing gap).
+    # Smallest gap ever seen per fleet (time units), over the cycles whose firing order held
+    # (the last cycle has no closing gap): never negative.
     gaps = result.arrays["smallest_gap"][ok]
+    changed = result.arrays["order_changed"][ok].astype(bool)
     fleet_min_gap = np.min(np.where(np.isnan(gaps), np.inf, gaps), axis=-1, initial=np.inf)
     finite = np.isfinite(fleet_min_gap)
+    n_changed_cycles = int(changed.sum())
+    n_changed_fleets = int(changed.any(axis=-1).sum())
     n_chunks = result.n_computed + result.n_loaded
     summary = {
         "command": "ensemble",
         "version": __version__,
-        "parameters": {
-            "fleets": args.fleets,
-            "jobs": n_jobs,
-            "fires": args.fires,
-            "chunk_size": args.chunk_size,
-            "compute": compute,
-            "write": write,
-            "cap": args.cap,
-            "throughput": args.throughput,
-            "jitter": args.jitter,
-            "delay": args.delay,
-            "async_fraction": args.async_fraction,
-            "seed": args.seed,
-            "x64": args.x64,
-        },
+        "parameters": parameters,
         "keys": {
-            "launch": "fleet i: jax.random.fold_in(jax.random.fold_in(jax.random.key(seed), 0), i)",
-            "jitter": "jax.random.fold_in(jax.random.key(seed), 1), folded with the fleet index",
+            "seed": _SEED_KEY_TEXT,
+            "launch": "fleet i: jax.random.fold_in(jax.random.fold_in(key(seed), 0), i)",
+            "jitter": "jax.random.fold_in(key(seed), 1), folded with the fleet index",
         },
         "load": n_jobs * write / (compute + write),
         "ok": bool(ok.all()),
@@ -476,21 +732,37 @@ def _ensemble(args) -> int:
         "chunks_loaded": result.n_loaded,
         "events_mean": float(result.arrays["n_events"].mean()),
         "smallest_gap_min_mean": float(fleet_min_gap[finite].mean()) if finite.any() else None,
+        "smallest_gap_fleets": int(finite.sum()),
+        "order_changed_cycles": n_changed_cycles,
+        "order_changed_fleets": n_changed_fleets,
         "wall_time_s": wall_s,
         "backend": jax.default_backend(),
         "jax": jax.__version__,
         "files": [MANIFEST, "chunk-*.npz", "summary.json"],
-        "notes": "smallest_gap_min_mean: per ok fleet, the smallest phase gap (time units) over "
-        "cycles 0..K-2 (ckpt_jax.smallest_gap), averaged over those fleets (null when K = 1). "
-        "Each chunk-*.npz holds per fleet: smallest_gap (K,), n_events, time, ok, status.",
+        "notes": "smallest_gap_min_mean: per ok fleet, the smallest phase gap (time units, >= 0) "
+        "over cycles 0..K-2 whose firing order held (ckpt_jax.smallest_gap), averaged over the "
+        "smallest_gap_fleets fleets that have such a cycle (null when none, e.g. K = 1). The gap "
+        "assumes the firing order is fixed, as it is for identical jobs without jitter; where it "
+        "changed from cycle k to k + 1 (a job fired twice before another fired once, or two jobs "
+        "swapped: jitter) cycle k's gap is NaN and left out. order_changed_cycles counts those "
+        "(ok fleet, cycle) pairs, order_changed_fleets the ok fleets with at least one. Each "
+        "chunk-*.npz holds per fleet: smallest_gap (K,), order_changed (K,), n_events, time, ok, "
+        "status, and the file's chunk_index and the manifest's fingerprint.",
     }
-    write_json(Path(args.out) / "summary.json", summary)
+    write_json(out / "summary.json", summary)
 
     print(
         f"ckpt-jax ensemble: {int(ok.sum())}/{args.fleets} fleets ok, N={n_jobs}, K={args.fires}, "
         f"{n_chunks} chunks ({result.n_computed} computed, {result.n_loaded} loaded), {wall_s:.2f} s "
-        f"-> {args.out}"
+        f"-> {out}"
     )
+    if n_changed_cycles:
+        print(
+            f"ckpt-jax: warning: the firing order changed in {n_changed_cycles} cycle(s) of "
+            f"{n_changed_fleets} fleet(s) (jitter?): their smallest gaps are undefined and left out "
+            "of smallest_gap_min_mean (see order_changed_* in summary.json)",
+            file=sys.stderr,
+        )
     if not ok.all():
         print(f"ckpt-jax ensemble: {result.n_bad} fleet(s) failed: {describe_status(status_all)}", file=sys.stderr)
         return 1

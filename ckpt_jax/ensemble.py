@@ -6,7 +6,9 @@ in the same directory, flush + fsync, then `os.replace`), so a chunk file is eit
 complete or absent. A rerun with the same ``out_dir`` loads the chunks already saved and
 computes only the rest: nothing is lost and nothing is counted twice. ``manifest.json``
 records what the chunks are results of; resuming a different ensemble into the same
-directory raises `ValueError` rather than mixing results.
+directory raises `EnsembleMismatchError` (a `ValueError`) rather than mixing results. Each
+chunk file records its chunk index and the manifest's fingerprint: a chunk file renamed,
+swapped with another or copied in from another ensemble is recomputed, with a warning.
 
 Results do not depend on the chunking: the caller's ``make_chunk(start, stop)`` must build
 fleets ``start..stop-1`` from their global indices alone (`random_launches` does), jitter
@@ -38,17 +40,35 @@ from ._io import atomic_write
 from .engine import Trace, _check_int, check_method, describe_status, simulate
 from .model import Fleet, State, random_state
 
-__all__ = ["MANIFEST", "EnsembleResult", "random_launches", "run_ensemble"]
+__all__ = ["MANIFEST", "EnsembleMismatchError", "EnsembleResult", "random_launches", "run_ensemble"]
 
 MANIFEST = "manifest.json"
 _FORMAT = "ckpt_jax.ensemble/1"
 # Per-fleet arrays every chunk file holds besides reduce's: the trace's own verdict.
-_RESERVED = ("ok", "status")
+_VERDICT = ("ok", "status")
+# Scalars every chunk file holds: which chunk of which ensemble (manifest fingerprint) it is.
+_TAGS = ("chunk_index", "fingerprint")
+_RESERVED = _VERDICT + _TAGS
 # What the default reduce keeps of a `Trace` (ok and status are always kept).
 _TRACE_ARRAYS = ("fire_times", "end_times", "n_events", "time")
 # simulate options that may pass through, and those that decide the results.
 _SIMULATE_OPTIONS = ("max_events", "queue_size", "method", "throw", "devices")
 _RESULT_OPTIONS = ("max_events", "queue_size", "method")
+
+
+class EnsembleMismatchError(ValueError):
+    """``out_dir`` holds another ensemble's files (or files no manifest accounts for).
+
+    Attributes:
+      out_dir: the directory.
+      differences: one line per manifest field that differs (``"n_fires: saved 4, now 5"``);
+        empty when the manifest is unreadable or missing.
+    """
+
+    def __init__(self, message: str, out_dir: Path, differences=()):
+        super().__init__(message)
+        self.out_dir = out_dir
+        self.differences = list(differences)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -164,7 +184,8 @@ def run_ensemble(
       reduce: ``reduce(trace) -> {name: array}`` with leading axis ``chunk_size`` (one row
         per fleet of the padded chunk), applied to each chunk's `Trace` before saving.
         Default: the trace's ``fire_times``, ``end_times``, ``n_events`` and ``time``.
-        The names ``ok`` and ``status`` are reserved: they are always kept.
+        The names ``ok`` and ``status`` (always kept) and ``chunk_index`` and
+        ``fingerprint`` (each file's tags) are reserved.
       config: JSON-able description of what ``make_chunk`` and ``reduce`` compute (e.g.
         N, T, d, seed), recorded in the manifest; a resume with a different one raises.
         ``make_chunk.config``, if present (`random_launches`), is recorded too.
@@ -177,8 +198,15 @@ def run_ensemble(
       ``n_bad`` and reported by a `RuntimeWarning`.
 
     Raises:
-      ValueError: a bad argument (before anything runs), a ``make_chunk`` or ``reduce``
-        output of the wrong kind or shape, or an ``out_dir`` holding another ensemble.
+      ValueError: a bad argument (before anything runs), or a ``make_chunk`` or
+        ``reduce`` output of the wrong kind or shape.
+      EnsembleMismatchError: ``out_dir`` holds another ensemble (a `ValueError`).
+      OSError: ``out_dir`` cannot be written (e.g. the disk is full): the chunks saved
+        before are complete, and a rerun resumes from them.
+
+    Warns:
+      RuntimeWarning: a chunk file that is unreadable, of the wrong size, another chunk's
+        (index) or another ensemble's (fingerprint) is recomputed and overwritten.
     """
     n_fleets = _check_int("n_fleets", n_fleets, 1)
     n_fires = _check_int("n_fires", n_fires, 1)
@@ -206,7 +234,7 @@ def run_ensemble(
     if out is not None:
         _prepare(out, manifest, resume)
         for index, (start, stop) in enumerate(bounds):
-            chunks[index] = _load_chunk(out / _chunk_name(index), stop - start)
+            chunks[index] = _load_chunk(out / _chunk_name(index), stop - start, index, manifest["fingerprint"])
     n_loaded = sum(chunk is not None for chunk in chunks)
 
     from tqdm.auto import tqdm
@@ -220,7 +248,8 @@ def run_ensemble(
                 continue
             chunk = _run_chunk(make_chunk, start, stop, chunk_size, n_fires, key, jitter, reduce, options)
             if out is not None:
-                atomic_write(out / _chunk_name(index), lambda handle, arrays=chunk: np.savez(handle, **arrays))
+                tags = {"chunk_index": np.int64(index), "fingerprint": np.str_(manifest["fingerprint"])}
+                atomic_write(out / _chunk_name(index), lambda handle, arrays=chunk: np.savez(handle, **arrays, **tags))
             chunks[index] = chunk
             n_bad += int(np.sum(~chunk["ok"]))
             bar.update(stop - start)
@@ -297,8 +326,10 @@ def _reduced(output, chunk_size: int) -> dict:
     return arrays
 
 
-def _load_chunk(path: Path, size: int) -> dict | None:
-    """A saved chunk's arrays, or None if it is missing; an unreadable file is removed."""
+def _load_chunk(path: Path, size: int, index: int, fingerprint: str) -> dict | None:
+    """Chunk ``index``'s saved arrays, or None if it must be computed: the file is missing,
+    unreadable (then removed), of the wrong size, or another chunk's or another ensemble's
+    (then left for the recomputed chunk to overwrite)."""
     if not path.exists():
         return None
     try:
@@ -308,10 +339,18 @@ def _load_chunk(path: Path, size: int) -> dict | None:
         warnings.warn(f"{path} is unreadable ({err}); recomputing that chunk", RuntimeWarning, stacklevel=3)
         path.unlink()
         return None
-    wrong = [name for name, value in arrays.items() if value.ndim < 1 or value.shape[0] != size]
-    if not set(_RESERVED) <= set(arrays) or wrong:
-        warnings.warn(f"{path} does not hold {size} fleets; recomputing that chunk", RuntimeWarning, stacklevel=3)
-        path.unlink()
+    tags = {name: arrays.pop(name) for name in _TAGS if name in arrays}
+    problem = None
+    if len(tags) < len(_TAGS) or any(value.ndim != 0 for value in tags.values()):
+        problem = "does not record its chunk index and ensemble (written by an older version?)"
+    elif tags["fingerprint"].dtype.kind != "U" or str(tags["fingerprint"]) != fingerprint:
+        problem = f"belongs to another ensemble (manifest fingerprint {str(tags['fingerprint'])[:12]}..., not {fingerprint[:12]}...)"
+    elif tags["chunk_index"].dtype.kind not in "iu" or int(tags["chunk_index"]) != index:
+        problem = f"holds chunk {tags['chunk_index'].item()}, not chunk {index} (renamed or swapped?)"
+    elif not set(_VERDICT) <= set(arrays) or any(v.ndim < 1 or v.shape[0] != size for v in arrays.values()):
+        problem = f"does not hold {size} fleets"
+    if problem is not None:
+        warnings.warn(f"{path} {problem}; recomputing that chunk", RuntimeWarning, stacklevel=3)
         return None
     return arrays
 
@@ -347,16 +386,18 @@ def _prepare(out: Path, manifest: dict, resume: bool) -> None:
         try:
             saved = json.loads(path.read_text())
         except (OSError, ValueError) as err:
-            raise ValueError(f"{path} is unreadable ({err}); rerun with resume=False to start over") from None
-        differences = _differences(saved, manifest)
+            raise EnsembleMismatchError(f"{path} is unreadable ({err}); rerun with resume=False to start over", out) from None
+        differences = _differences(saved, manifest) if isinstance(saved, dict) else ["not a JSON object"]
         if differences:
-            raise ValueError(
+            raise EnsembleMismatchError(
                 f"{out} holds another ensemble ({'; '.join(differences)}); rerun with resume=False "
-                "to discard its chunks, or use another out_dir"
+                "to discard its chunks, or use another out_dir",
+                out,
+                differences,
             )
         return
     elif any(out.glob("chunk-*.npz")):
-        raise ValueError(f"{out} holds chunk files but no {MANIFEST}; rerun with resume=False to discard them")
+        raise EnsembleMismatchError(f"{out} holds chunk files but no {MANIFEST}; rerun with resume=False to discard them", out)
     atomic_write(path, lambda handle: handle.write((json.dumps(manifest, indent=2) + "\n").encode()))
 
 

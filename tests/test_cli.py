@@ -1,14 +1,34 @@
 """The command line (`ckpt_jax.cli`) and the concurrency step function it plots."""
 
+import argparse
+import errno
 import json
+import os
+import stat
 import subprocess
 import sys
 
 import numpy as np
 import pytest
 
+import ckpt_jax.engine
+from ckpt_jax._io import atomic_write_bytes
 from ckpt_jax.analysis import observed_interval, writer_count
-from ckpt_jax.cli import main
+from ckpt_jax.cli import _seed_key, build_parser, main
+
+SMALL = ["simulate", "--jobs", "2", "--cycles", "2"]
+
+
+def one_error_line(capsys) -> str:
+    """The run's stderr, checked to be exactly one line (no traceback)."""
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.endswith("\n"), err
+    assert "Traceback" not in err
+    return err.strip()
+
+
+def must_not_run(*args, **kwargs):
+    raise AssertionError("simulate ran although the command was bound to fail")
 
 
 @pytest.mark.parametrize("start", ["random", "sync", "stagger"])
@@ -74,13 +94,11 @@ def test_simulate_exits_nonzero_when_a_fleet_fails(tmp_path, monkeypatch, capsys
     "option, value",
     [("--jobs", "1"), ("--compute", "0"), ("--write", "nan"), ("--cap", "-1"),
      ("--jitter", "-0.5"), ("--cycles", "0"), ("--fleets", "x"), ("--throughput", "none"),
-     ("--start", "late")],
+     ("--start", "late"), ("--seed", "-1"), ("--seed", "18446744073709551616")],
 )
 def test_simulate_rejects_bad_options_by_name(tmp_path, capsys, option, value):
-    with pytest.raises(SystemExit) as exit_info:
-        main(["simulate", option, value, "--out", str(tmp_path)])
-    assert exit_info.value.code == 2
-    assert f"argument {option}" in capsys.readouterr().err
+    assert main(["simulate", option, value, "--out", str(tmp_path)]) == 2
+    assert one_error_line(capsys).startswith(f"ckpt-jax: error: argument {option}")
 
 
 def test_module_help_runs():
@@ -119,3 +137,162 @@ def test_writer_count_empty_and_bad_shapes():
     assert times.size == 0 and counts.size == 0
     with pytest.raises(ValueError, match="shape"):
         writer_count(np.zeros((2, 3)), np.zeros((2, 2)))
+
+
+# -- failures: one line, exit status 2 ------------------------------------------------------
+def test_out_that_is_a_file_fails_before_simulating(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(ckpt_jax.engine, "simulate", must_not_run)
+    a_file = tmp_path / "file"
+    a_file.write_text("x")
+    assert main([*SMALL, "--out", str(a_file)]) == 2
+    assert one_error_line(capsys) == f"ckpt-jax: error: --out {a_file}: not a directory"
+    assert main([*SMALL, "--out", str(a_file / "sub")]) == 2
+    assert one_error_line(capsys).startswith(f"ckpt-jax: error: --out {a_file / 'sub'}: cannot create it")
+    assert a_file.read_text() == "x"
+
+
+@pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0, reason="root writes into a 0500 directory")
+def test_unwritable_out_fails_before_simulating(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(ckpt_jax.engine, "simulate", must_not_run)
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o500)
+    try:
+        assert main([*SMALL, "--out", str(locked)]) == 2
+        assert main([*SMALL, "--out", str(locked / "sub")]) == 2
+    finally:
+        locked.chmod(0o700)
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith(f"ckpt-jax: error: --out {locked}: cannot write there")
+    assert err[1].startswith(f"ckpt-jax: error: --out {locked / 'sub'}: cannot create it")
+
+
+def test_out_where_no_file_can_be_created_fails_before_simulating(tmp_path, capsys, monkeypatch):
+    # What a read-only directory does for a user other than root (and root on a read-only mount).
+    import tempfile
+
+    def refused(*args, **kwargs):
+        raise PermissionError(errno.EACCES, "Permission denied")
+
+    monkeypatch.setattr(ckpt_jax.engine, "simulate", must_not_run)
+    monkeypatch.setattr(tempfile, "mkstemp", refused)
+    assert main([*SMALL, "--out", str(tmp_path)]) == 2
+    assert one_error_line(capsys) == f"ckpt-jax: error: --out {tmp_path}: cannot write there (Permission denied)"
+
+
+@pytest.mark.parametrize("code, what", [(errno.ENOSPC, "no space left on device"),
+                                        (errno.EDQUOT, "disk quota exceeded")])
+def test_disk_full_is_one_line(tmp_path, capsys, monkeypatch, code, what):
+    def full(handle, **arrays):
+        raise OSError(code, os.strerror(code))
+
+    monkeypatch.setattr(np, "savez", full)
+    assert main([*SMALL, "--out", str(tmp_path)]) == 2
+    line = one_error_line(capsys)
+    assert line.startswith(f"ckpt-jax: error: {what} while writing ({tmp_path / 'trace.npz'})")
+    assert line.endswith("free some space, then rerun the same command")
+    assert not list(tmp_path.glob(".*.tmp"))  # nothing half written
+
+
+@pytest.mark.parametrize("failure, status, line", [
+    (OSError(errno.ENOSPC, "No space left on device", "DIR/report.md"), 2,
+     "ckpt-jax: error: no space left on device while writing (DIR/report.md); the files written before are "
+     "complete (none is half written): free some space, then rerun the same command to resume"),
+    (KeyboardInterrupt(), 130, "ckpt-jax: interrupted; rerun the same command to resume"),
+])
+def test_reproduce_disk_full_or_ctrl_c_says_a_rerun_resumes(tmp_path, capsys, monkeypatch, failure, status, line):
+    import ckpt_jax.reproduce
+
+    def fails(*args, **kwargs):
+        raise failure
+
+    monkeypatch.setattr(ckpt_jax.reproduce, "reproduce", fails)
+    assert main(["reproduce", "--smoke", "--out", str(tmp_path)]) == status
+    assert one_error_line(capsys) == line
+
+
+def test_library_value_errors_are_one_line_with_plain_numbers(tmp_path, capsys, monkeypatch):
+    def refuses(*args, **kwargs):
+        raise ValueError("the trace needs 1.6e+13 bytes (max_events=np.int64(7), jitter=np.float64(-1.0))")
+
+    monkeypatch.setattr(ckpt_jax.engine, "simulate", refuses)
+    assert main([*SMALL, "--out", str(tmp_path)]) == 2
+    assert one_error_line(capsys) == (
+        "ckpt-jax: error: the trace needs 1.6e+13 bytes (max_events=7, jitter=-1.0)"
+    )
+
+
+def test_overflowing_period_is_one_line(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(ckpt_jax.engine, "simulate", must_not_run)
+    assert main([*SMALL, "--compute", "1e308", "--write", "1e308", "--out", str(tmp_path)]) == 2
+    assert "overflows" in one_error_line(capsys)
+
+
+def test_ctrl_c_is_one_line(tmp_path, capsys, monkeypatch):
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(ckpt_jax.engine, "simulate", interrupted)
+    assert main([*SMALL, "--out", str(tmp_path)]) == 130
+    assert one_error_line(capsys) == "ckpt-jax: interrupted; rerun the same command to start again"
+
+
+# -- help -------------------------------------------------------------------------------------
+def subparsers():
+    actions = [a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    return actions[0].choices
+
+
+@pytest.mark.parametrize("command", ["simulate", "ensemble", "reproduce"])
+def test_help_states_each_default_once_and_truly(command):
+    parser = subparsers()[command]
+    text = " ".join(parser.format_help().split())
+    for wrong in ("(default: None)", "(default: False)", "(default: True)", "(default) (default"):
+        assert wrong not in text, wrong
+    for action in parser._actions:
+        assert (action.help or "").count("(default:") <= 1, action.help  # stated once
+        for option in action.option_strings:
+            assert option in text, option
+        if action.help and action.required:
+            assert "(required)" in action.help
+    if command == "ensemble":
+        assert "--compute T solo compute duration (work) per cycle (default: 10, or from --load)" in text
+    if command == "reproduce":
+        for option in ("--smoke", "--restart", "--no-progress", "--quick", "--full", "--only"):
+            assert option in text
+
+
+def test_help_and_version_exit_zero_and_a_missing_command_is_one_line(capsys):
+    assert main(["ensemble", "--help"]) == 0
+    assert "--chunk-size" in capsys.readouterr().out
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out.startswith("ckpt-jax ")
+    assert main([]) == 2
+    assert one_error_line(capsys).startswith("ckpt-jax: error: the following arguments are required: COMMAND")
+
+
+# -- files ------------------------------------------------------------------------------------
+def test_files_get_the_users_umask(tmp_path):
+    previous = os.umask(0o027)
+    try:
+        assert main([*SMALL, "--out", str(tmp_path / "run")]) == 0
+        kept = tmp_path / "kept.json"
+        kept.write_bytes(b"{}")
+        kept.chmod(0o604)
+        atomic_write_bytes(kept, b"[]")  # an existing file keeps its mode
+    finally:
+        os.umask(previous)
+    modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in (tmp_path / "run").iterdir()}
+    assert modes == dict.fromkeys(["trace.csv", "trace.npz", "summary.json", "trace.png"], 0o640)
+    assert stat.S_IMODE(kept.stat().st_mode) == 0o604 and kept.read_bytes() == b"[]"
+
+
+def test_seed_key_is_jax_random_key_where_that_is_exact():
+    import jax
+
+    for seed in (0, 1, 2**32 - 1, 2**32, 2**63 - 1):
+        np.testing.assert_array_equal(jax.random.key_data(_seed_key(seed)),
+                                      jax.random.key_data(jax.random.key(seed)))
+    # Under float32 jax.random.key(2**32) wraps onto seed 0; the CLI's key does not.
+    top = jax.random.key_data(_seed_key(2**64 - 1))
+    np.testing.assert_array_equal(top, [2**32 - 1, 2**32 - 1])
+    assert not np.array_equal(jax.random.key_data(_seed_key(2**32)), jax.random.key_data(_seed_key(0)))

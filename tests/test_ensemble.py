@@ -4,7 +4,11 @@ Every run here has N = 4 jobs, K = 4 firings and chunks of 4 fleets, so the engi
 once per path (with and without jitter) and every test reuses it.
 """
 
+import errno
 import json
+import os
+import shutil
+import stat
 
 import jax
 import numpy as np
@@ -14,7 +18,7 @@ from hypothesis import strategies as st
 
 import ckpt_jax as cj
 from ckpt_jax.cli import main
-from ckpt_jax.ensemble import MANIFEST, _chunk_bounds
+from ckpt_jax.ensemble import MANIFEST, EnsembleMismatchError, _chunk_bounds
 
 N_JOBS, N_FIRES, N_FLEETS, CHUNK = 4, 4, 10, 4  # 3 chunks; the last holds 2 fleets + 2 padding
 TRACE_FIELDS = ("fire_times", "end_times", "n_events", "time")
@@ -164,6 +168,48 @@ def test_stray_temp_files_and_a_truncated_chunk_are_handled(tmp_path):
         np.testing.assert_array_equal(result.arrays[name], first.arrays[name])
 
 
+def test_swapped_or_foreign_chunks_are_recomputed_with_a_warning(tmp_path):
+    first = run(out_dir=tmp_path / "a")
+    run(out_dir=tmp_path / "b", jitter=0.05, key=JITTER_KEY)  # another ensemble
+    a, b = tmp_path / "a", tmp_path / "b"
+    zero, one = (a / "chunk-000000.npz").read_bytes(), (a / "chunk-000001.npz").read_bytes()
+    (a / "chunk-000000.npz").write_bytes(one)
+    (a / "chunk-000001.npz").write_bytes(zero)
+    shutil.copy(b / "chunk-000002.npz", a / "chunk-000002.npz")
+    with pytest.warns(RuntimeWarning) as caught:
+        result = run(out_dir=a)
+    messages = sorted(str(w.message) for w in caught)
+    assert len(messages) == 3, messages
+    assert "chunk-000000.npz holds chunk 1, not chunk 0" in messages[0]
+    assert "chunk-000001.npz holds chunk 0, not chunk 1" in messages[1]
+    assert "chunk-000002.npz belongs to another ensemble" in messages[2]
+    assert (result.n_loaded, result.n_computed) == (0, 3)
+    for name in TRACE_FIELDS:
+        np.testing.assert_array_equal(result.arrays[name], first.arrays[name])
+    assert run(out_dir=a).n_loaded == 3  # rewritten: no warning now
+
+
+def test_chunk_without_tags_is_recomputed(tmp_path):
+    run(out_dir=tmp_path)
+    path = tmp_path / "chunk-000001.npz"
+    with np.load(path) as npz:
+        assert int(npz["chunk_index"]) == 1
+        assert str(npz["fingerprint"]) == json.loads((tmp_path / MANIFEST).read_text())["fingerprint"]
+        old = {name: npz[name] for name in npz.files if name not in ("chunk_index", "fingerprint")}
+    np.savez(path, **old)  # as an older version wrote it
+    with pytest.warns(RuntimeWarning, match="does not record its chunk index"):
+        assert run(out_dir=tmp_path).n_computed == 1
+
+
+def test_chunks_and_manifest_get_the_users_umask(tmp_path):
+    previous = os.umask(0o022)
+    try:
+        run(out_dir=tmp_path, reduce=lambda trace: {"time": trace.time})
+    finally:
+        os.umask(previous)
+    assert {stat.S_IMODE(p.stat().st_mode) for p in tmp_path.iterdir()} == {0o644}
+
+
 def test_a_different_ensemble_in_out_dir_raises_and_restart_discards_it(tmp_path):
     run(out_dir=tmp_path, config={"load": 0.8})
     cases = [
@@ -175,6 +221,9 @@ def test_a_different_ensemble_in_out_dir_raises_and_restart_discards_it(tmp_path
     for kwargs, what in cases:
         with pytest.raises(ValueError, match=what):
             run(out_dir=tmp_path, **kwargs)
+    with pytest.raises(EnsembleMismatchError) as info:  # a ValueError that lists what differs
+        run(out_dir=tmp_path, config={"load": 0.9})
+    assert info.value.differences == ["config['load']: saved 0.8, now 0.9"]
     with pytest.raises(ValueError, match="n_fires"):
         cj.run_ensemble(launches(), N_FLEETS, N_FIRES + 1, chunk_size=CHUNK, out_dir=tmp_path,
                         config={"load": 0.8})
@@ -314,10 +363,99 @@ def test_cli_ensemble_runs_resumes_and_restarts(tmp_path, capsys):
 
     other = [a if a != "0.8" else "0.9" for a in argv]
     assert main(other) == 2
-    assert "--restart" in capsys.readouterr().err
+    assert one_line(capsys).endswith("load: 0.8 saved, 0.9 now; compute: 0.8 saved, 0.775 now; write: 0.2 saved, "
+                                     "0.225 now; use --restart to start over")
     assert main(other + ["--restart"]) == 0
     summary = json.loads((out / "summary.json").read_text())
     assert summary["chunks_computed"] == 2 and summary["load"] == pytest.approx(0.9)
 
     assert main(argv + ["--compute", "3"]) == 2
-    assert "either --load or --compute" in capsys.readouterr().err
+    assert one_line(capsys) == "ckpt-jax: error: give either --load or --compute/--write, not both"
+
+
+def one_line(capsys) -> str:
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    return err.strip()
+
+
+def cli_argv(out, *more):
+    return ["ensemble", "--out", str(out), "--fleets", "6", "--jobs", str(N_JOBS), "--fires", str(N_FIRES),
+            "--chunk-size", str(CHUNK), "--load", "0.8", "--no-progress", *more]
+
+
+def test_cli_resume_mismatch_speaks_in_options(tmp_path, capsys):
+    out = tmp_path / "ensemble"
+    assert main(cli_argv(out)) == 0
+    capsys.readouterr()
+    assert main([a if a != "6" else "5" for a in cli_argv(out, "--seed", "3", "--no-x64")]) == 2
+    assert one_line(capsys) == (
+        f"ckpt-jax: error: {out} holds another ensemble: fleets: 6 saved, 5 now; seed: 0 saved, 3 now; "
+        "x64: on saved, off now; use --restart to start over"
+    )
+    manifest = json.loads((out / MANIFEST).read_text())
+    del manifest["config"]["parameters"]  # as an older version (or the Python API) wrote it
+    (out / MANIFEST).write_text(json.dumps(manifest))
+    assert main(cli_argv(out)) == 2
+    assert one_line(capsys).endswith("use --restart to start over, or another --out")
+    assert main(cli_argv(out, "--restart")) == 0
+
+
+def test_cli_summary_never_reports_a_negative_gap(tmp_path, capsys):
+    # σ comparable to the gaps: jobs overtake one another (the firing order changes).
+    out = tmp_path / "jitter"
+    assert main(cli_argv(out, "--jitter", "0.1")) == 0
+    err = capsys.readouterr().err
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["order_changed_cycles"] > 0 and 0 < summary["order_changed_fleets"] <= 6
+    assert err.startswith(f"ckpt-jax: warning: the firing order changed in {summary['order_changed_cycles']} cycle(s)")
+    assert summary["smallest_gap_min_mean"] is None or summary["smallest_gap_min_mean"] >= 0
+    for path in out.glob("chunk-*.npz"):
+        with np.load(path) as chunk:
+            gaps, changed = chunk["smallest_gap"], chunk["order_changed"]
+            assert not (gaps < 0).any()
+            assert np.isnan(gaps[changed]).all()
+    # Without jitter the order never changes: no warning, every fleet has a gap.
+    assert main(cli_argv(tmp_path / "plain")) == 0
+    assert capsys.readouterr().err == ""
+    summary = json.loads((tmp_path / "plain" / "summary.json").read_text())
+    assert (summary["order_changed_cycles"], summary["smallest_gap_fleets"]) == (0, 6)
+
+
+@pytest.mark.parametrize("failure, status, message", [
+    (OSError(errno.ENOSPC, "No space left on device"), 2, "no space left on device while writing ("),
+    (KeyboardInterrupt(), 130, "ckpt-jax: interrupted; rerun the same command to resume"),
+])
+def test_cli_disk_full_or_ctrl_c_is_one_line_and_a_rerun_resumes(tmp_path, capsys, monkeypatch, failure, status, message):
+    savez, calls = np.savez, []
+
+    def fails_on_the_second_chunk(handle, **arrays):
+        calls.append(1)
+        if len(calls) == 2:
+            raise failure
+        return savez(handle, **arrays)
+
+    monkeypatch.setattr(np, "savez", fails_on_the_second_chunk)
+    out = tmp_path / "ensemble"
+    assert main(cli_argv(out)) == status
+    line = one_line(capsys)
+    assert message in line
+    if status == 2:
+        assert f"{out / 'chunk-000001.npz'}" in line and line.endswith("rerun the same command to resume")
+    assert sorted(p.name for p in out.iterdir()) == ["chunk-000000.npz", MANIFEST]
+    monkeypatch.setattr(np, "savez", savez)
+    assert main(cli_argv(out)) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert (summary["chunks_loaded"], summary["chunks_computed"]) == (1, 1)
+
+
+def test_cli_reports_a_recomputed_chunk_in_one_line(tmp_path, capsys):
+    out = tmp_path / "ensemble"
+    assert main(cli_argv(out)) == 0
+    (out / "chunk-000001.npz").write_bytes((out / "chunk-000000.npz").read_bytes())
+    capsys.readouterr()
+    assert main(cli_argv(out)) == 0
+    assert one_line(capsys) == (
+        f"ckpt-jax: warning: {out / 'chunk-000001.npz'} holds chunk 0, not chunk 1 (renamed or swapped?); "
+        "recomputing that chunk"
+    )
