@@ -1,13 +1,40 @@
-"""Builds the notebooks from cell sources (outputs stripped). Run: python notebooks/_build.py"""
+"""Builds the notebooks from the cell sources below, and publishes their figures.
 
+    python notebooks/_build.py              # write notebooks/*.ipynb (outputs stripped)
+    python notebooks/_build.py --publish    # also run them at full size (a few minutes on
+                                            # a CPU) and write docs/notebooks.md and
+                                            # docs/notebooks/*.png from their outputs
+    python notebooks/_build.py --publish --smoke   # the same at the tests' size (seconds)
+
+The notebooks are committed without outputs; docs/notebooks.md shows them as run, with
+every figure, for a reader browsing the repository. tests/test_notebooks.py runs each
+notebook at the smoke size and checks that the committed notebooks and the page match
+these sources. Running needs `pip install -e ".[notebooks]"` (or ".[test]").
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import datetime
+import os
+import platform
+import sys
 from pathlib import Path
 
 import nbformat
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-HERE = Path(__file__).parent
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+DOCS = ROOT / "docs"
+PAGE = DOCS / "notebooks.md"
+FIGURES = DOCS / "notebooks"  # docs/notebooks/<notebook>-<n>.png
+KERNEL = {"name": "python3", "display_name": "Python 3", "language": "python"}
+WIDGET = "application/vnd.jupyter.widget-view+json"
 
-SETUP = '''import os
+SETUP = '''%matplotlib inline
+import os
 import jax
 jax.config.update("jax_enable_x64", True)
 import numpy as np
@@ -24,22 +51,24 @@ NOTEBOOKS = {
 state = cj.random_state(fleet, jax.random.key(0))
 trace = cj.simulate(fleet, state, n_fires=10 if SMOKE else 40)
 print("ok:", bool(trace.ok), "events:", int(trace.n_events))'''),
+        new_markdown_cell("Its write windows (one row per job) above the number of concurrent writers n_w(t). `plot_trace` returns a matplotlib `Figure`; `display` shows it."),
         new_code_cell('''from ckpt_jax.plotting import plot_trace
 fig = plot_trace(np.asarray(trace.fire_times), np.asarray(trace.end_times), title="8 jobs, cap 6")
-fig'''),
+display(fig)'''),
         new_markdown_cell("A batch: 256 random launches in one call (same compiled loop). The concurrent-writer count over time for one of them:"),
         new_code_cell('''batch = cj.Fleet(compute=np.full((256, 8), 10.0), write=np.full((256, 8), 1.5), cap=6.0)
 traces = cj.simulate(batch, cj.random_state(batch, jax.random.key(1)), n_fires=10 if SMOKE else 100)
 print("all ok:", bool(traces.ok.all()), " fleet-events:", int(traces.n_events.sum()))
 times, counts = cj.writer_count(np.asarray(traces.fire_times[0]), np.asarray(traces.end_times[0]))
-plt.step(times, counts, where="post"); plt.xlabel("time"); plt.ylabel("writers n_w"); plt.show()'''),
+plt.step(times, counts, where="post"); plt.xlim(0, 200)   # the first 200 time units (about 15 cycles)
+plt.xlabel("time"); plt.ylabel("writers n_w"); plt.show()'''),
         new_markdown_cell("Jitter is reproducible from a key; the same key gives the same trace on any batch layout."),
         new_code_cell('''a = cj.simulate(batch, cj.random_state(batch, jax.random.key(1)), n_fires=10, jitter=0.3, key=jax.random.key(7))
 b = cj.simulate(batch, cj.random_state(batch, jax.random.key(1)), n_fires=10, jitter=0.3, key=jax.random.key(7))
 print("identical:", bool((a.fire_times == b.fire_times).all()))'''),
     ],
     "02_spectrum_autodiff.ipynb": [
-        new_markdown_cell("# The reciprocal spectrum by autodiff\n\nMODEL.md claim 2: in the fully overlapping branch the gap return map of N identical jobs has eigenvalues λ_j = (N−j) f(j) / (j f(N−j)). We differentiate *through the event loop* with `jax.jacfwd` and compare."),
+        new_markdown_cell("# The reciprocal spectrum by autodiff\n\ndocs/model.md, claim 2: in the fully overlapping branch the gap return map of N identical jobs has eigenvalues λ_j = (N−j) f(j) / (j f(N−j)). We differentiate *through the event loop* with `jax.jacfwd` and compare."),
         new_code_cell(SETUP),
         new_code_cell('''def overlapping_fleet(n_jobs, throughput):
     f = cj.throughput_table(throughput, n_jobs)
@@ -72,16 +101,27 @@ print("max |P(δ) - δ| =", float(np.abs(np.asarray(nxt)[:, 0] - deltas).max()))
     "03_checkpoint_storms.ipynb": [
         new_markdown_cell("# Checkpoint storms: ensembles, bursts, jitter\n\nThousands of random launches at once: do checkpoints cluster (claim 5), how heavy are write bursts compared with independent phases (claim 6), and how long does a stagger survive compute jitter (claim 7)?"),
         new_code_cell(SETUP + "\nfrom ckpt_jax import analysis\nfrom ckpt_jax.coupling import stagger_lifetime"),
-        new_markdown_cell("## An ensemble of random launches\n\n16 identical jobs, T = 10, d = 1, shared storage. The smallest gap between consecutive firings per cycle, over the ensemble:"),
+        new_markdown_cell(
+            "## An ensemble of random launches\n\n16 identical jobs, T = 10, d = 1, shared storage. Per cycle, the smallest gap "
+            "between consecutive firings of a fleet, over the ensemble. The gaps are in time units, the last one of a cycle "
+            "measured to the next cycle's first firing: `smallest_gap` gets no `period`, since no single period fits: how "
+            "long a cycle takes depends on how much the writes overlap, so it differs from fleet to fleet and from cycle "
+            "to cycle. "
+            "Identical jobs keep their firing order (claim 3), so no gap is negative."
+        ),
         new_code_cell('''n_fleets, n_jobs, n_cycles = (32, 8, 30) if SMOKE else (1000, 16, 300)
 fleet = cj.Fleet(compute=np.full((n_fleets, n_jobs), 10.0), write=np.full((n_fleets, n_jobs), 1.0))
 trace = cj.simulate(fleet, cj.random_state(fleet, jax.random.key(0)), n_fires=n_cycles)
-period = float(np.median(np.diff(np.asarray(trace.fire_times), axis=-1)))
-gaps = np.asarray(analysis.smallest_gap(trace.fire_times, period))
+cycles = np.diff(np.asarray(trace.fire_times), axis=-1)   # each job's cycle lengths
+means = np.nanmean(cycles, axis=(-2, -1))                  # per fleet
+print(f"all ok: {bool(trace.ok.all())}; cycle lengths {np.nanmin(cycles):.1f} to {np.nanmax(cycles):.1f}, "
+      f"per-fleet means {means.min():.1f} to {means.max():.1f}")
+gaps = np.asarray(analysis.smallest_gap(trace.fire_times))[:, :-1]   # the last cycle has no next firing
+assert not (gaps < 0).any(), "a negative gap: the firing order changed"
 q10, q50, q90 = np.nanquantile(gaps, [0.1, 0.5, 0.9], axis=0)
 k = np.arange(gaps.shape[-1])
-plt.fill_between(k, q10, q90, alpha=0.3); plt.plot(k, q50)
-plt.yscale("log"); plt.xlabel("cycle"); plt.ylabel("smallest gap / period"); plt.show()'''),
+plt.fill_between(k, q10, q90, alpha=0.3, label="10 % to 90 % of fleets"); plt.plot(k, q50, label="median")
+plt.yscale("log"); plt.xlabel("cycle"); plt.ylabel("smallest gap (time units)"); plt.legend(loc="lower right"); plt.show()'''),
         new_markdown_cell("## Bursts without synchrony\n\nThe time-weighted distribution of the number of concurrent writers, against Binomial(N, p̄) with the same mean writing fraction:"),
         new_code_cell('''dist = np.nanmean(np.asarray(analysis.writer_distribution(trace.fire_times, trace.end_times)), axis=0)
 p_bar = float(analysis.mean_writing_fraction(dist))
@@ -110,8 +150,147 @@ plt.xlabel("m / σ"); plt.ylabel("cycles"); plt.legend(); plt.show()'''),
     ],
 }
 
-if __name__ == "__main__":
+
+def build() -> dict:
+    """``{file name: notebook}``, outputs empty, cell ids fixed (``<stem>-<index>``) so that
+    rebuilding an unchanged notebook rewrites it byte for byte."""
+    notebooks = {}
     for name, cells in NOTEBOOKS.items():
-        nb = new_notebook(cells=cells, metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
+        stem = Path(name).stem
+        fresh = [nbformat.from_dict(nbformat.v4.new_code_cell(c.source) if c.cell_type == "code"
+                                    else nbformat.v4.new_markdown_cell(c.source)) for c in cells]
+        for index, cell in enumerate(fresh):
+            cell["id"] = f"{stem[:3]}-{index:02d}"
+        notebooks[name] = new_notebook(cells=fresh, metadata={"kernelspec": dict(KERNEL)})
+    return notebooks
+
+
+def write_notebooks() -> None:
+    for name, nb in build().items():
         nbformat.write(nb, HERE / name)
-        print("wrote", name)
+        print("wrote", HERE.relative_to(ROOT) / name)
+
+
+def execute(nb, *, smoke: bool, timeout: int = 1800):
+    """Runs a notebook top to bottom in a fresh kernel (in notebooks/); returns it executed."""
+    from nbclient import NotebookClient
+
+    nb = nbformat.from_dict(nb)  # a copy
+    saved = {name: os.environ.get(name) for name in ("CKPT_JAX_SMOKE", "MPLBACKEND")}
+    os.environ["CKPT_JAX_SMOKE"] = "1" if smoke else "0"
+    os.environ.pop("MPLBACKEND", None)  # the kernel's inline backend draws the figures
+    try:
+        NotebookClient(nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(HERE)}}).execute()
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+    return nb
+
+
+def figures(nb) -> list:
+    """The PNG images of an executed notebook, in order: ``[(cell index, bytes), ...]``."""
+    return [
+        (index, base64.b64decode(output["data"]["image/png"]))
+        for index, cell in enumerate(nb.cells) if cell.cell_type == "code"
+        for output in cell.outputs if "image/png" in output.get("data", {})
+    ]
+
+
+def figure_name(notebook: str, number: int) -> str:
+    return f"{Path(notebook).stem}-{number}.png"
+
+
+def _fence(text: str, language: str = "") -> list:
+    return [f"```{language}", text.rstrip("\n"), "```", ""]
+
+
+def render(executed: dict, *, smoke: bool) -> tuple:
+    """``(page text, {png name: bytes})`` of docs/notebooks.md from executed notebooks."""
+    import jax
+
+    size = "the tests' smoke size (CKPT_JAX_SMOKE=1)" if smoke else "full size"
+    lines = [
+        "# Notebooks, as run",
+        "",
+        "<!-- Generated by `python notebooks/_build.py --publish` from the notebooks' sources in",
+        "     notebooks/_build.py: do not edit by hand; rerun that command instead. -->",
+        "",
+        "The notebooks in [`notebooks/`](../notebooks/) are committed without outputs. This page shows "
+        f"each one run top to bottom at {size}, with its printed output and every figure "
+        f"(run on {datetime.date.today().isoformat()}: JAX {jax.__version__}, {jax.default_backend()} backend, "
+        f"{platform.machine()}, {os.cpu_count()} cores).",
+        "",
+        'To run them yourself: `pip install -e ".[notebooks]"` (Jupyter and ipywidgets), then '
+        "`jupyter lab notebooks/`. With `CKPT_JAX_SMOKE=1` in the environment they run small, in seconds "
+        "(what `tests/test_notebooks.py` does).",
+        "",
+    ]
+    lines += [f"- [`{name}`](#{Path(name).stem.lower()})" for name in executed]
+    lines.append("")
+    images = {}
+    for name, nb in executed.items():
+        stem, number = Path(name).stem, 0
+        lines += [f"## {stem}", "", f"Source: [`notebooks/{name}`](../notebooks/{name})", ""]
+        for cell in nb.cells:
+            if cell.cell_type == "markdown":
+                # Headings two levels down: each notebook is a "## " section of the page.
+                body = "\n".join("##" + line if line.startswith("#") else line for line in cell.source.splitlines())
+                lines += [body, ""]
+                continue
+            lines += _fence(cell.source, "python")
+            printed = False  # consecutive prints go into one block
+            for output in cell.outputs:
+                data = output.get("data", {})
+                if output.output_type == "stream" and output.name == "stdout":
+                    if printed:  # lines ends with _fence's [..., text, "```", ""]
+                        lines[-3] += "\n" + output.text.rstrip("\n")
+                    else:
+                        lines += _fence(output.text)
+                    printed = True
+                    continue
+                printed = False
+                if "image/png" in data:
+                    number += 1
+                    png = figure_name(name, number)
+                    images[png] = base64.b64decode(data["image/png"])
+                    lines += [f"![{stem}, figure {number}]({FIGURES.name}/{png})", ""]
+                elif output.output_type == "execute_result" and WIDGET not in data and "text/plain" in data:
+                    lines += _fence(data["text/plain"])
+                elif output.output_type == "error":
+                    raise RuntimeError(f"{name}: a cell failed: {output.ename}: {output.evalue}")
+    return "\n".join(lines).rstrip("\n") + "\n", images
+
+
+def publish(*, smoke: bool = False) -> None:
+    """Runs every notebook and writes docs/notebooks.md and docs/notebooks/*.png."""
+    executed = {}
+    for name, nb in build().items():
+        print(f"running {name} ({'smoke' if smoke else 'full'} size) ...", flush=True)
+        executed[name] = execute(nb, smoke=smoke)
+        noise = [o for c in executed[name].cells if c.cell_type == "code" for o in c.outputs
+                 if o.output_type == "stream" and o.name == "stderr"]
+        for output in noise:
+            print(f"  warning: {name} wrote to stderr: {output.text.strip()[:200]}", file=sys.stderr)
+    page, images = render(executed, smoke=smoke)
+    FIGURES.mkdir(parents=True, exist_ok=True)
+    for stale in FIGURES.glob("*.png"):
+        if stale.name not in images:
+            stale.unlink()
+    for png, data in images.items():
+        (FIGURES / png).write_bytes(data)
+    PAGE.write_text(page, encoding="utf-8")
+    print(f"wrote {PAGE.relative_to(ROOT)} and {len(images)} figures in {FIGURES.relative_to(ROOT)}/")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--publish", action="store_true",
+                        help="also run the notebooks and write docs/notebooks.md and its figures")
+    parser.add_argument("--smoke", action="store_true", help="with --publish: run at the tests' size")
+    options = parser.parse_args()
+    write_notebooks()
+    if options.publish:
+        publish(smoke=options.smoke)
