@@ -2,15 +2,23 @@
 
 Each experiment writes ``NAME.json`` last and atomically, so an interrupted run resumes
 from the experiments already finished (a JSON of the same size is reused, never re-run
-and never double counted). The report lists, for each claim of docs/model.md §3, the claim,
-the numbers measured, the figures and the verdict each experiment decided by its own
-thresholds.
+and never double counted). Results of different sizes never mix: a folder holding results
+of another size is refused (``SizeConflict``) unless ``resume=False`` (``--restart``),
+which discards them first.
+
+The report has one row per sub-claim (a claim, or one part of it such as 5 memory or 8a),
+each with its own verdict decided by the experiment's rules and named thresholds; a claim's
+verdict combines them by `ckpt_jax.experiments.rules.combine`. Numbers are given in prose
+and tables, figures under the sub-claim they show; the full values stay in the JSON files.
 """
 
 from __future__ import annotations
 
+import datetime
 import importlib
 import json
+import os
+import platform
 import sys
 import time
 from pathlib import Path
@@ -18,9 +26,9 @@ from typing import Iterable, Optional
 
 from . import experiments
 from ._io import atomic_write_bytes
-from .experiments import NOT_REPRODUCED, PARTIALLY, REPRODUCED
+from .experiments import INCONCLUSIVE, NOT_REPRODUCED, PARTIALLY, REPRODUCED, fmt, rules, write_json
 
-__all__ = ["reproduce", "write_report", "CLAIMS"]
+__all__ = ["reproduce", "write_report", "CLAIMS", "CLAIM_NAMES", "SizeConflict"]
 
 # The claims of docs/model.md §3, restated briefly for the report.
 CLAIMS = {
@@ -31,12 +39,47 @@ CLAIMS = {
     3: "Firing order is a constant of motion: identical jobs never overtake and never merge.",
     4: "Collision-free configurations are invariant and not reached from outside.",
     5: "No clustering: the smallest phase gap does not shrink; nearby trajectories separate with an "
-    "FTLE that grows with N and load ρ.",
-    6: "Bursts without synchrony: the upper tail of n_w is heavier than Binomial(N, p̄).",
-    7: "Jitter sets stagger lifetime: lifetime scales as (m/σ)².",
-    8: "Boundary conditions restore coupling: heterogeneity + binding cap, a delayed controller "
-    "(sign depends on τ), asynchronous checkpoints.",
+    "FTLE that grows with N and load ρ; a trajectory keeps no memory of its launch beyond the firing "
+    "order. Measured finding of docs/model.md: the FTLE grows with N and load for ρ ≤ 1, then falls as "
+    "the storage saturates, so the regime is reported, not a blanket verdict.",
+    6: "Bursts without synchrony: the upper tail of n_w is heavier than Binomial(N, p) with p the "
+    "fleet's writing fraction.",
+    7: "Jitter sets stagger lifetime: with compute jitter σ the lifetime of a stagger of margin m "
+    "scales as (m/σ)², not with the FTLE.",
+    8: "Boundary conditions restore coupling: (a) heterogeneity + binding cap, (b) a delayed controller "
+    "(sign depends on τ), (c) asynchronous checkpoints. Measured finding of docs/model.md: under the "
+    "anonymous base model a pair is exactly two solo jobs, so 8a cannot hold there.",
+    9: "Neutrality needs anonymity: non-anonymous sharing (job sizes under maxmin/uniform power, fcfs "
+    "storage) couples a pair.",
+    10: "Contention-aware checkpoint intervals: single-job waste matches the renewal formula and "
+    "Young/Daly; a fleet's optimal intervals differ from each job's own.",
 }
+CLAIM_NAMES = {
+    1: "pairwise neutrality",
+    2: "reciprocal spectrum",
+    3: "firing order invariant",
+    4: "collision-free set invariant",
+    5: "no clustering",
+    6: "bursts without synchrony",
+    7: "jitter sets stagger lifetime",
+    8: "boundary conditions restore coupling",
+    9: "neutrality needs anonymity",
+    10: "contention-aware intervals",
+}
+
+VERDICT_WORDS = {
+    REPRODUCED: "the data support the claim by its stated rule (for a claim of no effect: the "
+    "interval of the effect lies inside the stated margin, so an effect that large would have shown)",
+    NOT_REPRODUCED: "the data contradict the claim by the same rule (the interval lies wholly outside "
+    "the margin, or an exact statement fails its tolerance)",
+    PARTIALLY: "some parts (cells, sub-claims) are reproduced and some are not",
+    INCONCLUSIVE: "this run cannot decide: an interval straddles a margin's edge or too few points were "
+    "usable; the sub-claim's text says what a larger size (`--full`) needs",
+}
+
+
+class SizeConflict(ValueError):
+    """The output folder holds results of another size (they are never overwritten silently)."""
 
 
 def _module(name: str):
@@ -45,7 +88,8 @@ def _module(name: str):
     return importlib.import_module(f"{experiments.__name__}.{name}")
 
 
-def _finished(out_dir: Path, name: str, size: str) -> Optional[dict]:
+def _stored(out_dir: Path, name: str) -> Optional[dict]:
+    """The finished result ``out_dir/name.json`` of any size, or None (absent or torn)."""
     path = out_dir / f"{name}.json"
     if not path.exists():
         return None
@@ -53,7 +97,32 @@ def _finished(out_dir: Path, name: str, size: str) -> Optional[dict]:
         result = json.loads(path.read_text())
     except (OSError, json.JSONDecodeError):
         return None
-    return result if result.get("size") == size else None
+    return result if isinstance(result, dict) and "size" in result else None
+
+
+def _finished(out_dir: Path, name: str, size: str) -> Optional[dict]:
+    result = _stored(out_dir, name)
+    return result if result is not None and result.get("size") == size else None
+
+
+def _other_sizes(out_dir: Path, size: str) -> dict:
+    """``{name: result}`` of the registered experiments whose stored result has another size."""
+    found = {}
+    for name in experiments.REGISTRY:
+        result = _stored(out_dir, name)
+        if result is not None and result.get("size") != size:
+            found[name] = result
+    return found
+
+
+def _discard(out_dir: Path, results: dict) -> None:
+    """Removes the JSON and the figures of results of another size (``--restart``)."""
+    for name, result in results.items():
+        for figure in result.get("figures", []):
+            path = out_dir / Path(figure).name
+            if path.exists():
+                path.unlink()
+        (out_dir / f"{name}.json").unlink()
 
 
 def reproduce(
@@ -66,15 +135,38 @@ def reproduce(
 ) -> dict:
     """Runs the experiments (all, or ``only``) and writes ``out_dir/report.md``.
 
+    Args:
+      out_dir: output folder (created if missing).
+      size: "smoke", "quick" or "full".
+      only: names of the experiments to run (default: all of `experiments.REGISTRY`).
+      progress: progress bars.
+      resume: reuse finished results of this size. With ``resume=False`` every experiment
+        is run again and results of other sizes in ``out_dir`` are discarded first.
+      log: one-line progress messages.
+
     Returns:
-      ``{name: result dict}`` for every experiment whose JSON is in ``out_dir``.
+      ``{name: result dict}`` for every experiment of this size whose JSON is in ``out_dir``.
+
+    Raises:
+      SizeConflict: ``out_dir`` holds results of another size and ``resume`` is True.
     """
     experiments.check_size(size)
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
     names = list(experiments.REGISTRY) if not only else list(only)
     for name in names:
         _module(name)  # validate every name before running anything
+    others = _other_sizes(out_dir, size) if out_dir.exists() else {}
+    if others and resume:
+        sizes = sorted({r["size"] for r in others.values()})
+        listed = ", ".join(f"{n}.json" for n in sorted(others))
+        raise SizeConflict(
+            f"{out_dir} holds {'/'.join(map(repr, sizes))} results ({listed}); a {size!r} run would overwrite "
+            f"them: use another --out, or --restart to discard them"
+        )
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if others:
+        log(f"discarding {len(others)} results of another size in {out_dir} (restart)")
+        _discard(out_dir, others)
     results = {}
     for index, name in enumerate(names, 1):
         done = _finished(out_dir, name, size) if resume else None
@@ -85,10 +177,12 @@ def reproduce(
         log(f"[{index}/{len(names)}] {name} ({size}) ...")
         start = time.perf_counter()
         result = _module(name).run(out_dir, size=size, progress=progress)
-        result_time = time.perf_counter() - start
-        log(f"[{index}/{len(names)}] {name}: {_summary(result)} in {result_time:.1f} s")
+        # Wall time of the whole call, JIT compilation included: what a user waits for.
+        result["wall_seconds"] = time.perf_counter() - start
+        write_json(out_dir / f"{name}.json", result)
+        log(f"[{index}/{len(names)}] {name}: {_summary(result)} in {result['wall_seconds']:.1f} s")
         results[name] = result
-    # The report covers every finished experiment in the folder, not only this call's.
+    # The report covers every finished experiment of this size in the folder, not only this call's.
     for name in experiments.REGISTRY:
         if name not in results:
             done = _finished(out_dir, name, size)
@@ -99,64 +193,183 @@ def reproduce(
 
 
 def _summary(result: dict) -> str:
-    return ", ".join(f"claim {v['claim']}: {v['verdict']}" for v in result.get("verdicts", []))
+    return ", ".join(f"claim {v.get('sub_claim', v['claim'])}: {v['verdict']}" for v in result.get("verdicts", []))
 
 
-def _format_measured(measured: dict) -> str:
-    lines = []
+def _cell(text) -> str:
+    """A markdown table cell: pipes escaped, no line breaks."""
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _table(columns, rows) -> list:
+    lines = ["| " + " | ".join(_cell(c) for c in columns) + " |", "| " + " | ".join("---" for _ in columns) + " |"]
+    lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
+    return lines
+
+
+def _measured_table(measured: dict, json_name: str) -> list:
+    """Fallback for a verdict without a table: its scalar numbers, formatted."""
+    rows, skipped = [], []
     for key, value in measured.items():
-        text = json.dumps(value)
-        if len(text) > 300:
-            text = text[:297] + "..."
-        lines.append(f"  - `{key}`: {text}")
-    return "\n".join(lines)
+        if isinstance(value, (dict, list)):
+            skipped.append(key)
+        else:
+            rows.append([key.replace("_", " "), fmt(value)])
+    lines = _table(["quantity", "value"], rows) if rows else []
+    if skipped:
+        lines += ["", f"Also in `{json_name}`: " + ", ".join(k.replace("_", " ") for k in skipped) + "."]
+    return lines
 
 
-def _overall(verdicts: list) -> str:
-    kinds = {v["verdict"] for v in verdicts}
-    if kinds == {REPRODUCED}:
-        return REPRODUCED
-    if kinds == {NOT_REPRODUCED}:
-        return NOT_REPRODUCED
-    return PARTIALLY
+def _constant(value) -> str:
+    """A named threshold as written in the code: 1e-12, 0.02, 500."""
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _claims_of_registered() -> set:
+    claims = set()
+    for name in experiments.REGISTRY:
+        claims |= set(_module(name).CLAIMS)
+    return claims
+
+
+def _entries(results: dict) -> dict:
+    """``{claim: [(experiment, result, verdict entry), ...]}`` in registry order."""
+    by_claim: dict[int, list] = {claim: [] for claim in CLAIMS}
+    order = {name: k for k, name in enumerate(experiments.REGISTRY)}
+    for name in sorted(results, key=lambda n: order.get(n, len(order))):
+        for entry in results[name].get("verdicts", []):
+            by_claim.setdefault(entry["claim"], []).append((name, results[name], entry))
+    return by_claim
+
+
+def _figures_by_entry(results: dict) -> dict:
+    """``{(experiment, sub_claim): [figure, ...]}``: each figure once, under the sub-claim that
+    names it, or under its experiment's first sub-claim if none does."""
+    placed = {}
+    for name, result in results.items():
+        verdicts = result.get("verdicts", [])
+        if not verdicts:
+            continue
+        owned = set()
+        for entry in verdicts:
+            figures = [f for f in entry.get("figures", []) if f not in owned]
+            owned |= set(figures)
+            placed[(name, entry.get("sub_claim", str(entry["claim"])))] = figures
+        first = (name, verdicts[0].get("sub_claim", str(verdicts[0]["claim"])))
+        placed[first] = placed[first] + [f for f in result.get("figures", []) if f not in owned]
+    return placed
+
+
+def _run_time_lines(results: dict, size: str) -> list:
+    rows, total = [], 0.0
+    for name in experiments.REGISTRY:
+        if name not in results:
+            continue
+        seconds = results[name].get("wall_seconds")
+        if seconds is None:
+            seconds = results[name].get("numbers", {}).get("seconds")
+        if isinstance(seconds, (int, float)):
+            total += seconds
+        rows.append([f"`{name}`", fmt(seconds, 2) if isinstance(seconds, (int, float)) else "n/a"])
+    rows.append(["**total**", f"**{total:.0f} s ({total / 60:.1f} min)**"])
+    machine = f"{os.cpu_count()} CPU cores ({platform.machine()}), Python {platform.python_version()}"
+    try:
+        import jax
+
+        machine += f", JAX {jax.__version__} ({jax.default_backend()} backend)"
+    except Exception:  # noqa: BLE001 - the report must not fail for want of a version string
+        pass
+    return [
+        "## Run time",
+        "",
+        f"Wall time of each experiment at size `{size}`, JIT compilation included, as measured when it ran. "
+        f"This report was written on {machine}.",
+        "",
+        *_table(["experiment", "wall time (s)"], rows),
+    ]
 
 
 def write_report(out_dir: Path, results: dict, size: str) -> Path:
-    """Writes ``report.md``: per claim, the statement, numbers, figures and verdict."""
-    by_claim: dict[int, list] = {claim: [] for claim in CLAIMS}
-    for name, result in results.items():
-        for entry in result.get("verdicts", []):
-            by_claim.setdefault(entry["claim"], []).append((name, result, entry))
+    """Writes ``report.md``: the sub-claim verdict table, then per claim its statement, and per
+    sub-claim its verdict, reasons, rule, thresholds, numbers and figures."""
+    by_claim = _entries(results)
+    figures = _figures_by_entry(results)
+    covered = _claims_of_registered()
+    stamp = datetime.datetime.now().strftime("%Y-%m-%d %H:%M")
     lines = [
         "# ckpt_jax: reproduction report",
         "",
-        f"Size: `{size}`. Generated by `ckpt-jax reproduce`; every verdict below was decided by "
-        "thresholds written in the experiment's code (`ckpt_jax/experiments/`), not by hand.",
+        f"Size `{size}`, generated {stamp} by `ckpt-jax reproduce`. The claims are those of docs/model.md §3. "
+        "Every verdict was decided by a rule and named thresholds in the experiment's code "
+        "(`ckpt_jax/experiments/`), not by hand. Numbers here are rounded; the full values are in each "
+        "experiment's JSON file beside this report.",
         "",
-        "| claim | verdict | experiments |",
-        "| --- | --- | --- |",
+        "## Verdicts",
+        "",
     ]
+    rows = []
     for claim, entries in sorted(by_claim.items()):
-        if entries:
-            verdict = _overall([e for _, _, e in entries])
-            names = ", ".join(sorted({n for n, _, _ in entries}))
-        else:
-            verdict, names = "not run", "-"
-        lines.append(f"| {claim} | {verdict} | {names} |")
-    for claim, entries in sorted(by_claim.items()):
-        lines += ["", f"## Claim {claim}", "", f"> {CLAIMS.get(claim, '')}", ""]
+        name = CLAIM_NAMES.get(claim, "")
         if not entries:
-            lines.append("Not run in this folder (use `ckpt-jax reproduce` without `--only`).")
+            state = "not run" if claim in covered else "no experiment yet"
+            rows.append([f"{claim} {name}", "-", state, "-", "-"])
             continue
-        for name, result, entry in entries:
-            lines += [f"### `{name}`: **{entry['verdict']}**", "", entry["why"], ""]
-            if entry.get("measured"):
-                lines += ["Measured:", _format_measured(entry["measured"]), ""]
-            for figure in result.get("figures", []):
-                lines.append(f"![{name}]({figure})")
-            lines.append("")
+        overall = rules.combine(e["verdict"] for _, _, e in entries)
+        for k, (experiment, _, entry) in enumerate(entries):
+            label = f"{claim} {name}: **{overall}**" if k == 0 else ""
+            rows.append([label, entry.get("sub_claim", str(claim)) + (f": {entry['title']}" if entry.get("title") else ""),
+                         f"**{entry['verdict']}**", entry.get("headline") or "", f"`{experiment}`"])
+    lines += _table(["claim: verdict", "sub-claim", "verdict", "deciding numbers", "experiment"], rows)
+    lines += [
+        "",
+        "**What the verdicts mean.** " + " ".join(f"*{word}*: {text}." for word, text in VERDICT_WORDS.items()),
+        "",
+        f"**How a claim's verdict is combined from its sub-claims** (and a sub-claim's from its cells): "
+        f"{rules.COMBINATION_RULE}.",
+        "",
+        "**Claims of no effect and of a law need power.** The smallest gap and the launch memory (claim 5) "
+        "and the lifetime exponent (claim 7) are decided by equivalence: the "
+        f"{rules.CONFIDENCE:.0%} bootstrap interval of the effect must lie inside a margin stated in the code "
+        f"(two one-sided tests at {(1 - rules.CONFIDENCE) / 2:.0%} each). Each such sub-claim states its margin, "
+        f"the narrowest margin the run could support with {rules.POWER:.0%} power, and the smallest effect it would "
+        "have detected; a run too small for its margin says *inconclusive*, not *reproduced*. Unless stated "
+        f"otherwise, every interval in this report is a {rules.CONFIDENCE:.0%} bootstrap interval.",
+        "",
+    ]
+    lines += _run_time_lines(results, size)
+    for claim, entries in sorted(by_claim.items()):
+        title = CLAIM_NAMES.get(claim, "")
+        lines += ["", f"## Claim {claim}: {title}", "", f"> {CLAIMS.get(claim, '')}", ""]
+        if not entries:
+            if claim in covered:
+                lines.append("Not run in this folder (use `ckpt-jax reproduce` without `--only`).")
+            else:
+                lines.append("No experiment in this version measures this claim.")
+            continue
+        overall = rules.combine(e["verdict"] for _, _, e in entries)
+        if len(entries) > 1:
+            parts = ", ".join(f"{e.get('sub_claim')} {e['verdict']}" for _, _, e in entries)
+            lines += [f"**Claim {claim}: {overall}** (sub-claims: {parts}).", ""]
+        for experiment, result, entry in entries:
+            sub = entry.get("sub_claim", str(claim))
+            heading = f"### {sub}" + (f": {entry['title']}" if entry.get("title") else "")
+            lines += [heading, "", f"**{entry['verdict']}** (experiment `{experiment}`, size `{result.get('size')}`)",
+                      "", entry["why"], ""]
+            if entry.get("rule"):
+                lines += [f"*Rule.* {entry['rule']}", ""]
+            if entry.get("thresholds"):
+                named = ", ".join(f"`{k}` = {_constant(v)}" for k, v in entry["thresholds"].items())
+                lines += [f"*Named thresholds* (in `ckpt_jax/experiments/{experiment}.py`): {named}.", ""]
+            table = entry.get("table")
+            if table:
+                lines += _table(table["columns"], table["rows"]) + [""]
+            elif entry.get("measured"):
+                lines += _measured_table(entry["measured"], f"{experiment}.json") + [""]
+            for figure in figures.get((experiment, sub), []):
+                lines += [f"![{experiment}: {Path(figure).stem}]({figure})", ""]
     path = Path(out_dir) / "report.md"
-    atomic_write_bytes(path, "\n".join(lines).encode())
+    atomic_write_bytes(path, ("\n".join(lines).rstrip() + "\n").encode())
     return path
 
 
@@ -165,9 +378,13 @@ def main_reproduce(args) -> int:
     import jax
 
     jax.config.update("jax_enable_x64", True)
-    results = reproduce(
-        args.out, size=args.size, only=args.only, progress=not args.no_progress, resume=not args.restart
-    )
+    try:
+        results = reproduce(
+            args.out, size=args.size, only=args.only, progress=not args.no_progress, resume=not args.restart
+        )
+    except SizeConflict as error:
+        print(f"ckpt-jax: error: {error}", file=sys.stderr)
+        return 2
     print(f"report: {Path(args.out) / 'report.md'}", file=sys.stderr)
     failed = [n for n, r in results.items() if not r.get("verdicts")]
     return 1 if failed else 0

@@ -13,7 +13,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     result = jitter.run(args.out, size=args.size)
     for item in result["verdicts"]:
-        print(f"claim {item['claim']}: {item['verdict']} — {item['why']}")
+        print(f"claim {item['sub_claim']}: {item['verdict']} — {item['why']}")
     return 0
 
 

@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _check_common(result, out, module):
-    check_experiment_result(module, result, out, min_figure_bytes=10_000)
+    check_experiment_result(module, result, out, min_figure_bytes=10_000, one_verdict_per_claim=module is not ftle)
 
 
 def test_no_clustering_smoke(tmp_path):
@@ -26,7 +26,8 @@ def test_no_clustering_smoke(tmp_path):
     for cell in cells:
         assert cell["failed_runs"] == 0 and cell["launches"] == config["launches"]
         low, high = cell["slope_ci"]
-        assert low <= cell["slope"] <= high
+        assert cell["outcome"] == no_clustering.cell_verdict(low, high)
+        assert cell["fit_from_cycle"] == round(no_clustering.BURN_IN * (config["cycles"] - 1))
         # Identical jobs never merge (claim 3), so every smallest gap stays positive.
         assert cell["smallest_gap_ever"] > 0 and cell["merged_at_end"] == 0
         # The ensemble starts unclustered: its median is near that of uniform phases.
@@ -43,6 +44,9 @@ def test_ftle_smoke(tmp_path):
         assert cell["tangent_mean"] <= cell["mean"] + 1e-12
         assert cell["twin_agreeing"] == cell["twin_checked"] == cell["launches"]
     assert result["verdicts"][0]["measured"]["twin_agreement"] == 1.0
+    # One sub-claim per regime of docs/model.md's finding, each with its own verdict.
+    assert [v["sub_claim"] for v in result["verdicts"]] == ["5 FTLE, ρ ≤ 1", "5 FTLE, ρ > 1"]
+    assert result["verdicts"][1]["figures"] == [] and result["verdicts"][0]["figures"] == ["ftle.png"]
 
 
 def test_spearman_ranks_and_ties():
@@ -63,6 +67,8 @@ def test_bursts_smoke(tmp_path):
         assert np.all(np.diff(measured) <= 1e-12) and np.all(np.diff(baseline) <= 1e-12)
         assert 0 < cell["writing_fraction"] < 1
         assert all(k > cell["mean_writers"] for k in cell["top_levels"])
+        assert cell["level_outcomes"] == [bursts.level_verdict(lo, hi) for lo, hi in
+                                          zip(cell["top_ratio_lower"], cell["top_ratio_upper"])]
 
 
 @pytest.mark.parametrize("name", ["no_clustering", "ftle", "bursts"])

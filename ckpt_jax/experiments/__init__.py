@@ -7,9 +7,12 @@ Every experiment is a module here with
   (numbers) and one or more PNG figures, atomically, and returns the JSON dict.
 
 The dict holds ``"numbers"`` (what was measured), ``"figures"`` (PNG file names) and
-``"verdicts"``: a list of `verdict(...)` dicts, one per claim, decided by thresholds
-written in the experiment's code (never by hand). Sizes: ``"smoke"`` (seconds, used by the
-tests), ``"quick"`` (the whole set in ≤ 10 minutes on a 2-core CPU), ``"full"`` (one GPU).
+``"verdicts"``: a list of `verdict(...)` dicts, one per sub-claim (a claim, or one part of
+it such as 8a), decided by thresholds written in the experiment's code (never by hand),
+each naming the figures that belong to it. The decision rules shared by experiments
+(intervals against stated margins, power) live in `ckpt_jax.experiments.rules`. Sizes:
+``"smoke"`` (seconds, used by the tests), ``"quick"`` (the whole set in ≤ 10 minutes on a
+2-core CPU), ``"full"`` (one GPU).
 
 The thin scripts in the repository's top-level ``experiments/`` call these modules, and
 ``ckpt-jax reproduce`` runs them all and writes ``report.md``.
@@ -30,6 +33,8 @@ SIZES = ("smoke", "quick", "full")
 REPRODUCED = "reproduced"
 NOT_REPRODUCED = "not reproduced"
 PARTIALLY = "partially"
+INCONCLUSIVE = "inconclusive"  # the run could not decide: too small or too noisy for its margin
+VERDICTS = (REPRODUCED, PARTIALLY, INCONCLUSIVE, NOT_REPRODUCED)
 
 # Experiment modules in the order `ckpt-jax reproduce` runs them.
 REGISTRY = (
@@ -70,12 +75,91 @@ def check_size(size: str) -> str:
     return size
 
 
-def verdict(claim: int, verdict: str, why: str, **measured: Any) -> dict:
-    """One claim's verdict: ``verdict`` is REPRODUCED, NOT_REPRODUCED or PARTIALLY,
-    ``why`` names the measured numbers and the thresholds that decided it."""
-    if verdict not in (REPRODUCED, NOT_REPRODUCED, PARTIALLY):
-        raise ValueError(f"verdict must be one of reproduced/not reproduced/partially, got {verdict!r}")
-    return {"claim": int(claim), "verdict": verdict, "why": why, "measured": to_jsonable(measured)}
+def verdict(
+    claim: int,
+    verdict: str,
+    why: str,
+    *,
+    sub_claim: str | None = None,
+    title: str = "",
+    headline: str = "",
+    rule: str = "",
+    thresholds: dict | None = None,
+    figures=(),
+    table: dict | None = None,
+    **measured: Any,
+) -> dict:
+    """One sub-claim's verdict.
+
+    Args:
+      claim: the claim number of docs/model.md §3.
+      verdict: one of `VERDICTS`.
+      why: prose naming the measured numbers and the thresholds that decided it.
+      sub_claim: label of the part of the claim decided here ("8a", "5 memory"); the claim
+        number by default.
+      title: what the sub-claim states, in a few words (the report's headings).
+      headline: the deciding numbers in one short line (the report's summary table).
+      rule: the decision rule in words.
+      thresholds: ``{CONSTANT_NAME: value}`` of the named constants the rule uses.
+      figures: file names of the figures that show this sub-claim (each figure belongs to
+        one sub-claim).
+      table: ``{"columns": [...], "rows": [[...], ...]}`` of formatted strings, the numbers
+        behind the verdict, for the report.
+      measured: the numbers behind the verdict (JSON).
+    """
+    if verdict not in VERDICTS:
+        raise ValueError(f"verdict must be one of {VERDICTS}, got {verdict!r}")
+    if table is not None and any(len(row) != len(table["columns"]) for row in table["rows"]):
+        raise ValueError("every table row needs one cell per column")
+    return {
+        "claim": int(claim),
+        "sub_claim": str(claim) if sub_claim is None else str(sub_claim),
+        "verdict": verdict,
+        "title": title,
+        "headline": headline,
+        "why": why,
+        "rule": rule,
+        "thresholds": to_jsonable(thresholds or {}),
+        "figures": list(figures),
+        "table": table,
+        "measured": to_jsonable(measured),
+    }
+
+
+def fmt(value, digits: int = 3) -> str:
+    """A number for prose: ``digits`` significant digits, scientific notation when tiny or huge.
+
+    >>> fmt(0.000123456), fmt(12.5), fmt(3), fmt(float("nan")), fmt(None)
+    ('1.23e-04', '12.5', '3', 'n/a', 'n/a')
+    """
+    if value is None or isinstance(value, str):
+        return "n/a" if value in (None, "nan") else value
+    if isinstance(value, (bool, np.bool_)):
+        return "yes" if value else "no"
+    if isinstance(value, (int, np.integer)):
+        return f"{int(value):,}" if abs(int(value)) >= 10_000 else str(int(value))
+    value = float(value)
+    if not np.isfinite(value):
+        return "n/a" if np.isnan(value) else ("∞" if value > 0 else "−∞")
+    if value == 0:
+        return "0"
+    if abs(value) < 1e-3 or abs(value) >= 1e5:
+        return f"{value:.{max(digits - 1, 0)}e}"
+    return f"{value:.{digits}g}"
+
+
+def fmt_list(values, digits: int = 3, unit: str = "") -> str:
+    """Values in prose: ``4, 8, 16 and 32`` (no brackets, no quotes)."""
+    items = [v if isinstance(v, str) else fmt(v, digits) for v in values]
+    items = [f"{item}{unit}" for item in items]
+    if len(items) <= 1:
+        return "".join(items)
+    return ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def fmt_interval(low, high, digits: int = 3) -> str:
+    """``[low, high]`` of a confidence interval, formatted with `fmt`."""
+    return f"[{fmt(low, digits)}, {fmt(high, digits)}]"
 
 
 def to_jsonable(value: Any) -> Any:
@@ -124,7 +208,18 @@ def new_figure(*args, **kwargs):
 
 def finish(out_dir: Path, name: str, size: str, numbers: dict, verdicts: list, figures: list) -> dict:
     """Assembles an experiment's result dict and writes ``out_dir/name.json`` atomically
-    (written last, so its presence means the experiment finished: resume relies on it)."""
+    (written last, so its presence means the experiment finished: resume relies on it).
+
+    Every figure a verdict names must be one of ``figures``, and no figure may belong to
+    two verdicts (the report shows each figure once, under its sub-claim)."""
+    owners: dict[str, str] = {}
+    for entry in verdicts:
+        for figure in entry.get("figures", []):
+            if figure not in figures:
+                raise ValueError(f"verdict {entry['sub_claim']} names figure {figure!r}, which {name} did not write")
+            if figure in owners:
+                raise ValueError(f"figure {figure!r} belongs to both {owners[figure]} and {entry['sub_claim']}")
+            owners[figure] = entry["sub_claim"]
     result = {
         "name": name,
         "size": size,

@@ -27,7 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import Fleet, State, random_state, simulate, state_from_positions, throughput_table
-from . import NOT_REPRODUCED, REPRODUCED, check_size, finish, new_figure, save_figure, verdict
+from . import NOT_REPRODUCED, REPRODUCED, check_size, finish, fmt_list, new_figure, save_figure, verdict
 
 NAME = "invariants"
 CLAIMS = (3, 4)
@@ -151,50 +151,72 @@ def _collision_free_blocks(overlaps, n_jobs):
     return ~blocks.any(axis=1)
 
 
-def _figure(random_by_n, stagger_by_n, n_jobs_list, cycles, stagger_cycles):
-    fig = new_figure(figsize=(15, 4.4), layout="constrained")
-    ax_gap, ax_order, ax_free = fig.subplots(1, 3)
+def _bar_labels(ax, x, values, counts, width):
+    """Bars of fractions with their value written above; a 0 % bar gets a visible outline."""
+    for xi, value, count in zip(x, values, counts):
+        if np.isnan(value):
+            ax.text(xi, 0.02, "n/a", ha="center", fontsize=8)
+            continue
+        if value == 0:
+            ax.plot([xi - width / 2, xi + width / 2], [0, 0], color="black", lw=3, solid_capstyle="butt")
+        ax.text(xi, value + 0.03, f"{value:.0%}\nof {count}", ha="center", fontsize=8)
+
+
+def _order_figure(random_by_n, stagger_by_n, n_jobs_list, cycles):
+    """Claim 3: no merger (smallest firing gap stays > 0) and the cyclic order never changes."""
+    from matplotlib.ticker import MaxNLocator
+
+    fig = new_figure(figsize=(11, 4.4), layout="constrained")
+    ax_gap, ax_order = fig.subplots(1, 2)
     colors = [f"C{k}" for k in range(len(n_jobs_list))]
     all_gaps = np.concatenate([[r["min_gap"] for r in random_by_n[n]] for n in n_jobs_list])
     low = np.floor(np.log10(max(all_gaps.min(), 1e-18)))
     bins = np.linspace(low, 0, 30)
     for n, color in zip(n_jobs_list, colors):
         gaps = np.log10(np.maximum([r["min_gap"] for r in random_by_n[n]], 1e-18))
-        ax_gap.hist(gaps, bins=bins, histtype="step", lw=1.5, color=color, label=f"N={n}")
+        ax_gap.hist(gaps, bins=bins, histtype="step", lw=1.5, color=color, label=f"N = {n}")
+    ax_gap.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax_gap.set_xlabel("log10 (smallest gap between two jobs' firings / period)")
-    ax_gap.set_ylabel("fleets")
-    ax_gap.set_title(f"Claim 3: no merger over {cycles} cycles (0 would be −∞)")
+    ax_gap.set_ylabel("random launches")
+    ax_gap.set_title(f"no merger over {cycles} cycles (a merger would be at −∞)", fontsize=10)
     ax_gap.legend(fontsize=8)
 
     x = np.arange(len(n_jobs_list))
-    kept = [np.mean([r["order_kept"] for r in random_by_n[n]]) for n in n_jobs_list]
-    ax_order.bar(x, kept, color=colors)
-    for xi, n, value in zip(x, n_jobs_list, kept):
-        ax_order.text(xi, value + 0.02, f"{value:.0%}\n({len(random_by_n[n])} fleets)", ha="center", fontsize=8)
-    ax_order.set_xticks(x, [f"N={n}" for n in n_jobs_list])
+    fleets = [random_by_n[n] + stagger_by_n[n] for n in n_jobs_list]
+    kept = [np.mean([r["order_kept"] for r in group]) for group in fleets]
+    ax_order.bar(x, kept, 0.6, color=colors)
+    _bar_labels(ax_order, x, kept, [len(g) for g in fleets], 0.6)
+    ax_order.set_xticks(x, [f"N = {n}" for n in n_jobs_list])
     ax_order.set_ylim(0, 1.25)
-    ax_order.set_ylabel("fraction of fleets")
-    ax_order.set_title("Claim 3: cyclic firing order never changes")
+    ax_order.set_ylabel("fraction of fleets (random and staggered)")
+    ax_order.set_title("the cyclic firing order never changes", fontsize=10)
+    fig.suptitle("Claim 3: identical jobs never overtake and never merge")
+    return fig
 
+
+def _collision_free_figure(random_by_n, stagger_by_n, n_jobs_list, cycles, stagger_cycles):
+    """Claim 4: staggers stay collision-free; overlapping launches never become so."""
+    fig = new_figure(figsize=(7, 4.6), layout="constrained")
+    ax = fig.subplots()
+    x = np.arange(len(n_jobs_list))
     width = 0.38
     stay = [np.mean([s["stays_free"] for s in stagger_by_n[n]]) for n in n_jobs_list]
-    became = []
+    became, overlapping_counts = [], []
     for n in n_jobs_list:
         overlapping = [r for r in random_by_n[n] if r["uncapped"] and r["starts_overlapping"]]
+        overlapping_counts.append(len(overlapping))
         became.append(np.mean([r["becomes_free"] for r in overlapping]) if overlapping else np.nan)
-    ax_free.bar(x - width / 2, stay, width, color="tab:green",
-                label=f"staggered: stay collision-free ({stagger_cycles} cycles)")
-    ax_free.bar(x + width / 2, np.nan_to_num(became), width, color="tab:red",
-                label=f"overlapping launches: become collision-free ({cycles} cycles)")
-    for xi, s, b in zip(x, stay, became):
-        ax_free.text(xi - width / 2, s + 0.02, f"{s:.0%}", ha="center", fontsize=8)
-        ax_free.text(xi + width / 2, (0 if np.isnan(b) else b) + 0.02, "n/a" if np.isnan(b) else f"{b:.0%}",
-                     ha="center", fontsize=8)
-    ax_free.set_xticks(x, [f"N={n}" for n in n_jobs_list])
-    ax_free.set_ylim(0, 1.3)
-    ax_free.set_ylabel("fraction of fleets")
-    ax_free.set_title("Claim 4: the collision-free set is invariant (uncapped)")
-    ax_free.legend(fontsize=8, loc="upper center")
+    ax.bar(x - width / 2, stay, width, color="tab:green",
+           label=f"staggered fleets that stay collision-free ({stagger_cycles} cycles; claim: 100 %)")
+    ax.bar(x + width / 2, np.nan_to_num(became), width, color="tab:red",
+           label=f"overlapping launches that become collision-free ({cycles} cycles; claim: 0 %)")
+    _bar_labels(ax, x - width / 2, stay, [len(stagger_by_n[n]) for n in n_jobs_list], width)
+    _bar_labels(ax, x + width / 2, became, overlapping_counts, width)
+    ax.set_xticks(x, [f"N = {n}" for n in n_jobs_list])
+    ax.set_ylim(0, 1.3)
+    ax.set_ylabel("fraction of fleets")
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.1), frameon=False)
+    fig.suptitle("Claim 4: the collision-free set is invariant and not reached (uncapped)")
     return fig
 
 
@@ -246,8 +268,13 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
                 record.update(stays_free=bool(not overlaps.any()), overlapping_windows=int(overlaps.sum()))
                 stagger_by_n[n].append(record)
 
-    figures = [save_figure(_figure(random_by_n, stagger_by_n, n_jobs_list, config["cycles"], config["stagger_cycles"]),
-                           out_dir / f"{NAME}.png")]
+    figure_order = save_figure(_order_figure(random_by_n, stagger_by_n, n_jobs_list, config["cycles"]),
+                               out_dir / f"{NAME}_order.png")
+    figure_free = save_figure(
+        _collision_free_figure(random_by_n, stagger_by_n, n_jobs_list, config["cycles"], config["stagger_cycles"]),
+        out_dir / f"{NAME}_collision_free.png",
+    )
+    figures = [figure_order, figure_free]
 
     per_n = {}
     for n in n_jobs_list:
@@ -285,20 +312,42 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
     claim3_ok = not_ok == 0 and order_fraction == 1.0 and smallest_gap > 0
     claim3 = verdict(
         3, REPRODUCED if claim3_ok else NOT_REPRODUCED,
-        f"{len(all_random)} random launches (N in {list(n_jobs_list)}, {config['cycles']} cycles; f≡1, √n, and a "
-        f"binding cap C = N/2) and {len(all_stagger)} staggered fleets: {order_fraction:.1%} kept their cyclic "
-        f"firing order (threshold 100%); smallest firing gap between two jobs {smallest_gap:.2e} of the period "
-        f"(threshold > 0: no merger); {not_ok} runs incomplete.",
+        f"{len(all_random)} random launches (N = {fmt_list(n_jobs_list)}, {config['cycles']} cycles; f ≡ 1, f = √n, and "
+        f"a binding cap C = N/2) and {len(all_stagger)} staggered fleets: {order_fraction:.1%} kept their cyclic "
+        f"firing order (threshold 100 %); the smallest firing gap between two jobs is {smallest_gap:.2e} of the "
+        f"period (threshold > 0: no merger); {not_ok} runs incomplete.",
+        title="identical jobs never overtake and never merge",
+        headline=f"order kept in {order_fraction:.0%} of {len(all_random) + len(all_stagger)} fleets; smallest gap "
+                 f"{smallest_gap:.1e} of the period",
+        rule="reproduced if every run completes, every fleet repeats one firing permutation, and the smallest "
+             "firing gap between distinct jobs stays > 0; not reproduced otherwise.",
+        thresholds=dict(OVERLAP_RTOL=OVERLAP_RTOL),
+        figures=[figure_order],
+        table=dict(columns=["N", "random launches", "order kept", "smallest gap / period", "median smallest gap / period"],
+                   rows=[[n, str(v["random_fleets"]), f"{v['order_kept_fraction']:.0%}",
+                          f"{v['smallest_gap_over_period']:.1e}", f"{v['median_smallest_gap_over_period']:.1e}"]
+                         for n, v in per_n.items()]),
         order_kept_fraction=order_fraction, smallest_gap_over_period=smallest_gap, incomplete_runs=not_ok,
     )
     claim4_ok = not_ok == 0 and stay_fraction == 1.0 and bool(overlapping) and became_fraction == 0.0
     claim4 = verdict(
         4, REPRODUCED if claim4_ok else NOT_REPRODUCED,
-        f"{len(all_stagger)} staggered fleets (N d = {STAGGER_FILL:g} (T + d), {config['stagger_cycles']} cycles) "
-        f"and {len(free_launches)} random launches that started collision-free: {stay_fraction:.1%} stayed "
-        f"collision-free (threshold 100%); of {len(overlapping)} uncapped random launches that started "
-        f"overlapping, {became_fraction:.1%} ever had a collision-free round of N windows "
-        f"(threshold 0%, over {config['cycles']} cycles).",
+        f"{len(all_stagger)} staggered fleets (N d = {STAGGER_FILL:g} (T + d), {config['stagger_cycles']} cycles) and "
+        f"{len(free_launches)} random launches that started collision-free: {stay_fraction:.1%} stayed collision-free "
+        f"(threshold 100 %). Of {len(overlapping)} uncapped random launches that started overlapping, "
+        f"{became_fraction:.1%} ever had a collision-free round of N windows (threshold 0 %, over "
+        f"{config['cycles']} cycles).",
+        title="collision-free configurations stay so and are not reached from outside",
+        headline=f"{stay_fraction:.0%} of {len(all_stagger) + len(free_launches)} collision-free fleets stayed so; "
+                 f"{became_fraction:.0%} of {len(overlapping)} overlapping launches became so",
+        rule="reproduced if every run completes, every collision-free fleet stays collision-free, and no uncapped "
+             "launch that starts overlapping ever has a collision-free round of N windows; not reproduced otherwise.",
+        thresholds=dict(OVERLAP_RTOL=OVERLAP_RTOL, STAGGER_FILL=STAGGER_FILL),
+        figures=[figure_free],
+        table=dict(columns=["N", "staggered fleets stayed collision-free", "overlapping launches became collision-free"],
+                   rows=[[n, f"{v['staggered_stayed_collision_free']} of {v['staggered_fleets']}",
+                          f"{v['became_collision_free']} of {v['uncapped_overlapping_launches']}"]
+                         for n, v in per_n.items()]),
         stayed_collision_free_fraction=stay_fraction, became_collision_free_fraction=became_fraction,
         overlapping_launches=len(overlapping), staggered_fleets=len(all_stagger),
     )

@@ -37,15 +37,19 @@ end excess against that constant is recorded too.
 d + (1 − ρ)·w, w a margin-floored Dirichlet draw, random labels) never interact
 (claim 4), so their lags never move and R stays 1: the statistic can show memory.
 
-**Verdict** (thresholds fixed here before any data were seen): a cell (N, ρ) reproduces
-the claim when |R(K) − R_base(K)| ≤ 3 bootstrap standard errors (over launches, of the
-per-launch difference) + `TOLERANCE_FLOOR`. Every cell → reproduced, none → not
-reproduced, some → partially; a control whose R(K) falls below `CONTROL_MIN_R` (the
-statistic could not have shown memory) caps the verdict at partially. The decay time is
-the first k at which R(k) − R_base(k) falls below half of its initial value 1 − R_base(0);
-as R(k) can ring around the baseline, the settling time (from which on |R − R_base| stays
-below that half) and the mean and largest |R − R_base| over the last tenth of the cycles
-are recorded too (diagnostics, not part of the verdict).
+**Verdict** (an equivalence rule: the claim is one of *no effect*, so the data must be able
+to show an effect). The effect of a cell (N, ρ) is the launch memory left beyond the firing
+order late in the run: the mean of R(k) − R_base(k) over the last `LATE_FRACTION` of the
+cycles, averaged per launch, with a bootstrap interval over launches. The cell reproduces
+the claim when the whole `rules.CONFIDENCE` interval lies inside ±`MEMORY_MARGIN`, is not
+reproduced when it lies wholly outside, and is inconclusive when it straddles an edge.
+Cells combine by `rules.combine`. A control whose R(K) falls below `CONTROL_MIN_R` (the
+statistic could not have shown memory) turns "reproduced" into "inconclusive". Each cell's
+power (the narrowest margin it supports, the smallest memory it would detect) is recorded.
+The decay time is the first k at which R(k) − R_base(k) falls below half of its initial
+value 1 − R_base(0); as R(k) can ring around the baseline, the settling time (from which on
+|R − R_base| stays below that half) and the excess at the last cycle are recorded too
+(diagnostics, not part of the verdict).
 """
 
 from __future__ import annotations
@@ -57,7 +61,20 @@ import jax
 import numpy as np
 
 from .. import Fleet, initial_state, random_state, simulate, state_from_positions
-from . import NOT_REPRODUCED, PARTIALLY, REPRODUCED, check_size, identical_fleets, finish, new_figure, save_figure, verdict
+from . import (
+    INCONCLUSIVE,
+    REPRODUCED,
+    check_size,
+    finish,
+    fmt,
+    fmt_interval,
+    fmt_list,
+    identical_fleets,
+    new_figure,
+    rules,
+    save_figure,
+    verdict,
+)
 
 NAME = "memory"
 CLAIMS = (5,)
@@ -65,16 +82,17 @@ CLAIMS = (5,)
 LOADS = (0.5, 1.0, 2.0)  # ρ: storage idle half the time; exactly saturated; oversubscribed twice
 CONTROL_MARGIN = 0.5  # share of the slack 1 − ρ spread evenly over the gaps of a staggered fleet
 
-# Verdict thresholds, fixed before looking at data.
-STANDARD_ERRORS = 3.0  # tolerance: this many bootstrap standard errors of R(K) − R_base(K) ...
-TOLERANCE_FLOOR = 0.02  # ... plus this
+# Verdict thresholds (named in the report). The margin is the tolerance floor fixed before
+# any data were seen (0.02 of the cosine statistic, whose launch value is 1).
+MEMORY_MARGIN = 0.02  # equivalence margin on the late mean of R(k) − R_base(k)
+LATE_FRACTION = 0.1  # the effect is averaged over this last fraction of the cycles
 CONTROL_MIN_R = 0.99  # a staggered control must keep R(K) at least this high
 BASELINE_PARTNERS = 16  # independent launches paired with each launch for R_base
 
 SIZES = {
     "smoke": dict(n_jobs=(8,), launches=24, cycles=30, bootstrap=100),
-    "quick": dict(n_jobs=(8, 16), launches=600, cycles=300, bootstrap=400),
-    "full": dict(n_jobs=(8, 16), launches=1000, cycles=500, bootstrap=1000),
+    "quick": dict(n_jobs=(8, 16), launches=1000, cycles=300, bootstrap=400),
+    "full": dict(n_jobs=(8, 16, 32), launches=2000, cycles=500, bootstrap=1000),
 }
 
 
@@ -141,8 +159,16 @@ def order_only_curve(lags, partners: int) -> np.ndarray:
 
 def _bootstrap_se(values: np.ndarray, n_boot: int, rng: np.random.Generator) -> float:
     """Bootstrap standard error of the mean of per-launch values (B,)."""
+    return _bootstrap_interval(values, n_boot, rng)[2]
+
+
+def _bootstrap_interval(values: np.ndarray, n_boot: int, rng: np.random.Generator):
+    """Percentile interval (`rules.CONFIDENCE`) and standard error of the mean of (B,) values."""
     draws = rng.integers(0, values.size, (n_boot, values.size))
-    return float(np.std(values[draws].mean(axis=1), ddof=1))
+    means = values[draws].mean(axis=1)
+    alpha = (1 - rules.CONFIDENCE) / 2
+    low, high = np.quantile(means, [alpha, 1 - alpha])
+    return float(low), float(high), float(np.std(means, ddof=1))
 
 
 def _decay_time(excess: np.ndarray):
@@ -195,75 +221,91 @@ def _launch_states(fleet: Fleet, n_jobs: int, control_loads, launches: int, key,
     return initial_state(fleet, phase=phase, remaining=remaining)
 
 
+def cell_verdict(low: float, high: float) -> str:
+    """A cell's verdict from the interval of its late memory R − R_base (two-sided margin)."""
+    return rules.interval_verdict(low, high, -MEMORY_MARGIN, MEMORY_MARGIN)
+
+
 def _cell(lags, mean_period_lags, consistent, ok, partners, n_boot, rng) -> dict:
     usable = ok & consistent
     lags, mean_period_lags = lags[usable], mean_period_lags[usable]
     per_launch = memory_curve(lags)
     base_same = order_only_curve(lags, partners)
     curve, baseline = per_launch.mean(axis=0), base_same.mean(axis=0)
-    difference = per_launch[:, -1] - base_same[:, -1]
-    se = _bootstrap_se(difference, n_boot, rng)
-    tolerance = STANDARD_ERRORS * se + TOLERANCE_FLOOR
     excess = curve - baseline
-    late = max(1, excess.size // 10)  # diagnostics over the last tenth of the cycles
+    late = max(1, int(round(LATE_FRACTION * excess.size)))
     late_per_launch = np.mean(per_launch[:, -late:] - base_same[:, -late:], axis=1)
-    late_se = _bootstrap_se(late_per_launch, n_boot, rng)
+    low, high, se = _bootstrap_interval(late_per_launch, n_boot, rng)
+    outcome = cell_verdict(low, high)
+    late_mean = float(late_per_launch.mean())
     return dict(
         launches=int(usable.sum()),
         failed_runs=int((~ok).sum()),
         pairing_violations=int((ok & ~consistent).sum()),
+        late_cycles=late,
+        late_excess_mean=late_mean,
+        late_excess_ci=[low, high],
+        late_excess_se=se,
+        late_excess_z=late_mean / se if se > 0 else float("nan"),
+        outcome=outcome,
+        passed=outcome == REPRODUCED,
+        # Power: the narrowest margin this cell supports with rules.POWER, the smallest
+        # memory it would flag as "not reproduced", the power to conclude "no memory" if
+        # there is none, and the launches the margin needs.
+        supported_margin=rules.smallest_supported_margin(se),
+        detectable_memory=rules.smallest_detectable_effect(se, MEMORY_MARGIN),
+        power_if_no_memory=rules.equivalence_power(se, -MEMORY_MARGIN, MEMORY_MARGIN),
+        launches_needed=rules.launches_needed(se, int(usable.sum()), MEMORY_MARGIN),
+        r_base_start=float(baseline[0]),
+        launch_memory=float(1.0 - baseline[0]),
+        late_excess_fraction_of_launch=late_mean / float(1.0 - baseline[0]),
         r_end=float(curve[-1]),
         r_base_end=float(baseline[-1]),
         excess_end=float(excess[-1]),
-        excess_se=se,
-        tolerance=tolerance,
-        passed=bool(abs(excess[-1]) <= tolerance),
-        above_band=bool(excess[-1] > tolerance),
-        r_base_start=float(baseline[0]),
         excess_end_vs_launch_baseline=float(curve[-1] - baseline[0]),
         r_end_mean_period=float(memory_curve(mean_period_lags)[:, -1].mean()),
         decay_cycles=_decay_time(excess),
         settle_cycles=_settle_time(excess),
-        late_excess_mean=float(excess[-late:].mean()),
-        late_excess_se=late_se,
-        late_excess_z=float(excess[-late:].mean() / late_se),
         late_excess_max_abs=float(np.abs(excess[-late:]).max()),
         curve=curve,
         baseline=baseline,
         excess=excess,
-        baseline_low=baseline - tolerance,
-        baseline_high=baseline + tolerance,
     )
 
 
 def _figure(cells, controls, loads, n_jobs_list, cycles, launches):
-    fig = new_figure(figsize=(4.3 * len(loads), 3.4 * len(n_jobs_list)), layout="constrained")
+    from matplotlib.lines import Line2D
+
+    fig = new_figure(figsize=(4.3 * len(loads), 3.2 * len(n_jobs_list) + 0.8), layout="constrained")
     axes = np.asarray(fig.subplots(len(n_jobs_list), len(loads), sharex=True, sharey=True, squeeze=False))
     for row, n_jobs in enumerate(n_jobs_list):
         for column, load in enumerate(loads):
             ax, cell = axes[row, column], cells[(n_jobs, load)]
             x = np.arange(cell["curve"].size)
-            ax.fill_between(x, cell["baseline_low"], cell["baseline_high"], color="tab:orange", alpha=0.25, lw=0,
-                            label="order-only baseline ± tolerance")
-            ax.plot(x, cell["baseline"], color="tab:orange", lw=1.0)
-            ax.plot(x, cell["curve"], color="tab:blue", lw=1.6, label="random launches R(k)")
+            ax.plot(x, cell["baseline"], color="tab:orange", lw=1.4)
+            ax.plot(x, cell["curve"], color="tab:blue", lw=1.4)
             if (n_jobs, load) in controls:
-                ax.plot(x, controls[(n_jobs, load)]["curve"], color="black", lw=1.2, ls="--",
-                        label="collision-free stagger")
-            if cell["settle_cycles"] is not None:
-                ax.axvline(cell["settle_cycles"], color="tab:blue", lw=0.8, ls=":")
-            mark = "✓" if cell["passed"] else "✗"
-            ax.set_title(f"N = {n_jobs}, ρ = {load}   R(K) − R_base = {cell['excess_end']:+.3f} {mark}", fontsize=9)
+                ax.plot(x, controls[(n_jobs, load)]["curve"], color="black", lw=1.2, ls="--")
+            ax.axvspan(x[-1] - cell["late_cycles"] + 1, x[-1], color="0.85", zorder=0)
+            low, high = cell["late_excess_ci"]
+            ax.set_title(f"N = {n_jobs}, ρ = {load:g}: late R − R_base = {cell['late_excess_mean']:+.3f}\n"
+                         f"interval [{low:+.3f}, {high:+.3f}] → {cell['outcome']}", fontsize=9)
             ax.set_xscale("symlog", linthresh=1.0)
             ax.set_xlim(0, x[-1])
             ax.grid(True, alpha=0.3)
             if row == len(n_jobs_list) - 1:
-                ax.set_xlabel("cycle k (job 0's firings; symlog)")
+                ax.set_xlabel("cycle k (job 0's firings; symlog axis)")
             if column == 0:
-                ax.set_ylabel("R(k) = ⟨cos 2π(lag(k) − lag(0))⟩")
+                ax.set_ylabel("R(k) = mean cos 2π(lag(k) − lag(0))")
     axes[0, 0].set_ylim(-0.05, 1.05)
-    axes[0, 0].legend(fontsize=8, loc="lower left")
-    fig.suptitle(f"Claim 5: memory of the launch ({launches} launches per panel; dotted: settling time, |R − R_base| < half its start from then on)")
+    handles = [
+        Line2D([], [], color="tab:blue", lw=1.4, label="random launches: R(k)"),
+        Line2D([], [], color="tab:orange", lw=1.4, label="order-only baseline R_base(k) (remembers only the firing order)"),
+        Line2D([], [], color="black", lw=1.2, ls="--", label="control: collision-free stagger (keeps its launch, R = 1)"),
+        Line2D([], [], color="0.85", lw=8, label=f"last {LATE_FRACTION:.0%} of the cycles: the verdict's window"),
+    ]
+    fig.legend(handles=handles, loc="outside lower center", ncols=2, fontsize=8, frameon=False)
+    fig.suptitle(f"Claim 5, memory: R(k) falls to the order-only baseline ({launches} launches per panel)")
     return fig
 
 
@@ -271,31 +313,53 @@ def _excess_figure(cells, loads, n_jobs_list, launches, window: int = 9):
     """R(k) − R_base(k) on log axes of k, to show how the last of the memory fades.
 
     Thin lines: every cycle; bold: a centred running mean over ``window`` cycles, which
-    averages out the ringing of R(k) around the baseline at high load.
+    averages out the ringing of R(k) around the baseline at high load. Error bars: the
+    verdict's late-window mean and its interval, against the margin (grey band).
     """
     from matplotlib import colormaps
+    from matplotlib.lines import Line2D
 
     colors = [colormaps["plasma"](x) for x in np.linspace(0.0, 0.75, len(loads))]
-    fig = new_figure(figsize=(5.2 * len(n_jobs_list), 4.0), layout="constrained")
+    fig = new_figure(figsize=(5.4 * len(n_jobs_list), 4.6), layout="constrained")
     axes = np.atleast_1d(fig.subplots(1, len(n_jobs_list), sharey=True))
+    shown = [MEMORY_MARGIN * 3]
     for ax, n_jobs in zip(axes, n_jobs_list):
-        for color, load in zip(colors, loads):
-            excess = cells[(n_jobs, load)]["excess"]
+        for index, (color, load) in enumerate(zip(colors, loads)):
+            cell = cells[(n_jobs, load)]
+            excess = cell["excess"]
             k = np.arange(excess.size)
             ax.plot(k[1:], excess[1:], color=color, lw=0.6, alpha=0.35)
             if excess.size > window:
                 smooth = np.convolve(excess, np.ones(window) / window, mode="valid")
-                ax.plot(k[window // 2 : window // 2 + smooth.size], smooth, color=color, lw=1.8, label=f"ρ = {load}")
+                ax.plot(k[window // 2 : window // 2 + smooth.size], smooth, color=color, lw=1.8)
+                shown.append(np.abs(smooth[window:]).max(initial=0.0))
+            # The verdict's number: late-window mean with its interval, spread apart in k.
+            late_start = excess.size - cell["late_cycles"]
+            at = late_start * (1.0 + 0.08 * index) if late_start > 0 else excess.size - 1
+            low, high = cell["late_excess_ci"]
+            ax.errorbar([at], [cell["late_excess_mean"]], yerr=[[cell["late_excess_mean"] - low], [high - cell["late_excess_mean"]]],
+                        color=color, marker="D", ms=5, mec="black", capsize=4, lw=1.6, zorder=5)
+            shown.append(max(abs(low), abs(high)))
         ax.axhline(0.0, color="black", lw=0.8)
-        ax.axhspan(-TOLERANCE_FLOOR, TOLERANCE_FLOOR, color="grey", alpha=0.15, lw=0)
+        ax.axhspan(-MEMORY_MARGIN, MEMORY_MARGIN, color="grey", alpha=0.2, lw=0)
         ax.set_xscale("log")
-        ax.set_ylim(-0.1, 0.15)
         ax.set_xlabel("cycle k")
         ax.set_title(f"N = {n_jobs}")
         ax.grid(True, which="both", alpha=0.25)
-    axes[0].set_ylabel("R(k) − R_base(k)")
-    axes[-1].legend(fontsize=8, loc="upper right", title=f"bold: {window}-cycle running mean", title_fontsize=8)
-    fig.suptitle(f"Claim 5: launch memory left beyond the firing order ({launches} launches; grey: ± {TOLERANCE_FLOOR})")
+    limit = 1.15 * max(shown)
+    axes[0].set_ylim(-limit, limit)
+    axes[0].set_ylabel("R(k) − R_base(k): launch memory beyond the firing order")
+    handles = [Line2D([], [], color=c, lw=1.8, label=f"ρ = {load:g}") for c, load in zip(colors, loads)]
+    handles += [
+        Line2D([], [], color="0.4", lw=0.6, alpha=0.6, label="every cycle"),
+        Line2D([], [], color="0.4", lw=1.8, label=f"{window}-cycle running mean"),
+        Line2D([], [], color="0.4", marker="D", mec="black", lw=1.6,
+               label=f"verdict: mean over the last {LATE_FRACTION:.0%} of the cycles, {rules.CONFIDENCE:.0%} interval"),
+        Line2D([], [], color="grey", alpha=0.4, lw=8, label=f"equivalence margin ± {MEMORY_MARGIN:g}"),
+    ]
+    fig.legend(handles=handles, loc="outside lower center", ncols=4, fontsize=8, frameon=False)
+    fig.suptitle(f"Claim 5, memory: what is left of the launch beyond the firing order ({launches} launches; "
+                 "values beyond the axes are early cycles)")
     return fig
 
 
@@ -332,8 +396,7 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
                          BASELINE_PARTNERS, config["bootstrap"], rng)
             control = row >= len(LOADS)
             (controls if control else cells)[(n_jobs, load)] = cell
-            summary = {k: v for k, v in cell.items()
-                       if k not in ("curve", "baseline", "baseline_low", "baseline_high", "excess")}
+            summary = {k: v for k, v in cell.items() if k not in ("curve", "baseline", "excess")}
             summary.update(n_jobs=n_jobs, load=load,
                            r_every_10th_cycle=cell["curve"][::10], r_base_every_10th_cycle=cell["baseline"][::10])
             (per_control if control else per_cell).append(summary)
@@ -343,33 +406,65 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
         save_figure(_excess_figure(cells, LOADS, config["n_jobs"], launches), out_dir / f"{NAME}_excess.png"),
     ]
 
-    passed = [c for c in per_cell if c["passed"]]
     controls_hold = all(c["r_end"] >= CONTROL_MIN_R for c in per_control)
-    if len(passed) == len(per_cell):
-        outcome = REPRODUCED if controls_hold else PARTIALLY
-    elif passed:
-        outcome = PARTIALLY
-    else:
-        outcome = NOT_REPRODUCED
-    largest = max(per_cell, key=lambda c: abs(c["excess_end"]) - c["tolerance"])
-    failing = [f"(N={c['n_jobs']}, ρ={c['load']}): R(K) {c['r_end']:.3f} vs R_base {c['r_base_end']:.3f} "
-               f"(tolerance {c['tolerance']:.3f})" for c in per_cell if not c["passed"]]
-    decays = [c["decay_cycles"] for c in per_cell]
-    settles = [c["settle_cycles"] for c in per_cell]
-    late = [f"(N={c['n_jobs']}, ρ={c['load']}) {c['late_excess_mean']:+.3f} (z {c['late_excess_z']:+.1f})"
-            for c in per_cell]
+    outcome = rules.combine(c["outcome"] for c in per_cell)
+    if outcome == REPRODUCED and not controls_hold:
+        outcome = INCONCLUSIVE  # the statistic could not have shown memory
+    counts = {kind: sum(c["outcome"] == kind for c in per_cell) for kind in {c["outcome"] for c in per_cell}}
+
+    def where(c):
+        return f"N = {c['n_jobs']}, ρ = {c['load']:g}"
+
+    largest = max(per_cell, key=lambda c: abs(c["late_excess_mean"]))
+    beyond = [c for c in per_cell if c["late_excess_ci"][0] > 0 or c["late_excess_ci"][1] < 0]
+    above_margin = [c for c in per_cell if c["outcome"] != REPRODUCED]
+    weakest = max(per_cell, key=lambda c: c["detectable_memory"])
+    late_cycles = per_cell[0]["late_cycles"]
     why = (
-        f"{len(passed)} of {len(per_cell)} cells (N in {list(config['n_jobs'])}, ρ in {list(LOADS)}; "
-        f"{launches} launches × {cycles} cycles) end with the launch-memory statistic R(K) within "
-        f"{STANDARD_ERRORS:g} bootstrap SE + {TOLERANCE_FLOOR} of the order-only baseline R_base(K). "
-        f"Largest relative miss at (N={largest['n_jobs']}, ρ={largest['load']}): R(K) = {largest['r_end']:.3f}, "
-        f"R_base(K) = {largest['r_base_end']:.3f}, tolerance {largest['tolerance']:.3f}. Half-decay times "
-        f"(cycles): {decays}; settling times: {settles}; largest |R − R_base| over the last tenth of the "
-        f"cycles: {max(c['late_excess_max_abs'] for c in per_cell):.3f}; mean R − R_base over that tenth "
-        f"(z in SE): {', '.join(late)}. Collision-free staggered controls end at R(K) = "
-        f"{[round(c['r_end'], 6) for c in per_control]} (must stay ≥ {CONTROL_MIN_R})."
-        + (f" Failing: {'; '.join(failing)}." if failing else "")
-        + ("" if controls_hold else " A control lost its memory, so the statistic is suspect.")
+        f"{len(per_cell)} cells (N = {fmt_list(config['n_jobs'])}; ρ = {fmt_list(LOADS)}), {launches} random "
+        f"launches × {cycles} cycles each; the launch memory beyond the firing order, R − R_base averaged over the "
+        f"last {late_cycles} cycles: "
+        + ", ".join(f"{n} {kind}" for kind, n in sorted(counts.items()))
+        + f". Largest: {fmt(largest['late_excess_mean'])} at {where(largest)} (interval "
+        f"{fmt_interval(*largest['late_excess_ci'])}, margin ±{MEMORY_MARGIN:g}; the launch itself starts "
+        f"{fmt(largest['launch_memory'])} above the baseline). "
+        + (
+            f"Stated plainly: a small memory beyond the firing order persists to the end of the run at "
+            f"{fmt_list([where(c) for c in beyond])} (interval wholly above 0)"
+            + (f", and at {fmt_list([where(c) for c in above_margin])} it is not shown to be within the margin. "
+               if above_margin else ", inside the margin. ")
+            if beyond else "No cell's interval excludes 0. "
+        )
+        + f"Power: every cell would have detected a memory of {fmt(weakest['detectable_memory'])} or more with "
+        f"{rules.POWER:.0%} power (weakest: {where(weakest)}). Collision-free staggered controls end at R(K) = "
+        f"{fmt_list([c['r_end'] for c in per_control], 6)} (must stay ≥ {CONTROL_MIN_R:g}"
+        + ("), so the statistic can show memory." if controls_hold else "): a control lost its memory, so the statistic "
+           "could not have shown any and the verdict is at most inconclusive.")
+    )
+    undecided = [c for c in per_cell if c["outcome"] == INCONCLUSIVE]
+    if undecided:
+        needed = max(c["launches_needed"] for c in undecided)
+        why += (f" Inconclusive cells need about {needed:,} launches to support the margin (size full runs "
+                f"{SIZES['full']['launches']:,}); a memory lying exactly at the margin's edge would stay undecided at any size.")
+    decays = [c["decay_cycles"] for c in per_cell]
+    rule = (
+        f"per cell, the {rules.CONFIDENCE:.0%} bootstrap interval (over launches) of the mean of R(k) − R_base(k) over "
+        f"the last {LATE_FRACTION:.0%} of the cycles must lie inside ±{MEMORY_MARGIN:g} (reproduced); wholly outside: "
+        f"not reproduced; straddling an edge: inconclusive. Cells combine by the rule above; a staggered control "
+        f"with R(K) < {CONTROL_MIN_R:g} caps the verdict at inconclusive."
+    )
+    table = dict(
+        columns=["N", "ρ", "launches", "launch memory 1 − R_base(0)", "half-decay (cycles)", "late R − R_base",
+                 "interval", "smallest detectable", "power if none", "verdict"],
+        rows=[[str(c["n_jobs"]), fmt(c["load"]), str(c["launches"]), fmt(c["launch_memory"]),
+               fmt(c["decay_cycles"]), f"{c['late_excess_mean']:+.4f}",
+               f"[{c['late_excess_ci'][0]:+.4f}, {c['late_excess_ci'][1]:+.4f}]", fmt(c["detectable_memory"]),
+               f"{c['power_if_no_memory']:.0%}", c["outcome"]] for c in per_cell],
+    )
+    headline = (
+        f"late memory beyond the firing order ≤ {fmt(abs(largest['late_excess_mean']))} "
+        f"({where(largest)}, interval {fmt_interval(*largest['late_excess_ci'])}; margin ±{MEMORY_MARGIN:g}); "
+        f"{counts.get(REPRODUCED, 0)} of {len(per_cell)} cells"
     )
     numbers = dict(
         n_jobs=list(config["n_jobs"]),
@@ -391,14 +486,22 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
             5,
             outcome,
             why,
-            cells_passed=len(passed),
+            sub_claim="5 memory",
+            title="a trajectory keeps no memory of its launch beyond the firing order",
+            headline=headline,
+            rule=rule,
+            thresholds=dict(MEMORY_MARGIN=MEMORY_MARGIN, LATE_FRACTION=LATE_FRACTION, CONTROL_MIN_R=CONTROL_MIN_R,
+                            CONFIDENCE=rules.CONFIDENCE),
+            figures=figures,
+            table=table,
             cells=len(per_cell),
-            largest_excess_end=largest["excess_end"],
-            largest_excess_tolerance=largest["tolerance"],
-            decay_cycles=decays,
-            settle_cycles=settles,
+            cell_outcomes=[c["outcome"] for c in per_cell],
+            largest_late_excess=largest["late_excess_mean"],
+            largest_late_excess_ci=largest["late_excess_ci"],
             late_excess_mean=[c["late_excess_mean"] for c in per_cell],
             late_excess_z=[c["late_excess_z"] for c in per_cell],
+            detectable_memory=[c["detectable_memory"] for c in per_cell],
+            decay_cycles=decays,
             control_r_end=[c["r_end"] for c in per_control],
         )
     ]
