@@ -20,6 +20,7 @@ from .analysis import tail_ratio as tail_ratio
 from .analysis import writer_distribution as writer_distribution
 from .coupling import coupling_function as coupling_function
 from .coupling import stagger_lifetime as stagger_lifetime
+from .ensemble import EnsembleMismatchError as EnsembleMismatchError
 from .ensemble import EnsembleResult as EnsembleResult
 from .ensemble import random_launches as random_launches
 from .ensemble import run_ensemble as run_ensemble
@@ -85,6 +86,7 @@ __all__ = [
     "run_ensemble",
     "random_launches",
     "EnsembleResult",
+    "EnsembleMismatchError",
     "STATUS_OK",
     "STATUS_MAX_EVENTS",
     "STATUS_NONFINITE",

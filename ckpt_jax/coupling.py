@@ -353,8 +353,8 @@ def stagger_lifetime(fire_times, end_times) -> tuple[np.ndarray, np.ndarray]:
     ends (windows that only touch do not overlap, as in `analysis.writer_count`). The
     lifetime is the firing index k (0-based) of the window whose start opens the first
     overlap: k complete collision-free cycles went before it. Only overlaps that begin
-    before ``t_obs = min_i fire_times[i, K−1]`` count: up to then every window that has
-    started is recorded. A fleet with no such overlap is *censored*: lifetime K. Windows
+    before ``t_obs``, the earliest over the jobs of each job's last recorded write end,
+    count: up to then every window that has started is recorded. A fleet with no such overlap is *censored*: lifetime K. Windows
     with a NaN time (padding slots, unfinished runs) are ignored; a write in progress at
     t = 0 is not a recorded window.
 

@@ -679,12 +679,12 @@ def _run_chunked(params, carry, max_events, n_fires, use_delay, use_jitter, use_
         progress = work >= 5_000_000
     if not progress:
         return _advance_jit(params, carry, jnp.int32(max_events), n_fires=n_fires, use_delay=use_delay, use_jitter=use_jitter, use_async=use_async)
-    from tqdm.auto import tqdm
+    from ._progress import progress_bar
 
     n_chunks = 50
     chunk = max(1, math.ceil(min(max_events, 2 * params.compute.shape[1] * (n_fires + 2)) / n_chunks))
     limit = 0
-    with tqdm(total=n_fires, desc="ckpt_jax.simulate", unit="cycle") as bar:
+    with progress_bar(total=n_fires, desc="ckpt_jax.simulate", unit="cycle") as bar:
         while True:
             limit = min(limit + chunk, max_events)
             carry = _advance_jit(params, carry, jnp.int32(limit), n_fires=n_fires, use_delay=use_delay, use_jitter=use_jitter, use_async=use_async)

@@ -237,12 +237,12 @@ def run_ensemble(
             chunks[index] = _load_chunk(out / _chunk_name(index), stop - start, index, manifest["fingerprint"])
     n_loaded = sum(chunk is not None for chunk in chunks)
 
-    from tqdm.auto import tqdm
+    from ._progress import progress_bar
 
     show = len(bounds) > 1 if progress is None else progress
     done = sum(stop - start for chunk, (start, stop) in zip(chunks, bounds) if chunk is not None)
     n_bad = sum(int(np.sum(~chunk["ok"])) for chunk in chunks if chunk is not None)
-    with tqdm(total=n_fleets, initial=done, unit="fleet", desc="ckpt_jax.run_ensemble", disable=not show) as bar:
+    with progress_bar(total=n_fleets, initial=done, unit="fleet", desc="ckpt_jax.run_ensemble", disable=not show) as bar:
         for index, (start, stop) in enumerate(bounds):
             if chunks[index] is not None:
                 continue

@@ -40,10 +40,10 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-from tqdm.auto import tqdm
 
 from . import engine
 from .engine import STATUS_NONFINITE, STATUS_OK, STATUS_STALLED, _Params
+from ._progress import progress_bar
 from .model import Fleet
 
 __all__ = [
@@ -550,7 +550,7 @@ def run_blocks(params: _Params, phase, remaining, event_limit, *, n_fires: int, 
     # About 20 updates: each call runs a group of blocks (one compile for every full group).
     per_call = max(1, n_blocks // 20)
     pieces = []
-    with tqdm(total=n_fleets, desc=f"ckpt_jax.simulate ({'clock' if clock else 'fifo'})", unit="fleet") as bar:
+    with progress_bar(total=n_fleets, desc=f"ckpt_jax.simulate ({'clock' if clock else 'fifo'})", unit="fleet") as bar:
         for first in range(0, n_blocks, per_call):
             count = min(per_call, n_blocks - first)
             part = jax.tree_util.tree_map(

@@ -234,3 +234,30 @@ def test_writer_excursions_ignore_a_handover():
     end = np.array([[1.0, 3.0, 5.0], [2.0, 4.0, 6.0]])
     # n_w: [0.5,1) 2, [1,2) 1, [2,2.5) 1, [2.5,3) 2, [3,4) 1, [4,4.5) 1, [4.5,5) 2, [5, ...) 1.
     np.testing.assert_array_equal(writer_excursions(fire, end, [1, 2]), [0, 2])
+
+
+def _excursions_one_fleet(fire, end, levels):
+    """Per-fleet oracle from `writer_count`: rises to >= k inside the observed interval."""
+    t_start, t_stop = cj.observed_interval(fire, end)
+    if not t_stop > t_start:
+        return np.zeros(len(levels), int)
+    times, counts = cj.writer_count(fire, end)
+    before = np.concatenate([[0], counts[:-1]])
+    inside = (times > t_start) & (times <= t_stop)
+    return np.array([np.sum((before < k) & (counts >= k) & inside) for k in levels])
+
+
+def test_batched_excursions_and_bounds_equal_the_per_fleet_definitions():
+    fleet = cj.Fleet(np.full((24, 5), 3.0), np.full((24, 5), 1.0), cap=[2.0] * 12 + [None] * 12)
+    trace = cj.simulate(fleet, cj.random_state(fleet, jax.random.key(1)), 10, jitter=0.5, key=jax.random.key(2))
+    fire, end = np.array(trace.fire_times), np.array(trace.end_times)
+    fire[0, -2:] = end[0, -2:] = np.nan  # padding slots
+    fire[1], end[1] = np.round(fire[1]), np.round(end[1])  # exact ties: ends as others start
+    end[2, 0, 5:] = np.nan  # a run that stopped early
+    fire[2, 0, 6:] = np.nan
+    levels = [1, 2, 3, 4, 5]
+    want = np.stack([_excursions_one_fleet(f, e, levels) for f, e in zip(fire, end)])
+    np.testing.assert_array_equal(cj.analysis.writer_excursions(fire, end, levels), want)
+    t_start, t_stop = cj.analysis.observed_bounds(fire, end)
+    bounds = np.array([cj.observed_interval(f, e) for f, e in zip(fire, end)])
+    np.testing.assert_array_equal(np.stack([t_start, t_stop], -1), bounds)
