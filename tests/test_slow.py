@@ -21,11 +21,14 @@ def test_reproduce_quick_end_to_end(tmp_path):
     results = reproduce(tmp_path, size="quick", progress=False, log=lambda m: None)
     assert set(results) == set(REGISTRY)
     report = (tmp_path / "report.md").read_text()
-    assert "not run" not in report
+    assert "not run" not in report and "MODEL.md" not in report.replace("docs/model.md", "")
+    total = sum(r["wall_seconds"] for r in results.values())
+    assert total < 600, f"--quick took {total:.0f} s; it is sized for 10 minutes on a 2-core CPU"
     for name in REGISTRY:
         assert (tmp_path / f"{name}.json").exists()
         for figure in results[name]["figures"]:
             assert (tmp_path / figure).stat().st_size > 1000
+            assert report.count(f"]({figure})") == 1
 
 
 def test_claim3_large_fleets_keep_order():

@@ -129,8 +129,8 @@ def verdict(
 def fmt(value, digits: int = 3) -> str:
     """A number for prose: ``digits`` significant digits, scientific notation when tiny or huge.
 
-    >>> fmt(0.000123456), fmt(12.5), fmt(3), fmt(float("nan")), fmt(None)
-    ('1.23e-04', '12.5', '3', 'n/a', 'n/a')
+    >>> fmt(0.000123456), fmt(12.5), fmt(3966.5), fmt(3), fmt(float("nan")), fmt(None)
+    ('1.23e-04', '12.5', '3,970', '3', 'n/a', 'n/a')
     """
     if value is None or isinstance(value, str):
         return "n/a" if value in (None, "nan") else value
@@ -145,6 +145,8 @@ def fmt(value, digits: int = 3) -> str:
         return "0"
     if abs(value) < 1e-3 or abs(value) >= 1e5:
         return f"{value:.{max(digits - 1, 0)}e}"
+    if abs(value) >= 10 ** digits:  # 3966.5 → 3,970, not 3.97e+03
+        return f"{float(f'{value:.{digits}g}'):,.0f}"
     return f"{value:.{digits}g}"
 
 

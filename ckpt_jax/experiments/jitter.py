@@ -248,7 +248,10 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
             f"±{fmt(supported)} and would have detected a slope off 2 by {fmt(detectable)} or more with "
             f"{rules.POWER:.0%} power; power to conclude the law if it holds exactly: {power:.0%}."
         )
-        if outcome == INCONCLUSIVE:
+        if outcome == INCONCLUSIVE and abs(slope - CLAIMED_SLOPE) >= SLOPE_MARGIN:
+            why += (" Inconclusive at this size, and the fitted slope itself lies outside the margin: a larger run "
+                    "would more likely say not reproduced.")
+        elif outcome == INCONCLUSIVE:
             needed = rules.launches_needed(se, fleets, SLOPE_MARGIN)
             why += (f" Inconclusive at this size: the margin needs about {needed:,} fleets per point "
                     f"(size full runs {SIZES['full']['n_fleets']:,} over a wider m/σ range).")

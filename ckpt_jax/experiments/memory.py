@@ -310,20 +310,24 @@ def _figure(cells, controls, loads, n_jobs_list, cycles, launches):
 
 
 def _excess_figure(cells, loads, n_jobs_list, launches, window: int = 9):
-    """R(k) − R_base(k) on log axes of k, to show how the last of the memory fades.
+    """R(k) − R_base(k) on log axes of k, to show how the last of the memory fades, and beside
+    it the verdict's number per load against the margin.
 
     Thin lines: every cycle; bold: a centred running mean over ``window`` cycles, which
-    averages out the ringing of R(k) around the baseline at high load. Error bars: the
-    verdict's late-window mean and its interval, against the margin (grey band).
+    averages out the ringing of R(k) around the baseline at high load.
     """
     from matplotlib import colormaps
     from matplotlib.lines import Line2D
 
     colors = [colormaps["plasma"](x) for x in np.linspace(0.0, 0.75, len(loads))]
-    fig = new_figure(figsize=(5.4 * len(n_jobs_list), 4.6), layout="constrained")
-    axes = np.atleast_1d(fig.subplots(1, len(n_jobs_list), sharey=True))
+    fig = new_figure(figsize=(6.4 * len(n_jobs_list), 4.8), layout="constrained")
+    grid = fig.add_gridspec(1, 2 * len(n_jobs_list), width_ratios=[4, 1] * len(n_jobs_list))
     shown = [MEMORY_MARGIN * 3]
-    for ax, n_jobs in zip(axes, n_jobs_list):
+    pairs = []
+    for column, n_jobs in enumerate(n_jobs_list):
+        ax = fig.add_subplot(grid[0, 2 * column])
+        verdict_ax = fig.add_subplot(grid[0, 2 * column + 1], sharey=ax)
+        pairs.append((ax, verdict_ax))
         for index, (color, load) in enumerate(zip(colors, loads)):
             cell = cells[(n_jobs, load)]
             excess = cell["excess"]
@@ -333,33 +337,39 @@ def _excess_figure(cells, loads, n_jobs_list, launches, window: int = 9):
                 smooth = np.convolve(excess, np.ones(window) / window, mode="valid")
                 ax.plot(k[window // 2 : window // 2 + smooth.size], smooth, color=color, lw=1.8)
                 shown.append(np.abs(smooth[window:]).max(initial=0.0))
-            # The verdict's number: late-window mean with its interval, spread apart in k.
-            late_start = excess.size - cell["late_cycles"]
-            at = late_start * (1.0 + 0.08 * index) if late_start > 0 else excess.size - 1
             low, high = cell["late_excess_ci"]
-            ax.errorbar([at], [cell["late_excess_mean"]], yerr=[[cell["late_excess_mean"] - low], [high - cell["late_excess_mean"]]],
-                        color=color, marker="D", ms=5, mec="black", capsize=4, lw=1.6, zorder=5)
+            mean = cell["late_excess_mean"]
+            verdict_ax.errorbar([index], [mean], yerr=[[mean - low], [high - mean]], color=color, marker="D", ms=6,
+                                mec="black", capsize=5, lw=1.8)
             shown.append(max(abs(low), abs(high)))
-        ax.axhline(0.0, color="black", lw=0.8)
-        ax.axhspan(-MEMORY_MARGIN, MEMORY_MARGIN, color="grey", alpha=0.2, lw=0)
+        late_start = cells[(n_jobs, loads[0])]["excess"].size - cells[(n_jobs, loads[0])]["late_cycles"]
+        ax.axvspan(max(late_start, 1), cells[(n_jobs, loads[0])]["excess"].size - 1, color="0.85", zorder=0)
+        for axis in (ax, verdict_ax):
+            axis.axhline(0.0, color="black", lw=0.8)
+            axis.axhspan(-MEMORY_MARGIN, MEMORY_MARGIN, color="grey", alpha=0.2, lw=0)
+            axis.grid(True, which="both", alpha=0.25)
         ax.set_xscale("log")
         ax.set_xlabel("cycle k")
-        ax.set_title(f"N = {n_jobs}")
-        ax.grid(True, which="both", alpha=0.25)
+        ax.set_title(f"N = {n_jobs}: R(k) − R_base(k) over the run", fontsize=10)
+        verdict_ax.set_xticks(range(len(loads)), [f"{load:g}" for load in loads])
+        verdict_ax.set_xlim(-0.6, len(loads) - 0.4)
+        verdict_ax.set_xlabel("load ρ")
+        verdict_ax.set_title("verdict", fontsize=10)
+        verdict_ax.tick_params(labelleft=False)
     limit = 1.15 * max(shown)
-    axes[0].set_ylim(-limit, limit)
-    axes[0].set_ylabel("R(k) − R_base(k): launch memory beyond the firing order")
+    pairs[0][0].set_ylim(-limit, limit)
+    pairs[0][0].set_ylabel("R(k) − R_base(k)")
     handles = [Line2D([], [], color=c, lw=1.8, label=f"ρ = {load:g}") for c, load in zip(colors, loads)]
     handles += [
-        Line2D([], [], color="0.4", lw=0.6, alpha=0.6, label="every cycle"),
+        Line2D([], [], color="0.4", lw=0.6, alpha=0.6, label="every cycle (early cycles run off the axes)"),
         Line2D([], [], color="0.4", lw=1.8, label=f"{window}-cycle running mean"),
-        Line2D([], [], color="0.4", marker="D", mec="black", lw=1.6,
-               label=f"verdict: mean over the last {LATE_FRACTION:.0%} of the cycles, {rules.CONFIDENCE:.0%} interval"),
+        Line2D([], [], color="0.85", lw=8, label=f"last {LATE_FRACTION:.0%} of the cycles"),
+        Line2D([], [], color="0.4", marker="D", mec="black", lw=1.8,
+               label=f"verdict: its mean over those cycles, {rules.CONFIDENCE:.0%} interval"),
         Line2D([], [], color="grey", alpha=0.4, lw=8, label=f"equivalence margin ± {MEMORY_MARGIN:g}"),
     ]
     fig.legend(handles=handles, loc="outside lower center", ncols=4, fontsize=8, frameon=False)
-    fig.suptitle(f"Claim 5, memory: what is left of the launch beyond the firing order ({launches} launches; "
-                 "values beyond the axes are early cycles)")
+    fig.suptitle(f"Claim 5, memory: the launch memory left beyond the firing order ({launches} launches per cell)")
     return fig
 
 
@@ -415,6 +425,9 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
     def where(c):
         return f"N = {c['n_jobs']}, ρ = {c['load']:g}"
 
+    def pair(c):
+        return f"({c['n_jobs']}, {c['load']:g})"
+
     largest = max(per_cell, key=lambda c: abs(c["late_excess_mean"]))
     beyond = [c for c in per_cell if c["late_excess_ci"][0] > 0 or c["late_excess_ci"][1] < 0]
     above_margin = [c for c in per_cell if c["outcome"] != REPRODUCED]
@@ -429,9 +442,9 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
         f"{fmt_interval(*largest['late_excess_ci'])}, margin ±{MEMORY_MARGIN:g}; the launch itself starts "
         f"{fmt(largest['launch_memory'])} above the baseline). "
         + (
-            f"Stated plainly: a small memory beyond the firing order persists to the end of the run at "
-            f"{fmt_list([where(c) for c in beyond])} (interval wholly above 0)"
-            + (f", and at {fmt_list([where(c) for c in above_margin])} it is not shown to be within the margin. "
+            f"Stated plainly: a small memory beyond the firing order persists to the end of the run at (N, ρ) = "
+            f"{fmt_list([pair(c) for c in beyond])} (interval wholly above 0)"
+            + (f", and at {fmt_list([pair(c) for c in above_margin])} it is not shown to be within the margin. "
                if above_margin else ", inside the margin. ")
             if beyond else "No cell's interval excludes 0. "
         )
@@ -442,10 +455,16 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
            "could not have shown any and the verdict is at most inconclusive.")
     )
     undecided = [c for c in per_cell if c["outcome"] == INCONCLUSIVE]
-    if undecided:
-        needed = max(c["launches_needed"] for c in undecided)
-        why += (f" Inconclusive cells need about {needed:,} launches to support the margin (size full runs "
-                f"{SIZES['full']['launches']:,}); a memory lying exactly at the margin's edge would stay undecided at any size.")
+    beyond_edge = [c for c in undecided if abs(c["late_excess_mean"]) >= MEMORY_MARGIN]
+    within = [c for c in undecided if abs(c["late_excess_mean"]) < MEMORY_MARGIN]
+    if beyond_edge:
+        why += (f" Inconclusive at {fmt_list([pair(c) for c in beyond_edge])}: the estimate itself lies beyond the "
+                "margin, so a larger run would more likely say not reproduced than reproduced.")
+    if within:
+        needed = max(c["launches_needed"] for c in within)
+        why += (f" Inconclusive at {fmt_list([pair(c) for c in within])} with the estimate inside the margin: the "
+                f"margin needs about {needed:,} launches (size full runs {SIZES['full']['launches']:,}), more if the "
+                "memory lies near the margin's edge.")
     decays = [c["decay_cycles"] for c in per_cell]
     rule = (
         f"per cell, the {rules.CONFIDENCE:.0%} bootstrap interval (over launches) of the mean of R(k) − R_base(k) over "

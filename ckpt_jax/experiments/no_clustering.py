@@ -235,6 +235,9 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
     def where(c):
         return f"N = {c['n_jobs']}, ρ = {c['load']:g}"
 
+    def pair(c):
+        return f"({c['n_jobs']}, {c['load']:g})"
+
     steepest = min(per_cell, key=lambda c: c["slope"])
     shrinking = [c for c in per_cell if c["significant_shrink"]]
     weakest = min(per_cell, key=lambda c: c["detectable_shrink"])
@@ -248,8 +251,8 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
         f"(interval ×{fmt(steepest['change_per_horizon_ci'][0])} to ×{fmt(steepest['change_per_horizon_ci'][1])}; "
         f"clustering would be ×{fmt(1 / SHRINK_FACTOR)} or less). "
         + (
-            f"Stated plainly: at {fmt_list([where(c) for c in shrinking])} the interval lies wholly below ×1, a "
-            f"statistically significant but slow shrink, smaller than the margin. "
+            f"Stated plainly: at (N, ρ) = {fmt_list([pair(c) for c in shrinking])} the interval lies wholly below "
+            "×1, a statistically significant but slow shrink, smaller than the margin. "
             if shrinking else "No cell's interval lies wholly below ×1. "
         )
         + f"Power: every cell would have detected a shrink of ×{fmt(weakest['detectable_shrink'])} per "
@@ -257,6 +260,11 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
         f"{merged} launches ended with two jobs closer than {MERGE_GAP:g}."
     )
     undecided = [c for c in per_cell if c["outcome"] == INCONCLUSIVE]
+    beyond_edge = [c for c in undecided if c["slope"] <= SLOPE_MARGIN]
+    if beyond_edge:
+        why += (f" At (N, ρ) = {fmt_list([pair(c) for c in beyond_edge])} the estimate itself shrinks faster than the "
+                "margin, so a larger run would more likely say not reproduced.")
+    undecided = [c for c in undecided if c["slope"] > SLOPE_MARGIN]
     if undecided:
         needed = max(rules.launches_needed(c["slope_se"], c["launches"], -SLOPE_MARGIN, two_sided=False)
                      for c in undecided)
