@@ -224,7 +224,7 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
     """Simulates random and staggered launches and checks claims 3 and 4; writes JSON and a figure.
 
     Args:
-      out_dir: directory for ``invariants.json`` and ``invariants.png``.
+      out_dir: directory for ``invariants.json`` and its two figures.
       size: "smoke", "quick" or "full" (fleet sizes, ensemble sizes, cycles).
       progress: show the engine's progress bars.
     """
