@@ -88,6 +88,9 @@ def test_power_numbers_agree_with_each_other():
     assert NormalDist().cdf((effect - margin) / se - z) == pytest.approx(rules.POWER, abs=1e-9)
     # Halving the standard error needs four times the launches.
     assert rules.launches_needed(se, 100, supported / 2) == 400
+    # An estimate 0.01 inside the edge, with se 0.01 from 100 launches: (z_α + z_power)² · 100.
+    assert rules.launches_to_decide(0.01, 100, 0.01) == math.ceil(100 * (1.6448536269514722 + 0.8416212335729143) ** 2)
+    assert rules.launches_to_decide(0.01, 100, 0.0) == -1
     assert math.isnan(rules.smallest_supported_margin(0.0))
 
 

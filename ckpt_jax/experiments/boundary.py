@@ -307,7 +307,7 @@ def _verdict_c(asynchronous):
     if persistent:
         headline = f"persistent coupling in {len(persistent)} (case, α)"
     elif largest is not None and transient:
-        headline = f"transient only: up to {largest[0]:.1e} L in the first cycle, ≤ {COUPLING_TOL:.0e} L steady"
+        headline = f"transient only: up to {fmt(largest[0], 2)} L in the first cycle, ≤ {COUPLING_TOL:.0e} L steady"
     else:
         headline = f"no coupling above {COUPLING_TOL:.0e} L"
     return outcome, why, rule, table, headline, dict(c_summary=summary, c_persistent=persistent,

@@ -252,8 +252,9 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
             why += (" Inconclusive at this size, and the fitted slope itself lies outside the margin: a larger run "
                     "would more likely say not reproduced.")
         elif outcome == INCONCLUSIVE:
-            needed = rules.launches_needed(se, fleets, SLOPE_MARGIN)
-            why += (f" Inconclusive at this size: the margin needs about {needed:,} fleets per point "
+            needed = rules.launches_to_decide(se, fleets, SLOPE_MARGIN - abs(slope - CLAIMED_SLOPE))
+            why += (f" Inconclusive at this size: deciding needs about {needed:,} fleets per point if the fitted slope "
+                    "is the truth "
                     f"(size full runs {SIZES['full']['n_fleets']:,} over a wider m/σ range).")
         headline = (f"lifetime ∝ (m/σ)^{fmt(slope)}, interval {fmt_interval(low, high)}; "
                     f"margin 2 ± {SLOPE_MARGIN:g}")

@@ -324,9 +324,11 @@ def _excess_figure(cells, loads, n_jobs_list, launches, window: int = 9):
     grid = fig.add_gridspec(1, 2 * len(n_jobs_list), width_ratios=[4, 1] * len(n_jobs_list))
     shown = [MEMORY_MARGIN * 3]
     pairs = []
+    first = None
     for column, n_jobs in enumerate(n_jobs_list):
-        ax = fig.add_subplot(grid[0, 2 * column])
-        verdict_ax = fig.add_subplot(grid[0, 2 * column + 1], sharey=ax)
+        ax = fig.add_subplot(grid[0, 2 * column], sharey=first)
+        first = first or ax
+        verdict_ax = fig.add_subplot(grid[0, 2 * column + 1], sharey=first)
         pairs.append((ax, verdict_ax))
         for index, (color, load) in enumerate(zip(colors, loads)):
             cell = cells[(n_jobs, load)]
@@ -356,6 +358,8 @@ def _excess_figure(cells, loads, n_jobs_list, launches, window: int = 9):
         verdict_ax.set_xlabel("load ρ")
         verdict_ax.set_title("verdict", fontsize=10)
         verdict_ax.tick_params(labelleft=False)
+        if column:
+            ax.tick_params(labelleft=False)
     limit = 1.15 * max(shown)
     pairs[0][0].set_ylim(-limit, limit)
     pairs[0][0].set_ylabel("R(k) − R_base(k)")
@@ -461,10 +465,11 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
         why += (f" Inconclusive at {fmt_list([pair(c) for c in beyond_edge])}: the estimate itself lies beyond the "
                 "margin, so a larger run would more likely say not reproduced than reproduced.")
     if within:
-        needed = max(c["launches_needed"] for c in within)
-        why += (f" Inconclusive at {fmt_list([pair(c) for c in within])} with the estimate inside the margin: the "
-                f"margin needs about {needed:,} launches (size full runs {SIZES['full']['launches']:,}), more if the "
-                "memory lies near the margin's edge.")
+        needed = max(rules.launches_to_decide(c["late_excess_se"], c["launches"],
+                                              MEMORY_MARGIN - abs(c["late_excess_mean"])) for c in within)
+        why += (f" Inconclusive at {fmt_list([pair(c) for c in within])} with the estimate inside the margin but near "
+                f"its edge: deciding it needs about {needed:,} launches per cell if the estimate is the truth (size "
+                f"full runs {SIZES['full']['launches']:,}).")
     decays = [c["decay_cycles"] for c in per_cell]
     rule = (
         f"per cell, the {rules.CONFIDENCE:.0%} bootstrap interval (over launches) of the mean of R(k) − R_base(k) over "

@@ -266,10 +266,11 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
                 "margin, so a larger run would more likely say not reproduced.")
     undecided = [c for c in undecided if c["slope"] > SLOPE_MARGIN]
     if undecided:
-        needed = max(rules.launches_needed(c["slope_se"], c["launches"], -SLOPE_MARGIN, two_sided=False)
+        needed = max(rules.launches_to_decide(c["slope_se"], c["launches"], c["slope"] - SLOPE_MARGIN)
                      for c in undecided)
         full = SIZES["full"]
-        why += (f" Inconclusive at this size: the margin needs about {needed:,} launches per cell at {cycles} cycles "
+        why += (f" Inconclusive at this size: deciding needs about {needed:,} launches per cell at {cycles} cycles "
+                "if the estimates are the truth "
                 f"(size full runs {full['launches']:,} launches × {full['cycles']:,} cycles, a longer fit as well).")
     rule = (
         f"per cell, the {rules.CONFIDENCE:.0%} bootstrap interval (over launches) of the change of the median "

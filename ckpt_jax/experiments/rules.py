@@ -33,6 +33,7 @@ __all__ = [
     "smallest_supported_margin",
     "smallest_detectable_effect",
     "launches_needed",
+    "launches_to_decide",
     "combine",
     "COMBINATION_RULE",
 ]
@@ -124,6 +125,16 @@ def launches_needed(se: float, launches: int, margin: float, two_sided: bool = T
     if not (supported > 0 and margin > 0):
         return -1
     return int(math.ceil(launches * (supported / margin) ** 2))
+
+
+def launches_to_decide(se: float, launches: int, distance: float, confidence: float = CONFIDENCE,
+                       power: float = POWER) -> int:
+    """Ensemble size at which an effect whose estimate lies ``distance`` inside the margin's
+    edge gets an interval clear of that edge with probability ``power`` (if the estimate is
+    the truth), scaling the standard error as 1/√launches."""
+    if not (se > 0 and distance > 0):
+        return -1
+    return int(math.ceil(launches * ((_one_sided_z(confidence) + _z(power)) * se / distance) ** 2))
 
 
 def combine(outcomes) -> str:
