@@ -1,4 +1,8 @@
-"""``python -m ckpt_jax ...`` runs the command line (`ckpt_jax.cli.main`)."""
+"""``python -m ckpt_jax ...`` runs the command line (`ckpt_jax.cli.main`).
+
+Nothing here (nor in the imports of `ckpt_jax`) may start JAX's backend: ``main`` sets
+the host device count (``--devices``) first, which only works before it starts.
+"""
 
 import sys
 

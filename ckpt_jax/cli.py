@@ -6,6 +6,11 @@
 (`ckpt_jax.run_ensemble`); ``ckpt-jax reproduce`` runs the experiments. Subcommands live
 in ``_SUBCOMMANDS``.
 
+``--devices`` (every subcommand; default ``all``): one XLA host device per core on a
+CPU-only machine, set before JAX's backend starts, or every local GPU; ``simulate`` and
+``ensemble`` split their batches over them (at least 2 fleets per device) and print one
+line saying how many they used. Results do not depend on the count.
+
 Every failure is one line on stderr, ``ckpt-jax: error: ...``, and exit status 2: a bad
 option, an ``--out`` that cannot be written (checked before anything runs), a full disk,
 or a `ValueError` of the library. Ctrl-C prints one line and exits with status 130.
@@ -25,7 +30,7 @@ import tempfile
 import time
 import warnings
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import NamedTuple, Optional, Sequence
 
 import numpy as np
 
@@ -103,6 +108,34 @@ def _add_x64(parser) -> None:
     action.help = "compute in float64 (jax_enable_x64); --no-x64: float32 (default: --x64)"
 
 
+# --devices: at most this many (one XLA host device per core is cheap, thousands are not).
+_DEVICES_MAX = 1024
+# A batch is split over several devices only with at least this many fleets per device.
+_FLEETS_PER_DEVICE = 2
+_FORCE_FLAG = "xla_force_host_platform_device_count"
+
+
+def _device_count(text: str) -> Optional[int]:
+    """``--devices``: an int in [1, _DEVICES_MAX], or None for ``all``."""
+    if text.strip().lower() == "all":
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1 or 'all', got {text!r}") from None
+    if not 1 <= value <= _DEVICES_MAX:
+        raise argparse.ArgumentTypeError(f"must be 'all' or an integer from 1 to {_DEVICES_MAX}, got {value}")
+    return value
+
+
+def _add_devices(parser, *, shards: bool = True) -> None:
+    what = ("devices to split the fleets over" if shards
+            else "devices to set up (the experiments do not split over them yet)")
+    parser.add_argument("--devices", type=_device_count, default=None, metavar="N|all",
+                        help=f"{what}: 'all' = one CPU device per core on a CPU-only machine, "
+                        "every local GPU on a GPU machine; N = that many (default: all)")
+
+
 def _add_fleet_options(parser, *, ensemble: bool = False) -> None:
     """The options of a fleet of identical jobs, shared by ``simulate`` and ``ensemble``."""
     from .model import THROUGHPUT_PRESETS
@@ -157,6 +190,7 @@ def _add_simulate(subparsers) -> None:
     parser.add_argument("--start", choices=("random", "sync", "stagger"), default="random",
                         help="random: uniform cycle positions; sync: all start computing "
                         "together; stagger: evenly spaced cycle positions (default: %(default)s)")
+    _add_devices(parser)
     _add_x64(parser)
     parser.add_argument("--out", type=Path, required=True, metavar="DIR",
                         help="output directory, created if missing (required)")
@@ -189,12 +223,16 @@ def _add_reproduce(subparsers) -> None:
     parser.add_argument("--restart", action="store_true",
                         help="ignore finished experiments in DIR and run them again")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+    _add_devices(parser, shards=False)
     parser.add_argument("--out", type=Path, required=True, metavar="DIR",
                         help="output directory, created if missing (required)")
 
     def run(args):
         from .reproduce import main_reproduce
 
+        # Experiments do not take a device count yet: each runs on the default device.
+        _report_devices("reproduce", args.device_info, args.device_info.available,
+                        detail="the experiments use the first only")
         return main_reproduce(args)
 
     parser.set_defaults(run=run, x64=True, resumes=True)
@@ -224,6 +262,7 @@ def _add_ensemble(subparsers) -> None:
     parser.add_argument("--restart", action="store_true",
                         help="discard the chunks saved in DIR and start over")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    _add_devices(parser)
     _add_x64(parser)
     parser.add_argument("--out", type=Path, required=True, metavar="DIR",
                         help="output directory for the chunks, manifest.json and summary.json (required)")
@@ -252,6 +291,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     """Runs the CLI; returns the exit status: 0 when every fleet completed, 1 when some
     did not, 2 on an error (one ``ckpt-jax: error: ...`` line on stderr), 130 on Ctrl-C.
 
+    ``--devices`` (default: one CPU device per core) sets the process's XLA host device
+    count, which JAX fixes when its backend starts. Called in a process whose backend has
+    not started yet, this sets it for the rest of the process; where it has (an in-process
+    call after other JAX work) the devices already there are used, and the devices line
+    says so.
+
     Args:
       argv: arguments without the program name; default ``sys.argv[1:]``.
     """
@@ -270,6 +315,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         # call (tests, notebooks) does not change the caller's global JAX configuration.
         previous_x64 = bool(jax.config.jax_enable_x64)
         jax.config.update("jax_enable_x64", args.x64)
+        # The host device count, before anything starts JAX's backend (nothing imported so
+        # far does); this starts it.
+        args.device_info = _start_devices(args.devices)
         return args.run(args)
     except KeyboardInterrupt:
         then = "rerun the same command to resume" if args.resumes else "rerun the same command to start again"
@@ -368,6 +416,97 @@ def _seed_key(seed: int):
     return jax.random.wrap_key_data(data, impl="threefry2x32")
 
 
+# -- devices ----------------------------------------------------------------------------
+class _DeviceInfo(NamedTuple):
+    platform: str  # of the default backend: "cpu", "gpu", "tpu"
+    available: int  # its local devices
+    requested: Optional[int]  # --devices N; None for all
+    why: str  # how the count came about, for the devices line
+
+
+def _usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity), else ``os.cpu_count()``."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def _start_devices(requested: Optional[int]) -> _DeviceInfo:
+    """Sets the XLA host (CPU) device count, then starts JAX's backend.
+
+    The count must be set before the backend starts (the first array or device query);
+    afterwards it cannot change. Without ``--devices``, a count the environment already
+    set (``JAX_NUM_CPU_DEVICES``, ``XLA_FLAGS=--xla_force_host_platform_device_count``)
+    is kept. On a GPU machine the host count does not matter; the GPUs are used.
+    """
+    import jax
+
+    cores = _usable_cores()
+    why = f"--devices {requested}" if requested is not None else "one per core"
+    started = False
+    preset = jax.config.jax_num_cpu_devices  # -1: not set
+    if requested is None and preset >= 0 and preset != cores:
+        why = ("as JAX_NUM_CPU_DEVICES sets it" if "JAX_NUM_CPU_DEVICES" in os.environ
+               else "as jax_num_cpu_devices is set in this process")
+    elif requested is None and preset < 0 and _FORCE_FLAG in os.environ.get("XLA_FLAGS", ""):
+        why = f"as XLA_FLAGS --{_FORCE_FLAG} sets it"
+    else:
+        try:
+            jax.config.update("jax_num_cpu_devices", cores if requested is None else requested)
+        except RuntimeError as err:  # the backend is up already: its devices stay as they are
+            if "initialized" not in str(err):
+                raise
+            started = True
+    local = jax.local_devices()
+    platform, available = local[0].platform, len(local)
+    name = platform.upper()
+    if platform != "cpu":
+        if requested is not None and requested > available:
+            raise CliError(f"--devices {requested}: this machine has {available} {name} "
+                           f"device{'s' * (available != 1)}")
+        why = why if requested is not None else f"every local {name}"
+    elif started and (available < requested if requested is not None else available != cores):
+        asked = f"--devices {requested}" if requested is not None else f"one per core ({cores})"
+        why = (f"{asked} not possible: JAX had already started in this process with {available}; "
+               "run ckpt-jax as a process of its own")
+    return _DeviceInfo(platform, available, requested, why)
+
+
+def _devices_for(info: _DeviceInfo, batch: int) -> tuple:
+    """(``devices`` for simulate / run_ensemble, device count) for batches of ``batch``
+    fleets: at most the devices asked for and available, at least 2 fleets per device."""
+    wanted = info.available if info.requested is None else min(info.requested, info.available)
+    used = max(1, min(wanted, batch // _FLEETS_PER_DEVICE))
+    return (None if used == 1 else used), used
+
+
+def _report_devices(command: str, info: _DeviceInfo, used: int, *, batch: Optional[int] = None,
+                    batch_text: str = "", detail: Optional[str] = None) -> dict:
+    """Prints the devices line; returns the devices entry of summary.json.
+
+    ``batch``: fleets per simulate call (``batch_text`` names it), where the command splits them.
+    """
+    name = info.platform.upper()
+    notes = [info.why]
+    if info.why == "one per core" and used > 1 and batch is not None:
+        notes.append("--devices 1 for one")
+    wanted = info.available if info.requested is None else min(info.requested, info.available)
+    if batch is not None and used < wanted:
+        notes.append(f"{batch_text}: at least {_FLEETS_PER_DEVICE} fleets per device to split them")
+    if detail:
+        notes.append(detail)
+    of = f" of {info.available}" if used < info.available else ""
+    print(f"ckpt-jax {command}: {used} {name} device{'s' * (used != 1)}{of} ({'; '.join(notes)})")
+    return {
+        "used": used,
+        "available": info.available,
+        "platform": info.platform,
+        "requested": "all" if info.requested is None else info.requested,
+        "note": "; ".join(notes),
+    }
+
+
 # -- simulate ---------------------------------------------------------------------------
 def _check_period(compute: float, write: float) -> tuple:
     if not math.isfinite(compute + write):
@@ -426,6 +565,9 @@ def _simulate(args) -> int:
     # The jitter stream is derived apart from the launch key so the two are independent.
     jitter_key = jax.random.fold_in(_seed_key(args.seed), 1)
     work = n_fleets * n_jobs * n_cycles
+    devices, n_devices = _devices_for(args.device_info, n_fleets)
+    device_summary = _report_devices("simulate", args.device_info, n_devices, batch=n_fleets,
+                                     batch_text=f"{n_fleets} fleet{'s' * (n_fleets != 1)}")
 
     started = time.perf_counter()
     trace = simulate(
@@ -435,6 +577,7 @@ def _simulate(args) -> int:
         jitter=args.jitter if args.jitter > 0 else None,
         key=jitter_key,
         progress=work >= _PROGRESS_WORK,
+        devices=devices,
     )
     trace = jax.tree_util.tree_map(np.asarray, trace)  # blocks until the run is done
     wall_s = time.perf_counter() - started
@@ -491,6 +634,7 @@ def _simulate(args) -> int:
         "max_recorded_writers_fleet0": int(counts.max()) if counts.size else 0,
         "wall_time_s": wall_s,
         "backend": jax.default_backend(),
+        "devices": device_summary,
         "python": platform.python_version(),
         "jax": jax.__version__,
         "files": ["trace.csv", "trace.npz", "summary.json", "trace.png"],
@@ -671,6 +815,11 @@ def _ensemble(args) -> int:
         dtype=np.float64 if args.x64 else np.float32,
     )
     gaps_and_order = jax.jit(_gaps_and_order)  # every chunk has one shape: compiled once
+    # Every chunk is padded to the chunk size: that is the batch each simulate call splits.
+    batch = min(args.chunk_size, args.fleets)
+    devices, n_devices = _devices_for(args.device_info, batch)
+    device_summary = _report_devices("ensemble", args.device_info, n_devices, batch=batch,
+                                     batch_text=f"chunks of {batch} fleet{'s' * (batch != 1)}")
 
     def reduce(trace):
         gaps, changed = gaps_and_order(trace.fire_times)
@@ -693,6 +842,7 @@ def _ensemble(args) -> int:
                 progress=False if args.no_progress else None,
                 reduce=reduce,
                 config={"command": "ensemble", "arrays": _ENSEMBLE_ARRAYS, "parameters": parameters},
+                devices=devices,  # not part of the manifest: a resume may use another count
             )
     except EnsembleMismatchError as err:
         if err.differences:
@@ -737,6 +887,7 @@ def _ensemble(args) -> int:
         "order_changed_fleets": n_changed_fleets,
         "wall_time_s": wall_s,
         "backend": jax.default_backend(),
+        "devices": device_summary,
         "jax": jax.__version__,
         "files": [MANIFEST, "chunk-*.npz", "summary.json"],
         "notes": "smallest_gap_min_mean: per ok fleet, the smallest phase gap (time units, >= 0) "

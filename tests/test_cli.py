@@ -296,3 +296,94 @@ def test_seed_key_is_jax_random_key_where_that_is_exact():
     top = jax.random.key_data(_seed_key(2**64 - 1))
     np.testing.assert_array_equal(top, [2**32 - 1, 2**32 - 1])
     assert not np.array_equal(jax.random.key_data(_seed_key(2**32)), jax.random.key_data(_seed_key(0)))
+
+
+# -- --devices ----------------------------------------------------------------------------
+def cli_process(argv, **env):
+    """``python -m ckpt_jax ARGV`` on CPU with the host device count left to the CLI."""
+    environ = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "JAX_NUM_CPU_DEVICES")}
+    environ.update(JAX_PLATFORMS="cpu", **env)
+    result = subprocess.run([sys.executable, "-m", "ckpt_jax", *argv], capture_output=True, text=True,
+                            timeout=300, env=environ)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def test_simulate_on_one_or_two_devices_gives_the_same_trace(tmp_path):
+    argv = ["simulate", "--fleets", "6", "--jobs", "4", "--cycles", "6", "--jitter", "0.1", "--seed", "3"]
+    traces = {}
+    for n in (1, 2):
+        out = tmp_path / f"devices-{n}"
+        printed = cli_process([*argv, "--devices", str(n), "--out", str(out)])
+        word = "device" if n == 1 else "devices"
+        assert f"ckpt-jax simulate: {n} CPU {word} (--devices {n})\n" in printed, printed
+        assert json.loads((out / "summary.json").read_text())["devices"]["used"] == n
+        with np.load(out / "trace.npz") as npz:
+            traces[n] = dict(npz)
+    assert sorted(traces[1]) == ["end_times", "fire_times", "n_events", "ok", "status", "time"]
+    for name, one in traces[1].items():
+        assert one.dtype == traces[2][name].dtype and one.tobytes() == traces[2][name].tobytes(), name
+
+
+def test_ensemble_resumes_on_another_device_count_with_the_same_chunks(tmp_path):
+    argv = ["ensemble", "--fleets", "8", "--chunk-size", "4", "--jobs", "4", "--fires", "5",
+            "--jitter", "0.1", "--no-progress"]
+    two, mixed = tmp_path / "two", tmp_path / "mixed"
+    printed = cli_process([*argv, "--out", str(two)])  # default: one device per core
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    used = min(cores, 2)  # chunks of 4 fleets: at most 2 devices
+    assert json.loads((two / "summary.json").read_text())["devices"]["used"] == used, printed
+    mixed.mkdir()
+    for name in ("manifest.json", "chunk-000000.npz"):
+        (mixed / name).write_bytes((two / name).read_bytes())
+    printed = cli_process([*argv, "--devices", "1", "--out", str(mixed)])
+    assert "ckpt-jax ensemble: 1 CPU device (--devices 1)" in printed
+    assert "2 chunks (1 computed, 1 loaded)" in printed
+    with np.load(two / "chunk-000001.npz") as a, np.load(mixed / "chunk-000001.npz") as b:
+        assert sorted(a) == sorted(b)
+        for name in a:
+            assert a[name].tobytes() == b[name].tobytes(), name
+
+
+def test_devices_in_process_after_jax_started_uses_the_devices_there(tmp_path, capsys):
+    import jax
+
+    if jax.default_backend() != "cpu":
+        pytest.skip("checks the CPU fallback")
+    have = len(jax.local_devices())  # the backend is up
+    assert main(["simulate", "--fleets", "8", "--jobs", "2", "--cycles", "2",
+                 "--devices", str(have + 1), "--out", str(tmp_path)]) == 0
+    line = capsys.readouterr().out.splitlines()[0]
+    word = "device" if have == 1 else "devices"
+    assert line.startswith(f"ckpt-jax simulate: {min(have, 4)} CPU {word}"), line
+    assert f"--devices {have + 1} not possible: JAX had already started in this process with {have}" in line
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["devices"]["used"] == min(have, 4) and summary["devices"]["requested"] == have + 1
+
+
+@pytest.mark.parametrize("command", ["simulate", "ensemble", "reproduce"])
+@pytest.mark.parametrize("value", ["0", "x", "2.5", "1025"])
+def test_bad_devices_are_one_line(tmp_path, capsys, command, value):
+    argv = [command, "--devices", value, "--out", str(tmp_path)]
+    if command == "ensemble":
+        argv += ["--fleets", "2"]
+    assert main(argv) == 2
+    assert one_error_line(capsys).startswith("ckpt-jax: error: argument --devices: ")
+
+
+def test_devices_on_a_gpu_machine_are_the_local_gpus(monkeypatch):
+    import jax
+
+    from ckpt_jax import cli
+
+    class Gpu:
+        platform = "gpu"
+
+    monkeypatch.setattr(jax, "local_devices", lambda: [Gpu(), Gpu()])
+    monkeypatch.setattr(jax.config, "update", lambda name, value: None)  # the backend is real
+    every = cli._start_devices(None)
+    assert every.available == 2 and every.why == "every local GPU"
+    assert cli._devices_for(every, 100) == (2, 2) and cli._devices_for(every, 3) == (None, 1)
+    assert cli._devices_for(cli._start_devices(1), 100) == (None, 1)
+    with pytest.raises(cli.CliError, match="--devices 3: this machine has 2 GPU devices"):
+        cli._start_devices(3)
