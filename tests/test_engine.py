@@ -42,6 +42,22 @@ def test_several_jobs_finishing_together_switch_in_one_step():
     assert int(trace.n_events) == len(instants) == 6 * 30
 
 
+@pytest.mark.parametrize("phase", [0, 1])
+def test_remainders_within_ulps_of_the_work_switch_together_early_in_a_run(phase):
+    # Two computing (phase 0) or writing (phase 1) jobs whose remainders differ by 4 ulps of
+    # their work (T = d = 1) at t ~ 1e-6: below what float64 resolves on the work's scale, so
+    # they switch in one step as if tied, although that gap is far above the clock's ulps
+    # there (the work-scale half of the engine's snapping rule, docs/model.md §1).
+    fleet = cj.Fleet(np.array([1.0, 1.0, 3.0]), np.array([1.0, 1.0, 0.5]))
+    x, ulps = 2.0**-20, 4 * np.finfo(np.float64).eps
+    tied = cj.simulate(fleet, cj.initial_state(fleet, phase=[phase, phase, 0], remaining=[x, x, 3.0]), 4)
+    near = cj.simulate(fleet, cj.initial_state(fleet, phase=[phase, phase, 0], remaining=[x, x + ulps, 3.0]), 4)
+    assert bool(near.ok) and int(near.n_events) == int(tied.n_events)
+    fire = np.asarray(near.fire_times)
+    np.testing.assert_array_equal(fire[0], fire[1])
+    np.testing.assert_allclose(fire, np.asarray(tied.fire_times), rtol=1e-14)
+
+
 PAIR_CASES = [
     # (cap, throughput): storage contention, power cap, both; several f and C.
     (None, "shared"),

@@ -71,8 +71,9 @@ def _pad(values, filler):
 
 @st.composite
 def fleet_specs(draw, grid, identical=None, capped=None):
-    """A fleet of 2..N_SLOTS jobs. ``grid``: T, d multiples of 1/4, f(n) ∈ {1, n, min(n, 2)}
-    and caps multiples of 1/2, so exact arithmetic has many exactly simultaneous events."""
+    """A fleet of 2..N_SLOTS jobs. ``grid``: T, d multiples of 1/4, f(n) one of 1, n,
+    min(n, 2), 2^(1-n), and caps multiples of 1/2, so exact arithmetic has many exactly
+    simultaneous events."""
     n = draw(st.integers(2, N_SLOTS))
     if identical is None:
         identical = draw(st.booleans())
@@ -80,9 +81,11 @@ def fleet_specs(draw, grid, identical=None, capped=None):
         capped = draw(st.booleans())
     if grid:
         time_like = st.integers(1, 16).map(lambda k: k / 4)
-        kind = draw(st.sampled_from(["shared", "linear", "saturating"]))
+        kind = draw(st.sampled_from(["shared", "linear", "saturating", "halving"]))
         table = {"shared": None, "linear": [1.0] + [float(m) for m in range(1, n + 1)],
-                 "saturating": [1.0] + [float(min(m, 2)) for m in range(1, n + 1)]}[kind]
+                 "saturating": [1.0] + [float(min(m, 2)) for m in range(1, n + 1)],
+                 # storage that degrades fast: a writer's rate falls 80x from 1 to 5 writers
+                 "halving": [1.0] + [2.0 ** (1 - m) for m in range(1, n + 1)]}[kind]
         cap = draw(st.integers(1, 2 * n).map(lambda k: k / 2)) if capped else None
     else:
         time_like = st.floats(0.3, 4.0)
