@@ -6,6 +6,9 @@ from .engine import STATUS_OK as STATUS_OK
 from .engine import STATUS_QUEUE_OVERFLOW as STATUS_QUEUE_OVERFLOW
 from .engine import STATUS_STALLED as STATUS_STALLED
 from ._status import Status as Status
+from ._observe import JobStats as JobStats
+from ._observe import SaveAt as SaveAt
+from ._observe import WriterStats as WriterStats
 from .engine import Trace as Trace
 from .engine import describe_status as describe_status
 from .engine import jitter_work as jitter_work
@@ -53,6 +56,9 @@ __all__ = [
     "Fleet",
     "State",
     "Trace",
+    "SaveAt",
+    "WriterStats",
+    "JobStats",
     "initial_state",
     "check_state",
     "random_state",

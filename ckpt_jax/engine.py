@@ -24,6 +24,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from . import _observe
+from ._observe import EventView, FinalView, JobStats, SaveAt, WriterStats, observers_for
 from ._status import Status, describe_status, flag
 from ._validate import check_dtype, check_fleet_offset, check_int, check_key, check_memory, real_array, value_range
 from .model import Fleet, State, check_state
@@ -67,14 +69,33 @@ class Trace(NamedTuple):
       status: (*B,) int32 bit flags (`STATUS_*`); 0 where ``ok``.
       n_events: (*B,) number of event instants stepped (simultaneous switches count once).
       time: (*B,) simulated time at which the fleet stopped.
+      writers, gaps, jobs: what `SaveAt` asked for (`WriterStats`, (*B, K) smallest gap per
+        cycle, `JobStats`), else None; ``fire_times``/``end_times`` are None with
+        ``SaveAt(trace=False)``.
     """
 
-    fire_times: jax.Array
-    end_times: jax.Array
+    fire_times: Optional[jax.Array]
+    end_times: Optional[jax.Array]
     ok: jax.Array
     status: jax.Array
     n_events: jax.Array
     time: jax.Array
+    writers: Optional[WriterStats] = None
+    gaps: Optional[jax.Array] = None
+    jobs: Optional[JobStats] = None
+
+
+class LoopResult(NamedTuple):
+    """What every loop hands to `_flat_trace` (flattened fleets, job order)."""
+
+    time: jax.Array
+    fire_times: jax.Array  # (B, N, K) or (B, N, 0) without a trace
+    end_times: jax.Array
+    done: jax.Array  # (B,) every job finished K writes, or the horizon was reached
+    n_events: jax.Array
+    status: jax.Array
+    observers: tuple  # observer states after the loop
+    final: FinalView
 
 
 class _Params(NamedTuple):
@@ -234,7 +255,7 @@ def _step(
     batched while_loop steps all lanes), so it must be safe there — no division by zero,
     no inf − inf — and it must write nothing: their carry is returned unchanged.
     """
-    carry, fire_slot, end_slot = _switch(params, carry, running, n_fires, use_delay, use_jitter, horizon, use_async)
+    carry, fire_slot, end_slot, _, _ = _switch(params, carry, running, n_fires, use_delay, use_jitter, horizon, use_async)
     jobs = jnp.arange(params.compute.shape[0])
     return carry._replace(
         fire_times=carry.fire_times.at[jobs, fire_slot].set(carry.time, mode="drop"),
@@ -243,7 +264,8 @@ def _step(
 
 
 def _switch(params: _Params, carry: Carry, running, n_fires: int, use_delay: bool, use_jitter: bool, horizon, use_async: bool):
-    """`_step` without writing the trace buffers: returns (carry, fire_slot, end_slot).
+    """`_step` without writing the trace buffers: returns (carry, fire_slot, end_slot,
+    fires, ends), the last two (N,) masks of the jobs that fired / ended a write.
 
     ``fire_slot`` / ``end_slot`` (N,) give the trace column each job's switch at the new
     ``carry.time`` goes to; K (= n_fires) means "nothing to record". The batched loop
@@ -343,7 +365,7 @@ def _switch(params: _Params, carry: Carry, running, n_fires: int, use_delay: boo
         queue_size=queue_size,
         n_events=carry.n_events + running.astype(jnp.int32),
         status=status.astype(jnp.int32),
-    ), fire_slot, end_slot
+    ), fire_slot, end_slot, fires, ends
 
 
 def _record(buffer, slot, time):
@@ -366,43 +388,93 @@ def _record(buffer, slot, time):
     return flat.reshape(buffer.shape)
 
 
-def _running(params: _Params, carry: Carry, n_fires: int, event_limit):
-    return (
-        ~jax.vmap(_done, in_axes=(0, 0, None))(carry, params.active, n_fires)
-        & (carry.status == STATUS_OK)
-        & (carry.n_events < event_limit)
+def _running(params: _Params, carry: Carry, n_fires: int, event_limit, horizon=None):
+    """Lanes still to step: not done (every job K writes, or the horizon reached), no
+    flag, within the event budget."""
+    if horizon is None:
+        unfinished = ~jax.vmap(_done, in_axes=(0, 0, None))(carry, params.active, n_fires)
+    else:
+        unfinished = carry.time < horizon
+    return unfinished & (carry.status == STATUS_OK) & (carry.n_events < event_limit)
+
+
+def _event_view(params: _Params, before: Carry, after: Carry, running, fires, ends, n_fires: int) -> EventView:
+    """The general engine's iteration as observers see it: one instant, all N jobs."""
+    n_fleets, n_jobs = params.compute.shape
+    writers = params.active & before.draining
+    dt = after.time - before.time
+    return EventView(
+        time=after.time,
+        dt=dt,
+        advanced=dt > 0,
+        running=running,
+        n_writers=jnp.sum(writers, axis=1).astype(jnp.int32),
+        n_writers_after=jnp.sum(params.active & after.draining, axis=1).astype(jnp.int32),
+        fired=fires,
+        ended=ends,
+        recorded_end=ends & (before.fire_count >= 1),
+        job=jnp.broadcast_to(jnp.arange(n_jobs, dtype=jnp.int32), (n_fleets, n_jobs)),
+        cycle=before.fire_count,
+        write_duration=None,
+        draining=writers,
+        waiting=params.active & before.waiting,
+        first_fires=jnp.sum(fires & (before.fire_count == 0), axis=1).astype(jnp.int32),
+        last_ends=jnp.sum(ends & (before.fire_count == n_fires), axis=1).astype(jnp.int32),
     )
 
 
 def _advance(
-    params: _Params, carry: Carry, event_limit, n_fires: int, use_delay: bool, use_jitter: bool, use_async: bool = True
-) -> Carry:
-    """Steps a batch of fleets (leading axis B) until each is done, failed or at event_limit."""
-    switch = jax.vmap(_switch, in_axes=(0, 0, 0, None, None, None, None, None))
+    params: _Params,
+    state,
+    event_limit,
+    n_fires: int,
+    use_delay: bool,
+    use_jitter: bool,
+    use_async: bool = True,
+    save: SaveAt = SaveAt(),
+    until: bool = False,
+    stop_fires: Optional[int] = None,
+    gap_fires: Optional[int] = None,
+):
+    """Steps a batch of fleets (leading axis B) until each is done, failed or at event_limit.
 
-    def cond(state):
-        return jnp.any(state[1])
+    ``state`` is ``(carry, observer states, horizon)``; the observers (`ckpt_jax._observe`)
+    are updated once per step, inside the loop. ``n_fires`` is the stop count K (or a huge
+    count with ``until``); ``stop_fires`` the K the observers' window closes at (None: the
+    horizon closes it).
+    """
+    switch = jax.vmap(_switch, in_axes=(0, 0, 0, None, None, None, 0 if until else None, None))
+    observers = observers_for(save, params.compute.shape[1], stop_fires, gap_fires)
+    n_active = jnp.sum(params.active, axis=1).astype(jnp.int32)
 
-    def body(state):
+    def still(carry, horizon):
+        return _running(params, carry, n_fires, event_limit, horizon if until else None)
+
+    def cond(loop):
+        return jnp.any(loop[-1])
+
+    def body(loop):
         # The running mask is computed once per iteration and carried to the next test.
-        carry, running = state
-        carry, fire_slot, end_slot = switch(params, carry, running, n_fires, use_delay, use_jitter, None, use_async)
-        carry = carry._replace(
-            fire_times=_record(carry.fire_times, fire_slot, carry.time),
-            end_times=_record(carry.end_times, end_slot, carry.time),
+        carry, obs, horizon, running = loop
+        new, fire_slot, end_slot, fires, ends = switch(
+            params, carry, running, n_fires, use_delay, use_jitter, horizon if until else None, use_async
         )
-        return carry, _running(params, carry, n_fires, event_limit)
+        new = new._replace(
+            fire_times=_record(new.fire_times, fire_slot, new.time),
+            end_times=_record(new.end_times, end_slot, new.time),
+        )
+        if observers:
+            view = _event_view(params, carry, new, running, fires, ends, n_fires)
+            obs = tuple(o.update(state_o, view, n_active) for o, state_o in zip(observers, obs))
+        return new, obs, horizon, still(new, horizon)
 
-    state = (carry, _running(params, carry, n_fires, event_limit))
-    return jax.lax.while_loop(cond, body, state)[0]
+    carry, obs, horizon = state
+    carry, obs, horizon, _ = jax.lax.while_loop(cond, body, (carry, obs, horizon, still(carry, horizon)))
+    return carry, obs, horizon
 
 
-_STATIC = ("n_fires", "use_delay", "use_jitter", "use_async")
+_STATIC = ("n_fires", "use_delay", "use_jitter", "use_async", "save", "until", "stop_fires", "gap_fires")
 _advance_jit = jax.jit(_advance, static_argnames=_STATIC, donate_argnums=(1,))
-_init_jit = jax.jit(
-    jax.vmap(_init_carry, in_axes=(0, 0, 0, None, None, None)),
-    static_argnums=(3, 4, 5),
-)
 
 
 _check_int = check_int  # kept for the modules that import it from here
@@ -529,7 +601,7 @@ def flat_params(fleet: Fleet, jitter=None, key=None, fleet_offset: int = 0) -> _
 def simulate(
     fleet: Fleet,
     state: State,
-    n_fires: int,
+    n_fires: Optional[int],
     *,
     max_events: Optional[int] = None,
     jitter=None,
@@ -540,8 +612,11 @@ def simulate(
     fleet_offset: int = 0,
     method: str = "auto",
     devices=None,
+    save: Optional[SaveAt] = None,
+    until=None,
 ) -> Trace:
-    """Simulates a batch of fleets exactly, event to event, until every job fired K times.
+    """Simulates a batch of fleets exactly, event to event, until every job fired K times
+    (or, with ``until``, up to a time horizon).
 
     Args:
       fleet: the `Fleet` (batch shape *B, N job slots).
@@ -572,17 +647,33 @@ def simulate(
       devices: shard the batch over several devices (`ckpt_jax.sharding`): None (one
         device), ``"all"`` (every local device), an int n (the first n) or a sequence of
         devices. Results are identical to one device.
+      save: what to record, a `SaveAt` (default: the full trace only). Observers
+        (``writers``, ``gaps``, ``jobs``) are accumulated inside the loop; with
+        ``trace=False`` no (B, N, K) buffer exists anywhere.
+      until: a time horizon H > 0 (scalar or (*B,)): every fleet stops at t = H exactly
+        and is ok if it got there. ``n_fires`` then only sizes the trace and the ``gaps``
+        observer, and may be None when neither is recorded.
 
     Returns:
       A `Trace`.
     """
     if not isinstance(fleet, Fleet):
         raise ValueError(f"fleet must be a ckpt_jax.Fleet, got {type(fleet).__name__}")
+    save = SaveAt() if save is None else save
+    if not isinstance(save, SaveAt):
+        raise ValueError(f"save must be a ckpt_jax.SaveAt, got {type(save).__name__}")
+    horizon = None if until is None else check_horizon(until, fleet.batch_shape, fleet.dtype)
+    if n_fires is None:
+        if horizon is None:
+            raise ValueError("n_fires must be an integer >= 1 (it may be None only with until=)")
+        if save.trace or save.gaps:
+            raise ValueError("n_fires is needed to size the trace and the gaps observer; pass n_fires or save=SaveAt(trace=False, gaps=False)")
     # Counters and trace columns are int32: K stays well inside it.
-    n_fires = check_int("n_fires", n_fires, 1, MAX_FIRES)
+    n_fires = None if n_fires is None else check_int("n_fires", n_fires, 1, MAX_FIRES)
     state = check_state(fleet, state)  # a State built by hand is validated here too
+    budget_fires = n_fires if horizon is None else _fires_before(fleet, horizon)
     if max_events is None:
-        max_events = default_max_events(fleet.n_jobs, n_fires, fleet)
+        max_events = default_max_events(fleet.n_jobs, budget_fires, fleet)
     max_events = check_int("max_events", max_events, 1, 2**31 - 1)
     queue_size = check_int("queue_size", queue_size, 1, 2**20)
     check_method(method)
@@ -593,11 +684,17 @@ def simulate(
     devices = sharding.resolve_devices(devices)
     params = flat_params(fleet, jitter, key, fleet_offset)  # validates jitter, key and offset
     n_fleets = params.compute.shape[0]
-    _check_time_bound(fleet, n_fires, jitter)
-    _check_trace_memory(fleet, n_fires, queue_size if np.any(np.asarray(fleet.delay) > 0) else 1, devices)
+    if horizon is None:
+        _check_time_bound(fleet, n_fires, jitter)
+    trace_len = n_fires if save.trace else 0
+    _check_trace_memory(fleet, trace_len, queue_size if np.any(np.asarray(fleet.delay) > 0) else 1, devices)
     path = fast.choose_paths(fleet, jitter, method).reshape(n_fleets)
     options = dict(
-        n_fires=n_fires,
+        n_fires=MAX_FIRES if horizon is not None else n_fires,
+        trace_len=trace_len,
+        save=save,
+        stop_fires=n_fires if horizon is None else None,
+        gap_fires=n_fires,
         max_events=max_events,
         queue_size=queue_size,
         use_jitter=jitter is not None and bool(np.any(np.asarray(jitter) > 0)),
@@ -606,6 +703,7 @@ def simulate(
         progress=progress,
         devices=devices,
     )
+    horizon_flat = None if horizon is None else jnp.asarray(horizon.reshape(n_fleets), fleet.dtype)
     phase = jnp.reshape(state.phase, params.compute.shape)
     remaining = jnp.reshape(state.remaining, params.compute.shape).astype(fleet.dtype)
     # "auto" decides per fleet, so a fleet's trace never depends on what it is batched with.
@@ -614,14 +712,14 @@ def simulate(
         index = np.flatnonzero(path == name)
         if index.size == 0:
             continue
-        part = (params, phase, remaining)
+        part = (params, phase, remaining, horizon_flat)
         if index.size < n_fleets:
             part = jax.tree_util.tree_map(lambda x: x[index], part)
-        carry = _run(*part, path=name, **options)
-        pieces.append((index, _flat_trace(part[0].active, carry, n_fires)))
+        result = _run(*part, path=name, **options)
+        pieces.append((index, _flat_trace(result, save=save, stop_fires=options["stop_fires"], gap_fires=n_fires)))
     flat = pieces[0][1] if len(pieces) == 1 else _merge(pieces, n_fleets)
     batch = fleet.batch_shape
-    trace = Trace(*(x.reshape(batch + x.shape[1:]) for x in flat))
+    trace = jax.tree_util.tree_map(lambda x: x.reshape(batch + x.shape[1:]), flat)
     if throw and not bool(np.all(trace.ok)):
         bad = np.asarray(trace.status)[~np.asarray(trace.ok)]
         codes = np.bitwise_or.reduce(bad.ravel())
@@ -632,6 +730,29 @@ def simulate(
 
 
 MAX_FIRES = 2**30
+
+
+def check_horizon(until, batch_shape, dtype) -> np.ndarray:
+    """``until`` as a float64 array of the batch shape: finite and > 0 in the dtype used."""
+    horizon = real_array("until", until)
+    try:
+        horizon = np.broadcast_to(horizon, batch_shape)
+    except ValueError:
+        raise ValueError(f"until must be a scalar or have the batch shape {batch_shape}, got {np.shape(until)}") from None
+    low, high = value_range(dtype)
+    bad = ~(np.isfinite(horizon) & (horizon > 0) & (horizon <= high))
+    if bad.any() or np.any(horizon.astype(dtype) == 0):
+        raise ValueError(f"until must be finite and in (0, {high:.3g}] in {np.dtype(dtype)}, got {until!r}")
+    return horizon
+
+
+def _fires_before(fleet: Fleet, horizon: np.ndarray) -> int:
+    """About how many cycles the fastest job completes before the horizon: sizes the event
+    budget of runs with ``until`` (at least one cycle per solo period of the fastest job)."""
+    period = np.asarray(fleet.period, np.float64)
+    fastest = np.min(np.where(np.asarray(fleet.active), period, np.inf), axis=-1)
+    cycles = np.max(np.asarray(horizon, np.float64) / fastest)
+    return int(min(MAX_FIRES, np.ceil(cycles) + 1))
 
 
 def _check_time_bound(fleet: Fleet, n_fires: int, jitter) -> None:
@@ -669,69 +790,130 @@ def _check_trace_memory(fleet: Fleet, n_fires: int, queue_size: int, devices) ->
     )
 
 
-def _run_chunked(params, carry, max_events, n_fires, use_delay, use_jitter, use_async, progress, n_fleets):
+def _run_chunked(params, state, max_events, progress, n_fleets, **static):
     """Runs the loop in chunks of events so long runs can show a progress bar.
 
     The event limit is a traced argument, so every chunk reuses one compiled loop.
     """
-    work = n_fleets * params.compute.shape[1] * n_fires
+    n_fires = static["n_fires"]
+    until = static["until"]
+    work = n_fleets * params.compute.shape[1] * (static["gap_fires"] or 0 if until else n_fires)
     if progress is None:
         progress = work >= 5_000_000
+    static = {k: v for k, v in static.items() if k != "trace_len"}
     if not progress:
-        return _advance_jit(params, carry, jnp.int32(max_events), n_fires=n_fires, use_delay=use_delay, use_jitter=use_jitter, use_async=use_async)
+        return _advance_jit(params, state, jnp.int32(max_events), **static)
     from ._progress import progress_bar
 
     n_chunks = 50
-    chunk = max(1, math.ceil(min(max_events, 2 * params.compute.shape[1] * (n_fires + 2)) / n_chunks))
+    chunk = max(1, math.ceil(max_events / n_chunks)) if until else max(
+        1, math.ceil(min(max_events, 2 * params.compute.shape[1] * (n_fires + 2)) / n_chunks)
+    )
     limit = 0
-    with progress_bar(total=n_fires, desc="ckpt_jax.simulate", unit="cycle") as bar:
+    total = 1.0 if until else n_fires
+    with progress_bar(total=total, desc="ckpt_jax.simulate", unit="" if until else "cycle") as bar:
         while True:
             limit = min(limit + chunk, max_events)
-            carry = _advance_jit(params, carry, jnp.int32(limit), n_fires=n_fires, use_delay=use_delay, use_jitter=use_jitter, use_async=use_async)
-            done_cycles = int(jnp.min(jnp.where(params.active, carry.end_count, n_fires)))
-            bar.update(done_cycles - bar.n)
-            still = _running(params, carry, n_fires, max_events)
+            state = _advance_jit(params, state, jnp.int32(limit), **static)
+            carry, _, horizon = state
+            if until:
+                bar.update(float(jnp.min(carry.time / horizon)) - bar.n)
+            else:
+                bar.update(int(jnp.min(jnp.where(params.active, carry.end_count, n_fires))) - bar.n)
+            still = _running(params, carry, n_fires, max_events, horizon if until else None)
             if limit >= max_events or not bool(jnp.any(still)):
-                return carry
+                return state
 
 
-def _pad_inert(params, phase, remaining, multiple: int):
+def _pad_inert(params, phase, remaining, multiple: int, horizon=None):
     """Pads flattened fleets (leading axis B) to a multiple of ``multiple`` with inert
-    fleets: copies of fleet 0 with no active job, done before their first step."""
+    fleets: copies of fleet 0 with no active job, done before their first step (with a
+    horizon: a horizon of 0, so they are done at t = 0 too)."""
     from . import sharding
 
     n_fleets = params.compute.shape[0]
-    (params, phase, remaining), n_pad = sharding.pad_fleets((params, phase, remaining), n_fleets, multiple)
+    tree = (params, phase, remaining) if horizon is None else (params, phase, remaining, horizon)
+    tree, n_pad = sharding.pad_fleets(tree, n_fleets, multiple)
     if n_pad:
-        params = params._replace(active=params.active.at[n_fleets:].set(False))
-    return params, phase, remaining
+        tree = (tree[0]._replace(active=tree[0].active.at[n_fleets:].set(False)),) + tuple(tree[1:])
+        if horizon is not None:
+            tree = tree[:3] + (tree[3].at[n_fleets:].set(0),)
+    return tree
 
 
-def _run(params, phase, remaining, *, path, n_fires, max_events, queue_size, use_jitter, use_delay, use_async, progress, devices):
+def _run(params, phase, remaining, horizon, *, path, n_fires, trace_len, save, stop_fires, gap_fires, max_events, queue_size, use_jitter, use_delay, use_async, progress, devices) -> LoopResult:
     """Runs flattened fleets (leading axis B) on one path, optionally sharded; returns the
-    final carry (`Carry`, or `fast.FifoResult` on the FIFO and clock paths)."""
+    `LoopResult` (job order) that `_flat_trace` turns into a `Trace`."""
     from . import fast, sharding
 
     n_fleets = params.compute.shape[0]
+    until = horizon is not None
+    if horizon is None:
+        horizon = jnp.full((n_fleets,), jnp.inf, params.compute.dtype)
     if devices is not None:
-        params, phase, remaining = _pad_inert(params, phase, remaining, len(devices))
-        params, phase, remaining = sharding.place((params, phase, remaining), devices)
+        params, phase, remaining, horizon = _pad_inert(params, phase, remaining, len(devices), horizon)
+        params, phase, remaining, horizon = sharding.place((params, phase, remaining, horizon), devices)
     limit = jnp.int32(max_events)
+    observe = dict(save=save, until=until, stop_fires=stop_fires, gap_fires=gap_fires, trace_len=trace_len)
     if path != "general":
         clock = path == "clock"
-        static = dict(n_fires=n_fires, clock=clock, use_jitter=use_jitter and clock)
+        static = dict(n_fires=n_fires, clock=clock, use_jitter=use_jitter and clock, **observe)
         if devices is None:
-            return fast.run_blocks(params, phase, remaining, limit, progress=progress, **static)
-        carry = fast._init_jit(params, phase, remaining, n_fires, clock)
-        carry = sharding.sharded_loop(fast._advance, devices, **static)(params, carry, limit)
-        return sharding.unpad(carry, n_fleets)
-    carry = _init_jit(params, phase, remaining, n_fires, queue_size if use_delay else 1, use_jitter)
+            return fast.run_blocks(params, phase, remaining, horizon, limit, progress=progress, **static)
+        loop = sharding.sharded_loop(fast.init_and_advance, devices, **static)
+        return sharding.unpad(loop((params, phase, remaining, horizon), limit), n_fleets)
+    static = dict(n_fires=n_fires, use_delay=use_delay, use_jitter=use_jitter, use_async=use_async, **observe)
+    queue = queue_size if use_delay else 1
     if devices is None:
-        return _run_chunked(params, carry, max_events, n_fires, use_delay, use_jitter, use_async, progress, n_fleets)
-    loop = sharding.sharded_loop(
-        _advance, devices, n_fires=n_fires, use_delay=use_delay, use_jitter=use_jitter, use_async=use_async
+        state = _init_jit(params, phase, remaining, horizon, queue_size=queue, **static)
+        state = _run_chunked(params, state, max_events, progress, n_fleets, **static)
+        return _general_result(params, *state, **{k: static[k] for k in ("n_fires", "until")})
+    loop = sharding.sharded_loop(_init_and_advance, devices, queue_size=queue, **static)
+    return sharding.unpad(loop((params, phase, remaining, horizon), limit), n_fleets)
+
+
+def _init_state(params, phase, remaining, horizon, *, queue_size, n_fires, trace_len, use_jitter, save, stop_fires, gap_fires, **_):
+    """The general loop's state (carry, observer states, horizon) at t = 0."""
+    carry = jax.vmap(_init_carry, in_axes=(0, 0, 0, None, None, None))(
+        params, phase, remaining, trace_len, queue_size, use_jitter
     )
-    return sharding.unpad(loop(params, carry, limit), n_fleets)
+    n_fleets, n_jobs = params.compute.shape
+    observers = _observe.init(save, n_jobs, stop_fires, gap_fires, n_fleets, params.compute.dtype)
+    return carry, observers, horizon
+
+
+_init_jit = jax.jit(_init_state, static_argnames=("queue_size", "n_fires", "trace_len", "use_jitter", "save", "stop_fires", "gap_fires", "use_delay", "use_async", "until"))
+
+
+def _general_result(params, carry, observers, horizon, *, n_fires, until) -> LoopResult:
+    done = carry.time >= horizon if until else jax.vmap(_done, in_axes=(0, 0, None))(carry, params.active, n_fires)
+    final = FinalView(
+        time=carry.time,
+        open_write=jnp.zeros_like(carry.write_left),  # the general loop accumulates densely
+        async_fraction=params.async_fraction,
+        active=params.active,
+        horizon=horizon if until else None,
+        n_writers=jnp.sum(params.active & carry.draining, axis=1).astype(jnp.int32),
+    )
+    return LoopResult(
+        time=carry.time,
+        fire_times=carry.fire_times,
+        end_times=carry.end_times,
+        done=done,
+        n_events=carry.n_events,
+        status=carry.status,
+        observers=observers,
+        final=final,
+    )
+
+
+def _init_and_advance(part, event_limit, *, queue_size, **static):
+    """Init, loop and result in one function, for `sharding.sharded_loop`."""
+    params, phase, remaining, horizon = part
+    state = _init_state(params, phase, remaining, horizon, queue_size=queue_size, **static)
+    loop_static = {k: v for k, v in static.items() if k != "trace_len"}
+    state = _advance(params, state, event_limit, **loop_static)
+    return _general_result(params, *state, n_fires=static["n_fires"], until=static["until"])
 
 
 def _merge(pieces, n_fleets: int) -> Trace:
@@ -743,25 +925,29 @@ def _merge(pieces, n_fleets: int) -> Trace:
             out = out.at[index].set(leaf)
         return out
 
-    return Trace(*map(merge, *(trace for _, trace in pieces)))
+    return jax.tree_util.tree_map(merge, *(trace for _, trace in pieces))
 
 
-@functools.partial(jax.jit, static_argnums=(2,))
-def _flat_trace(active, carry, n_fires: int) -> Trace:
-    """The `Trace` of flattened fleets (leading axis B) from a final carry (either path)."""
-    done = jax.vmap(_done, in_axes=(0, 0, None))(carry, active, n_fires)
+@functools.partial(jax.jit, static_argnames=("save", "stop_fires", "gap_fires"))
+def _flat_trace(result: LoopResult, *, save: SaveAt, stop_fires, gap_fires) -> Trace:
+    """The `Trace` of flattened fleets (leading axis B) from a loop's result (any path)."""
+    active = result.final.active
     # The budget is the reason only where nothing else stopped the run.
-    status = jnp.where(done | (carry.status != 0), carry.status, carry.status | STATUS_MAX_EVENTS)
+    status = jnp.where(result.done | (result.status != 0), result.status, result.status | STATUS_MAX_EVENTS)
     # A non-finite time is never ok, whichever loop produced it.
-    status = status | flag(~jnp.isfinite(carry.time), STATUS_NONFINITE)
+    status = status | flag(~jnp.isfinite(result.time), STATUS_NONFINITE)
     # Any flag means the numbers cannot be trusted, so ok requires status == 0.
-    ok = done & (status == STATUS_OK)
+    ok = result.done & (status == STATUS_OK)
     mask = active[:, :, None]
+    observed = _observe.finalize(save, active.shape[1], stop_fires, gap_fires, result.observers, result.final, ok)
     return Trace(
-        fire_times=jnp.where(mask, carry.fire_times, jnp.nan),
-        end_times=jnp.where(mask, carry.end_times, jnp.nan),
+        fire_times=jnp.where(mask, result.fire_times, jnp.nan) if save.trace else None,
+        end_times=jnp.where(mask, result.end_times, jnp.nan) if save.trace else None,
         ok=ok,
         status=status,
-        n_events=carry.n_events,
-        time=carry.time,
+        n_events=result.n_events,
+        time=result.time,
+        writers=observed.get("writers"),
+        gaps=observed.get("gaps"),
+        jobs=observed.get("jobs"),
     )

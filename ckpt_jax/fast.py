@@ -42,7 +42,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import engine
-from .engine import STATUS_NONFINITE, STATUS_OK, STATUS_STALLED, _Params
+from . import _observe
+from ._observe import EventView, FinalView, SaveAt
+from .engine import STATUS_NONFINITE, STATUS_OK, STATUS_STALLED, LoopResult, _Params
 from ._progress import progress_bar
 from .model import Fleet
 
@@ -50,7 +52,6 @@ __all__ = [
     "FIFO_MIN_JOBS",
     "PATHS",
     "FifoCarry",
-    "FifoResult",
     "choose_paths",
     "clock_eligible",
     "fifo_applies",
@@ -78,9 +79,10 @@ class FifoCarry(NamedTuple):
       compute_hi, compute_lo: (B,) the compute clock, likewise.
       position: (B, N) int32 ring position of each job (FIFO; the identity on the clock
         path).
-      slots: (B N, 4) per slot (FIFO: ring position; clock: job): the clock value
+      slots: (B N, 4 or 5) per slot (FIFO: ring position; clock: job): the clock value
         (double-word: columns 0, 1) at which that job's phase ends, its fire count so far
-        (column 2, exact in floats) and whether it writes (column 3: 1.0 or 0.0).
+        (column 2, exact in floats), whether it writes (column 3: 1.0 or 0.0) and, for
+        the jobs observer, the time it entered its phase (column 4).
       trace: (B N K 2,) per slot, cycle k and kind (0: firing, 1: end of that write), the
         time; NaN until written.
       write_head: (B,) int32 ring position of the oldest writer (FIFO path only).
@@ -112,18 +114,6 @@ class FifoCarry(NamedTuple):
     status: jax.Array
     halted: jax.Array
     stall: jax.Array
-
-
-class FifoResult(NamedTuple):
-    """What `_advance` returns: the fields of the final state `engine._flat_trace` reads,
-    in job order."""
-
-    time: jax.Array
-    fire_times: jax.Array
-    end_times: jax.Array
-    end_count: jax.Array
-    n_events: jax.Array
-    status: jax.Array
 
 
 def fifo_eligible(fleet: Fleet, jitter=None) -> np.ndarray:
@@ -248,13 +238,15 @@ def _ranks(group, remaining):
     return jnp.zeros_like(order).at[fleet, order].set(jnp.arange(n_jobs)[None, :], unique_indices=True)
 
 
-def _init_carry(params: _Params, state_phase, state_remaining, n_fires: int, clock: bool = False) -> FifoCarry:
+def _init_carry(params: _Params, state_phase, state_remaining, n_fires: int, clock: bool = False, entry: bool = False) -> FifoCarry:
     """The batched carry (leading axis B) at t = 0.
 
     FIFO: slots are ring positions. Ring order: writers by remaining volume, then
     computing jobs by remaining work, then padding; each queue is then sorted by target
     (entry order), as the FIFO needs. Clock: slots are jobs (the ring is the identity)
-    and inactive slots get an infinite target.
+    and inactive slots get an infinite target. ``n_fires`` is the trace's length K (0:
+    no trace); ``entry`` adds a slot column with the time the job entered its phase (for
+    the jobs observer: a write's duration when it ends).
     """
     dtype = params.compute.dtype
     n_fleets, n_jobs = params.compute.shape
@@ -270,7 +262,8 @@ def _init_carry(params: _Params, state_phase, state_remaining, n_fires: int, clo
         target = jnp.zeros_like(remaining).at[fleet, position].set(remaining, unique_indices=True)
         writing = jnp.zeros_like(writing).at[fleet, position].set(writing, unique_indices=True)
     zeros = jnp.zeros_like(target)
-    slots = jnp.stack([target, zeros, zeros, writing.astype(dtype)], axis=-1)
+    columns = [target, zeros, zeros, writing.astype(dtype)] + ([zeros] if entry else [])
+    slots = jnp.stack(columns, axis=-1)
     zero = jnp.zeros(n_fleets, dtype)
     int_zero = jnp.zeros(n_fleets, jnp.int32)
     return FifoCarry(
@@ -280,7 +273,7 @@ def _init_carry(params: _Params, state_phase, state_remaining, n_fires: int, clo
         compute_hi=zero,
         compute_lo=zero,
         position=position,
-        slots=slots.reshape(n_fleets * n_jobs, 4),
+        slots=slots.reshape(n_fleets * n_jobs, len(columns)),
         trace=jnp.full(n_fleets * n_jobs * n_fires * 2, jnp.nan, dtype),
         write_head=int_zero,
         n_writers=jnp.sum(writing, axis=1).astype(jnp.int32),
@@ -313,7 +306,7 @@ def _oldest(slots, n_jobs: int):
     """Clock path: per fleet, the writer and the computing job with the smallest target
     (ties: the lowest job index), in one variadic row reduction. (On XLA:CPU this beats
     `jnp.argmin`, a min-then-locate pair, and a tournament of halvings.)"""
-    rows = slots.reshape(-1, n_jobs, 4)
+    rows = slots.reshape(-1, n_jobs, slots.shape[-1])
     inf = jnp.asarray(jnp.inf, slots.dtype)
     writing = rows[..., 3] > 0
     index = jnp.broadcast_to(jnp.arange(n_jobs, dtype=jnp.int32), rows.shape[:2])
@@ -330,11 +323,16 @@ def _oldest(slots, n_jobs: int):
     return write_pos, compute_pos
 
 
-def _switch(constants, params, carry: FifoCarry, running, event_limit, n_fires: int, clock: bool, use_jitter: bool) -> FifoCarry:
+def _switch(constants, params, carry: FifoCarry, running, event_limit, n_fires: int, clock: bool, use_jitter: bool,
+            horizon=None, job_at=None):
     """Switches one job in each running fleet (advancing time first if no job is due now).
 
     Lanes that are not running take dt = 0, switch nobody and write nothing (their
-    scatter indices are out of range).
+    scatter indices are out of range). With a ``horizon`` (B,) a fleet whose next event
+    lies beyond it advances to it exactly and switches nobody. ``job_at`` (B, N) maps a
+    slot to its job (for the observers' view).
+
+    Returns ``(carry, view)``, the `EventView` of this iteration (one column: M = 1).
     """
     works, throughput, cap = constants
     dtype = carry.time.dtype
@@ -382,6 +380,8 @@ def _switch(constants, params, carry: FifoCarry, running, event_limit, n_fires: 
     due = due_write | due_compute
 
     dt = jnp.minimum(write_dt, compute_dt)
+    if horizon is not None:  # no event before the horizon: a pure time advance to it
+        dt = jnp.minimum(dt, jnp.maximum(horizon - carry.time, 0))
     finite = jnp.isfinite(dt)
     waiting = running & ~due & finite
     # Past the event budget a fleet only finishes the current instant (due jobs), then halts.
@@ -409,11 +409,12 @@ def _switch(constants, params, carry: FifoCarry, running, event_limit, n_fires: 
 
     # The end of the write started by firing number `count` (not an initial write) goes to
     # cycle count − 1; a firing to cycle `count`. Each fleet writes at most one time.
-    record_end = ends & (count >= 1) & (count <= n_fires)
-    record_fire = fires & (count < n_fires)
-    cycle = jnp.where(ends, count - 1, count).astype(index)
-    cell = ((fleet * n_jobs + pos) * n_fires + cycle) * 2 + ends.astype(index)
     size = carry.trace.shape[0]
+    trace_len = size // max(1, 2 * n_fleets * n_jobs)  # K of the trace (0: none)
+    record_end = ends & (count >= 1) & (count <= trace_len)
+    record_fire = fires & (count < trace_len)
+    cycle = jnp.where(ends, count - 1, count).astype(index)
+    cell = ((fleet * n_jobs + pos) * trace_len + cycle) * 2 + ends.astype(index)
     trace = carry.trace.at[jnp.where(record_end | record_fire, cell, size)].set(time, mode="drop", unique_indices=True)
 
     # A writer that ends starts computing (target: compute clock + its work), a job that
@@ -424,9 +425,11 @@ def _switch(constants, params, carry: FifoCarry, running, event_limit, n_fires: 
     target_hi, target_lo = _dw_add(
         jnp.where(ends, compute_hi, write_hi), jnp.where(ends, compute_lo, write_lo), jnp.where(ends, next_compute, next_write)
     )
-    row = jnp.stack(
-        [target_hi, target_lo, (count + fires.astype(jnp.int32)).astype(dtype), fires.astype(dtype)], axis=-1
-    )
+    columns = [target_hi, target_lo, (count + fires.astype(jnp.int32)).astype(dtype), fires.astype(dtype)]
+    entry = carry.slots.shape[1] > 4
+    if entry:  # the jobs observer: when the job entered its new phase
+        columns.append(time)
+    row = jnp.stack(columns, axis=-1)
     switched = ends | fires
     slots = carry.slots.at[jnp.where(switched, fleet * n_jobs + pos, n_fleets * n_jobs)].set(
         row, mode="drop", unique_indices=True
@@ -434,6 +437,26 @@ def _switch(constants, params, carry: FifoCarry, running, event_limit, n_fires: 
     write_head = carry.write_head
     if not clock:
         write_head = jnp.where(ends, jnp.where(write_pos + 1 >= n_active, 0, write_pos + 1), write_pos)
+    n_writers_after = n_writers - ends.astype(jnp.int32) + fires.astype(jnp.int32)
+    last_end = ends & (count == n_fires)
+    view = EventView(
+        time=time,
+        dt=dt,
+        advanced=advance,
+        running=running,
+        n_writers=n_writers,
+        n_writers_after=n_writers_after,
+        fired=fires[:, None],
+        ended=ends[:, None],
+        recorded_end=(ends & (count >= 1))[:, None],
+        job=(pos if job_at is None else job_at[fleet, pos]).astype(jnp.int32)[:, None],
+        cycle=count[:, None],
+        write_duration=(time - write_head_row[:, 4])[:, None] if entry else None,
+        draining=None,
+        waiting=None,
+        first_fires=(fires & (count == 0)).astype(jnp.int32),
+        last_ends=last_end.astype(jnp.int32),
+    )
     return FifoCarry(
         time=time,
         write_hi=write_hi,
@@ -444,53 +467,98 @@ def _switch(constants, params, carry: FifoCarry, running, event_limit, n_fires: 
         slots=slots,
         trace=trace,
         write_head=write_head,
-        n_writers=n_writers - ends.astype(jnp.int32) + fires.astype(jnp.int32),
+        n_writers=n_writers_after,
         n_active=carry.n_active,
-        n_finished=carry.n_finished + (record_end & (count == n_fires)).astype(jnp.int32),
+        n_finished=carry.n_finished + last_end.astype(jnp.int32),
         n_events=carry.n_events + advance.astype(jnp.int32),
         status=carry.status
         | jnp.where(running & ~due & ~finite, STATUS_NONFINITE, 0).astype(jnp.int32)
         | jnp.where(running & (stall > 2 * carry.n_active), STATUS_STALLED, 0).astype(jnp.int32),
         halted=halted,
         stall=stall,
-    )
+    ), view
 
 
 def _advance(
-    params: _Params, carry: FifoCarry, event_limit, n_fires: int, clock: bool = False, use_jitter: bool = False
-) -> FifoResult:
-    """Switches jobs of a batch of fleets (leading axis B) until each is done or stopped;
-    returns the final state in job order."""
+    params: _Params,
+    carry: FifoCarry,
+    event_limit,
+    n_fires: int,
+    clock: bool = False,
+    use_jitter: bool = False,
+    horizon=None,
+    save: SaveAt = SaveAt(),
+    until: bool = False,
+    stop_fires=None,
+    gap_fires=None,
+) -> LoopResult:
+    """Switches jobs of a batch of fleets (leading axis B) until each is done or stopped
+    (with ``until``: at its horizon), updating the observers once per iteration; returns
+    the final state in job order."""
     constants = _fleet_constants(params, clock)
+    n_fleets, n_jobs = carry.position.shape
+    fleet = jnp.arange(n_fleets)[:, None]
+    observers = _observe.observers_for(save, n_jobs, stop_fires, gap_fires)
+    # Slot -> job: the clock path's slots are jobs; the FIFO's are ring positions.
+    job_at = None if clock or not save.jobs else jnp.zeros_like(carry.position).at[fleet, carry.position].set(
+        jnp.arange(n_jobs, dtype=jnp.int32)[None, :], unique_indices=True
+    )
+    obs = _observe.init(save, n_jobs, stop_fires, gap_fires, n_fleets, carry.time.dtype)
+    n_active = carry.n_active
+
+    def still(c):
+        if until:
+            return (c.time < horizon) & (c.status == STATUS_OK) & ~c.halted
+        return _running(c)
 
     def cond(state):
-        return jnp.any(state[1])
+        return jnp.any(state[-1])
 
     def body(state):
-        carry, running = state
-        carry = _switch(constants, params, carry, running, event_limit, n_fires, clock, use_jitter)
-        return carry, _running(carry)
+        carry, obs, running = state
+        carry, view = _switch(constants, params, carry, running, event_limit, n_fires, clock, use_jitter,
+                              horizon if until else None, job_at)
+        obs = tuple(o.update(state_o, view, n_active) for o, state_o in zip(observers, obs))
+        return carry, obs, still(carry)
 
-    carry = jax.lax.while_loop(cond, body, (carry, _running(carry)))[0]
-    n_fleets, n_jobs = carry.position.shape
-    trace = carry.trace.reshape(n_fleets, n_jobs, n_fires, 2)
+    carry, obs, _ = jax.lax.while_loop(cond, body, (carry, obs, still(carry)))
+    trace_len = carry.trace.shape[0] // max(1, 2 * n_fleets * n_jobs)
+    trace = carry.trace.reshape(n_fleets, n_jobs, trace_len, 2)
+    slots = carry.slots.reshape(n_fleets, n_jobs, -1)
     if not clock:  # ring position -> job: job j's row is the one at its ring position
         trace = jnp.take_along_axis(trace, carry.position[:, :, None, None], axis=1)
-    end_times = trace[..., 1]
-    return FifoResult(
+        slots = jnp.take_along_axis(slots, carry.position[:, :, None], axis=1)
+    writing = slots[..., 3] > 0
+    open_write = jnp.where(writing, carry.time[:, None] - slots[..., 4], 0) if slots.shape[-1] > 4 else jnp.zeros(writing.shape, carry.time.dtype)
+    done = carry.time >= horizon if until else carry.n_finished >= carry.n_active
+    return LoopResult(
         time=carry.time,
         fire_times=trace[..., 0],
-        end_times=end_times,
-        end_count=jnp.sum(~jnp.isnan(end_times), axis=-1).astype(jnp.int32),
+        end_times=trace[..., 1],
+        done=done,
         n_events=carry.n_events,
         status=carry.status,
+        observers=obs,
+        final=FinalView(
+            time=carry.time,
+            open_write=open_write,
+            async_fraction=params.async_fraction,
+            active=params.active,
+            horizon=horizon if until else None,
+            n_writers=carry.n_writers,
+        ),
     )
 
 
-_STATIC = ("n_fires", "clock", "use_jitter")
-# No donation: the result (job order) does not alias the carry (slot order).
-_advance_jit = jax.jit(_advance, static_argnames=_STATIC)
-_init_jit = jax.jit(_init_carry, static_argnums=(3, 4))
+_STATIC = ("n_fires", "clock", "use_jitter", "save", "until", "stop_fires", "gap_fires", "trace_len")
+
+
+def init_and_advance(part, event_limit, *, trace_len: int, **static) -> LoopResult:
+    """`_init_carry` + `_advance` of one block of fleets ``part = (params, phase,
+    remaining, horizon)``; also what `sharding.sharded_loop` runs per device."""
+    params, phase, remaining, horizon = part
+    carry = _init_carry(params, phase, remaining, trace_len, static["clock"], entry=static["save"].jobs)
+    return _advance(params, carry, event_limit, horizon=horizon, **static)
 
 
 # On a CPU the fast paths run a big batch in blocks of fleets, one after another, sized so
@@ -503,60 +571,61 @@ CPU_BLOCK_BYTES = 16 * 2**20
 CPU_MIN_BLOCK = 1024
 
 
-def _block_size(params: _Params, n_fires: int) -> int:
+def _block_size(params: _Params, trace_len: int) -> int:
     n_fleets, n_jobs = params.compute.shape
     platforms = {device.platform for device in params.compute.devices()}
     if platforms != {"cpu"}:
         return n_fleets
-    per_fleet = n_jobs * (2 * n_fires + 4) * params.compute.dtype.itemsize
+    per_fleet = n_jobs * (2 * trace_len + 5) * params.compute.dtype.itemsize
     return min(n_fleets, max(CPU_MIN_BLOCK, CPU_BLOCK_BYTES // per_fleet))
 
 
-def _advance_blocks(params: _Params, phase, remaining, event_limit, *, n_blocks: int, n_fires: int, clock: bool, use_jitter: bool) -> FifoResult:
-    """`_init_carry` + `_advance` over ``n_blocks`` equal blocks of fleets, one after another
+def _advance_blocks(params: _Params, phase, remaining, horizon, event_limit, *, n_blocks: int, **static) -> LoopResult:
+    """`init_and_advance` over ``n_blocks`` equal blocks of fleets, one after another
     (`jax.lax.map`), in one compiled program."""
 
     def run(part):
-        params, phase, remaining = part
-        carry = _init_carry(params, phase, remaining, n_fires, clock)
-        return _advance(params, carry, event_limit, n_fires, clock, use_jitter)
+        return init_and_advance(part, event_limit, **static)
 
-    blocks = jax.tree_util.tree_map(lambda x: x.reshape((n_blocks, -1) + x.shape[1:]), (params, phase, remaining))
+    # Explicit sizes, not -1: a trace of length K = 0 has zero-size arrays.
+    blocks = jax.tree_util.tree_map(
+        lambda x: x.reshape((n_blocks, x.shape[0] // n_blocks) + x.shape[1:]), (params, phase, remaining, horizon)
+    )
     result = jax.lax.map(run, blocks)
-    return jax.tree_util.tree_map(lambda x: x.reshape((-1,) + x.shape[2:]), result)
+    return jax.tree_util.tree_map(lambda x: x.reshape((x.shape[0] * x.shape[1],) + x.shape[2:]), result)
 
 
 _advance_blocks_jit = jax.jit(_advance_blocks, static_argnames=("n_blocks",) + _STATIC)
 
 
-def run_blocks(params: _Params, phase, remaining, event_limit, *, n_fires: int, clock: bool, use_jitter: bool, progress=None):
+def run_blocks(params: _Params, phase, remaining, horizon, event_limit, *, progress=None, **static) -> LoopResult:
     """Runs flattened fleets (leading axis B) on the FIFO or clock path on one device, in
     blocks of fleets (`_block_size`: on a CPU) so each block's state stays in cache.
 
     The batch is padded with inert fleets (copies of fleet 0 with no active job) to whole
     blocks. Without a progress bar all blocks run in one compiled program; with one, one
-    call per group of blocks, so the bar moves. Returns the `FifoResult` of all fleets.
+    call per group of blocks, so the bar moves. Returns the `LoopResult` of all fleets.
     """
     n_fleets = params.compute.shape[0]
-    block = _block_size(params, n_fires)
+    block = _block_size(params, static["trace_len"])
     n_blocks = -(-n_fleets // block)
-    params, phase, remaining = engine._pad_inert(params, phase, remaining, block)
-    static = dict(n_fires=n_fires, clock=clock, use_jitter=use_jitter)
+    params, phase, remaining, horizon = engine._pad_inert(params, phase, remaining, block, horizon)
     if progress is None:
-        progress = n_blocks > 1 and n_fleets * params.compute.shape[1] * n_fires >= 50_000_000
+        work = static["trace_len"] or (static["gap_fires"] or 0)
+        progress = n_blocks > 1 and n_fleets * params.compute.shape[1] * work >= 50_000_000
     if not progress:
-        result = _advance_blocks_jit(params, phase, remaining, event_limit, n_blocks=n_blocks, **static)
+        result = _advance_blocks_jit(params, phase, remaining, horizon, event_limit, n_blocks=n_blocks, **static)
         return jax.tree_util.tree_map(lambda x: x[:n_fleets], result)
     # About 20 updates: each call runs a group of blocks (one compile for every full group).
     per_call = max(1, n_blocks // 20)
     pieces = []
-    with progress_bar(total=n_fleets, desc=f"ckpt_jax.simulate ({'clock' if clock else 'fifo'})", unit="fleet") as bar:
+    with progress_bar(total=n_fleets, desc=f"ckpt_jax.simulate ({'clock' if static['clock'] else 'fifo'})", unit="fleet") as bar:
         for first in range(0, n_blocks, per_call):
             count = min(per_call, n_blocks - first)
             part = jax.tree_util.tree_map(
                 lambda x: x[first * block : (first + count) * block],  # noqa: B023
-                (params, phase, remaining),
+                (params, phase, remaining, horizon),
             )
             pieces.append(_advance_blocks_jit(*part, event_limit, n_blocks=count, **static))
             bar.update(min(n_fleets, (first + count) * block) - bar.n)
-    return FifoResult(*(jnp.concatenate(leaves)[:n_fleets] for leaves in zip(*pieces)))
+    return jax.tree_util.tree_map(lambda *leaves: jnp.concatenate(leaves)[:n_fleets], *pieces)

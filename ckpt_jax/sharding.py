@@ -90,19 +90,18 @@ def unpad(tree, n_fleets: int):
 
 
 @functools.lru_cache(maxsize=64)
-def sharded_loop(advance, devices: tuple, **static):
-    """``advance(params, carry, event_limit, **static)`` run per device block, jitted.
+def sharded_loop(run, devices: tuple, **static):
+    """``run(part, event_limit, **static)`` per device block, jitted.
 
-    ``advance`` is a batched event loop (`ckpt_jax.engine._advance` or
-    `ckpt_jax.fast._advance`): a `lax.while_loop` over the local fleets. Each device stops
-    when its own fleets are done.
+    ``run`` initialises and runs a batched event loop on its block of fleets
+    (`ckpt_jax.engine._init_and_advance` or `ckpt_jax.fast.init_and_advance`): ``part`` is
+    a pytree of arrays with a leading fleet axis; each device stops when its own fleets
+    are done.
     """
     spec = PartitionSpec(FLEET_AXIS)
 
-    def local(params, carry, event_limit):
-        return advance(params, carry, event_limit, **static)
+    def local(part, event_limit):
+        return run(part, event_limit, **static)
 
-    mapped = jax.shard_map(
-        local, mesh=_mesh(devices), in_specs=(spec, spec, PartitionSpec()), out_specs=spec, check_vma=False
-    )
-    return jax.jit(mapped, donate_argnums=(1,))
+    mapped = jax.shard_map(local, mesh=_mesh(devices), in_specs=(spec, PartitionSpec()), out_specs=spec, check_vma=False)
+    return jax.jit(mapped)

@@ -30,7 +30,8 @@ CHECK = textwrap.dedent(
 
     def same(a, b):
         return all(
-            np.array_equal(np.asarray(x), np.asarray(y), equal_nan=True) for x, y in zip(a, b)
+            np.array_equal(np.asarray(x), np.asarray(y), equal_nan=True)
+            for x, y in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b))
         )
 
     def compare(name, fleet, state, n_fires, **kw):
@@ -47,6 +48,10 @@ CHECK = textwrap.dedent(
     fleet = cj.Fleet(compute, write, cap=rng.uniform(1, 4, 7), throughput="sqrt", active=active)
     state = cj.random_state(fleet, jax.random.key(1))
     compare("general", fleet, state, 15)
+    # Observers and a horizon, sharded: the same as on one device.
+    observers = cj.SaveAt(writers=True, gaps=True, jobs=True)
+    compare("general-observers", fleet, state, 15, save=observers)
+    compare("general-until", fleet, state, 15, save=observers, until=30.0)
     # Leading batch axes (2, 3) with jitter, delay and asynchronous checkpoints.
     fleet = cj.Fleet(rng.uniform(2, 10, (2, 3, 4)), rng.uniform(0.5, 3, (2, 3, 4)), cap=2.5,
                      delay=rng.uniform(0, 1, (2, 3)), async_fraction=rng.uniform(0, 1, (2, 3)))
@@ -56,6 +61,7 @@ CHECK = textwrap.dedent(
     fleet = cj.Fleet(np.full((6, 8), 7.0), np.full((6, 8), 1.25), cap=5.0)
     state = cj.random_state(fleet, jax.random.key(4))
     compare("fifo", fleet, state, 12)
+    compare("fifo-observers", fleet, state, 12, save=cj.SaveAt(trace=False, writers=True, gaps=True, jobs=True))
     fleet = cj.Fleet(np.stack([np.full(8, 5.0), rng.uniform(3, 6, 8), np.full(8, 2.0)]), np.full((3, 8), 0.3))
     state = cj.random_state(fleet, jax.random.key(5))
     compare("mixed", fleet, state, 12)
@@ -77,7 +83,7 @@ def test_sharded_batch_is_identical_to_one_device():
     assert proc.returncode == 0, proc.stderr[-4000:]
     line = [x for x in proc.stdout.splitlines() if x.startswith("RESULTS ")][-1]
     results = json.loads(line[len("RESULTS "):])
-    assert len(results) == 20
+    assert len(results) == 32
     assert all(results.values()), {k: v for k, v in results.items() if not v}
 
 
