@@ -1,18 +1,20 @@
 """ckpt_jax: exact, GPU-vectorized ensembles of checkpointing fleets (checkpoint storms)."""
 
-from .engine import STATUS_MAX_EVENTS as STATUS_MAX_EVENTS
-from .engine import STATUS_NONFINITE as STATUS_NONFINITE
-from .engine import STATUS_OK as STATUS_OK
-from .engine import STATUS_QUEUE_OVERFLOW as STATUS_QUEUE_OVERFLOW
-from .engine import STATUS_STALLED as STATUS_STALLED
+from ._simulate import STATUS_MAX_EVENTS as STATUS_MAX_EVENTS
+from ._simulate import STATUS_NONFINITE as STATUS_NONFINITE
+from ._simulate import STATUS_OK as STATUS_OK
+from ._simulate import STATUS_QUEUE_OVERFLOW as STATUS_QUEUE_OVERFLOW
+from ._simulate import STATUS_STALLED as STATUS_STALLED
 from ._status import Status as Status
+from ._validate import value_range as value_range
 from ._observe import JobStats as JobStats
 from ._observe import SaveAt as SaveAt
 from ._observe import WriterStats as WriterStats
-from .engine import Trace as Trace
-from .engine import describe_status as describe_status
-from .engine import jitter_work as jitter_work
-from .engine import simulate as simulate
+from ._simulate import Trace as Trace
+from ._status import describe_status as describe_status
+from ._params import jitter_work as jitter_work
+from ._simulate import simulate as simulate
+from . import loop as loop
 from . import lyapunov as lyapunov
 from . import theory as theory
 from .analysis import binomial_baseline as binomial_baseline
@@ -79,6 +81,7 @@ __all__ = [
     "BRANCH_MIXED",
     "theory",
     "lyapunov",
+    "loop",
     "smallest_gap",
     "cycles_interleaved",
     "writer_distribution",
@@ -102,4 +105,5 @@ __all__ = [
     "STATUS_OUT_OF_DOMAIN",
     "STATUS_NOT_SMOOTH",
     "Status",
+    "value_range",
 ]

@@ -5,7 +5,7 @@ job 0, beyond what the two jobs would do on their own. It works for every varian
 docs/model.md §1 (heterogeneity, caps, any f, the delayed controller τ > 0, asynchronous
 checkpoints α > 0). `maps.section_map` covers only the undelayed model and
 `simulate`'s `Trace` records times, not the remaining work that section coordinates are
-made of, so the pair is driven here with the engine's own step (`engine._step`, the same
+made of, so the pair is driven here with the engine's own step (`loop.step`, the same
 function `simulate` runs, with the delayed-controller queue switched on).
 
 `stagger_lifetime` reads recorded traces: how many cycles a staggered schedule lasts
@@ -21,8 +21,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import engine
+from . import loop
+from ._status import Status, describe_status
+from ._validate import check_int
 from .model import Fleet
+
+STATUS_OK = int(Status.OK)
 
 __all__ = ["Coupling", "coupling_function", "launch_carry", "stagger_lifetime"]
 
@@ -48,7 +52,7 @@ class Coupling(NamedTuple):
       solo_return_time: job 0's return time when it runs alone (R0).
       cycle_length: L = T_1 + d_1.
       ok: (M,) True where every cycle completed with a clean status.
-      status: (M,) `engine.STATUS_*` bit flags of the coupled and solo runs, OR-ed.
+      status: (M,) `cj.Status` bit flags of the coupled and solo runs, OR-ed.
     """
 
     deltas: np.ndarray
@@ -64,12 +68,12 @@ class Coupling(NamedTuple):
     status: np.ndarray
 
 
-def launch_carry(params: engine._Params, u_others, queue_size: int) -> engine.Carry:
+def launch_carry(params: loop.Params, u_others, queue_size: int) -> loop.Carry:
     """Engine carry at the instant job 0 fires, jobs 1..N-1 at section coordinates u.
 
     Job 0 has just fired: it drains d_0 and has its full T_0 to compute. A job j at u is
     placed where a job running *alone* would be when u work remains (its solo natural
-    state), which for α = 0 is `maps._carry_from_section`'s convention:
+    state), which for α = 0 is `maps.section_carry`'s convention:
 
     * α = 0: u ∈ (0, T] computing with u left; u ∈ (T, T + d] draining u − T, then T.
     * α > 0: while draining a solo job also computes at ``α·s`` (s = min(1, C), drain
@@ -83,7 +87,7 @@ def launch_carry(params: engine._Params, u_others, queue_size: int) -> engine.Ca
     slots keep harmless values.
 
     Args:
-      params: one fleet's `engine._Params` (no batch axis).
+      params: one fleet's `loop.Params` (no batch axis).
       u_others: (N-1,) section coordinates of jobs 1..N-1.
       queue_size: capacity of the delayed-controller queue.
     """
@@ -105,8 +109,8 @@ def launch_carry(params: engine._Params, u_others, queue_size: int) -> engine.Ca
     write_left = jnp.where(is_job0, write, write_left)
     compute_left = jnp.where(is_job0, compute, compute_left)
     remaining = jnp.where(draining, write_left, compute_left)
-    carry = engine._init_carry(params, draining.astype(jnp.int32), remaining, 1, queue_size, False)
-    applied = jnp.sum(engine._computing_mask(params, carry.draining, waiting)).astype(dtype)
+    carry = loop.init_carry(params, draining.astype(jnp.int32), remaining, 1, queue_size, False)
+    applied = jnp.sum(loop.computing_mask(params, carry.draining, waiting)).astype(dtype)
     return carry._replace(
         waiting=waiting,
         compute_left=jnp.where(params.active, compute_left, carry.compute_left).astype(dtype),
@@ -114,7 +118,7 @@ def launch_carry(params: engine._Params, u_others, queue_size: int) -> engine.Ca
     )
 
 
-def _section_coordinate(carry: engine.Carry):
+def _section_coordinate(carry: loop.Carry):
     """Work left until each job's next firing: write remainder (if draining) + compute."""
     return jnp.where(carry.draining, carry.write_left, 0) + carry.compute_left
 
@@ -124,15 +128,7 @@ def _cycles(params, carry, n_cycles: int, use_delay: bool, event_budget: int):
     and times at each, and the final status."""
 
     def one_cycle(carry, k):
-        def cond(c):
-            return (c.fire_count[0] < k + 1) & (c.status == engine.STATUS_OK) & (c.n_events < event_budget * (k + 1))
-
-        def body(c):
-            return engine._step(params, c, jnp.bool_(True), 1, use_delay, False)
-
-        carry = jax.lax.while_loop(cond, body, carry)
-        missed = jnp.where(carry.fire_count[0] < k + 1, engine.STATUS_MAX_EVENTS, 0)
-        carry = carry._replace(status=(carry.status | missed).astype(jnp.int32))
+        carry, _ = loop.advance_to_firing(params, carry, 0, max_events=event_budget * (k + 1), use_delay=use_delay)
         return carry, (_section_coordinate(carry), carry.time)
 
     carry, (coordinates, times) = jax.lax.scan(one_cycle, carry, jnp.arange(n_cycles))
@@ -156,42 +152,26 @@ def _burn_in(params, carry, until, use_delay: bool, event_budget: int):
     """Steps until job 0 fires at a time >= ``until``; returns the carry there with the
     cycle and event counters reset (time and the controller queue carry on)."""
 
-    def cond(state):
-        c, last_fire = state
-        return (last_fire < until) & (c.status == engine.STATUS_OK) & (c.n_events < event_budget)
+    def last_firing(last, before, after):
+        return jnp.where(after.fire_count[0] > before.fire_count[0], after.time, last)
 
-    def body(state):
-        c, last_fire = state
-        new = engine._step(params, c, jnp.bool_(True), 1, use_delay, False)
-        return new, jnp.where(new.fire_count[0] > c.fire_count[0], new.time, last_fire)
-
-    carry, last_fire = jax.lax.while_loop(cond, body, (carry, jnp.zeros((), carry.time.dtype)))
-    late = jnp.where(last_fire < until, engine.STATUS_MAX_EVENTS, 0)
-    return carry._replace(
-        fire_count=jnp.zeros_like(carry.fire_count),
-        n_events=jnp.zeros_like(carry.n_events),
-        status=(carry.status | late).astype(jnp.int32),
+    carry, _ = loop.advance(
+        params, carry, max_events=event_budget, stop=lambda c, last: last >= until, use_delay=use_delay,
+        observe=last_firing, observed=jnp.zeros((), carry.time.dtype),
     )
+    return carry._replace(fire_count=jnp.zeros_like(carry.fire_count), n_events=jnp.zeros_like(carry.n_events))
 
 
 def _solo_advance(params, u, horizon, use_delay: bool, queue_size: int, event_budget: int):
     """Job 1 alone, launched at coordinate u, run for ``horizon``: its coordinate then."""
     solo = _solo(params, 1)
     carry = launch_carry(solo, jnp.reshape(u, (1,)), queue_size)
-
-    def cond(c):
-        return (c.time < horizon) & (c.status == engine.STATUS_OK) & (c.n_events < event_budget)
-
-    def body(c):
-        return engine._step(solo, c, jnp.bool_(True), 1, use_delay, False, horizon=horizon)
-
-    carry = jax.lax.while_loop(cond, body, carry)
-    late = jnp.where(carry.time < horizon, engine.STATUS_MAX_EVENTS, 0)
-    return _section_coordinate(carry)[1], (carry.status | late).astype(jnp.int32)
+    carry, _ = loop.advance(solo, carry, max_events=event_budget, horizon=horizon, use_delay=use_delay)
+    return _section_coordinate(carry)[1], carry.status
 
 
 # One compiled loop serves every variant: the delayed-controller queue is always on (τ = 0
-# fleets bypass it bit for bit, engine._rates), and the uncoupled history is a burn-in
+# fleets bypass it bit for bit, see the general loop's rates), and the uncoupled history is a burn-in
 # whose length is data (0: none), so fleets differing only in values never recompile.
 _USE_DELAY = True
 
@@ -287,8 +267,8 @@ def coupling_function(
             "fleet_pair must be one fleet (batch shape ()) of N = 2 active jobs, got batch shape "
             f"{fleet_pair.batch_shape} and N = {fleet_pair.n_jobs}"
         )
-    n_cycles = engine._check_int("n_cycles", n_cycles, 1)
-    queue_size = engine._check_int("queue_size", queue_size, 1)
+    n_cycles = check_int("n_cycles", n_cycles, 1)
+    queue_size = check_int("queue_size", queue_size, 1)
     if history not in ("launch", "uncoupled"):
         raise ValueError(f"history must be 'launch' or 'uncoupled', got {history!r}")
     cap = float(np.asarray(fleet_pair.cap))
@@ -311,8 +291,8 @@ def coupling_function(
         slowest = min(1.0, cap) * float(np.asarray(fleet_pair.throughput[1:3]).min()) / 2
         ratio = float(cycle.max() / cycle.min()) / max(slowest, 1e-3)
         max_events = int(64 * (1 + min(ratio, 1e4)) + 256)
-    max_events = engine._check_int("max_events", max_events, 1, 2**31 // (4 * (n_cycles + 1)))
-    params = jax.tree_util.tree_map(lambda x: x[0], engine.flat_params(fleet_pair))
+    max_events = check_int("max_events", max_events, 1, 2**31 // (4 * (n_cycles + 1)))
+    params = jax.tree_util.tree_map(lambda x: x[0], loop.flat_params(fleet_pair))
     deltas_jax = jnp.asarray(deltas_np, fleet_pair.dtype)
     # The uncoupled history runs until job 0 fires at a time >= τ; 0 means no burn-in.
     history_until = params.delay if history == "uncoupled" else jnp.zeros_like(params.delay)
@@ -320,11 +300,11 @@ def coupling_function(
         params, deltas_jax, history_until, jnp.int32(max_events), n_cycles=n_cycles, queue_size=queue_size
     )
     status = np.asarray(status)
-    ok = status == engine.STATUS_OK
+    ok = status == STATUS_OK
     if not ok.all():
         raise RuntimeError(
             f"{int((~ok).sum())} of {ok.size} launches failed: "
-            f"{engine.describe_status(int(np.bitwise_or.reduce(status)))}"
+            f"{describe_status(int(np.bitwise_or.reduce(status)))}"
         )
     lags = np.concatenate([np.asarray(starts, np.float64)[:, None], np.asarray(lags, np.float64)], axis=1)
     solo_lags = np.asarray(solo_lags, np.float64)

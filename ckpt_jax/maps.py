@@ -1,6 +1,6 @@
 """Return maps in section and gap coordinates (docs/model.md §2), and their spectra by autodiff.
 
-The maps run the exact engine (`ckpt_jax.engine._step`) from one firing of job 0 to the
+The maps run the exact engine (`ckpt_jax.loop.step`) from one firing of job 0 to the
 next, so their Jacobians come from `jax.jacfwd` *through the event loop* — forward mode
 works through `lax.while_loop`; reverse mode does not. Both maps are jit-able and take a
 single fleet; batch them with `jax.vmap`.
@@ -20,7 +20,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import engine
+from . import loop
+from ._status import flag
 from ._status import Status
 from ._validate import check_int
 from .model import Fleet
@@ -39,6 +40,7 @@ __all__ = [
     "STATUS_OUT_OF_DOMAIN",
     "STATUS_UNSUPPORTED",
     "STATUS_NOT_SMOOTH",
+    "section_carry",
 ]
 
 BRANCH_OVERLAPPING = 0  # all N write windows overlap, then all N compute windows (Thm 8)
@@ -69,7 +71,7 @@ class MapInfo(NamedTuple):
       branch: `BRANCH_*` code of the cycle the map followed: overlapping when at some
         instant all N jobs write and at another all N compute; collision-free when never
         two write at once; mixed otherwise.
-      status: 0, or bit flags (`engine.STATUS_*`, `STATUS_ORDER_CHANGED`, `STATUS_OUT_OF_DOMAIN`,
+      status: 0, or bit flags (`cj.Status`: the engine's, `STATUS_ORDER_CHANGED`, `STATUS_OUT_OF_DOMAIN`,
         `STATUS_UNSUPPORTED` for fleets with delay > 0 or async_fraction > 0).
       return_time: time from job 0's firing to its next firing.
       max_writers: the largest number of concurrent writers during that cycle.
@@ -101,7 +103,7 @@ class Spectrum(NamedTuple):
     info: MapInfo
 
 
-def _single_fleet_params(fleet: Fleet) -> engine._Params:
+def _single_fleet_params(fleet: Fleet) -> loop.Params:
     if not isinstance(fleet, Fleet):
         raise ValueError(f"fleet must be a ckpt_jax.Fleet, got {type(fleet).__name__}")
     if fleet.batch_shape != ():
@@ -111,7 +113,7 @@ def _single_fleet_params(fleet: Fleet) -> engine._Params:
         )
     if fleet.n_jobs < 2:
         raise ValueError(f"return maps need N >= 2 jobs, got N = {fleet.n_jobs}")
-    params = engine.flat_params(fleet)
+    params = loop.flat_params(fleet)
     return jax.tree_util.tree_map(lambda x: x[0], params)
 
 
@@ -127,8 +129,11 @@ def _check_coordinates(name: str, x, n_jobs: int):
     return x
 
 
-def _carry_from_section(params: engine._Params, u_others):
-    """Engine carry at the instant job 0 fires, from section coordinates of jobs 1..N-1.
+def section_carry(params: loop.Params, u_others):
+    """The coordinate conversion behind the maps: the loop state (`loop.Carry`) at the
+    instant job 0 fires, from the section coordinates of jobs 1..N-1 (traceable).
+
+    Returns ``(carry, in_domain)``.
 
     u ∈ (0, T] means computing with u left; u ∈ (T, T + d] writing with u − T left (and the
     next cycle's full T to follow); u = 0 is the same instant as job 0's firing (≡ T + d).
@@ -141,49 +146,44 @@ def _carry_from_section(params: engine._Params, u_others):
     writing = u > compute
     remaining = jnp.where(writing, u - compute, u)
     in_domain = jnp.all(~params.active | ((u > 0) & (u <= cycle)))
-    carry = engine._init_carry(params, writing.astype(jnp.int32), remaining, 1, 1, False)
+    carry = loop.init_carry(params, writing.astype(jnp.int32), remaining, 1, 1, False)
     return carry, in_domain
 
 
-def _run_to_next_firing(params: engine._Params, carry: engine.Carry, max_events: int):
-    """Steps until job 0 fires again; tracks the most concurrent writers and computing
-    jobs seen, and the most jobs that switched in one step (2 or more: a tie)."""
-    use_delay = False  # the maps are defined for the undelayed model
+def _run_to_next_firing(params: loop.Params, carry: loop.Carry, max_events: int):
+    """Steps until job 0 fires again (`loop.advance_to_firing`); an observer of each step
+    tracks the most concurrent writers and computing jobs seen, and the most jobs that
+    switched in one step (2 or more: a tie)."""
 
     def counts(c, switched):
         writers = jnp.sum(params.active & c.draining)
-        computing = jnp.sum(engine._computing_mask(params, c.draining, c.waiting))
+        computing = jnp.sum(loop.computing_mask(params, c.draining, c.waiting))
         return jnp.stack([writers, computing, switched])
 
-    def cond(state):
-        c, _ = state
-        return (c.fire_count[0] < 1) & (c.status == engine.STATUS_OK) & (c.n_events < max_events)
+    def observe(most, before, after):
+        changed = params.active & ((after.draining != before.draining) | (after.fire_count != before.fire_count))
+        return jnp.maximum(most, counts(after, jnp.sum(changed)))
 
-    def body(state):
-        c, most = state
-        new = engine._step(params, c, jnp.bool_(True), 1, use_delay, False)
-        changed = params.active & ((new.draining != c.draining) | (new.fire_count != c.fire_count))
-        return new, jnp.maximum(most, counts(new, jnp.sum(changed)))
-
-    return jax.lax.while_loop(cond, body, (carry, counts(carry, jnp.zeros((), jnp.int32))))
+    start = counts(carry, jnp.zeros((), jnp.int32))
+    return loop.advance_to_firing(params, carry, 0, max_events=max_events, observe=observe, observed=start)
 
 
 def _section_step(fleet: Fleet, u, max_events: int):
     params = _single_fleet_params(fleet)
     u = _check_coordinates("u", u, fleet.n_jobs)
-    carry, in_domain = _carry_from_section(params, u)
+    carry, in_domain = section_carry(params, u)
     final, most = _run_to_next_firing(params, carry, max_events)
     u_next = jnp.where(final.draining, final.write_left, 0) + final.compute_left
-    status = final.status | engine.flag(final.fire_count[0] < 1, engine.STATUS_MAX_EVENTS)
-    status = status | engine.flag(~in_domain, STATUS_OUT_OF_DOMAIN)
-    status = status | engine.flag((params.delay > 0) | (params.async_fraction > 0), STATUS_UNSUPPORTED)
+    status = final.status  # `advance_to_firing` flags a missed firing (MAX_EVENTS)
+    status = status | flag(~in_domain, STATUS_OUT_OF_DOMAIN)
+    status = status | flag((params.delay > 0) | (params.async_fraction > 0), STATUS_UNSUPPORTED)
     # Each other job must fire exactly once, in its section order (claim 3's order).
     fired_once = jnp.all(~params.active[1:] | (final.fire_count[1:] == 1))
-    status = status | engine.flag(~fired_once, STATUS_ORDER_CHANGED)
+    status = status | flag(~fired_once, STATUS_ORDER_CHANGED)
     # A kink: two jobs switched in one step, or the section point itself sits on an event
     # of another job (it fires with job 0, u = 0 or T + d, or its write ends there, u = T).
     on_edge = params.active[1:] & ((u == 0) | (u == params.compute[1:] + params.write[1:]) | (u == params.compute[1:]))
-    status = status | engine.flag((most[2] > 1) | jnp.any(on_edge), STATUS_NOT_SMOOTH)
+    status = status | flag((most[2] > 1) | jnp.any(on_edge), STATUS_NOT_SMOOTH)
     n_active = jnp.sum(params.active)
     most_writers, most_computing = most[0], most[1]
     overlapping = (most_writers >= n_active) & (most_computing >= n_active)
@@ -261,11 +261,13 @@ def gap_return_map(fleet: Fleet, a, *, max_events: int | None = None):
     with_job0 = final.fire_times[1:, 0] == final.time
     u_next = jnp.where(with_job0, 0, u_next)
     a_next = jnp.diff(u_next, prepend=jnp.zeros((1,), u_next.dtype))
-    # Padding slots (inactive, listed after the active jobs) never fire: ignore them.
-    fire_order = jnp.where(active, final.fire_times[1:, 0], jnp.inf)
+    # Padding slots (inactive, listed after the active jobs) never fire: ignore them. A job
+    # that fires together with job 0's return is first in the new order (gap 0), however
+    # late its raw firing time: it ranks before every job that fired in between.
+    fire_order = jnp.where(active, jnp.where(with_job0, -jnp.inf, final.fire_times[1:, 0]), jnp.inf)
     order_kept = jnp.all(~active | (a_next >= 0)) & jnp.all(fire_order[1:] >= fire_order[:-1])
-    status = info.status | engine.flag(~jnp.all(a >= 0), STATUS_OUT_OF_DOMAIN)
-    status = status | engine.flag(~order_kept, STATUS_ORDER_CHANGED)
+    status = info.status | flag(~jnp.all(a >= 0), STATUS_OUT_OF_DOMAIN)
+    status = status | flag(~order_kept, STATUS_ORDER_CHANGED)
     info = info._replace(status=status.astype(jnp.int32))
     a_next = jnp.where(active, a_next, 0)  # padding slots: 0, so Jacobians stay finite
     return jnp.where((status & _FATAL) == 0, a_next, jnp.nan), info
@@ -279,16 +281,9 @@ def work_done(fleet: Fleet, u, time, *, max_events: int | None = None):
     params = _single_fleet_params(fleet)
     u = _check_coordinates("u", u, fleet.n_jobs)
     max_events = _budget(fleet, max_events)
-    carry, _ = _carry_from_section(params, u)
+    carry, _ = section_carry(params, u)
     horizon = jnp.asarray(time, params.compute.dtype)
-
-    def cond(c):
-        return (c.time < horizon) & (c.status == engine.STATUS_OK) & (c.n_events < max_events)
-
-    def body(c):
-        return engine._step(params, c, jnp.bool_(True), 1, False, False, horizon=horizon)
-
-    final = jax.lax.while_loop(cond, body, carry)
+    final, _ = loop.advance(params, carry, max_events=max_events, horizon=horizon)
     # Base model (α = 0): a writer has drained d − write_left; a computer did all its write.
     theta = jnp.where(
         final.draining,

@@ -7,7 +7,9 @@ padded to a multiple of the device count with finished-from-the-start fleets (co
 fleet 0 with every job slot inactive), which are dropped afterwards. Results are
 bit-identical to a single device: every fleet computes exactly the same operations.
 
-Multi-host use (`jax.distributed`) is described in ``docs/multihost.md``.
+On a CPU the two fast loops also run a big batch in cache-sized blocks of fleets, one
+after another (`run_blocks`). Multi-host use (`jax.distributed`) is described in
+``docs/multihost.md``.
 """
 
 from __future__ import annotations
@@ -20,7 +22,10 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-__all__ = ["FLEET_AXIS", "resolve_devices", "fleet_sharding", "pad_fleets"]
+from ._loops import virtual
+from ._progress import progress_bar
+
+__all__ = ["FLEET_AXIS", "resolve_devices", "fleet_sharding", "pad_fleets", "pad_inert", "run_blocks", "sharded_loop"]
 
 FLEET_AXIS = "fleets"
 
@@ -90,11 +95,13 @@ def unpad(tree, n_fleets: int):
 
 
 @functools.lru_cache(maxsize=64)
+
+
 def sharded_loop(run, devices: tuple, **static):
     """``run(part, event_limit, **static)`` per device block, jitted.
 
     ``run`` initialises and runs a batched event loop on its block of fleets
-    (`ckpt_jax.engine._init_and_advance` or `ckpt_jax.fast.init_and_advance`): ``part`` is
+    (`ckpt_jax._loops.general.init_and_advance` or `ckpt_jax._loops.virtual.init_and_advance`): ``part`` is
     a pytree of arrays with a leading fleet axis; each device stops when its own fleets
     are done.
     """
@@ -105,3 +112,87 @@ def sharded_loop(run, devices: tuple, **static):
 
     mapped = jax.shard_map(local, mesh=_mesh(devices), in_specs=(spec, PartitionSpec()), out_specs=spec, check_vma=False)
     return jax.jit(mapped)
+
+
+def pad_inert(params, phase, remaining, multiple: int, horizon=None):
+    """Pads flattened fleets (leading axis B) to a multiple of ``multiple`` with inert
+    fleets: copies of fleet 0 with no active job, done before their first step (with a
+    horizon: a horizon of 0, so they are done at t = 0 too)."""
+    n_fleets = params.compute.shape[0]
+    tree = (params, phase, remaining) if horizon is None else (params, phase, remaining, horizon)
+    tree, n_pad = pad_fleets(tree, n_fleets, multiple)
+    if n_pad:
+        tree = (tree[0]._replace(active=tree[0].active.at[n_fleets:].set(False)),) + tuple(tree[1:])
+        if horizon is not None:
+            tree = tree[:3] + (tree[3].at[n_fleets:].set(0),)
+    return tree
+
+
+# On a CPU the fast paths run a big batch in blocks of fleets, one after another, sized so
+# that a block's trace and slots (N (2K + 4) floats per fleet) fill about this many bytes
+# and stay in the last-level cache, but never below CPU_MIN_BLOCK fleets (each loop
+# iteration's fixed cost is then amortised). B = 1e4, N = 32, K = 11 on 2 cores: blocks of
+# 2,500 run 15-18% faster (FIFO) and 8-10% faster (clock) than the whole batch at once,
+# blocks of 1,000 no faster. Accelerators run the whole batch at once.
+CPU_BLOCK_BYTES = 16 * 2**20
+
+CPU_MIN_BLOCK = 1024
+
+
+def block_size(params: Params, trace_len: int) -> int:
+    n_fleets, n_jobs = params.compute.shape
+    platforms = {device.platform for device in params.compute.devices()}
+    if platforms != {"cpu"}:
+        return n_fleets
+    per_fleet = n_jobs * (2 * trace_len + 5) * params.compute.dtype.itemsize
+    return min(n_fleets, max(CPU_MIN_BLOCK, CPU_BLOCK_BYTES // per_fleet))
+
+
+def advance_blocks(params: Params, phase, remaining, horizon, event_limit, *, n_blocks: int, **static) -> LoopResult:
+    """`init_and_advance` over ``n_blocks`` equal blocks of fleets, one after another
+    (`jax.lax.map`), in one compiled program."""
+
+    def run(part):
+        return virtual.init_and_advance(part, event_limit, **static)
+
+    # Explicit sizes, not -1: a trace of length K = 0 has zero-size arrays.
+    blocks = jax.tree_util.tree_map(
+        lambda x: x.reshape((n_blocks, x.shape[0] // n_blocks) + x.shape[1:]), (params, phase, remaining, horizon)
+    )
+    result = jax.lax.map(run, blocks)
+    return jax.tree_util.tree_map(lambda x: x.reshape((x.shape[0] * x.shape[1],) + x.shape[2:]), result)
+
+advance_blocks_jit = jax.jit(advance_blocks, static_argnames=("n_blocks",) + virtual.STATIC)
+
+
+def run_blocks(params: Params, phase, remaining, horizon, event_limit, *, progress=None, **static) -> LoopResult:
+    """Runs flattened fleets (leading axis B) on the FIFO or clock path on one device, in
+    blocks of fleets (`block_size`: on a CPU) so each block's state stays in cache.
+
+    The batch is padded with inert fleets (copies of fleet 0 with no active job) to whole
+    blocks. Without a progress bar all blocks run in one compiled program; with one, one
+    call per group of blocks, so the bar moves. Returns the `LoopResult` of all fleets.
+    """
+    n_fleets = params.compute.shape[0]
+    block = block_size(params, static["trace_len"])
+    n_blocks = -(-n_fleets // block)
+    params, phase, remaining, horizon = pad_inert(params, phase, remaining, block, horizon)
+    if progress is None:
+        work = static["trace_len"] or (static["gap_fires"] or 0)
+        progress = n_blocks > 1 and n_fleets * params.compute.shape[1] * work >= 50_000_000
+    if not progress:
+        result = advance_blocks_jit(params, phase, remaining, horizon, event_limit, n_blocks=n_blocks, **static)
+        return jax.tree_util.tree_map(lambda x: x[:n_fleets], result)
+    # About 20 updates: each call runs a group of blocks (one compile for every full group).
+    per_call = max(1, n_blocks // 20)
+    pieces = []
+    with progress_bar(total=n_fleets, desc=f"ckpt_jax.simulate ({'clock' if static['clock'] else 'fifo'})", unit="fleet") as bar:
+        for first in range(0, n_blocks, per_call):
+            count = min(per_call, n_blocks - first)
+            part = jax.tree_util.tree_map(
+                lambda x: x[first * block : (first + count) * block],  # noqa: B023
+                (params, phase, remaining, horizon),
+            )
+            pieces.append(advance_blocks_jit(*part, event_limit, n_blocks=count, **static))
+            bar.update(min(n_fleets, (first + count) * block) - bar.n)
+    return jax.tree_util.tree_map(lambda *leaves: jnp.concatenate(leaves)[:n_fleets], *pieces)

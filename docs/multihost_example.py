@@ -26,6 +26,10 @@ CAP = 0.9 * N  # power cap, in jobs at full speed
 # What is compared across process counts: one dict of (TOTAL, ...) arrays, so further
 # per-fleet outputs can join it.
 TRACE_ARRAYS = ("fire_times", "end_times", "ok", "status", "n_events", "time")
+# Observers accumulated inside the loop (no trace needed for them; here both are kept).
+OBSERVED_ARRAYS = ("writers.time", "writers.window", "writers.excursions", "writers.max", "gaps",
+                   "jobs.write_time", "jobs.compute_time", "jobs.writes")
+COMPARED = TRACE_ARRAYS + OBSERVED_ARRAYS
 
 
 def global_ensemble(total: int = TOTAL, n_jobs: int = N):
@@ -39,9 +43,22 @@ def global_ensemble(total: int = TOTAL, n_jobs: int = N):
     return compute, write, position
 
 
+def save_at():
+    """What each process records: the trace and every observer."""
+    import ckpt_jax as cj
+
+    return cj.SaveAt(trace=True, writers=True, gaps=True, jobs=True)
+
+
 def results(trace) -> dict:
-    """The compared arrays of one slice's trace, as host NumPy arrays."""
-    return {name: np.asarray(getattr(trace, name)) for name in TRACE_ARRAYS}
+    """The compared arrays of one slice's trace and observers, as host NumPy arrays."""
+    def get(name):
+        value = trace
+        for part in name.split("."):
+            value = getattr(value, part)
+        return np.asarray(value)
+
+    return {name: get(name) for name in COMPARED}
 
 
 def _parse(argv=None):
@@ -83,7 +100,7 @@ def main(argv=None) -> None:
     fleet = cj.Fleet(compute[lo:hi], write[lo:hi], cap=CAP)
     state = cj.state_from_positions(fleet, position[lo:hi])
     trace = cj.simulate(fleet, state, K, jitter=SIGMA, key=jax.random.key(SEED),
-                        fleet_offset=lo, devices="all", throw=True)
+                        fleet_offset=lo, devices="all", throw=True, save=save_at())
     mine = results(trace)
 
     # A collective: every process calls it, and every process gets the (TOTAL, ...) arrays.

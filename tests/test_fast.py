@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import ckpt_jax as cj
-from ckpt_jax import fast
+from ckpt_jax import fast, sharding
 
 THROUGHPUTS = [None, "sqrt", "degrading", "linear", "saturating"]
 
@@ -247,12 +247,13 @@ def test_cpu_blocks_of_fleets_change_nothing(monkeypatch, progress):
     for compute in (np.full((7, 9), 5.0), np.full((7, 9), 5.0) + 0.1 * np.arange(9)):
         fleet = cj.Fleet(compute, np.ones((7, 9)), cap=6.5)
         state = cj.random_state(fleet, jax.random.key(1))
-        monkeypatch.setattr(fast, "CPU_MIN_BLOCK", 100)
-        whole = cj.simulate(fleet, state, 5)
-        monkeypatch.setattr(fast, "CPU_BLOCK_BYTES", 1)
-        monkeypatch.setattr(fast, "CPU_MIN_BLOCK", 3)
-        blocks = cj.simulate(fleet, state, 5, progress=progress)
-        for a, b in zip(whole, blocks):
+        save = cj.SaveAt(writers=True, gaps=True, jobs=True)  # observers too
+        monkeypatch.setattr(sharding, "CPU_MIN_BLOCK", 100)
+        whole = cj.simulate(fleet, state, 5, save=save)
+        monkeypatch.setattr(sharding, "CPU_BLOCK_BYTES", 1)
+        monkeypatch.setattr(sharding, "CPU_MIN_BLOCK", 3)
+        blocks = cj.simulate(fleet, state, 5, progress=progress, save=save)
+        for a, b in zip(jax.tree_util.tree_leaves(whole), jax.tree_util.tree_leaves(blocks)):
             np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
@@ -263,7 +264,7 @@ def test_ring_ranks_are_a_stable_lexsort(n_jobs):
     rng = np.random.default_rng(n_jobs)
     group = rng.integers(0, 3, (40, n_jobs))
     remaining = rng.choice([0.0, 0.5, 1.0, 2.0, 1e-300, 3.3, np.nextafter(3.3, 4)], (40, n_jobs))
-    got = np.asarray(fast._ranks(jnp.asarray(group), jnp.asarray(remaining)))
+    got = np.asarray(fast.ring_ranks(jnp.asarray(group), jnp.asarray(remaining)))
     key = np.where(group == 2, 0.0, remaining)  # padding (group 2) in index order
     order = np.array([np.lexsort((np.arange(n_jobs), key[b], group[b])) for b in range(40)])
     np.testing.assert_array_equal(got, np.argsort(order, axis=1))

@@ -267,11 +267,10 @@ def assert_section_agrees(spec, u):
     _assert_cycle_agrees(info, exact, where)
 
 
-# A known engine bug (see test_twin_of_job0_keeps_the_order, xfail strict): a job firing
-# together with job 0 at the start and again at its return, with a later label firing in
-# between, is flagged as an order change (NaN). Until it is fixed the property tests skip
-# judging exactly those points; set this to False with the fix.
-KNOWN_TWIN_ORDER_BUG = True
+# Fixed engine bug (test_twin_of_job0_keeps_the_order): a job firing together with job 0
+# at the start and again at its return, with a later label firing in between, was flagged
+# as an order change (NaN). The property tests judge those points too.
+KNOWN_TWIN_ORDER_BUG = False
 
 
 def assert_gap_agrees(spec, a, known_bug=KNOWN_TWIN_ORDER_BUG):
@@ -388,10 +387,6 @@ def test_section_map_matches_exact_map_at_hand_picked_points(name):
     assert_section_agrees(*SECTION_CASES[name])
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "engine bug: gap_return_map orders a job that fires together with job 0 at the start "
-    "and at the return by its raw firing time t*, so a later job firing in between reads as "
-    "an order change (NaN) although the next gaps (0, 3) keep the order"))
 @pytest.mark.parametrize("spec, a", [(SYNC3, [0.0, 5.0]), (CAPPED4, [0.0, 0.5, 0.75])])
 def test_twin_of_job0_keeps_the_order(spec, a):
     assert exact_gap(spec, a)["twin_after_others"]

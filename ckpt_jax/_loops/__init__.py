@@ -1,0 +1,107 @@
+"""The event loops, behind one protocol, and the choice of loop per fleet.
+
+Every loop (`general`, `fifo`, `clock`) has ``init`` → carry, a step that advances each
+running fleet and hands the observers an `EventView` of the event just taken, and a
+result in job order (`LoopResult`) that `ckpt_jax._simulate` turns into a `Trace`.
+
+* `general` — the exact O(N) step for every variant (delay, asynchronous checkpoints);
+* `virtual` — the virtual-clock machinery shared by the two fast loops:
+  * `fifo` — identical deterministic jobs: a fixed ring, O(1) per switch;
+  * `clock` — any T_i, d_i and jitter: a per-phase argmin.
+
+`choose_paths` decides per fleet, on the host.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import numpy as np
+
+from .._observe import FinalView
+from ..model import Fleet
+
+__all__ = ["LoopResult", "FIFO_MIN_JOBS", "PATHS", "choose_paths", "clock_eligible", "fifo_applies", "fifo_eligible"]
+
+
+class LoopResult(NamedTuple):
+    """What every loop hands to `_flat_trace` (flattened fleets, job order)."""
+
+    time: jax.Array
+    fire_times: jax.Array  # (B, N, K) or (B, N, 0) without a trace
+    end_times: jax.Array
+    done: jax.Array  # (B,) every job finished K writes, or the horizon was reached
+    n_events: jax.Array
+    status: jax.Array
+    observers: tuple  # observer states after the loop
+    final: FinalView
+
+
+# `method="auto"` uses the FIFO and clock paths for fleets of at least this many active
+# jobs: below it the general engine's O(N) step is as cheap as their bookkeeping
+# (benchmarks/bench.py: at N = 2 the general engine is 1.3-1.8x the clock path).
+FIFO_MIN_JOBS = 8
+
+
+def fifo_eligible(fleet: Fleet, jitter=None) -> np.ndarray:
+    """Per fleet (batch shape), whether the FIFO path is exact for it: all its active jobs
+    share T and d, and it has no jitter, τ = 0 and α = 0. Decided on the host."""
+    batch = fleet.batch_shape
+    ok = np.ones(batch, bool)
+    if jitter is not None:
+        ok &= np.broadcast_to(np.asarray(jitter) == 0, batch)
+    ok &= np.asarray(fleet.delay) == 0
+    ok &= np.asarray(fleet.async_fraction) == 0
+    active = np.asarray(fleet.active)
+    first = np.argmax(active, axis=-1)[..., None]
+    for values in (np.asarray(fleet.compute), np.asarray(fleet.write)):
+        same = values == np.take_along_axis(values, first, axis=-1)
+        ok &= np.all(~active | same, axis=-1)
+    return ok
+
+
+def fifo_applies(fleet: Fleet, jitter=None) -> bool:
+    """True where the FIFO path is exact for every fleet of the batch (`fifo_eligible`)."""
+    return bool(np.all(fifo_eligible(fleet, jitter)))
+
+# The batched paths, in the order `simulate` runs them.
+PATHS = ("fifo", "clock", "general")
+
+
+def clock_eligible(fleet: Fleet) -> np.ndarray:
+    """Per fleet (batch shape), whether the clock path is exact for it: τ = 0 and α = 0
+    (then every writer drains at one rate and every computing job works at one rate)."""
+    return (np.asarray(fleet.delay) == 0) & (np.asarray(fleet.async_fraction) == 0) & np.ones(fleet.batch_shape, bool)
+
+
+def choose_paths(fleet: Fleet, jitter, method: str) -> np.ndarray:
+    """Per fleet (batch shape), the path `simulate` runs it on: "fifo", "clock" or "general".
+
+    ``method="auto"``: fleets with fewer than `FIFO_MIN_JOBS` active jobs run on the
+    general engine (its O(N) step is cheapest there); larger ones on the FIFO path where
+    `fifo_eligible`, else on the clock path where `clock_eligible`, else on the general
+    engine. An explicit method is applied to every fleet, or raises `ValueError`
+    where it is not exact.
+    """
+    batch = fleet.batch_shape
+    if method == "general":
+        return np.full(batch, "general", dtype=object)
+    fifo = fifo_eligible(fleet, jitter)
+    clock = clock_eligible(fleet)
+    if method == "fifo":
+        if not fifo.all():
+            raise ValueError(
+                "method='fifo' needs identical deterministic fleets (all active jobs of a fleet with "
+                "the same compute and write, no jitter, delay 0, async_fraction 0); use 'clock', 'general' or 'auto'"
+            )
+        return np.full(batch, "fifo", dtype=object)
+    if method == "clock":
+        if not clock.all():
+            raise ValueError("method='clock' needs delay 0 and async_fraction 0 in every fleet; use 'general' or 'auto'")
+        return np.full(batch, "clock", dtype=object)
+    n_active = np.asarray(fleet.active).sum(axis=-1)
+    big = n_active >= FIFO_MIN_JOBS
+    path = np.where(clock & big, "clock", "general").astype(object)
+    path[fifo & big] = "fifo"
+    return path

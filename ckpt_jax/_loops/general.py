@@ -1,0 +1,492 @@
+"""The general event loop: where a firing happens, for every variant.
+
+Rates are piecewise constant between events (docs/model.md §1), so the engine steps from one
+event to the next exactly: the next event is the smallest time-to-empty over all jobs'
+current phases (and pending controller updates); everything advances linearly to it, and
+*every* job that empties at that instant switches in the same step.
+
+A batch of B fleets is advanced by one masked `jax.lax.while_loop`: the body steps every
+fleet that is still running (a `vmap` of the single-fleet step) and masks the rest, so a
+finished fleet costs a few selects per iteration and its trace buffers are never touched.
+
+Per-job state is kept general enough for asynchronous checkpoints (docs/model.md §1): a job has
+``write_left`` (its background drain, while ``draining``) and ``compute_left`` (work of the
+current cycle). With α = 0 a draining job computes nothing, which is the blocking model.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple, Optional
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .. import _observe
+from .._observe import EventView, FinalView, SaveAt, observers_for
+from .._params import MAX_FIRES, Params, computing_mask, jitter_work, phase_rates, snapped
+from .._status import Status, flag
+from . import LoopResult
+
+__all__ = ["Carry", "init_carry", "step", "advance", "advance_to_firing", "batched_advance", "run_chunked", "init_and_advance"]
+
+STATUS_OK = int(Status.OK)
+STATUS_NONFINITE = int(Status.NONFINITE)
+STATUS_QUEUE_OVERFLOW = int(Status.QUEUE_OVERFLOW)
+STATUS_MAX_EVENTS = int(Status.MAX_EVENTS)
+
+
+class Carry(NamedTuple):
+    """The documented loop carry of one fleet.
+
+    Attributes:
+      time: current time.
+      draining: (N,) bool, the job's checkpoint write is in progress (it counts as a writer).
+      waiting: (N,) bool, compute of the next cycle is done but the previous write still
+        drains (asynchronous checkpoints only); the job does nothing until the drain ends.
+      write_left: (N,) volume left to drain (meaningful where ``draining``).
+      compute_left: (N,) work left in the current compute cycle.
+      fire_count: (N,) int32 firings since t = 0.
+      end_count: (N,) int32 recorded write ends (writes started by a firing after t = 0).
+      fire_times, end_times: (N, K) trace buffers, NaN until written.
+      applied_computing: computing count the (delayed) controller currently acts on.
+      queue_time, queue_count: (Q,) ring buffer of pending controller updates.
+      queue_head, queue_size: ring-buffer cursor and occupancy.
+      n_events: int32 events stepped.
+      status: int32 bit flags (`STATUS_*`).
+    """
+
+    time: jax.Array
+    draining: jax.Array
+    waiting: jax.Array
+    write_left: jax.Array
+    compute_left: jax.Array
+    fire_count: jax.Array
+    end_count: jax.Array
+    fire_times: jax.Array
+    end_times: jax.Array
+    applied_computing: jax.Array
+    queue_time: jax.Array
+    queue_count: jax.Array
+    queue_head: jax.Array
+    queue_size: jax.Array
+    n_events: jax.Array
+    status: jax.Array
+
+
+def init_carry(params: Params, state_phase, state_remaining, n_fires: int, queue_size: int, use_jitter: bool) -> Carry:
+    dtype = params.compute.dtype
+    n_jobs = params.compute.shape[0]
+    draining = params.active & (state_phase == 1)
+    if use_jitter:
+        first_work = jax.vmap(jitter_work, in_axes=(0, 0, None, None))(
+            params.job_keys, params.compute, params.jitter, 0
+        )
+    else:
+        first_work = params.compute
+    compute_left = jnp.where(draining, first_work, state_remaining)
+    waiting = jnp.zeros(n_jobs, bool)
+    n_computing = jnp.sum(computing_mask(params, draining, waiting)).astype(dtype)
+    nan_trace = jnp.full((n_jobs, n_fires), jnp.nan, dtype)
+    return Carry(
+        time=jnp.zeros((), dtype),
+        draining=draining,
+        waiting=waiting,
+        write_left=jnp.where(draining, state_remaining, 0).astype(dtype),
+        compute_left=compute_left.astype(dtype),
+        fire_count=jnp.zeros(n_jobs, jnp.int32),
+        end_count=jnp.zeros(n_jobs, jnp.int32),
+        fire_times=nan_trace,
+        end_times=nan_trace,
+        applied_computing=n_computing,
+        queue_time=jnp.full((queue_size,), jnp.inf, dtype),
+        queue_count=jnp.zeros((queue_size,), dtype),
+        queue_head=jnp.zeros((), jnp.int32),
+        queue_size=jnp.zeros((), jnp.int32),
+        n_events=jnp.zeros((), jnp.int32),
+        status=jnp.zeros((), jnp.int32),
+    )
+
+
+def rates(params: Params, carry: Carry, use_delay: bool, use_async: bool = True):
+    """Piecewise-constant rates of every job between now and the next event."""
+    dtype = params.compute.dtype
+    writers = params.active & carry.draining
+    n_writers = jnp.sum(writers)
+    computing = computing_mask(params, carry.draining, carry.waiting, use_async)
+    n_computing = jnp.sum(computing).astype(dtype)
+    if use_delay:
+        # τ = 0 fleets bypass the queue, so they reproduce the base model bit for bit.
+        n_computing = jnp.where(params.delay > 0, carry.applied_computing, n_computing)
+    write_rate, speed = phase_rates(params.throughput[n_writers], n_writers, n_computing, params.cap, dtype)
+    if use_async:
+        compute_rate = jnp.where(computing, jnp.where(carry.draining, params.async_fraction * speed, speed), 0)
+    else:
+        compute_rate = jnp.where(computing, speed, 0)
+    return writers, write_rate, computing, compute_rate.astype(dtype)
+
+
+def done(carry: Carry, active, n_fires: int):
+    return jnp.all(~active | (carry.end_count >= n_fires))
+
+
+def step(
+    params: Params,
+    carry: Carry,
+    running,
+    n_fires: int,
+    use_delay: bool,
+    use_jitter: bool,
+    horizon=None,
+    use_async: bool = True,
+) -> Carry:
+    """Advances one fleet to its next event and switches every job that empties there.
+
+    With a ``horizon`` the step stops there if no event comes first (a pure time advance,
+    used to read the state at a fixed time).
+
+    ``running`` is False for fleets already stopped: they still execute this body (a
+    batched while_loop steps all lanes), so it must be safe there — no division by zero,
+    no inf − inf — and it must write nothing: their carry is returned unchanged.
+    """
+    carry, fire_slot, end_slot, _, _ = switch(params, carry, running, n_fires, use_delay, use_jitter, horizon, use_async)
+    jobs = jnp.arange(params.compute.shape[0])
+    return carry._replace(
+        fire_times=carry.fire_times.at[jobs, fire_slot].set(carry.time, mode="drop"),
+        end_times=carry.end_times.at[jobs, end_slot].set(carry.time, mode="drop"),
+    )
+
+
+def advance(params: Params, carry: Carry, *, max_events, stop=None, horizon=None, use_delay: bool = False,
+            observe=None, observed=None):
+    """The stepping primitive: advances ONE fleet (no batch axis) event by event.
+
+    It stops where ``stop(carry, observed)`` becomes True, at ``horizon`` (the last step
+    is then a pure time advance to it), when ``carry.n_events`` reaches ``max_events``
+    (`Status.MAX_EVENTS` is then set, as the stop was not reached) or at a status flag.
+    ``observe(observed, before, after) -> observed`` runs after every step (an observer
+    of the two carries). Jit-able, and differentiable by `jax.jacfwd` (forward mode
+    works through `lax.while_loop`).
+
+    Returns ``(carry, observed)``.
+    """
+
+    def stopped(c, o):
+        reached = jnp.zeros((), bool) if stop is None else stop(c, o)
+        if horizon is not None:
+            reached = reached | (c.time >= horizon)
+        return reached
+
+    def cond(state):
+        c, o = state
+        return ~stopped(c, o) & (c.status == STATUS_OK) & (c.n_events < max_events)
+
+    def body(state):
+        c, o = state
+        new = step(params, c, jnp.bool_(True), 1, use_delay, False, horizon=horizon)
+        return new, (o if observe is None else observe(o, c, new))
+
+    carry, observed = jax.lax.while_loop(cond, body, (carry, observed))
+    short = ~stopped(carry, observed) & (carry.status == STATUS_OK)
+    return carry._replace(status=(carry.status | flag(short, STATUS_MAX_EVENTS)).astype(jnp.int32)), observed
+
+
+def advance_to_firing(params: Params, carry: Carry, job: int, *, max_events, use_delay: bool = False,
+                      observe=None, observed=None):
+    """`advance` until job ``job`` fires once more (the return maps' step: job 0's next
+    firing is the Poincaré section, docs/model.md §2). Returns ``(carry, observed)``."""
+    target = carry.fire_count[job] + 1
+    return advance(
+        params, carry, max_events=max_events, stop=lambda c, _: c.fire_count[job] >= target,
+        use_delay=use_delay, observe=observe, observed=observed,
+    )
+
+
+def switch(params: Params, carry: Carry, running, n_fires: int, use_delay: bool, use_jitter: bool, horizon, use_async: bool):
+    """`step` without writing the trace buffers: returns (carry, fire_slot, end_slot,
+    fires, ends), the last two (N,) masks of the jobs that fired / ended a write.
+
+    ``fire_slot`` / ``end_slot`` (N,) give the trace column each job's switch at the new
+    ``carry.time`` goes to; K (= n_fires) means "nothing to record". The batched loop
+    records a whole batch with one flat scatter (`record`).
+    """
+    dtype = params.compute.dtype
+    inf = jnp.asarray(jnp.inf, dtype)
+    writers, write_rate, computing, compute_rate = rates(params, carry, use_delay, use_async)
+    computes = compute_rate > 0
+
+    write_dt = jnp.where(writers, carry.write_left / write_rate, inf)
+    compute_dt = jnp.where(computes, carry.compute_left / jnp.where(computes, compute_rate, 1), inf)
+    dt = jnp.minimum(jnp.min(write_dt), jnp.min(compute_dt))
+    if use_delay:
+        queue_dt = jnp.where(carry.queue_size > 0, carry.queue_time[carry.queue_head] - carry.time, inf)
+        dt = jnp.minimum(dt, queue_dt)
+    if horizon is not None:
+        dt = jnp.minimum(dt, jnp.maximum(horizon - carry.time, 0))
+    finite = jnp.isfinite(dt)
+    dt = jnp.where(finite & running, dt, 0)
+    time = carry.time + dt
+
+    write_left = jnp.where(writers, carry.write_left - write_rate * dt, carry.write_left)
+    compute_left = jnp.where(computes, carry.compute_left - compute_rate * dt, carry.compute_left)
+    # Simultaneous to working precision (`snapped`): every job due at this instant switches.
+    ends = writers & snapped(write_dt, write_left, params.write, dt, time, dtype)
+    completes = computes & snapped(compute_dt, compute_left, params.compute, dt, time, dtype)
+    ends = ends & running & finite
+    completes = completes & running & finite
+
+    # (1) drains that end: record the end of the write started by the latest firing.
+    record_end = ends & (carry.fire_count >= 1) & (carry.fire_count <= n_fires)
+    end_slot = jnp.where(record_end, carry.fire_count - 1, n_fires)  # n_fires = dropped
+    end_count = carry.end_count + record_end.astype(jnp.int32)
+    draining = carry.draining & ~ends
+    # (2) compute completions fire, unless the previous write still drains (then wait);
+    # (3) jobs that were waiting fire the instant their drain ends.
+    if use_async:
+        fires = (completes & ~draining) | (carry.waiting & ends)
+        waiting = (carry.waiting | (completes & draining)) & ~fires
+    else:  # α = 0: only computing (non-draining) jobs complete, and nobody waits
+        fires = completes
+        waiting = carry.waiting
+    fire_slot = jnp.where(fires & (carry.fire_count < n_fires), carry.fire_count, n_fires)
+    fire_count = carry.fire_count + fires.astype(jnp.int32)
+    draining = draining | fires
+    if use_jitter:
+        next_work = jax.vmap(jitter_work, in_axes=(0, 0, None, 0))(
+            params.job_keys, params.compute, params.jitter, fire_count
+        )
+    else:
+        next_work = params.compute
+    write_left = jnp.where(fires, params.write, jnp.where(ends, 0, write_left))
+    compute_left = jnp.where(fires, next_work, jnp.where(completes, 0, compute_left))
+
+    applied = carry.applied_computing
+    queue_time, queue_count = carry.queue_time, carry.queue_count
+    queue_head, queue_size = carry.queue_head, carry.queue_size
+    status = carry.status
+    if use_delay:
+        capacity = queue_time.shape[0]
+        # A pending controller update due at this instant (the time half of the snap rule).
+        pop = running & (queue_size > 0) & snapped(queue_dt, 1.0, 0.0, dt, time, dtype)
+        applied = jnp.where(pop, queue_count[queue_head], applied)
+        queue_head = jnp.where(pop, (queue_head + 1) % capacity, queue_head)
+        queue_size = queue_size - pop.astype(jnp.int32)
+        new_computing = jnp.sum(computing_mask(params, draining, waiting, use_async)).astype(dtype)
+        push = running & (params.delay > 0) & (new_computing != jnp.sum(computing).astype(dtype))
+        overflow = push & (queue_size >= capacity)
+        slot = (queue_head + queue_size) % capacity
+        queue_time = jnp.where(push & ~overflow, queue_time.at[slot].set(time + params.delay), queue_time)
+        queue_count = jnp.where(push & ~overflow, queue_count.at[slot].set(new_computing), queue_count)
+        queue_size = queue_size + (push & ~overflow).astype(jnp.int32)
+        status = status | flag(overflow, STATUS_QUEUE_OVERFLOW)
+    status = status | flag(running & ~finite, STATUS_NONFINITE)
+
+    def keep(new, old):
+        return jnp.where(running, new, old)
+
+    return Carry(
+        time=time,
+        draining=keep(draining, carry.draining),
+        waiting=keep(waiting, carry.waiting),
+        write_left=keep(write_left, carry.write_left),
+        compute_left=keep(compute_left, carry.compute_left),
+        fire_count=fire_count,
+        end_count=end_count,
+        fire_times=carry.fire_times,
+        end_times=carry.end_times,
+        applied_computing=applied,
+        queue_time=queue_time,
+        queue_count=queue_count,
+        queue_head=queue_head,
+        queue_size=queue_size,
+        n_events=carry.n_events + running.astype(jnp.int32),
+        status=status.astype(jnp.int32),
+    ), fire_slot, end_slot, fires, ends
+
+
+def record(buffer, slot, time):
+    """Batched trace write: ``buffer[b, i, slot[b, i]] = time[b]`` where ``slot < K``.
+
+    One scatter on the flattened (B N K) buffer with flat indices (out-of-range for "no
+    write", dropped): measurably cheaper than the batched 2-D scatter `vmap` produces.
+    """
+    n_fleets, n_jobs, n_fires = buffer.shape
+    size = n_fleets * n_jobs * n_fires
+    if size >= np.iinfo(np.int32).max:
+        # Flat int32 indices would overflow: the batched 2-D scatter needs none that large.
+        jobs = jnp.arange(n_jobs)
+        put = lambda row, slot_row, t: row.at[jobs, slot_row].set(t, mode="drop")  # noqa: E731
+        return jax.vmap(put)(buffer, slot, time)
+    cell = jnp.arange(n_fleets * n_jobs, dtype=jnp.int32).reshape(n_fleets, n_jobs) * n_fires
+    index = jnp.where(slot < n_fires, cell + slot, size)
+    values = jnp.broadcast_to(time[:, None], slot.shape)
+    flat = buffer.reshape(size).at[index.reshape(-1)].set(values.reshape(-1), mode="drop", unique_indices=True)
+    return flat.reshape(buffer.shape)
+
+
+def still_running(params: Params, carry: Carry, n_fires: int, event_limit, horizon=None):
+    """Lanes still to step: not done (every job K writes, or the horizon reached), no
+    flag, within the event budget."""
+    if horizon is None:
+        unfinished = ~jax.vmap(done, in_axes=(0, 0, None))(carry, params.active, n_fires)
+    else:
+        unfinished = carry.time < horizon
+    return unfinished & (carry.status == STATUS_OK) & (carry.n_events < event_limit)
+
+
+def event_view(params: Params, before: Carry, after: Carry, running, fires, ends, n_fires: int) -> EventView:
+    """The general engine's iteration as observers see it: one instant, all N jobs."""
+    n_fleets, n_jobs = params.compute.shape
+    writers = params.active & before.draining
+    dt = after.time - before.time
+    return EventView(
+        time=after.time,
+        dt=dt,
+        advanced=dt > 0,
+        running=running,
+        n_writers=jnp.sum(writers, axis=1).astype(jnp.int32),
+        n_writers_after=jnp.sum(params.active & after.draining, axis=1).astype(jnp.int32),
+        fired=fires,
+        ended=ends,
+        recorded_end=ends & (before.fire_count >= 1),
+        job=jnp.broadcast_to(jnp.arange(n_jobs, dtype=jnp.int32), (n_fleets, n_jobs)),
+        cycle=before.fire_count,
+        write_duration=None,
+        draining=writers,
+        waiting=params.active & before.waiting,
+        first_fires=jnp.sum(fires & (before.fire_count == 0), axis=1).astype(jnp.int32),
+        last_ends=jnp.sum(ends & (before.fire_count == n_fires), axis=1).astype(jnp.int32),
+    )
+
+
+def batched_advance(
+    params: Params,
+    state,
+    event_limit,
+    n_fires: int,
+    use_delay: bool,
+    use_jitter: bool,
+    use_async: bool = True,
+    save: SaveAt = SaveAt(),
+    until: bool = False,
+    stop_fires: Optional[int] = None,
+    gap_fires: Optional[int] = None,
+):
+    """Steps a batch of fleets (leading axis B) until each is done, failed or at event_limit.
+
+    ``state`` is ``(carry, observer states, horizon)``; the observers (`ckpt_jax._observe`)
+    are updated once per step, inside the loop. ``n_fires`` is the stop count K (or a huge
+    count with ``until``); ``stop_fires`` the K the observers' window closes at (None: the
+    horizon closes it).
+    """
+    switch_all = jax.vmap(switch, in_axes=(0, 0, 0, None, None, None, 0 if until else None, None))
+    observers = observers_for(save, params.compute.shape[1], stop_fires, gap_fires)
+    n_active = jnp.sum(params.active, axis=1).astype(jnp.int32)
+
+    def still(carry, horizon):
+        return still_running(params, carry, n_fires, event_limit, horizon if until else None)
+
+    def cond(loop):
+        return jnp.any(loop[-1])
+
+    def body(loop):
+        # The running mask is computed once per iteration and carried to the next test.
+        carry, obs, horizon, running = loop
+        new, fire_slot, end_slot, fires, ends = switch_all(
+            params, carry, running, n_fires, use_delay, use_jitter, horizon if until else None, use_async
+        )
+        new = new._replace(
+            fire_times=record(new.fire_times, fire_slot, new.time),
+            end_times=record(new.end_times, end_slot, new.time),
+        )
+        if observers:
+            view = event_view(params, carry, new, running, fires, ends, n_fires)
+            obs = tuple(o.update(state_o, view, n_active) for o, state_o in zip(observers, obs))
+        return new, obs, horizon, still(new, horizon)
+
+    carry, obs, horizon = state
+    carry, obs, horizon, _ = jax.lax.while_loop(cond, body, (carry, obs, horizon, still(carry, horizon)))
+    return carry, obs, horizon
+
+STATIC = ("n_fires", "use_delay", "use_jitter", "use_async", "save", "until", "stop_fires", "gap_fires")
+
+advance_jit = jax.jit(batched_advance, static_argnames=STATIC, donate_argnums=(1,))
+
+
+def run_chunked(params, state, max_events, progress, n_fleets, **static):
+    """Runs the loop in chunks of events so long runs can show a progress bar.
+
+    The event limit is a traced argument, so every chunk reuses one compiled loop.
+    """
+    n_fires = static["n_fires"]
+    until = static["until"]
+    work = n_fleets * params.compute.shape[1] * (static["gap_fires"] or 0 if until else n_fires)
+    if progress is None:
+        progress = work >= 5_000_000
+    static = {k: v for k, v in static.items() if k != "trace_len"}
+    if not progress:
+        return advance_jit(params, state, jnp.int32(max_events), **static)
+    from .._progress import progress_bar
+
+    n_chunks = 50
+    chunk = max(1, math.ceil(max_events / n_chunks)) if until else max(
+        1, math.ceil(min(max_events, 2 * params.compute.shape[1] * (n_fires + 2)) / n_chunks)
+    )
+    limit = 0
+    total = 1.0 if until else n_fires
+    with progress_bar(total=total, desc="ckpt_jax.simulate", unit="" if until else "cycle") as bar:
+        while True:
+            limit = min(limit + chunk, max_events)
+            state = advance_jit(params, state, jnp.int32(limit), **static)
+            carry, _, horizon = state
+            if until:
+                bar.update(float(jnp.min(carry.time / horizon)) - bar.n)
+            else:
+                bar.update(int(jnp.min(jnp.where(params.active, carry.end_count, n_fires))) - bar.n)
+            still = still_running(params, carry, n_fires, max_events, horizon if until else None)
+            if limit >= max_events or not bool(jnp.any(still)):
+                return state
+
+
+def init_state(params, phase, remaining, horizon, *, queue_size, n_fires, trace_len, use_jitter, save, stop_fires, gap_fires, **_):
+    """The general loop's state (carry, observer states, horizon) at t = 0."""
+    carry = jax.vmap(init_carry, in_axes=(0, 0, 0, None, None, None))(
+        params, phase, remaining, trace_len, queue_size, use_jitter
+    )
+    n_fleets, n_jobs = params.compute.shape
+    observers = _observe.init(save, n_jobs, stop_fires, gap_fires, n_fleets, params.compute.dtype)
+    return carry, observers, horizon
+
+init_jit = jax.jit(init_state, static_argnames=("queue_size", "n_fires", "trace_len", "use_jitter", "save", "stop_fires", "gap_fires", "use_delay", "use_async", "until"))
+
+
+def result(params, carry, observers, horizon, *, n_fires, until) -> LoopResult:
+    finished = carry.time >= horizon if until else jax.vmap(done, in_axes=(0, 0, None))(carry, params.active, n_fires)
+    final = FinalView(
+        time=carry.time,
+        open_write=jnp.zeros_like(carry.write_left),  # the general loop accumulates densely
+        async_fraction=params.async_fraction,
+        active=params.active,
+        horizon=horizon if until else None,
+        n_writers=jnp.sum(params.active & carry.draining, axis=1).astype(jnp.int32),
+    )
+    return LoopResult(
+        time=carry.time,
+        fire_times=carry.fire_times,
+        end_times=carry.end_times,
+        done=finished,
+        n_events=carry.n_events,
+        status=carry.status,
+        observers=observers,
+        final=final,
+    )
+
+
+def init_and_advance(part, event_limit, *, queue_size, **static):
+    """Init, loop and result in one function, for `sharding.sharded_loop`."""
+    params, phase, remaining, horizon = part
+    state = init_state(params, phase, remaining, horizon, queue_size=queue_size, **static)
+    loop_static = {k: v for k, v in static.items() if k != "trace_len"}
+    state = batched_advance(params, state, event_limit, **loop_static)
+    return result(params, *state, n_fires=static["n_fires"], until=static["until"])

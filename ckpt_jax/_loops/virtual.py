@@ -1,0 +1,411 @@
+"""Virtual-clock engines for base-model fleets: the FIFO path and the clock path.
+
+With no controller delay (τ = 0) and no asynchronous checkpointing (α = 0), all writers of
+a fleet drain at one rate f(n_w)/n_w and all computing jobs work at one rate min(1, C/n_c)
+(docs/model.md §1), whatever their own T_i and d_i. So two **virtual clocks** per fleet,
+``write_clock`` = ∫ f(n_w)/n_w dt and ``compute_clock`` = ∫ min(1, C/n_c) dt (the work done
+per writer / per computing job since t = 0), replace the per-job remaining work: a job that
+enters a phase gets a fixed **target**, the phase's clock plus its work (d_i, or T_i or its
+jittered draw), and it leaves the phase when that clock reaches the target. The clocks grow
+without bound, so they and the targets are kept as unevaluated sums ``hi + lo``
+(double-word arithmetic): the work left, ``target − clock``, is then as accurate as the
+general engine's per-job remaining work, not limited to ulps of the clock.
+
+Each loop iteration switches one job: the writer or the computing job with the smallest
+target (the phase's *head*). If either head is due at the current instant (by the general
+engine's snapping rule), it switches with no time advance; otherwise time advances to the
+earlier of the two and that job switches. So the jobs that switch together at one event
+instant do so in consecutive iterations at the same time and see the same clocks, which is
+the general engine's "every job that empties switches in the same step": a synchronous
+fleet stays exactly synchronous. ``n_events`` counts event instants (iterations that
+advance time), as in `ckpt_jax.engine`. The two paths differ in how they find the heads:
+
+* **FIFO path** (identical jobs, no jitter): jobs finish each phase in the order they
+  entered it, and the cyclic firing order never changes (claim 3). One **ring** of the
+  active jobs in cyclic order holds the writers (oldest first, from ``write_head``) followed
+  by the computing jobs; a job leaving one phase joins the tail of the other, which is
+  already its neighbour in the ring, so only ``write_head`` and ``n_writers`` move. O(1)
+  per switch.
+* **clock path** (any T_i, d_i, jitter): the heads are a per-phase argmin over the targets,
+  one row reduction per switch: O(N), but far cheaper than the general engine's step.
+
+`ckpt_jax.simulate` (``method="auto"``) picks a path per fleet (`choose_paths`). On a CPU,
+big batches run in cache-sized blocks of fleets (`run_blocks`).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .. import _observe
+from .._observe import EventView, FinalView, SaveAt
+from .._params import Params, jitter_work, phase_rates, snapped
+from .._status import Status
+from . import LoopResult
+from . import clock as clock_loop
+from . import fifo as fifo_loop
+
+__all__ = ["VirtualCarry", "init_carry", "advance", "init_and_advance", "STATIC"]
+
+STATUS_OK = int(Status.OK)
+STATUS_NONFINITE = int(Status.NONFINITE)
+STATUS_STALLED = int(Status.STALLED)
+
+
+class VirtualCarry(NamedTuple):
+    """The loop carry of a batch of fleets on the FIFO or clock path (leading axis B).
+
+    Per-job values are stored by **slot**: on the FIFO path a slot is a ring position
+    (the ring never changes, so a slot holds the same job for the whole run, and
+    `advance` maps the trace back to job order once, after the loop); on the clock path a
+    slot is a job.
+
+    Attributes:
+      time: (B,) current time.
+      write_hi, write_lo: (B,) the write clock (work done per writer since t = 0) as a
+        double-word ``hi + lo``.
+      compute_hi, compute_lo: (B,) the compute clock, likewise.
+      position: (B, N) int32 ring position of each job (FIFO; the identity on the clock
+        path).
+      slots: (B N, 4 or 5) per slot (FIFO: ring position; clock: job): the clock value
+        (double-word: columns 0, 1) at which that job's phase ends, its fire count so far
+        (column 2, exact in floats), whether it writes (column 3: 1.0 or 0.0) and, for
+        the jobs observer, the time it entered its phase (column 4).
+      trace: (B N K 2,) per slot, cycle k and kind (0: firing, 1: end of that write), the
+        time; NaN until written.
+      write_head: (B,) int32 ring position of the oldest writer (FIFO path only).
+      n_writers: (B,) int32 jobs writing; the n_active − n_writers others compute.
+      n_active: (B,) int32 active jobs (on the FIFO path, the ring's length).
+      n_finished: (B,) int32 active jobs whose K-th write has ended (done when = n_active).
+      n_events: (B,) int32 event instants stepped.
+      status: (B,) int32 bit flags (`STATUS_*`).
+      halted: (B,) bool, stopped at the event budget (`STATUS_MAX_EVENTS` is set later).
+      stall: (B,) int32 switches since time last advanced. Each job switches at most once
+        per instant when the fleet's times are resolved by its dtype, so more than 2 N
+        means time has stopped advancing (`STATUS_STALLED`): every iteration counts
+        against a bound, even those that do not advance time.
+    """
+
+    time: jax.Array
+    write_hi: jax.Array
+    write_lo: jax.Array
+    compute_hi: jax.Array
+    compute_lo: jax.Array
+    position: jax.Array
+    slots: jax.Array
+    trace: jax.Array
+    write_head: jax.Array
+    n_writers: jax.Array
+    n_active: jax.Array
+    n_finished: jax.Array
+    n_events: jax.Array
+    status: jax.Array
+    halted: jax.Array
+    stall: jax.Array
+
+
+def two_sum(a, b):
+    """a + b as an unevaluated sum (s, e) with s = fl(a + b), exactly (Knuth)."""
+    s = a + b
+    b_virtual = s - a
+    e = (a - (s - b_virtual)) + (b - b_virtual)
+    return s, e
+
+
+def dw_add(hi, lo, y):
+    """Double-word ``hi + lo`` plus a plain number y, renormalised: (hi, lo)."""
+    s, e = two_sum(hi, y)
+    return two_sum(s, e + lo)
+
+
+def fleet_constants(params: Params, clock: bool):
+    """Per fleet (batched), computed once per run: the phase works and the flat
+    throughput table f (B (N + 1),).
+
+    ``works``: FIFO: (B, 2) the common (T, d); clock: (B N, 2) every job's (T_i, d_i).
+    """
+    works = (clock_loop if clock else fifo_loop).works(params)
+    return works, params.throughput.reshape(-1), params.cap
+
+
+def init_carry(params: Params, state_phase, state_remaining, n_fires: int, clock: bool = False, entry: bool = False) -> VirtualCarry:
+    """The batched carry (leading axis B) at t = 0.
+
+    FIFO: slots are ring positions. Ring order: writers by remaining volume, then
+    computing jobs by remaining work, then padding; each queue is then sorted by target
+    (entry order), as the FIFO needs. Clock: slots are jobs (the ring is the identity)
+    and inactive slots get an infinite target. ``n_fires`` is the trace's length K (0:
+    no trace); ``entry`` adds a slot column with the time the job entered its phase (for
+    the jobs observer: a write's duration when it ends).
+    """
+    dtype = params.compute.dtype
+    n_fleets, n_jobs = params.compute.shape
+    writing = params.active & (state_phase == 1)
+    remaining = state_remaining.astype(dtype)
+    position, target, writing = (clock_loop if clock else fifo_loop).slots(params, writing, remaining)
+    zeros = jnp.zeros_like(target)
+    columns = [target, zeros, zeros, writing.astype(dtype)] + ([zeros] if entry else [])
+    slots = jnp.stack(columns, axis=-1)
+    zero = jnp.zeros(n_fleets, dtype)
+    int_zero = jnp.zeros(n_fleets, jnp.int32)
+    return VirtualCarry(
+        time=zero,
+        write_hi=zero,
+        write_lo=zero,
+        compute_hi=zero,
+        compute_lo=zero,
+        position=position,
+        slots=slots.reshape(n_fleets * n_jobs, len(columns)),
+        trace=jnp.full(n_fleets * n_jobs * n_fires * 2, jnp.nan, dtype),
+        write_head=int_zero,
+        n_writers=jnp.sum(writing, axis=1).astype(jnp.int32),
+        n_active=jnp.sum(params.active, axis=1).astype(jnp.int32),
+        n_finished=int_zero,
+        n_events=int_zero,
+        status=int_zero,
+        halted=jnp.zeros(n_fleets, bool),
+        stall=int_zero,
+    )
+
+
+def index_dtype(size: int):
+    """Flat indices into an array of ``size`` elements: int32 where they fit."""
+    if size < np.iinfo(np.int32).max:
+        return jnp.int32
+    if not jax.config.jax_enable_x64:
+        raise ValueError(
+            f"the fast path's trace buffer has {size} elements, more than int32 indexes; "
+            "enable jax_enable_x64, or simulate fewer fleets, jobs or firings per call"
+        )
+    return jnp.int64
+
+
+def still_running(carry: VirtualCarry):
+    return (carry.n_finished < carry.n_active) & (carry.status == STATUS_OK) & ~carry.halted
+
+
+def switch(constants, params, carry: VirtualCarry, running, event_limit, n_fires: int, clock: bool, use_jitter: bool,
+            horizon=None, job_at=None):
+    """Switches one job in each running fleet (advancing time first if no job is due now).
+
+    Lanes that are not running take dt = 0, switch nobody and write nothing (their
+    scatter indices are out of range). With a ``horizon`` (B,) a fleet whose next event
+    lies beyond it advances to it exactly and switches nobody. ``job_at`` (B, N) maps a
+    slot to its job (for the observers' view).
+
+    Returns ``(carry, view)``, the `EventView` of this iteration (one column: M = 1).
+    """
+    works, throughput, cap = constants
+    dtype = carry.time.dtype
+    n_fleets, n_jobs = carry.position.shape
+    inf = jnp.asarray(jnp.inf, dtype)
+    index = index_dtype(carry.trace.shape[0])
+    fleet = jnp.arange(n_fleets, dtype=index)
+
+    n_writers = carry.n_writers
+    # The general loop's rate rule (`phase_rates`), so rates agree bit for bit. (A table of
+    # rates precomputed over n would divide by constants, which XLA may rewrite.)
+    n_computing = (carry.n_active - n_writers).astype(dtype)
+    write_rate, speed = phase_rates(throughput[fleet * (n_jobs + 1) + n_writers], n_writers, n_computing, cap, dtype)
+    n_active = jnp.maximum(carry.n_active, 1)  # safe wrap on finished (all-padding) lanes
+    # The heads (the writer and the computing job that leave their phase next) and their
+    # works: where the two loops differ.
+    write_pos, compute_pos, compute, write, next_compute, next_write = (clock_loop if clock else fifo_loop).heads(
+        works, carry.slots, carry.write_head, n_writers, n_active, fleet, n_jobs
+    )
+    heads = carry.slots[jnp.concatenate([fleet * n_jobs + write_pos, fleet * n_jobs + compute_pos])]
+    write_head_row, compute_head_row = heads[:n_fleets], heads[n_fleets:]
+    write_left = (write_head_row[:, 0] - carry.write_hi) + (write_head_row[:, 1] - carry.write_lo)
+    compute_left = (compute_head_row[:, 0] - carry.compute_hi) + (compute_head_row[:, 1] - carry.compute_lo)
+
+    # Due now, by the snapping rule every loop shares (`snapped`, with no time advance):
+    # within `SNAP_ULPS` ulps of the clock, or with that many ulps of the phase's work left.
+    has_writer = n_writers > 0
+    has_computing = n_writers < carry.n_active
+    write_dt = jnp.where(has_writer, write_left / write_rate, inf)
+    compute_dt = jnp.where(has_computing, compute_left / speed, inf)
+    due_write = has_writer & snapped(write_dt, write_left, write, 0.0, carry.time, dtype)
+    due_compute = has_computing & snapped(compute_dt, compute_left, compute, 0.0, carry.time, dtype)
+    due = due_write | due_compute
+
+    dt = jnp.minimum(write_dt, compute_dt)
+    if horizon is not None:  # no event before the horizon: a pure time advance to it
+        dt = jnp.minimum(dt, jnp.maximum(horizon - carry.time, 0))
+    finite = jnp.isfinite(dt)
+    waiting = running & ~due & finite
+    # Past the event budget a fleet only finishes the current instant (due jobs), then halts.
+    advance = waiting & (carry.n_events < event_limit)
+    halted = carry.halted | (waiting & ~advance)
+    dt = jnp.where(advance, dt, 0)
+    # The head that sets dt is exactly at its target: snap that clock onto it, so jobs that
+    # entered the phase together (equal targets) read exactly zero left and follow at once.
+    write_set = advance & (write_dt == dt)
+    compute_set = advance & (compute_dt == dt)
+    write_hi, write_lo = dw_add(carry.write_hi, carry.write_lo, write_rate * dt)
+    write_hi = jnp.where(write_set, write_head_row[:, 0], write_hi)
+    write_lo = jnp.where(write_set, write_head_row[:, 1], write_lo)
+    compute_hi, compute_lo = dw_add(carry.compute_hi, carry.compute_lo, speed * dt)
+    compute_hi = jnp.where(compute_set, compute_head_row[:, 0], compute_hi)
+    compute_lo = jnp.where(compute_set, compute_head_row[:, 1], compute_lo)
+    time = carry.time + dt
+    stall = jnp.where(advance | ~running, 0, carry.stall + 1)
+
+    # Who switches: a due head (writers first), else the head that set dt.
+    ends = running & jnp.where(due, due_write, write_set)
+    fires = running & ~ends & jnp.where(due, due_compute, compute_set)
+    pos = jnp.where(ends, write_pos, compute_pos)
+    count = jnp.where(ends, write_head_row[:, 2], compute_head_row[:, 2]).astype(jnp.int32)
+
+    # The end of the write started by firing number `count` (not an initial write) goes to
+    # cycle count − 1; a firing to cycle `count`. Each fleet writes at most one time.
+    size = carry.trace.shape[0]
+    trace_len = size // max(1, 2 * n_fleets * n_jobs)  # K of the trace (0: none)
+    record_end = ends & (count >= 1) & (count <= trace_len)
+    record_fire = fires & (count < trace_len)
+    cycle = jnp.where(ends, count - 1, count).astype(index)
+    cell = ((fleet * n_jobs + pos) * trace_len + cycle) * 2 + ends.astype(index)
+    trace = carry.trace.at[jnp.where(record_end | record_fire, cell, size)].set(time, mode="drop", unique_indices=True)
+
+    # A writer that ends starts computing (target: compute clock + its work), a job that
+    # fires starts writing (write clock + d). FIFO: both are already at that ring spot.
+    if clock and use_jitter:  # compute phase number `count` of that job (`jitter_work`)
+        keys = params.job_keys[jnp.arange(n_fleets), write_pos]
+        next_compute = jax.vmap(jitter_work)(keys, next_compute, params.jitter, count)
+    target_hi, target_lo = dw_add(
+        jnp.where(ends, compute_hi, write_hi), jnp.where(ends, compute_lo, write_lo), jnp.where(ends, next_compute, next_write)
+    )
+    columns = [target_hi, target_lo, (count + fires.astype(jnp.int32)).astype(dtype), fires.astype(dtype)]
+    entry = carry.slots.shape[1] > 4
+    if entry:  # the jobs observer: when the job entered its new phase
+        columns.append(time)
+    row = jnp.stack(columns, axis=-1)
+    switched = ends | fires
+    slots = carry.slots.at[jnp.where(switched, fleet * n_jobs + pos, n_fleets * n_jobs)].set(
+        row, mode="drop", unique_indices=True
+    )
+    write_head = carry.write_head if clock else fifo_loop.next_write_head(write_pos, ends, n_active)
+    n_writers_after = n_writers - ends.astype(jnp.int32) + fires.astype(jnp.int32)
+    last_end = ends & (count == n_fires)
+    view = EventView(
+        time=time,
+        dt=dt,
+        advanced=advance,
+        running=running,
+        n_writers=n_writers,
+        n_writers_after=n_writers_after,
+        fired=fires[:, None],
+        ended=ends[:, None],
+        recorded_end=(ends & (count >= 1))[:, None],
+        job=(pos if job_at is None else job_at[fleet, pos]).astype(jnp.int32)[:, None],
+        cycle=count[:, None],
+        write_duration=(time - write_head_row[:, 4])[:, None] if entry else None,
+        draining=None,
+        waiting=None,
+        first_fires=(fires & (count == 0)).astype(jnp.int32),
+        last_ends=last_end.astype(jnp.int32),
+    )
+    return VirtualCarry(
+        time=time,
+        write_hi=write_hi,
+        write_lo=write_lo,
+        compute_hi=compute_hi,
+        compute_lo=compute_lo,
+        position=carry.position,
+        slots=slots,
+        trace=trace,
+        write_head=write_head,
+        n_writers=n_writers_after,
+        n_active=carry.n_active,
+        n_finished=carry.n_finished + last_end.astype(jnp.int32),
+        n_events=carry.n_events + advance.astype(jnp.int32),
+        status=carry.status
+        | jnp.where(running & ~due & ~finite, STATUS_NONFINITE, 0).astype(jnp.int32)
+        | jnp.where(running & (stall > 2 * carry.n_active), STATUS_STALLED, 0).astype(jnp.int32),
+        halted=halted,
+        stall=stall,
+    ), view
+
+
+def advance(
+    params: Params,
+    carry: VirtualCarry,
+    event_limit,
+    n_fires: int,
+    clock: bool = False,
+    use_jitter: bool = False,
+    horizon=None,
+    save: SaveAt = SaveAt(),
+    until: bool = False,
+    stop_fires=None,
+    gap_fires=None,
+) -> LoopResult:
+    """Switches jobs of a batch of fleets (leading axis B) until each is done or stopped
+    (with ``until``: at its horizon), updating the observers once per iteration; returns
+    the final state in job order."""
+    constants = fleet_constants(params, clock)
+    n_fleets, n_jobs = carry.position.shape
+    fleet = jnp.arange(n_fleets)[:, None]
+    observers = _observe.observers_for(save, n_jobs, stop_fires, gap_fires)
+    # Slot -> job: the clock path's slots are jobs; the FIFO's are ring positions.
+    job_at = None if clock or not save.jobs else jnp.zeros_like(carry.position).at[fleet, carry.position].set(
+        jnp.arange(n_jobs, dtype=jnp.int32)[None, :], unique_indices=True
+    )
+    obs = _observe.init(save, n_jobs, stop_fires, gap_fires, n_fleets, carry.time.dtype)
+    n_active = carry.n_active
+
+    def still(c):
+        if until:
+            return (c.time < horizon) & (c.status == STATUS_OK) & ~c.halted
+        return still_running(c)
+
+    def cond(state):
+        return jnp.any(state[-1])
+
+    def body(state):
+        carry, obs, running = state
+        carry, view = switch(constants, params, carry, running, event_limit, n_fires, clock, use_jitter,
+                              horizon if until else None, job_at)
+        obs = tuple(o.update(state_o, view, n_active) for o, state_o in zip(observers, obs))
+        return carry, obs, still(carry)
+
+    carry, obs, _ = jax.lax.while_loop(cond, body, (carry, obs, still(carry)))
+    trace_len = carry.trace.shape[0] // max(1, 2 * n_fleets * n_jobs)
+    trace = carry.trace.reshape(n_fleets, n_jobs, trace_len, 2)
+    slots = carry.slots.reshape(n_fleets, n_jobs, -1)
+    if not clock:  # ring position -> job: job j's row is the one at its ring position
+        trace = jnp.take_along_axis(trace, carry.position[:, :, None, None], axis=1)
+        slots = jnp.take_along_axis(slots, carry.position[:, :, None], axis=1)
+    writing = slots[..., 3] > 0
+    open_write = jnp.where(writing, carry.time[:, None] - slots[..., 4], 0) if slots.shape[-1] > 4 else jnp.zeros(writing.shape, carry.time.dtype)
+    done = carry.time >= horizon if until else carry.n_finished >= carry.n_active
+    return LoopResult(
+        time=carry.time,
+        fire_times=trace[..., 0],
+        end_times=trace[..., 1],
+        done=done,
+        n_events=carry.n_events,
+        status=carry.status,
+        observers=obs,
+        final=FinalView(
+            time=carry.time,
+            open_write=open_write,
+            async_fraction=params.async_fraction,
+            active=params.active,
+            horizon=horizon if until else None,
+            n_writers=carry.n_writers,
+        ),
+    )
+
+STATIC = ("n_fires", "clock", "use_jitter", "save", "until", "stop_fires", "gap_fires", "trace_len")
+
+
+def init_and_advance(part, event_limit, *, trace_len: int, **static) -> LoopResult:
+    """`init_carry` + `advance` of one block of fleets ``part = (params, phase,
+    remaining, horizon)``; also what `sharding.sharded_loop` runs per device."""
+    params, phase, remaining, horizon = part
+    carry = init_carry(params, phase, remaining, trace_len, static["clock"], entry=static["save"].jobs)
+    return advance(params, carry, event_limit, horizon=horizon, **static)

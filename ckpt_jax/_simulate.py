@@ -1,0 +1,262 @@
+"""The front door: `simulate` validates its input, chooses a loop per fleet, runs each
+group of fleets (on CPU blocks or sharded over devices), and merges the results into one
+`Trace` in batch order. The loops themselves are in `ckpt_jax._loops`.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import NamedTuple, Optional
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from . import _observe, sharding
+from ._loops import LoopResult, PATHS, choose_paths, general, virtual
+from ._observe import JobStats, SaveAt, WriterStats
+from ._params import (
+    MAX_FIRES, check_horizon, check_method, check_time_bound, check_trace_memory, default_max_events,
+    fires_before, flat_params,
+)
+from ._status import Status, describe_status, flag
+from ._validate import check_int
+from .model import Fleet, State, check_state
+
+__all__ = ["Trace", "simulate", "STATUS_OK", "STATUS_MAX_EVENTS", "STATUS_NONFINITE", "STATUS_QUEUE_OVERFLOW", "STATUS_STALLED"]
+
+# Status bit flags (jax-md style): OR-ed together, 0 means a clean completion. All bits
+# and their messages live in one registry, `ckpt_jax._status`.
+STATUS_OK = int(Status.OK)
+
+STATUS_MAX_EVENTS = int(Status.MAX_EVENTS)  # the event budget ran out before every job fired K times
+
+STATUS_NONFINITE = int(Status.NONFINITE)  # a non-finite time (e.g. times overflowed)
+
+STATUS_QUEUE_OVERFLOW = int(Status.QUEUE_OVERFLOW)  # the delayed controller's queue was full
+
+STATUS_STALLED = int(Status.STALLED)  # fast paths: time stopped advancing
+
+
+class Trace(NamedTuple):
+    """What `simulate` returns. Leading axes (*B) are the fleet's batch shape.
+
+    Attributes:
+      fire_times: (*B, N, K) time of each job's k-th firing (start of its k-th write);
+        NaN for inactive (padding) slots and where the run stopped early.
+      end_times: (*B, N, K) end of the write started by that firing.
+      ok: (*B,) True where the run completed (every active job fired and finished K writes).
+      status: (*B,) int32 bit flags (`STATUS_*`); 0 where ``ok``.
+      n_events: (*B,) number of event instants stepped (simultaneous switches count once).
+      time: (*B,) simulated time at which the fleet stopped.
+      writers, gaps, jobs: what `SaveAt` asked for (`WriterStats`, (*B, K) smallest gap per
+        cycle, `JobStats`), else None; ``fire_times``/``end_times`` are None with
+        ``SaveAt(trace=False)``.
+    """
+
+    fire_times: Optional[jax.Array]
+    end_times: Optional[jax.Array]
+    ok: jax.Array
+    status: jax.Array
+    n_events: jax.Array
+    time: jax.Array
+    writers: Optional[WriterStats] = None
+    gaps: Optional[jax.Array] = None
+    jobs: Optional[JobStats] = None
+
+
+def simulate(
+    fleet: Fleet,
+    state: State,
+    n_fires: Optional[int],
+    *,
+    max_events: Optional[int] = None,
+    jitter=None,
+    key: Optional[jax.Array] = None,
+    throw: bool = False,
+    progress: Optional[bool] = None,
+    queue_size: int = 64,
+    fleet_offset: int = 0,
+    method: str = "auto",
+    devices=None,
+    save: Optional[SaveAt] = None,
+    until=None,
+) -> Trace:
+    """Simulates a batch of fleets exactly, event to event, until every job fired K times
+    (or, with ``until``, up to a time horizon).
+
+    Args:
+      fleet: the `Fleet` (batch shape *B, N job slots).
+      state: its initial `State` (from `initial_state`, `state_from_positions`, ...).
+      n_fires: K >= 1, firings (and completed writes) to record per job.
+      max_events: event budget per fleet; a fleet that exhausts it stops with
+        ``ok = False`` and status `STATUS_MAX_EVENTS`. Default: `default_max_events`.
+      jitter: compute-work standard deviation σ >= 0, scalar or (*B,) (docs/model.md §1).
+      key: PRNG key for jitter: one key (folded with each fleet's flat index) or one per
+        fleet (shape *B). Same key, same trace.
+      throw: raise `RuntimeError` if any fleet did not complete.
+      progress: show a tqdm progress bar (default: only for long runs; on one device:
+        per chunk of events on the general path, per block of fleets on the FIFO and
+        clock paths).
+      queue_size: capacity of the delayed controller's pending-update queue.
+      fleet_offset: added to the flat fleet index when folding a scalar key (for
+        simulating one big ensemble in chunks with identical draws).
+      method: ``"general"`` (the general loop, O(N) per event, every variant);
+        ``"fifo"`` (the O(1)-per-switch FIFO loop, only for identical
+        deterministic fleets: all active jobs of each fleet share T and d, no jitter,
+        τ = 0, α = 0); ``"clock"`` (the virtual clocks with a per-phase
+        argmin: any T_i, d_i and jitter, but τ = 0 and α = 0); or ``"auto"``: fleets of
+        at least `FIFO_MIN_JOBS` (8) active jobs run on the FIFO path where it applies,
+        else on the clock path where it applies; the rest on the general engine. Decided
+        per fleet on the host, so a fleet's trace does not depend on its batch.
+        All paths give the same trace to working precision (not bit for bit: chaotic
+        fleets, docs/model.md claim 5, amplify ulp differences over many cycles).
+      devices: shard the batch over several devices (`ckpt_jax.sharding`): None (one
+        device), ``"all"`` (every local device), an int n (the first n) or a sequence of
+        devices. Results are identical to one device.
+      save: what to record, a `SaveAt` (default: the full trace only). Observers
+        (``writers``, ``gaps``, ``jobs``) are accumulated inside the loop; with
+        ``trace=False`` no (B, N, K) buffer exists anywhere.
+      until: a time horizon H > 0 (scalar or (*B,)): every fleet stops at t = H exactly
+        and is ok if it got there. ``n_fires`` then only sizes the trace and the ``gaps``
+        observer, and may be None when neither is recorded.
+
+    Returns:
+      A `Trace`.
+    """
+    if not isinstance(fleet, Fleet):
+        raise ValueError(f"fleet must be a ckpt_jax.Fleet, got {type(fleet).__name__}")
+    save = SaveAt() if save is None else save
+    if not isinstance(save, SaveAt):
+        raise ValueError(f"save must be a ckpt_jax.SaveAt, got {type(save).__name__}")
+    horizon = None if until is None else check_horizon(until, fleet.batch_shape, fleet.dtype)
+    if n_fires is None:
+        if horizon is None:
+            raise ValueError("n_fires must be an integer >= 1 (it may be None only with until=)")
+        if save.trace or save.gaps:
+            raise ValueError("n_fires is needed to size the trace and the gaps observer; pass n_fires or save=SaveAt(trace=False, gaps=False)")
+    # Counters and trace columns are int32: K stays well inside it.
+    n_fires = None if n_fires is None else check_int("n_fires", n_fires, 1, MAX_FIRES)
+    state = check_state(fleet, state)  # a State built by hand is validated here too
+    budget_fires = n_fires if horizon is None else fires_before(fleet, horizon)
+    if max_events is None:
+        max_events = default_max_events(fleet.n_jobs, budget_fires, fleet)
+    max_events = check_int("max_events", max_events, 1, 2**31 - 1)
+    queue_size = check_int("queue_size", queue_size, 1, 2**20)
+    check_method(method)
+    if not isinstance(throw, (bool, np.bool_)):
+        raise ValueError(f"throw must be True or False, got {throw!r}")
+    devices = sharding.resolve_devices(devices)
+    params = flat_params(fleet, jitter, key, fleet_offset)  # validates jitter, key and offset
+    n_fleets = params.compute.shape[0]
+    if horizon is None:
+        check_time_bound(fleet, n_fires, jitter)
+    trace_len = n_fires if save.trace else 0
+    check_trace_memory(fleet, trace_len, queue_size if np.any(np.asarray(fleet.delay) > 0) else 1, devices)
+    path = choose_paths(fleet, jitter, method).reshape(n_fleets)
+    options = dict(
+        n_fires=MAX_FIRES if horizon is not None else n_fires,
+        trace_len=trace_len,
+        save=save,
+        stop_fires=n_fires if horizon is None else None,
+        gap_fires=n_fires,
+        max_events=max_events,
+        queue_size=queue_size,
+        use_jitter=jitter is not None and bool(np.any(np.asarray(jitter) > 0)),
+        use_delay=bool(np.any(np.asarray(fleet.delay) > 0)),
+        use_async=bool(np.any(np.asarray(fleet.async_fraction) > 0)),
+        progress=progress,
+        devices=devices,
+    )
+    horizon_flat = None if horizon is None else jnp.asarray(horizon.reshape(n_fleets), fleet.dtype)
+    phase = jnp.reshape(state.phase, params.compute.shape)
+    remaining = jnp.reshape(state.remaining, params.compute.shape).astype(fleet.dtype)
+    # "auto" decides per fleet, so a fleet's trace never depends on what it is batched with.
+    pieces = []
+    for name in PATHS:
+        index = np.flatnonzero(path == name)
+        if index.size == 0:
+            continue
+        part = (params, phase, remaining, horizon_flat)
+        if index.size < n_fleets:
+            part = jax.tree_util.tree_map(lambda x: x[index], part)
+        result = run(*part, path=name, **options)
+        pieces.append((index, flat_trace(result, save=save, stop_fires=options["stop_fires"], gap_fires=n_fires)))
+    flat = pieces[0][1] if len(pieces) == 1 else merge(pieces, n_fleets)
+    batch = fleet.batch_shape
+    trace = jax.tree_util.tree_map(lambda x: x.reshape(batch + x.shape[1:]), flat)
+    if throw and not bool(np.all(trace.ok)):
+        bad = np.asarray(trace.status)[~np.asarray(trace.ok)]
+        codes = np.bitwise_or.reduce(bad.ravel())
+        raise RuntimeError(
+            f"{bad.size} of {np.size(trace.ok)} fleets did not complete: {describe_status(int(codes))}"
+        )
+    return trace
+
+
+def run(params, phase, remaining, horizon, *, path, n_fires, trace_len, save, stop_fires, gap_fires, max_events, queue_size, use_jitter, use_delay, use_async, progress, devices) -> LoopResult:
+    """Runs flattened fleets (leading axis B) on one path, optionally sharded; returns the
+    `LoopResult` (job order) that `flat_trace` turns into a `Trace`."""
+    n_fleets = params.compute.shape[0]
+    until = horizon is not None
+    if horizon is None:
+        horizon = jnp.full((n_fleets,), jnp.inf, params.compute.dtype)
+    if devices is not None:
+        params, phase, remaining, horizon = sharding.pad_inert(params, phase, remaining, len(devices), horizon)
+        params, phase, remaining, horizon = sharding.place((params, phase, remaining, horizon), devices)
+    limit = jnp.int32(max_events)
+    observe = dict(save=save, until=until, stop_fires=stop_fires, gap_fires=gap_fires, trace_len=trace_len)
+    if path != "general":
+        clock = path == "clock"
+        static = dict(n_fires=n_fires, clock=clock, use_jitter=use_jitter and clock, **observe)
+        if devices is None:
+            return sharding.run_blocks(params, phase, remaining, horizon, limit, progress=progress, **static)
+        loop = sharding.sharded_loop(virtual.init_and_advance, devices, **static)
+        return sharding.unpad(loop((params, phase, remaining, horizon), limit), n_fleets)
+    static = dict(n_fires=n_fires, use_delay=use_delay, use_jitter=use_jitter, use_async=use_async, **observe)
+    queue = queue_size if use_delay else 1
+    if devices is None:
+        state = general.init_jit(params, phase, remaining, horizon, queue_size=queue, **static)
+        state = general.run_chunked(params, state, max_events, progress, n_fleets, **static)
+        return general.result(params, *state, **{k: static[k] for k in ("n_fires", "until")})
+    loop = sharding.sharded_loop(general.init_and_advance, devices, queue_size=queue, **static)
+    return sharding.unpad(loop((params, phase, remaining, horizon), limit), n_fleets)
+
+
+def merge(pieces, n_fleets: int) -> Trace:
+    """Reassembles the traces of fleet subsets ``[(flat indices, Trace), ...]`` in batch order."""
+
+    def merge(*leaves):
+        out = jnp.zeros((n_fleets,) + leaves[0].shape[1:], leaves[0].dtype)
+        for (index, _), leaf in zip(pieces, leaves):
+            out = out.at[index].set(leaf)
+        return out
+
+    return jax.tree_util.tree_map(merge, *(trace for _, trace in pieces))
+
+
+@functools.partial(jax.jit, static_argnames=("save", "stop_fires", "gap_fires"))
+
+
+def flat_trace(result: LoopResult, *, save: SaveAt, stop_fires, gap_fires) -> Trace:
+    """The `Trace` of flattened fleets (leading axis B) from a loop's result (any path)."""
+    active = result.final.active
+    # The budget is the reason only where nothing else stopped the run.
+    status = jnp.where(result.done | (result.status != 0), result.status, result.status | STATUS_MAX_EVENTS)
+    # A non-finite time is never ok, whichever loop produced it.
+    status = status | flag(~jnp.isfinite(result.time), STATUS_NONFINITE)
+    # Any flag means the numbers cannot be trusted, so ok requires status == 0.
+    ok = result.done & (status == STATUS_OK)
+    mask = active[:, :, None]
+    observed = _observe.finalize(save, active.shape[1], stop_fires, gap_fires, result.observers, result.final, ok)
+    return Trace(
+        fire_times=jnp.where(mask, result.fire_times, jnp.nan) if save.trace else None,
+        end_times=jnp.where(mask, result.end_times, jnp.nan) if save.trace else None,
+        ok=ok,
+        status=status,
+        n_events=result.n_events,
+        time=result.time,
+        writers=observed.get("writers"),
+        gaps=observed.get("gaps"),
+        jobs=observed.get("jobs"),
+    )

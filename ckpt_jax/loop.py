@@ -1,0 +1,34 @@
+"""The exact event loop of one fleet, for code that drives it step by step.
+
+`ckpt_jax.simulate` runs whole batches; the return maps (`ckpt_jax.maps`), coupling
+functions (`ckpt_jax.coupling`) and FTLE (`ckpt_jax.lyapunov`) instead follow one fleet
+from a chosen state to a chosen event, and differentiate through it. They use this
+module, which is public and stable:
+
+* `flat_params(fleet)` — a validated `Fleet` as flat per-fleet arrays (`Params`, leading
+  axis B); take ``jax.tree_util.tree_map(lambda x: x[0], params)`` for one fleet;
+* `init_carry(params, phase, remaining, n_fires, queue_size, use_jitter)` — the loop
+  state (`Carry`) of one fleet, from traced values too (no host checks);
+* `step(params, carry, running, n_fires, use_delay, use_jitter, horizon=None)` — one event;
+* `advance(params, carry, max_events=..., stop=..., horizon=..., observe=...)` — the
+  stepping primitive: event by event until a condition, a horizon or the budget, with an
+  optional observer of each step; `advance_to_firing(params, carry, job, ...)` stops at
+  the next firing of ``job``;
+* `computing_mask(params, draining, waiting)` — who draws compute power.
+
+Example: the time until job 0 of a synchronous pair fires again.
+
+>>> import jax, jax.numpy as jnp, ckpt_jax as cj
+>>> from ckpt_jax import loop
+>>> fleet = cj.Fleet([10.0, 10.0], [1.0, 1.0])
+>>> params = jax.tree_util.tree_map(lambda x: x[0], loop.flat_params(fleet))
+>>> carry = loop.init_carry(params, jnp.array([1, 1]), jnp.array([1.0, 1.0]), 1, 1, False)
+>>> carry, _ = loop.advance_to_firing(params, carry, 0, max_events=100)
+>>> float(carry.time)
+12.0
+"""
+
+from ._loops.general import Carry, advance, advance_to_firing, init_carry, step
+from ._params import Params, computing_mask, flat_params, jitter_work
+
+__all__ = ["Carry", "Params", "flat_params", "init_carry", "step", "advance", "advance_to_firing", "computing_mask", "jitter_work"]
