@@ -10,6 +10,11 @@ directory raises `EnsembleMismatchError` (a `ValueError`) rather than mixing res
 chunk file records its chunk index and the manifest's fingerprint: a chunk file renamed,
 swapped with another or copied in from another ensemble is recomputed, with a warning.
 
+``save`` (a `ckpt_jax.SaveAt`) picks what each chunk's run records, as for `simulate`: with
+``SaveAt(trace=False, writers=True, gaps=True, jobs=True)`` no (B, N, K) trace exists and
+each chunk stores only the observers' arrays, O(N + K) per fleet (`EnsembleResult.writers`,
+``.gaps``, ``.jobs`` put them back together).
+
 Results do not depend on the chunking: the caller's ``make_chunk(start, stop)`` must build
 fleets ``start..stop-1`` from their global indices alone (`random_launches` does), jitter
 draws are keyed by the global fleet index (``simulate(..., fleet_offset=start)``), and the
@@ -49,8 +54,11 @@ _VERDICT = ("ok", "status")
 # Scalars every chunk file holds: which chunk of which ensemble (manifest fingerprint) it is.
 _TAGS = ("chunk_index", "fingerprint")
 _RESERVED = _VERDICT + _TAGS
-# What the default reduce keeps of a `Trace` (ok and status are always kept).
-_TRACE_ARRAYS = ("fire_times", "end_times", "n_events", "time")
+# What the default reduce keeps of a `Trace` (ok and status are always kept): the trace
+# (where `SaveAt.trace`), the run's events and stop time, and every observer `SaveAt` asks
+# for, one array per field (``writers_time``, ``writers_window``, ..., ``gaps``, ``jobs_writes``).
+_TRACE_ARRAYS = ("fire_times", "end_times")
+_RUN_ARRAYS = ("n_events", "time")
 # simulate options that may pass through, and those that decide the results.
 _SIMULATE_OPTIONS = ("max_events", "queue_size", "method", "throw", "devices")
 _RESULT_OPTIONS = ("max_events", "queue_size", "method")
@@ -76,8 +84,11 @@ class EnsembleResult:
     """What `run_ensemble` returns: per-fleet arrays in global fleet order.
 
     Attributes:
-      arrays: ``{name: (n_fleets, ...) array}``, the outputs of ``reduce`` (by default the
-        `Trace` fields ``fire_times``, ``end_times``, ``n_events``, ``time``).
+      arrays: ``{name: (n_fleets, ...) array}``, the outputs of ``reduce``. By default the
+        `Trace` fields ``fire_times``, ``end_times`` (where ``save.trace``), ``n_events``,
+        ``time``, and the observers of ``save``: ``writers_time``, ``writers_window``,
+        ``writers_excursions``, ``writers_max`` (`WriterStats`), ``gaps`` (K,), and
+        ``jobs_write_time``, ``jobs_compute_time``, ``jobs_writes`` (`JobStats`).
       ok: (n_fleets,) bool, `Trace.ok` of each fleet.
       status: (n_fleets,) int32, `Trace.status` of each fleet (`STATUS_*` bit flags).
       n_computed: chunks simulated by this call.
@@ -98,6 +109,31 @@ class EnsembleResult:
     def n_bad(self) -> int:
         """Fleets whose run did not complete (``ok`` False): their arrays are partial."""
         return int(np.sum(~self.ok))
+
+    @property
+    def writers(self):
+        """The `ckpt_jax.WriterStats` of every fleet (from ``arrays``), or None if not stored."""
+        from . import WriterStats
+
+        return self._group("writers", WriterStats)
+
+    @property
+    def gaps(self):
+        """(n_fleets, K) smallest phase gap per cycle (``SaveAt(gaps=True)``), or None."""
+        return self.arrays.get("gaps")
+
+    @property
+    def jobs(self):
+        """The `ckpt_jax.JobStats` of every fleet (from ``arrays``), or None if not stored."""
+        from . import JobStats
+
+        return self._group("jobs", JobStats)
+
+    def _group(self, prefix, kind):
+        names = [f"{prefix}_{field}" for field in kind._fields]
+        if not all(name in self.arrays for name in names):
+            return None
+        return kind(*(self.arrays[name] for name in names))
 
 
 def random_launches(compute, write, *, key: jax.Array, cap=None, throughput=None, delay=0.0,
@@ -159,6 +195,7 @@ def run_ensemble(
     progress: bool | None = None,
     reduce: Callable[[Trace], dict] | None = None,
     config: Any = None,
+    save=None,
     **simulate_kwargs,
 ) -> EnsembleResult:
     """Simulates ``n_fleets`` fleets in chunks, saving each chunk; resumes from saved chunks.
@@ -183,12 +220,17 @@ def run_ensemble(
       progress: a tqdm bar over fleets; None shows it when there is more than one chunk.
       reduce: ``reduce(trace) -> {name: array}`` with leading axis ``chunk_size`` (one row
         per fleet of the padded chunk), applied to each chunk's `Trace` before saving.
-        Default: the trace's ``fire_times``, ``end_times``, ``n_events`` and ``time``.
+        Default: the trace's ``fire_times`` and ``end_times`` (where ``save.trace``),
+        ``n_events``, ``time`` and the observer arrays ``save`` asks for (see
+        `EnsembleResult.arrays`).
         The names ``ok`` and ``status`` (always kept) and ``chunk_index`` and
         ``fingerprint`` (each file's tags) are reserved.
       config: JSON-able description of what ``make_chunk`` and ``reduce`` compute (e.g.
         N, T, d, seed), recorded in the manifest; a resume with a different one raises.
         ``make_chunk.config``, if present (`random_launches`), is recorded too.
+      save: a `ckpt_jax.SaveAt`, passed to `simulate` for every chunk (None: the full trace
+        only, as ``SaveAt()``). Recorded in the manifest: resuming with another ``save``
+        raises `EnsembleMismatchError`.
       **simulate_kwargs: ``max_events``, ``queue_size``, ``method``, ``throw``, ``devices``,
         passed to `simulate`. The default event budget is set per chunk; pass
         ``max_events`` for budgets independent of the chunking.
@@ -221,12 +263,13 @@ def run_ensemble(
     if progress is not None and not isinstance(progress, bool):
         raise ValueError(f"progress must be None, True or False, got {progress!r}")
     options = _check_simulate_kwargs(simulate_kwargs)
+    save = _check_save(save)
     jitter = _check_jitter(jitter, n_fleets)
     if key is not None:
         key = _typed_key(key, "key")
         if key.shape not in ((), (n_fleets,)):
             raise ValueError(f"key must be a single PRNG key or have shape ({n_fleets},), got {key.shape}")
-    manifest = _manifest(n_fleets, chunk_size, n_fires, jitter, key, options, getattr(make_chunk, "config", None), config)
+    manifest = _manifest(n_fleets, chunk_size, n_fires, jitter, key, options, getattr(make_chunk, "config", None), config, save)
 
     bounds = _chunk_bounds(n_fleets, chunk_size)
     chunks: list = [None] * len(bounds)
@@ -246,7 +289,7 @@ def run_ensemble(
         for index, (start, stop) in enumerate(bounds):
             if chunks[index] is not None:
                 continue
-            chunk = _run_chunk(make_chunk, start, stop, chunk_size, n_fires, key, jitter, reduce, options)
+            chunk = _run_chunk(make_chunk, start, stop, chunk_size, n_fires, key, jitter, reduce, options, save)
             if out is not None:
                 tags = {"chunk_index": np.int64(index), "fingerprint": np.str_(manifest["fingerprint"])}
                 atomic_write(out / _chunk_name(index), lambda handle, arrays=chunk: np.savez(handle, **arrays, **tags))
@@ -279,10 +322,18 @@ def _chunk_name(index: int) -> str:
 
 
 def _trace_arrays(trace: Trace) -> dict:
-    return {name: np.asarray(getattr(trace, name)) for name in _TRACE_ARRAYS}
+    """What the default reduce keeps: every field of ``trace`` that the run recorded."""
+    arrays = {name: getattr(trace, name) for name in _TRACE_ARRAYS + _RUN_ARRAYS if getattr(trace, name) is not None}
+    if trace.writers is not None:  # one array per field: writers_time, writers_window, ...
+        arrays.update({f"writers_{field}": value for field, value in trace.writers._asdict().items()})
+    if trace.gaps is not None:
+        arrays["gaps"] = trace.gaps
+    if trace.jobs is not None:
+        arrays.update({f"jobs_{field}": value for field, value in trace.jobs._asdict().items()})
+    return {name: np.asarray(value) for name, value in arrays.items()}
 
 
-def _run_chunk(make_chunk, start, stop, chunk_size, n_fires, key, jitter, reduce, options) -> dict:
+def _run_chunk(make_chunk, start, stop, chunk_size, n_fires, key, jitter, reduce, options, save) -> dict:
     """Simulates fleets ``start..stop-1`` padded to ``chunk_size``; returns their arrays."""
     size = stop - start
     built = make_chunk(start, stop)
@@ -303,7 +354,8 @@ def _run_chunk(make_chunk, start, stop, chunk_size, n_fires, key, jitter, reduce
         key = key[start + rows]
     if jitter is not None and np.ndim(jitter) == 1:
         jitter = jitter[start + rows]
-    trace = simulate(fleet, state, n_fires, jitter=jitter, key=key, fleet_offset=start, progress=False, **options)
+    trace = simulate(fleet, state, n_fires, jitter=jitter, key=key, fleet_offset=start, progress=False, save=save,
+                     **options)
     arrays = _trace_arrays(trace) if reduce is None else _reduced(reduce(trace), chunk_size)
     arrays.update(ok=np.asarray(trace.ok), status=np.asarray(trace.status))
     return {name: value[:size] for name, value in arrays.items()}
@@ -402,8 +454,11 @@ def _prepare(out: Path, manifest: dict, resume: bool) -> None:
 
 
 # -- manifest ----------------------------------------------------------------------------
-def _manifest(n_fleets, chunk_size, n_fires, jitter, key, options, chunk_config, config) -> dict:
-    """The manifest: what the chunks are results of, as canonical JSON values."""
+def _manifest(n_fleets, chunk_size, n_fires, jitter, key, options, chunk_config, config, save=None) -> dict:
+    """The manifest: what the chunks are results of, as canonical JSON values.
+
+    ``save`` is recorded where it is not the default (the full trace only), so ensembles
+    saved before `SaveAt` existed keep their fingerprint and resume."""
     fields = {
         "n_fleets": n_fleets,
         "chunk_size": chunk_size,
@@ -414,6 +469,8 @@ def _manifest(n_fleets, chunk_size, n_fires, jitter, key, options, chunk_config,
         "make_chunk": chunk_config,
         "config": config,
     }
+    if save is not None:
+        fields["save"] = dataclasses.asdict(save)
     try:
         fields = _jsonable(fields)
     except (TypeError, ValueError) as err:
@@ -425,11 +482,17 @@ def _differences(saved: dict, manifest: dict) -> list:
     """What differs between a saved manifest and this run's, one line per field."""
     if saved.get("format") != _FORMAT:
         return [f"format {saved.get('format')!r} != {_FORMAT!r}"]
+    from . import SaveAt
+
+    # A field left out where it has its default value (``save``) compares as that value.
+    defaults = {"save": _jsonable(dataclasses.asdict(SaveAt()))}
     lines = []
-    for name, value in manifest.items():
-        if name in ("format", "fingerprint") or _canonical(saved.get(name)) == _canonical(value):
+    names = list(manifest) + [name for name in saved if name not in manifest]
+    for name in names:
+        value = manifest.get(name, defaults.get(name))
+        old = saved.get(name, defaults.get(name))
+        if name in ("format", "fingerprint") or _canonical(old) == _canonical(value):
             continue
-        old = saved.get(name)
         if isinstance(old, dict) and isinstance(value, dict):
             for item in sorted(set(old) | set(value)):
                 if _canonical(old.get(item)) != _canonical(value.get(item)):
@@ -501,6 +564,17 @@ def _check_simulate_kwargs(kwargs: dict) -> dict:
     if "method" in kwargs:
         check_method(kwargs["method"])
     return dict(kwargs)
+
+
+def _check_save(save):
+    """``save`` as a `SaveAt`, or None where it asks for the default (the full trace only)."""
+    from . import SaveAt
+
+    if save is None:
+        return None
+    if not isinstance(save, SaveAt):
+        raise ValueError(f"save must be None or a ckpt_jax.SaveAt, got {save!r}")
+    return None if save == SaveAt() else save
 
 
 def _check_jitter(jitter, n_fleets: int):

@@ -91,6 +91,83 @@ def test_per_fleet_keys_and_jitter_array_follow_their_fleet(tmp_path):
     assert_same_trace(resumed, reference(sigma, keys))
 
 
+LEAN = cj.SaveAt(trace=False, writers=True, gaps=True, jobs=True)
+EVERYTHING = cj.SaveAt(writers=True, gaps=True, jobs=True)  # the trace and every observer
+OBSERVER_ARRAYS = {"writers_time", "writers_window", "writers_excursions", "writers_max", "gaps",
+                   "jobs_write_time", "jobs_compute_time", "jobs_writes"}
+
+
+def assert_same_observers(result, trace):
+    """Every array of ``result`` equals the field of one `simulate` call's trace, bit for bit."""
+    expected = {"n_events": trace.n_events, "time": trace.time, "gaps": trace.gaps}
+    for prefix, stats in (("writers", trace.writers), ("jobs", trace.jobs)):
+        expected.update({f"{prefix}_{name}": value for name, value in stats._asdict().items()})
+    if trace.fire_times is not None:
+        expected.update(fire_times=trace.fire_times, end_times=trace.end_times)
+    assert result.arrays.keys() == expected.keys()
+    for name, value in expected.items():
+        value = np.asarray(value)
+        assert result.arrays[name].dtype == value.dtype and result.arrays[name].tobytes() == value.tobytes(), name
+    np.testing.assert_array_equal(result.ok, np.asarray(trace.ok))
+    np.testing.assert_array_equal(result.status, np.asarray(trace.status))
+    # The grouped views put the per-field arrays back together.
+    assert isinstance(result.writers, cj.WriterStats) and isinstance(result.jobs, cj.JobStats)
+    np.testing.assert_array_equal(result.writers.time, np.asarray(trace.writers.time))
+    np.testing.assert_array_equal(result.jobs.writes, np.asarray(trace.jobs.writes))
+    assert result.gaps is result.arrays["gaps"]
+
+
+@pytest.mark.parametrize("save, jitter", [(LEAN, None), (LEAN, 0.05), (EVERYTHING, None)])
+def test_observers_in_chunks_equal_one_simulate_call(save, jitter):
+    result = run(save=save, jitter=jitter, key=JITTER_KEY)
+    fleet, state = launches()(0, N_FLEETS)
+    assert_same_observers(result, cj.simulate(fleet, state, N_FIRES, jitter=jitter, key=JITTER_KEY, save=save))
+    assert (save.trace and result.arrays["fire_times"].shape == (N_FLEETS, N_JOBS, N_FIRES)) or (
+        not save.trace and "fire_times" not in result.arrays)
+    assert result.writers.time.shape == (N_FLEETS, N_JOBS + 1) and result.gaps.shape == (N_FLEETS, N_FIRES)
+
+
+def test_without_observers_the_grouped_views_are_none():
+    result = run(reduce=lambda trace: {"time": trace.time})
+    assert result.writers is None and result.gaps is None and result.jobs is None
+
+
+def test_an_interrupted_run_with_observers_resumes(tmp_path):
+    uninterrupted = run(save=LEAN, jitter=0.05, key=JITTER_KEY)
+    with pytest.raises(RuntimeError, match="interrupted"):
+        run(Recorder(fail_from=4), save=LEAN, jitter=0.05, key=JITTER_KEY, out_dir=tmp_path)
+    assert [p.name for p in tmp_path.glob("chunk-*.npz")] == ["chunk-000000.npz"]
+    with np.load(tmp_path / "chunk-000000.npz") as chunk:
+        assert OBSERVER_ARRAYS <= set(chunk.files) and "fire_times" not in chunk.files
+    assert json.loads((tmp_path / MANIFEST).read_text())["save"] == {
+        "trace": False, "writers": True, "gaps": True, "jobs": True}
+
+    make_chunk = Recorder()
+    resumed = run(make_chunk, save=LEAN, jitter=0.05, key=JITTER_KEY, out_dir=tmp_path)
+    assert make_chunk.calls == [(4, 8), (8, 10)] and (resumed.n_loaded, resumed.n_computed) == (1, 2)
+    assert resumed.arrays.keys() == uninterrupted.arrays.keys()
+    for name, value in uninterrupted.arrays.items():
+        assert resumed.arrays[name].tobytes() == value.tobytes(), name
+
+
+def test_another_save_on_resume_is_a_mismatch(tmp_path):
+    run(out_dir=tmp_path, save=LEAN)
+    with pytest.raises(EnsembleMismatchError) as info:
+        run(out_dir=tmp_path, save=cj.SaveAt(trace=False, gaps=True))
+    assert info.value.differences == ["save['jobs']: saved true, now false", "save['writers']: saved true, now false"]
+    with pytest.raises(EnsembleMismatchError, match=r"save\['trace'\]: saved false, now true"):
+        run(out_dir=tmp_path)  # the default: the trace only
+    assert run(out_dir=tmp_path, save=LEAN).n_loaded == 3
+
+
+def test_the_default_save_is_not_recorded_and_resumes_either_way(tmp_path):
+    # Ensembles saved before `save` existed (the trace only) keep their manifest and chunks.
+    run(out_dir=tmp_path, reduce=lambda trace: {"time": trace.time})
+    assert "save" not in json.loads((tmp_path / MANIFEST).read_text())
+    again = run(out_dir=tmp_path, reduce=lambda trace: {"time": trace.time}, save=cj.SaveAt())
+    assert (again.n_loaded, again.n_computed) == (3, 0)
+
+
 def test_random_launches_do_not_depend_on_the_chunking():
     make_chunk = launches()
     fleet, state = make_chunk(0, N_FLEETS)
@@ -293,6 +370,8 @@ def test_progress_bar_counts_fleets(capsys):
         ({"queue_size": 0}, "queue_size"),
         ({"method": "fast"}, "method"),
         ({"config": {"seed": object()}}, "config"),
+        ({"save": "writers"}, "save must be None or a ckpt_jax.SaveAt"),
+        ({"save": {"writers": True}}, "save"),
     ],
 )
 def test_bad_arguments_raise_before_anything_runs(tmp_path, changes, what):
@@ -401,25 +480,88 @@ def test_cli_resume_mismatch_speaks_in_options(tmp_path, capsys):
     assert main(cli_argv(out, "--restart")) == 0
 
 
-def test_cli_summary_never_reports_a_negative_gap(tmp_path, capsys):
-    # σ comparable to the gaps: jobs overtake one another (the firing order changes).
+@pytest.mark.parametrize("sigma, save", [("0.3", "gaps"), ("0.1", "order")])
+def test_cli_summary_never_reports_a_negative_gap(tmp_path, capsys, sigma, save):
+    # σ comparable to the gaps: jobs overtake one another (the firing order changes). The
+    # gaps observer sees the changes that interleave two cycles (σ = 0.3 here); order, from
+    # the trace, also two jobs swapping inside a cycle (all σ = 0.1 gives at K = 4).
     out = tmp_path / "jitter"
-    assert main(cli_argv(out, "--jitter", "0.1")) == 0
+    assert main(cli_argv(out, "--jitter", sigma, "--save", save)) == 0
     err = capsys.readouterr().err
     summary = json.loads((out / "summary.json").read_text())
+    assert summary["save"] == (["gaps", "order"] if save == "order" else ["gaps"])
     assert summary["order_changed_cycles"] > 0 and 0 < summary["order_changed_fleets"] <= 6
     assert err.startswith(f"ckpt-jax: warning: the firing order changed in {summary['order_changed_cycles']} cycle(s)")
+    assert ("--save order also flags" in err) == (save == "gaps")
     assert summary["smallest_gap_min_mean"] is None or summary["smallest_gap_min_mean"] >= 0
     for path in out.glob("chunk-*.npz"):
         with np.load(path) as chunk:
             gaps, changed = chunk["smallest_gap"], chunk["order_changed"]
-            assert not (gaps < 0).any()
+            assert not (gaps < 0).any() and "fire_times" not in chunk.files
             assert np.isnan(gaps[changed]).all()
+            assert not changed[:, -1].any()
     # Without jitter the order never changes: no warning, every fleet has a gap.
-    assert main(cli_argv(tmp_path / "plain")) == 0
+    assert main(cli_argv(tmp_path / "plain", "--save", save)) == 0
     assert capsys.readouterr().err == ""
     summary = json.loads((tmp_path / "plain" / "summary.json").read_text())
     assert (summary["order_changed_cycles"], summary["smallest_gap_fleets"]) == (0, 6)
+
+
+def test_cli_gaps_observer_equals_the_trace_without_jitter(tmp_path):
+    # The default (the gaps observer, no trace) and order (from the trace) agree bit for bit
+    # where the firing order cannot change; order is what the ensemble computed before.
+    for save in ("gaps", "order"):
+        assert main(cli_argv(tmp_path / save, "--save", save)) == 0
+    for name in ("chunk-000000.npz", "chunk-000001.npz"):
+        with np.load(tmp_path / "gaps" / name) as a, np.load(tmp_path / "order" / name) as b:
+            for array in ("smallest_gap", "order_changed", "n_events", "time", "ok", "status"):
+                assert a[array].tobytes() == b[array].tobytes(), array
+    plain = json.loads((tmp_path / "gaps" / "summary.json").read_text())
+    exact = json.loads((tmp_path / "order" / "summary.json").read_text())
+    for field in ("smallest_gap_min_mean", "smallest_gap_fleets", "order_changed_cycles", "events_mean"):
+        assert plain[field] == exact[field], field
+
+
+def test_cli_save_writers_gaps_jobs_keeps_every_observer(tmp_path, capsys):
+    out = tmp_path / "all"
+    assert main(cli_argv(out, "--save", "jobs, writers,gaps")) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["save"] == ["writers", "gaps", "jobs"] and summary["parameters"]["save"] == "writers,gaps,jobs"
+    dist = np.array(summary["writer_distribution_mean"])
+    assert dist.shape == (N_JOBS + 1,) and dist.sum() == pytest.approx(1.0) and summary["writer_distribution_fleets"] == 6
+    assert 1 <= summary["writers_max"] <= N_JOBS
+    assert 0 < summary["write_time_fraction_mean"] < 1 and summary["writes_per_job_mean"] >= N_FIRES - 1
+    assert 0 < summary["smallest_gap_min_mean"] < 1
+    with np.load(out / "chunk-000001.npz") as chunk:
+        assert chunk["writers_time"].shape == (2, N_JOBS + 1) and chunk["writers_window"].shape == (2, 2)
+        assert chunk["jobs_writes"].shape == (2, N_JOBS) and chunk["smallest_gap"].shape == (2, N_FIRES)
+        assert "fire_times" not in chunk.files
+    # The same observers as one simulate call of those fleets (fleets 4 and 5).
+    fleet, state = cj.random_launches(np.full(N_JOBS, 0.8), np.full(N_JOBS, 0.2),
+                                      key=jax.random.fold_in(jax.random.key(0), 0))(0, 6)
+    trace = cj.simulate(fleet, state, N_FIRES, save=cj.SaveAt(trace=False, writers=True, gaps=True, jobs=True))
+    with np.load(out / "chunk-000001.npz") as chunk:
+        np.testing.assert_array_equal(chunk["writers_time"], np.asarray(trace.writers.time)[4:])
+        np.testing.assert_array_equal(chunk["smallest_gap"], np.asarray(trace.gaps)[4:])
+        np.testing.assert_array_equal(chunk["jobs_write_time"], np.asarray(trace.jobs.write_time)[4:])
+    # Only writers: no gap statistics (null), the writer distribution as before.
+    assert main(cli_argv(tmp_path / "writers", "--save", "writers")) == 0
+    summary = json.loads((tmp_path / "writers" / "summary.json").read_text())
+    assert summary["smallest_gap_min_mean"] is None and summary["order_changed_cycles"] is None
+    assert summary["writer_distribution_mean"] == pytest.approx(dist.tolist(), rel=0, abs=0)
+    # Another --save on resume is refused in the options' words.
+    capsys.readouterr()
+    assert main(cli_argv(out, "--save", "gaps")) == 2
+    assert one_line(capsys).endswith("save: writers,gaps,jobs saved, gaps now; use --restart to start over")
+
+
+@pytest.mark.parametrize("value", ["nonsense", "writers,trace", "", ","])
+def test_cli_bad_save_is_one_line_naming_the_allowed_names(tmp_path, capsys, value):
+    assert main(cli_argv(tmp_path / "bad", "--save", value)) == 2
+    line = one_line(capsys)
+    assert line.startswith("ckpt-jax: error: argument --save: expected a comma-separated list of "
+                           "writers, gaps, jobs, order, got ")
+    assert not (tmp_path / "bad").exists()
 
 
 @pytest.mark.parametrize("failure, status, message", [
