@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 from experiment_checks import check_experiment_result
 
+import ckpt_jax as cj
+
 from ckpt_jax.experiments import bursts, ftle, no_clustering
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -69,6 +71,27 @@ def test_bursts_smoke(tmp_path):
         assert all(k > cell["mean_writers"] for k in cell["top_levels"])
         assert cell["level_outcomes"] == [bursts.level_verdict(lo, hi) for lo, hi in
                                           zip(cell["top_ratio_lower"], cell["top_ratio_upper"])]
+
+
+@pytest.mark.parametrize("launches", [1, 2, 7, 40, 401])
+def test_no_clustering_bootstrap_equals_sorting_every_resample(launches):
+    # Ties (rounded values), odd and even launch counts: the same slopes bit for bit, and
+    # the generator left where the plain loop leaves it (the next cell draws on from there).
+    values = np.round(np.random.default_rng(launches).uniform(0.01, 0.1, (launches, 33)), 3)
+    log_gaps = np.log(values)
+    fast, plain = np.random.default_rng(5), np.random.default_rng(5)
+    slopes = no_clustering._bootstrap_slopes(log_gaps, 30, fast)
+    expected = [no_clustering._log_median_slope(log_gaps[plain.integers(0, launches, launches)]) for _ in range(30)]
+    assert slopes.tobytes() == np.array(expected).tobytes()
+    assert fast.integers(0, 2**62) == plain.integers(0, 2**62)
+
+
+def test_statistics_experiments_record_observers_not_traces_and_full_has_1e5_fleets():
+    # One simulate call per N holds every load: B = len(LOADS) · fleets per load.
+    assert no_clustering.GAPS_ONLY == cj.SaveAt(trace=False, gaps=True)
+    assert bursts.WRITERS_ONLY == cj.SaveAt(trace=False, writers=True)
+    assert len(no_clustering.LOADS) * no_clustering.SIZES["full"]["launches"] >= 10**5
+    assert len(bursts.LOADS) * bursts.SIZES["full"]["fleets"] >= 10**5
 
 
 @pytest.mark.parametrize("name", ["no_clustering", "ftle", "bursts"])

@@ -5,7 +5,12 @@ Ensembles of fleets of N identical jobs under storage contention (f ≡ 1, uncap
 cycle T + d = 1, load ρ = N d / (T + d)) are launched at random cycle positions and
 simulated exactly for K cycles. For every fleet the experiment measures the time-weighted
 distribution of the writer count n_w on its observed interval
-(`ckpt_jax.analysis.writer_distribution`) and its writing fraction p = E[n_w] / N.
+(`ckpt_jax.analysis.writer_distribution`) and its writing fraction p = E[n_w] / N. Both,
+and the excursions below, come from the writers observer accumulated inside the event loop
+(`SaveAt(trace=False, writers=True)`, `ckpt_jax.WriterStats`): no (B, N, K) trace is
+stored. The observer's time at each count equals the trace's `writer_distribution` times
+the window's length to rounding (the same intervals, summed in another order), its
+excursions `ckpt_jax.analysis.writer_excursions` exactly.
 
 The baseline is what independent phases would give: each fleet's own Binomial(N, p)
 (docs/model.md: "p the fleet's measured writing fraction"), averaged over the ensemble like the
@@ -29,8 +34,8 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from .. import Fleet, random_state, simulate
-from ..analysis import binomial_baseline, mean_writing_fraction, writer_distribution, writer_excursions
+from .. import Fleet, SaveAt, random_state, simulate
+from ..analysis import binomial_baseline, mean_writing_fraction
 from . import (
     INCONCLUSIVE,
     REPRODUCED,
@@ -55,11 +60,19 @@ MIN_EXCURSIONS = 50  # excursions to n_w ≥ k across the ensemble for level k t
 TOP_LEVELS = 3  # the verdict looks at this many of the highest usable levels
 MIN_TAIL_RATIO = 2.0  # margin: the tail must be at least this many times the binomial tail
 
+# Only writer-count statistics are needed: the writers observer keeps O(N) numbers per
+# fleet, no (B, N, K) trace. Memory of one simulate call (one N, both loads, B = 2 · fleets
+# fleets), float64, per fleet: observer state ≈ 8 (N + 1) + 4 (N + 2) + 40 bytes and its
+# output about as much (≈ 1.6 KB at N = 64; ≈ 2.4 KB if the loop holds two copies), plus the
+# loop's own state ≈ 8 · 16 N bytes (8.2 KB): ≈ 11 KB per fleet at size full (N ≤ 64), so
+# B = 10^5 fleets ≈ 1.1 GB of the 141 GB of one GPU. The trace would need 6 · N · K · 8 B
+# ≈ 1.5 MB per fleet at N = 64, K = 500: 150 GB, which does not fit.
 SIZES = {
     "smoke": dict(n_jobs=(8,), fleets=16, cycles=40, bootstrap=100),
     "quick": dict(n_jobs=(8, 16, 32), fleets=100, cycles=200, bootstrap=500),
-    "full": dict(n_jobs=(8, 16, 32, 64), fleets=1000, cycles=500, bootstrap=1000),
+    "full": dict(n_jobs=(8, 16, 32, 64), fleets=50_000, cycles=500, bootstrap=1000),
 }
+WRITERS_ONLY = SaveAt(trace=False, writers=True)
 
 
 def _identical_fleets(n_jobs: int, loads, fleets: int) -> Fleet:
@@ -223,10 +236,15 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
     for n_jobs in config["n_jobs"]:
         fleet = _identical_fleets(n_jobs, LOADS, config["fleets"])
         state = random_state(fleet, jax.random.key(6000 + n_jobs))
-        trace = simulate(fleet, state, config["cycles"], progress=progress)
+        trace = simulate(fleet, state, config["cycles"], progress=progress, save=WRITERS_ONLY)
         ok = np.asarray(trace.ok)
-        dist = np.asarray(writer_distribution(trace.fire_times, trace.end_times))
-        excursions = writer_excursions(trace.fire_times, trace.end_times, np.arange(1, n_jobs + 1))
+        writers = trace.writers
+        # writer_distribution of the trace: time at each count over the window's length
+        # (NaN where a fleet has no window, as there).
+        window = np.asarray(writers.window)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            dist = np.asarray(writers.time) / (window[..., 1] - window[..., 0])[..., None]
+        excursions = np.asarray(writers.excursions)[..., 1:].astype(np.int64)  # levels k = 1..N
         for index, load in enumerate(LOADS):
             usable = ok[index] & np.all(np.isfinite(dist[index]), axis=-1)
             cell = _cell(dist[index][usable], excursions[index][usable], config["bootstrap"], rng)
