@@ -35,15 +35,19 @@ import warnings
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from ._io import atomic_write
-from .engine import Trace, _check_int, check_method, describe_status, simulate
+from ._validate import check_int
+from .engine import check_method
 from .model import Fleet, State, random_state
+
+if TYPE_CHECKING:
+    from . import Trace
 
 __all__ = ["MANIFEST", "EnsembleMismatchError", "EnsembleResult", "random_launches", "run_ensemble"]
 
@@ -250,9 +254,9 @@ def run_ensemble(
       RuntimeWarning: a chunk file that is unreadable, of the wrong size, another chunk's
         (index) or another ensemble's (fingerprint) is recomputed and overwritten.
     """
-    n_fleets = _check_int("n_fleets", n_fleets, 1)
-    n_fires = _check_int("n_fires", n_fires, 1)
-    chunk_size = min(_check_int("chunk_size", chunk_size, 1), n_fleets)
+    n_fleets = check_int("n_fleets", n_fleets, 1)
+    n_fires = check_int("n_fires", n_fires, 1)
+    chunk_size = min(check_int("chunk_size", chunk_size, 1), n_fleets)
     # ValueError, not TypeError, for every bad argument: the package's convention (model.py).
     if not callable(make_chunk):
         raise ValueError(f"make_chunk must be callable as make_chunk(start, stop), got {make_chunk!r}")  # noqa: TRY004
@@ -302,6 +306,8 @@ def run_ensemble(
     arrays = _concatenate(chunks)
     ok, status = arrays.pop("ok").astype(bool), arrays.pop("status")
     if n_bad:
+        from . import describe_status
+
         codes = int(np.bitwise_or.reduce(status[~ok]))
         warnings.warn(
             f"{n_bad} of {n_fleets} fleets did not complete: {describe_status(codes)} (see EnsembleResult.ok)",
@@ -354,6 +360,8 @@ def _run_chunk(make_chunk, start, stop, chunk_size, n_fires, key, jitter, reduce
         key = key[start + rows]
     if jitter is not None and np.ndim(jitter) == 1:
         jitter = jitter[start + rows]
+    from . import simulate
+
     trace = simulate(fleet, state, n_fires, jitter=jitter, key=key, fleet_offset=start, progress=False, save=save,
                      **options)
     arrays = _trace_arrays(trace) if reduce is None else _reduced(reduce(trace), chunk_size)
@@ -558,9 +566,9 @@ def _check_simulate_kwargs(kwargs: dict) -> dict:
     if unknown:
         raise TypeError(f"run_ensemble got unexpected keyword arguments {unknown}; simulate options: {_SIMULATE_OPTIONS}")
     if kwargs.get("max_events") is not None:
-        _check_int("max_events", kwargs["max_events"], 1, 2**31 - 1)
+        check_int("max_events", kwargs["max_events"], 1, 2**31 - 1)
     if "queue_size" in kwargs:
-        _check_int("queue_size", kwargs["queue_size"], 1)
+        check_int("queue_size", kwargs["queue_size"], 1)
     if "method" in kwargs:
         check_method(kwargs["method"])
     return dict(kwargs)
