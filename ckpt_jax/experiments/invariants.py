@@ -14,6 +14,11 @@ consecutive write windows (one round of firings) still contains an overlap.
 
 Fleets of different N are padded into shared batches (`Fleet(active=...)`) so the engine
 compiles once per (slot count, cycles) pair rather than once per N.
+
+**Why the trace** (not `SaveAt` observers): claim 3 needs the sequence of job ids in firing
+order and claim 4 the overlap of consecutive write windows in blocks of N, neither of which
+an observer keeps (the gaps observer's smallest gap is not the order, the writers
+observer's counts do not say which round of firings an overlap was in).
 """
 
 from __future__ import annotations

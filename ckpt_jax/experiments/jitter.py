@@ -24,6 +24,14 @@ it lies wholly outside, inconclusive when it straddles an edge or fewer than
 `MIN_FIT_POINTS` points could be fitted. The margin separates the diffusive law (2) from
 the alternatives it is tested against: a drift would give 1, chaotic amplification
 (lifetime ~ log(m/σ)/λ) about 0.
+
+**Why the trace** (not `SaveAt` observers): the lifetime is the *cycle index* of the window
+whose start opens the first overlap. No observer records when n_w first reached 2: the
+writers observer counts excursions to n_w ≥ 2 and the largest count but not their cycle,
+and the gaps observer's per-cycle minimum mixes a cycle's inner gaps with its closing gap
+to the next cycle (so "a gap < d" would place the overlap one cycle off) and holds NaN where
+jitter interleaves cycles. Memory stays small: at size full the longest point (K ≈ 41,000
+cycles, 1,000 fleets of N = 4) needs 6 · N · K · 8 B ≈ 7.9 MB per fleet, ≈ 8 GB per run.
 """
 
 from __future__ import annotations
