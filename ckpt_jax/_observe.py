@@ -273,14 +273,24 @@ class GapsObserver:
         use = view.fired & (view.cycle < k) & view.running[:, None]
         cell = jnp.where(use, fleets * k + view.cycle, n_fleets * k).reshape(-1)
         old = rows.at[cell].get(mode="fill", fill_value=0).reshape(n_fleets, width, 4)
-        # Jobs firing in the same cycle at one instant: count them all before comparing.
-        rows = rows.at[cell, 3].add(1, mode="drop")
-        count = rows.at[cell, 3].get(mode="fill", fill_value=0).reshape(n_fleets, width)
-        together = count - old[..., 3] >= 2
         t = view.time[:, None]
+        if width == 1:
+            # One firing per fleet per iteration (the fast loops): the cells are distinct, so
+            # one scatter of whole rows, marked unique, updates the state in place (a
+            # read-after-write scatter made XLA:CPU copy the whole (B, K, 4) state).
+            count = old[..., 3] + 1
+            together = jnp.zeros(count.shape, bool)
+        else:
+            # Jobs firing in the same cycle at one instant: count them all before comparing.
+            rows = rows.at[cell, 3].add(1, mode="drop")
+            count = rows.at[cell, 3].get(mode="fill", fill_value=0).reshape(n_fleets, width)
+            together = count - old[..., 3] >= 2
         inner = jnp.minimum(old[..., 2], jnp.where(old[..., 3] > 0, t - old[..., 1], jnp.inf))
         inner = jnp.where(together, jnp.minimum(inner, 0), inner)
         first = jnp.where(old[..., 3] > 0, old[..., 0], t)
+        if width == 1:
+            new = jnp.stack([first, jnp.broadcast_to(t, first.shape), inner, count], axis=-1).reshape(-1, 4)
+            return rows.at[cell].set(new, mode="drop", unique_indices=True).reshape(n_fleets, k, 4)
         new = jnp.stack([first, jnp.broadcast_to(t, first.shape), inner], axis=-1).reshape(-1, 3)
         return rows.at[cell, :3].set(new, mode="drop").reshape(n_fleets, k, 4)
 
