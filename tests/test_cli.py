@@ -14,7 +14,7 @@ import pytest
 import ckpt_jax.engine
 from ckpt_jax._io import atomic_write_bytes
 from ckpt_jax.analysis import observed_interval, writer_count
-from ckpt_jax.cli import _seed_key, build_parser, main
+from ckpt_jax.cli import build_parser, main, seed_key
 
 SMALL = ["simulate", "--jobs", "2", "--cycles", "2"]
 
@@ -290,12 +290,12 @@ def test_seed_key_is_jax_random_key_where_that_is_exact():
     import jax
 
     for seed in (0, 1, 2**32 - 1, 2**32, 2**63 - 1):
-        np.testing.assert_array_equal(jax.random.key_data(_seed_key(seed)),
+        np.testing.assert_array_equal(jax.random.key_data(seed_key(seed)),
                                       jax.random.key_data(jax.random.key(seed)))
     # Under float32 jax.random.key(2**32) wraps onto seed 0; the CLI's key does not.
-    top = jax.random.key_data(_seed_key(2**64 - 1))
+    top = jax.random.key_data(seed_key(2**64 - 1))
     np.testing.assert_array_equal(top, [2**32 - 1, 2**32 - 1])
-    assert not np.array_equal(jax.random.key_data(_seed_key(2**32)), jax.random.key_data(_seed_key(0)))
+    assert not np.array_equal(jax.random.key_data(seed_key(2**32)), jax.random.key_data(seed_key(0)))
 
 
 # -- --devices ----------------------------------------------------------------------------
@@ -381,9 +381,9 @@ def test_devices_on_a_gpu_machine_are_the_local_gpus(monkeypatch):
 
     monkeypatch.setattr(jax, "local_devices", lambda: [Gpu(), Gpu()])
     monkeypatch.setattr(jax.config, "update", lambda name, value: None)  # the backend is real
-    every = cli._start_devices(None)
+    every = cli.start_devices(None)
     assert every.available == 2 and every.why == "every local GPU"
-    assert cli._devices_for(every, 100) == (2, 2) and cli._devices_for(every, 3) == (None, 1)
-    assert cli._devices_for(cli._start_devices(1), 100) == (None, 1)
+    assert cli.devices_for(every, 100) == (2, 2) and cli.devices_for(every, 3) == (None, 1)
+    assert cli.devices_for(cli.start_devices(1), 100) == (None, 1)
     with pytest.raises(cli.CliError, match="--devices 3: this machine has 2 GPU devices"):
-        cli._start_devices(3)
+        cli.start_devices(3)

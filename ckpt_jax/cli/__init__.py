@@ -1,0 +1,104 @@
+"""Command line: ``ckpt-jax simulate ...`` (also ``python -m ckpt_jax simulate ...``).
+
+`main` builds a fleet from the options, runs `ckpt_jax.simulate`, and writes into
+``--out``: ``trace.csv``, ``trace.npz``, ``summary.json`` and ``trace.png`` (fleet 0).
+``ckpt-jax ensemble`` runs a long ensemble of random launches in resumable chunks
+(`ckpt_jax.run_ensemble`); ``ckpt-jax reproduce`` runs the experiments. Subcommands live
+in ``_SUBCOMMANDS``.
+
+``--devices`` (every subcommand; default ``all``): one XLA host device per core on a
+CPU-only machine, set before JAX's backend starts, or every local GPU; ``simulate`` and
+``ensemble`` split their batches over them (at least 2 fleets per device) and print one
+line saying how many they used. Results do not depend on the count.
+
+Every failure is one line on stderr, ``ckpt-jax: error: ...``, and exit status 2: a bad
+option, an ``--out`` that cannot be written (checked before anything runs), a full disk,
+or a `ValueError` of the library. Ctrl-C prints one line and exits with status 130.
+
+The subcommands live in ``simulate.py``, ``ensemble.py`` and ``reproduce.py``; what they
+share in ``_common.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Optional, Sequence
+
+from ._common import CliError, INTERRUPTED, devices_for, seed_key, Parser, SMALLER, check_out_dir, fail, os_error_text, start_devices
+from .ensemble import add_ensemble
+from .reproduce import add_reproduce
+from .simulate import add_simulate
+
+__all__ = ["main", "build_parser", "CliError", "seed_key", "start_devices", "devices_for"]
+
+
+_SUBCOMMANDS = (add_simulate, add_reproduce, add_ensemble)
+
+def build_parser() -> argparse.ArgumentParser:
+    """The `ckpt-jax` argument parser, one subparser per subcommand."""
+    from .. import __version__
+
+    parser = Parser(
+        prog="ckpt-jax",
+        description="Exact, vectorized simulations of checkpointing fleets.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for add in _SUBCOMMANDS:
+        add(subparsers)
+    return parser
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Runs the CLI; returns the exit status: 0 when every fleet completed, 1 when some
+    did not, 2 on an error (one ``ckpt-jax: error: ...`` line on stderr), 130 on Ctrl-C.
+
+    ``--devices`` (default: one CPU device per core) sets the process's XLA host device
+    count, which JAX fixes when its backend starts. Called in a process whose backend has
+    not started yet, this sets it for the rest of the process; where it has (an in-process
+    call after other JAX work) the devices already there are used, and the devices line
+    says so.
+
+    Args:
+      argv: arguments without the program name; default ``sys.argv[1:]``.
+    """
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as done:  # --help, --version, or a usage error already reported
+        return done.code if isinstance(done.code, int) else 2 * (done.code is not None)
+    previous_x64 = None
+    try:
+        if getattr(args, "check", None) is not None:
+            args.check(args)  # option combinations, before anything is created
+        check_out_dir(Path(args.out))
+        import jax
+
+        # x64 must be set before any array is built. Restore it afterwards so an in-process
+        # call (tests, notebooks) does not change the caller's global JAX configuration.
+        previous_x64 = bool(jax.config.jax_enable_x64)
+        jax.config.update("jax_enable_x64", args.x64)
+        # The host device count, before anything starts JAX's backend (nothing imported so
+        # far does); this starts it.
+        args.device_info = start_devices(args.devices)
+        return args.run(args)
+    except KeyboardInterrupt:
+        then = "rerun the same command to resume" if args.resumes else "rerun the same command to start again"
+        return fail(f"interrupted; {then}", prefix="ckpt-jax: ", status=INTERRUPTED)
+    except CliError as err:
+        return fail(str(err))
+    except OSError as err:
+        return fail(os_error_text(err, args.resumes))
+    except (ValueError, OverflowError) as err:  # the library's validation; numbers out of range
+        return fail(str(err))
+    except MemoryError:
+        return fail(f"out of memory: {SMALLER}")
+    except RuntimeError as err:  # XLA's out of memory (jax.errors.JaxRuntimeError)
+        if "RESOURCE_EXHAUSTED" not in str(err):
+            raise
+        return fail(f"out of memory ({str(err).splitlines()[0][:200]}): {SMALLER}")
+    finally:
+        if previous_x64 is not None:
+            import jax
+
+            jax.config.update("jax_enable_x64", previous_x64)

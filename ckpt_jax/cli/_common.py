@@ -1,0 +1,352 @@
+"""What every subcommand shares: option types, the output-folder check, one-line errors,
+seeds and devices."""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import math
+import os
+import platform
+import re
+import sys
+import tempfile
+from pathlib import Path
+from typing import NamedTuple, Optional
+import numpy as np
+
+
+# Runs with more firings than this (fleets × jobs × cycles) show a progress bar.
+PROGRESS_WORK = 200_000
+
+
+CSV_COLUMNS = ("fleet", "job", "cycle", "fire_time", "end_time")
+
+
+_SEED_MAX = 2**64 - 1
+
+
+# Exit status of a run stopped by Ctrl-C (128 + SIGINT), as shells report it.
+INTERRUPTED = 130
+
+
+class CliError(Exception):
+    """A failure the command line reports as one ``ckpt-jax: error: ...`` line (status 2)."""
+
+
+class Parser(argparse.ArgumentParser):
+    """Usage errors as one line (``ckpt-jax: error: argument --jobs: ...``), status 2."""
+
+    def error(self, message):
+        sys.stderr.write(f"ckpt-jax: error: {message} (see '{self.prog} --help')\n")
+        raise SystemExit(2)
+
+
+# -- option types: argparse turns ArgumentTypeError into "argument --opt: message" --------
+def integer(low: int, high: Optional[int] = None):
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {low}, got {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be >= {low}, got {value}")
+        if high is not None and value > high:
+            raise argparse.ArgumentTypeError(f"must be <= {high}, got {value}")
+        return value
+
+    return parse
+
+
+def real(*, positive: bool):
+    bound = "> 0" if positive else ">= 0"
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number {bound}, got {text!r}") from None
+        if not math.isfinite(value) or value < 0 or (positive and value == 0):
+            raise argparse.ArgumentTypeError(f"must be finite and {bound}, got {text}")
+        return value
+
+    return parse
+
+
+def _cap(text: str) -> Optional[float]:
+    if text.strip().lower() in ("none", "inf", "infinity"):
+        return None
+    try:
+        return real(positive=True)(text)
+    except argparse.ArgumentTypeError as err:
+        raise argparse.ArgumentTypeError(f"{err} (or 'none' for uncapped)") from None
+
+
+def _fraction(text: str) -> float:
+    value = real(positive=False)(text)
+    if value > 1:
+        raise argparse.ArgumentTypeError(f"must lie in [0, 1], got {text!r}")
+    return value
+
+
+def add_x64(parser) -> None:
+    action = parser.add_argument("--x64", action=argparse.BooleanOptionalAction, default=True)
+    # Set after construction: BooleanOptionalAction (Python < 3.13) would append its own
+    # "(default: True)" to a help given to the constructor.
+    action.help = "compute in float64 (jax_enable_x64); --no-x64: float32 (default: --x64)"
+
+
+# --devices: at most this many (one XLA host device per core is cheap, thousands are not).
+_DEVICES_MAX = 1024
+
+
+# A batch is split over several devices only with at least this many fleets per device.
+_FLEETS_PER_DEVICE = 2
+
+
+_FORCE_FLAG = "xla_force_host_platform_device_count"
+
+
+def _device_count(text: str) -> Optional[int]:
+    """``--devices``: an int in [1, _DEVICES_MAX], or None for ``all``."""
+    if text.strip().lower() == "all":
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1 or 'all', got {text!r}") from None
+    if not 1 <= value <= _DEVICES_MAX:
+        raise argparse.ArgumentTypeError(f"must be 'all' or an integer from 1 to {_DEVICES_MAX}, got {value}")
+    return value
+
+
+def add_devices(parser, *, shards: bool = True) -> None:
+    what = ("devices to split the fleets over" if shards
+            else "devices to set up (the experiments do not split over them yet)")
+    parser.add_argument("--devices", type=_device_count, default=None, metavar="N|all",
+                        help=f"{what}: 'all' = one CPU device per core on a CPU-only machine, "
+                        "every local GPU on a GPU machine; N = that many (default: all)")
+
+
+def add_fleet_options(parser, *, ensemble: bool = False) -> None:
+    """The options of a fleet of identical jobs, shared by ``simulate`` and ``ensemble``."""
+    from ..model import THROUGHPUT_PRESETS
+
+    parser.add_argument("--jobs", type=integer(2), default=8, metavar="N",
+                        help="jobs per fleet (default: %(default)s)")
+    if ensemble:
+        # No default here: --compute/--write and --load exclude each other (_durations).
+        compute_help = "solo compute duration (work) per cycle (default: 10, or from --load)"
+        write_help = "solo write duration (volume) per checkpoint (default: 1, or from --load)"
+    else:
+        compute_help = "solo compute duration (work) per cycle (default: %(default)g)"
+        write_help = "solo write duration (volume) per checkpoint (default: %(default)g)"
+    parser.add_argument("--compute", type=real(positive=True), default=None if ensemble else 10.0,
+                        metavar="T", help=compute_help)
+    parser.add_argument("--write", type=real(positive=True), default=None if ensemble else 1.0,
+                        metavar="d", help=write_help)
+    parser.add_argument("--cap", type=_cap, default=None, metavar="C",
+                        help="power cap, in jobs at full speed; 'none' = uncapped (default: none)")
+    parser.add_argument("--throughput", choices=sorted(THROUGHPUT_PRESETS), default="shared",
+                        help="aggregate write throughput f(n) with n concurrent writers "
+                        "(default: %(default)s)")
+    parser.add_argument("--jitter", type=real(positive=False), default=0.0, metavar="SIGMA",
+                        help="standard deviation of each compute phase's work (default: 0)")
+    parser.add_argument("--delay", type=real(positive=False), default=0.0, metavar="TAU",
+                        help="controller delay: the cap acts on the computing count from TAU "
+                        "earlier (default: 0)")
+    parser.add_argument("--async-fraction", type=_fraction, default=0.0, metavar="ALPHA",
+                        help="asynchronous checkpoints: compute fraction kept while a write drains; "
+                        "0 = blocking (default: 0)")
+    parser.add_argument("--seed", type=integer(0, _SEED_MAX), default=0,
+                        help=f"PRNG seed for the random start and the jitter, 0 to {_SEED_MAX} "
+                        "(default: 0)")
+
+
+# -- failures ---------------------------------------------------------------------------
+SMALLER = "try fewer fleets, jobs or cycles (ensemble: a smaller --chunk-size)"
+
+
+_NUMPY_SCALAR = re.compile(r"\bnp\.(?:float|int|uint|complex)\d*\(([^()]*)\)")
+
+
+_NUMPY_BOOL = re.compile(r"\bnp\.(True|False)_\b")
+
+
+_NUMPY_STR = re.compile(r"\bnp\.str_\(('[^']*'|\"[^\"]*\")\)")
+
+
+def plain_text(message: str) -> str:
+    """``message`` on one line, numbers as plain numbers (``-1.0``, not ``np.float64(-1.0)``)."""
+    message = _NUMPY_SCALAR.sub(r"\1", message)
+    message = _NUMPY_BOOL.sub(r"\1", message)
+    message = _NUMPY_STR.sub(r"\1", message)
+    return " ".join(message.split())
+
+
+def fail(message: str, prefix: str = "ckpt-jax: error: ", status: int = 2) -> int:
+    sys.stderr.write(f"{prefix}{plain_text(message)}\n")
+    return status
+
+
+def os_error_text(err: OSError, resumes: bool) -> str:
+    where = f" ({err.filename})" if err.filename else ""
+    if err.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)):
+        what = "no space left on device" if err.errno == errno.ENOSPC else "disk quota exceeded"
+        then = "rerun the same command to resume" if resumes else "rerun the same command"
+        return (f"{what} while writing{where}; the files written before are complete "
+                f"(none is half written): free some space, then {then}")
+    return f"{err.strerror or err}{where}"
+
+
+def check_out_dir(out: Path) -> None:
+    """Creates ``--out`` and checks a file can be written there, before anything runs."""
+    if out.exists() and not out.is_dir():
+        raise CliError(f"--out {out}: not a directory")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise CliError(f"--out {out}: cannot create it ({err.strerror or err})") from None
+    try:
+        fd, probe = tempfile.mkstemp(dir=out, prefix=".ckpt-jax-probe.", suffix=".tmp")
+        try:
+            os.write(fd, b"0")
+        finally:
+            os.close(fd)
+            os.unlink(probe)
+    except OSError as err:
+        if err.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)):
+            raise CliError(f"--out {out}: no space left on device") from None
+        raise CliError(f"--out {out}: cannot write there ({err.strerror or err})") from None
+
+
+def plain(value) -> str:
+    """A value for a message: ``none``, ``on``/``off``, ``10`` (not ``10.0``), ``0.25``."""
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, float):
+        return str(int(value)) if value.is_integer() and abs(value) < 1e16 else repr(value)
+    return str(value)
+
+
+def seed_key(seed: int):
+    """The PRNG key of ``--seed``: threefry2x32 with key data ``[seed >> 32, seed & 0xFFFFFFFF]``.
+
+    That is ``jax.random.key(seed)`` (default implementation) wherever it is exact: every
+    seed under x64, seeds below 2**32 under float32 (where ``jax.random.key`` would wrap
+    larger seeds around onto small ones, and raises beyond 2**63).
+    """
+    import jax
+
+    data = np.array([seed >> 32, seed & 0xFFFFFFFF], dtype=np.uint32)
+    return jax.random.wrap_key_data(data, impl="threefry2x32")
+
+
+# -- devices ----------------------------------------------------------------------------
+class _DeviceInfo(NamedTuple):
+    platform: str  # of the default backend: "cpu", "gpu", "tpu"
+    available: int  # its local devices
+    requested: Optional[int]  # --devices N; None for all
+    why: str  # how the count came about, for the devices line
+
+
+def _usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity), else ``os.cpu_count()``."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def start_devices(requested: Optional[int]) -> _DeviceInfo:
+    """Sets the XLA host (CPU) device count, then starts JAX's backend.
+
+    The count must be set before the backend starts (the first array or device query);
+    afterwards it cannot change. Without ``--devices``, a count the environment already
+    set (``JAX_NUM_CPU_DEVICES``, ``XLA_FLAGS=--xla_force_host_platform_device_count``)
+    is kept. On a GPU machine the host count does not matter; the GPUs are used.
+    """
+    import jax
+
+    cores = _usable_cores()
+    why = f"--devices {requested}" if requested is not None else "one per core"
+    started = False
+    preset = jax.config.jax_num_cpu_devices  # -1: not set
+    if requested is None and preset >= 0 and preset != cores:
+        why = ("as JAX_NUM_CPU_DEVICES sets it" if "JAX_NUM_CPU_DEVICES" in os.environ
+               else "as jax_num_cpu_devices is set in this process")
+    elif requested is None and preset < 0 and _FORCE_FLAG in os.environ.get("XLA_FLAGS", ""):
+        why = f"as XLA_FLAGS --{_FORCE_FLAG} sets it"
+    else:
+        try:
+            jax.config.update("jax_num_cpu_devices", cores if requested is None else requested)
+        except RuntimeError as err:  # the backend is up already: its devices stay as they are
+            if "initialized" not in str(err):
+                raise
+            started = True
+    local = jax.local_devices()
+    platform, available = local[0].platform, len(local)
+    name = platform.upper()
+    if platform != "cpu":
+        if requested is not None and requested > available:
+            raise CliError(f"--devices {requested}: this machine has {available} {name} "
+                           f"device{'s' * (available != 1)}")
+        why = why if requested is not None else f"every local {name}"
+    elif started and (available < requested if requested is not None else available != cores):
+        asked = f"--devices {requested}" if requested is not None else f"one per core ({cores})"
+        why = (f"{asked} not possible: JAX had already started in this process with {available}; "
+               "run ckpt-jax as a process of its own")
+    return _DeviceInfo(platform, available, requested, why)
+
+
+def devices_for(info: _DeviceInfo, batch: int) -> tuple:
+    """(``devices`` for simulate / run_ensemble, device count) for batches of ``batch``
+    fleets: at most the devices asked for and available, at least 2 fleets per device."""
+    wanted = info.available if info.requested is None else min(info.requested, info.available)
+    used = max(1, min(wanted, batch // _FLEETS_PER_DEVICE))
+    return (None if used == 1 else used), used
+
+
+def report_devices(command: str, info: _DeviceInfo, used: int, *, batch: Optional[int] = None,
+                    batch_text: str = "", detail: Optional[str] = None) -> dict:
+    """Prints the devices line; returns the devices entry of summary.json.
+
+    ``batch``: fleets per simulate call (``batch_text`` names it), where the command splits them.
+    """
+    name = info.platform.upper()
+    notes = [info.why]
+    if info.why == "one per core" and used > 1 and batch is not None:
+        notes.append("--devices 1 for one")
+    wanted = info.available if info.requested is None else min(info.requested, info.available)
+    if batch is not None and used < wanted:
+        notes.append(f"{batch_text}: at least {_FLEETS_PER_DEVICE} fleets per device to split them")
+    if detail:
+        notes.append(detail)
+    of = f" of {info.available}" if used < info.available else ""
+    print(f"ckpt-jax {command}: {used} {name} device{'s' * (used != 1)}{of} ({'; '.join(notes)})")
+    return {
+        "used": used,
+        "available": info.available,
+        "platform": info.platform,
+        "requested": "all" if info.requested is None else info.requested,
+        "note": "; ".join(notes),
+    }
+
+
+# -- simulate ---------------------------------------------------------------------------
+def check_period(compute: float, write: float) -> tuple:
+    if not math.isfinite(compute + write):
+        raise CliError(f"--compute + --write overflows ({plain(compute)} + {plain(write)}): "
+                       "use smaller durations")
+    return compute, write
+
+SEED_KEY_TEXT = (
+    "key(seed): the threefry2x32 key with data [seed >> 32, seed & 0xFFFFFFFF], i.e. "
+    "jax.random.key(seed) under x64"
+)
+
+def finite_or_none(value) -> Optional[float]:
+    value = float(value)
+    return value if math.isfinite(value) else None

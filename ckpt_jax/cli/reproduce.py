@@ -1,0 +1,47 @@
+"""``ckpt-jax reproduce``: every experiment and ``report.md`` (the main job)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ._common import add_devices, report_devices
+
+
+def add_reproduce(subparsers) -> None:
+    from ..experiments import REGISTRY
+
+    parser = subparsers.add_parser(
+        "reproduce",
+        help="run every experiment and write report.md (the main job)",
+        description=(
+            "Run the experiments behind the claims of docs/model.md and write DIR/report.md with, "
+            "per claim, the numbers, figures and a verdict decided by thresholds in the code. "
+            "An interrupted run resumes from the experiments already finished."
+        ),
+    )
+    sizes = parser.add_mutually_exclusive_group()
+    sizes.add_argument("--quick", dest="size", action="store_const", const="quick",
+                       help="sized for <= 10 minutes on a 2-core CPU (the default size)")
+    sizes.add_argument("--full", dest="size", action="store_const", const="full",
+                       help="sized for one GPU")
+    sizes.add_argument("--smoke", dest="size", action="store_const", const="smoke",
+                       help="seconds per experiment (what the tests run)")
+    parser.set_defaults(size="quick")
+    parser.add_argument("--only", action="append", choices=REGISTRY, metavar="NAME",
+                        help=f"run only this experiment (repeatable; default: all): {', '.join(REGISTRY)}")
+    parser.add_argument("--restart", action="store_true",
+                        help="ignore finished experiments in DIR and run them again")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+    add_devices(parser, shards=False)
+    parser.add_argument("--out", type=Path, required=True, metavar="DIR",
+                        help="output directory, created if missing (required)")
+
+    def run(args):
+        from ..reproduce import main_reproduce
+
+        # Experiments do not take a device count yet: each runs on the default device.
+        report_devices("reproduce", args.device_info, args.device_info.available,
+                        detail="the experiments use the first only")
+        return main_reproduce(args)
+
+    parser.set_defaults(run=run, x64=True, resumes=True)
