@@ -13,9 +13,6 @@ from ._simulate import (
     simulate,
 )
 from ._status import describe_status
-from ._validate import check_int
-
-_check_int = check_int  # the old private name, for code not yet moved to ckpt_jax._validate
 
 __all__ = [
     "Trace", "simulate", "describe_status", "jitter_work", "default_max_events", "flat_params", "time_bound",

@@ -43,7 +43,7 @@ import numpy as np
 
 from ._io import atomic_write
 from ._validate import check_int
-from .engine import check_method
+from ._params import check_method
 from .model import Fleet, State, random_state
 
 if TYPE_CHECKING:
@@ -275,7 +275,7 @@ def run_ensemble(
             raise ValueError(f"key must be a single PRNG key or have shape ({n_fleets},), got {key.shape}")
     manifest = _manifest(n_fleets, chunk_size, n_fires, jitter, key, options, getattr(make_chunk, "config", None), config, save)
 
-    bounds = _chunk_bounds(n_fleets, chunk_size)
+    bounds = chunk_bounds(n_fleets, chunk_size)
     chunks: list = [None] * len(bounds)
     out = None if out_dir is None else Path(out_dir)
     if out is not None:
@@ -318,7 +318,7 @@ def run_ensemble(
 
 
 # -- chunks ----------------------------------------------------------------------------
-def _chunk_bounds(n_fleets: int, chunk_size: int) -> list:
+def chunk_bounds(n_fleets: int, chunk_size: int) -> list:
     """``[(start, stop), ...]`` covering ``0..n_fleets-1`` once, in order."""
     return [(start, min(start + chunk_size, n_fleets)) for start in range(0, n_fleets, chunk_size)]
 

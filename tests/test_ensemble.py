@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 import ckpt_jax as cj
 from ckpt_jax.cli import main
-from ckpt_jax.ensemble import MANIFEST, EnsembleMismatchError, _chunk_bounds
+from ckpt_jax.ensemble import MANIFEST, EnsembleMismatchError, chunk_bounds
 
 N_JOBS, N_FIRES, N_FLEETS, CHUNK = 4, 4, 10, 4  # 3 chunks; the last holds 2 fleets + 2 padding
 TRACE_FIELDS = ("fire_times", "end_times", "n_events", "time")
@@ -406,7 +406,7 @@ def test_bad_make_chunk_or_reduce_output_raises(make_chunk, reduce, what):
 @settings(max_examples=40, deadline=None)
 @given(n_fleets=st.integers(1, 200), chunk_size=st.integers(1, 64))
 def test_chunk_bounds_cover_every_fleet_once(n_fleets, chunk_size):
-    bounds = _chunk_bounds(n_fleets, chunk_size)
+    bounds = chunk_bounds(n_fleets, chunk_size)
     covered = np.concatenate([np.arange(start, stop) for start, stop in bounds])
     np.testing.assert_array_equal(covered, np.arange(n_fleets))
     assert all(0 < stop - start <= chunk_size for start, stop in bounds)

@@ -126,15 +126,15 @@ def test_no_clustering_trend_on_synthetic_gaps():
     rng = np.random.default_rng(1)
     launches, cycles = 300, 200
     flat = 0.05 * np.exp(0.3 * rng.standard_normal((launches, cycles)))
-    trend = no_clustering._trend(flat, 200, rng)
+    trend = no_clustering.shrink_trend(flat, 200, rng)
     assert trend["outcome"] == R and trend["slope_ci"][0] > no_clustering.SLOPE_MARGIN
     assert trend["detectable_shrink"] < 1 / no_clustering.SHRINK_FACTOR < trend["supported_shrink"] < 1
     # Clustering: the median gap shrinks ×100 over the run.
     shrinking = flat * np.exp(np.log(0.01) * np.arange(cycles) / cycles)
-    assert no_clustering._trend(shrinking, 200, rng)["outcome"] == N
+    assert no_clustering.shrink_trend(shrinking, 200, rng)["outcome"] == N
     # A dozen noisy launches over 30 cycles cannot tell.
     noisy = 0.05 * np.exp(1.0 * rng.standard_normal((12, 30)))
-    assert no_clustering._trend(noisy, 200, rng)["outcome"] == I
+    assert no_clustering.shrink_trend(noisy, 200, rng)["outcome"] == I
 
 
 def test_memory_cell_rule():
@@ -149,7 +149,7 @@ def test_memory_cell_rule():
 def test_memory_bootstrap_interval_covers_the_mean():
     rng = np.random.default_rng(2)
     values = 0.01 + 0.1 * rng.standard_normal(2000)
-    low, high, se = memory._bootstrap_interval(values, 400, rng)
+    low, high, se = memory.bootstrap_interval(values, 400, rng)
     assert low < values.mean() < high
     assert se == pytest.approx(0.1 / np.sqrt(2000), rel=0.2)
     assert memory.cell_verdict(low, high) == R

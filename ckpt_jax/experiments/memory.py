@@ -165,10 +165,10 @@ def order_only_curve(lags, partners: int) -> np.ndarray:
 
 def _bootstrap_se(values: np.ndarray, n_boot: int, rng: np.random.Generator) -> float:
     """Bootstrap standard error of the mean of per-launch values (B,)."""
-    return _bootstrap_interval(values, n_boot, rng)[2]
+    return bootstrap_interval(values, n_boot, rng)[2]
 
 
-def _bootstrap_interval(values: np.ndarray, n_boot: int, rng: np.random.Generator):
+def bootstrap_interval(values: np.ndarray, n_boot: int, rng: np.random.Generator):
     """Percentile interval (`rules.CONFIDENCE`) and standard error of the mean of (B,) values."""
     draws = rng.integers(0, values.size, (n_boot, values.size))
     means = values[draws].mean(axis=1)
@@ -241,7 +241,7 @@ def _cell(lags, mean_period_lags, consistent, ok, partners, n_boot, rng) -> dict
     excess = curve - baseline
     late = max(1, int(round(LATE_FRACTION * excess.size)))
     late_per_launch = np.mean(per_launch[:, -late:] - base_same[:, -late:], axis=1)
-    low, high, se = _bootstrap_interval(late_per_launch, n_boot, rng)
+    low, high, se = bootstrap_interval(late_per_launch, n_boot, rng)
     outcome = cell_verdict(low, high)
     late_mean = float(late_per_launch.mean())
     return dict(

@@ -137,7 +137,7 @@ def _median_positions(order, counts):
     return jnp.sum(drawn <= lower, axis=1), jnp.sum(drawn <= upper, axis=1)
 
 
-def _trend(gaps: np.ndarray, n_boot: int, rng: np.random.Generator) -> dict:
+def shrink_trend(gaps: np.ndarray, n_boot: int, rng: np.random.Generator) -> dict:
     """Slope of log median smallest gap vs cycle after the burn-in, with a bootstrap
     interval over launches, and the cell's verdict against the margin.
 
@@ -250,7 +250,7 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
         for index, load in enumerate(LOADS):
             usable = ok[index] & np.all(np.isfinite(gaps[index]) & (gaps[index] > 0), axis=-1)
             cell_gaps = gaps[index][usable]
-            trend = _trend(cell_gaps, config["bootstrap"], rng)
+            trend = shrink_trend(cell_gaps, config["bootstrap"], rng)
             median = np.median(cell_gaps, axis=0)
             x = np.arange(median.size)[trend["fit_from_cycle"]:]
             intercept = float(np.mean(np.log(median[x])) - trend["slope"] * np.mean(x))
