@@ -21,7 +21,7 @@ def add_reproduce(subparsers) -> None:
     )
     sizes = parser.add_mutually_exclusive_group()
     sizes.add_argument("--quick", dest="size", action="store_const", const="quick",
-                       help="sized for <= 10 minutes on a 2-core CPU (the default size)")
+                       help="about 2-4 minutes on a 2-core CPU (the default size)")
     sizes.add_argument("--full", dest="size", action="store_const", const="full",
                        help="sized for one GPU")
     sizes.add_argument("--smoke", dest="size", action="store_const", const="smoke",
@@ -30,7 +30,8 @@ def add_reproduce(subparsers) -> None:
     parser.add_argument("--only", action="append", choices=REGISTRY, metavar="NAME",
                         help=f"run only this experiment (repeatable; default: all): {', '.join(REGISTRY)}")
     parser.add_argument("--restart", action="store_true",
-                        help="ignore finished experiments in DIR and run them again")
+                        help="run every experiment again; results of another size in DIR are discarded first "
+                        "(without --restart such a folder is refused)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
     add_devices(parser, shards=False)
     parser.add_argument("--out", type=Path, required=True, metavar="DIR",
