@@ -71,7 +71,8 @@ def test_order_only_curve_of_identical_launches_is_their_memory():
     np.testing.assert_allclose(memory.memory_curve(lags), 1.0)
 
 
-def test_thin_script_shows_help():
-    done = subprocess.run([sys.executable, str(ROOT / "experiments" / "memory.py"), "--help"],
+def test_experiments_entry_point_lists_every_experiment():
+    done = subprocess.run([sys.executable, str(ROOT / "experiments" / "run.py"), "--help"],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and "--size" in done.stdout
+    assert all(name in done.stdout for name in REGISTRY)

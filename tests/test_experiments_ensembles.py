@@ -95,7 +95,10 @@ def test_statistics_experiments_record_observers_not_traces_and_full_has_1e5_fle
 
 
 @pytest.mark.parametrize("name", ["no_clustering", "ftle", "bursts"])
-def test_thin_scripts_show_help(name):
-    done = subprocess.run([sys.executable, str(ROOT / "experiments" / f"{name}.py"), "--help"],
+def test_entry_point_runs_each_by_name(name):
+    done = subprocess.run([sys.executable, str(ROOT / "experiments" / "run.py"), name, "--help"],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and "--size" in done.stdout
+    bad = subprocess.run([sys.executable, str(ROOT / "experiments" / "run.py"), "no_such_experiment", "--out", "x"],
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "invalid choice" in bad.stderr
