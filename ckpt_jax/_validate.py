@@ -14,7 +14,6 @@ bound (`time_bound`) would overflow.
 
 from __future__ import annotations
 
-import math
 import os
 from typing import Optional
 
@@ -194,14 +193,3 @@ def _bytes(n: float) -> str:
             return f"{n:.3g} {unit}"
         n /= 1000
     return f"{n:.3g} EB"
-
-
-def finite_float(name: str, value) -> float:
-    """A finite Python float, or `ValueError` naming ``name``."""
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a finite number, got {_short(value)}") from None
-    if not math.isfinite(number):
-        raise ValueError(f"{name} must be finite, got {number}")
-    return number
