@@ -107,10 +107,9 @@ class EventView(NamedTuple):
       n_writers_after: (B,) int writers after the switches.
       fired, ended: (B, M) bool: a firing / a write end at ``time``.
       recorded_end: (B, M) bool, ended and that write was started by a firing after t = 0.
-      job: (B, M) int job index of each column.
+      job: (B, M) int job index of each column (the fast paths: its slot, a ring position
+        on the FIFO path; they keep per-job totals in their own per-slot rows).
       cycle: (B, M) int, where fired, the cycle of that firing (0-based fire count).
-      write_duration: (B, M) where ended, the duration of that write; None where the loop
-        gives dense masks instead.
       draining, waiting: (B, N) bool during the interval (general engine only, else None).
       first_fires: (B,) int jobs that fired for the first time at ``time``.
       last_ends: (B,) int jobs that ended the write of their K-th firing at ``time``.
@@ -127,7 +126,6 @@ class EventView(NamedTuple):
     recorded_end: jax.Array
     job: jax.Array
     cycle: jax.Array
-    write_duration: Optional[jax.Array]
     draining: Optional[jax.Array]
     waiting: Optional[jax.Array]
     first_fires: jax.Array
@@ -138,11 +136,14 @@ class FinalView(NamedTuple):
     """The state after the loop, for ``finalize`` (batched, job order)."""
 
     time: jax.Array  # (B,) stop time
-    open_write: jax.Array  # (B, N) time spent so far in a write still in progress (else 0)
     async_fraction: jax.Array  # (B,)
     active: jax.Array  # (B, N)
     horizon: Optional[jax.Array]  # (B,) or None
     n_writers: jax.Array  # (B,) writers at the stop
+    # The jobs observer's totals where the loop keeps them in its per-job rows (the fast
+    # paths rewrite the switching job's row every iteration anyway), else None.
+    write_time: Optional[jax.Array] = None  # (B, N) time spent writing, open write included
+    writes: Optional[jax.Array] = None  # (B, N) int completed writes
 
 
 def _window_state(n_fleets, dtype):
@@ -183,8 +184,15 @@ class _Window:
 
 
 class WritersObserver:
-    """`WriterStats`, accumulated per interval (time at each count) and per instant
-    (rises, netted over every switch at one instant, as `analysis.writer_count` nets them)."""
+    """`WriterStats`, accumulated per interval (time at each count) and per switch.
+
+    Rises are netted over every switch at one instant, as `analysis.writer_count` nets
+    them: an instant that starts at n_w = s and ends at b enters levels s+1..b once. The
+    iteration moves n_w from a to b; at every level k > s it crosses, it adds +1 (up,
+    a < k <= b) or −1 (down, b < k <= a). Starting below k, the crossings of k alternate
+    up and down, so their sum over the instant is 1 exactly when it ends at or above k:
+    no per-instant state beyond s. The fast paths switch one job per iteration
+    (|b − a| <= 1): one cell per iteration; the general engine adds its levels in bulk."""
 
     name = "writers"
 
@@ -197,9 +205,7 @@ class WritersObserver:
         return dict(
             window=_Window.init(n_fleets, dtype),
             time=jnp.zeros((n_fleets, size), dtype),
-            # Rises from a to b > a add one excursion at every level a+1..b: a difference
-            # array (+1 at a+1, −1 at b+1), summed at the end, makes each rise O(1).
-            rises=jnp.zeros((n_fleets, size + 1), jnp.int32),
+            rises=jnp.zeros((n_fleets, size), jnp.int32),  # entries into n_w >= k
             max=jnp.full(n_fleets, -1, jnp.int32),
             instant_start=jnp.zeros(n_fleets, jnp.int32),  # n_w when the current instant began
             instant_open=jnp.zeros(n_fleets, bool),  # window open strictly before it
@@ -208,112 +214,174 @@ class WritersObserver:
     def update(self, state, view: EventView, n_active):
         window, open_before = _Window.update(state["window"], view, n_active, self.has_stop)
         fleets = jnp.arange(view.time.shape[0])
-        # A new instant closes the previous one: count its net rise.
-        closing = view.advanced & view.running
-        rises = self._add_rise(state["rises"], fleets, closing & state["instant_open"], state["instant_start"], view.n_writers)
         in_interval = view.running & open_before & (view.dt > 0)
         time = state["time"].at[fleets, view.n_writers].add(jnp.where(in_interval, view.dt, 0))
         most = jnp.where(in_interval, jnp.maximum(state["max"], view.n_writers), state["max"])
-        instant_start = jnp.where(closing, view.n_writers, state["instant_start"])
-        instant_open = jnp.where(closing, open_before, state["instant_open"])
-        # The general engine's iterations are whole instants: close them at once.
-        return dict(window=window, time=time, rises=rises, max=most, instant_start=instant_start, instant_open=instant_open)
-
-    @staticmethod
-    def _add_rise(rises, fleets, counted, start, stop):
-        up = counted & (stop > start)
-        size = rises.shape[1]
-        rises = rises.at[fleets, jnp.where(up, start + 1, size)].add(1, mode="drop")
-        return rises.at[fleets, jnp.where(up, stop + 1, size)].add(-1, mode="drop")
+        # An iteration that advances time begins a new instant (before its switches).
+        begins = view.advanced & view.running
+        start = jnp.where(begins, view.n_writers, state["instant_start"])
+        instant_open = jnp.where(begins, open_before, state["instant_open"])
+        counted = instant_open & view.running
+        a, b, rises = view.n_writers, view.n_writers_after, state["rises"]
+        if view.draining is not None:  # the general engine: n_w jumps a -> b, levels in bulk
+            k = jnp.arange(rises.shape[1])[None, :]
+            a, b, s = a[:, None], b[:, None], start[:, None]
+            crossed = ((k > a) & (k <= b)).astype(rises.dtype) - ((k > b) & (k <= a)).astype(rises.dtype)
+            rises = rises + jnp.where(counted[:, None] & (k > s), crossed, 0)
+        else:  # one switch, n_w moves by ±1: the level it reaches (firing) or leaves (end)
+            level = jnp.maximum(a, b)
+            step = jnp.where(counted & (level > start), b - a, 0)
+            rises = rises.at[fleets, level].add(step.astype(rises.dtype), mode="promise_in_bounds")
+        return dict(window=window, time=time, rises=rises, max=most, instant_start=start, instant_open=instant_open)
 
     def finalize(self, state, final: FinalView, complete):
-        fleets = jnp.arange(final.time.shape[0])
         window = state["window"]
         if final.horizon is None:
             t_stop = window["t_stop"]  # NaN if the first K-th write never ended
         else:
             t_stop = jnp.where(complete, final.horizon, jnp.nan)
-        # The last instant is still open: count its rise if it lies inside the window.
-        rises = self._add_rise(state["rises"], fleets, state["instant_open"], state["instant_start"], final.n_writers)
-        excursions = jnp.cumsum(rises, axis=1)[:, :-1]
         usable = jnp.isfinite(window["t_start"]) & jnp.isfinite(t_stop) & (t_stop > window["t_start"])
         nan = jnp.asarray(jnp.nan, state["time"].dtype)
         return WriterStats(
             time=jnp.where(usable[:, None], state["time"], nan),
             window=jnp.stack([window["t_start"], t_stop], axis=1),
-            excursions=jnp.where(usable[:, None], excursions, -1),
+            excursions=jnp.where(usable[:, None], state["rises"], -1),
             max=jnp.where(usable, state["max"], -1),
         )
 
 
 class GapsObserver:
-    """(B, K) smallest phase gap per cycle: per cycle k, the first and last firing time,
-    the smallest gap between consecutive firings so far and their number; closed at the
-    end with the gap to cycle k + 1's first firing (`analysis.smallest_gap`)."""
+    """(B, K) smallest phase gap per cycle (`analysis.smallest_gap` of the trace).
+
+    Firings arrive in time order, and cycles begin in order (a job fires cycle c + 1 only
+    after it fired cycle c), so per fleet only the newest cycle ``cur`` and the one before
+    it are still changing: their first/last firing, smallest inner gap and count are
+    per-fleet scalars. When cycle c + 2 begins, cycle c is final but for late firings; its
+    smallest gap min(inner, first_{c+1} − last_c) goes to a (B, K) float table and its count
+    to a (B, K) int table. A later firing of c has t > first_{c+2} > first_{c+1}: cycles c
+    and c + 1 interleave (both NaN, as `smallest_gap` makes them) and it only adds N + 1 to
+    c's int cell (which thus holds count − n_active + (N + 1) × late firings, decodable,
+    since the count is at most N). Per iteration: one float cell and one int cell.
+
+    Every firing of one iteration has the same time (the general engine switches a whole
+    instant at once, the fast paths one job), so an iteration is summarised by how many
+    firings it has in cycles cur − 1, cur and cur + 1; cycles up to cur − 2 are late.
+    Equal times do not interleave (`smallest_gap` compares strictly).
+    """
 
     name = "gaps"
 
-    def __init__(self, n_fires: int):
+    def __init__(self, n_jobs: int, n_fires: int):
+        self.n_jobs = n_jobs
         self.n_fires = n_fires
+        if (n_jobs + 1) * n_jobs >= np.iinfo(np.int32).max:
+            raise ValueError(f"the gaps observer counts at most 46340 jobs per fleet, got N = {n_jobs}")
 
     def init(self, n_fleets, dtype):
-        inf = jnp.inf
-        rows = jnp.stack(
-            [jnp.full((n_fleets, self.n_fires), inf, dtype), jnp.full((n_fleets, self.n_fires), -inf, dtype),
-             jnp.full((n_fleets, self.n_fires), inf, dtype), jnp.zeros((n_fleets, self.n_fires), dtype)],
-            axis=-1,
-        )  # columns: first, last, smallest inner gap, count
-        return rows  # (B, K, 4): every observer state has the fleet axis first
+        zero, inf = jnp.zeros(n_fleets, dtype), jnp.full(n_fleets, jnp.inf, dtype)
+        int_zero, no = jnp.zeros(n_fleets, jnp.int32), jnp.zeros(n_fleets, bool)
+        return dict(
+            smallest=jnp.full((n_fleets, self.n_fires), jnp.nan, dtype),
+            counts=jnp.zeros((n_fleets, self.n_fires), jnp.int32),
+            cur=jnp.full(n_fleets, -1, jnp.int32),  # newest cycle begun (-1: none)
+            first=zero, last=zero, inner=inf, count=int_zero,  # cycle cur
+            prev_last=zero, prev_inner=inf, prev_count=int_zero,  # cycle cur - 1
+            prev_ahead=no,  # a firing of cur - 1 came after cur's first: they interleave
+            written_ahead=no,  # the same for the last cycle written out (cur - 2)
+        )
 
-    def update(self, rows, view: EventView, n_active):
+    def _written(self, state, n_active):
+        """Cycle cur − 1's smallest gap and count cell, as written when cur + 1 begins."""
+        closing = state["first"] - state["prev_last"]
+        smallest = jnp.where(state["prev_ahead"] | state["written_ahead"], jnp.nan,
+                             jnp.minimum(state["prev_inner"], closing))
+        return smallest, state["prev_count"] - n_active
+
+    def update(self, state, view: EventView, n_active):
         n_fleets, width = view.fired.shape
-        k = self.n_fires
-        rows = rows.reshape(n_fleets * k, 4)
-        fleets = jnp.arange(n_fleets)[:, None]
-        use = view.fired & (view.cycle < k) & view.running[:, None]
-        cell = jnp.where(use, fleets * k + view.cycle, n_fleets * k).reshape(-1)
-        old = rows.at[cell].get(mode="fill", fill_value=0).reshape(n_fleets, width, 4)
-        t = view.time[:, None]
-        if width == 1:
-            # One firing per fleet per iteration (the fast loops): the cells are distinct, so
-            # one scatter of whole rows, marked unique, updates the state in place (a
-            # read-after-write scatter made XLA:CPU copy the whole (B, K, 4) state).
-            count = old[..., 3] + 1
-            together = jnp.zeros(count.shape, bool)
-        else:
-            # Jobs firing in the same cycle at one instant: count them all before comparing.
-            rows = rows.at[cell, 3].add(1, mode="drop")
-            count = rows.at[cell, 3].get(mode="fill", fill_value=0).reshape(n_fleets, width)
-            together = count - old[..., 3] >= 2
-        inner = jnp.minimum(old[..., 2], jnp.where(old[..., 3] > 0, t - old[..., 1], jnp.inf))
-        inner = jnp.where(together, jnp.minimum(inner, 0), inner)
-        first = jnp.where(old[..., 3] > 0, old[..., 0], t)
-        if width == 1:
-            new = jnp.stack([first, jnp.broadcast_to(t, first.shape), inner, count], axis=-1).reshape(-1, 4)
-            return rows.at[cell].set(new, mode="drop", unique_indices=True).reshape(n_fleets, k, 4)
-        new = jnp.stack([first, jnp.broadcast_to(t, first.shape), inner], axis=-1).reshape(-1, 3)
-        return rows.at[cell, :3].set(new, mode="drop").reshape(n_fleets, k, 4)
+        k, t, cur = self.n_fires, view.time, state["cur"]
+        fired = view.fired & view.running[:, None] & (view.cycle < k)
+        offset = view.cycle - cur[:, None]
 
-    def finalize(self, rows, final: FinalView, complete):
-        n_fleets = final.time.shape[0]
-        first, last, inner, count = rows[..., 0], rows[..., 1], rows[..., 2], rows[..., 3]
-        n_active = jnp.sum(final.active, axis=1)[:, None].astype(count.dtype)
-        full = count >= n_active
-        following = jnp.concatenate([first[:, 1:], jnp.full((n_fleets, 1), jnp.nan, first.dtype)], axis=1)
-        next_full = jnp.concatenate([full[:, 1:], jnp.zeros((n_fleets, 1), bool)], axis=1)
-        closing = jnp.where(next_full, following - last, jnp.nan)
-        # As `analysis.smallest_gap`: cycles whose firings interleave are not gaps (NaN).
-        ahead = last[:, :-1] > first[:, 1:]
-        pad = jnp.zeros((n_fleets, 1), bool)
-        interleaved = jnp.concatenate([ahead, pad], axis=1) | jnp.concatenate([pad, ahead], axis=1)
-        smallest = jnp.minimum(inner, closing)
-        return jnp.where(full & ~interleaved & ~(closing < 0), smallest, jnp.nan)
+        def how_many(mask):
+            return jnp.sum(mask & fired, axis=1).astype(jnp.int32)
+
+        n_prev, n_cur, n_next = how_many(offset == -1), how_many(offset == 0), how_many(offset == 1)
+        late = fired & (offset <= -2)
+        # Cycle cur - 1 at t >= first: interleaved if later, else a tie (a gap of zero).
+        tie = t == state["first"]
+        prev_ahead = state["prev_ahead"] | ((n_prev > 0) & ~tie)
+        tied = (n_prev > 0) & tie
+        prev_inner = jnp.where(tied, jnp.minimum(state["prev_inner"], jnp.where(n_prev > 1, 0, t - state["prev_last"])),
+                               state["prev_inner"])
+        prev_last = jnp.where(tied, t, state["prev_last"])
+        prev_count = state["prev_count"] + n_prev
+        # Cycle cur.
+        seen = n_cur > 0
+        gap = jnp.where(state["count"] > 0, t - state["last"], jnp.inf)
+        inner = jnp.where(seen, jnp.minimum(state["inner"], jnp.where(n_cur > 1, 0, gap)), state["inner"])
+        last = jnp.where(seen, t, state["last"])
+        count = state["count"] + n_cur
+        state = dict(state, prev_ahead=prev_ahead, prev_inner=prev_inner, prev_last=prev_last, prev_count=prev_count,
+                     inner=inner, last=last, count=count)
+        # Cycle cur + 1 begins: cycle cur - 1 is written out and the window moves on.
+        begins = n_next > 0
+        row = cur - 1
+        write = begins & (row >= 0)
+        smallest_value, count_value = self._written(state, n_active)
+        fleets = jnp.arange(n_fleets)
+        cell = jnp.where(write, row, k)
+        smallest = state["smallest"].at[fleets, cell].set(smallest_value, mode="drop", unique_indices=True)
+        counts = state["counts"]
+        late_step = jnp.asarray(self.n_jobs + 1, jnp.int32)
+        if width == 1:  # one firing: either it begins a cycle or it is late, one cell
+            add_cell = jnp.where(write, row, jnp.where(late[:, 0], view.cycle[:, 0], k))
+            add = jnp.where(write, count_value, late_step)
+            counts = counts.at[fleets, add_cell].add(add, mode="drop", unique_indices=True)
+        else:
+            counts = counts.at[fleets, cell].add(count_value, mode="drop", unique_indices=True)
+            late_cells = jnp.where(late, view.cycle, k)
+            counts = counts.at[jnp.broadcast_to(fleets[:, None], late.shape), late_cells].add(late_step, mode="drop")
+        shifted = dict(
+            cur=cur + 1, first=t, last=t, inner=jnp.where(n_next > 1, jnp.zeros_like(t), jnp.inf), count=n_next,
+            prev_last=state["last"], prev_inner=state["inner"], prev_count=state["count"],
+            prev_ahead=jnp.zeros_like(prev_ahead),
+            written_ahead=jnp.where(write, state["prev_ahead"], state["written_ahead"]),
+        )
+        state = {name: jnp.where(begins, shifted[name], value) if name in shifted else value for name, value in state.items()}
+        return dict(state, smallest=smallest, counts=counts)
+
+    def finalize(self, state, final: FinalView, complete):
+        n_fleets, k = state["smallest"].shape
+        n_active = jnp.sum(final.active, axis=1).astype(jnp.int32)
+        cycles = jnp.arange(k)[None, :]
+        cur = state["cur"][:, None]
+        # The two cycles still in the scalars: cur - 1 as if cur + 1 began, cur (no next).
+        smallest_value, count_value = self._written(state, n_active)
+        pending = cycles == cur - 1
+        smallest = jnp.where(pending, smallest_value[:, None], state["smallest"])
+        smallest = jnp.where(cycles == cur, jnp.nan, smallest)
+        counts = state["counts"] + jnp.where(pending, count_value[:, None], 0)
+        counts = counts + jnp.where(cycles == cur, (state["count"] - n_active)[:, None], 0)
+        # Decode: counts = count − n_active + (N + 1) L, with count − n_active in [−N, 0].
+        n = self.n_jobs
+        late = (counts + n) // (n + 1)
+        started = cycles <= cur
+        full = started & (counts - n * late >= 0)
+        ahead = started & (late > 0)
+        after = jnp.zeros((n_fleets, 1), bool)
+        full_next = jnp.concatenate([full[:, 1:], after], axis=1)
+        ahead_before = jnp.concatenate([after, ahead[:, :-1]], axis=1)
+        valid = full & full_next & ~ahead & ~ahead_before
+        return jnp.where(valid, smallest, jnp.nan)
 
 
 class JobsObserver:
-    """`JobStats`: write time from each write's duration (fast paths) or per interval
-    (general engine, whose masks are dense anyway), completed writes, and compute time as
-    the stop time minus the time not computing (writing with α = 0, waiting with α > 0)."""
+    """`JobStats`: write time per interval (general engine, whose masks are dense anyway)
+    or, on the fast paths, from each write's duration, kept in the loop's per-job rows
+    (`FinalView.write_time`, `FinalView.writes`: the switching job's row is rewritten every
+    iteration anyway, so this costs no extra pass); completed writes; compute time as the
+    stop time minus the time not computing (writing with α = 0, waiting with α > 0)."""
 
     name = "jobs"
 
@@ -325,22 +393,20 @@ class JobsObserver:
         return dict(write_time=zeros, waiting_time=zeros, writes=jnp.zeros((n_fleets, self.n_jobs), jnp.int32))
 
     def update(self, state, view: EventView, n_active):
-        n_fleets = view.time.shape[0]
-        fleets = jnp.broadcast_to(jnp.arange(n_fleets)[:, None], view.job.shape)
-        running = view.running[:, None]
-        writes = state["writes"].at[fleets, view.job].add((view.recorded_end & running).astype(jnp.int32))
-        if view.draining is not None:  # dense masks: accumulate the interval
-            dt = jnp.where(view.running, view.dt, 0)[:, None]
-            write_time = state["write_time"] + jnp.where(view.draining, dt, 0)
-            waiting_time = state["waiting_time"] + jnp.where(view.waiting, dt, 0)
-        else:  # one write at a time: add its duration when it ends (α = 0 here)
-            ends = view.ended & running
-            write_time = state["write_time"].at[fleets, view.job].add(jnp.where(ends, view.write_duration, 0))
-            waiting_time = state["waiting_time"]
+        if view.draining is None:  # the fast paths keep the totals in their per-job rows
+            return state
+        # The general engine's masks are dense anyway: accumulate the interval.
+        fleets = jnp.broadcast_to(jnp.arange(view.time.shape[0])[:, None], view.job.shape)
+        writes = state["writes"].at[fleets, view.job].add((view.recorded_end & view.running[:, None]).astype(jnp.int32))
+        dt = jnp.where(view.running, view.dt, 0)[:, None]
+        write_time = state["write_time"] + jnp.where(view.draining, dt, 0)
+        waiting_time = state["waiting_time"] + jnp.where(view.waiting, dt, 0)
         return dict(write_time=write_time, waiting_time=waiting_time, writes=writes)
 
     def finalize(self, state, final: FinalView, complete):
-        write_time = state["write_time"] + final.open_write
+        if final.write_time is not None:
+            state = dict(state, write_time=final.write_time, writes=final.writes)
+        write_time = state["write_time"]
         idle = jnp.where(final.async_fraction[:, None] > 0, state["waiting_time"], write_time)
         compute_time = final.time[:, None] - idle
         ok = final.active & complete[:, None]
@@ -361,7 +427,7 @@ def observers_for(save: SaveAt, n_jobs: int, stop_fires: Optional[int], gap_fire
     if save.writers:
         chosen.append(WritersObserver(n_jobs, stop_fires))
     if save.gaps:
-        chosen.append(GapsObserver(gap_fires))
+        chosen.append(GapsObserver(n_jobs, gap_fires))
     if save.jobs:
         chosen.append(JobsObserver(n_jobs))
     return tuple(chosen)

@@ -14,7 +14,11 @@ module, which is public and stable:
   stepping primitive: event by event until a condition, a horizon or the budget, with an
   optional observer of each step; `advance_to_firing(params, carry, job, ...)` stops at
   the next firing of ``job``;
-* `computing_mask(params, draining, waiting)` — who draws compute power.
+* `computing_mask(params, draining, waiting)` — who draws compute power;
+* the observer protocol of `ckpt_jax.SaveAt`: each loop iteration is an `EventView`, the
+  state after the loop a `FinalView`, and an observer (`WritersObserver`,
+  `GapsObserver`, `JobsObserver`) is ``init(n_fleets, dtype)``, ``update(state, view,
+  n_active)`` and ``finalize(state, final, complete)`` over batched arrays.
 
 Example: the time until job 0 of a synchronous pair fires again.
 
@@ -29,6 +33,8 @@ Example: the time until job 0 of a synchronous pair fires again.
 """
 
 from ._loops.general import Carry, advance, advance_to_firing, init_carry, step
+from ._observe import EventView, FinalView, GapsObserver, JobsObserver, WritersObserver
 from ._params import Params, computing_mask, flat_params, jitter_work
 
-__all__ = ["Carry", "Params", "flat_params", "init_carry", "step", "advance", "advance_to_firing", "computing_mask", "jitter_work"]
+__all__ = ["Carry", "Params", "flat_params", "init_carry", "step", "advance", "advance_to_firing", "computing_mask", "jitter_work",
+           "EventView", "FinalView", "WritersObserver", "GapsObserver", "JobsObserver"]

@@ -68,7 +68,7 @@ def _check_against_trace(fleet, trace, horizon=None):
         t_stop = np.full_like(t_start, horizon)
     _rel_close(trace.writers.window, np.stack([t_start, t_stop], -1))
     levels = list(range(N_JOBS + 1))
-    for b in range(N_FLEETS):
+    for b in range(fire.shape[0]):
         spent, most = _count_on(fire[b], end[b], t_start[b], t_stop[b])
         _rel_close(trace.writers.time[b], spent)
         assert int(trace.writers.max[b]) == most
@@ -127,6 +127,33 @@ def test_without_a_trace_the_observers_are_the_same(path):
     horizon = cj.simulate(fleet, state, None, method=path, until=30.0, save=cj.SaveAt(trace=False, writers=True, jobs=True))
     assert np.all(np.asarray(horizon.ok)) and horizon.gaps is None
     np.testing.assert_array_equal(np.asarray(horizon.time), 30.0)
+
+
+@pytest.mark.parametrize("path", ["general", "clock", "fifo"])
+def test_observers_of_synchronous_groups_equal_the_trace(path):
+    # Groups of jobs that switch at one instant: rises netted over many switches at one
+    # time, gaps of zero, writes that end as others start.
+    compute, write = np.full((N_FLEETS, N_JOBS), 6.0), np.full((N_FLEETS, N_JOBS), 1.5)
+    fleet = cj.Fleet(compute, write, cap=np.array([3.0, 9.0, 2.5]), throughput="sqrt")
+    groups = np.array([[1.0] * 4 + [0.5] * 4, [1.0] * 8, [1.0, 1.0, 0.25, 0.25, 0.25, 0.5, 0.5, 0.5]])
+    state = cj.initial_state(fleet, phase=0, remaining=compute * groups)
+    trace = cj.simulate(fleet, state, K, method=path, save=ALL)
+    _check_against_trace(fleet, trace)
+    assert np.any(np.asarray(trace.gaps) == 0)  # simultaneous firings were seen
+
+
+@pytest.mark.parametrize("path", ["general", "clock", "fifo"])
+def test_a_group_that_fires_as_another_ends_its_write_is_no_excursion(path):
+    # Half the jobs end their writes at the very instant the other half fire (exactly, in
+    # floats: 1.5 / (sqrt(4) / 4) = 3 = T), every cycle: n_w stays 4, the switches at each
+    # instant net to zero rises, but pass through every level from 0 to 4.
+    compute, write = np.full((1, 8), 3.0), np.full((1, 8), 1.5)
+    fleet = cj.Fleet(compute, write, throughput="sqrt")
+    state = cj.initial_state(fleet, phase=np.array([[1] * 4 + [0] * 4]), remaining=np.array([[1.5] * 4 + [3.0] * 4]))
+    trace = cj.simulate(fleet, state, K, method=path, save=ALL)
+    _check_against_trace(fleet, trace)
+    assert np.asarray(trace.writers.excursions)[0].tolist() == [0] * 9
+    assert np.asarray(trace.writers.time)[0, 4] > 0 and np.asarray(trace.writers.max)[0] == 4
 
 
 @pytest.mark.parametrize("path", ["general", "clock"])

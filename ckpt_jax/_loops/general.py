@@ -352,7 +352,6 @@ def event_view(params: Params, before: Carry, after: Carry, running, fires, ends
         recorded_end=ends & (before.fire_count >= 1),
         job=jnp.broadcast_to(jnp.arange(n_jobs, dtype=jnp.int32), (n_fleets, n_jobs)),
         cycle=before.fire_count,
-        write_duration=None,
         draining=writers,
         waiting=params.active & before.waiting,
         first_fires=jnp.sum(fires & (before.fire_count == 0), axis=1).astype(jnp.int32),
@@ -465,7 +464,6 @@ def result(params, carry, observers, horizon, *, n_fires, until) -> LoopResult:
     finished = carry.time >= horizon if until else jax.vmap(done, in_axes=(0, 0, None))(carry, params.active, n_fires)
     final = FinalView(
         time=carry.time,
-        open_write=jnp.zeros_like(carry.write_left),  # the general loop accumulates densely
         async_fraction=params.async_fraction,
         active=params.active,
         horizon=horizon if until else None,

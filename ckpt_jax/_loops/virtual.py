@@ -74,7 +74,8 @@ class VirtualCarry(NamedTuple):
       slots: (B N, 4 or 5) per slot (FIFO: ring position; clock: job): the clock value
         (double-word: columns 0, 1) at which that job's phase ends, its fire count so far
         (column 2, exact in floats), whether it writes (column 3: 1.0 or 0.0) and, for
-        the jobs observer, the time it entered its phase (column 4).
+        the jobs observer, its write ends minus its firings (column 4: its time spent
+        writing, less t_stop while it writes).
       trace: (B N K 2,) per slot, cycle k and kind (0: firing, 1: end of that write), the
         time; NaN until written.
       write_head: (B,) int32 ring position of the oldest writer (FIFO path only).
@@ -139,8 +140,7 @@ def init_carry(params: Params, state_phase, state_remaining, n_fires: int, clock
     computing jobs by remaining work, then padding; each queue is then sorted by target
     (entry order), as the FIFO needs. Clock: slots are jobs (the ring is the identity)
     and inactive slots get an infinite target. ``n_fires`` is the trace's length K (0:
-    no trace); ``entry`` adds a slot column with the time the job entered its phase (for
-    the jobs observer: a write's duration when it ends).
+    no trace); ``entry`` adds the jobs observer's slot column.
     """
     dtype = params.compute.dtype
     n_fleets, n_jobs = params.compute.shape
@@ -189,13 +189,12 @@ def still_running(carry: VirtualCarry):
 
 
 def switch(constants, params, carry: VirtualCarry, running, event_limit, n_fires: int, clock: bool, use_jitter: bool,
-            horizon=None, job_at=None):
+            horizon=None):
     """Switches one job in each running fleet (advancing time first if no job is due now).
 
     Lanes that are not running take dt = 0, switch nobody and write nothing (their
     scatter indices are out of range). With a ``horizon`` (B,) a fleet whose next event
-    lies beyond it advances to it exactly and switches nobody. ``job_at`` (B, N) maps a
-    slot to its job (for the observers' view).
+    lies beyond it advances to it exactly and switches nobody.
 
     Returns ``(carry, view)``, the `EventView` of this iteration (one column: M = 1).
     """
@@ -280,8 +279,11 @@ def switch(constants, params, carry: VirtualCarry, running, event_limit, n_fires
     )
     columns = [target_hi, target_lo, (count + fires.astype(jnp.int32)).astype(dtype), fires.astype(dtype)]
     entry = carry.slots.shape[1] > 4
-    if entry:  # the jobs observer: when the job entered its new phase
-        columns.append(time)
+    if entry:
+        # The jobs observer lives in the switching job's row, rewritten here anyway (one
+        # column: a wider row costs every iteration): its time spent writing, as the sum
+        # of its write ends minus its firings (a firing subtracts t, a write end adds t).
+        columns.append(jnp.where(ends, write_head_row[:, 4] + time, compute_head_row[:, 4] - time))
     row = jnp.stack(columns, axis=-1)
     switched = ends | fires
     slots = carry.slots.at[jnp.where(switched, fleet * n_jobs + pos, n_fleets * n_jobs)].set(
@@ -300,9 +302,8 @@ def switch(constants, params, carry: VirtualCarry, running, event_limit, n_fires
         fired=fires[:, None],
         ended=ends[:, None],
         recorded_end=(ends & (count >= 1))[:, None],
-        job=(pos if job_at is None else job_at[fleet, pos]).astype(jnp.int32)[:, None],
+        job=pos.astype(jnp.int32)[:, None],  # a slot: observers that need jobs keep per-slot rows
         cycle=count[:, None],
-        write_duration=(time - write_head_row[:, 4])[:, None] if entry else None,
         draining=None,
         waiting=None,
         first_fires=(fires & (count == 0)).astype(jnp.int32),
@@ -350,10 +351,6 @@ def advance(
     n_fleets, n_jobs = carry.position.shape
     fleet = jnp.arange(n_fleets)[:, None]
     observers = _observe.observers_for(save, n_jobs, stop_fires, gap_fires)
-    # Slot -> job: the clock path's slots are jobs; the FIFO's are ring positions.
-    job_at = None if clock or not save.jobs else jnp.zeros_like(carry.position).at[fleet, carry.position].set(
-        jnp.arange(n_jobs, dtype=jnp.int32)[None, :], unique_indices=True
-    )
     obs = _observe.init(save, n_jobs, stop_fires, gap_fires, n_fleets, carry.time.dtype)
     n_active = carry.n_active
 
@@ -368,7 +365,7 @@ def advance(
     def body(state):
         carry, obs, running = state
         carry, view = switch(constants, params, carry, running, event_limit, n_fires, clock, use_jitter,
-                              horizon if until else None, job_at)
+                              horizon if until else None)
         obs = tuple(o.update(state_o, view, n_active) for o, state_o in zip(observers, obs))
         return carry, obs, still(carry)
 
@@ -380,7 +377,11 @@ def advance(
         trace = jnp.take_along_axis(trace, carry.position[:, :, None, None], axis=1)
         slots = jnp.take_along_axis(slots, carry.position[:, :, None], axis=1)
     writing = slots[..., 3] > 0
-    open_write = jnp.where(writing, carry.time[:, None] - slots[..., 4], 0) if slots.shape[-1] > 4 else jnp.zeros(writing.shape, carry.time.dtype)
+    entry = slots.shape[-1] > 4
+    if entry:  # the jobs observer's column: + t_stop closes a write still in progress
+        write_time = slots[..., 4] + jnp.where(writing, carry.time[:, None], 0)
+        count = slots[..., 2].astype(jnp.int32)
+        writes = count - (writing & (count >= 1)).astype(jnp.int32)  # not the write in progress
     done = carry.time >= horizon if until else carry.n_finished >= carry.n_active
     return LoopResult(
         time=carry.time,
@@ -392,11 +393,12 @@ def advance(
         observers=obs,
         final=FinalView(
             time=carry.time,
-            open_write=open_write,
             async_fraction=params.async_fraction,
             active=params.active,
             horizon=horizon if until else None,
             n_writers=carry.n_writers,
+            write_time=write_time if entry else None,
+            writes=writes if entry else None,
         ),
     )
 
