@@ -14,6 +14,11 @@ For the same initial direction the tangent and twin rates agree to O(ε); the Ja
 rate is the largest growth over all directions, so it is ≥ the tangent rate and
 approaches it as K grows.
 
+`ftle_horizons` runs the same propagation once and reads it several times: the rate over
+a burn-in from the launch, then, with the tangent frame restarted, the rates over several
+horizons after it (claim 5: a launch's uniform phases relax first, and a finite-time rate
+depends on how long it is measured).
+
 The gap map is defined only while the firing order is kept; identical jobs keep it
 (claim 3). Wherever the map flags a problem (order changed, out of domain, event budget)
 the run stops updating, the rate is NaN and ``status`` carries the map's flags.
@@ -37,7 +42,7 @@ from ._status import Status
 from .maps import gap_return_map
 from .model import Fleet
 
-__all__ = ["FTLE", "ftle", "ftle_twin", "random_gaps", "STATUS_DEGENERATE"]
+__all__ = ["FTLE", "FTLEHorizons", "ftle", "ftle_horizons", "ftle_twin", "random_gaps", "STATUS_DEGENERATE"]
 
 METHODS = ("jacobian", "tangent")
 
@@ -91,6 +96,99 @@ def _map(fleet, max_events):
     return step
 
 
+def _check_horizons(horizons) -> tuple:
+    def cycles(k):
+        return not isinstance(k, (bool, np.bool_)) and isinstance(k, (int, np.integer)) and k >= 1
+
+    if not isinstance(horizons, tuple) or not horizons or not all(cycles(k) for k in horizons):
+        raise ValueError(f"horizons must be a non-empty tuple of integers >= 1 (static under jit), got {horizons!r}")
+    return tuple(int(k) for k in horizons)
+
+
+def _check_burn_in(burn_in) -> int:
+    if isinstance(burn_in, (bool, np.bool_)) or not isinstance(burn_in, (int, np.integer)) or burn_in < 0:
+        raise ValueError(f"burn_in must be a Python integer >= 0 (static under jit), got {burn_in!r}")
+    return int(burn_in)
+
+
+def _propagate(fleet, a, horizons, burn_in, method, direction, max_events):
+    """One run of ``burn_in + max(horizons)`` cycles; the tangent frame restarts after the burn-in.
+
+    Returns (top, along, time) at each mark — the burn-in's end (if any) first, then each
+    horizon after it — as sums of log growth, plus the point after the burn-in, the status
+    and the final point.
+    """
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    a = jnp.asarray(a)
+    step = _map(fleet, max_events)
+    size = a.shape[-1]
+    dtype = a.dtype
+    unit = _unit_direction(direction, size, dtype)
+
+    def with_value(x):
+        y, info = step(x)
+        return y, (y, info)
+
+    if method == "jacobian":
+        basis = jnp.eye(size, dtype=dtype)
+
+        def advance(x, frame):
+            jacobian, (y, info) = jax.jacfwd(with_value, has_aux=True)(x)
+            return y, info, jacobian @ frame
+
+        def measure(frame):
+            # The normalised product's σ_max and its image of v; the other factors are in log_growth.
+            return jnp.log(jnp.linalg.norm(frame, ord=2)), jnp.log(jnp.linalg.norm(frame @ unit))
+
+    else:
+        basis = unit
+
+        def advance(x, frame):
+            (y, info), (tangent, _) = jax.jvp(step, (x,), (frame,))
+            return y, info, tangent
+
+        def measure(frame):
+            zero = jnp.zeros((), dtype)  # the frame is the unit tangent: its growth is all in log_growth
+            return zero, zero
+
+    n_steps = burn_in + max(horizons)
+    marks = ([burn_in - 1] if burn_in else []) + [burn_in + k - 1 for k in horizons]
+    is_mark = np.zeros(n_steps, bool)
+    is_mark[marks] = True
+    is_restart = np.zeros(n_steps, bool)
+    if burn_in:
+        is_restart[burn_in] = True
+
+    def body(carry, flags):
+        mark, restart = flags
+        x, frame, log_growth, time, status, start = carry
+        # The cycle index is the same in every lane, so under vmap these stay unbatched.
+        frame = jnp.where(restart, basis, frame)
+        log_growth = jnp.where(restart, 0, log_growth)
+        time = jnp.where(restart, 0, time)
+        start = jnp.where(restart, x, start)
+        y, info, pushed = advance(x, frame)
+        scale = jnp.linalg.norm(pushed)
+        ok = (status == 0) & (info.status == 0) & jnp.isfinite(scale) & (scale > 0)
+        # A failed lane keeps its last good point and frame (the map stays safe there).
+        safe_scale = jnp.where(ok, scale, 1)
+        frame = jnp.where(ok, pushed / safe_scale, frame)
+        log_growth = log_growth + jnp.log(safe_scale)
+        time = time + jnp.where(ok, info.return_time, 0)
+        status = status | info.status | jnp.where(ok | (info.status != 0) | (status != 0), 0, STATUS_DEGENERATE)
+        # σ_max (an SVD) only where a rate is read.
+        top, along = jax.lax.cond(mark, measure, lambda f: (jnp.zeros((), dtype), jnp.zeros((), dtype)), frame)
+        record = (log_growth + top, log_growth + along, time)
+        return (jnp.where(ok, y, x), frame, log_growth, time, status, start), record
+
+    init = (a, basis, jnp.zeros((), dtype), jnp.zeros((), dtype), jnp.zeros((), jnp.int32), a)
+    (x, _, _, _, status, start), (top, along, time) = jax.lax.scan(
+        body, init, (jnp.asarray(is_mark), jnp.asarray(is_restart)))
+    index = np.asarray(marks)
+    return top[index], along[index], time[index], start, status, x
+
+
 # Jitted with the cycle count, method and budget static, so a direct call compiles once per
 # shape instead of re-tracing the scan; the entry points nest under a caller's jit and vmap.
 @functools.partial(jax.jit, static_argnames=("n_cycles", "method", "max_events"))
@@ -122,54 +220,87 @@ def ftle(
       runs neither overflow nor underflow.
     """
     n_cycles = _check_cycles(n_cycles)
-    if method not in METHODS:
-        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
-    a = jnp.asarray(a)
-    step = _map(fleet, max_events)
-    size = a.shape[-1]
-    dtype = a.dtype
+    top, along, time, _, status, x = _propagate(fleet, a, (n_cycles,), 0, method, direction, max_events)
+    return _result(top[0] / n_cycles, along[0] / n_cycles, time[0], status, x)
 
-    def with_value(x):
-        y, info = step(x)
-        return y, (y, info)
 
-    if method == "jacobian":
-        basis = jnp.eye(size, dtype=dtype)
+class FTLEHorizons(NamedTuple):
+    """Result of `ftle_horizons` for one fleet and one launch (H = len(horizons)).
 
-        def advance(x, frame):
-            jacobian, (y, info) = jax.jacfwd(with_value, has_aux=True)(x)
-            return y, info, jacobian @ frame
+    Attributes:
+      rate: (H,) separation rate per cycle over the first ``horizons[h]`` cycles after the
+        burn-in (σ_max for ``"jacobian"``, as `ftle`); NaN where ``status != 0``.
+      tangent_rate: (H,) growth rate of the one perturbation started along ``direction``
+        at the end of the burn-in.
+      time: (H,) time those cycles took, so ``rate * horizons / time`` is the rate per unit time.
+      launch_rate: () the rate over the burn-in itself, from the launch: what `ftle` with
+        ``n_cycles=burn_in`` gives (NaN for ``burn_in=0``).
+      launch_tangent_rate: () likewise for the one direction.
+      launch_time: () time of the burn-in cycles (0 for ``burn_in=0``).
+      start: (N-1,) gap coordinates at the end of the burn-in (where the horizons start).
+      status: () int32, the OR of the map's flags over the whole run (0 = clean).
+      final: (N-1,) gap coordinates after ``burn_in + max(horizons)`` cycles.
+    """
 
-    else:
-        basis = _unit_direction(direction, size, dtype)
+    rate: jax.Array
+    tangent_rate: jax.Array
+    time: jax.Array
+    launch_rate: jax.Array
+    launch_tangent_rate: jax.Array
+    launch_time: jax.Array
+    start: jax.Array
+    status: jax.Array
+    final: jax.Array
 
-        def advance(x, frame):
-            (y, info), (tangent, _) = jax.jvp(step, (x,), (frame,))
-            return y, info, tangent
 
-    def body(carry, _):
-        x, frame, log_growth, time, status = carry
-        y, info, pushed = advance(x, frame)
-        scale = jnp.linalg.norm(pushed)
-        ok = (status == 0) & (info.status == 0) & jnp.isfinite(scale) & (scale > 0)
-        # A failed lane keeps its last good point and frame (the map stays safe there).
-        safe_scale = jnp.where(ok, scale, 1)
-        return (
-            jnp.where(ok, y, x),
-            jnp.where(ok, pushed / safe_scale, frame),
-            log_growth + jnp.log(safe_scale),
-            time + jnp.where(ok, info.return_time, 0),
-            status | info.status | jnp.where(ok | (info.status != 0) | (status != 0), 0, STATUS_DEGENERATE),
-        ), None
+@functools.partial(jax.jit, static_argnames=("horizons", "burn_in", "method", "max_events"))
+def ftle_horizons(
+    fleet: Fleet,
+    a,
+    horizons: tuple,
+    *,
+    burn_in: int = 0,
+    method: str = "jacobian",
+    direction=None,
+    max_events: Optional[int] = None,
+) -> FTLEHorizons:
+    """Separation rates over several horizons after a burn-in, from one run.
 
-    start = (a, basis, jnp.zeros((), dtype), jnp.zeros((), dtype), jnp.zeros((), jnp.int32))
-    (x, frame, log_growth, time, status), _ = jax.lax.scan(body, start, None, length=n_cycles)
-    if method == "jacobian":
-        # The normalised product's σ_max and its image of v; the other factors are in log_growth.
-        top = log_growth + jnp.log(jnp.linalg.norm(frame, ord=2))
-        along = log_growth + jnp.log(jnp.linalg.norm(frame @ _unit_direction(direction, size, dtype)))
-        return _result(top / n_cycles, along / n_cycles, time, status, x)
-    return _result(log_growth / n_cycles, log_growth / n_cycles, time, status, x)
+    The run takes ``burn_in + max(horizons)`` cycles. The burn-in propagates tangents too
+    (at the cost of derivatives), so the rate a run from the launch measures over
+    ``burn_in`` cycles comes with it; then the tangent frame restarts (identity, or the unit
+    ``direction``) and the rate over each horizon is read on the way. With ``burn_in=0``
+    and one horizon K this is `ftle` with ``n_cycles=K``.
+
+    Args:
+      fleet: a single `Fleet` (batch shape ()), N >= 2, jobs 1..N-1 in firing order.
+      a: (N-1,) gap coordinates at the launch.
+      horizons: tuple of K >= 1, cycles after the burn-in (static under jit).
+      burn_in: cycles from the launch before the horizons start (static, >= 0).
+      method, direction, max_events: as for `ftle`.
+
+    Returns:
+      An `FTLEHorizons`.
+    """
+    horizons = _check_horizons(horizons)
+    burn_in = _check_burn_in(burn_in)
+    top, along, time, start, status, x = _propagate(fleet, a, horizons, burn_in, method, direction, max_events)
+    ok = status == 0
+    lengths = np.asarray(horizons, np.float64)
+    first = 1 if burn_in else 0
+    nan = jnp.full((), jnp.nan, top.dtype)
+    launch = (top[0] / burn_in, along[0] / burn_in, time[0]) if burn_in else (nan, nan, jnp.zeros((), top.dtype))
+    return FTLEHorizons(
+        rate=jnp.where(ok, top[first:] / lengths, jnp.nan),
+        tangent_rate=jnp.where(ok, along[first:] / lengths, jnp.nan),
+        time=time[first:],
+        launch_rate=jnp.where(ok, launch[0], jnp.nan),
+        launch_tangent_rate=jnp.where(ok, launch[1], jnp.nan),
+        launch_time=launch[2],
+        start=jnp.where(ok, start, jnp.nan),
+        status=status.astype(jnp.int32),
+        final=jnp.where(ok, x, jnp.nan),
+    )
 
 
 def _result(rate, tangent_rate, time, status, final) -> FTLE:

@@ -40,8 +40,9 @@ CLAIMS = {
     4: "Collision-free configurations are invariant and not reached from outside.",
     5: "No clustering: the smallest phase gap does not shrink; nearby trajectories separate with an "
     "FTLE that grows with N and load ρ; a trajectory keeps no memory of its launch beyond the firing "
-    "order. Measured finding of docs/model.md: the FTLE grows with N and load for ρ ≤ 1, then falls as "
-    "the storage saturates, so the regime is reported, not a blanket verdict.",
+    "order. Measured finding of docs/model.md: the FTLE grows with N and load up to a peak near storage "
+    "saturation (ρ ≈ 0.75–1.25), then falls, and high-load rates keep falling with the horizon, so the "
+    "regime is reported, not a blanket verdict.",
     6: "Bursts without synchrony: the upper tail of n_w is heavier than Binomial(N, p) with p the "
     "fleet's writing fraction.",
     7: "Jitter sets stagger lifetime: with compute jitter σ the lifetime of a stagger of margin m "

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import ckpt_jax as cj
-from ckpt_jax.lyapunov import STATUS_DEGENERATE, ftle, ftle_twin, random_gaps
+from ckpt_jax.lyapunov import STATUS_DEGENERATE, ftle, ftle_horizons, ftle_twin, random_gaps
 from ckpt_jax.maps import STATUS_OUT_OF_DOMAIN
 
 THROUGHPUTS = ["shared", "sqrt", "degrading"]
@@ -143,6 +143,47 @@ def test_problems_give_nan_and_a_flag():
     twin = ftle_twin(fleet, good, 40, eps=1e-3, direction=jnp.array([0.0, -1.0, 0.0]))
     assert np.isnan(float(twin.rate)) and int(twin.status) & STATUS_OUT_OF_DOMAIN
     assert STATUS_DEGENERATE not in (cj.STATUS_MAX_EVENTS, cj.STATUS_NONFINITE, cj.STATUS_QUEUE_OVERFLOW)
+
+
+@pytest.mark.parametrize("method", ["jacobian", "tangent"])
+def test_horizons_read_one_run_as_the_separate_runs_would(method):
+    # One run of burn-in + max(horizons) cycles: the burn-in's rate is a run from the launch,
+    # each horizon's rate a run from the point the burn-in reached, to rounding.
+    fleet = _loaded(6, 1.5)
+    a = random_gaps(fleet, jax.random.key(7))
+    result = ftle_horizons(fleet, a, (5, 20, 12), burn_in=15, method=method)
+    assert int(result.status) == 0
+    launch = ftle(fleet, a, 15, method=method)
+    np.testing.assert_allclose(float(result.launch_rate), float(launch.rate), rtol=1e-12)
+    np.testing.assert_allclose(float(result.launch_tangent_rate), float(launch.tangent_rate), rtol=1e-12)
+    np.testing.assert_allclose(float(result.launch_time), float(launch.time), rtol=1e-12)
+    np.testing.assert_allclose(np.asarray(result.start), np.asarray(launch.final), rtol=1e-12)
+    for index, horizon in enumerate((5, 20, 12)):
+        later = ftle(fleet, result.start, horizon, method=method)
+        np.testing.assert_allclose(float(result.rate[index]), float(later.rate), rtol=1e-12)
+        np.testing.assert_allclose(float(result.tangent_rate[index]), float(later.tangent_rate), rtol=1e-12)
+        np.testing.assert_allclose(float(result.time[index]), float(later.time), rtol=1e-12)
+    np.testing.assert_allclose(np.asarray(result.final), np.asarray(ftle(fleet, result.start, 20).final), rtol=1e-12)
+    # No burn-in: the first horizon is `ftle` itself, and there is no launch window.
+    plain = ftle_horizons(fleet, a, (15,), method=method)
+    assert float(plain.rate[0]) == float(launch.rate) and np.isnan(float(plain.launch_rate))
+    assert float(plain.launch_time) == 0.0
+
+
+def test_horizons_flag_a_bad_launch_and_refuse_bad_arguments():
+    fleet = _loaded(4, 1.0)
+    result = ftle_horizons(fleet, jnp.array([0.1, -0.05, 0.2]), (2, 4), burn_in=3)
+    assert int(result.status) & STATUS_OUT_OF_DOMAIN
+    assert np.all(np.isnan(np.asarray(result.rate))) and np.isnan(float(result.launch_rate))
+    a = jnp.full(3, 0.2)
+    for horizons in [(), 3, (0, 2), (2.5,), (True,)]:
+        with pytest.raises(ValueError, match="horizons"):
+            ftle_horizons(fleet, a, horizons)
+    for burn_in in [-1, 1.5, True]:
+        with pytest.raises(ValueError, match="burn_in"):
+            ftle_horizons(fleet, a, (2,), burn_in=burn_in)
+    with pytest.raises(ValueError, match="method"):
+        ftle_horizons(fleet, a, (2,), method="qr")
 
 
 def test_random_gaps_are_uniform_spacings_in_firing_order():

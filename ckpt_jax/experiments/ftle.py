@@ -1,38 +1,45 @@
 """Claim 5, second part: nearby trajectories separate exponentially, faster for larger
-fleets and higher load.
+fleets and higher load — and where that stops.
 
 For fleets of N identical jobs under storage contention (f ≡ 1, uncapped), with the
 solo cycle T + d = 1 and load ρ = N d / (T + d) (so d = ρ / N), the experiment draws
 random launches seen at a firing of job 0 (`ckpt_jax.lyapunov.random_gaps`) and measures
-the finite-time separation rate of the K-cycle gap map:
+the finite-time separation rate of the gap map with `ckpt_jax.lyapunov.ftle_horizons`
+(method ``"jacobian"``: (1/K) log σ_max(J_K ⋯ J_1), every J from `jax.jacfwd` through the
+event loop), in one run per launch:
 
-* `ckpt_jax.lyapunov.ftle` (method ``"jacobian"``): (1/K) log σ_max(J_K ⋯ J_1), with
-  every J from `jax.jacfwd` through the event loop — the FTLE reported here; the same run
-  gives the growth rate of one fixed perturbation direction (``tangent_rate``);
-* `ckpt_jax.lyapunov.ftle_twin`: Benettin twin trajectories along that same direction,
-  which must agree with ``tangent_rate`` (a check of the autodiff by the map alone).
+* a **burn-in** of ``burn_in`` cycles from the launch, while the launch's uniform phases
+  relax; its rate is what a run from the launch over that many cycles measures (the
+  ``from launch`` rate, kept to show how much short runs from the launch overstate);
+* then, with the tangent frame restarted, the rates over several **horizons** K after the
+  burn-in. The rate at the main horizon is "the FTLE" of the verdicts;
+* each rate **per cycle** of job 0 (the verdicts' unit) and **per unit time** (the same log
+  growth over the time those cycles took: beyond saturation a cycle lasts longer, ≈ N·d).
 
+`ckpt_jax.lyapunov.ftle_twin` (Benettin twin trajectories from the point the burn-in
+reached, along the same direction, on the first ``twin_launches`` launches of each cell)
+must agree with the autodiff tangent rate: a check of the autodiff by the map alone.
 The gap map exists only while the firing order is kept; identical jobs keep it (claim 3),
 so every launch should run clean; failures are counted, not hidden.
 
-Rates are per cycle of job 0 (the verdict's unit); per unit time is also recorded.
-
-docs/model.md's measured finding: the FTLE grows with N and load for ρ ≤ 1, then falls as the
-storage saturates. The claim is therefore decided per regime, as two sub-claims (thresholds
-named in the report):
+docs/model.md's measured finding: the FTLE grows with N and load up to about storage
+saturation (ρ ≈ 1), then falls; high-load rates keep decaying with the horizon. The claim
+is decided per regime, as two sub-claims (thresholds named in the report):
 
 * **ρ ≤ 1** (storage not saturated): every cell's mean FTLE has a `rules.CONFIDENCE`
   bootstrap interval above 0 (exponential separation); the Spearman correlation between N
   and the cell means is ≥ `MIN_SPEARMAN` at every ρ ≤ 1, and between ρ and the means at
   every N (growth needs ≥ `MIN_GRID_POINTS` grid values to be judged, else inconclusive);
   the twin check holds: |tangent_rate − twin rate| ≤ `TWIN_TOLERANCE` for ≥ `TWIN_AGREEMENT`
-  of the launches (a twin may straddle a kink of the piecewise-smooth map).
+  of the checked launches (a twin may straddle a kink of the piecewise-smooth map).
 * **ρ > 1** (saturated): "grows with load" is tested per N by the interval of the
   difference mean FTLE(largest ρ) − mean FTLE(ρ = 1): above 0 reproduced, below 0 not
-  reproduced (it falls), straddling inconclusive; whether the FTLE stays positive there is
-  reported, not part of this verdict.
+  reproduced (it falls), straddling inconclusive.
 
-Each part is one yes/no (or inconclusive); parts and N combine by `rules.combine`.
+Reported beside the verdicts, each by a rule in code: the load at which the FTLE peaks for
+each N (`peak_location`, with the bootstrap spread of the peak over the load grid,
+`peak_spread`), and how each high-load rate changes from the main horizon to the longest
+(`horizon_trend`: falling, settled within ±`HORIZON_MARGIN`, rising, or undecided).
 """
 
 from __future__ import annotations
@@ -45,7 +52,7 @@ import jax
 import numpy as np
 
 from .. import Fleet
-from ..lyapunov import ftle, ftle_twin, random_gaps
+from ..lyapunov import ftle_horizons, ftle_twin, random_gaps
 from . import (
     INCONCLUSIVE,
     NOT_REPRODUCED,
@@ -56,29 +63,39 @@ from . import (
     fmt_interval,
     fmt_list,
     identical_fleets,
-    new_figure,
     rules,
     save_figure,
     verdict,
 )
+from .ftle_figures import growth_figure, panel_titles, regime_figure
 
 NAME = "ftle"
 CLAIMS = (5,)
 
-LOADS = (0.125, 0.25, 0.5, 1.0, 2.0)  # ρ = N d / (T + d)
+# ρ = N d / (T + d); the grid is finer around saturation (ρ = 1) to locate the peak.
+LOADS = (0.125, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0)
 TWIN_EPS = 1e-8  # twin separation, in units of the cycle work T + d
 
 # Verdict thresholds (named in the report).
-SATURATION_LOAD = 1.0  # ρ ≤ this: storage not saturated; above: saturated (docs/model.md's finding)
+SATURATION_LOAD = 1.0  # ρ ≤ this: storage not saturated (N·d ≤ T + d); above: saturated
 MIN_GRID_POINTS = 3  # growth along N or ρ is judged only over at least this many grid values
 MIN_SPEARMAN = 0.8  # rank correlation that counts as "grows with" (0.8 = one adjacent swap of 4 or 5)
 TWIN_TOLERANCE = 1e-4  # per-cycle rate difference between autodiff tangent and twin
 TWIN_AGREEMENT = 0.95  # fraction of launches that must meet TWIN_TOLERANCE
+# Reported, not deciding: a rate that changes by less than this fraction from the main horizon
+# to the longest one has settled.
+HORIZON_MARGIN = 0.1
+# Reported, not deciding: the launch's transient inflates the rate if the from-launch rate lies
+# above the after-burn-in one (interval above 0) in more than this fraction of the cells.
+LAUNCH_INFLATED_FRACTION = 0.2
 
 SIZES = {
-    "smoke": dict(n_jobs=(3, 4), loads=(0.25, 0.5, 1.0, 2.0), launches=4, cycles=10, bootstrap=100),
-    "quick": dict(n_jobs=(4, 8, 16, 32), loads=LOADS, launches=24, cycles=100, bootstrap=1000),
-    "full": dict(n_jobs=(4, 8, 16, 32, 64), loads=LOADS, launches=128, cycles=300, bootstrap=2000),
+    "smoke": dict(n_jobs=(3, 4), loads=(0.25, 0.5, 1.0, 2.0), launches=4, burn_in=10, horizons=(5, 10, 20),
+                  main_horizon=10, twin_launches=4, bootstrap=100),
+    "quick": dict(n_jobs=(4, 8, 16, 32), loads=LOADS, launches=12, burn_in=50, horizons=(25, 50, 100, 200),
+                  main_horizon=100, twin_launches=4, bootstrap=1000),
+    "full": dict(n_jobs=(4, 8, 16, 32, 64), loads=LOADS + (3.0,), launches=128, burn_in=200,
+                 horizons=(50, 100, 200, 400, 800), main_horizon=400, twin_launches=32, bootstrap=2000),
 }
 
 
@@ -88,12 +105,12 @@ def _identical_fleets(n_jobs: int, loads, launches: int) -> Fleet:
 
 
 @functools.lru_cache(maxsize=None)
-def _compiled(n_cycles: int):
+def _compiled(horizons: tuple, burn_in: int, twin_cycles: int):
     """Batched (over fleets and points) jitted rate functions; one compile per N."""
     launch = jax.jit(jax.vmap(random_gaps))
-    jacobian = jax.jit(jax.vmap(functools.partial(ftle, n_cycles=n_cycles, method="jacobian")))
-    twin = jax.jit(jax.vmap(functools.partial(ftle_twin, n_cycles=n_cycles, eps=TWIN_EPS)))
-    return launch, jacobian, twin
+    rates = jax.jit(jax.vmap(functools.partial(ftle_horizons, horizons=horizons, burn_in=burn_in, method="jacobian")))
+    twin = jax.jit(jax.vmap(functools.partial(ftle_twin, n_cycles=twin_cycles, eps=TWIN_EPS)))
+    return launch, rates, twin
 
 
 def spearman(x, y) -> float:
@@ -115,8 +132,77 @@ def spearman(x, y) -> float:
     return float(np.corrcoef(rx, ry)[0, 1])
 
 
-def _boot_means(values: np.ndarray, n_boot: int, rng: np.random.Generator) -> np.ndarray:
-    return rng.choice(values, size=(n_boot, values.size), replace=True).mean(axis=1)
+def peak_location(loads, means) -> dict:
+    """Where a curve over the load grid peaks.
+
+    Args:
+      loads: (L,) increasing grid loads.
+      means: (L,) values (NaN values are skipped).
+
+    Returns:
+      ``grid``: the grid load of the largest value; ``refined``: the vertex of the parabola
+      in log ρ through it and its two neighbours (the grid load itself at an edge of the grid
+      or where the parabola does not open downwards; clipped to the neighbours); ``at_edge``:
+      whether the largest value is at the first or last grid load (the peak may lie beyond).
+
+    >>> peak_location([0.5, 1.0, 2.0], [1.0, 3.0, 1.0])["refined"]
+    1.0
+    """
+    loads, means = np.asarray(loads, np.float64), np.asarray(means, np.float64)
+    if not np.isfinite(means).any():
+        return dict(grid=float("nan"), refined=float("nan"), at_edge=False)
+    index = int(np.nanargmax(means))
+    at_edge = index in (0, loads.size - 1)
+    refined = loads[index]
+    if not at_edge and np.isfinite(means[index - 1:index + 2]).all():
+        x = np.log(loads[index - 1:index + 2])
+        y = means[index - 1:index + 2]
+        curvature, slope, _ = np.polyfit(x, y, 2)
+        if curvature < 0:
+            refined = float(np.exp(np.clip(-slope / (2 * curvature), x[0], x[2])))
+    return dict(grid=float(loads[index]), refined=float(refined), at_edge=bool(at_edge))
+
+
+def peak_spread(loads, boot_means) -> dict:
+    """Bootstrap spread of the peak's grid load.
+
+    Args:
+      loads: (L,) grid loads.
+      boot_means: (B, L) bootstrap means of each grid cell (resampled independently per cell).
+
+    Returns:
+      ``fraction``: per grid load, the fraction of resamples that peak there; ``range``: the
+      `rules.CONFIDENCE` range of the peak's grid load over the resamples.
+    """
+    loads = np.asarray(loads, np.float64)
+    boot_means = np.asarray(boot_means, np.float64)
+    valid = np.isfinite(boot_means).any(axis=1)
+    if not valid.any():
+        return dict(fraction=[float("nan")] * loads.size, range=[float("nan"), float("nan")])
+    peaks = np.nanargmax(boot_means[valid], axis=1)
+    fraction = np.bincount(peaks, minlength=loads.size) / peaks.size
+    alpha = (1 - rules.CONFIDENCE) / 2
+    low, high = np.quantile(peaks, [alpha, 1 - alpha], method="inverted_cdf")
+    return dict(fraction=[float(f) for f in fraction], range=[float(loads[int(low)]), float(loads[int(high)])])
+
+
+def horizon_trend(low: float, high: float, reference: float) -> str:
+    """How a rate changes with the horizon, from the interval [low, high] of its change.
+
+    ``"falling"`` if the interval lies wholly below −`HORIZON_MARGIN`·reference, ``"rising"``
+    if wholly above +`HORIZON_MARGIN`·reference, ``"settled"`` if wholly inside that margin,
+    ``"undecided"`` otherwise (or if undefined).
+
+    >>> horizon_trend(-0.05, -0.03, 0.2), horizon_trend(-0.01, 0.01, 0.2), horizon_trend(-0.03, 0.0, 0.2)
+    ('falling', 'settled', 'undecided')
+    """
+    margin = HORIZON_MARGIN * abs(float(reference))
+    outcome = rules.interval_verdict(low, high, -margin, margin)
+    if outcome == REPRODUCED:
+        return "settled"
+    if outcome == NOT_REPRODUCED:
+        return "falling" if high < -margin else "rising"
+    return "undecided"
 
 
 def _interval(boot: np.ndarray):
@@ -125,61 +211,195 @@ def _interval(boot: np.ndarray):
     return float(low), float(high)
 
 
-def _figure(table, n_jobs_list, loads, cycles):
-    from matplotlib import colormaps
-    from matplotlib.lines import Line2D
+def _mean_and_interval(values: np.ndarray, resamples: np.ndarray):
+    """Mean of per-launch values and its bootstrap interval over the given launch resamples."""
+    if values.size == 0:
+        return float("nan"), [float("nan"), float("nan")], np.full(1, np.nan)
+    boot = values[resamples].mean(axis=1)
+    return float(values.mean()), list(_interval(boot)), boot
 
-    colors = [colormaps["plasma"](x) for x in np.linspace(0.0, 0.85, len(loads))]
-    fig = new_figure(figsize=(12, 5.0), layout="constrained")
-    by_n, by_load = fig.subplots(1, 2, sharey=True)
-    for color, load in zip(colors, loads):
-        rows = [table[(n, load)] for n in n_jobs_list]
-        mean = np.array([r["mean"] for r in rows])
-        err = np.array([[r["mean"] - r["ci"][0], r["ci"][1] - r["mean"]] for r in rows]).T
-        style = "-" if load <= SATURATION_LOAD else "--"
-        by_n.errorbar(n_jobs_list, mean, yerr=err, color=color, marker="o", ms=4, capsize=3, ls=style,
-                      label=f"ρ = {load:g}" + ("" if load <= SATURATION_LOAD else " (saturated)"))
-        twin = np.array([r["twin_mean"] for r in rows])
-        by_n.plot(n_jobs_list, twin, "x", color=color, ms=6)
-    by_n.set_xscale("log", base=2)
-    by_n.set_xticks(list(n_jobs_list), [str(n) for n in n_jobs_list])
-    by_n.minorticks_off()
-    by_n.set_xlabel("fleet size N")
-    by_n.set_ylabel("FTLE per cycle of job 0, (1/K) log σ_max")
-    by_n.set_title("vs fleet size N")
-    handles, labels = by_n.get_legend_handles_labels()
-    handles.append(Line2D([], [], color="0.3", marker="x", ls="none", label="twin trajectories (one direction)"))
-    by_n.legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(0.0, -0.14), ncols=3, frameon=False)
-    by_n.grid(True, alpha=0.3)
-    shades = [colormaps["viridis"](x) for x in np.linspace(0.0, 0.9, len(n_jobs_list))]
-    for color, n_jobs in zip(shades, n_jobs_list):
-        rows = [table[(n_jobs, load)] for load in loads]
-        mean = np.array([r["mean"] for r in rows])
-        err = np.array([[r["mean"] - r["ci"][0], r["ci"][1] - r["mean"]] for r in rows]).T
-        by_load.errorbar(loads, mean, yerr=err, color=color, marker="o", ms=4, capsize=3, label=f"N = {n_jobs}")
-    if max(loads) > SATURATION_LOAD:
-        by_load.axvspan(SATURATION_LOAD, max(loads) * 1.3, color="0.9", zorder=0, label="storage saturated (ρ > 1)")
-    by_load.set_xscale("log", base=2)
-    by_load.set_xticks(list(loads), [f"{load:g}" for load in loads])
-    by_load.minorticks_off()
-    by_load.set_xlim(min(loads) / 1.3, max(loads) * 1.3)
-    by_load.set_xlabel("load ρ = N d / (T + d)")
-    by_load.set_title("vs load: grows up to ρ = 1, falls beyond")
-    by_load.legend(fontsize=8, loc="upper left", bbox_to_anchor=(0.0, -0.14), ncols=3, frameon=False)
-    by_load.grid(True, alpha=0.3)
-    for ax in (by_n, by_load):
-        ax.axhline(0.0, color="0.4", lw=0.8)
-    fig.suptitle(f"Claim 5, FTLE: finite-time separation rate over {cycles} cycles of the gap map "
-                 f"(mean over launches, {rules.CONFIDENCE:.0%} interval)")
-    return fig
+
+def _measure(n_jobs, config):
+    """One batched run per N: rates (horizon, load, launch), from-launch rates, twins."""
+    loads, launches = config["loads"], config["launches"]
+    horizons, burn_in, main = config["horizons"], config["burn_in"], config["main_horizon"]
+    launch, rates, twin = _compiled(horizons, burn_in, main)
+    fleets = _identical_fleets(n_jobs, loads, launches)
+    keys = jax.random.split(jax.random.key(5000 + n_jobs), fleets.batch_shape[0])
+    result = rates(fleets, launch(fleets, keys))
+    # The twin check runs from the point the burn-in reached, on the first launches of each cell.
+    checked = np.zeros((len(loads), launches), bool)
+    checked[:, :config["twin_launches"]] = True
+    subset = checked.reshape(-1)
+    check = twin(jax.tree_util.tree_map(lambda x: x[subset], fleets), result.start[subset])
+    shape = (len(loads), launches)
+
+    def cells(x):
+        return np.moveaxis(np.asarray(x).reshape(shape + np.shape(x)[1:]), -1, 0) if np.ndim(x) > 1 else \
+            np.asarray(x).reshape(shape)
+
+    twin_rate = np.full(shape, np.nan)
+    twin_status = np.full(shape, -1)
+    twin_rate[checked], twin_status[checked] = np.asarray(check.rate), np.asarray(check.status)
+    lengths = np.asarray(horizons, np.float64)[:, None, None]
+    rate, time_ = cells(result.rate), cells(result.time)
+    return dict(
+        rate=rate, per_time=rate * lengths / time_, tangent=cells(result.tangent_rate),
+        launch_rate=cells(result.launch_rate),
+        launch_per_time=cells(result.launch_rate) * burn_in / cells(result.launch_time),
+        status=cells(result.status), twin_rate=twin_rate, twin_status=twin_status,
+        main=horizons.index(main),
+    )
+
+
+def _cell(n_jobs, load, index, measured, config, rng):
+    """The numbers of one (N, ρ) cell, with paired bootstraps over its clean launches."""
+    horizons, main = config["horizons"], measured["main"]
+    status = measured["status"][index]
+    clean = status == 0
+    count = int(clean.sum())
+    resamples = rng.integers(0, max(count, 1), (config["bootstrap"], max(count, 1)))
+
+    def stat(values):
+        return _mean_and_interval(values[clean], resamples)
+
+    mean, ci, boot = stat(measured["rate"][main, index])
+    per_time, ci_per_time, boot_per_time = stat(measured["per_time"][main, index])
+    launch_mean, launch_ci, _ = stat(measured["launch_rate"][index])
+    # The launch's transient: the burn-in's rate from the launch against the rate over as many
+    # cycles after it (equal horizons, since the rate itself depends on the horizon).
+    same = horizons.index(config["burn_in"])
+    excess, excess_ci, _ = stat(measured["launch_rate"][index] - measured["rate"][same, index])
+    longest = measured["rate"][-1, index] - measured["rate"][main, index]
+    change, change_ci, _ = stat(longest)
+    both = clean & (measured["twin_status"][index] == 0)
+    difference = np.abs(measured["tangent"][main, index][both] - measured["twin_rate"][index][both])
+    values = measured["rate"][main, index][clean]
+    row = dict(
+        n_jobs=n_jobs, load=load, launches=int(status.size), clean=count,
+        failed_status=sorted({int(s) for s in status[~clean]}),
+        mean=mean, ci=ci, median=float(np.median(values)) if count else np.nan,
+        std=float(values.std()) if count else np.nan,
+        mean_per_time=per_time, ci_per_time=ci_per_time,
+        tangent_mean=float(np.mean(measured["tangent"][main, index][clean])) if count else np.nan,
+        from_launch_mean=launch_mean, from_launch_ci=launch_ci,
+        from_launch_mean_per_time=float(np.mean(measured["launch_per_time"][index][clean])) if count else np.nan,
+        from_launch_excess=excess, from_launch_excess_ci=excess_ci,
+        horizons=[dict(horizon=k, mean=stat(measured["rate"][h, index])[0],
+                       ci=stat(measured["rate"][h, index])[1],
+                       mean_per_time=stat(measured["per_time"][h, index])[0],
+                       tangent_mean=stat(measured["tangent"][h, index])[0]) for h, k in enumerate(horizons)],
+        horizon_change=dict(from_horizon=horizons[main], to_horizon=horizons[-1], change=change, ci=change_ci,
+                            relative=change / mean if mean else np.nan, trend=horizon_trend(*change_ci, mean)),
+        twin_mean=float(np.mean(measured["twin_rate"][index][both])) if both.any() else np.nan,
+        twin_checked=int(both.sum()), twin_agreeing=int(np.sum(difference <= TWIN_TOLERANCE)),
+        twin_max_difference=float(difference.max()) if difference.size else np.nan,
+    )
+    return row, boot, boot_per_time
+
+
+def regime_texts(table, peaks, steps, config, low_loads, high_loads, knee) -> dict:
+    """The report's sentences on where the FTLE peaks, what happens beyond and with the horizon.
+
+    Args:
+      table: ``{(N, ρ): cell}`` as `run` builds it (``mean``, ``mean_per_time``, ``horizons``,
+        ``horizon_change``, ``from_launch_excess`` and its ``_ci``).
+      peaks: ``{N: {"per_cycle": ..., "per_time": ...}}``, each `peak_location` and `peak_spread`.
+      steps: ``{str(N): {"change", "ci", "outcome"}}``, FTLE(top ρ) − FTLE(``knee``); empty if
+        no load lies above saturation.
+      config: the size's entry of `SIZES`.
+      low_loads, high_loads: the grid loads at or below and above `SATURATION_LOAD`.
+      knee: the largest load at or below saturation.
+
+    Returns:
+      ``{"regime", "beyond", "per_time", "horizon", "horizon_headline"}`` sentences ("" where
+      the size measured nothing above saturation).
+    """
+    n_jobs_list, loads = config["n_jobs"], config["loads"]
+    main, burn_in, horizons = config["main_horizon"], config["burn_in"], config["horizons"]
+    top = max(loads)
+
+    def peak_text(kind):
+        return "; ".join(
+            f"ρ = {fmt(p['grid'])} (≈ {fmt(p['refined'], 2)}{', at the grid edge' if p['at_edge'] else ''}; "
+            f"{rules.CONFIDENCE:.0%} bootstrap range {fmt(p['range'][0])}–{fmt(p['range'][1])}) at N = {n}"
+            for n, p in ((n, peaks[n][kind]) for n in n_jobs_list))
+
+    refined = [peaks[n]["per_cycle"]["refined"] for n in n_jobs_list]
+    regime = (f"Where the FTLE per cycle peaks: {peak_text('per_cycle')}. The growth with load therefore holds up to "
+              f"ρ ≈ {fmt(min(refined), 2)}–{fmt(max(refined), 2)}, around storage saturation (ρ = "
+              f"{fmt(SATURATION_LOAD)}).")
+    out = dict(regime=regime, beyond="", per_time="", horizon="", horizon_headline="")
+    if not steps:
+        return out
+    falls = [n for n, st in steps.items() if st["outcome"] == NOT_REPRODUCED]
+    grows = [n for n, st in steps.items() if st["outcome"] == REPRODUCED]
+    if len(falls) == len(steps):
+        out["beyond"] = (f"It falls at every N: beyond its peak near saturation (the mean period tends to N·d) the "
+                         f"FTLE per cycle falls with load, so the claim's \"grows with load\" holds only up to the "
+                         f"peak, not beyond ρ = {fmt(SATURATION_LOAD)}.")
+    else:
+        undecided = [n for n in steps if n not in falls and n not in grows]
+        parts = [f"{word} at N = {fmt_list(group)}" for word, group in
+                 (("it falls", falls), ("it still grows", grows), ("it is undecided", undecided)) if group]
+        out["beyond"] = "Beyond saturation " + (", ".join(parts[:-1]) + " and " + parts[-1] if len(parts) > 1
+                                                 else parts[0]) + "."
+    steeper = all(table[(n, top)]["mean_per_time"] / table[(n, knee)]["mean_per_time"]
+                  < table[(n, top)]["mean"] / table[(n, knee)]["mean"] for n in n_jobs_list)
+    out["per_time"] = (
+        ("Per unit time the fall is steeper at every N, since a saturated cycle lasts longer: " if steeper else
+         "Per unit time: ")
+        + f"from ρ = {fmt(knee)} to {fmt(top)} the rate per unit time goes "
+        + ", ".join(f"{fmt(table[(n, knee)]['mean_per_time'], 2)} → {fmt(table[(n, top)]['mean_per_time'], 2)} "
+                    f"at N = {n}" for n in n_jobs_list)
+        + f"; it peaks at {peak_text('per_time')}.")
+    changes = {n: table[(n, top)]["horizon_change"] for n in n_jobs_list}
+
+    def count(cells):
+        trends = [table[c]["horizon_change"]["trend"] for c in cells]
+        return ", ".join(f"{trends.count(t)} {t}" for t in ("falling", "settled", "rising", "undecided")
+                         if trends.count(t))
+
+    high_cells = [(n, load) for n in n_jobs_list for load in high_loads]
+    low_cells = [(n, load) for n in n_jobs_list for load in low_loads]
+    inflated = [c for c in table if table[c]["from_launch_excess_ci"][0] > 0]
+    falling_top = [n for n in n_jobs_list if table[(n, top)]["horizon_change"]["trend"] == "falling"]
+    launch_text = (f"the rate from the launch lies above the rate after the burn-in (interval above 0) in "
+                   f"{len(inflated)} of {len(table)} cells")
+    if len(inflated) <= LAUNCH_INFLATED_FRACTION * len(table):
+        launch_text += (f", at most {LAUNCH_INFLATED_FRACTION:.0%}: the launch's transient does not inflate the rate"
+                        + ("; a short horizon does." if falling_top else "."))
+    else:
+        launch_text += f", more than {LAUNCH_INFLATED_FRACTION:.0%}: the launch's transient inflates the rate."
+    out["horizon"] = (
+        f"With the horizon: after the burn-in, the rate per cycle at ρ = {fmt(top)} over K = {fmt_list(horizons)} "
+        "cycles is "
+        + "; ".join(" → ".join(fmt(h["mean"], 2) for h in table[(n, top)]["horizons"]) + f" at N = {n}"
+                    for n in n_jobs_list)
+        + f". From K = {main} to {horizons[-1]} it changes by "
+        + ", ".join(f"{fmt(100 * c['relative'], 2)} % {fmt_interval(*c['ci'], 2)} ({c['trend']}) at N = {n}"
+                    for n, c in changes.items())
+        + f". Of the {len(high_cells)} cells above saturation: {count(high_cells)}; of the {len(low_cells)} at or "
+        f"below it: {count(low_cells)} (margin ±{HORIZON_MARGIN:.0%}). Measured from the launch instead, the "
+        f"{burn_in}-cycle rate at ρ = {fmt(top)} differs from the {burn_in}-cycle rate after the burn-in by "
+        + ", ".join(f"{fmt(table[(n, top)]['from_launch_excess'], 2)} "
+                    f"{fmt_interval(*table[(n, top)]['from_launch_excess_ci'], 2)} at N = {n}" for n in n_jobs_list)
+        + f"; {launch_text}")
+    falling = sum(table[c]["horizon_change"]["trend"] == "falling" for c in high_cells)
+    out["horizon_headline"] = (f"rate at ρ = {fmt(top)} from K = {horizons[0]} to {horizons[-1]}: "
+                               + ", ".join(f"{fmt(table[(n, top)]['horizons'][0]['mean'], 2)} → "
+                                           f"{fmt(table[(n, top)]['horizons'][-1]['mean'], 2)} (N = {n})"
+                                           for n in n_jobs_list)
+                               + f"; {falling} of {len(high_cells)} saturated cells still falling")
+    return out
 
 
 def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
-    """Measures the FTLE on a grid of (N, ρ) from random launches; writes JSON and a figure.
+    """Measures the FTLE on a grid of (N, ρ) from random launches; writes JSON and figures.
 
     Args:
-      out_dir: directory for ``ftle.json`` and ``ftle.png``.
-      size: "smoke", "quick" or "full" (grid, launches per cell, cycles).
+      out_dir: directory for ``ftle.json``, ``ftle.png`` and ``ftle_regime.png``.
+      size: "smoke", "quick" or "full" (grid, launches per cell, burn-in, horizons).
       progress: print one line per fleet size (each is one compiled, batched call).
 
     Returns:
@@ -191,55 +411,30 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
     config = SIZES[size]
     started = time.perf_counter()
     rng = np.random.default_rng(55)
-    n_jobs_list, loads, launches, cycles = config["n_jobs"], config["loads"], config["launches"], config["cycles"]
-    launch, jacobian, twin = _compiled(cycles)
+    n_jobs_list, loads, launches = config["n_jobs"], config["loads"], config["launches"]
+    main, burn_in, horizons = config["main_horizon"], config["burn_in"], config["horizons"]
+    if burn_in not in horizons or main not in horizons:
+        raise ValueError(f"the burn-in and the main horizon must be among the horizons, got {config}")
 
-    table, cells, boots = {}, [], {}
+    table, cells, boots, peaks = {}, [], {}, {}
     for n_jobs in n_jobs_list:
-        fleets = _identical_fleets(n_jobs, loads, launches)
-        keys = jax.random.split(jax.random.key(5000 + n_jobs), fleets.batch_shape[0])
-        points = launch(fleets, keys)
-        result = jacobian(fleets, points)
-        check = twin(fleets, points)
-        rate = np.asarray(result.rate).reshape(len(loads), launches)
-        along = np.asarray(result.tangent_rate).reshape(len(loads), launches)
-        per_time = (np.asarray(result.rate) * cycles / np.asarray(result.time)).reshape(len(loads), launches)
-        status = np.asarray(result.status).reshape(len(loads), launches)
-        twin_rate = np.asarray(check.rate).reshape(len(loads), launches)
-        twin_status = np.asarray(check.status).reshape(len(loads), launches)
+        measured = _measure(n_jobs, config)
         if progress:
             print(f"[ftle] N = {n_jobs}: {time.perf_counter() - started:.1f} s", flush=True)
+        per_time_boots = []
         for index, load in enumerate(loads):
-            clean = status[index] == 0
-            values = rate[index][clean]
-            boot = _boot_means(values, config["bootstrap"], rng) if values.size else np.full(1, np.nan)
-            mean = float(values.mean()) if values.size else np.nan
-            low, high = _interval(boot)
-            boots[(n_jobs, load)] = boot
-            both = clean & (twin_status[index] == 0)
-            difference = np.abs(along[index][both] - twin_rate[index][both])
-            row = dict(
-                n_jobs=n_jobs,
-                load=load,
-                launches=launches,
-                clean=int(clean.sum()),
-                failed_status=sorted({int(s) for s in status[index][~clean]}),
-                mean=mean,
-                ci=[low, high],
-                median=float(np.median(values)) if values.size else np.nan,
-                std=float(values.std()) if values.size else np.nan,
-                fraction_zero=float(np.mean(np.abs(values) < 1e-12)) if values.size else np.nan,
-                mean_per_time=float(np.mean(per_time[index][clean])) if values.size else np.nan,
-                tangent_mean=float(np.mean(along[index][clean])) if values.size else np.nan,
-                twin_mean=float(np.mean(twin_rate[index][both])) if both.any() else np.nan,
-                twin_checked=int(both.sum()),
-                twin_agreeing=int(np.sum(difference <= TWIN_TOLERANCE)),
-                twin_max_difference=float(difference.max()) if difference.size else np.nan,
-            )
+            row, boot, boot_per_time = _cell(n_jobs, load, index, measured, config, rng)
             table[(n_jobs, load)] = row
+            boots[(n_jobs, load)] = boot
+            per_time_boots.append(boot_per_time)
             cells.append(row)
-
-    figures = [save_figure(_figure(table, n_jobs_list, loads, cycles), out_dir / f"{NAME}.png")]
+        by_load = np.stack([boots[(n_jobs, load)] for load in loads], axis=1)
+        peaks[n_jobs] = dict(
+            per_cycle=dict(**peak_location(loads, [table[(n_jobs, load)]["mean"] for load in loads]),
+                           **peak_spread(loads, by_load)),
+            per_time=dict(**peak_location(loads, [table[(n_jobs, load)]["mean_per_time"] for load in loads]),
+                          **peak_spread(loads, np.stack(per_time_boots, axis=1))),
+        )
 
     checked = sum(c["twin_checked"] for c in cells)
     agreeing = sum(c["twin_agreeing"] for c in cells)
@@ -274,8 +469,9 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
 
     # ρ > 1: does it still grow with load? Per N, FTLE(top ρ) − FTLE(ρ = 1 or the top ρ ≤ 1).
     steps = {}
+    top = max(loads)
     if high_loads and low_loads:
-        top, knee = max(high_loads), max(low_loads)
+        knee = max(low_loads)
         for n in n_jobs_list:
             boot = boots[(n, top)] - boots[(n, knee)]
             change = table[(n, top)]["mean"] - table[(n, knee)]["mean"]
@@ -287,18 +483,23 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
                           positive=positive([(n, top) for n in n_jobs_list]))
         outcome_high = high_parts["grows_with_load"]
     else:
-        top = knee = None
+        knee = None
         rho_high_by_n = float("nan")
         high_parts = {}
         outcome_high = INCONCLUSIVE
-    peak_load = {str(n): loads[int(np.nanargmax([table[(n, load)]["mean"] for load in loads]))] for n in n_jobs_list}
+    peak_load = {str(n): peaks[n]["per_cycle"]["grid"] for n in n_jobs_list}
+    trends = {str(n): {fmt(load): table[(n, load)]["horizon_change"] for load in high_loads} for n in n_jobs_list}
+    text = regime_texts(table, peaks, steps, config, low_loads, high_loads, knee)
+    messages = panel_titles(table, peaks, config, SATURATION_LOAD, low_parts["grows_with_n"] == REPRODUCED, knee)
+    figures = [save_figure(growth_figure(table, peaks, config, SATURATION_LOAD, messages), out_dir / f"{NAME}.png"),
+               save_figure(regime_figure(table, config, SATURATION_LOAD, messages), out_dir / f"{NAME}_regime.png")]
 
     def spearman_text(values, name):
         return ", ".join(f"{fmt(v, 2)} at {name} = {k}" for k, v in values.items()) or "not judged"
 
-    grid = (f"FTLE per cycle over {cycles} cycles, {launches} launches per cell, N = {fmt_list(n_jobs_list)} "
-            f"({clean} of {total} launches ran clean); twin check {agreeing} of {checked} launches within "
-            f"{TWIN_TOLERANCE:g} (need {TWIN_AGREEMENT:.0%}).")
+    grid = (f"FTLE per cycle over K = {main} cycles after a {burn_in}-cycle burn-in, {launches} launches per cell, "
+            f"N = {fmt_list(n_jobs_list)} ({clean} of {total} launches ran clean); twin check {agreeing} of {checked} "
+            f"launches within {TWIN_TOLERANCE:g} (need {TWIN_AGREEMENT:.0%}).")
     low_range = [table[key]["mean"] for key in low_cells]
     why_low = (
         f"{grid} At ρ = {fmt_list(low_loads)} the mean FTLE is {fmt(min(low_range))} to {fmt(max(low_range))} per "
@@ -306,40 +507,37 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
         f"Spearman correlation with N: {spearman_text(rho_by_n, 'ρ')}; with ρ: "
         f"{spearman_text(rho_by_load, 'N')} (threshold {MIN_SPEARMAN:g}; judged over ≥ {MIN_GRID_POINTS} grid values). "
         f"Parts: FTLE > 0 {low_parts['positive']}, grows with N {low_parts['grows_with_n']}, grows with ρ "
-        f"{low_parts['grows_with_load']}, twin check {low_parts['twin_check']}."
+        f"{low_parts['grows_with_load']}, twin check {low_parts['twin_check']}. {text['regime']}"
     )
     if steps:
-        falls = [n for n, st in steps.items() if st["outcome"] == NOT_REPRODUCED]
-        grows = [n for n, st in steps.items() if st["outcome"] == REPRODUCED]
-        if len(falls) == len(steps):
-            finding = (f"It falls at every N: as docs/model.md's measured finding says, the FTLE stops growing with "
-                       f"load once the storage saturates (mean period → N·d), so the claim's \"grows with load\" "
-                       f"holds only for ρ ≤ {fmt(SATURATION_LOAD)}.")
-        else:
-            finding = (f"It falls at N = {fmt_list(falls) or 'none'}, grows at N = {fmt_list(grows) or 'none'}, "
-                       f"and is undecided at the rest (docs/model.md's finding is a fall at every N).")
         why_high = (
-            f"From ρ = {fmt(knee)} to ρ = {fmt(top)} the mean FTLE changes by "
+            f"From ρ = {fmt(knee)} to ρ = {fmt(top)} the mean FTLE per cycle changes by "
             + ", ".join(f"{fmt(st['change'], 2)} {fmt_interval(*st['ci'], 2)} at N = {n}" for n, st in steps.items())
-            + f". {finding} At ρ = {fmt(top)} the FTLE "
+            + f". {text['beyond']} At ρ = {fmt(top)} the FTLE "
             f"{'stays positive (every interval above 0)' if high_parts['positive'] == REPRODUCED else 'is not positive in every cell'}"
-            f" and its Spearman correlation with N is {fmt(rho_high_by_n, 2)}. Each N peaks at ρ = "
-            + ", ".join(f"{fmt(v)} (N = {k})" for k, v in peak_load.items()) + "."
+            f" and its Spearman correlation with N is {fmt(rho_high_by_n, 2)}. {text['per_time']} {text['horizon']}"
         )
     else:
         why_high = f"No load above ρ = {fmt(SATURATION_LOAD)} at this size: the saturated regime was not measured."
     thresholds = dict(SATURATION_LOAD=SATURATION_LOAD, MIN_SPEARMAN=MIN_SPEARMAN, MIN_GRID_POINTS=MIN_GRID_POINTS,
-                      TWIN_TOLERANCE=TWIN_TOLERANCE, TWIN_AGREEMENT=TWIN_AGREEMENT, CONFIDENCE=rules.CONFIDENCE)
+                      TWIN_TOLERANCE=TWIN_TOLERANCE, TWIN_AGREEMENT=TWIN_AGREEMENT, HORIZON_MARGIN=HORIZON_MARGIN,
+                      LAUNCH_INFLATED_FRACTION=LAUNCH_INFLATED_FRACTION,
+                      CONFIDENCE=rules.CONFIDENCE)
     rule_low = (
         f"at ρ ≤ {fmt(SATURATION_LOAD)}: every cell's mean-FTLE interval above 0; Spearman correlation of the cell "
         f"means with N ≥ {MIN_SPEARMAN:g} at every ρ and with ρ ≥ {MIN_SPEARMAN:g} at every N (over at least "
         f"{MIN_GRID_POINTS} grid values, else inconclusive); autodiff and twin rates agree within "
-        f"{TWIN_TOLERANCE:g} for {TWIN_AGREEMENT:.0%} of the launches. Parts combine by the rule above."
+        f"{TWIN_TOLERANCE:g} for {TWIN_AGREEMENT:.0%} of the checked launches. Parts combine by the rule above. "
+        "The peak is the grid load of the largest mean (refined by a parabola in log ρ), its range the "
+        f"{rules.CONFIDENCE:.0%} range over bootstrap resamples."
     )
     rule_high = (
         f"at ρ > {fmt(SATURATION_LOAD)}: per N, the interval of mean FTLE(ρ = {fmt(top)}) − mean FTLE(ρ = {fmt(knee)}) "
         "above 0 means it still grows (reproduced), below 0 that it falls (not reproduced), straddling 0 "
-        "inconclusive; N combine by the rule above (whether the FTLE stays positive there is reported, not decided)."
+        "inconclusive; N combine by the rule above (whether the FTLE stays positive there is reported, not decided). "
+        f"Horizon trend (reported): the interval of rate(K = {horizons[-1]}) − rate(K = {main}) wholly below "
+        f"−{HORIZON_MARGIN:g}× the rate is falling, wholly inside ±{HORIZON_MARGIN:g}× settled, wholly above rising, "
+        "else undecided."
     )
     table_rows = []
     for n in n_jobs_list:
@@ -347,49 +545,50 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
         for load in loads:
             cell = table[(n, load)]
             row.append(f"{fmt(cell['mean'], 2)} {fmt_interval(*cell['ci'], 2)}")
+        row.append(f"{fmt(peaks[n]['per_cycle']['grid'])} (≈ {fmt(peaks[n]['per_cycle']['refined'], 2)})")
         table_rows.append(row)
-    ftle_table = dict(columns=["N"] + [f"ρ = {fmt(load)}" for load in loads], rows=table_rows)
+    ftle_table = dict(columns=["N"] + [f"ρ = {fmt(load)}" for load in loads] + ["peak ρ"], rows=table_rows)
     step_table = dict(
-        columns=["N", f"FTLE(ρ = {fmt(top)}) − FTLE(ρ = {fmt(knee)})", "interval", "verdict"],
-        rows=[[n, fmt(st["change"], 3), fmt_interval(*st["ci"], 3), st["outcome"]] for n, st in steps.items()],
+        columns=["N", f"FTLE(ρ = {fmt(top)}) − FTLE(ρ = {fmt(knee)})", "interval", "verdict",
+                 f"per time at ρ = {fmt(top)}", f"K = {fmt_list(horizons)} at ρ = {fmt(top)}",
+                 f"from launch, K = {burn_in}"],
+        rows=[[n, fmt(st["change"], 3), fmt_interval(*st["ci"], 3), st["outcome"],
+               fmt(table[(int(n), top)]["mean_per_time"], 2),
+               " → ".join(fmt(h["mean"], 2) for h in table[(int(n), top)]["horizons"]),
+               fmt(table[(int(n), top)]["from_launch_mean"], 2)] for n, st in steps.items()],
     ) if steps else None
+
     def least(values):
         return f"≥ {fmt(min(values.values()), 2)}" if values else "not judged"
 
     headline_low = (f"FTLE {fmt(min(low_range), 2)} to {fmt(max(low_range), 2)} per cycle; Spearman with N "
-                    f"{least(rho_by_n)}, with ρ {least(rho_by_load)} (threshold {MIN_SPEARMAN:g})")
-    headline_high = ("FTLE from ρ = 1 to 2: " + ", ".join(f"{fmt(st['change'], 2)} (N = {n})" for n, st in steps.items())
-                     if steps else "not measured")
+                    f"{least(rho_by_n)}, with ρ {least(rho_by_load)} (threshold {MIN_SPEARMAN:g}); peak at ρ = "
+                    + ", ".join(f"{fmt(v)} (N = {k})" for k, v in peak_load.items()))
+    headline_high = (f"FTLE from ρ = {fmt(knee)} to {fmt(top)}: "
+                     + ", ".join(f"{fmt(st['change'], 2)} (N = {n})" for n, st in steps.items())
+                     + f"; {text['horizon_headline']}" if steps else "not measured")
     numbers = dict(
-        n_jobs=list(n_jobs_list),
-        loads=list(loads),
-        launches=launches,
-        cycles=cycles,
-        twin_eps=TWIN_EPS,
-        throughput="shared (f = 1)",
-        cap=None,
-        cycle_work="T + d = 1, d = rho / N",
-        spearman_vs_n=rho_by_n,
-        spearman_vs_load=rho_by_load,
-        change_beyond_saturation=steps,
-        peak_load=peak_load,
-        cells=cells,
-        seconds=time.perf_counter() - started,
+        n_jobs=list(n_jobs_list), loads=list(loads), launches=launches, burn_in=burn_in, horizons=list(horizons),
+        main_horizon=main, twin_launches=config["twin_launches"], twin_eps=TWIN_EPS,
+        throughput="shared (f = 1)", cap=None, cycle_work="T + d = 1, d = rho / N",
+        spearman_vs_n=rho_by_n, spearman_vs_load=rho_by_load, change_beyond_saturation=steps,
+        peak_load=peak_load, peaks={str(n): v for n, v in peaks.items()}, horizon_trends=trends,
+        cells=cells, seconds=time.perf_counter() - started,
     )
     verdicts = [
         verdict(
             5, outcome_low, why_low, sub_claim="5 FTLE, ρ ≤ 1",
             title="nearby trajectories separate, faster for larger N and load (storage not saturated)",
-            headline=headline_low, rule=rule_low, thresholds=thresholds, figures=figures, table=ftle_table,
-            parts=low_parts, spearman_vs_n=rho_by_n, spearman_vs_load=rho_by_load,
+            headline=headline_low, rule=rule_low, thresholds=thresholds, figures=figures[:1], table=ftle_table,
+            parts=low_parts, spearman_vs_n=rho_by_n, spearman_vs_load=rho_by_load, peak_load=peak_load,
             twin_agreement=agreeing / checked if checked else float("nan"), clean_launches=clean,
         ),
         verdict(
             5, outcome_high, why_high, sub_claim="5 FTLE, ρ > 1",
             title="the FTLE still grows with load once the storage saturates",
-            headline=headline_high, rule=rule_high if steps else "", thresholds=thresholds, table=step_table,
-            parts=high_parts, change_beyond_saturation=steps, spearman_vs_n_at_top_load=rho_high_by_n,
-            peak_load=peak_load,
+            headline=headline_high, rule=rule_high if steps else "not measured at this size", thresholds=thresholds,
+            figures=figures[1:], table=step_table, parts=high_parts, change_beyond_saturation=steps,
+            spearman_vs_n_at_top_load=rho_high_by_n, peak_load=peak_load, horizon_trends=trends,
         ),
     ]
     return finish(out_dir, NAME, size, numbers, verdicts, figures)
