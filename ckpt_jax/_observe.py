@@ -433,6 +433,18 @@ def observers_for(save: SaveAt, n_jobs: int, stop_fires: Optional[int], gap_fire
     return tuple(chosen)
 
 
+def state_bytes(save: SaveAt, n_jobs: int, gap_fires: Optional[int], itemsize: int) -> int:
+    """Bytes per fleet of the observers' loop state (what a CPU block must keep in cache)."""
+    total = 0
+    if save.writers:  # time and rises at N + 1 levels, the window and instant scalars
+        total += (n_jobs + 1) * (itemsize + 4) + 4 * itemsize + 16
+    if save.gaps:  # a float and an int cell per cycle, the two open cycles' scalars
+        total += (gap_fires or 0) * (itemsize + 4) + 5 * itemsize + 24
+    if save.jobs:  # the fast paths' extra per-job column (the general engine: three)
+        total += 3 * n_jobs * itemsize
+    return total
+
+
 def init(save: SaveAt, n_jobs: int, stop_fires, gap_fires, n_fleets: int, dtype) -> tuple:
     """The observers' initial states (buffers sized once, before the loop)."""
     return tuple(o.init(n_fleets, dtype) for o in observers_for(save, n_jobs, stop_fires, gap_fires))

@@ -22,7 +22,9 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from . import _observe
 from ._loops import virtual
+from ._observe import SaveAt
 from ._progress import progress_bar
 
 __all__ = ["FLEET_AXIS", "resolve_devices", "fleet_sharding", "pad_fleets", "pad_inert", "run_blocks", "sharded_loop"]
@@ -139,12 +141,15 @@ CPU_BLOCK_BYTES = 16 * 2**20
 CPU_MIN_BLOCK = 1024
 
 
-def block_size(params: Params, trace_len: int) -> int:
+def block_size(params: Params, trace_len: int, save: SaveAt = SaveAt(), gap_fires=None) -> int:
+    """Fleets per CPU block: as many as keep the loop state (per-job rows, the trace and
+    the observers' state) within `CPU_BLOCK_BYTES`; all fleets on other platforms."""
     n_fleets, n_jobs = params.compute.shape
     platforms = {device.platform for device in params.compute.devices()}
     if platforms != {"cpu"}:
         return n_fleets
-    per_fleet = n_jobs * (2 * trace_len + 5) * params.compute.dtype.itemsize
+    itemsize = params.compute.dtype.itemsize
+    per_fleet = n_jobs * (2 * trace_len + 5) * itemsize + _observe.state_bytes(save, n_jobs, gap_fires, itemsize)
     return min(n_fleets, max(CPU_MIN_BLOCK, CPU_BLOCK_BYTES // per_fleet))
 
 
@@ -174,7 +179,7 @@ def run_blocks(params: Params, phase, remaining, horizon, event_limit, *, progre
     call per group of blocks, so the bar moves. Returns the `LoopResult` of all fleets.
     """
     n_fleets = params.compute.shape[0]
-    block = block_size(params, static["trace_len"])
+    block = block_size(params, static["trace_len"], static["save"], static["gap_fires"])
     n_blocks = -(-n_fleets // block)
     params, phase, remaining, horizon = pad_inert(params, phase, remaining, block, horizon)
     if progress is None:

@@ -17,12 +17,13 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from .._observe import FinalView
 from ..model import Fleet
 
-__all__ = ["LoopResult", "FIFO_MIN_JOBS", "PATHS", "choose_paths", "clock_eligible", "fifo_applies", "fifo_eligible"]
+__all__ = ["LoopResult", "record", "FIFO_MIN_JOBS", "PATHS", "choose_paths", "clock_eligible", "fifo_applies", "fifo_eligible"]
 
 
 class LoopResult(NamedTuple):
@@ -36,6 +37,16 @@ class LoopResult(NamedTuple):
     status: jax.Array
     observers: tuple  # observer states after the loop
     final: FinalView
+
+
+def record(flat, cell, value, write):
+    """The trace write of every loop: ``flat[cell] = value`` where ``write``.
+
+    One scatter on the flattened trace buffer: each lane (or column) writes at most one
+    cell and no two share one (unique flat indices); the others point past the end and
+    are dropped. Cheaper on XLA:CPU than the batched 2-D scatter `vmap` produces.
+    """
+    return flat.at[jnp.where(write, cell, flat.shape[0])].set(value, mode="drop", unique_indices=True)
 
 
 # `method="auto"` uses the FIFO and clock paths for fleets of at least this many active

@@ -28,6 +28,7 @@ from .._observe import EventView, FinalView, SaveAt, observers_for
 from .._params import MAX_FIRES, Params, computing_mask, jitter_work, phase_rates, snapped
 from .._status import Status, flag
 from . import LoopResult
+from . import record as record_cells
 
 __all__ = ["Carry", "init_carry", "step", "advance", "advance_to_firing", "batched_advance", "run_chunked", "init_and_advance"]
 
@@ -308,8 +309,7 @@ def switch(params: Params, carry: Carry, running, n_fires: int, use_delay: bool,
 def record(buffer, slot, time):
     """Batched trace write: ``buffer[b, i, slot[b, i]] = time[b]`` where ``slot < K``.
 
-    One scatter on the flattened (B N K) buffer with flat indices (out-of-range for "no
-    write", dropped): measurably cheaper than the batched 2-D scatter `vmap` produces.
+    `ckpt_jax._loops.record` on the flattened (B N K) buffer, as the fast paths write theirs.
     """
     n_fleets, n_jobs, n_fires = buffer.shape
     size = n_fleets * n_jobs * n_fires
@@ -318,10 +318,9 @@ def record(buffer, slot, time):
         jobs = jnp.arange(n_jobs)
         put = lambda row, slot_row, t: row.at[jobs, slot_row].set(t, mode="drop")  # noqa: E731
         return jax.vmap(put)(buffer, slot, time)
-    cell = jnp.arange(n_fleets * n_jobs, dtype=jnp.int32).reshape(n_fleets, n_jobs) * n_fires
-    index = jnp.where(slot < n_fires, cell + slot, size)
+    cell = jnp.arange(n_fleets * n_jobs, dtype=jnp.int32).reshape(n_fleets, n_jobs) * n_fires + slot
     values = jnp.broadcast_to(time[:, None], slot.shape)
-    flat = buffer.reshape(size).at[index.reshape(-1)].set(values.reshape(-1), mode="drop", unique_indices=True)
+    flat = record_cells(buffer.reshape(size), cell.reshape(-1), values.reshape(-1), (slot < n_fires).reshape(-1))
     return flat.reshape(buffer.shape)
 
 

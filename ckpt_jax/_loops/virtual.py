@@ -45,7 +45,7 @@ from .. import _observe
 from .._observe import EventView, FinalView, SaveAt
 from .._params import Params, jitter_work, phase_rates, snapped
 from .._status import Status
-from . import LoopResult
+from . import LoopResult, record
 from . import clock as clock_loop
 from . import fifo as fifo_loop
 
@@ -267,7 +267,7 @@ def switch(constants, params, carry: VirtualCarry, running, event_limit, n_fires
     record_fire = fires & (count < trace_len)
     cycle = jnp.where(ends, count - 1, count).astype(index)
     cell = ((fleet * n_jobs + pos) * trace_len + cycle) * 2 + ends.astype(index)
-    trace = carry.trace.at[jnp.where(record_end | record_fire, cell, size)].set(time, mode="drop", unique_indices=True)
+    trace = record(carry.trace, cell, time, record_end | record_fire)
 
     # A writer that ends starts computing (target: compute clock + its work), a job that
     # fires starts writing (write clock + d). FIFO: both are already at that ring spot.
