@@ -19,6 +19,7 @@ from ._params import (
     MAX_FIRES, check_horizon, check_method, check_time_bound, check_trace_memory, default_max_events,
     fires_before, flat_params,
 )
+from ._sharing import Sharing, sharing_for
 from ._status import Status, describe_status, flag
 from ._validate import check_int
 from .model import Fleet, State, check_state
@@ -165,6 +166,7 @@ def simulate(
         use_jitter=jitter is not None and bool(np.any(np.asarray(jitter) > 0)),
         use_delay=bool(np.any(np.asarray(fleet.delay) > 0)),
         use_async=bool(np.any(np.asarray(fleet.async_fraction) > 0)),
+        sharing=sharing_for(fleet),
         progress=progress,
         devices=devices,
     )
@@ -194,7 +196,7 @@ def simulate(
     return trace
 
 
-def run(params, phase, remaining, horizon, *, path, n_fires, trace_len, save, stop_fires, gap_fires, max_events, queue_size, use_jitter, use_delay, use_async, progress, devices) -> LoopResult:
+def run(params, phase, remaining, horizon, *, path, n_fires, trace_len, save, stop_fires, gap_fires, max_events, queue_size, use_jitter, use_delay, use_async, progress, devices, sharing=Sharing()) -> LoopResult:
     """Runs flattened fleets (leading axis B) on one path, optionally sharded; returns the
     `LoopResult` (job order) that `flat_trace` turns into a `Trace`."""
     n_fleets = params.compute.shape[0]
@@ -213,7 +215,7 @@ def run(params, phase, remaining, horizon, *, path, n_fires, trace_len, save, st
             return sharding.run_blocks(params, phase, remaining, horizon, limit, progress=progress, **static)
         loop = sharding.sharded_loop(virtual.init_and_advance, devices, **static)
         return sharding.unpad(loop((params, phase, remaining, horizon), limit), n_fleets)
-    static = dict(n_fires=n_fires, use_delay=use_delay, use_jitter=use_jitter, use_async=use_async, **observe)
+    static = dict(n_fires=n_fires, use_delay=use_delay, use_jitter=use_jitter, use_async=use_async, sharing=sharing, **observe)
     queue = queue_size if use_delay else 1
     if devices is None:
         state = general.init_jit(params, phase, remaining, horizon, queue_size=queue, **static)
