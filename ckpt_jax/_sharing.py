@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -36,7 +37,13 @@ class Sharing(NamedTuple):
 
 
 def sized(fleet: Fleet) -> np.ndarray:
-    """Per fleet (batch shape), whether some active job has a size other than 1."""
+    """Per fleet (batch shape), whether some active job has a size other than 1.
+
+    Under tracing (a `Fleet` passed through `jax.vmap` or `jax.jit`, as the return maps
+    allow) the sizes are unknown, so every fleet counts as sized: the size-aware rules are
+    exact for unit sizes too (bit for bit), only slower."""
+    if isinstance(fleet.size, jax.core.Tracer) or isinstance(fleet.active, jax.core.Tracer):
+        return np.ones(fleet.batch_shape, bool)
     return np.any(np.asarray(fleet.active) & (np.asarray(fleet.size) != 1), axis=-1)
 
 
