@@ -20,7 +20,7 @@ import numpy as np
 
 from .model import Fleet
 
-__all__ = ["Sharing", "sharing_for", "sized", "needs_general", "controller_load", "compute_speed", "write_rates", "fcfs_head"]
+__all__ = ["Sharing", "sharing_for", "sized", "needs_general", "non_default_sharing", "controller_load", "compute_speed", "write_rates", "fcfs_head"]
 
 
 class Sharing(NamedTuple):
@@ -68,6 +68,19 @@ def sharing_for(fleet: Fleet) -> Sharing:
     if storage == "weighted" and not any_sized:
         storage = "fair"
     return Sharing(power, storage)
+
+
+def non_default_sharing(fleet: Fleet) -> dict:
+    """The sizes and policies of ``fleet`` that differ from the defaults (for manifests and
+    summaries, which then stay as they were for base-model fleets)."""
+    entries = {}
+    if bool(np.any(np.asarray(fleet.size) != 1)):
+        entries["size"] = np.asarray(fleet.size).tolist()
+    if fleet.power_policy != "maxmin":
+        entries["power_policy"] = fleet.power_policy
+    if fleet.storage_policy != "fair":
+        entries["storage_policy"] = fleet.storage_policy
+    return entries
 
 
 def controller_load(sharing: Sharing, size, computing, cap):
