@@ -1,18 +1,20 @@
 """Job sizes and sharing policies (docs/model.md §1b): how the cap C is divided among the
 computing jobs and f(n_w) among the writers once jobs are not anonymous.
 
-The general engine traces one `Sharing` per call, decided on the host (`sharing_for`):
-``Sharing()`` is the base model's anonymous rule (`ckpt_jax._params.phase_rates`) and
-costs nothing extra. Every rule here reduces to the base rule bit for bit when all sizes
-are 1 (``"maxmin"``, ``"uniform"``, ``"weighted"``), so a fleet of unit sizes gives the
-same trace whichever fleets it is batched with.
+The general engine traces one `Sharing` per group of fleets, decided on the host
+(`sharing_for`): ``Sharing()`` is the base model's anonymous rule
+(`ckpt_jax._params.phase_rates`) and costs nothing extra. `simulate` runs the fleets whose
+sizes are all 1 on it, so with unit sizes ``"maxmin"``, ``"uniform"`` and ``"weighted"``
+are today's results bit for bit, whatever the batch. The size-aware rules give the same
+values for unit sizes too (``"maxmin"``: λ = C/n_c exactly), and the same bits where the
+rates keep their shape (see `sharing_for` for the one exception).
 
-All functions act on ONE fleet (arrays of shape (N,)); the loops `vmap` them.
+The per-job rules act on ONE fleet (arrays of shape (N,)); the loops `vmap` them.
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
@@ -60,9 +62,17 @@ def needs_general(fleet: Fleet) -> np.ndarray:
     return sized(fleet) | (fleet.storage_policy == "fcfs")
 
 
-def sharing_for(fleet: Fleet) -> Sharing:
-    """The `Sharing` the general engine traces for ``fleet`` (decided on the host)."""
-    any_sized = bool(np.any(sized(fleet)))
+def sharing_for(fleet: Fleet, any_sized: Optional[bool] = None) -> Sharing:
+    """The `Sharing` the general engine traces for ``fleet`` (decided on the host).
+
+    ``any_sized``: whether the fleets it will run include one with a size other than 1
+    (default: `sized` over the whole batch). `simulate` runs the unit-size fleets of a
+    batch apart from the sized ones, so they trace the base rule itself: per-job rates
+    ("weighted") let XLA fuse a product into a subtraction (one FMA) where the base rule's
+    per-fleet rate does not, which would move unit-size fleets by an ulp.
+    """
+    if any_sized is None:
+        any_sized = bool(np.any(sized(fleet)))
     power = fleet.power_policy if any_sized else "count"
     storage = fleet.storage_policy
     if storage == "weighted" and not any_sized:

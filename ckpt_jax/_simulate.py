@@ -19,7 +19,7 @@ from ._params import (
     MAX_FIRES, check_horizon, check_method, check_time_bound, check_trace_memory, default_max_events,
     fires_before, flat_params,
 )
-from ._sharing import Sharing, sharing_for
+from ._sharing import Sharing, sharing_for, sized
 from ._status import Status, describe_status, flag
 from ._validate import check_int
 from .model import Fleet, State, check_state
@@ -166,23 +166,27 @@ def simulate(
         use_jitter=jitter is not None and bool(np.any(np.asarray(jitter) > 0)),
         use_delay=bool(np.any(np.asarray(fleet.delay) > 0)),
         use_async=bool(np.any(np.asarray(fleet.async_fraction) > 0)),
-        sharing=sharing_for(fleet),
         progress=progress,
         devices=devices,
     )
     horizon_flat = None if horizon is None else jnp.asarray(horizon.reshape(n_fleets), fleet.dtype)
     phase = jnp.reshape(state.phase, params.compute.shape)
     remaining = jnp.reshape(state.remaining, params.compute.shape).astype(fleet.dtype)
-    # "auto" decides per fleet, so a fleet's trace never depends on what it is batched with.
+    # "auto" decides per fleet, so a fleet's trace never depends on what it is batched with;
+    # on the general engine, unit-size fleets run apart from sized ones (`sharing_for`).
+    with_sizes = sized(fleet).reshape(n_fleets)
+    groups = [(name, path == name, Sharing()) for name in PATHS if name != "general"]
+    groups += [("general", (path == "general") & (with_sizes == has_sizes), sharing_for(fleet, has_sizes))
+               for has_sizes in (False, True)]
     pieces = []
-    for name in PATHS:
-        index = np.flatnonzero(path == name)
+    for name, chosen, sharing in groups:
+        index = np.flatnonzero(chosen)
         if index.size == 0:
             continue
         part = (params, phase, remaining, horizon_flat)
         if index.size < n_fleets:
             part = jax.tree_util.tree_map(lambda x: x[index], part)
-        result = run(*part, path=name, **options)
+        result = run(*part, path=name, sharing=sharing, **options)
         pieces.append((index, flat_trace(result, save=save, stop_fires=options["stop_fires"], gap_fires=n_fires)))
     flat = pieces[0][1] if len(pieces) == 1 else merge(pieces, n_fleets)
     batch = fleet.batch_shape
