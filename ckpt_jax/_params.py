@@ -127,6 +127,14 @@ def default_max_events(n_jobs: int, n_fires: int, fleet: Optional[Fleet] = None)
             ratio = 1e4
         if np.any(np.asarray(fleet.delay) > 0):
             ratio *= 2  # each change of the computing count schedules one controller update
+        # Sizes (§1b) slow a job beyond its solo period: a small writer's weighted share, or
+        # a large job's water-filling level, by up to max w / min w; under "fcfs" a write
+        # may wait for every other one.
+        size = np.where(active, np.asarray(fleet.size, np.float64), 1.0)
+        if fleet.power_policy == "maxmin" or fleet.storage_policy == "weighted":
+            ratio *= float(np.max(size.max(axis=-1) / size.min(axis=-1)))
+        if fleet.storage_policy == "fcfs":
+            ratio *= n_jobs
     budget = 4 * n_jobs * (n_fires + 2) * min(ratio, 1e4) + 64
     return int(min(budget, 2**31 - 1))
 
