@@ -42,10 +42,11 @@ def sized(fleet: Fleet) -> np.ndarray:
     """Per fleet (batch shape), whether some active job has a size other than 1.
 
     Under tracing (a `Fleet` passed through `jax.vmap` or `jax.jit`, as the return maps
-    allow) the sizes are unknown, so every fleet counts as sized: the size-aware rules are
-    exact for unit sizes too (bit for bit), only slower."""
+    allow) the sizes are unknown; the answer is then the flag `Fleet` recorded, as static
+    data, when it was built (True for the whole batch if any fleet of it was sized: the
+    size-aware rules are exact for unit sizes too, only slower)."""
     if isinstance(fleet.size, jax.core.Tracer) or isinstance(fleet.active, jax.core.Tracer):
-        return np.ones(fleet.batch_shape, bool)
+        return np.full(fleet.batch_shape, getattr(fleet, "_sized", True))
     return np.any(np.asarray(fleet.active) & (np.asarray(fleet.size) != 1), axis=-1)
 
 

@@ -271,6 +271,9 @@ class Fleet:
         object.__setattr__(self, "active", jnp.asarray(active_np, dtype=bool))
         object.__setattr__(self, "power_policy", power_policy)
         object.__setattr__(self, "storage_policy", storage_policy)
+        # Static too: whether any size differs from 1, for code that sees the sizes only
+        # as tracers (`jax.vmap` over fleets) and must still choose the rate rule.
+        object.__setattr__(self, "_sized", bool(np.any(active_np & (size_np != 1))))
 
     # -- convenience ---------------------------------------------------------------
     @property
@@ -325,7 +328,7 @@ class Fleet:
 
 
 _FLEET_FIELDS = ("compute", "write", "cap", "throughput", "delay", "async_fraction", "active", "size")
-_FLEET_STATIC = ("power_policy", "storage_policy")
+_FLEET_STATIC = ("power_policy", "storage_policy", "_sized")
 
 
 def check_policy(name: str, value, allowed: tuple) -> str:
