@@ -9,7 +9,7 @@ module, which is public and stable:
   axis B); take ``jax.tree_util.tree_map(lambda x: x[0], params)`` for one fleet;
 * `init_carry(params, phase, remaining, n_fires, queue_size, use_jitter, sharing=Sharing())` — the loop
   state (`Carry`) of one fleet, from traced values too (no host checks);
-* `step(params, carry, running, n_fires, use_delay, use_jitter, horizon=None)` — one event;
+* `step(params, carry, running, n_fires, use_delay, use_jitter, horizon=None, sharing=Sharing())` — one event;
 * `advance(params, carry, max_events=..., stop=..., horizon=..., observe=...)` — the
   stepping primitive: event by event until a condition, a horizon or the budget, with an
   optional observer of each step; `advance_to_firing(params, carry, job, ...)` stops at
