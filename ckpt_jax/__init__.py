@@ -43,6 +43,8 @@ from .maps import gap_return_map as gap_return_map
 from .maps import section_map as section_map
 from .maps import spectrum as spectrum
 from .maps import work_done as work_done
+from .model import POWER_POLICIES as POWER_POLICIES
+from .model import STORAGE_POLICIES as STORAGE_POLICIES
 from .model import THROUGHPUT_PRESETS as THROUGHPUT_PRESETS
 from .model import Fleet as Fleet
 from .model import State as State
@@ -70,6 +72,8 @@ __all__ = [
     "describe_status",
     "throughput_table",
     "THROUGHPUT_PRESETS",
+    "POWER_POLICIES",
+    "STORAGE_POLICIES",
     "section_map",
     "gap_return_map",
     "spectrum",

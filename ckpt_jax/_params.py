@@ -47,6 +47,7 @@ class Params(NamedTuple):
     active: jax.Array  # (N,) bool
     jitter: jax.Array  # () compute-work standard deviation σ
     job_keys: jax.Array  # (N,) PRNG keys, one stream per job (used only with jitter)
+    size: jax.Array  # (N,) job sizes w_i (docs/model.md §1b), 1 in the base model
 
 
 def jitter_work(job_key: jax.Array, compute: jax.Array, jitter: jax.Array, cycle) -> jax.Array:
@@ -126,6 +127,14 @@ def default_max_events(n_jobs: int, n_fires: int, fleet: Optional[Fleet] = None)
             ratio = 1e4
         if np.any(np.asarray(fleet.delay) > 0):
             ratio *= 2  # each change of the computing count schedules one controller update
+        # Sizes (§1b) slow a job beyond its solo period: a small writer's weighted share, or
+        # a large job's water-filling level, by up to max w / min w; under "fcfs" a write
+        # may wait for every other one.
+        size = np.where(active, np.asarray(fleet.size, np.float64), 1.0)
+        if fleet.power_policy == "maxmin" or fleet.storage_policy == "weighted":
+            ratio *= float(np.max(size.max(axis=-1) / size.min(axis=-1)))
+        if fleet.storage_policy == "fcfs":
+            ratio *= n_jobs
     budget = 4 * n_jobs * (n_fires + 2) * min(ratio, 1e4) + 64
     return int(min(budget, 2**31 - 1))
 
@@ -145,10 +154,23 @@ def time_bound(fleet: Fleet, n_fires: int, jitter=None) -> np.ndarray:
     sigma = 0.0 if jitter is None else np.asarray(jitter, np.float64)[..., None]
     cap = np.asarray(fleet.cap, np.float64)[..., None]
     alpha = np.asarray(fleet.async_fraction, np.float64)[..., None]
-    slowest_speed = np.minimum(1.0, cap / n_jobs) * np.where(alpha > 0, alpha, 1.0)
-    slowest_rate = np.min(np.asarray(fleet.throughput, np.float64)[..., 1:], axis=-1, keepdims=True) / n_jobs
+    size = np.where(active, np.asarray(fleet.size, np.float64), 0.0)
+    largest = np.max(size, axis=-1, keepdims=True)
+    # With sizes (§1b) a job runs at least at min(1, C / (N·max w)) under either power
+    # policy (maxmin: λ ≥ C/N; uniform: Σ_S w ≤ N·max w), at least its share
+    # min f · w_i / Σ w under "weighted", and under "fcfs" it waits at most for every
+    # other write queued ahead of it, each at f(1).
+    slowest_speed = np.minimum(1.0, cap / (n_jobs * np.maximum(largest, 1.0))) * np.where(alpha > 0, alpha, 1.0)
+    table = np.asarray(fleet.throughput, np.float64)
+    slowest_rate = np.min(table[..., 1:], axis=-1, keepdims=True) / n_jobs
     with np.errstate(all="ignore"):
-        cycle = (compute + 8 * sigma) / slowest_speed + write / slowest_rate
+        if fleet.storage_policy == "weighted":
+            share = size / np.sum(size, axis=-1, keepdims=True)
+            slowest_rate = np.minimum(slowest_rate, np.min(table[..., 1:], axis=-1, keepdims=True) * share)
+        write_time = write / slowest_rate
+        if fleet.storage_policy == "fcfs":
+            write_time = np.sum(np.where(active, write, 0.0), axis=-1, keepdims=True) / table[..., 1:2]
+        cycle = (compute + 8 * sigma) / slowest_speed + write_time
         cycle = cycle + np.asarray(fleet.delay, np.float64)[..., None]
         return (n_fires + 2) * np.max(np.where(active, cycle, 0.0), axis=-1)
 
@@ -277,4 +299,5 @@ def flat_params(fleet: Fleet, jitter=None, key=None, fleet_offset: int = 0) -> P
         active=flat(fleet.active, (n_jobs,)),
         jitter=jnp.asarray(sigma.reshape(n_fleets), fleet.dtype),
         job_keys=batch_keys(key, batch_shape, n_jobs, fleet_offset),
+        size=flat(fleet.size, (n_jobs,)),
     )

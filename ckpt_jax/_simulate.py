@@ -19,6 +19,7 @@ from ._params import (
     MAX_FIRES, check_horizon, check_method, check_time_bound, check_trace_memory, default_max_events,
     fires_before, flat_params,
 )
+from ._sharing import Sharing, sharing_for, sized
 from ._status import Status, describe_status, flag
 from ._validate import check_int
 from .model import Fleet, State, check_state
@@ -171,16 +172,21 @@ def simulate(
     horizon_flat = None if horizon is None else jnp.asarray(horizon.reshape(n_fleets), fleet.dtype)
     phase = jnp.reshape(state.phase, params.compute.shape)
     remaining = jnp.reshape(state.remaining, params.compute.shape).astype(fleet.dtype)
-    # "auto" decides per fleet, so a fleet's trace never depends on what it is batched with.
+    # "auto" decides per fleet, so a fleet's trace never depends on what it is batched with;
+    # on the general engine, unit-size fleets run apart from sized ones (`sharing_for`).
+    with_sizes = sized(fleet).reshape(n_fleets)
+    groups = [(name, path == name, Sharing()) for name in PATHS if name != "general"]
+    groups += [("general", (path == "general") & (with_sizes == has_sizes), sharing_for(fleet, has_sizes))
+               for has_sizes in (False, True)]
     pieces = []
-    for name in PATHS:
-        index = np.flatnonzero(path == name)
+    for name, chosen, sharing in groups:
+        index = np.flatnonzero(chosen)
         if index.size == 0:
             continue
         part = (params, phase, remaining, horizon_flat)
         if index.size < n_fleets:
             part = jax.tree_util.tree_map(lambda x: x[index], part)
-        result = run(*part, path=name, **options)
+        result = run(*part, path=name, sharing=sharing, **options)
         pieces.append((index, flat_trace(result, save=save, stop_fires=options["stop_fires"], gap_fires=n_fires)))
     flat = pieces[0][1] if len(pieces) == 1 else merge(pieces, n_fleets)
     batch = fleet.batch_shape
@@ -194,7 +200,7 @@ def simulate(
     return trace
 
 
-def run(params, phase, remaining, horizon, *, path, n_fires, trace_len, save, stop_fires, gap_fires, max_events, queue_size, use_jitter, use_delay, use_async, progress, devices) -> LoopResult:
+def run(params, phase, remaining, horizon, *, path, n_fires, trace_len, save, stop_fires, gap_fires, max_events, queue_size, use_jitter, use_delay, use_async, progress, devices, sharing=Sharing()) -> LoopResult:
     """Runs flattened fleets (leading axis B) on one path, optionally sharded; returns the
     `LoopResult` (job order) that `flat_trace` turns into a `Trace`."""
     n_fleets = params.compute.shape[0]
@@ -213,7 +219,7 @@ def run(params, phase, remaining, horizon, *, path, n_fires, trace_len, save, st
             return sharding.run_blocks(params, phase, remaining, horizon, limit, progress=progress, **static)
         loop = sharding.sharded_loop(virtual.init_and_advance, devices, **static)
         return sharding.unpad(loop((params, phase, remaining, horizon), limit), n_fleets)
-    static = dict(n_fires=n_fires, use_delay=use_delay, use_jitter=use_jitter, use_async=use_async, **observe)
+    static = dict(n_fires=n_fires, use_delay=use_delay, use_jitter=use_jitter, use_async=use_async, sharing=sharing, **observe)
     queue = queue_size if use_delay else 1
     if devices is None:
         state = general.init_jit(params, phase, remaining, horizon, queue_size=queue, **static)

@@ -257,7 +257,8 @@ def coupling_function(
 
     Raises:
       ValueError: not a single 2-job fleet, lags outside (0, T_1 + d_1], bad n_cycles or
-        history, or ``history="uncoupled"`` with C < 1.
+        history, ``history="uncoupled"`` with C < 1, or job sizes other than 1 or "fcfs"
+        storage (docs/model.md §1b; not supported yet).
       RuntimeError: a run hit its event budget or the controller queue overflowed.
     """
     if not isinstance(fleet_pair, Fleet):
@@ -266,6 +267,13 @@ def coupling_function(
         raise ValueError(
             "fleet_pair must be one fleet (batch shape ()) of N = 2 active jobs, got batch shape "
             f"{fleet_pair.batch_shape} and N = {fleet_pair.n_jobs}"
+        )
+    if loop.sharing_for(fleet_pair) != loop.Sharing():
+        # The launch state and the uncoupled (solo) map assume anonymous unit-size jobs.
+        raise ValueError(
+            "coupling_function supports only job sizes 1 and storage_policy 'fair' or 'weighted' for now "
+            "(its launch state and solo map assume anonymous jobs, docs/model.md §1b); got size "
+            f"{np.asarray(fleet_pair.size).tolist()} and storage_policy={fleet_pair.storage_policy!r}"
         )
     n_cycles = check_int("n_cycles", n_cycles, 1)
     queue_size = check_int("queue_size", queue_size, 1)

@@ -44,6 +44,7 @@ import numpy as np
 from ._io import atomic_write
 from ._validate import check_int
 from ._params import check_method
+from ._sharing import non_default_sharing
 from .model import Fleet, State, random_state
 
 if TYPE_CHECKING:
@@ -140,8 +141,8 @@ class EnsembleResult:
         return kind(*(self.arrays[name] for name in names))
 
 
-def random_launches(compute, write, *, key: jax.Array, cap=None, throughput=None, delay=0.0,
-                    async_fraction=0.0, dtype=None) -> Callable[[int, int], tuple]:
+def random_launches(compute, write, *, key: jax.Array, cap=None, throughput=None, delay=0.0, async_fraction=0.0,
+                    size=1.0, power_policy="maxmin", storage_policy="fair", dtype=None) -> Callable[[int, int], tuple]:
     """A ``make_chunk`` for `run_ensemble`: the same jobs in every fleet, random launches.
 
     Fleet ``i`` (global index) starts from `random_state` with its own key
@@ -152,14 +153,15 @@ def random_launches(compute, write, *, key: jax.Array, cap=None, throughput=None
         (validated now, as by `Fleet`); identical jobs: ``np.full(N, T)``.
       key: PRNG key of the launches. Use a key independent of the jitter key, e.g.
         ``fold_in(seed_key, 0)`` here and ``fold_in(seed_key, 1)`` for the jitter.
-      cap, throughput, delay, async_fraction, dtype: as for `Fleet` (one value for all fleets).
+      cap, throughput, delay, async_fraction, size, power_policy, storage_policy, dtype: as for `Fleet`.
 
     Returns:
       ``make_chunk(start, stop) -> (fleet, state)`` with batch shape ``(stop - start,)``.
       Its ``config`` attribute (a JSON-able dict of everything above) is recorded in the
       ensemble's manifest, so resuming with other jobs or another key raises.
     """
-    template = Fleet(compute, write, cap, throughput, delay=delay, async_fraction=async_fraction, dtype=dtype)
+    template = Fleet(compute, write, cap, throughput, delay=delay, async_fraction=async_fraction, size=size,
+                     power_policy=power_policy, storage_policy=storage_policy, dtype=dtype)
     if template.batch_shape != ():
         raise ValueError(f"compute and write must have shape (N,), got {template.compute.shape}")
     key = _typed_key(key, "key")
@@ -174,14 +176,13 @@ def random_launches(compute, write, *, key: jax.Array, cap=None, throughput=None
 
     make_chunk.config = _jsonable({
         "make_chunk": "random_launches",
-        "compute": template.compute,
-        "write": template.write,
+        "compute": template.compute, "write": template.write,
         "cap": None if np.isinf(template.cap) else template.cap,
         "throughput": template.throughput,
-        "delay": template.delay,
-        "async_fraction": template.async_fraction,
+        "delay": template.delay, "async_fraction": template.async_fraction,
         "dtype": str(template.dtype),
         "key": _key_description(key),
+        **non_default_sharing(template),  # absent for defaults: older manifests still match
     })
     return make_chunk
 

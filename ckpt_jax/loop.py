@@ -7,14 +7,17 @@ module, which is public and stable:
 
 * `flat_params(fleet)` — a validated `Fleet` as flat per-fleet arrays (`Params`, leading
   axis B); take ``jax.tree_util.tree_map(lambda x: x[0], params)`` for one fleet;
-* `init_carry(params, phase, remaining, n_fires, queue_size, use_jitter)` — the loop
+* `init_carry(params, phase, remaining, n_fires, queue_size, use_jitter, sharing=Sharing())` — the loop
   state (`Carry`) of one fleet, from traced values too (no host checks);
-* `step(params, carry, running, n_fires, use_delay, use_jitter, horizon=None)` — one event;
+* `step(params, carry, running, n_fires, use_delay, use_jitter, horizon=None, sharing=Sharing())` — one event;
 * `advance(params, carry, max_events=..., stop=..., horizon=..., observe=...)` — the
   stepping primitive: event by event until a condition, a horizon or the budget, with an
   optional observer of each step; `advance_to_firing(params, carry, job, ...)` stops at
   the next firing of ``job``;
 * `computing_mask(params, draining, waiting)` — who draws compute power;
+* `sharing_for(fleet)` — the static rate rules (`Sharing`) of a fleet with job sizes or
+  sharing policies (docs/model.md §1b), to pass as ``sharing=`` to `init_carry`, `step`,
+  `advance` and `advance_to_firing` (their default is the base model's anonymous rates);
 * the observer protocol of `ckpt_jax.SaveAt`: each loop iteration is an `EventView`, the
   state after the loop a `FinalView`, and an observer (`WritersObserver`,
   `GapsObserver`, `JobsObserver`) is ``init(n_fleets, dtype)``, ``update(state, view,
@@ -35,6 +38,9 @@ Example: the time until job 0 of a synchronous pair fires again.
 from ._loops.general import Carry, advance, advance_to_firing, init_carry, step
 from ._observe import EventView, FinalView, GapsObserver, JobsObserver, WritersObserver
 from ._params import Params, computing_mask, flat_params, jitter_work
+from ._sharing import Sharing, sharing_for
 
-__all__ = ["Carry", "Params", "flat_params", "init_carry", "step", "advance", "advance_to_firing", "computing_mask", "jitter_work",
-           "EventView", "FinalView", "WritersObserver", "GapsObserver", "JobsObserver"]
+__all__ = [
+    "Carry", "Params", "Sharing", "flat_params", "init_carry", "step", "advance", "advance_to_firing", "computing_mask",
+    "jitter_work", "sharing_for", "EventView", "FinalView", "WritersObserver", "GapsObserver", "JobsObserver",
+]

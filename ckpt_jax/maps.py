@@ -129,7 +129,7 @@ def _check_coordinates(name: str, x, n_jobs: int):
     return x
 
 
-def section_carry(params: loop.Params, u_others):
+def section_carry(params: loop.Params, u_others, sharing: loop.Sharing = loop.Sharing()):
     """The coordinate conversion behind the maps: the loop state (`loop.Carry`) at the
     instant job 0 fires, from the section coordinates of jobs 1..N-1 (traceable).
 
@@ -137,6 +137,11 @@ def section_carry(params: loop.Params, u_others):
 
     u ∈ (0, T] means computing with u left; u ∈ (T, T + d] writing with u − T left (and the
     next cycle's full T to follow); u = 0 is the same instant as job 0's firing (≡ T + d).
+
+    ``sharing``: the fleet's rate rules (`loop.sharing_for`). Under "fcfs" storage job 0,
+    which fires now, queues behind the other writers, and those queue in index order: with
+    jobs labelled in firing order after job 0 (as `gap_return_map` has them), that is the
+    order in which they fired.
     """
     compute, write = params.compute, params.write
     dtype = compute.dtype
@@ -146,11 +151,12 @@ def section_carry(params: loop.Params, u_others):
     writing = u > compute
     remaining = jnp.where(writing, u - compute, u)
     in_domain = jnp.all(~params.active | ((u > 0) & (u <= cycle)))
-    carry = loop.init_carry(params, writing.astype(jnp.int32), remaining, 1, 1, False)
+    carry = loop.init_carry(params, writing.astype(jnp.int32), remaining, 1, 1, False, sharing)
+    carry = carry._replace(queued_at=carry.queued_at.at[0].set(0))
     return carry, in_domain
 
 
-def _run_to_next_firing(params: loop.Params, carry: loop.Carry, max_events: int):
+def _run_to_next_firing(params: loop.Params, carry: loop.Carry, max_events: int, sharing: loop.Sharing):
     """Steps until job 0 fires again (`loop.advance_to_firing`); an observer of each step
     tracks the most concurrent writers and computing jobs seen, and the most jobs that
     switched in one step (2 or more: a tie)."""
@@ -165,14 +171,16 @@ def _run_to_next_firing(params: loop.Params, carry: loop.Carry, max_events: int)
         return jnp.maximum(most, counts(after, jnp.sum(changed)))
 
     start = counts(carry, jnp.zeros((), jnp.int32))
-    return loop.advance_to_firing(params, carry, 0, max_events=max_events, observe=observe, observed=start)
+    return loop.advance_to_firing(params, carry, 0, max_events=max_events, observe=observe, observed=start,
+                                  sharing=sharing)
 
 
 def _section_step(fleet: Fleet, u, max_events: int):
     params = _single_fleet_params(fleet)
     u = _check_coordinates("u", u, fleet.n_jobs)
-    carry, in_domain = section_carry(params, u)
-    final, most = _run_to_next_firing(params, carry, max_events)
+    sharing = loop.sharing_for(fleet)
+    carry, in_domain = section_carry(params, u, sharing)
+    final, most = _run_to_next_firing(params, carry, max_events, sharing)
     u_next = jnp.where(final.draining, final.write_left, 0) + final.compute_left
     status = final.status  # `advance_to_firing` flags a missed firing (MAX_EVENTS)
     status = status | flag(~in_domain, STATUS_OUT_OF_DOMAIN)
@@ -281,9 +289,10 @@ def work_done(fleet: Fleet, u, time, *, max_events: int | None = None):
     params = _single_fleet_params(fleet)
     u = _check_coordinates("u", u, fleet.n_jobs)
     max_events = _budget(fleet, max_events)
-    carry, _ = section_carry(params, u)
+    sharing = loop.sharing_for(fleet)
+    carry, _ = section_carry(params, u, sharing)
     horizon = jnp.asarray(time, params.compute.dtype)
-    final, _ = loop.advance(params, carry, max_events=max_events, horizon=horizon)
+    final, _ = loop.advance(params, carry, max_events=max_events, horizon=horizon, sharing=sharing)
     # Base model (α = 0): a writer has drained d − write_left; a computer did all its write.
     theta = jnp.where(
         final.draining,

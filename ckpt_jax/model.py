@@ -11,15 +11,15 @@ Shapes: a fleet has batch shape ``B`` (any number of leading axes, possibly none
 from __future__ import annotations
 
 import dataclasses
-import math
 import warnings
-from typing import Callable, Optional, Sequence, Union
+from typing import Optional, Sequence, Union
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._validate import check_dtype, check_key, check_range, real_array, value_range
+from ._throughput import THROUGHPUT_PRESETS, Throughput, throughput_table
+from ._validate import check_dtype, check_key, check_range, real_array
 
 __all__ = [
     "Fleet",
@@ -29,10 +29,16 @@ __all__ = [
     "random_state",
     "throughput_table",
     "THROUGHPUT_PRESETS",
+    "POWER_POLICIES",
+    "STORAGE_POLICIES",
 ]
 
+# How the cap C is divided among the computing jobs, and f(n_w) among the writers
+# (docs/model.md §1b); the first of each is the default.
+POWER_POLICIES = ("maxmin", "uniform")
+STORAGE_POLICIES = ("fair", "weighted", "fcfs")
+
 ArrayLike = Union[np.ndarray, jax.Array, Sequence[float], float]
-Throughput = Union[None, Callable[[int], float], ArrayLike]
 
 
 def _float_dtype(dtype, *arrays) -> np.dtype:
@@ -69,63 +75,6 @@ def _as_float_array(name: str, value, dtype=None) -> np.ndarray:
     return real_array(name, value)
 
 
-# Named throughput functions f(n) (aggregate write bandwidth with n concurrent writers).
-THROUGHPUT_PRESETS: dict[str, Callable[[int], float]] = {
-    "shared": lambda n: 1.0,  # one unit of bandwidth shared equally (storage contention)
-    "linear": lambda n: float(n),  # no storage contention: each writer at full speed
-    "sqrt": lambda n: math.sqrt(n),  # sub-linear aggregate bandwidth
-    "saturating": lambda n: float(min(n, 4)),  # bandwidth grows until 4 writers, then shared
-    "degrading": lambda n: 1.0 / (1.0 + 0.1 * (n - 1)),  # thrashing: more writers, less total
-}
-
-
-def throughput_table(throughput: Throughput, n_jobs: int, batch_shape=()) -> np.ndarray:
-    """Tabulates f(n) for n = 0..N as a float64 array of shape (*batch, N + 1).
-
-    Args:
-      throughput: None (f ≡ 1), a preset name from `THROUGHPUT_PRESETS`, a callable
-        evaluated at n = 1..N, or an array of length N + 1 indexed by n (index 0 unused),
-        optionally with leading batch axes.
-      n_jobs: N, the number of job slots.
-
-    Returns:
-      The table with index 0 set to 1 (unused), validated positive and finite.
-    """
-    if throughput is None:
-        table = np.ones(n_jobs + 1)
-    elif isinstance(throughput, str):
-        if throughput not in THROUGHPUT_PRESETS:
-            raise ValueError(
-                f"throughput preset must be one of {sorted(THROUGHPUT_PRESETS)}, got {throughput!r}"
-            )
-        return throughput_table(THROUGHPUT_PRESETS[throughput], n_jobs, batch_shape)
-    elif callable(throughput):
-        values = []
-        for n in range(1, n_jobs + 1):
-            try:
-                values.append(float(throughput(n)))
-            except Exception as err:  # noqa: BLE001 - report any failure of the user's f
-                raise ValueError(f"throughput(n) failed at n={n}: {err}") from None
-        table = np.asarray([1.0] + values)
-    else:
-        table = _as_float_array("throughput", throughput, np.float64)
-        if table.ndim < 1 or table.shape[-1] != n_jobs + 1:
-            raise ValueError(
-                f"throughput array must have length N + 1 = {n_jobs + 1} along its last axis "
-                f"(index n = 0..N, index 0 unused), got shape {table.shape}"
-            )
-        table = table.copy()
-        table[..., 0] = 1.0
-    bad = ~(np.isfinite(table[..., 1:]) & (table[..., 1:] > 0))
-    if bad.any():
-        n = int(np.argwhere(bad)[0][-1]) + 1
-        raise ValueError(
-            f"throughput f(n) must be finite and > 0 for n = 1..{n_jobs}; f({n}) = "
-            f"{table[..., n].ravel()[0]!r}"
-        )
-    return table
-
-
 @dataclasses.dataclass(frozen=True, init=False)
 class Fleet:
     """A batch of fleets of checkpointing jobs (docs/model.md §1).
@@ -145,11 +94,24 @@ class Fleet:
         checkpoint drains in the background; scalar or (*B,). α = 0 is the base model.
       active: optional bool mask (*B, N) for fleets of different sizes padded into one
         batch; inactive slots never run and never count. Default: all active.
+      size: job size w_i (docs/model.md §1b): its full-speed power draw (e.g. its GPU
+        count) in the units of ``cap``, and its weight where a policy shares by size;
+        finite and > 0, a scalar or broadcastable to (*B, N). Default 1.
+      power_policy: how the cap is divided among the computing jobs S: ``"maxmin"``
+        (default; max-min fair water-filling, job i gets power min(w_i, λ) with
+        Σ_S min(w_j, λ) = min(C, Σ_S w_j), speed min(w_i, λ) / w_i) or ``"uniform"``
+        (every computing job at min(1, C / Σ_S w_j)). One policy for the whole batch.
+      storage_policy: how f(n_w) is divided among the writers W: ``"fair"`` (default;
+        f(n_w)/n_w each), ``"weighted"`` (f(n_w)·w_i / Σ_W w_j) or ``"fcfs"`` (one
+        writer at a time in firing order, ties by job index, at f(1); the others wait).
+        One policy for the whole batch.
       dtype: float32 or float64; default float64 under ``jax_enable_x64``, else float32.
 
     Attributes are stored broadcast to the full batch shape as JAX arrays; ``cap`` is
     ``inf`` where uncapped. `Fleet` is a pytree, so it can be passed through
-    `jax.jit` and `jax.vmap`.
+    `jax.jit` and `jax.vmap`; the two policies are static (auxiliary) data of it. With
+    all sizes 1, ``"maxmin"``, ``"uniform"`` and ``"weighted"`` are the base model bit
+    for bit.
     """
 
     compute: jax.Array
@@ -159,6 +121,9 @@ class Fleet:
     delay: jax.Array
     async_fraction: jax.Array
     active: jax.Array
+    size: jax.Array
+    power_policy: str
+    storage_policy: str
 
     def __init__(
         self,
@@ -170,8 +135,13 @@ class Fleet:
         delay: ArrayLike = 0.0,
         async_fraction: ArrayLike = 0.0,
         active: Optional[ArrayLike] = None,
+        size: ArrayLike = 1.0,
+        power_policy: str = "maxmin",
+        storage_policy: str = "fair",
         dtype=None,
     ):
+        check_policy("power_policy", power_policy, POWER_POLICIES)
+        check_policy("storage_policy", storage_policy, STORAGE_POLICIES)
         dtype = _float_dtype(dtype, compute, write, cap)
         compute_np = _as_float_array("compute", compute, dtype)
         write_np = _as_float_array("write", write, dtype)
@@ -205,6 +175,16 @@ class Fleet:
                 ) from None
             if job_shape[-1] != n_jobs:
                 raise ValueError(f"active must have N = {n_jobs} job slots, got {active_np.shape}")
+        size_np = _as_float_array("size", size, dtype)
+        try:
+            job_shape = np.broadcast_shapes(job_shape, size_np.shape)
+        except ValueError:
+            job_shape = None
+        if job_shape is None or job_shape[-1] != n_jobs:
+            raise ValueError(
+                f"size must be a scalar or broadcast to the fleet shape (*B, N) with N = {n_jobs} job "
+                f"slots, got shape {size_np.shape}"
+            )
         batch_shape = job_shape[:-1]
 
         def per_fleet(name, value, default):
@@ -247,9 +227,10 @@ class Fleet:
             ) from None
 
         active_np = np.broadcast_to(active_np, job_shape)
+        size_np = np.broadcast_to(size_np, job_shape)
         compute_np = np.broadcast_to(compute_np, job_shape)
         write_np = np.broadcast_to(write_np, job_shape)
-        for name, arr in (("compute", compute_np), ("write", write_np)):
+        for name, arr in (("compute", compute_np), ("write", write_np), ("size", size_np)):
             bad = active_np & ~(np.isfinite(arr) & (arr > 0))
             if bad.any():
                 raise ValueError(
@@ -275,9 +256,11 @@ class Fleet:
         # Inactive slots get harmless positive work so no lane ever divides by zero.
         compute_np = np.where(active_np, compute_np, 1.0)
         write_np = np.where(active_np, write_np, 1.0)
+        size_np = np.where(active_np, size_np, 1.0)
         fields = dict(
             compute=compute_np,
             write=write_np,
+            size=size_np,
             cap=cap_np,
             throughput=table,
             delay=delay_np,
@@ -286,6 +269,11 @@ class Fleet:
         for name, value in fields.items():
             object.__setattr__(self, name, jnp.asarray(value, dtype=dtype))
         object.__setattr__(self, "active", jnp.asarray(active_np, dtype=bool))
+        object.__setattr__(self, "power_policy", power_policy)
+        object.__setattr__(self, "storage_policy", storage_policy)
+        # Static too: whether any size differs from 1, for code that sees the sizes only
+        # as tracers (`jax.vmap` over fleets) and must still choose the rate rule.
+        object.__setattr__(self, "_sized", bool(np.any(active_np & (size_np != 1))))
 
     # -- convenience ---------------------------------------------------------------
     @property
@@ -339,26 +327,37 @@ class Fleet:
         )
 
 
-_FLEET_FIELDS = ("compute", "write", "cap", "throughput", "delay", "async_fraction", "active")
+_FLEET_FIELDS = ("compute", "write", "cap", "throughput", "delay", "async_fraction", "active", "size")
+_FLEET_STATIC = ("power_policy", "storage_policy", "_sized")
+
+
+def check_policy(name: str, value, allowed: tuple) -> str:
+    """``value`` if it is one of ``allowed`` (a policy name), else `ValueError` naming ``name``."""
+    if not isinstance(value, str) or value not in allowed:
+        raise ValueError(f"{name} must be one of {', '.join(map(repr, allowed))}, got {value!r}")
+    return value
 
 
 def _replace(fleet: Fleet, **changes) -> Fleet:
     """A copy of ``fleet`` with some fields replaced, bypassing validation."""
     new = object.__new__(Fleet)
-    for name in _FLEET_FIELDS:
+    for name in _FLEET_FIELDS + _FLEET_STATIC:
         object.__setattr__(new, name, changes.get(name, getattr(fleet, name)))
     return new
 
 
 def _fleet_flatten(fleet):
-    return tuple(getattr(fleet, name) for name in _FLEET_FIELDS), None
+    # The policies are static: they select code paths, so they are auxiliary data.
+    return tuple(getattr(fleet, name) for name in _FLEET_FIELDS), tuple(getattr(fleet, n) for n in _FLEET_STATIC)
 
 
-def _fleet_unflatten(_, leaves):
+def _fleet_unflatten(static, leaves):
     # Bypasses __init__: leaves may be tracers, batching sentinels or None.
     new = object.__new__(Fleet)
     for name, leaf in zip(_FLEET_FIELDS, leaves):
         object.__setattr__(new, name, leaf)
+    for name, value in zip(_FLEET_STATIC, static):
+        object.__setattr__(new, name, value)
     return new
 
 

@@ -14,9 +14,24 @@ def _exact(x):
     return x if isinstance(x, Fraction) else Fraction(x)
 
 
+def maxmin_level(sizes, cap):
+    """Max-min fair water-filling (MODEL.md section 1b): the level L with
+    sum(min(w, L) for w in sizes) == cap, or None when the sizes fit under the cap.
+
+    Fill the smallest jobs first: while the smallest size is below an equal share of what is
+    left, it gets its size in full and leaves; the rest share what is left equally."""
+    if sum(sizes) <= cap:
+        return None
+    left, rest = cap, sorted(sizes)
+    while rest[0] < left / len(rest):
+        left -= rest.pop(0)
+    return left / len(rest)
+
+
 def simulate_reference(compute, write, phase, remaining, n_fires, cap=None, throughput=None,
                        delay=0, async_fraction=0, compute_work=None, max_events=100000,
-                       exact=True, return_event_times=False, stop_at_fire_of=None):
+                       exact=True, return_event_times=False, stop_at_fire_of=None,
+                       size=None, power_policy="maxmin", storage_policy="fair"):
     """Integrates the fleet exactly, event by event, until every job has ``n_fires`` write ends.
 
     Args:
@@ -37,6 +52,14 @@ def simulate_reference(compute, write, phase, remaining, n_fires, cap=None, thro
         switches and controller updates at one instant are one instant).
       stop_at_fire_of: a job index: stop at the first instant that job fires (``n_fires`` is
         then ignored) and return the state there instead, see `state_at_first_firing`.
+      size: per-job sizes w_i > 0 (default all 1), MODEL.md section 1b.
+      power_policy: "maxmin" (water-filling, speed min(w_i, L) / w_i) or "uniform"
+        (min(1, C / sum of computing sizes)). The delayed controller applies the level L
+        (or the computing size) from tau earlier; a change of the computing count or of
+        that value is an update.
+      storage_policy: "fair" (f(n)/n), "weighted" (f(n) w_i / sum of writing sizes) or
+        "fcfs" (an explicit queue in firing order, ties by job index, writes in progress at
+        t = 0 first by index; the head drains at f(1), the others drain nothing).
 
     Returns:
       ``(fire_times, end_times)``: two lists of N lists of K times each. ``fire_times[i][k]``
@@ -53,6 +76,8 @@ def simulate_reference(compute, write, phase, remaining, n_fires, cap=None, thro
     tau = num(delay)
     alpha = num(async_fraction)
     zero = num(0)
+    w = [num(1)] * n_jobs if size is None else [num(x) for x in size]
+    assert power_policy in ("maxmin", "uniform") and storage_policy in ("fair", "weighted", "fcfs")
 
     def work(i, k):
         return T[i] if compute_work is None else num(compute_work(i, k))
@@ -70,14 +95,33 @@ def simulate_reference(compute, write, phase, remaining, n_fires, cap=None, thro
             write_left[i] = num(remaining[i])
             compute_left[i] = work(i, 0)
 
+    def computing_jobs():
+        return [i for i in range(n_jobs) if not waiting[i] and (not draining[i] or alpha > 0)]
+
     def count_computing():
-        n = 0
-        for i in range(n_jobs):
-            if not waiting[i] and (not draining[i] or alpha > 0):
-                n += 1
-        return n
+        return len(computing_jobs())
+
+    def power_signal():
+        """What the power controller acts on: the level L (maxmin) or the computing size."""
+        sizes = [w[i] for i in computing_jobs()]
+        if power_policy == "uniform":
+            return sum(sizes, zero)
+        return None if uncapped else maxmin_level(sizes, C)
+
+    def speed_of(i, applied):
+        if power_policy == "uniform":
+            if uncapped or applied <= C:
+                return num(1)
+            return C / applied
+        if applied is None or w[i] <= applied:
+            return num(1)
+        return applied / w[i]
+
+    queue = [i for i in range(n_jobs) if draining[i]]  # fcfs: writers in the order served
+    fired_now = []
 
     def fire(i, now):
+        fired_now.append(i)
         draining[i] = True
         waiting[i] = False
         write_left[i] = d[i]
@@ -87,8 +131,9 @@ def simulate_reference(compute, write, phase, remaining, n_fires, cap=None, thro
 
     t = zero
     n_computing = count_computing()      # the current count n_c(t)
-    n_applied = n_computing               # the count the controller sees, n_c(t - tau)
-    pending = []                          # controller changes (effective time, count), in order
+    signal = power_signal()               # the current level (or computing size)
+    applied = signal                      # the one the controller sees, from t - tau
+    pending = []                          # controller changes (effective time, value), in order
 
     event_times = []
     most_writing, most_computing = sum(draining), n_computing  # the largest counts seen
@@ -98,15 +143,18 @@ def simulate_reference(compute, write, phase, remaining, n_fires, cap=None, thro
 
         # Rates, constant until the next event.
         n_writing = sum(1 for i in range(n_jobs) if draining[i])
-        if uncapped or n_applied == 0:
-            speed = num(1)
-        else:
-            speed = min(num(1), C / n_applied)
+        writing_size = sum((w[i] for i in range(n_jobs) if draining[i]), zero)
         write_rate, compute_rate = [zero] * n_jobs, [zero] * n_jobs
         for i in range(n_jobs):
+            speed = speed_of(i, applied)
             if draining[i]:
                 aggregate = num(1) if f is None else f[n_writing]
-                write_rate[i] = aggregate / n_writing
+                if storage_policy == "fair":
+                    write_rate[i] = aggregate / n_writing
+                elif storage_policy == "weighted":
+                    write_rate[i] = aggregate * w[i] / writing_size
+                elif i == queue[0]:
+                    write_rate[i] = num(1) if f is None else f[1]
             if waiting[i]:
                 compute_rate[i] = zero
             elif draining[i]:
@@ -117,7 +165,7 @@ def simulate_reference(compute, write, phase, remaining, n_fires, cap=None, thro
         # Time to the next event: a drain end, a compute end or a controller change.
         candidates = []
         for i in range(n_jobs):
-            if draining[i]:
+            if write_rate[i] > 0:
                 candidates.append(write_left[i] / write_rate[i])
             if compute_rate[i] > 0:
                 candidates.append(compute_left[i] / compute_rate[i])
@@ -132,7 +180,7 @@ def simulate_reference(compute, write, phase, remaining, n_fires, cap=None, thro
         event_times.append(t)
         drain_ended, compute_ended = [], []
         for i in range(n_jobs):
-            if draining[i]:
+            if write_rate[i] > 0:
                 if write_left[i] / write_rate[i] == dt:
                     write_left[i] = zero
                     drain_ended.append(i)
@@ -145,11 +193,13 @@ def simulate_reference(compute, write, phase, remaining, n_fires, cap=None, thro
                 else:
                     compute_left[i] = compute_left[i] - compute_rate[i] * dt
         while pending and pending[0][0] - t_before <= dt:
-            n_applied = pending.pop(0)[1]
+            applied = pending.pop(0)[1]
 
         # (1) drains that end.
         for i in drain_ended:
             draining[i] = False
+            if i in queue:
+                queue.remove(i)
             if fire_count[i] > 0:  # the end of an initial write is not recorded
                 end_times[i].append(t)
         # (2) compute completions: fire, or wait if the own write is still draining.
@@ -162,6 +212,8 @@ def simulate_reference(compute, write, phase, remaining, n_fires, cap=None, thro
         for i in drain_ended:
             if waiting[i]:
                 fire(i, t)
+        queue.extend(sorted(fired_now))  # simultaneous firings queue by job index
+        fired_now.clear()
 
         most_writing = max(most_writing, sum(draining))
         most_computing = max(most_computing, count_computing())
@@ -171,13 +223,13 @@ def simulate_reference(compute, write, phase, remaining, n_fires, cap=None, thro
                         n_events=len(event_times), most_writing=most_writing,
                         most_computing=most_computing)
 
-        new_count = count_computing()
-        if new_count != n_computing:
-            n_computing = new_count
+        new_count, new_signal = count_computing(), power_signal()
+        if new_count != n_computing or new_signal != signal:
+            n_computing, signal = new_count, new_signal
             if tau > 0:
-                pending.append((t + tau, new_count))
+                pending.append((t + tau, new_signal))
             else:
-                n_applied = new_count
+                applied = new_signal
 
     result = ([times[:n_fires] for times in fire_times], [times[:n_fires] for times in end_times])
     return result + (event_times,) if return_event_times else result

@@ -387,3 +387,54 @@ def test_devices_on_a_gpu_machine_are_the_local_gpus(monkeypatch):
     assert cli.devices_for(cli.start_devices(1), 100) == (None, 1)
     with pytest.raises(cli.CliError, match="--devices 3: this machine has 2 GPU devices"):
         cli.start_devices(3)
+
+
+def test_simulate_with_sizes_and_policies_matches_the_library(tmp_path, capsys):
+    import ckpt_jax as cj
+
+    out = tmp_path / "sized"
+    argv = ["simulate", "--jobs", "4", "--cycles", "3", "--fleets", "1", "--start", "stagger", "--cap", "2",
+            "--size", "1,2", "--power-policy", "uniform", "--storage-policy", "fcfs", "--out", str(out)]
+    assert main(argv) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["parameters"]["size"] == [1.0, 2.0, 1.0, 2.0]  # the list repeats over the jobs
+    assert summary["parameters"]["power_policy"] == "uniform"
+    assert summary["parameters"]["storage_policy"] == "fcfs"
+    with np.load(out / "trace.npz") as npz:
+        fire_times = npz["fire_times"]
+    # The same run through the library: the CLI's stagger start is cycle positions i/N.
+    fleet = cj.Fleet(np.full((1, 4), 10.0), np.full((1, 4), 1.0), cap=2.0, size=[1.0, 2.0, 1.0, 2.0],
+                     power_policy="uniform", storage_policy="fcfs")
+    state = cj.state_from_positions(fleet, np.full((1, 4), 11.0) * np.arange(4) / 4)
+    np.testing.assert_allclose(fire_times, cj.simulate(fleet, state, 3).fire_times, rtol=1e-12)
+    assert main(["simulate", "--jobs", "4", "--cycles", "3", "--fleets", "1", "--start", "stagger", "--cap", "2",
+                 "--out", str(tmp_path / "plain")]) == 0
+    plain = json.loads((tmp_path / "plain" / "summary.json").read_text())["parameters"]
+    assert not {"size", "power_policy", "storage_policy"} & set(plain)  # defaults: as before
+
+
+@pytest.mark.parametrize("value, message", [
+    ("1,,2", "argument --size: expected sizes > 0"), ("0", "argument --size: must be finite and > 0"),
+    ("1,nan", "argument --size: must be finite"), ("1,2,3", "--size lists 3 sizes but a fleet has only --jobs 2")])
+def test_bad_sizes_are_one_line(tmp_path, capsys, value, message):
+    assert main([*SMALL, "--size", value, "--out", str(tmp_path)]) == 2
+    assert message in one_error_line(capsys)
+
+
+@pytest.mark.parametrize("option", ["--power-policy", "--storage-policy"])
+def test_unknown_policies_are_one_line(tmp_path, capsys, option):
+    assert main([*SMALL, option, "greedy", "--out", str(tmp_path)]) == 2
+    assert one_error_line(capsys).startswith(f"ckpt-jax: error: argument {option}: invalid choice")
+
+
+def test_ensemble_records_sizes_and_refuses_to_resume_with_others(tmp_path, capsys):
+    out = tmp_path / "ens"
+    argv = ["ensemble", "--fleets", "4", "--chunk-size", "2", "--jobs", "3", "--fires", "3", "--cap", "1.5",
+            "--no-progress", "--out", str(out)]
+    assert main([*argv, "--size", "1,2,4", "--storage-policy", "weighted"]) == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["config"]["parameters"]["size"] == [1.0, 2.0, 4.0]
+    capsys.readouterr()
+    assert main(argv) == 2
+    err = one_error_line(capsys)
+    assert "size: [1.0, 2.0, 4.0] saved, 1 now" in err and "storage-policy: weighted saved, fair now" in err

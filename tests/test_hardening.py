@@ -318,3 +318,58 @@ def test_every_status_bit_has_a_message():
         if bit:
             assert cj.describe_status(bit) not in ("ok", "") and "unknown" not in cj.describe_status(bit)
     assert "unknown" in cj.describe_status(1 << 20)
+
+
+# -- job sizes and sharing policies (docs/model.md §1b) ------------------------------------------
+_BAD_SIZES = st.one_of(
+    st.floats(max_value=0.0), st.just(float("nan")), st.just(float("inf")), st.just(-float("inf")),
+    st.just(1e-300), st.just(1e300), st.just("big"), st.just(None), st.just(1 + 2j),
+)
+
+
+@FAST
+@given(value=_BAD_SIZES, job=st.integers(0, 2), batched=st.booleans())
+def test_bad_sizes_name_size_and_the_allowed_range(value, job, batched):
+    size = np.ones((2, 3) if batched else 3, dtype=object)
+    size[..., job] = value
+    with pytest.raises(ValueError, match="size") as err:
+        _fleet(batch=(2,) if batched else (), size=size.tolist())
+    if isinstance(value, float) and not value <= 0 and math.isfinite(value):
+        assert "must lie in [" in str(err.value)  # the numeric range, in the dtype used
+    elif isinstance(value, float):
+        assert "finite and > 0" in str(err.value)
+
+
+def test_a_size_outside_float32_range_is_refused_in_float32_only():
+    _fleet(size=[1.0, 1e25, 1.0])  # fine in float64
+    with pytest.raises(ValueError, match="size must lie in"):
+        _fleet(size=[1.0, 1e25, 1.0], dtype=np.float32)
+
+
+@pytest.mark.parametrize("shape", [(2,), (4,), (2, 2), (3, 2)])
+def test_a_size_array_of_the_wrong_shape_names_size(shape):
+    with pytest.raises(ValueError, match=r"size must be a scalar or broadcast to the fleet shape"):
+        _fleet(batch=(2,), size=np.ones(shape))
+
+
+def test_sizes_may_broadcast_the_batch_like_active():
+    fleet = _fleet(size=np.array([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]))
+    assert fleet.batch_shape == (2,) and fleet.compute.shape == (2, 3)
+
+
+@FAST
+@given(name=st.one_of(st.text(max_size=8), st.integers(), st.none(), st.just("MAXMIN"), st.just("fifo")))
+def test_unknown_policies_name_the_argument_and_the_choices(name):
+    if name not in cj.POWER_POLICIES:
+        with pytest.raises(ValueError, match=r"power_policy must be one of 'maxmin', 'uniform'"):
+            _fleet(power_policy=name)
+    if name not in cj.STORAGE_POLICIES:
+        with pytest.raises(ValueError, match=r"storage_policy must be one of 'fair', 'weighted', 'fcfs'"):
+            _fleet(storage_policy=name)
+
+
+def test_sizes_that_would_overflow_the_run_time_are_refused():
+    # A huge job under a small cap crawls: its time bound overflows, so simulate refuses.
+    fleet = _fleet(size=[1.0, 1e287, 1.0], cap=1.0)
+    with pytest.raises(ValueError, match="n_fires"):
+        cj.simulate(fleet, cj.initial_state(fleet), 5)

@@ -192,3 +192,61 @@ def test_pair_neutrality_claim_1(delta, compute, write, cap, throughput):
     assert len(set(period_0)) == 1
     lag = [b - a for a, b in zip(fire_times[0], fire_times[1])]
     assert len(set(lag)) == 1
+
+
+# --- job sizes and sharing policies (docs/model.md §1b) ----------------------------------------
+
+def test_maxmin_level_by_hand():
+    from reference import maxmin_level
+
+    assert maxmin_level([1, 2, 4], 3) == 1           # 1 full, then 2 shared by the two others
+    assert maxmin_level([1, 2, 4], 5) == 2           # 1 and 2 full, the largest gets 2
+    assert maxmin_level([3, 3], 3) == Q(3, 2)        # equal sizes: C / n
+    assert maxmin_level([1, 2, 4], 7) is None        # the cap does not bind
+
+
+def test_fcfs_pair_drains_one_at_a_time():
+    # Both fire at 1 together: job 0 (lower index) drains 1..2, job 1 waits, then 2..3.
+    # They compute 10 again: job 0 fires at 12 and ends at 13, job 1 fires at 13, ends at 14.
+    fire_times, end_times = simulate_reference([10, 10], [1, 1], phase=[0, 0], remaining=[1, 1], n_fires=2,
+                                               storage_policy="fcfs")
+    assert fire_times == [[1, 12], [1, 13]]
+    assert end_times == [[2, 13], [3, 14]]
+
+
+def test_weighted_storage_shares_by_size():
+    # Both write 1 from t = 0 with sizes 1 and 3: rates 1/4 and 3/4. Job 1 ends at 4/3 with
+    # job 0 at 2/3 left, alone at rate 1 -> ends at 2. Then each computes 1: fires 7/3 and 3.
+    fire_times, _ = simulate_reference([1, 1], [1, 1], phase=[1, 1], remaining=[1, 1], n_fires=1,
+                                       size=[1, 3], storage_policy="weighted")
+    assert fire_times == [[3], [Q(7, 3)]]
+
+
+_FLEETS = st.fixed_dictionaries(dict(
+    compute=st.lists(st.integers(1, 8).map(lambda k: Q(k, 4)), min_size=3, max_size=3),
+    write=st.lists(st.integers(1, 8).map(lambda k: Q(k, 4)), min_size=3, max_size=3),
+    phase=st.lists(st.integers(0, 1), min_size=3, max_size=3),
+    cap=st.integers(1, 8).map(lambda k: Q(k, 4)), delay=st.sampled_from([0, Q(1, 2)]),
+    async_fraction=st.sampled_from([0, Q(1, 2)])))
+
+
+@settings(max_examples=20, deadline=None)
+@given(fleet=_FLEETS, policy=st.sampled_from([("maxmin", "fair"), ("maxmin", "weighted"), ("uniform", "fair"),
+                                              ("uniform", "weighted")]))
+def test_unit_sizes_are_the_base_model_exactly(fleet, policy):
+    remaining = [fleet["write"][i] if fleet["phase"][i] else fleet["compute"][i] for i in range(3)]
+    kwargs = dict(fleet, remaining=remaining, n_fires=3, return_event_times=True)
+    assert simulate_reference(**kwargs) == simulate_reference(
+        **kwargs, size=[1, 1, 1], power_policy=policy[0], storage_policy=policy[1])
+
+
+@pytest.mark.parametrize("power", ["maxmin", "uniform"])
+def test_unequal_sizes_under_a_binding_cap_move_the_lag_exactly(power):
+    # Claim 9a in exact arithmetic: equal sizes keep a pair's lag constant, unequal ones do not.
+    def lags(size):
+        fire_times, _ = simulate_reference([10, 10], [1, 1], phase=[0, 0], remaining=[10, 7], n_fires=6,
+                                           cap=Q(3, 2), size=size, power_policy=power)
+        return {b - a for a, b in zip(*fire_times)}
+
+    assert len(lags([2, 2])) == 1
+    assert len(lags([1, 2])) > 1

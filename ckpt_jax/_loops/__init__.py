@@ -21,6 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._observe import FinalView
+from .._sharing import needs_general
 from ..model import Fleet
 
 __all__ = ["LoopResult", "record", "FIFO_MIN_JOBS", "PATHS", "choose_paths", "clock_eligible", "fifo_applies", "fifo_eligible"]
@@ -57,9 +58,10 @@ FIFO_MIN_JOBS = 8
 
 def fifo_eligible(fleet: Fleet, jitter=None) -> np.ndarray:
     """Per fleet (batch shape), whether the FIFO path is exact for it: all its active jobs
-    share T and d, and it has no jitter, τ = 0 and α = 0. Decided on the host."""
+    share T and d, and it has no jitter, τ = 0 and α = 0, all sizes 1 and a storage policy
+    other than "fcfs" (docs/model.md §1b). Decided on the host."""
     batch = fleet.batch_shape
-    ok = np.ones(batch, bool)
+    ok = ~needs_general(fleet)
     if jitter is not None:
         ok &= np.broadcast_to(np.asarray(jitter) == 0, batch)
     ok &= np.asarray(fleet.delay) == 0
@@ -81,9 +83,10 @@ PATHS = ("fifo", "clock", "general")
 
 
 def clock_eligible(fleet: Fleet) -> np.ndarray:
-    """Per fleet (batch shape), whether the clock path is exact for it: τ = 0 and α = 0
-    (then every writer drains at one rate and every computing job works at one rate)."""
-    return (np.asarray(fleet.delay) == 0) & (np.asarray(fleet.async_fraction) == 0) & np.ones(fleet.batch_shape, bool)
+    """Per fleet (batch shape), whether the clock path is exact for it: τ = 0, α = 0, all
+    sizes 1 and a storage policy other than "fcfs" (then every writer drains at one rate
+    and every computing job works at one rate, docs/model.md §1b)."""
+    return (np.asarray(fleet.delay) == 0) & (np.asarray(fleet.async_fraction) == 0) & ~needs_general(fleet)
 
 
 def choose_paths(fleet: Fleet, jitter, method: str) -> np.ndarray:
@@ -100,7 +103,10 @@ def choose_paths(fleet: Fleet, jitter, method: str) -> np.ndarray:
         return np.full(batch, "general", dtype=object)
     fifo = fifo_eligible(fleet, jitter)
     clock = clock_eligible(fleet)
+    policy = sharing_reason(fleet)
     if method == "fifo":
+        if policy:
+            raise ValueError(f"method='fifo' cannot serve {policy}; use 'general' or 'auto'")
         if not fifo.all():
             raise ValueError(
                 "method='fifo' needs identical deterministic fleets (all active jobs of a fleet with "
@@ -108,6 +114,8 @@ def choose_paths(fleet: Fleet, jitter, method: str) -> np.ndarray:
             )
         return np.full(batch, "fifo", dtype=object)
     if method == "clock":
+        if policy:
+            raise ValueError(f"method='clock' cannot serve {policy}; use 'general' or 'auto'")
         if not clock.all():
             raise ValueError("method='clock' needs delay 0 and async_fraction 0 in every fleet; use 'general' or 'auto'")
         return np.full(batch, "clock", dtype=object)
@@ -116,3 +124,17 @@ def choose_paths(fleet: Fleet, jitter, method: str) -> np.ndarray:
     path = np.where(clock & big, "clock", "general").astype(object)
     path[fifo & big] = "fifo"
     return path
+
+
+def sharing_reason(fleet: Fleet) -> str:
+    """Why the fast loops cannot serve some fleet of the batch (docs/model.md §1b), or ""."""
+    if fleet.storage_policy == "fcfs":
+        return ("storage_policy='fcfs' (one writer drains at a time, so writers do not share one "
+                "rate and the virtual clocks do not apply)")
+    unequal = needs_general(fleet)
+    if np.any(unequal):
+        first = tuple(int(i) for i in np.argwhere(np.atleast_1d(unequal))[0]) if fleet.batch_shape else ()
+        return (f"job sizes other than 1 (fleet {first}): under power_policy={fleet.power_policy!r} and "
+                f"storage_policy={fleet.storage_policy!r} the jobs of one phase do not share one rate, "
+                "so the virtual clocks do not apply")
+    return ""

@@ -26,6 +26,7 @@ import numpy as np
 from .. import _observe
 from .._observe import EventView, FinalView, SaveAt, observers_for
 from .._params import MAX_FIRES, Params, computing_mask, jitter_work, phase_rates, snapped
+from .._sharing import Sharing, compute_speed, controller_load, fcfs_head, write_rates
 from .._status import Status, flag
 from . import LoopResult
 from . import record as record_cells
@@ -51,7 +52,10 @@ class Carry(NamedTuple):
       fire_count: (N,) int32 firings since t = 0.
       end_count: (N,) int32 recorded write ends (writes started by a firing after t = 0).
       fire_times, end_times: (N, K) trace buffers, NaN until written.
-      applied_computing: computing count the (delayed) controller currently acts on.
+      queued_at: (N,) when the job's current write was queued (its firing time; -inf for
+        a write in progress at t = 0): the "fcfs" storage policy serves the earliest.
+      applied_computing: the value the (delayed) controller currently acts on: the
+        computing count, or with sizes the policy's `controller_load` (docs/model.md §1b).
       queue_time, queue_count: (Q,) ring buffer of pending controller updates.
       queue_head, queue_size: ring-buffer cursor and occupancy.
       n_events: int32 events stepped.
@@ -67,6 +71,7 @@ class Carry(NamedTuple):
     end_count: jax.Array
     fire_times: jax.Array
     end_times: jax.Array
+    queued_at: jax.Array
     applied_computing: jax.Array
     queue_time: jax.Array
     queue_count: jax.Array
@@ -76,7 +81,8 @@ class Carry(NamedTuple):
     status: jax.Array
 
 
-def init_carry(params: Params, state_phase, state_remaining, n_fires: int, queue_size: int, use_jitter: bool) -> Carry:
+def init_carry(params: Params, state_phase, state_remaining, n_fires: int, queue_size: int, use_jitter: bool,
+               sharing: Sharing = Sharing()) -> Carry:
     dtype = params.compute.dtype
     n_jobs = params.compute.shape[0]
     draining = params.active & (state_phase == 1)
@@ -88,7 +94,7 @@ def init_carry(params: Params, state_phase, state_remaining, n_fires: int, queue
         first_work = params.compute
     compute_left = jnp.where(draining, first_work, state_remaining)
     waiting = jnp.zeros(n_jobs, bool)
-    n_computing = jnp.sum(computing_mask(params, draining, waiting)).astype(dtype)
+    load = controller_load(sharing, params.size, computing_mask(params, draining, waiting), params.cap)
     nan_trace = jnp.full((n_jobs, n_fires), jnp.nan, dtype)
     return Carry(
         time=jnp.zeros((), dtype),
@@ -100,7 +106,8 @@ def init_carry(params: Params, state_phase, state_remaining, n_fires: int, queue
         end_count=jnp.zeros(n_jobs, jnp.int32),
         fire_times=nan_trace,
         end_times=nan_trace,
-        applied_computing=n_computing,
+        queued_at=jnp.where(draining, -jnp.inf, jnp.inf).astype(dtype),
+        applied_computing=load,
         queue_time=jnp.full((queue_size,), jnp.inf, dtype),
         queue_count=jnp.zeros((queue_size,), dtype),
         queue_head=jnp.zeros((), jnp.int32),
@@ -110,22 +117,33 @@ def init_carry(params: Params, state_phase, state_remaining, n_fires: int, queue
     )
 
 
-def rates(params: Params, carry: Carry, use_delay: bool, use_async: bool = True):
-    """Piecewise-constant rates of every job between now and the next event."""
+def rates(params: Params, carry: Carry, use_delay: bool, use_async: bool = True, sharing: Sharing = Sharing()):
+    """Piecewise-constant rates of every job between now and the next event.
+
+    Returns ``(drains, write_rate, computing, compute_rate)``: the writers that drain now
+    (all writers but those queued behind the head under "fcfs"), their rate, the jobs
+    drawing compute power and their rate."""
     dtype = params.compute.dtype
     writers = params.active & carry.draining
     n_writers = jnp.sum(writers)
     computing = computing_mask(params, carry.draining, carry.waiting, use_async)
-    n_computing = jnp.sum(computing).astype(dtype)
+    load = controller_load(sharing, params.size, computing, params.cap)
     if use_delay:
         # τ = 0 fleets bypass the queue, so they reproduce the base model bit for bit.
-        n_computing = jnp.where(params.delay > 0, carry.applied_computing, n_computing)
-    write_rate, speed = phase_rates(params.throughput[n_writers], n_writers, n_computing, params.cap, dtype)
+        load = jnp.where(params.delay > 0, carry.applied_computing, load)
+    # The base rule; with sizes (§1b) the policies replace one side or both.
+    write_rate, speed = phase_rates(params.throughput[n_writers], n_writers, load, params.cap, dtype)
+    if sharing.power != "count":
+        speed = compute_speed(sharing, load, params.size, params.cap)
+    drains = writers
+    if sharing.storage == "fcfs":
+        drains = fcfs_head(writers, carry.queued_at)
+    write_rate = write_rates(sharing, params.throughput, writers, params.size, write_rate, drains)
     if use_async:
         compute_rate = jnp.where(computing, jnp.where(carry.draining, params.async_fraction * speed, speed), 0)
     else:
         compute_rate = jnp.where(computing, speed, 0)
-    return writers, write_rate, computing, compute_rate.astype(dtype)
+    return drains, write_rate, computing, compute_rate.astype(dtype)
 
 
 def done(carry: Carry, active, n_fires: int):
@@ -141,6 +159,7 @@ def step(
     use_jitter: bool,
     horizon=None,
     use_async: bool = True,
+    sharing: Sharing = Sharing(),
 ) -> Carry:
     """Advances one fleet to its next event and switches every job that empties there.
 
@@ -150,8 +169,12 @@ def step(
     ``running`` is False for fleets already stopped: they still execute this body (a
     batched while_loop steps all lanes), so it must be safe there — no division by zero,
     no inf − inf — and it must write nothing: their carry is returned unchanged.
+
+    ``sharing`` (static) selects the rate rules of job sizes and sharing policies
+    (`ckpt_jax._sharing.sharing_for`; default: the base model's anonymous rates).
     """
-    carry, fire_slot, end_slot, _, _ = switch(params, carry, running, n_fires, use_delay, use_jitter, horizon, use_async)
+    carry, fire_slot, end_slot, _, _ = switch(params, carry, running, n_fires, use_delay, use_jitter, horizon, use_async,
+                                              sharing)
     jobs = jnp.arange(params.compute.shape[0])
     return carry._replace(
         fire_times=carry.fire_times.at[jobs, fire_slot].set(carry.time, mode="drop"),
@@ -160,7 +183,7 @@ def step(
 
 
 def advance(params: Params, carry: Carry, *, max_events, stop=None, horizon=None, use_delay: bool = False,
-            observe=None, observed=None):
+            observe=None, observed=None, sharing: Sharing = Sharing()):
     """The stepping primitive: advances ONE fleet (no batch axis) event by event.
 
     It stops where ``stop(carry, observed)`` becomes True, at ``horizon`` (the last step
@@ -168,7 +191,8 @@ def advance(params: Params, carry: Carry, *, max_events, stop=None, horizon=None
     (`Status.MAX_EVENTS` is then set, as the stop was not reached) or at a status flag.
     ``observe(observed, before, after) -> observed`` runs after every step (an observer
     of the two carries). Jit-able, and differentiable by `jax.jacfwd` (forward mode
-    works through `lax.while_loop`).
+    works through `lax.while_loop`). ``sharing``: the static rate rules, as for `step`
+    (`ckpt_jax.loop.sharing_for(fleet)` for a fleet with sizes or policies).
 
     Returns ``(carry, observed)``.
     """
@@ -185,7 +209,7 @@ def advance(params: Params, carry: Carry, *, max_events, stop=None, horizon=None
 
     def body(state):
         c, o = state
-        new = step(params, c, jnp.bool_(True), 1, use_delay, False, horizon=horizon)
+        new = step(params, c, jnp.bool_(True), 1, use_delay, False, horizon=horizon, sharing=sharing)
         return new, (o if observe is None else observe(o, c, new))
 
     carry, observed = jax.lax.while_loop(cond, body, (carry, observed))
@@ -194,17 +218,18 @@ def advance(params: Params, carry: Carry, *, max_events, stop=None, horizon=None
 
 
 def advance_to_firing(params: Params, carry: Carry, job: int, *, max_events, use_delay: bool = False,
-                      observe=None, observed=None):
+                      observe=None, observed=None, sharing: Sharing = Sharing()):
     """`advance` until job ``job`` fires once more (the return maps' step: job 0's next
     firing is the Poincaré section, docs/model.md §2). Returns ``(carry, observed)``."""
     target = carry.fire_count[job] + 1
     return advance(
         params, carry, max_events=max_events, stop=lambda c, _: c.fire_count[job] >= target,
-        use_delay=use_delay, observe=observe, observed=observed,
+        use_delay=use_delay, observe=observe, observed=observed, sharing=sharing,
     )
 
 
-def switch(params: Params, carry: Carry, running, n_fires: int, use_delay: bool, use_jitter: bool, horizon, use_async: bool):
+def switch(params: Params, carry: Carry, running, n_fires: int, use_delay: bool, use_jitter: bool, horizon, use_async: bool,
+           sharing: Sharing = Sharing()):
     """`step` without writing the trace buffers: returns (carry, fire_slot, end_slot,
     fires, ends), the last two (N,) masks of the jobs that fired / ended a write.
 
@@ -214,10 +239,13 @@ def switch(params: Params, carry: Carry, running, n_fires: int, use_delay: bool,
     """
     dtype = params.compute.dtype
     inf = jnp.asarray(jnp.inf, dtype)
-    writers, write_rate, computing, compute_rate = rates(params, carry, use_delay, use_async)
+    writers, write_rate, computing, compute_rate = rates(params, carry, use_delay, use_async, sharing)
     computes = compute_rate > 0
 
-    write_dt = jnp.where(writers, carry.write_left / write_rate, inf)
+    if sharing.storage == "fcfs":  # ``writers`` drain: the head only, the rest wait
+        write_dt = jnp.where(writers, carry.write_left / jnp.where(writers, write_rate, 1), inf)
+    else:
+        write_dt = jnp.where(writers, carry.write_left / write_rate, inf)
     compute_dt = jnp.where(computes, carry.compute_left / jnp.where(computes, compute_rate, 1), inf)
     dt = jnp.minimum(jnp.min(write_dt), jnp.min(compute_dt))
     if use_delay:
@@ -273,8 +301,14 @@ def switch(params: Params, carry: Carry, running, n_fires: int, use_delay: bool,
         applied = jnp.where(pop, queue_count[queue_head], applied)
         queue_head = jnp.where(pop, (queue_head + 1) % capacity, queue_head)
         queue_size = queue_size - pop.astype(jnp.int32)
-        new_computing = jnp.sum(computing_mask(params, draining, waiting, use_async)).astype(dtype)
-        push = running & (params.delay > 0) & (new_computing != jnp.sum(computing).astype(dtype))
+        now_computing = computing_mask(params, draining, waiting, use_async)
+        new_computing = controller_load(sharing, params.size, now_computing, params.cap)
+        changed = new_computing != controller_load(sharing, params.size, computing, params.cap)
+        if sharing.power != "count":
+            # A change of the count is an update even where the level stays (as in the
+            # base model, so unit sizes schedule the same updates).
+            changed = changed | (jnp.sum(now_computing) != jnp.sum(computing))
+        push = running & (params.delay > 0) & changed
         overflow = push & (queue_size >= capacity)
         slot = (queue_head + queue_size) % capacity
         queue_time = jnp.where(push & ~overflow, queue_time.at[slot].set(time + params.delay), queue_time)
@@ -296,6 +330,7 @@ def switch(params: Params, carry: Carry, running, n_fires: int, use_delay: bool,
         end_count=end_count,
         fire_times=carry.fire_times,
         end_times=carry.end_times,
+        queued_at=keep(jnp.where(fires, time, carry.queued_at), carry.queued_at) if sharing.storage == "fcfs" else carry.queued_at,
         applied_computing=applied,
         queue_time=queue_time,
         queue_count=queue_count,
@@ -370,6 +405,7 @@ def batched_advance(
     until: bool = False,
     stop_fires: Optional[int] = None,
     gap_fires: Optional[int] = None,
+    sharing: Sharing = Sharing(),
 ):
     """Steps a batch of fleets (leading axis B) until each is done, failed or at event_limit.
 
@@ -378,7 +414,7 @@ def batched_advance(
     count with ``until``); ``stop_fires`` the K the observers' window closes at (None: the
     horizon closes it).
     """
-    switch_all = jax.vmap(switch, in_axes=(0, 0, 0, None, None, None, 0 if until else None, None))
+    switch_all = jax.vmap(switch, in_axes=(0, 0, 0, None, None, None, 0 if until else None, None, None))
     observers = observers_for(save, params.compute.shape[1], stop_fires, gap_fires)
     n_active = jnp.sum(params.active, axis=1).astype(jnp.int32)
 
@@ -392,7 +428,7 @@ def batched_advance(
         # The running mask is computed once per iteration and carried to the next test.
         carry, obs, horizon, running = loop
         new, fire_slot, end_slot, fires, ends = switch_all(
-            params, carry, running, n_fires, use_delay, use_jitter, horizon if until else None, use_async
+            params, carry, running, n_fires, use_delay, use_jitter, horizon if until else None, use_async, sharing
         )
         new = new._replace(
             fire_times=record(new.fire_times, fire_slot, new.time),
@@ -407,7 +443,7 @@ def batched_advance(
     carry, obs, horizon, _ = jax.lax.while_loop(cond, body, (carry, obs, horizon, still(carry, horizon)))
     return carry, obs, horizon
 
-STATIC = ("n_fires", "use_delay", "use_jitter", "use_async", "save", "until", "stop_fires", "gap_fires")
+STATIC = ("n_fires", "use_delay", "use_jitter", "use_async", "save", "until", "stop_fires", "gap_fires", "sharing")
 
 advance_jit = jax.jit(batched_advance, static_argnames=STATIC, donate_argnums=(1,))
 
@@ -447,16 +483,17 @@ def run_chunked(params, state, max_events, progress, n_fleets, **static):
                 return state
 
 
-def init_state(params, phase, remaining, horizon, *, queue_size, n_fires, trace_len, use_jitter, save, stop_fires, gap_fires, **_):
+def init_state(params, phase, remaining, horizon, *, queue_size, n_fires, trace_len, use_jitter, save, stop_fires, gap_fires,
+               sharing=Sharing(), **_):
     """The general loop's state (carry, observer states, horizon) at t = 0."""
-    carry = jax.vmap(init_carry, in_axes=(0, 0, 0, None, None, None))(
-        params, phase, remaining, trace_len, queue_size, use_jitter
+    carry = jax.vmap(init_carry, in_axes=(0, 0, 0, None, None, None, None))(
+        params, phase, remaining, trace_len, queue_size, use_jitter, sharing
     )
     n_fleets, n_jobs = params.compute.shape
     observers = _observe.init(save, n_jobs, stop_fires, gap_fires, n_fleets, params.compute.dtype)
     return carry, observers, horizon
 
-init_jit = jax.jit(init_state, static_argnames=("queue_size", "n_fires", "trace_len", "use_jitter", "save", "stop_fires", "gap_fires", "use_delay", "use_async", "until"))
+init_jit = jax.jit(init_state, static_argnames=("queue_size", "n_fires", "trace_len", "use_jitter", "save", "stop_fires", "gap_fires", "use_delay", "use_async", "until", "sharing"))
 
 
 def result(params, carry, observers, horizon, *, n_fires, until) -> LoopResult:

@@ -82,6 +82,38 @@ def _cap(text: str) -> Optional[float]:
         raise argparse.ArgumentTypeError(f"{err} (or 'none' for uncapped)") from None
 
 
+def _sizes(text: str) -> tuple:
+    """``--size``: one or more comma-separated job sizes, each finite and > 0."""
+    parts = [part.strip() for part in text.split(",")]
+    if not all(parts):
+        raise argparse.ArgumentTypeError(f"expected sizes > 0 separated by commas, e.g. 1,2,4, got {text!r}")
+    return tuple(real(positive=True)(part) for part in parts)
+
+
+def job_sizes(sizes: Optional[tuple], n_jobs: int) -> Optional[np.ndarray]:
+    """The (N,) sizes of ``--size``: the list repeated over the N jobs (one value: every job;
+    ``1,2,4`` with 6 jobs: 1, 2, 4, 1, 2, 4); None without ``--size``. A list longer than N
+    is an error."""
+    if sizes is None:
+        return None
+    if len(sizes) > n_jobs:
+        raise CliError(f"--size lists {len(sizes)} sizes but a fleet has only --jobs {n_jobs}")
+    return np.resize(np.asarray(sizes, np.float64), n_jobs)
+
+
+def policy_parameters(args) -> dict:
+    """``--size`` and the two policies as summary/manifest entries, only where they differ
+    from the defaults (so ensembles saved before sizes existed still resume)."""
+    entries = {}
+    if args.size is not None:
+        entries["size"] = job_sizes(args.size, args.jobs).tolist()
+    if args.power_policy != "maxmin":
+        entries["power_policy"] = args.power_policy
+    if args.storage_policy != "fair":
+        entries["storage_policy"] = args.storage_policy
+    return entries
+
+
 def _fraction(text: str) -> float:
     value = real(positive=False)(text)
     if value > 1:
@@ -130,7 +162,7 @@ def add_devices(parser, *, shards: bool = True) -> None:
 
 def add_fleet_options(parser, *, ensemble: bool = False) -> None:
     """The options of a fleet of identical jobs, shared by ``simulate`` and ``ensemble``."""
-    from ..model import THROUGHPUT_PRESETS
+    from ..model import POWER_POLICIES, STORAGE_POLICIES, THROUGHPUT_PRESETS
 
     parser.add_argument("--jobs", type=integer(2), default=8, metavar="N",
                         help="jobs per fleet (default: %(default)s)")
@@ -158,6 +190,15 @@ def add_fleet_options(parser, *, ensemble: bool = False) -> None:
     parser.add_argument("--async-fraction", type=_fraction, default=0.0, metavar="ALPHA",
                         help="asynchronous checkpoints: compute fraction kept while a write drains; "
                         "0 = blocking (default: 0)")
+    parser.add_argument("--size", type=_sizes, default=None, metavar="W[,W...]",
+                        help="job sizes (full-speed power draw, in the units of --cap), comma-separated "
+                        "and repeated over the jobs: 1,2,4 with --jobs 6 is 1,2,4,1,2,4 (default: 1)")
+    parser.add_argument("--power-policy", choices=POWER_POLICIES, default="maxmin",
+                        help="how the cap is divided among computing jobs: maxmin (water-filling) or "
+                        "uniform (every job throttled alike) (default: %(default)s)")
+    parser.add_argument("--storage-policy", choices=STORAGE_POLICIES, default="fair",
+                        help="how f(n) is divided among writers: fair (equal shares), weighted (by "
+                        "size) or fcfs (one at a time, in firing order) (default: %(default)s)")
     parser.add_argument("--seed", type=integer(0, _SEED_MAX), default=0,
                         help=f"PRNG seed for the random start and the jitter, 0 to {_SEED_MAX} "
                         "(default: 0)")

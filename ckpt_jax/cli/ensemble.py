@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Optional
 import numpy as np
 
-from ._common import add_devices, add_fleet_options, add_x64, check_period, CliError, devices_for, integer, plain, plain_text, real, report_devices, seed_key, SEED_KEY_TEXT
+from ._common import add_devices, add_fleet_options, add_x64, check_period, CliError, devices_for, integer, job_sizes, plain, plain_text, policy_parameters, real, report_devices, seed_key, SEED_KEY_TEXT
 
 
 def add_ensemble(subparsers) -> None:
@@ -60,9 +60,13 @@ def add_ensemble(subparsers) -> None:
 _ENSEMBLE_OPTIONS = {
     "fleets": "fleets", "jobs": "jobs", "fires": "fires", "chunk_size": "chunk-size",
     "load": "load", "compute": "compute", "write": "write", "cap": "cap",
-    "throughput": "throughput", "jitter": "jitter", "delay": "delay",
+    "throughput": "throughput", "jitter": "jitter", "delay": "delay", "size": "size",
+    "power_policy": "power-policy", "storage_policy": "storage-policy",
     "async_fraction": "async-fraction", "seed": "seed", "x64": "x64", "save": "save",
 }
+
+# What an entry recorded only where it is not the default (`policy_parameters`) means when absent.
+_DEFAULTS = {"size": 1, "power_policy": "maxmin", "storage_policy": "fair"}
 
 # --save: what a chunk can keep, in this order, and the arrays each adds to a chunk file
 # (besides n_events, time, ok and status). writers, gaps and jobs are observers
@@ -169,6 +173,7 @@ def _ensemble_parameters(args, compute: float, write: float) -> dict:
         "seed": args.seed,
         "x64": args.x64,
         "save": ",".join(args.save),
+        **policy_parameters(args),
     }
 
 def _check_saved_ensemble(out: Path, parameters: dict) -> None:
@@ -188,10 +193,12 @@ def _check_saved_ensemble(out: Path, parameters: dict) -> None:
         raise CliError(f"{out} holds an ensemble made by another version of ckpt-jax or by the Python "
                        "API; use --restart to start over, or another --out")
     now = json.loads(json.dumps(parameters))  # as it reads back from the manifest
+    # Either side may lack an entry: sizes and policies are recorded only where not default.
     lines = [
-        f"{_ENSEMBLE_OPTIONS.get(name, name)}: {plain(old.get(name))} saved, {plain(value)} now"
-        for name, value in now.items()
-        if old.get(name) != value
+        f"{_ENSEMBLE_OPTIONS.get(name, name)}: {plain(old.get(name, _DEFAULTS.get(name)))} saved, "
+        f"{plain(now.get(name, _DEFAULTS.get(name)))} now"
+        for name in sorted(set(now) | set(old), key=list({**now, **old}).index)
+        if old.get(name) != now.get(name)
     ]
     if lines:
         raise CliError(f"{out} holds another ensemble: {'; '.join(lines)}; use --restart to start over")
@@ -231,6 +238,9 @@ def _ensemble(args) -> int:
         throughput=args.throughput,
         delay=args.delay,
         async_fraction=args.async_fraction,
+        size=1.0 if args.size is None else job_sizes(args.size, n_jobs),
+        power_policy=args.power_policy,
+        storage_policy=args.storage_policy,
         dtype=np.float64 if args.x64 else np.float32,
     )
     # The observers --save names, accumulated inside the event loop: no (B, N, K) trace,

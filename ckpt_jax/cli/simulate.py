@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 import numpy as np
 
-from ._common import add_devices, add_fleet_options, add_x64, check_period, CliError, CSV_COLUMNS, devices_for, finite_or_none, integer, plain, PROGRESS_WORK, report_devices, seed_key, SEED_KEY_TEXT
+from ._common import add_devices, add_fleet_options, add_x64, check_period, CliError, CSV_COLUMNS, devices_for, finite_or_none, integer, job_sizes, plain, policy_parameters, PROGRESS_WORK, report_devices, seed_key, SEED_KEY_TEXT
 
 
 def add_simulate(subparsers) -> None:
@@ -82,6 +82,9 @@ def _simulate(args) -> int:
         throughput=args.throughput,
         delay=args.delay,
         async_fraction=args.async_fraction,
+        size=1.0 if args.size is None else job_sizes(args.size, n_jobs),
+        power_policy=args.power_policy,
+        storage_policy=args.storage_policy,
         dtype=np.float64 if args.x64 else np.float32,
     )
     state = _initial_state(fleet, args.start, args.seed)
@@ -139,6 +142,7 @@ def _simulate(args) -> int:
             "fleets": n_fleets,
             "start": args.start,
             "x64": args.x64,
+            **policy_parameters(args),
         },
         "keys": {
             "seed": SEED_KEY_TEXT,
