@@ -156,6 +156,19 @@ def test_a_group_that_fires_as_another_ends_its_write_is_no_excursion(path):
     assert np.asarray(trace.writers.time)[0, 4] > 0 and np.asarray(trace.writers.max)[0] == 4
 
 
+@pytest.mark.parametrize("policies", [("maxmin", "weighted"), ("uniform", "fcfs")])
+def test_observers_of_sized_fleets_equal_the_trace(policies):
+    # Job sizes and sharing policies (general engine): the observers see the same events.
+    rng = np.random.default_rng(11)
+    shape = (N_FLEETS, N_JOBS)
+    fleet = cj.Fleet(rng.uniform(2, 10, shape), rng.uniform(0.2, 2, shape), cap=rng.uniform(2, 6, N_FLEETS),
+                     throughput="sqrt", size=rng.choice([1.0, 2.0, 4.0], shape),
+                     power_policy=policies[0], storage_policy=policies[1])
+    state = cj.random_state(fleet, jax.random.key(11))
+    trace = cj.simulate(fleet, state, K, save=ALL)
+    _check_against_trace(fleet, trace)
+
+
 @pytest.mark.parametrize("path", ["general", "clock"])
 def test_with_jitter_the_observers_equal_the_trace(path):
     fleet = _fleets("clock", 3, True, False)
