@@ -21,6 +21,7 @@ Two measurements, each configuration in a fresh subprocess (public API only: ``c
 
       trace      SaveAt()                                     the full (B, N, K) trace
       observers  SaveAt(trace=False, writers, gaps, jobs)     every observer, no trace
+      lean       SaveAt(trace=False, writers, jobs)           the memory benchmark's choice
       writers / gaps / jobs                                   one observer alone
       bare       SaveAt(trace=False)                          the loop alone (baseline)
       NAME/s     NAME, the batch run as s sub-batches, one `simulate` call after another
@@ -66,6 +67,7 @@ LOAD = 0.8
 CONFIGS = {  # name -> SaveAt fields
     "trace": dict(),
     "observers": dict(trace=False, writers=True, gaps=True, jobs=True),
+    "lean": dict(trace=False, writers=True, jobs=True),  # the memory benchmark's SaveAt
     "writers": dict(trace=False, writers=True),
     "gaps": dict(trace=False, gaps=True),
     "jobs": dict(trace=False, jobs=True),
