@@ -181,6 +181,7 @@ def run_blocks(params: Params, phase, remaining, horizon, event_limit, *, progre
     n_fleets = params.compute.shape[0]
     block = block_size(params, static["trace_len"], static["save"], static["gap_fires"])
     n_blocks = -(-n_fleets // block)
+    block = -(-n_fleets // n_blocks)  # equal blocks: pad by fewer than n_blocks inert fleets
     params, phase, remaining, horizon = pad_inert(params, phase, remaining, block, horizon)
     if progress is None:
         work = static["trace_len"] or (static["gap_fires"] or 0)
