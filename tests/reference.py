@@ -249,12 +249,14 @@ def state_at_first_firing(compute, write, phase, remaining, job=0, cap=None, thr
 
 def simulate_failures_reference(compute, write, horizon, failure_times, restart, phase=None,
                                 remaining=None, cap=None, throughput=None, exact=True,
-                                max_events=1000000):
+                                max_events=1000000, size=None, power_policy="maxmin",
+                                storage_policy="fair"):
     """Integrates the base model with failures and restarts (docs/model.md §1c) exactly, event
     by event, from t = 0 to the horizon H, with the failure times given explicitly.
 
-    Rules, in the base model's anonymous rates: each writer drains at f(n_w)/n_w, each
-    computing job works at min(1, C/n_c); a job that is down counts in neither n_w nor n_c.
+    Rules: the rates of §1 and §1b among the jobs that are up (default: each writer drains at
+    f(n_w)/n_w, each computing job works at min(1, C/n_c)); a job that is down counts in
+    neither n_w nor n_c, nor in any size sum, and leaves the fcfs queue.
     A failure of job i at time t (i up at t) throws away the compute work it did since its
     last completed write, abandons a write in progress, and puts it down until t + R_i; it
     then computes a full cycle T_i again. A listed failure time that falls while the job is
@@ -274,7 +276,8 @@ def simulate_failures_reference(compute, write, horizon, failure_times, restart,
       restart: per-job R_i >= 0, or one number for every job.
       phase, remaining: initial phase (0 computing, 1 writing) and work left in it, as in
         `simulate_reference`; default: every job computing a fresh cycle (remaining T_i).
-      cap, throughput: as in `simulate_reference`.
+      cap, throughput, size, power_policy, storage_policy: as in `simulate_reference` (no
+        delayed controller, no asynchronous checkpoints).
       exact: compute in Fractions (default), else in the inputs' own arithmetic.
       max_events: bound on the number of event instants before RuntimeError.
 
@@ -297,6 +300,8 @@ def simulate_failures_reference(compute, write, horizon, failure_times, restart,
     C = None if uncapped else num(cap)
     f = None if throughput is None else [None] + [num(x) for x in list(throughput)[1:]]
     zero = num(0)
+    w = [num(1)] * n_jobs if size is None else [num(x) for x in size]
+    assert power_policy in ("maxmin", "uniform") and storage_policy in ("fair", "weighted", "fcfs")
     failures_in = [[num(x) for x in job] for job in failure_times]
     for i, times in enumerate(failures_in):
         if any(x < 0 for x in times) or any(b <= a for a, b in zip(times, times[1:])):
@@ -309,6 +314,7 @@ def simulate_failures_reference(compute, write, horizon, failure_times, restart,
         mode.append("write" if writing else "compute")
         left.append(T[i] if remaining is None else num(remaining[i]))
     started_after_zero = [False] * n_jobs   # the write in progress was started by a firing
+    queue = [i for i in range(n_jobs) if mode[i] == "write"]  # fcfs: writers in the order served
     next_failure = [0] * n_jobs             # index of the job's next failure time to consider
     out = {name: [zero] * n_jobs for name in ("useful_work", "lost_work", "uncovered_work",
                                               "compute_work", "compute_time", "write_time",
@@ -322,17 +328,28 @@ def simulate_failures_reference(compute, write, horizon, failure_times, restart,
     while t < H:
         if len(event_times) == max_events:
             raise RuntimeError(f"reference did not finish within max_events={max_events}")
-        n_writing = sum(1 for m in mode if m == "write")
-        n_computing = sum(1 for m in mode if m == "compute")
-        if uncapped or n_computing == 0:
-            speed = num(1)
-        else:
-            speed = min(num(1), C / n_computing)
-        write_rate = zero if n_writing == 0 else (num(1) if f is None else f[n_writing]) / n_writing
+        writers = [i for i in range(n_jobs) if mode[i] == "write"]
+        computing = [i for i in range(n_jobs) if mode[i] == "compute"]
+        aggregate = None if not writers else num(1) if f is None else f[len(writers)]
+        writing_size = sum((w[i] for i in writers), zero)
+        computing_size = sum((w[i] for i in computing), zero)
+        level = None if uncapped or power_policy == "uniform" else maxmin_level([w[i] for i in computing], C)
+        rate = [None] * n_jobs
+        for i in computing:
+            if power_policy == "uniform":
+                rate[i] = num(1) if uncapped or computing_size <= C else C / computing_size
+            else:
+                rate[i] = num(1) if level is None or w[i] <= level else level / w[i]
+        for i in writers:
+            if storage_policy == "fair":
+                rate[i] = aggregate / len(writers)
+            elif storage_policy == "weighted":
+                rate[i] = aggregate * w[i] / writing_size
+            else:
+                rate[i] = (num(1) if f is None else f[1]) if i == queue[0] else zero
 
         # Work events (drains, compute ends) are relative; restarts, failures, H are absolute.
-        rate = [speed if m == "compute" else write_rate if m == "write" else None for m in mode]
-        relative = [left[i] / rate[i] for i in range(n_jobs) if rate[i] is not None]
+        relative = [left[i] / rate[i] for i in range(n_jobs) if rate[i]]
         absolute = [H] + [left[i] for i in range(n_jobs) if mode[i] == "down"]
         absolute += [failures_in[i][next_failure[i]] for i in range(n_jobs)
                      if mode[i] != "down" and next_failure[i] < len(failures_in[i])]
@@ -350,6 +367,8 @@ def simulate_failures_reference(compute, write, horizon, failure_times, restart,
                 out["down_time"][i] += dt
                 continue
             out[mode[i] + "_time"][i] += dt
+            if not rate[i]:
+                continue                  # an fcfs writer waiting in the queue
             if left[i] / rate[i] == dt:
                 done, left[i] = left[i], zero
                 finished.append(i)
@@ -367,6 +386,7 @@ def simulate_failures_reference(compute, write, horizon, failure_times, restart,
             if mode[i] == "write":
                 out["useful_work"][i] += out["uncovered_work"][i]
                 out["uncovered_work"][i] = zero
+                queue.remove(i)
                 if started_after_zero[i]:
                     out["end_times"][i].append(t)
                 mode[i], left[i] = "compute", T[i]
@@ -374,6 +394,7 @@ def simulate_failures_reference(compute, write, horizon, failure_times, restart,
         for i in finished:
             if mode[i] == "compute" and left[i] == 0:
                 mode[i], left[i], started_after_zero[i] = "write", d[i], True
+                queue.append(i)           # ties by job index
                 out["fire_times"][i].append(t)
         # (3) restarts that end, then (4) failures that are due (of jobs that are up).
         for i in range(n_jobs):
@@ -384,6 +405,8 @@ def simulate_failures_reference(compute, write, horizon, failure_times, restart,
             times = failures_in[i]
             if mode[i] == "down" or next_failure[i] >= len(times) or times[next_failure[i]] != t:
                 continue
+            if mode[i] == "write":
+                queue.remove(i)           # the write is abandoned
             out["failures"][i] += 1
             out["failure_times"][i].append(t)
             out["lost_work"][i] += out["uncovered_work"][i]
