@@ -8,11 +8,25 @@ from __future__ import annotations
 
 import math
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
+from ._validate import real_array
 from .model import Throughput, throughput_table
 
-__all__ = ["gap_eigenvalues", "n_expanding", "synchronous_period"]
+__all__ = [
+    "gap_eigenvalues",
+    "n_expanding",
+    "synchronous_period",
+    "renewal_cycle_time",
+    "renewal_cycle_moments",
+    "renewal_waste",
+    "renewal_waste_bounds",
+    "optimal_interval",
+    "young_interval",
+    "daly_interval",
+]
 
 
 def gap_eigenvalues(n_jobs: int, throughput: Throughput = None) -> np.ndarray:
@@ -46,3 +60,252 @@ def synchronous_period(compute: float, write: float, n_jobs: int, cap=None, thro
     f = throughput_table(throughput, int(n_jobs))
     speed = 1.0 if cap is None else min(1.0, cap / n_jobs)
     return compute / speed + write * n_jobs / f[n_jobs]
+
+
+# --- Failures and checkpoint intervals (docs/model.md §1c, claim 10) -------------------------
+#
+# One job alone, no contention: compute T at speed 1, then a write of wall-clock length d, in
+# segments of L = T + d. Failures form a Poisson process of rate 1/M while the job is up; a
+# failure costs the segment so far and a restart of length R. The completed segments form a
+# renewal process whose cycle X has E[X] = (M + R)(e^{L/M} − 1) (derivation: docs/model.md,
+# claim 10). Everything below is that formula, its moments and its minimiser.
+
+# ln 2 − 1/2: the write fraction d/M at which the optimal T/M is 1/2, where `optimal_interval`
+# switches from solving for x = T/M to solving for u = 1 − x.
+_HALF_FRACTION = math.log(2.0) - 0.5
+# Terms of Σ_{k≥2} x^k / k kept for x <= 1/2 (the tail is below 2^-55 of the sum).
+_SERIES_TERMS = 60
+
+
+def _checked(name: str, value, *, allow_zero: bool = False):
+    """``value`` as an array, or `ValueError` naming ``name`` unless every entry is finite and
+    > 0 (>= 0 with ``allow_zero``). Traced values (inside jit / grad) are passed unchecked:
+    validation runs on concrete inputs, before tracing."""
+    if isinstance(value, jax.core.Tracer):
+        return value
+    values = real_array(name, value)
+    bound = ">= 0" if allow_zero else "> 0"
+    good = np.isfinite(values) & ((values >= 0) if allow_zero else (values > 0))
+    if not good.all():
+        index = tuple(int(i) for i in np.argwhere(~good)[0]) if values.ndim else ()
+        bad = float(values[index]) if values.ndim else float(values)
+        where = f" at index {index}" if values.ndim else ""
+        raise ValueError(f"{name} must be finite and {bound}, got {bad!r}{where}")
+    return value
+
+
+def _floats(*values):
+    """The arguments as jnp arrays of one floating dtype (float64 under x64, never forced)."""
+    dtype = jnp.result_type(*values, float)
+    return tuple(jnp.asarray(v, dtype) for v in values)
+
+
+def renewal_cycle_time(compute, write, mtbf, restart):
+    """Expected wall-clock time for one job alone to complete one cycle (compute + write)
+    under exponential failures: ``E[X] = (M + R)·(e^{(T + d)/M} − 1)`` (docs/model.md claim 10).
+
+    Args:
+      compute: T > 0, the compute work of a cycle (time units at speed 1).
+      write: d > 0, the wall-clock time of the job's solo write (its volume / f(1)).
+      mtbf: M > 0 finite, the mean time between failures (a Poisson process in wall-clock time,
+        off while the job is down).
+      restart: R >= 0 finite, the time down after each failure.
+      All four broadcast together; jnp arrays, differentiable.
+
+    Returns:
+      E[X], the broadcast shape of the inputs.
+
+    >>> import ckpt_jax as cj
+    >>> round(float(cj.theory.renewal_cycle_time(1.0, 0.0625, 1e9, 0.0)), 6)
+    1.0625
+    """
+    compute = _checked("compute", compute)
+    write = _checked("write", write)
+    mtbf = _checked("mtbf", mtbf)
+    restart = _checked("restart", restart, allow_zero=True)
+    T, d, M, R = _floats(compute, write, mtbf, restart)
+    return (M + R) * jnp.expm1((T + d) / M)
+
+
+def renewal_waste(compute, write, mtbf, restart):
+    """Long-run waste of one job alone with periodic checkpoints and exponential failures,
+    ``1 − T / E[X]`` with ``E[X] = (M + R)·(e^{(T + d)/M} − 1)``: the fraction of wall-clock
+    time that does not end up as compute saved by a completed write (docs/model.md claim 10).
+
+    Args:
+      compute, write, mtbf, restart: T > 0, d > 0, M > 0 finite, R >= 0 finite, as in
+        `renewal_cycle_time`; they broadcast together. jnp arrays, differentiable in all four.
+
+    Returns:
+      The waste in [0, 1), the broadcast shape of the inputs.
+
+    >>> import ckpt_jax as cj
+    >>> waste = cj.theory.renewal_waste(compute=1.0, write=0.1, mtbf=100.0, restart=0.5)
+    >>> round(float(waste), 4)
+    0.1004
+    """
+    compute = _checked("compute", compute)
+    T, cycle = _floats(compute, renewal_cycle_time(compute, write, mtbf, restart))
+    return 1 - T / cycle
+
+
+def renewal_cycle_moments(compute, write, mtbf, restart):
+    """Mean and variance of the cycle time X of `renewal_cycle_time`.
+
+    With L = T + d, p = e^{−L/M} (a try succeeds) and q = 1 − p:
+    ``E[X] = (M + R)·q/p`` and ``Var[X] = [2(M + R)(M q − L p) − M² q² + R² q] / p²``
+    (docs/model.md claim 10). The variance loses about (M/L)²·eps to cancellation for L ≪ M.
+
+    Args:
+      compute, write, mtbf, restart: as in `renewal_cycle_time`.
+
+    Returns:
+      ``(mean, variance)``, each of the broadcast shape.
+    """
+    compute = _checked("compute", compute)
+    write = _checked("write", write)
+    mtbf = _checked("mtbf", mtbf)
+    restart = _checked("restart", restart, allow_zero=True)
+    T, d, M, R = _floats(compute, write, mtbf, restart)
+    L = T + d
+    p = jnp.exp(-L / M)
+    q = -jnp.expm1(-L / M)
+    mean = (M + R) * q / p
+    variance = (2 * (M + R) * (M * q - L * p) - (M * q) ** 2 + R**2 * q) / p**2
+    return mean, jnp.maximum(variance, 0)
+
+
+def renewal_waste_bounds(compute, write, mtbf, restart, horizon):
+    """Bounds on the *expected* waste ``1 − E[useful work up to H] / H`` of one job alone over
+    a finite horizon H, starting with a fresh cycle at t = 0.
+
+    The useful work up to H is T·N(H), N(H) the completed cycles by H (a renewal count). From
+    Wald's identity and Lorden's bound on the overshoot, ``H/μ − 1 <= E[N(H)] <= H/μ + σ²/μ²``
+    (μ, σ² from `renewal_cycle_moments`), so the expected waste lies in
+    ``[W − T σ²/(μ² H), W + T/H]`` around the long-run waste W = `renewal_waste`: a bias of
+    order E[X]/H at most (docs/model.md claim 10). The bounds are clipped to [0, 1].
+
+    Args:
+      compute, write, mtbf, restart: as in `renewal_cycle_time`.
+      horizon: H > 0 finite.
+
+    Returns:
+      ``(low, high)``, each of the broadcast shape.
+    """
+    horizon = _checked("horizon", horizon)
+    mean, variance = renewal_cycle_moments(compute, write, mtbf, restart)
+    T, H, mean, variance = _floats(compute, horizon, mean, variance)
+    waste = 1 - T / mean
+    low = jnp.maximum(waste - T * variance / (mean**2 * H), 0)
+    high = jnp.minimum(waste + T / H, 1)
+    return low, high
+
+
+def _q_series(x):
+    """−x − log(1 − x) = Σ_{k≥2} x^k / k without cancellation, for 0 <= x <= about 1/2."""
+    total = jnp.zeros_like(x)
+    for k in range(_SERIES_TERMS, 1, -1):
+        total = (total + 1.0 / k) * x
+    return total * x  # Horner: x·(x/2 + x²/3 + ...)
+
+
+def optimal_interval(write, mtbf, restart=0.0):
+    """The compute interval T that minimises `renewal_waste` exactly (docs/model.md claim 10).
+
+    Setting d/dT [T / (e^{(T + d)/M} − 1)] = 0 gives the first-order condition
+    ``e^{(T + d)/M}·(1 − T/M) = 1``, with the unique root in (0, M)
+    ``T* = M·(1 + W₀(−e^{−1 − d/M}))`` (W₀ the principal branch of Lambert's W). The restart
+    time R only scales E[X] by (M + R), so T* does not depend on it (it is accepted, and
+    checked, so that the call reads like `renewal_waste`).
+
+    The root is found without the cancellation of W₀ near its branch point: for d/M <= ln 2 −
+    1/2 (T*/M <= 1/2) by Newton's method on Σ_{k≥2} x^k/k = d/M for x = T/M, started from the
+    branch-point series of W₀; beyond, by Newton's method on log u − u + 1 + d/M = 0 for
+    u = 1 − T/M. A fixed number of steps (jit-friendly); relative error about 1e-15. The last
+    step's derivative is the implicit-function one, so `jax.grad` / `jax.jacfwd` are exact.
+
+    Args:
+      write: d > 0, the solo write time.
+      mtbf: M > 0 finite.
+      restart: R >= 0 finite (does not change T*).
+      They broadcast together.
+
+    Returns:
+      T*, the broadcast shape of the inputs.
+
+    >>> import ckpt_jax as cj
+    >>> round(float(cj.theory.optimal_interval(write=0.1, mtbf=100.0)), 4)
+    4.4057
+    """
+    write = _checked("write", write)
+    mtbf = _checked("mtbf", mtbf)
+    restart = _checked("restart", restart, allow_zero=True)
+    d, M, R = _floats(write, mtbf, restart)
+    d, M, _ = jnp.broadcast_arrays(d, M, R)
+    a = d / M
+    small = a <= _HALF_FRACTION
+
+    # Near the branch point: x = T/M solves q(x) = Σ_{k≥2} x^k/k = a; q is convex and
+    # increasing, q'(x) = x/(1 − x). Safe stand-in inputs keep the unused branch finite.
+    a_small = jnp.where(small, a, _HALF_FRACTION / 2)
+    p = jnp.sqrt(-2 * jnp.expm1(-a_small))  # W₀(z) + 1 = p − p²/3 + ..., p = √(2(1 + e z))
+    x = p * (1 + p * (-1 / 3 + p * (11 / 72 + p * (-43 / 540 + p * (769 / 17280 + p * (-221 / 8505))))))
+    for _ in range(4):
+        x = x - (_q_series(x) - a_small) * (1 - x) / x
+    x = jax.lax.stop_gradient(x)
+    x_small = x - (_q_series(x) - a_small) * (1 - x) / x
+
+    # Far from it: u = 1 − T/M solves r(u) = log u − u + 1 + a = 0; r is concave and
+    # increasing on (0, 1), so Newton's steps from u = e^{−1−a} (below the root) increase
+    # monotonically to it. Beyond a = 40, u < 1e-17 and T/M rounds to 1 anyway.
+    a_large = jnp.clip(jnp.where(small, 1.0, a), _HALF_FRACTION, 40.0)
+    u = jnp.exp(-1 - a_large)
+    for _ in range(8):
+        u = u - (jnp.log(u) - u + 1 + a_large) * u / (1 - u)
+    u = jax.lax.stop_gradient(u)
+    u_large = u - (jnp.log(u) - u + 1 + a_large) * u / (1 - u)
+
+    return M * jnp.where(small, x_small, 1 - u_large)
+
+
+def young_interval(write, mtbf):
+    """Young's first-order optimum ``√(2 d M)`` (Young, CACM 1974; docs/model.md claim 10).
+
+    Args:
+      write: d > 0, the solo write time.
+      mtbf: M > 0 finite.
+
+    Returns:
+      √(2 d M), the broadcast shape of the inputs.
+
+    >>> import ckpt_jax as cj
+    >>> float(cj.theory.young_interval(write=0.5, mtbf=100.0))
+    10.0
+    """
+    write = _checked("write", write)
+    mtbf = _checked("mtbf", mtbf)
+    d, M = _floats(write, mtbf)
+    return jnp.sqrt(2 * d * M)
+
+
+def daly_interval(write, mtbf):
+    """Daly's higher-order estimate of the optimum (J. T. Daly, FGCS 22, 2006):
+    ``√(2dM)·[1 + ⅓·√(d/(2M)) + (1/9)·(d/(2M))] − d`` for d < 2M, else M.
+
+    Args:
+      write: d > 0, the solo write time.
+      mtbf: M > 0 finite.
+
+    Returns:
+      The estimate, the broadcast shape of the inputs.
+
+    >>> import ckpt_jax as cj
+    >>> round(float(cj.theory.daly_interval(write=0.1, mtbf=100.0)), 4)
+    4.4057
+    """
+    write = _checked("write", write)
+    mtbf = _checked("mtbf", mtbf)
+    d, M = _floats(write, mtbf)
+    ratio = jnp.minimum(d / (2 * M), 1.0)  # the d >= 2M branch does not use it
+    estimate = jnp.sqrt(2 * d * M) * (1 + jnp.sqrt(ratio) / 3 + ratio / 9) - d
+    return jnp.where(d < 2 * M, estimate, M)

@@ -245,3 +245,181 @@ def state_at_first_firing(compute, write, phase, remaining, job=0, cap=None, thr
     Arguments as for `simulate_reference`."""
     return simulate_reference(compute, write, phase, remaining, 1, cap=cap, throughput=throughput,
                               max_events=max_events, stop_at_fire_of=job)
+
+
+def simulate_failures_reference(compute, write, horizon, failure_times, restart, phase=None,
+                                remaining=None, cap=None, throughput=None, exact=True,
+                                max_events=1000000, size=None, power_policy="maxmin",
+                                storage_policy="fair"):
+    """Integrates the base model with failures and restarts (docs/model.md §1c) exactly, event
+    by event, from t = 0 to the horizon H, with the failure times given explicitly.
+
+    Rules: the rates of §1 and §1b among the jobs that are up (default: each writer drains at
+    f(n_w)/n_w, each computing job works at min(1, C/n_c)); a job that is down counts in
+    neither n_w nor n_c, nor in any size sum, and leaves the fcfs queue.
+    A failure of job i at time t (i up at t) throws away the compute work it did since its
+    last completed write, abandons a write in progress, and puts it down until t + R_i; it
+    then computes a full cycle T_i again. A listed failure time that falls while the job is
+    down, t_f <= t < t_f + R_i, is ignored (failures during a restart are not modelled; drawn
+    as a Poisson process in wall-clock time, such times are simply discarded). Everything due
+    at one instant happens at that instant, in this order: drains that end (the write is
+    complete: it saves the work it covers), compute ends (the job fires), restarts that end,
+    then failures (which therefore hit the state after the other switches). Instants up to
+    and including H are processed. Work done before t = 0 counts nowhere: an initial write
+    covers no work, and an initially computing job's first write covers only the work it did
+    after t = 0.
+
+    Args:
+      compute, write: per-job T_i and d_i (length N).
+      horizon: H > 0.
+      failure_times: per job, a strictly increasing list of failure times >= 0 (may be empty).
+      restart: per-job R_i >= 0, or one number for every job.
+      phase, remaining: initial phase (0 computing, 1 writing) and work left in it, as in
+        `simulate_reference`; default: every job computing a fresh cycle (remaining T_i).
+      cap, throughput, size, power_policy, storage_policy: as in `simulate_reference` (no
+        delayed controller, no asynchronous checkpoints).
+      exact: compute in Fractions (default), else in the inputs' own arithmetic.
+      max_events: bound on the number of event instants before RuntimeError.
+
+    Returns:
+      A dict of per-job lists: ``useful_work`` (work covered by a completed write),
+      ``lost_work`` (work thrown away by failures), ``uncovered_work`` (work done since the
+      last completed write, at H), ``compute_work`` (all work done), ``failures`` (failures
+      that hit the job), ``compute_time``, ``write_time``, ``down_time``; the trace:
+      ``fire_times``, ``end_times`` (completed writes that a firing after t = 0 started),
+      ``failure_times`` (the failures that hit), ``restart_times`` (restart ends), and
+      ``event_times``, the event instants stepped (the last is H).
+    """
+    num = _exact if exact else (lambda x: x)
+    n_jobs = len(compute)
+    T = [num(x) for x in compute]
+    d = [num(x) for x in write]
+    H = num(horizon)
+    R = [num(x) for x in (restart if isinstance(restart, (list, tuple)) else [restart] * n_jobs)]
+    uncapped = cap is None or cap == float("inf")
+    C = None if uncapped else num(cap)
+    f = None if throughput is None else [None] + [num(x) for x in list(throughput)[1:]]
+    zero = num(0)
+    w = [num(1)] * n_jobs if size is None else [num(x) for x in size]
+    assert power_policy in ("maxmin", "uniform") and storage_policy in ("fair", "weighted", "fcfs")
+    failures_in = [[num(x) for x in job] for job in failure_times]
+    for i, times in enumerate(failures_in):
+        if any(x < 0 for x in times) or any(b <= a for a, b in zip(times, times[1:])):
+            raise ValueError(f"failure_times[{i}] must be strictly increasing and >= 0")
+
+    # mode: "compute", "write" or "down"; left: work, volume or (down) the restart's end time.
+    mode, left = [], []
+    for i in range(n_jobs):
+        writing = phase is not None and phase[i] == 1
+        mode.append("write" if writing else "compute")
+        left.append(T[i] if remaining is None else num(remaining[i]))
+    started_after_zero = [False] * n_jobs   # the write in progress was started by a firing
+    queue = [i for i in range(n_jobs) if mode[i] == "write"]  # fcfs: writers in the order served
+    next_failure = [0] * n_jobs             # index of the job's next failure time to consider
+    out = {name: [zero] * n_jobs for name in ("useful_work", "lost_work", "uncovered_work",
+                                              "compute_work", "compute_time", "write_time",
+                                              "down_time")}
+    out["failures"] = [0] * n_jobs
+    for name in ("fire_times", "end_times", "failure_times", "restart_times"):
+        out[name] = [[] for _ in range(n_jobs)]
+    event_times = []
+
+    t = zero
+    while t < H:
+        if len(event_times) == max_events:
+            raise RuntimeError(f"reference did not finish within max_events={max_events}")
+        writers = [i for i in range(n_jobs) if mode[i] == "write"]
+        computing = [i for i in range(n_jobs) if mode[i] == "compute"]
+        aggregate = None if not writers else num(1) if f is None else f[len(writers)]
+        writing_size = sum((w[i] for i in writers), zero)
+        computing_size = sum((w[i] for i in computing), zero)
+        level = None if uncapped or power_policy == "uniform" else maxmin_level([w[i] for i in computing], C)
+        rate = [None] * n_jobs
+        for i in computing:
+            if power_policy == "uniform":
+                rate[i] = num(1) if uncapped or computing_size <= C else C / computing_size
+            else:
+                rate[i] = num(1) if level is None or w[i] <= level else level / w[i]
+        for i in writers:
+            if storage_policy == "fair":
+                rate[i] = aggregate / len(writers)
+            elif storage_policy == "weighted":
+                rate[i] = aggregate * w[i] / writing_size
+            else:
+                rate[i] = (num(1) if f is None else f[1]) if i == queue[0] else zero
+
+        # Work events (drains, compute ends) are relative; restarts, failures, H are absolute.
+        relative = [left[i] / rate[i] for i in range(n_jobs) if rate[i]]
+        absolute = [H] + [left[i] for i in range(n_jobs) if mode[i] == "down"]
+        absolute += [failures_in[i][next_failure[i]] for i in range(n_jobs)
+                     if mode[i] != "down" and next_failure[i] < len(failures_in[i])]
+        dt_work = min(relative) if relative else None
+        t_next = min(absolute)
+        if dt_work is not None and t + dt_work <= t_next:
+            dt, t_next = dt_work, min(t + dt_work, t_next)
+        else:
+            dt = t_next - t
+
+        # Advance every job linearly over [t, t_next).
+        finished = []
+        for i in range(n_jobs):
+            if mode[i] == "down":
+                out["down_time"][i] += dt
+                continue
+            out[mode[i] + "_time"][i] += dt
+            if not rate[i]:
+                continue                  # an fcfs writer waiting in the queue
+            if left[i] / rate[i] == dt:
+                done, left[i] = left[i], zero
+                finished.append(i)
+            else:
+                done = rate[i] * dt
+                left[i] = left[i] - done
+            if mode[i] == "compute":
+                out["compute_work"][i] += done
+                out["uncovered_work"][i] += done
+        t = t_next
+        event_times.append(t)
+
+        # (1) drains that end: the write is complete and saves the work it covers.
+        for i in finished:
+            if mode[i] == "write":
+                out["useful_work"][i] += out["uncovered_work"][i]
+                out["uncovered_work"][i] = zero
+                queue.remove(i)
+                if started_after_zero[i]:
+                    out["end_times"][i].append(t)
+                mode[i], left[i] = "compute", T[i]
+        # (2) compute ends: the job fires.
+        for i in finished:
+            if mode[i] == "compute" and left[i] == 0:
+                mode[i], left[i], started_after_zero[i] = "write", d[i], True
+                queue.append(i)           # ties by job index
+                out["fire_times"][i].append(t)
+        # (3) restarts that end, then (4) failures that are due (of jobs that are up).
+        for i in range(n_jobs):
+            if mode[i] == "down" and left[i] == t:
+                mode[i], left[i] = "compute", T[i]
+                out["restart_times"][i].append(t)
+        for i in range(n_jobs):
+            times = failures_in[i]
+            if mode[i] == "down" or next_failure[i] >= len(times) or times[next_failure[i]] != t:
+                continue
+            if mode[i] == "write":
+                queue.remove(i)           # the write is abandoned
+            out["failures"][i] += 1
+            out["failure_times"][i].append(t)
+            out["lost_work"][i] += out["uncovered_work"][i]
+            out["uncovered_work"][i] = zero
+            back = t + R[i]
+            next_failure[i] += 1          # this one, then any time inside the down period
+            while next_failure[i] < len(times) and times[next_failure[i]] < back:
+                next_failure[i] += 1
+            if R[i] == 0:
+                mode[i], left[i] = "compute", T[i]
+                out["restart_times"][i].append(t)
+            else:
+                mode[i], left[i] = "down", back
+
+    out["event_times"] = event_times
+    return out
