@@ -271,15 +271,19 @@ class GapsObserver:
 
     name = "gaps"
 
-    def __init__(self, n_jobs: int, n_fires: int):
+    def __init__(self, n_jobs: int, n_fires: int, ordered: bool = False):
         self.n_jobs = n_jobs
         self.n_fires = n_fires
+        self.ordered = ordered  # the FIFO path: the cyclic firing order is fixed (claim 3)
         if (n_jobs + 1) * n_jobs >= np.iinfo(np.int32).max:
             raise ValueError(f"the gaps observer counts at most 46340 jobs per fleet, got N = {n_jobs}")
 
     def init(self, n_fleets, dtype):
         zero, inf = jnp.zeros(n_fleets, dtype), jnp.full(n_fleets, jnp.inf, dtype)
         int_zero, no = jnp.zeros(n_fleets, jnp.int32), jnp.zeros(n_fleets, bool)
+        if self.ordered:
+            return dict(smallest=jnp.full((n_fleets, self.n_fires), jnp.nan, dtype), cur=jnp.full(n_fleets, -1, jnp.int32),
+                        last=zero, inner=inf, count=int_zero)
         return dict(
             smallest=jnp.full((n_fleets, self.n_fires), jnp.nan, dtype),
             counts=jnp.zeros((n_fleets, self.n_fires), jnp.int32),
@@ -297,7 +301,29 @@ class GapsObserver:
                              jnp.minimum(state["prev_inner"], closing))
         return smallest, state["prev_count"] - n_active
 
+    def _update_ordered(self, state, view: EventView):
+        # The FIFO ring fires the jobs in one fixed cyclic order: cycle c + 1 begins only
+        # after every job fired cycle c, and no firing is ever late. So cycle c is final
+        # when c + 1 begins: one float cell, three scalars.
+        t, cur, k = view.time, state["cur"], self.n_fires
+        fired = view.fired[:, 0] & view.running & (view.cycle[:, 0] < k)
+        begins = fired & (view.cycle[:, 0] == cur + 1)
+        gap = t - state["last"]
+        cell = jnp.where(begins & (cur >= 0), cur, k)
+        fleets = jnp.arange(t.shape[0])
+        smallest = state["smallest"].at[fleets, cell].set(jnp.minimum(state["inner"], gap), mode="drop", unique_indices=True)
+        same = fired & ~begins
+        return dict(
+            smallest=smallest,
+            cur=cur + begins.astype(jnp.int32),
+            last=jnp.where(fired, t, state["last"]),
+            inner=jnp.where(begins, jnp.inf, jnp.where(same, jnp.minimum(state["inner"], gap), state["inner"])),
+            count=jnp.where(begins, 1, state["count"] + same.astype(jnp.int32)),
+        )
+
     def update(self, state, view: EventView, n_active):
+        if self.ordered:
+            return self._update_ordered(state, view)
         n_fleets, width = view.fired.shape
         k, t, cur = self.n_fires, view.time, state["cur"]
         fired = view.fired & view.running[:, None] & (view.cycle < k)
@@ -353,6 +379,11 @@ class GapsObserver:
 
     def finalize(self, state, final: FinalView, complete):
         n_fleets, k = state["smallest"].shape
+        if self.ordered:  # cycle cur − 1 counts once cycle cur is full; cur has no next
+            n_active = jnp.sum(final.active, axis=1).astype(jnp.int32)
+            cycles, cur = jnp.arange(k)[None, :], state["cur"][:, None]
+            unfinished = (cycles == cur) | ((cycles == cur - 1) & (state["count"] < n_active)[:, None])
+            return jnp.where(unfinished, jnp.nan, state["smallest"])
         n_active = jnp.sum(final.active, axis=1).astype(jnp.int32)
         cycles = jnp.arange(k)[None, :]
         cur = state["cur"][:, None]
@@ -418,16 +449,18 @@ class JobsObserver:
         )
 
 
-def observers_for(save: SaveAt, n_jobs: int, stop_fires: Optional[int], gap_fires: Optional[int]) -> tuple:
+def observers_for(save: SaveAt, n_jobs: int, stop_fires: Optional[int], gap_fires: Optional[int],
+                  ordered: bool = False) -> tuple:
     """The observer objects a `SaveAt` asks for, in a fixed order (static per run).
 
     ``stop_fires``: the K whose first write end closes the window (None: the horizon
-    closes it); ``gap_fires``: the cycles the gaps observer keeps."""
+    closes it); ``gap_fires``: the cycles the gaps observer keeps; ``ordered``: the loop
+    fires the jobs in a fixed cyclic order (the FIFO path)."""
     chosen = []
     if save.writers:
         chosen.append(WritersObserver(n_jobs, stop_fires))
     if save.gaps:
-        chosen.append(GapsObserver(n_jobs, gap_fires))
+        chosen.append(GapsObserver(n_jobs, gap_fires, ordered))
     if save.jobs:
         chosen.append(JobsObserver(n_jobs))
     return tuple(chosen)
@@ -445,12 +478,12 @@ def state_bytes(save: SaveAt, n_jobs: int, gap_fires: Optional[int], itemsize: i
     return total
 
 
-def init(save: SaveAt, n_jobs: int, stop_fires, gap_fires, n_fleets: int, dtype) -> tuple:
+def init(save: SaveAt, n_jobs: int, stop_fires, gap_fires, n_fleets: int, dtype, ordered: bool = False) -> tuple:
     """The observers' initial states (buffers sized once, before the loop)."""
-    return tuple(o.init(n_fleets, dtype) for o in observers_for(save, n_jobs, stop_fires, gap_fires))
+    return tuple(o.init(n_fleets, dtype) for o in observers_for(save, n_jobs, stop_fires, gap_fires, ordered))
 
 
-def finalize(save: SaveAt, n_jobs: int, stop_fires, gap_fires, states, final: FinalView, ok) -> dict:
+def finalize(save: SaveAt, n_jobs: int, stop_fires, gap_fires, states, final: FinalView, ok, ordered: bool = False) -> dict:
     """``{name: output}`` of every observer of ``save`` from its state after the loop."""
-    observers = observers_for(save, n_jobs, stop_fires, gap_fires)
+    observers = observers_for(save, n_jobs, stop_fires, gap_fires, ordered)
     return {o.name: o.finalize(state, final, ok) for o, state in zip(observers, states)}

@@ -187,7 +187,8 @@ def simulate(
         if index.size < n_fleets:
             part = jax.tree_util.tree_map(lambda x: x[index], part)
         result = run(*part, path=name, sharing=sharing, **options)
-        pieces.append((index, flat_trace(result, save=save, stop_fires=options["stop_fires"], gap_fires=n_fires)))
+        pieces.append((index, flat_trace(result, save=save, stop_fires=options["stop_fires"], gap_fires=n_fires,
+                                         ordered=name == "fifo")))
     flat = pieces[0][1] if len(pieces) == 1 else merge(pieces, n_fleets)
     batch = fleet.batch_shape
     trace = jax.tree_util.tree_map(lambda x: x.reshape(batch + x.shape[1:]), flat)
@@ -241,11 +242,12 @@ def merge(pieces, n_fleets: int) -> Trace:
     return jax.tree_util.tree_map(merge, *(trace for _, trace in pieces))
 
 
-@functools.partial(jax.jit, static_argnames=("save", "stop_fires", "gap_fires"))
+@functools.partial(jax.jit, static_argnames=("save", "stop_fires", "gap_fires", "ordered"))
 
 
-def flat_trace(result: LoopResult, *, save: SaveAt, stop_fires, gap_fires) -> Trace:
-    """The `Trace` of flattened fleets (leading axis B) from a loop's result (any path)."""
+def flat_trace(result: LoopResult, *, save: SaveAt, stop_fires, gap_fires, ordered: bool = False) -> Trace:
+    """The `Trace` of flattened fleets (leading axis B) from a loop's result (any path;
+    ``ordered``: the FIFO path's, whose observers rely on its fixed firing order)."""
     active = result.final.active
     # The budget is the reason only where nothing else stopped the run.
     status = jnp.where(result.done | (result.status != 0), result.status, result.status | STATUS_MAX_EVENTS)
@@ -254,7 +256,7 @@ def flat_trace(result: LoopResult, *, save: SaveAt, stop_fires, gap_fires) -> Tr
     # Any flag means the numbers cannot be trusted, so ok requires status == 0.
     ok = result.done & (status == STATUS_OK)
     mask = active[:, :, None]
-    observed = _observe.finalize(save, active.shape[1], stop_fires, gap_fires, result.observers, result.final, ok)
+    observed = _observe.finalize(save, active.shape[1], stop_fires, gap_fires, result.observers, result.final, ok, ordered)
     return Trace(
         fire_times=jnp.where(mask, result.fire_times, jnp.nan) if save.trace else None,
         end_times=jnp.where(mask, result.end_times, jnp.nan) if save.trace else None,

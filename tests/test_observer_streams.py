@@ -29,6 +29,12 @@ def _fire_times(rng, n_jobs, n_cycles, spread, grid, padded):
     return fire
 
 
+def _cut(rng, fire):
+    """The stream up to a horizon after every job's first firing (a run stopped by until)."""
+    first = np.nanmax(fire[:, 0])
+    return np.where(fire > rng.uniform(first, np.nanmax(fire)), np.nan, fire)
+
+
 def _view(time, fired, cycle):
     width = fired.shape[0]
     zeros = jnp.zeros(1, jnp.int32)
@@ -50,10 +56,13 @@ def _view(time, fired, cycle):
     grid=st.sampled_from([None, 0.25]),
     padded=st.booleans(),
     per_instant=st.booleans(),
+    cut=st.booleans(),
 )
-def test_gaps_observer_on_any_time_ordered_stream(seed, n_jobs, n_cycles, spread, grid, padded, per_instant):
+def test_gaps_observer_on_any_time_ordered_stream(seed, n_jobs, n_cycles, spread, grid, padded, per_instant, cut):
     rng = np.random.default_rng(seed)
     fire = _fire_times(rng, n_jobs, n_cycles, spread, grid, padded)
+    if cut:
+        fire = _cut(rng, fire)
     observer = GapsObserver(n_jobs, n_cycles)
     state = observer.init(1, jnp.float64)
     active = ~np.isnan(fire[:, 0])
@@ -97,6 +106,31 @@ def test_a_cycle_that_ends_as_the_next_begins_has_a_zero_gap_in_either_order():
     for stream in ([(0.0, 0), (1.0, 1), (1.0, 0), (2.0, 1), (2.5, 2), (3.0, 2)],
                    [(0.0, 0), (1.0, 0), (1.0, 1), (2.0, 1), (2.5, 2), (3.0, 2)]):
         np.testing.assert_array_equal(_gaps_of_stream(fire, stream, 3), want)
+
+
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 2**31), n_jobs=st.integers(2, 5), n_cycles=st.integers(2, 6),
+       grid=st.sampled_from([None, 0.25]), cut=st.booleans())
+def test_ordered_gaps_observer_on_cyclically_ordered_streams(seed, n_jobs, n_cycles, grid, cut):
+    # The FIFO path's variant (``ordered``): identical periods, launch offsets within one
+    # period, ties broken in ring order (cycle first), optionally cut at a horizon.
+    rng = np.random.default_rng(seed)
+    start = np.sort(rng.uniform(0, 1, n_jobs))
+    fire = start[:, None] + np.arange(n_cycles)[None, :]
+    if grid:
+        fire = np.round(fire / grid) * grid
+    if cut:  # a horizon after every job's first firing: the last cycles are incomplete
+        fire[fire > rng.uniform(fire[:, 0].max(), fire.max())] = np.nan
+    observer = GapsObserver(n_jobs, n_cycles, ordered=True)
+    state = observer.init(1, jnp.float64)
+    n_active = jnp.array([n_jobs], jnp.int32)
+    jobs, cycles = np.nonzero(np.isfinite(fire))
+    for i in np.lexsort((jobs, cycles, fire[jobs, cycles])):
+        state = observer.update(state, _view(fire[jobs[i], cycles[i]], np.ones(1, bool), [cycles[i]]), n_active)
+    final = FinalView(time=jnp.array([np.nanmax(fire)]), async_fraction=jnp.zeros(1), active=jnp.ones((1, n_jobs), bool),
+                      horizon=None, n_writers=jnp.zeros(1, jnp.int32))
+    got = np.asarray(observer.finalize(state, final, jnp.ones(1, bool)))[0]
+    np.testing.assert_array_equal(got, np.asarray(cj.smallest_gap(fire)))
 
 
 def test_the_streams_reach_every_case():

@@ -350,8 +350,8 @@ def advance(
     constants = fleet_constants(params, clock)
     n_fleets, n_jobs = carry.position.shape
     fleet = jnp.arange(n_fleets)[:, None]
-    observers = _observe.observers_for(save, n_jobs, stop_fires, gap_fires)
-    obs = _observe.init(save, n_jobs, stop_fires, gap_fires, n_fleets, carry.time.dtype)
+    observers = _observe.observers_for(save, n_jobs, stop_fires, gap_fires, ordered=not clock)
+    obs = _observe.init(save, n_jobs, stop_fires, gap_fires, n_fleets, carry.time.dtype, ordered=not clock)
     n_active = carry.n_active
 
     def still(c):
