@@ -45,7 +45,9 @@ class Trace(NamedTuple):
     Attributes:
       fire_times: (*B, N, K) time of each job's k-th firing (start of its k-th write);
         NaN for inactive (padding) slots and where the run stopped early.
-      end_times: (*B, N, K) end of the write started by that firing.
+      end_times: (*B, N, K) end of the write started by that firing; NaN for a write a
+        failure abandoned (docs/model.md §1c: it keeps its fire time, the job's next
+        firing takes the next column).
       ok: (*B,) True where the run completed (every active job fired and finished K writes).
       status: (*B,) int32 bit flags (`STATUS_*`); 0 where ``ok``.
       n_events: (*B,) number of event instants stepped (simultaneous switches count once).
@@ -93,8 +95,9 @@ def simulate(
       max_events: event budget per fleet; a fleet that exhausts it stops with
         ``ok = False`` and status `STATUS_MAX_EVENTS`. Default: `default_max_events`.
       jitter: compute-work standard deviation σ >= 0, scalar or (*B,) (docs/model.md §1).
-      key: PRNG key for jitter: one key (folded with each fleet's flat index) or one per
-        fleet (shape *B). Same key, same trace.
+      key: PRNG key for jitter and failures: one key (folded with each fleet's flat
+        index) or one per fleet (shape *B). Same key, same trace. Failure draws are keyed
+        by (fleet, job, failure index), jitter draws by (fleet, job, cycle).
       throw: raise `RuntimeError` if any fleet did not complete.
       progress: show a tqdm progress bar (default: only for long runs; on one device:
         per chunk of events on the general path, per block of fleets on the FIFO and
@@ -120,7 +123,12 @@ def simulate(
         ``trace=False`` no (B, N, K) buffer exists anywhere.
       until: a time horizon H > 0 (scalar or (*B,)): every fleet stops at t = H exactly
         and is ok if it got there. ``n_fires`` then only sizes the trace and the ``gaps``
-        observer, and may be None when neither is recorded.
+        observer, and may be None when neither is recorded. Needed for fleets with
+        failures (``Fleet(mtbf=...)``) unless the trace is recorded: `JobStats.waste`
+        is measured over H.
+
+    Fleets with failures (docs/model.md §1c) run on the general engine (``"auto"``
+    sends them there; ``"fifo"`` and ``"clock"`` refuse them).
 
     Returns:
       A `Trace`.
