@@ -8,7 +8,8 @@ would not:
 * ``writers`` — `WriterStats`: time spent with exactly k writers, entries into n_w >= k
   and the largest n_w, on the observation window (`WriterStats.window`);
 * ``gaps`` — (B, K) smallest phase gap per cycle (`ckpt_jax.smallest_gap` of the trace);
-* ``jobs`` — `JobStats`: per job, time writing, time computing, completed writes.
+* ``jobs`` — `JobStats`: per job, time writing, time computing, completed writes, and the
+  work accounting of docs/model.md §1c (useful and lost work, failures, time down, waste).
 
 Every loop (general, FIFO, clock) describes each iteration by an `EventView` and calls
 `update` of each observer; an observer is three pure functions over batched arrays
@@ -80,14 +81,29 @@ class JobStats(NamedTuple):
     """Per job, over the whole run [0, stop time].
 
     Attributes:
-      write_time: (*B, N) time spent writing (draining a checkpoint).
+      write_time: (*B, N) time spent writing (draining a checkpoint), abandoned writes
+        included.
       compute_time: (*B, N) time spent computing (with α > 0 this overlaps writing).
       writes: (*B, N) writes completed that a firing after t = 0 started.
+      useful_work: (*B, N) compute work saved by a completed write (docs/model.md §1c);
+        work done before t = 0 counts nowhere. NaN on the fast paths with jitter.
+      lost_work: (*B, N) compute work lost to failures.
+      failures: (*B, N) number of failures (-1 where the run did not complete).
+      down_time: (*B, N) time spent restarting after failures.
+      waste: (*B, N) 1 − useful_work / H over the horizon H of ``until`` (NaN without).
+
+    Per job, compute + write + down time (+ waiting time with α > 0, where compute and
+    write overlap) is the stop time.
     """
 
     write_time: jax.Array
     compute_time: jax.Array
     writes: jax.Array
+    useful_work: Optional[jax.Array] = None
+    lost_work: Optional[jax.Array] = None
+    failures: Optional[jax.Array] = None
+    down_time: Optional[jax.Array] = None
+    waste: Optional[jax.Array] = None
 
 
 class EventView(NamedTuple):
@@ -144,6 +160,11 @@ class FinalView(NamedTuple):
     # paths rewrite the switching job's row every iteration anyway), else None.
     write_time: Optional[jax.Array] = None  # (B, N) time spent writing, open write included
     writes: Optional[jax.Array] = None  # (B, N) int completed writes
+    # The general engine's work accounting (docs/model.md §1c), else None.
+    useful_work: Optional[jax.Array] = None  # (B, N) compute work saved by a completed write
+    lost_work: Optional[jax.Array] = None  # (B, N) compute work lost to failures
+    failures: Optional[jax.Array] = None  # (B, N) int failures
+    down_time: Optional[jax.Array] = None  # (B, N) time spent restarting
 
 
 def _window_state(n_fleets, dtype):
@@ -438,14 +459,26 @@ class JobsObserver:
         if final.write_time is not None:
             state = dict(state, write_time=final.write_time, writes=final.writes)
         write_time = state["write_time"]
-        idle = jnp.where(final.async_fraction[:, None] > 0, state["waiting_time"], write_time)
-        compute_time = final.time[:, None] - idle
-        ok = final.active & complete[:, None]
         nan = jnp.asarray(jnp.nan, write_time.dtype)
+        zeros = jnp.zeros_like(write_time)
+        idle = jnp.where(final.async_fraction[:, None] > 0, state["waiting_time"], write_time)
+        down_time = zeros if final.down_time is None else final.down_time
+        compute_time = final.time[:, None] - idle - down_time
+        ok = final.active & complete[:, None]
+        # The fast paths keep no work accounting: `_simulate` fills in their useful work.
+        useful = jnp.full_like(write_time, jnp.nan) if final.useful_work is None else final.useful_work
+        lost = zeros if final.lost_work is None else final.lost_work
+        failures = jnp.zeros_like(state["writes"]) if final.failures is None else final.failures
+        waste = nan if final.horizon is None else 1 - useful / final.horizon[:, None]
         return JobStats(
             write_time=jnp.where(ok, write_time, nan),
             compute_time=jnp.where(ok, compute_time, nan),
             writes=jnp.where(ok, state["writes"], -1),
+            useful_work=jnp.where(ok, useful, nan),
+            lost_work=jnp.where(ok, lost, nan),
+            failures=jnp.where(ok, failures, -1),
+            down_time=jnp.where(ok, down_time, nan),
+            waste=jnp.where(ok, waste, nan),
         )
 
 

@@ -20,7 +20,7 @@ from .model import Fleet
 
 __all__ = [
     "Params", "SNAP_ULPS", "MAX_FIRES", "METHODS", "flat_params", "jitter_work", "phase_rates", "snapped",
-    "computing_mask", "default_max_events", "time_bound", "check_time_bound", "check_horizon",
+    "computing_mask", "default_max_events", "failure_events", "time_bound", "check_time_bound", "check_horizon",
     "fires_before", "trace_bytes", "check_trace_memory", "check_jitter", "check_method", "batch_keys",
 ]
 
@@ -48,6 +48,8 @@ class Params(NamedTuple):
     jitter: jax.Array  # () compute-work standard deviation σ
     job_keys: jax.Array  # (N,) PRNG keys, one stream per job (used only with jitter)
     size: jax.Array  # (N,) job sizes w_i (docs/model.md §1b), 1 in the base model
+    mtbf: jax.Array  # (N,) mean time between failures M_i (docs/model.md §1c), inf: none
+    restart: jax.Array  # (N,) restart time R_i after a failure
 
 
 def jitter_work(job_key: jax.Array, compute: jax.Array, jitter: jax.Array, cycle) -> jax.Array:
@@ -136,7 +138,24 @@ def default_max_events(n_jobs: int, n_fires: int, fleet: Optional[Fleet] = None)
         if fleet.storage_policy == "fcfs":
             ratio *= n_jobs
     budget = 4 * n_jobs * (n_fires + 2) * min(ratio, 1e4) + 64
+    if fleet is not None and fleet.has_failures:
+        budget += failure_events(fleet, n_fires)
     return int(min(budget, 2**31 - 1))
+
+
+def failure_events(fleet: Fleet, n_fires: int) -> float:
+    """Events failures add to a run of ``n_fires`` cycles (docs/model.md §1c), per fleet the
+    largest: over the run's time bound H ≈ (n_fires + 2) × the slowest solo period, job i
+    fails about H / M_i times (Poisson). Each failure costs up to 4 events: the failure, the
+    restart end, and the two switches of the cycle it redoes. Allowed: twice the mean plus
+    8 standard deviations plus 16 failures per job."""
+    period = np.asarray(fleet.period, np.float64)
+    active = np.asarray(fleet.active)
+    mtbf = np.where(active, np.asarray(fleet.mtbf, np.float64), np.inf)
+    horizon = (n_fires + 2) * np.max(np.where(active, period, 0.0), axis=-1, keepdims=True)
+    mean = horizon / mtbf
+    per_job = 2 * mean + 8 * np.sqrt(mean) + 16
+    return float(np.max(4 * np.sum(np.where(active, per_job, 0.0), axis=-1)))
 
 
 def time_bound(fleet: Fleet, n_fires: int, jitter=None) -> np.ndarray:
@@ -300,4 +319,6 @@ def flat_params(fleet: Fleet, jitter=None, key=None, fleet_offset: int = 0) -> P
         jitter=jnp.asarray(sigma.reshape(n_fleets), fleet.dtype),
         job_keys=batch_keys(key, batch_shape, n_jobs, fleet_offset),
         size=flat(fleet.size, (n_jobs,)),
+        mtbf=flat(fleet.mtbf, (n_jobs,)),
+        restart=flat(fleet.restart, (n_jobs,)),
     )

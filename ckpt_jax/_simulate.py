@@ -45,7 +45,9 @@ class Trace(NamedTuple):
     Attributes:
       fire_times: (*B, N, K) time of each job's k-th firing (start of its k-th write);
         NaN for inactive (padding) slots and where the run stopped early.
-      end_times: (*B, N, K) end of the write started by that firing.
+      end_times: (*B, N, K) end of the write started by that firing; NaN for a write a
+        failure abandoned (docs/model.md §1c: it keeps its fire time, the job's next
+        firing takes the next column).
       ok: (*B,) True where the run completed (every active job fired and finished K writes).
       status: (*B,) int32 bit flags (`STATUS_*`); 0 where ``ok``.
       n_events: (*B,) number of event instants stepped (simultaneous switches count once).
@@ -93,8 +95,9 @@ def simulate(
       max_events: event budget per fleet; a fleet that exhausts it stops with
         ``ok = False`` and status `STATUS_MAX_EVENTS`. Default: `default_max_events`.
       jitter: compute-work standard deviation σ >= 0, scalar or (*B,) (docs/model.md §1).
-      key: PRNG key for jitter: one key (folded with each fleet's flat index) or one per
-        fleet (shape *B). Same key, same trace.
+      key: PRNG key for jitter and failures: one key (folded with each fleet's flat
+        index) or one per fleet (shape *B). Same key, same trace. Failure draws are keyed
+        by (fleet, job, failure index), jitter draws by (fleet, job, cycle).
       throw: raise `RuntimeError` if any fleet did not complete.
       progress: show a tqdm progress bar (default: only for long runs; on one device:
         per chunk of events on the general path, per block of fleets on the FIFO and
@@ -120,7 +123,12 @@ def simulate(
         ``trace=False`` no (B, N, K) buffer exists anywhere.
       until: a time horizon H > 0 (scalar or (*B,)): every fleet stops at t = H exactly
         and is ok if it got there. ``n_fires`` then only sizes the trace and the ``gaps``
-        observer, and may be None when neither is recorded.
+        observer, and may be None when neither is recorded. Needed for fleets with
+        failures (``Fleet(mtbf=...)``) unless the trace is recorded: `JobStats.waste`
+        is measured over H.
+
+    Fleets with failures (docs/model.md §1c) run on the general engine (``"auto"``
+    sends them there; ``"fifo"`` and ``"clock"`` refuse them).
 
     Returns:
       A `Trace`.
@@ -136,6 +144,10 @@ def simulate(
             raise ValueError("n_fires must be an integer >= 1 (it may be None only with until=)")
         if save.trace or save.gaps:
             raise ValueError("n_fires is needed to size the trace and the gaps observer; pass n_fires or save=SaveAt(trace=False, gaps=False)")
+    use_failures = fleet.has_failures
+    if use_failures and horizon is None and not save.trace:
+        raise ValueError("until (a time horizon H > 0) is needed for fleets with failures (mtbf) and "
+                         "save=SaveAt(trace=False): waste and useful work are measured up to H")
     # Counters and trace columns are int32: K stays well inside it.
     n_fires = None if n_fires is None else check_int("n_fires", n_fires, 1, MAX_FIRES)
     state = check_state(fleet, state)  # a State built by hand is validated here too
@@ -166,6 +178,7 @@ def simulate(
         use_jitter=jitter is not None and bool(np.any(np.asarray(jitter) > 0)),
         use_delay=bool(np.any(np.asarray(fleet.delay) > 0)),
         use_async=bool(np.any(np.asarray(fleet.async_fraction) > 0)),
+        use_failures=use_failures,
         progress=progress,
         devices=devices,
     )
@@ -187,8 +200,10 @@ def simulate(
         if index.size < n_fleets:
             part = jax.tree_util.tree_map(lambda x: x[index], part)
         result = run(*part, path=name, sharing=sharing, **options)
-        pieces.append((index, flat_trace(result, save=save, stop_fires=options["stop_fires"], gap_fires=n_fires,
-                                         ordered=name == "fifo")))
+        piece = flat_trace(result, save=save, stop_fires=options["stop_fires"], gap_fires=n_fires, ordered=name == "fifo")
+        if name != "general" and save.jobs:
+            piece = piece._replace(jobs=fast_useful_work(piece.jobs, *part, use_jitter=options["use_jitter"]))
+        pieces.append((index, piece))
     flat = pieces[0][1] if len(pieces) == 1 else merge(pieces, n_fleets)
     batch = fleet.batch_shape
     trace = jax.tree_util.tree_map(lambda x: x.reshape(batch + x.shape[1:]), flat)
@@ -201,7 +216,7 @@ def simulate(
     return trace
 
 
-def run(params, phase, remaining, horizon, *, path, n_fires, trace_len, save, stop_fires, gap_fires, max_events, queue_size, use_jitter, use_delay, use_async, progress, devices, sharing=Sharing()) -> LoopResult:
+def run(params, phase, remaining, horizon, *, path, n_fires, trace_len, save, stop_fires, gap_fires, max_events, queue_size, use_jitter, use_delay, use_async, progress, devices, sharing=Sharing(), use_failures=False) -> LoopResult:
     """Runs flattened fleets (leading axis B) on one path, optionally sharded; returns the
     `LoopResult` (job order) that `flat_trace` turns into a `Trace`."""
     n_fleets = params.compute.shape[0]
@@ -220,7 +235,8 @@ def run(params, phase, remaining, horizon, *, path, n_fires, trace_len, save, st
             return sharding.run_blocks(params, phase, remaining, horizon, limit, progress=progress, **static)
         loop = sharding.sharded_loop(virtual.init_and_advance, devices, **static)
         return sharding.unpad(loop((params, phase, remaining, horizon), limit), n_fleets)
-    static = dict(n_fires=n_fires, use_delay=use_delay, use_jitter=use_jitter, use_async=use_async, sharing=sharing, **observe)
+    static = dict(n_fires=n_fires, use_delay=use_delay, use_jitter=use_jitter, use_async=use_async, sharing=sharing,
+                  use_failures=use_failures, **observe)
     queue = queue_size if use_delay else 1
     if devices is None:
         state = general.init_jit(params, phase, remaining, horizon, queue_size=queue, **static)
@@ -228,6 +244,24 @@ def run(params, phase, remaining, horizon, *, path, n_fires, trace_len, save, st
         return general.result(params, *state, **{k: static[k] for k in ("n_fires", "until")})
     loop = sharding.sharded_loop(general.init_and_advance, devices, queue_size=queue, **static)
     return sharding.unpad(loop((params, phase, remaining, horizon), limit), n_fleets)
+
+
+@functools.partial(jax.jit, static_argnames=("use_jitter",))
+
+
+def fast_useful_work(jobs: JobStats, params, phase, remaining, horizon, *, use_jitter: bool) -> JobStats:
+    """The useful work of fleets run on a fast path (never with failures, docs/model.md §1c),
+    which keeps no work accounting: each completed write saved one full compute phase T_i,
+    but the first write of an initially computing job saved only its ``remaining`` work
+    (work before t = 0 counts nowhere). With jitter the phases' works are not kept: NaN."""
+    compute = params.compute
+    first_short = jnp.where((phase == 0) & (jobs.writes >= 1), compute - remaining, 0)
+    useful = jobs.writes * compute - first_short
+    if use_jitter:
+        useful = jnp.where(params.jitter[:, None] > 0, jnp.nan, useful)
+    useful = jnp.where(jobs.writes >= 0, useful, jnp.nan).astype(compute.dtype)
+    waste = jnp.full_like(useful, jnp.nan) if horizon is None else 1 - useful / horizon[:, None]
+    return jobs._replace(useful_work=useful, waste=jnp.where(jobs.writes >= 0, waste, jnp.nan))
 
 
 def merge(pieces, n_fleets: int) -> Trace:

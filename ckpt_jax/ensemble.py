@@ -135,10 +135,10 @@ class EnsembleResult:
         return self._group("jobs", JobStats)
 
     def _group(self, prefix, kind):
-        names = [f"{prefix}_{field}" for field in kind._fields]
-        if not all(name in self.arrays for name in names):
+        # Fields with a default (added later) may be absent from ensembles saved before.
+        if not all(f"{prefix}_{f}" in self.arrays for f in kind._fields if f not in kind._field_defaults):
             return None
-        return kind(*(self.arrays[name] for name in names))
+        return kind(**{f: self.arrays[f"{prefix}_{f}"] for f in kind._fields if f"{prefix}_{f}" in self.arrays})
 
 
 def random_launches(compute, write, *, key: jax.Array, cap=None, throughput=None, delay=0.0, async_fraction=0.0,

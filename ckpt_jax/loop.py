@@ -7,9 +7,11 @@ module, which is public and stable:
 
 * `flat_params(fleet)` — a validated `Fleet` as flat per-fleet arrays (`Params`, leading
   axis B); take ``jax.tree_util.tree_map(lambda x: x[0], params)`` for one fleet;
-* `init_carry(params, phase, remaining, n_fires, queue_size, use_jitter, sharing=Sharing())` — the loop
-  state (`Carry`) of one fleet, from traced values too (no host checks);
-* `step(params, carry, running, n_fires, use_delay, use_jitter, horizon=None, sharing=Sharing())` — one event;
+* `init_carry(params, phase, remaining, n_fires, queue_size, use_jitter, sharing=Sharing(),
+  track_work=False, use_failures=False)` — the loop state (`Carry`) of one fleet, from traced
+  values too (no host checks); with the work accounting and failures of docs/model.md §1c;
+* `step(params, carry, running, n_fires, use_delay, use_jitter, horizon=None, sharing=Sharing(),
+  use_failures=False)` — one event (`advance` steps without failures);
 * `advance(params, carry, max_events=..., stop=..., horizon=..., observe=...)` — the
   stepping primitive: event by event until a condition, a horizon or the budget, with an
   optional observer of each step; `advance_to_firing(params, carry, job, ...)` stops at

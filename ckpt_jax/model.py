@@ -105,6 +105,12 @@ class Fleet:
         f(n_w)/n_w each), ``"weighted"`` (f(n_w)·w_i / Σ_W w_j) or ``"fcfs"`` (one
         writer at a time in firing order, ties by job index, at f(1); the others wait).
         One policy for the whole batch.
+      mtbf: mean time between failures M_i (docs/model.md §1c): job i fails as a Poisson
+        process of rate 1/M_i in wall-clock time, except while it is down. None (default):
+        no failures. Finite and > 0, a scalar or broadcastable to (*B, N). Stored as
+        ``inf`` where there are no failures.
+      restart: restart time R_i >= 0 after a failure (finite; a scalar or broadcastable to
+        (*B, N)); default 0. Used only with ``mtbf``.
       dtype: float32 or float64; default float64 under ``jax_enable_x64``, else float32.
 
     Attributes are stored broadcast to the full batch shape as JAX arrays; ``cap`` is
@@ -122,6 +128,8 @@ class Fleet:
     async_fraction: jax.Array
     active: jax.Array
     size: jax.Array
+    mtbf: jax.Array
+    restart: jax.Array
     power_policy: str
     storage_policy: str
 
@@ -138,6 +146,8 @@ class Fleet:
         size: ArrayLike = 1.0,
         power_policy: str = "maxmin",
         storage_policy: str = "fair",
+        mtbf: Optional[ArrayLike] = None,
+        restart: ArrayLike = 0.0,
         dtype=None,
     ):
         check_policy("power_policy", power_policy, POWER_POLICIES)
@@ -186,6 +196,7 @@ class Fleet:
                 f"slots, got shape {size_np.shape}"
             )
         batch_shape = job_shape[:-1]
+        mtbf_np, restart_np = _failure_arrays(mtbf, restart, job_shape, dtype)
 
         def per_fleet(name, value, default):
             arr = _as_float_array(name, default if value is None else value, dtype)
@@ -265,6 +276,8 @@ class Fleet:
             throughput=table,
             delay=delay_np,
             async_fraction=alpha_np,
+            mtbf=mtbf_np,
+            restart=restart_np,
         )
         for name, value in fields.items():
             object.__setattr__(self, name, jnp.asarray(value, dtype=dtype))
@@ -289,6 +302,11 @@ class Fleet:
     @property
     def dtype(self):
         return self.compute.dtype
+
+    @property
+    def has_failures(self) -> bool:
+        """Whether the fleets fail (``mtbf`` given, docs/model.md §1c): decided on the host."""
+        return bool(np.any(np.isfinite(np.asarray(self.mtbf))))
 
     @property
     def period(self) -> jax.Array:
@@ -327,7 +345,34 @@ class Fleet:
         )
 
 
-_FLEET_FIELDS = ("compute", "write", "cap", "throughput", "delay", "async_fraction", "active", "size")
+_FLEET_FIELDS = ("compute", "write", "cap", "throughput", "delay", "async_fraction", "active", "size", "mtbf", "restart")
+
+
+def _failure_arrays(mtbf, restart, job_shape, dtype):
+    """MTBF and restart time (docs/model.md §1c) broadcast to (*B, N) and validated:
+    mtbf finite and > 0 (None: no failures, stored as inf), restart finite and >= 0."""
+    arrays = []
+    for name, value, default in (("mtbf", mtbf, np.inf), ("restart", restart, 0.0)):
+        arr = np.asarray(default) if value is None else real_array(name, value)
+        try:
+            arr = np.broadcast_to(arr, job_shape)
+        except ValueError:
+            raise ValueError(f"{name} must be a scalar or broadcast to the fleet shape {job_shape}, "
+                             f"got shape {arr.shape}") from None
+        arrays.append(np.asarray(arr, np.float64))
+    mtbf_np, restart_np = arrays
+    if mtbf is not None:
+        bad = ~(np.isfinite(mtbf_np) & (mtbf_np > 0))
+        if bad.any():
+            raise ValueError(f"mtbf must be finite and > 0 (or None for no failures); found "
+                             f"{float(mtbf_np[bad].ravel()[0])!r} at index {tuple(int(i) for i in np.argwhere(bad)[0])}")
+        check_range("mtbf", mtbf_np, dtype)
+    bad = ~(np.isfinite(restart_np) & (restart_np >= 0))
+    if bad.any():
+        raise ValueError(f"restart must be finite and >= 0; found {float(restart_np[bad].ravel()[0])!r} "
+                         f"at index {tuple(int(i) for i in np.argwhere(bad)[0])}")
+    check_range("restart", np.where(restart_np > 0, restart_np, 1.0), dtype)
+    return mtbf_np, restart_np
 _FLEET_STATIC = ("power_policy", "storage_policy", "_sized")
 
 

@@ -95,12 +95,15 @@ def choose_paths(fleet: Fleet, jitter, method: str) -> np.ndarray:
     ``method="auto"``: fleets with fewer than `FIFO_MIN_JOBS` active jobs run on the
     general engine (its O(N) step is cheapest there); larger ones on the FIFO path where
     `fifo_eligible`, else on the clock path where `clock_eligible`, else on the general
-    engine. An explicit method is applied to every fleet, or raises `ValueError`
-    where it is not exact.
+    engine. Fleets with failures (``mtbf``) always run on the general engine. An explicit
+    method is applied to every fleet, or raises `ValueError` where it is not exact.
     """
     batch = fleet.batch_shape
-    if method == "general":
+    if method == "general" or (method == "auto" and fleet.has_failures):
         return np.full(batch, "general", dtype=object)
+    if fleet.has_failures:
+        raise ValueError(f"method={method!r} cannot serve failures (mtbf, docs/model.md §1c): they are events "
+                         "of the general engine only; use 'general' or 'auto'")
     fifo = fifo_eligible(fleet, jitter)
     clock = clock_eligible(fleet)
     policy = sharing_reason(fleet)

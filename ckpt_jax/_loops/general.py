@@ -28,7 +28,7 @@ from .._observe import EventView, FinalView, SaveAt, observers_for
 from .._params import MAX_FIRES, Params, computing_mask, jitter_work, phase_rates, snapped
 from .._sharing import Sharing, compute_speed, controller_load, fcfs_head, write_rates
 from .._status import Status, flag
-from . import LoopResult
+from . import LoopResult, failures
 from . import record as record_cells
 
 __all__ = ["Carry", "init_carry", "step", "advance", "advance_to_firing", "batched_advance", "run_chunked", "init_and_advance"]
@@ -60,6 +60,8 @@ class Carry(NamedTuple):
       queue_head, queue_size: ring-buffer cursor and occupancy.
       n_events: int32 events stepped.
       status: int32 bit flags (`STATUS_*`).
+      work: the failure state and work accounting (`failures.WorkCarry`, docs/model.md
+        §1c), or None where the run neither fails nor reports the jobs' work.
     """
 
     time: jax.Array
@@ -79,10 +81,13 @@ class Carry(NamedTuple):
     queue_size: jax.Array
     n_events: jax.Array
     status: jax.Array
+    work: Optional[failures.WorkCarry] = None
 
 
 def init_carry(params: Params, state_phase, state_remaining, n_fires: int, queue_size: int, use_jitter: bool,
-               sharing: Sharing = Sharing()) -> Carry:
+               sharing: Sharing = Sharing(), track_work: bool = False, use_failures: bool = False) -> Carry:
+    """The carry at t = 0; ``track_work`` (static) adds the work accounting, and
+    ``use_failures`` (static) the failure state, of `failures.WorkCarry`."""
     dtype = params.compute.dtype
     n_jobs = params.compute.shape[0]
     draining = params.active & (state_phase == 1)
@@ -114,6 +119,7 @@ def init_carry(params: Params, state_phase, state_remaining, n_fires: int, queue
         queue_size=jnp.zeros((), jnp.int32),
         n_events=jnp.zeros((), jnp.int32),
         status=jnp.zeros((), jnp.int32),
+        work=failures.init(params, compute_left, use_failures) if track_work or use_failures else None,
     )
 
 
@@ -160,6 +166,7 @@ def step(
     horizon=None,
     use_async: bool = True,
     sharing: Sharing = Sharing(),
+    use_failures: bool = False,
 ) -> Carry:
     """Advances one fleet to its next event and switches every job that empties there.
 
@@ -171,10 +178,12 @@ def step(
     no inf − inf — and it must write nothing: their carry is returned unchanged.
 
     ``sharing`` (static) selects the rate rules of job sizes and sharing policies
-    (`ckpt_jax._sharing.sharing_for`; default: the base model's anonymous rates).
+    (`ckpt_jax._sharing.sharing_for`; default: the base model's anonymous rates);
+    ``use_failures`` (static) adds failures and restarts (docs/model.md §1c; the carry
+    must come from `init_carry` with ``use_failures=True``).
     """
     carry, fire_slot, end_slot, _, _ = switch(params, carry, running, n_fires, use_delay, use_jitter, horizon, use_async,
-                                              sharing)
+                                              sharing, use_failures)
     jobs = jnp.arange(params.compute.shape[0])
     return carry._replace(
         fire_times=carry.fire_times.at[jobs, fire_slot].set(carry.time, mode="drop"),
@@ -229,17 +238,21 @@ def advance_to_firing(params: Params, carry: Carry, job: int, *, max_events, use
 
 
 def switch(params: Params, carry: Carry, running, n_fires: int, use_delay: bool, use_jitter: bool, horizon, use_async: bool,
-           sharing: Sharing = Sharing()):
+           sharing: Sharing = Sharing(), use_failures: bool = False):
     """`step` without writing the trace buffers: returns (carry, fire_slot, end_slot,
     fires, ends), the last two (N,) masks of the jobs that fired / ended a write.
 
     ``fire_slot`` / ``end_slot`` (N,) give the trace column each job's switch at the new
     ``carry.time`` goes to; K (= n_fires) means "nothing to record". The batched loop
     records a whole batch with one flat scatter (`record`).
+
+    With ``use_failures``, failures and restart ends are events too, and a job that is
+    down counts nowhere: the rates see it as inactive (`failures.up_params`).
     """
     dtype = params.compute.dtype
     inf = jnp.asarray(jnp.inf, dtype)
-    writers, write_rate, computing, compute_rate = rates(params, carry, use_delay, use_async, sharing)
+    live = failures.up_params(params, carry.work) if use_failures else params
+    writers, write_rate, computing, compute_rate = rates(live, carry, use_delay, use_async, sharing)
     computes = compute_rate > 0
 
     if sharing.storage == "fcfs":  # ``writers`` drain: the head only, the rest wait
@@ -251,6 +264,9 @@ def switch(params: Params, carry: Carry, running, n_fires: int, use_delay: bool,
     if use_delay:
         queue_dt = jnp.where(carry.queue_size > 0, carry.queue_time[carry.queue_head] - carry.time, inf)
         dt = jnp.minimum(dt, queue_dt)
+    if use_failures:
+        failure_dt, restart_dt = failures.event_times(params, carry.work, carry.time)
+        dt = jnp.minimum(dt, jnp.minimum(jnp.min(failure_dt), jnp.min(restart_dt)))
     if horizon is not None:
         dt = jnp.minimum(dt, jnp.maximum(horizon - carry.time, 0))
     finite = jnp.isfinite(dt)
@@ -289,6 +305,14 @@ def switch(params: Params, carry: Carry, running, n_fires: int, use_delay: bool,
         next_work = params.compute
     write_left = jnp.where(fires, params.write, jnp.where(ends, 0, write_left))
     compute_left = jnp.where(fires, next_work, jnp.where(completes, 0, compute_left))
+    work = carry.work
+    if work is not None:  # the accounting, then restart ends and failures (docs/model.md §1c)
+        work, draining, waiting, write_left, compute_left = failures.switch(
+            params, work, time=time, dt=dt, running=running & finite, completes=completes, fires=fires, ends=ends,
+            draining=draining, waiting=waiting, write_left=write_left, compute_left=compute_left, fire_count=fire_count,
+            use_failures=use_failures, use_jitter=use_jitter,
+            **(dict(failure_dt=failure_dt, restart_dt=restart_dt) if use_failures else {}))
+        live = failures.up_params(params, work) if use_failures else params
 
     applied = carry.applied_computing
     queue_time, queue_count = carry.queue_time, carry.queue_count
@@ -301,7 +325,7 @@ def switch(params: Params, carry: Carry, running, n_fires: int, use_delay: bool,
         applied = jnp.where(pop, queue_count[queue_head], applied)
         queue_head = jnp.where(pop, (queue_head + 1) % capacity, queue_head)
         queue_size = queue_size - pop.astype(jnp.int32)
-        now_computing = computing_mask(params, draining, waiting, use_async)
+        now_computing = computing_mask(live, draining, waiting, use_async)
         new_computing = controller_load(sharing, params.size, now_computing, params.cap)
         changed = new_computing != controller_load(sharing, params.size, computing, params.cap)
         if sharing.power != "count":
@@ -338,6 +362,7 @@ def switch(params: Params, carry: Carry, running, n_fires: int, use_delay: bool,
         queue_size=queue_size,
         n_events=carry.n_events + running.astype(jnp.int32),
         status=status.astype(jnp.int32),
+        work=work,
     ), fire_slot, end_slot, fires, ends
 
 
@@ -406,6 +431,7 @@ def batched_advance(
     stop_fires: Optional[int] = None,
     gap_fires: Optional[int] = None,
     sharing: Sharing = Sharing(),
+    use_failures: bool = False,
 ):
     """Steps a batch of fleets (leading axis B) until each is done, failed or at event_limit.
 
@@ -414,7 +440,7 @@ def batched_advance(
     count with ``until``); ``stop_fires`` the K the observers' window closes at (None: the
     horizon closes it).
     """
-    switch_all = jax.vmap(switch, in_axes=(0, 0, 0, None, None, None, 0 if until else None, None, None))
+    switch_all = jax.vmap(switch, in_axes=(0, 0, 0, None, None, None, 0 if until else None, None, None, None))
     observers = observers_for(save, params.compute.shape[1], stop_fires, gap_fires)
     n_active = jnp.sum(params.active, axis=1).astype(jnp.int32)
 
@@ -428,7 +454,8 @@ def batched_advance(
         # The running mask is computed once per iteration and carried to the next test.
         carry, obs, horizon, running = loop
         new, fire_slot, end_slot, fires, ends = switch_all(
-            params, carry, running, n_fires, use_delay, use_jitter, horizon if until else None, use_async, sharing
+            params, carry, running, n_fires, use_delay, use_jitter, horizon if until else None, use_async, sharing,
+            use_failures,
         )
         new = new._replace(
             fire_times=record(new.fire_times, fire_slot, new.time),
@@ -443,7 +470,8 @@ def batched_advance(
     carry, obs, horizon, _ = jax.lax.while_loop(cond, body, (carry, obs, horizon, still(carry, horizon)))
     return carry, obs, horizon
 
-STATIC = ("n_fires", "use_delay", "use_jitter", "use_async", "save", "until", "stop_fires", "gap_fires", "sharing")
+STATIC = ("n_fires", "use_delay", "use_jitter", "use_async", "save", "until", "stop_fires", "gap_fires", "sharing",
+          "use_failures")
 
 advance_jit = jax.jit(batched_advance, static_argnames=STATIC, donate_argnums=(1,))
 
@@ -484,16 +512,17 @@ def run_chunked(params, state, max_events, progress, n_fleets, **static):
 
 
 def init_state(params, phase, remaining, horizon, *, queue_size, n_fires, trace_len, use_jitter, save, stop_fires, gap_fires,
-               sharing=Sharing(), **_):
-    """The general loop's state (carry, observer states, horizon) at t = 0."""
-    carry = jax.vmap(init_carry, in_axes=(0, 0, 0, None, None, None, None))(
-        params, phase, remaining, trace_len, queue_size, use_jitter, sharing
+               sharing=Sharing(), use_failures=False, **_):
+    """The general loop's state (carry, observer states, horizon) at t = 0: with the work
+    accounting where the jobs observer reports it or the fleets fail."""
+    carry = jax.vmap(init_carry, in_axes=(0, 0, 0, None, None, None, None, None, None))(
+        params, phase, remaining, trace_len, queue_size, use_jitter, sharing, save.jobs, use_failures
     )
     n_fleets, n_jobs = params.compute.shape
     observers = _observe.init(save, n_jobs, stop_fires, gap_fires, n_fleets, params.compute.dtype)
     return carry, observers, horizon
 
-init_jit = jax.jit(init_state, static_argnames=("queue_size", "n_fires", "trace_len", "use_jitter", "save", "stop_fires", "gap_fires", "use_delay", "use_async", "until", "sharing"))
+init_jit = jax.jit(init_state, static_argnames=("queue_size", "n_fires", "trace_len", "use_jitter", "save", "stop_fires", "gap_fires", "use_delay", "use_async", "until", "sharing", "use_failures"))
 
 
 def result(params, carry, observers, horizon, *, n_fires, until) -> LoopResult:
@@ -504,6 +533,9 @@ def result(params, carry, observers, horizon, *, n_fires, until) -> LoopResult:
         active=params.active,
         horizon=horizon if until else None,
         n_writers=jnp.sum(params.active & carry.draining, axis=1).astype(jnp.int32),
+        **({} if carry.work is None else dict(
+            useful_work=carry.work.useful_work, lost_work=carry.work.lost_work, failures=carry.work.failures,
+            down_time=carry.work.down_time)),
     )
     return LoopResult(
         time=carry.time,

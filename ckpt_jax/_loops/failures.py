@@ -1,0 +1,177 @@
+"""Failures and restarts in the general loop (docs/model.md §1c), and the per-job work
+accounting that the jobs observer reports (useful work, lost work, failures, time down).
+
+Job i fails as a Poisson process of rate 1/M_i in wall-clock time, except while it is down.
+Failures are events of the exact loop like the others: the carry holds each job's next
+failure time (and, while it is down, its restart end), and `event_times` hands the loop the
+time to each, so ``dt`` is the minimum over every job's next event, failures included.
+
+Draws. Failure number n of a job (0-based) happens at the time drawn with index n from the
+job's failure stream ``fold_in(fold_in(job_key, FAILURE_STREAM), n)``, where ``job_key`` is
+the job's key of `Params.job_keys` (derived from the run's key, the fleet's flat index plus
+``fleet_offset``, and the job index): the same fleet gets the same failures in any batch
+layout and on any device count. Because failures are memoryless and do not happen while a
+job is down, the first failure is at Exp(M_i) from t = 0 and failure n + 1 at
+``restart end of failure n + Exp(M_i)``. `FAILURE_STREAM` (2³¹) lies above every cycle index
+that `jitter_work` folds in (< 2³⁰), so jitter and failure draws never share a key.
+
+At a failure, everything due at that instant has already switched (write ends, firings,
+restart ends): the job then loses its compute work since its last completed write (the
+current phase's progress, plus the whole cycle its write in progress would have saved),
+abandons that write, and is down for R_i (not counted in n_w or n_c). It then computes the
+lost cycle again from the start: T_i, or with jitter the same draw as the lost cycle had
+(redo of compute phase c uses `jitter_work` index c, where c is the job's fire count, less
+one if its write was in progress: that write covered phase c − 1).
+
+The accounting keeps exact sums: a compute phase adds its full work (``phase_work``) when it
+completes, so without failures the useful work of a deterministic job is exactly its
+completed writes times T_i (after a start at a full phase).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from .._params import Params, jitter_work, snapped
+
+__all__ = ["FAILURE_STREAM", "WorkCarry", "init", "up_params", "event_times", "switch"]
+
+FAILURE_STREAM = 2**31
+
+
+class WorkCarry(NamedTuple):
+    """Per-job failure state and work accounting of one fleet (all (N,)).
+
+    Attributes:
+      down: the job is restarting after a failure (neither computing nor writing).
+      up_at: when its restart ends (meaningful where ``down``).
+      next_failure: time of its next failure (inf without failures or for padding slots).
+      phase_work: the work its current compute phase started with (0 while waiting).
+      uncovered: work of completed compute phases not yet in a write (async: the phase
+        done while the previous write still drains).
+      pending: work the write in progress will save when it completes.
+      useful_work, lost_work, down_time: totals since t = 0.
+      failures: int32 failures since t = 0.
+    """
+
+    down: jax.Array
+    up_at: jax.Array
+    next_failure: jax.Array
+    phase_work: jax.Array
+    uncovered: jax.Array
+    pending: jax.Array
+    useful_work: jax.Array
+    lost_work: jax.Array
+    down_time: jax.Array
+    failures: jax.Array
+
+
+def failure_time(params: Params, after, index):
+    """(N,) the time of each job's failure number ``index`` ((N,) ints), given that the
+    job is up from ``after`` on: ``after + Exp(M_i)`` from the job's failure stream."""
+    dtype = params.compute.dtype
+
+    def draw(job_key, n):
+        key = jax.random.fold_in(jax.random.fold_in(job_key, FAILURE_STREAM), n)
+        return jax.random.exponential(key, (), dtype)
+
+    gap = jax.vmap(draw)(params.job_keys, index.astype(jnp.uint32))
+    fails = params.active & jnp.isfinite(params.mtbf)
+    # Masked before the product: Exp · inf would be NaN where the draw is 0.
+    return jnp.where(fails, after + gap * jnp.where(fails, params.mtbf, 1), jnp.inf).astype(dtype)
+
+
+def init(params: Params, compute_left, use_failures: bool) -> WorkCarry:
+    """The accounting at t = 0. Work done before t = 0 counts nowhere: an initial write
+    saves nothing, an initially computing job's first write saves only what it computed
+    after t = 0 (its ``remaining``)."""
+    dtype = params.compute.dtype
+    n_jobs = params.compute.shape[0]
+    zeros = jnp.zeros(n_jobs, dtype)
+    first = failure_time(params, zeros, jnp.zeros(n_jobs, jnp.int32)) if use_failures else jnp.full(n_jobs, jnp.inf, dtype)
+    return WorkCarry(
+        down=jnp.zeros(n_jobs, bool),
+        up_at=zeros,
+        next_failure=first,
+        phase_work=compute_left.astype(dtype),
+        uncovered=zeros,
+        pending=zeros,
+        useful_work=zeros,
+        lost_work=zeros,
+        down_time=zeros,
+        failures=jnp.zeros(n_jobs, jnp.int32),
+    )
+
+
+def up_params(params: Params, work: WorkCarry) -> Params:
+    """``params`` with the jobs that are down made inactive: the rate rules then count them
+    in neither n_w nor n_c (docs/model.md §1c)."""
+    return params._replace(active=params.active & ~work.down)
+
+
+def event_times(params: Params, work: WorkCarry, time):
+    """(failure_dt, restart_dt), (N,) each: time to each job's next failure and to the end
+    of its restart (inf where none). A job's next failure comes after its restart end, so
+    the minimum over both is the next failure or restart event."""
+    inf = jnp.asarray(jnp.inf, params.compute.dtype)
+    failure_dt = jnp.where(params.active, work.next_failure - time, inf)
+    restart_dt = jnp.where(params.active & work.down, work.up_at - time, inf)
+    return failure_dt, restart_dt
+
+
+def switch(params: Params, work: WorkCarry, *, time, dt, running, completes, fires, ends, draining, waiting,
+           write_left, compute_left, fire_count, use_failures: bool, use_jitter: bool, failure_dt=None, restart_dt=None):
+    """The accounting of one instant, after the loop's write ends and firings, then (with
+    ``use_failures``) its restart ends and failures, in that order.
+
+    Returns ``(work, draining, waiting, write_left, compute_left)``: the failed jobs have
+    abandoned their write and restart their lost cycle. Lanes not ``running`` are returned
+    unchanged (a batched while_loop steps them too).
+    """
+    dtype = params.compute.dtype
+    down_time = work.down_time + jnp.where(work.down & running, dt, 0).astype(dtype)
+    # A completed write saves the work its firing moved into ``pending``; a completed
+    # compute phase adds its full work; a firing moves the uncovered work into its write.
+    useful = work.useful_work + jnp.where(ends, work.pending, 0)
+    pending = jnp.where(ends, 0, work.pending)
+    uncovered = work.uncovered + jnp.where(completes, work.phase_work, 0)
+    pending = jnp.where(fires, uncovered, pending)
+    uncovered = jnp.where(fires, 0, uncovered)
+    phase_work = jnp.where(fires | completes, compute_left, work.phase_work)
+    new = work._replace(phase_work=phase_work, uncovered=uncovered, pending=pending, useful_work=useful,
+                        down_time=down_time)
+    if use_failures:
+        restarts = running & work.down & snapped(restart_dt, 1.0, 0.0, dt, time, dtype)
+        down = work.down & ~restarts
+        fails = running & params.active & ~down & snapped(failure_dt, 1.0, 0.0, dt, time, dtype)
+        progress = phase_work - compute_left
+        lost = work.lost_work + jnp.where(fails, pending + uncovered + progress, 0)
+        # The lost cycle again from the start, with the draw it had (docs/model.md §1c).
+        cycle = jnp.maximum(fire_count - draining.astype(jnp.int32), 0)
+        if use_jitter:
+            redo = jax.vmap(jitter_work, in_axes=(0, 0, None, 0))(params.job_keys, params.compute, params.jitter, cycle)
+        else:
+            redo = params.compute
+        back = time + params.restart
+        next_failure = jnp.where(fails, failure_time(params, back, work.failures + 1), work.next_failure)
+        new = WorkCarry(
+            down=down | (fails & (params.restart > 0)),
+            up_at=jnp.where(fails, back, work.up_at),
+            next_failure=next_failure,
+            phase_work=jnp.where(fails, redo, phase_work),
+            uncovered=jnp.where(fails, 0, uncovered),
+            pending=jnp.where(fails, 0, pending),
+            useful_work=useful,
+            lost_work=lost,
+            down_time=down_time,
+            failures=work.failures + fails.astype(jnp.int32),
+        )
+        draining = draining & ~fails
+        waiting = waiting & ~fails
+        write_left = jnp.where(fails, 0, write_left)
+        compute_left = jnp.where(fails, redo, compute_left)
+    new = jax.tree_util.tree_map(lambda a, b: jnp.where(running, a, b), new, work)
+    return new, draining, waiting, write_left, compute_left
