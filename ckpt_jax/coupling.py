@@ -23,14 +23,14 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import loop
-from ._sharing import controller_load
+from ._sharing import compute_speed, controller_load
 from ._status import Status, describe_status
 from ._validate import check_int
 from .model import Fleet
 
 STATUS_OK = int(Status.OK)
 
-__all__ = ["Coupling", "coupling_function", "launch_carry", "solo_speed", "stagger_lifetime", "time_phase"]
+__all__ = ["Coupling", "coupling_function", "launch_carry", "shared_slowdown", "solo_speed", "stagger_lifetime", "time_phase"]
 
 
 class Coupling(NamedTuple):
@@ -380,6 +380,30 @@ def coupling_function(
         ok=ok,
         status=status,
     )
+
+
+def shared_slowdown(fleet_pair: Fleet) -> np.ndarray:
+    """(2,) each job's compute speed while both jobs compute, over its solo speed.
+
+    A pair whose two factors are equal is slowed by one common factor whenever both compute
+    and runs at its solo rates otherwise; with fair storage (or f(n) = n) it is then two
+    solo jobs on a reparametrised clock, so its coupling is exactly zero (docs/model.md
+    claims 1, 8a, 9a). Unequal factors make compute speeds diverge: the pair couples.
+    Under "maxmin" that happens for unequal sizes whenever min w < C < w_0 + w_1; under
+    "uniform" only when C < max w (from max w up every job alone runs at full speed, and
+    both together always run at one speed).
+    """
+    if not isinstance(fleet_pair, Fleet) or fleet_pair.batch_shape != () or fleet_pair.n_jobs != 2:
+        raise ValueError("fleet_pair must be one ckpt_jax.Fleet (batch shape ()) of N = 2 jobs")
+    params = jax.tree_util.tree_map(lambda x: x[0], loop.flat_params(fleet_pair))
+    sharing = loop.sharing_for(fleet_pair)
+    both = jnp.ones(2, bool)
+    if sharing.power == "count":
+        together = jnp.full(2, jnp.minimum(1.0, params.cap / 2))
+    else:
+        together = compute_speed(sharing, controller_load(sharing, params.size, both, params.cap), params.size, params.cap)
+        together = jnp.broadcast_to(together, (2,))
+    return np.asarray(together / solo_speed(params), np.float64)
 
 
 def time_phase(u, compute, write_speed, speed):
