@@ -131,7 +131,8 @@ def _sizes_part(config) -> dict:
     for policy, sizes, cap in COUPLED_CASES + (UNIFORM_WINDOW,):
         label = f"{policy}, w = {sizes[0]:g}, {sizes[1]:g}, C = {cap:g}"
         row = _measure(sized_pair(policy, sizes, cap), n_delta, n_cycles)
-        row.update(policy=policy, sizes=sizes, cap=cap, slowdown=shared_slowdown(sized_pair(policy, sizes, cap)))
+        row.update(policy=policy, sizes=sizes, cap=cap, slowdown=shared_slowdown(sized_pair(policy, sizes, cap)),
+                   role="coupled" if (policy, sizes, cap) in COUPLED_CASES else "window")
         if row["phase"]["max_abs"] > COUPLING_TOL * row["period"]:
             # Shorten job 1's solo period by the mean coupling: the middle of the locking range.
             detuning = row["phase"]["mean"]
@@ -218,16 +219,17 @@ def _fixed_text(points, period) -> str:
     return "; ".join(parts) if parts else "none (the lag drifts)"
 
 
-def _verdict_a(sizes) -> tuple:
+def verdict_9a(sizes) -> tuple:
+    """9a's verdict from the measurements (`run`'s ``numbers["sizes"]``, arrays or their JSON)."""
     coupled, controls, scan = sizes["coupled"], sizes["controls"], sizes["scan"]
     per_policy = {}
     for policy in POLICIES:
         amps = [max(r["phase"]["max_abs"] / r["period"], r["work"]["max_abs"] / r["length"])
-                for r in coupled.values() if r["policy"] == policy and (r["policy"], r["sizes"], r["cap"]) in COUPLED_CASES]
+                for r in coupled.values() if r["policy"] == policy and r["role"] == "coupled"]
         per_policy[policy] = max(amps)
     worst_control = max(max(r["phase"]["max_abs"] / r["period"], r["work"]["max_abs"] / r["length"])
                         for r in controls.values())
-    window = coupled[f"uniform, w = {UNIFORM_WINDOW[1][0]:g}, {UNIFORM_WINDOW[1][1]:g}, C = {UNIFORM_WINDOW[2]:g}"]
+    window = next(r for r in coupled.values() if r["role"] == "window")
     window_amp = max(window["phase"]["max_abs"] / window["period"], window["work"]["max_abs"] / window["length"])
     mismatches = {p: [float(c) for c, a, q in zip(s["caps"], s["amplitude"], s["predicted"]) if (a > COUPLING_TOL) != q]
                   for p, s in scan.items()}
@@ -253,7 +255,7 @@ def _verdict_a(sizes) -> tuple:
     amplitude_text = "; ".join(
         f"{label}: max |c| = {fmt(r['phase']['max_abs'] / r['period'])} P, mean {fmt(r['phase']['mean'] / r['period'])} P, "
         f"peak-to-peak {fmt(r['phase']['peak_to_peak'] / r['period'])} P (work: {fmt(r['work']['max_abs'] / r['length'])} L)"
-        for label, r in coupled.items() if (r["policy"], r["sizes"], r["cap"]) in COUPLED_CASES)
+        for label, r in coupled.items() if r["role"] == "coupled")
     why = (
         f"Pairs of sizes w = {SIZES_PAIR[0]:g}, {SIZES_PAIR[1]:g} under a power cap (f(n) = n, d = {WRITE:g}, both jobs alone "
         f"computing for {SOLO_COMPUTE_TIME:g}, one solo period P), coupling against each job alone at its own solo speed. "
@@ -279,8 +281,16 @@ def _verdict_a(sizes) -> tuple:
     return outcome, why, rule, table, headline, measured
 
 
-def _verdict_b(fcfs) -> tuple:
-    cases, spectra = fcfs["cases"], fcfs["spectra"]
+def _spectrum_arrays(spectrum) -> dict:
+    return dict(spectrum, branch=np.asarray(spectrum["branch"], int), smooth=np.asarray(spectrum["smooth"], bool),
+                small_gaps=np.asarray(spectrum["small_gaps"], bool),
+                determinant=np.asarray(spectrum["determinant"], float))
+
+
+def verdict_9b(fcfs) -> tuple:
+    """9b's verdict from the measurements (`run`'s ``numbers["fcfs"]``, arrays or their JSON)."""
+    cases = fcfs["cases"]
+    spectra = {key: _spectrum_arrays(s) for key, s in fcfs["spectra"].items()}
     amp = {label: max(r["phase"]["max_abs"] / r["period"], r["work"]["max_abs"] / r["length"]) for label, r in cases.items()}
     fcfs_amp = min(a for label, a in amp.items() if cases[label]["storage"] == "fcfs")
     control = max(a for label, a in amp.items() if cases[label]["storage"] != "fcfs")
@@ -362,7 +372,7 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
     titles = {"9a": "unequal job sizes under a binding cap couple a pair (maxmin and uniform power)",
               "9b": "fcfs storage couples identical jobs"}
     verdicts = []
-    for sub, decide, data, figures in (("9a", _verdict_a, sizes, figures_a), ("9b", _verdict_b, fcfs, [figure_b])):
+    for sub, decide, data, figures in (("9a", verdict_9a, sizes, figures_a), ("9b", verdict_9b, fcfs, [figure_b])):
         outcome, why, rule, table, headline, measured = decide(data)
         verdicts.append(verdict(9, outcome, why, sub_claim=sub, title=titles[sub], headline=headline, rule=rule,
                                 thresholds=thresholds, figures=figures, table=table, **measured))
