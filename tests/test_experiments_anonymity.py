@@ -72,3 +72,14 @@ def test_verdicts_change_with_the_data(smoke):
         if spectrum["storage"] == "fair":
             spectrum["determinant"] = [0.5 * float(d) for d in spectrum["determinant"]]
     assert _rerun_verdict(anonymity.verdict_9b, nothing) == NOT_REPRODUCED
+
+
+def test_report_has_a_row_per_sub_claim(smoke, tmp_path):
+    from ckpt_jax.reproduce import write_report
+
+    result, _ = smoke
+    report = write_report(tmp_path, {"anonymity": result}, "smoke").read_text()
+    rows = [line for line in report.splitlines() if line.startswith("| ") and line.endswith("| `anonymity` |")]
+    assert len(rows) == 2
+    assert "9 neutrality needs anonymity: **reproduced**" in rows[0] and "| 9a:" in rows[0] and "| 9b:" in rows[1]
+    assert "### 9a:" in report and "### 9b:" in report and "anonymity_9a_locking.png" in report

@@ -208,6 +208,11 @@ def _fcfs_part(config) -> dict:
     return dict(length=length, cases=rows, spectra=spectra)
 
 
+def _small(value: float) -> str:
+    """A rounding-level number: 0 when exactly 0, else one significant digit."""
+    return "0" if value == 0 else f"{value:.0e}"
+
+
 def _fixed_text(points, period) -> str:
     isolated = [p for p in points if p["kind"] == "isolated"]
     intervals = [p for p in points if p["kind"] == "interval"]
@@ -274,8 +279,8 @@ def verdict_9a(sizes) -> tuple:
             f"{COUPLING_TOL:.0e} of the circle in time phase or work), every control stays below {CONTROL_TOL:.0e}, "
             "and over the cap scan the pair couples exactly where `shared_slowdown` gives two different factors; "
             "the parts combine by the usual rule.")
-    headline = (f"max |c| = {fmt(per_policy['maxmin'])} (maxmin), {fmt(per_policy['uniform'])} (uniform) of the solo "
-                f"period; controls ≤ {worst_control:.0e}")
+    headline = (f"max |c| = {fmt(per_policy['maxmin'])} (maxmin), {fmt(per_policy['uniform'])} (uniform) of the circle "
+                f"(P or L); controls ≤ {_small(worst_control)}")
     measured = dict(max_coupling=per_policy, worst_control=worst_control, uniform_window_coupling=window_amp,
                     scan_mismatches=mismatches)
     return outcome, why, rule, table, headline, measured
@@ -339,7 +344,7 @@ def verdict_9b(fcfs) -> tuple:
             f"control stays below {CONTROL_TOL:.0e}, and fair storage has |det − 1| < {DET_TOL:.0e} at every smooth "
             "small-gap point of the overlapping branch (claim 2); the fcfs determinants are reported.")
     fcfs_dets = [v for k, v in summary.items() if k.startswith("fcfs")]
-    headline = f"fcfs max |c| = {fmt(fcfs_amp)} P (fair: {control:.0e}); fair |det − 1| ≤ {fair_err:.0e}"
+    headline = f"fcfs max |c| = {fmt(fcfs_amp)} P (fair: {_small(control)}); fair |det − 1| ≤ {_small(fair_err)}"
     if fcfs_dets:
         headline += (f"; fcfs det {fmt(min(v['det_min'] for v in fcfs_dets))} to "
                      f"{fmt(max(v['det_max'] for v in fcfs_dets))}")
