@@ -337,7 +337,7 @@ def verdict_9b(fcfs) -> tuple:
         f"stopped moving after {main['n_cycles']} cycles. Fair sharing of the same f (the control): {control:.1e} (threshold {CONTROL_TOL:.0e}). Gap-map "
         f"Jacobians by jacfwd where the map is smooth: {fcfs_text}"
         + (" (on the overlapping branch the map is locally constant: det 0, every eigenvalue 0)" if fcfs_over else "")
-        + f"; fair storage gives |det − 1| ≤ {fair_err:.1e} at the small-gap points of the overlapping branch (claim 2's "
+        + f"; fair storage gives |det − 1| ≤ {_small(fair_err)} at the small-gap points of the overlapping branch (claim 2's "
         "det = 1; elsewhere its determinants are in the table)."
     )
     rule = (f"reproduced if every fcfs identical pair couples (max |c| > {COUPLING_TOL:.0e} of the period), the fair "
