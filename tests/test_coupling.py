@@ -394,3 +394,18 @@ def test_uncoupled_history_refuses_throttled_solo_jobs_and_fcfs():
     with pytest.raises(ValueError, match="fcfs"):
         coupling_function(cj.Fleet(compute=[10.0, 10.0], write=[3.0, 3.0], storage_policy="fcfs"), [1.0],
                           history="uncoupled")
+
+
+@pytest.mark.parametrize("policy, cap, factors", [
+    ("maxmin", 0.8, (0.5, 0.5)),   # both throttled alone, equal power together: one factor
+    ("maxmin", 1.5, (0.75, 0.5)),
+    ("maxmin", 2.5, (1.0, 0.75)),
+    ("maxmin", None, (1.0, 1.0)),
+    ("uniform", 1.5, (0.5, 2 / 3)),
+    ("uniform", 2.5, (5 / 6, 5 / 6)),  # max w <= C < Σ w: binds on the pair, one factor
+])
+def test_shared_slowdown_by_hand(policy, cap, factors):
+    pair = cj.Fleet(compute=[10.0, 10.0], write=[3.0, 3.0], cap=cap, size=[1.0, 2.0], power_policy=policy)
+    np.testing.assert_allclose(cj.coupling.shared_slowdown(pair), factors, rtol=1e-15)
+    with pytest.raises(ValueError, match="N = 2"):
+        cj.coupling.shared_slowdown(cj.Fleet(compute=[1.0] * 3, write=[1.0] * 3))
