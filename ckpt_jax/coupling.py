@@ -1,9 +1,10 @@
-"""Pairwise coupling functions and stagger lifetimes (docs/model.md claims 7 and 8).
+"""Pairwise coupling functions and stagger lifetimes (docs/model.md claims 7, 8 and 9).
 
 `coupling_function` measures how a pair's phase lag changes over one firing cycle of
 job 0, beyond what the two jobs would do on their own. It works for every variant of
 docs/model.md §1 (heterogeneity, caps, any f, the delayed controller τ > 0, asynchronous
-checkpoints α > 0). `maps.section_map` covers only the undelayed model and
+checkpoints α > 0) and §1b (job sizes, every power and storage policy): each job's solo
+dynamics are its own, at its solo speed min(1, C / w_i). `maps.section_map` covers only the undelayed model and
 `simulate`'s `Trace` records times, not the remaining work that section coordinates are
 made of, so the pair is driven here with the engine's own step (`loop.step`, the same
 function `simulate` runs, with the delayed-controller queue switched on).
@@ -22,13 +23,14 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import loop
+from ._sharing import compute_speed, controller_load
 from ._status import Status, describe_status
 from ._validate import check_int
 from .model import Fleet
 
 STATUS_OK = int(Status.OK)
 
-__all__ = ["Coupling", "coupling_function", "launch_carry", "stagger_lifetime"]
+__all__ = ["Coupling", "coupling_function", "launch_carry", "shared_slowdown", "solo_speed", "stagger_lifetime", "time_phase"]
 
 
 class Coupling(NamedTuple):
@@ -48,10 +50,22 @@ class Coupling(NamedTuple):
       cycle_coupling: (M, K) ``wrap(u_k − P0(u_{k−1}))``; column 0 is ``coupling``.
       work_coupling: (M, K) ``wrap(u_k − u_{k−1} + T_0 + d_0)``: the change of lag beyond
         a constant drift of job 0's cycle work (work coordinates with equal work rates).
+      phase_lags: (M, K + 1) job 1's *time phase* at the same instants: the time until its
+        next firing had it run alone from there, ``(u − T_1)/f(1) + T_1/s_1`` while
+        draining (u > T_1), ``u/s_1`` while computing, with s_1 its solo speed.
+      phase_coupling: (M, K) ``wrap(φ_k − φ_{k−1} + R0)`` on the circle of circumference
+        P_1: alone, job 1's time phase only turns by job 0's solo return time R0, so this
+        is the coupling in time-phase coordinates.
+      solo_speed: (2,) each job's compute speed alone, min(1, C / w_i) (docs/model.md §1b;
+        the same under "maxmin" and "uniform").
+      solo_period: (2,) each job's period alone, d_i / f(1) + T_i / s_i.
       return_times: (M, K) time of job 0's k-th return, from the start of the coupling.
       solo_return_time: job 0's return time when it runs alone (R0).
       cycle_length: L = T_1 + d_1.
       ok: (M,) True where every cycle completed with a clean status.
+
+    The time-phase fields need blocking writes and an undelayed controller (α = 0, τ = 0),
+    where a job alone has one fixed speed per phase; they are NaN otherwise.
       status: (M,) `cj.Status` bit flags of the coupled and solo runs, OR-ed.
     """
 
@@ -61,6 +75,10 @@ class Coupling(NamedTuple):
     solo_lags: np.ndarray
     cycle_coupling: np.ndarray
     work_coupling: np.ndarray
+    phase_lags: np.ndarray
+    phase_coupling: np.ndarray
+    solo_speed: np.ndarray
+    solo_period: np.ndarray
     return_times: np.ndarray
     solo_return_time: float
     cycle_length: float
@@ -68,7 +86,13 @@ class Coupling(NamedTuple):
     status: np.ndarray
 
 
-def launch_carry(params: loop.Params, u_others, queue_size: int) -> loop.Carry:
+def solo_speed(params: loop.Params):
+    """(N,) each job's compute speed when it computes alone: min(1, C / w_i) (docs/model.md
+    §1b; both power policies give min(w_i, C) / w_i, and unit sizes the base model's min(1, C))."""
+    return jnp.minimum(1.0, params.cap / params.size)
+
+
+def launch_carry(params: loop.Params, u_others, queue_size: int, sharing: loop.Sharing = loop.Sharing()) -> loop.Carry:
     """Engine carry at the instant job 0 fires, jobs 1..N-1 at section coordinates u.
 
     Job 0 has just fired: it drains d_0 and has its full T_0 to compute. A job j at u is
@@ -76,28 +100,29 @@ def launch_carry(params: loop.Params, u_others, queue_size: int) -> loop.Carry:
     state), which for α = 0 is `maps.section_carry`'s convention:
 
     * α = 0: u ∈ (0, T] computing with u left; u ∈ (T, T + d] draining u − T, then T.
-    * α > 0: while draining a solo job also computes at ``α·s`` (s = min(1, C), drain
+    * α > 0: while draining a solo job also computes at ``α·s`` (s = `solo_speed`, drain
       rate f(1)), so u = w + c with c = T − a (d − w), ``a = α s / f(1)``. Hence
       u ≤ T − a d: computing (c = u); above it: draining w = (u − T + a d)/(1 + a) with
       c = u − w; and where ``a d > T`` the compute runs out first, so u ≤ d − T/a is
       *waiting* with w = u, c = 0.
 
     u = 0 is the same instant as job 0's firing (≡ T + d). The controller's history before
-    t = 0 is the launch's computing count (the engine's convention for τ > 0). Inactive
-    slots keep harmless values.
+    t = 0 is the launch's controller value (the engine's convention for τ > 0). Under
+    "fcfs" storage job 0, which fires now, queues behind a job already writing (as in
+    `maps.section_carry`). Inactive slots keep harmless values.
 
     Args:
       params: one fleet's `loop.Params` (no batch axis).
       u_others: (N-1,) section coordinates of jobs 1..N-1.
       queue_size: capacity of the delayed-controller queue.
+      sharing: the fleet's rate rules (`loop.sharing_for`).
     """
     compute, write = params.compute, params.write
     dtype = compute.dtype
     cycle = compute + write
     u = jnp.concatenate([jnp.reshape(cycle[0], (1,)), jnp.asarray(u_others, dtype)])
     u = jnp.where(u == 0, cycle, u)
-    solo_speed = jnp.minimum(1.0, params.cap)
-    a = params.async_fraction * solo_speed / params.throughput[1]
+    a = params.async_fraction * solo_speed(params) / params.throughput[1]
     drain_start = compute - a * write  # u at the end of a solo drain (if positive)
     w_drain = (u - compute + a * write) / (1 + a)
     waiting = params.active & (drain_start < 0) & (u <= write - compute / jnp.where(a > 0, a, 1))
@@ -109,12 +134,14 @@ def launch_carry(params: loop.Params, u_others, queue_size: int) -> loop.Carry:
     write_left = jnp.where(is_job0, write, write_left)
     compute_left = jnp.where(is_job0, compute, compute_left)
     remaining = jnp.where(draining, write_left, compute_left)
-    carry = loop.init_carry(params, draining.astype(jnp.int32), remaining, 1, queue_size, False)
-    applied = jnp.sum(loop.computing_mask(params, carry.draining, waiting)).astype(dtype)
+    carry = loop.init_carry(params, draining.astype(jnp.int32), remaining, 1, queue_size, False, sharing)
+    applied = controller_load(sharing, params.size, loop.computing_mask(params, carry.draining, waiting), params.cap)
+    if sharing.storage == "fcfs":
+        carry = carry._replace(queued_at=carry.queued_at.at[0].set(0))
     return carry._replace(
         waiting=waiting,
         compute_left=jnp.where(params.active, compute_left, carry.compute_left).astype(dtype),
-        applied_computing=applied,
+        applied_computing=applied.astype(dtype),
     )
 
 
@@ -123,12 +150,13 @@ def _section_coordinate(carry: loop.Carry):
     return jnp.where(carry.draining, carry.write_left, 0) + carry.compute_left
 
 
-def _cycles(params, carry, n_cycles: int, use_delay: bool, event_budget: int):
+def _cycles(params, carry, n_cycles: int, use_delay: bool, event_budget: int, sharing: loop.Sharing):
     """Steps one fleet through job 0's next ``n_cycles`` firings; returns the coordinates
     and times at each, and the final status."""
 
     def one_cycle(carry, k):
-        carry, _ = loop.advance_to_firing(params, carry, 0, max_events=event_budget * (k + 1), use_delay=use_delay)
+        carry, _ = loop.advance_to_firing(params, carry, 0, max_events=event_budget * (k + 1), use_delay=use_delay,
+                                          sharing=sharing)
         return carry, (_section_coordinate(carry), carry.time)
 
     carry, (coordinates, times) = jax.lax.scan(one_cycle, carry, jnp.arange(n_cycles))
@@ -143,12 +171,13 @@ def _solo(params, job: int):
 
 def _uncoupled(params):
     """The same jobs with the coupling switched off: every writer drains at f(1) and the
-    cap never binds. Each job then runs as it would alone, provided min(1, C) = 1."""
+    cap never binds (run with "fair" storage). Each job then runs as it would alone,
+    provided its solo speed min(1, C / w_i) is 1."""
     n = jnp.arange(params.throughput.shape[0], dtype=params.throughput.dtype)
     return params._replace(cap=jnp.full_like(params.cap, jnp.inf), throughput=n * params.throughput[1])
 
 
-def _burn_in(params, carry, until, use_delay: bool, event_budget: int):
+def _burn_in(params, carry, until, use_delay: bool, event_budget: int, sharing: loop.Sharing):
     """Steps until job 0 fires at a time >= ``until``; returns the carry there with the
     cycle and event counters reset (time and the controller queue carry on)."""
 
@@ -157,16 +186,17 @@ def _burn_in(params, carry, until, use_delay: bool, event_budget: int):
 
     carry, _ = loop.advance(
         params, carry, max_events=event_budget, stop=lambda c, last: last >= until, use_delay=use_delay,
-        observe=last_firing, observed=jnp.zeros((), carry.time.dtype),
+        observe=last_firing, observed=jnp.zeros((), carry.time.dtype), sharing=sharing,
     )
     return carry._replace(fire_count=jnp.zeros_like(carry.fire_count), n_events=jnp.zeros_like(carry.n_events))
 
 
-def _solo_advance(params, u, horizon, use_delay: bool, queue_size: int, event_budget: int):
+def _solo_advance(params, u, horizon, use_delay: bool, queue_size: int, event_budget: int, sharing: loop.Sharing):
     """Job 1 alone, launched at coordinate u, run for ``horizon``: its coordinate then."""
     solo = _solo(params, 1)
-    carry = launch_carry(solo, jnp.reshape(u, (1,)), queue_size)
-    carry, _ = loop.advance(solo, carry, max_events=event_budget, horizon=horizon, use_delay=use_delay)
+    carry = launch_carry(solo, jnp.reshape(u, (1,)), queue_size, sharing)
+    carry, _ = loop.advance(solo, carry, max_events=event_budget, horizon=horizon, use_delay=use_delay,
+                            sharing=sharing)
     return _section_coordinate(carry)[1], carry.status
 
 
@@ -176,26 +206,28 @@ def _solo_advance(params, u, horizon, use_delay: bool, queue_size: int, event_bu
 _USE_DELAY = True
 
 
-@functools.partial(jax.jit, static_argnames=("n_cycles", "queue_size"))
-def _coupling_arrays(params, deltas, history_until, event_budget, n_cycles: int, queue_size: int):
+@functools.partial(jax.jit, static_argnames=("n_cycles", "queue_size", "sharing"))
+def _coupling_arrays(params, deltas, history_until, event_budget, n_cycles: int, queue_size: int, sharing: loop.Sharing):
     use_delay = _USE_DELAY
+    uncoupled_sharing = sharing._replace(storage="fair")  # with f(n) = n f(1): every writer at f(1)
 
     def coupled(delta):
-        carry = launch_carry(params, jnp.reshape(delta, (1,)), queue_size)
-        carry = _burn_in(_uncoupled(params), carry, history_until, use_delay, event_budget * 4)
+        carry = launch_carry(params, jnp.reshape(delta, (1,)), queue_size, sharing)
+        carry = _burn_in(_uncoupled(params), carry, history_until, use_delay, event_budget * 4, uncoupled_sharing)
         start_time = carry.time
         start = _section_coordinate(carry)[1]
-        coordinates, times, status = _cycles(params, carry, n_cycles, use_delay, event_budget)
+        coordinates, times, status = _cycles(params, carry, n_cycles, use_delay, event_budget, sharing)
         return start, coordinates[:, 1], times - start_time, status
 
     starts, lags, return_times, status = jax.vmap(coupled)(deltas)
     # Job 0 alone, from its firing, until it fires again: the uncoupled return time R0.
-    solo0 = launch_carry(_solo(params, 0), jnp.zeros((1,), deltas.dtype), queue_size)
-    _, solo_times, solo0_status = _cycles(_solo(params, 0), solo0, 1, use_delay, event_budget)
+    solo0 = launch_carry(_solo(params, 0), jnp.zeros((1,), deltas.dtype), queue_size, sharing)
+    _, solo_times, solo0_status = _cycles(_solo(params, 0), solo0, 1, use_delay, event_budget, sharing)
     solo_return = solo_times[0]
     before = jnp.concatenate([starts[:, None], lags[:, :-1]], axis=1)
-    advance = jax.vmap(jax.vmap(_solo_advance, (None, 0, None, None, None, None)), (None, 0, None, None, None, None))
-    solo_lags, solo_status = advance(params, before, solo_return, use_delay, queue_size, event_budget)
+    axes = (None, 0, None, None, None, None, None)
+    advance = jax.vmap(jax.vmap(_solo_advance, axes), axes)
+    solo_lags, solo_status = advance(params, before, solo_return, use_delay, queue_size, event_budget, sharing)
     status = status | solo0_status | jnp.bitwise_or.reduce(solo_status, axis=1)
     return starts, lags, return_times, solo_lags, solo_return, status
 
@@ -214,7 +246,7 @@ def coupling_function(
     queue_size: int = 64,
     max_events: int | None = None,
 ) -> Coupling:
-    """Measured pairwise coupling function of a 2-job fleet, any variant (docs/model.md claim 8).
+    """Measured pairwise coupling function of a 2-job fleet, any variant (docs/model.md claims 8, 9).
 
     Job 0 is launched at its firing and job 1 at section coordinate δ (`launch_carry`);
     the pair runs for ``n_cycles`` returns of job 0, and at each return k the lag u_k of
@@ -226,9 +258,12 @@ def coupling_function(
 
     which is 0 for all δ exactly when the pair does what two independent jobs would. For
     identical jobs P0 is the identity; for unequal periods it is the solo drift (the
-    rotation by job 0's solo period, expressed in job 1's work coordinate). ``work_coupling``
-    instead subtracts the constant work drift T_0 + d_0 (what job 1 would do if both jobs
-    always progressed at equal work rates).
+    rotation by job 0's solo period, expressed in job 1's work coordinate). With job sizes
+    (docs/model.md §1b) each job alone runs at its own solo speed min(1, C / w_i) and, under
+    "fcfs", is always at the head of its own queue. ``work_coupling`` instead subtracts the
+    constant work drift T_0 + d_0 (what job 1 would do if both jobs always progressed at
+    equal work rates). ``phase_coupling`` is the same coupling in time-phase coordinates
+    (time until job 1's next solo firing), where P0 is a rotation by R0.
 
     The coupling function proper is the first cycle, ``c_1(δ)``. Two launch details matter
     for the variants and are fixed here:
@@ -238,8 +273,9 @@ def coupling_function(
       coupling is switched on, the pair runs *uncoupled* (every writer at f(1), no cap) until
       job 0 fires at a time >= τ, so the controller's memory holds the pair's own uncoupled
       past; identical jobs keep their lag δ through it, unequal ones drift by P0, and
-      ``lags[:, 0]`` is the lag where the coupling starts. Needs C >= 1 (then min(1, C) = 1
-      and the uncoupled pair is exactly each job alone).
+      ``lags[:, 0]`` is the lag where the coupling starts. Needs C >= max w_i (then every
+      solo speed is 1 and the uncoupled pair is exactly each job alone) and a storage
+      policy other than "fcfs" (whose queue order the uncoupled past would not record).
     * α > 0: the launch puts job 1 at its *solo* natural state (`launch_carry`); the
       coupled pair relaxes from it for a few cycles, so for α > 0 later columns of
       ``cycle_coupling`` (at lags ``lags[:, k−1]``) are the steady-state coupling.
@@ -257,8 +293,7 @@ def coupling_function(
 
     Raises:
       ValueError: not a single 2-job fleet, lags outside (0, T_1 + d_1], bad n_cycles or
-        history, ``history="uncoupled"`` with C < 1, or job sizes other than 1 or "fcfs"
-        storage (docs/model.md §1b; not supported yet).
+        history, ``history="uncoupled"`` with C < max w_i or with "fcfs" storage.
       RuntimeError: a run hit its event budget or the controller queue overflowed.
     """
     if not isinstance(fleet_pair, Fleet):
@@ -268,22 +303,19 @@ def coupling_function(
             "fleet_pair must be one fleet (batch shape ()) of N = 2 active jobs, got batch shape "
             f"{fleet_pair.batch_shape} and N = {fleet_pair.n_jobs}"
         )
-    if loop.sharing_for(fleet_pair) != loop.Sharing():
-        # The launch state and the uncoupled (solo) map assume anonymous unit-size jobs.
-        raise ValueError(
-            "coupling_function supports only job sizes 1 and storage_policy 'fair' or 'weighted' for now "
-            "(its launch state and solo map assume anonymous jobs, docs/model.md §1b); got size "
-            f"{np.asarray(fleet_pair.size).tolist()} and storage_policy={fleet_pair.storage_policy!r}"
-        )
+    sharing = loop.sharing_for(fleet_pair)
     n_cycles = check_int("n_cycles", n_cycles, 1)
     queue_size = check_int("queue_size", queue_size, 1)
     if history not in ("launch", "uncoupled"):
         raise ValueError(f"history must be 'launch' or 'uncoupled', got {history!r}")
     cap = float(np.asarray(fleet_pair.cap))
-    if history == "uncoupled" and cap < 1:
+    sizes = np.asarray(fleet_pair.size, dtype=np.float64)
+    if history == "uncoupled" and cap < sizes.max():
         raise ValueError(
-            f"history='uncoupled' needs a cap C >= 1 (jobs alone at full speed), got C = {cap}"
+            f"history='uncoupled' needs a cap C >= max w_i = {sizes.max():g} (jobs alone at full speed), got C = {cap}"
         )
+    if history == "uncoupled" and sharing.storage == "fcfs":
+        raise ValueError("history='uncoupled' does not support storage_policy 'fcfs' (the uncoupled past has no queue)")
     cycle = np.asarray(fleet_pair.compute + fleet_pair.write, dtype=np.float64)
     deltas_np = np.asarray(deltas, dtype=np.float64)
     if deltas_np.ndim != 1 or deltas_np.size == 0:
@@ -296,7 +328,7 @@ def coupling_function(
     if max_events is None:
         # Events per cycle of job 0: a few per cycle of the faster job, more when slow
         # rates (a tight cap, little bandwidth) stretch job 0's cycle in time.
-        slowest = min(1.0, cap) * float(np.asarray(fleet_pair.throughput[1:3]).min()) / 2
+        slowest = min(1.0, cap / float(sizes.sum())) * float(np.asarray(fleet_pair.throughput[1:3]).min()) / 2
         ratio = float(cycle.max() / cycle.min()) / max(slowest, 1e-3)
         max_events = int(64 * (1 + min(ratio, 1e4)) + 256)
     max_events = check_int("max_events", max_events, 1, 2**31 // (4 * (n_cycles + 1)))
@@ -305,7 +337,8 @@ def coupling_function(
     # The uncoupled history runs until job 0 fires at a time >= τ; 0 means no burn-in.
     history_until = params.delay if history == "uncoupled" else jnp.zeros_like(params.delay)
     starts, lags, return_times, solo_lags, solo_return, status = _coupling_arrays(
-        params, deltas_jax, history_until, jnp.int32(max_events), n_cycles=n_cycles, queue_size=queue_size
+        params, deltas_jax, history_until, jnp.int32(max_events), n_cycles=n_cycles, queue_size=queue_size,
+        sharing=sharing,
     )
     status = np.asarray(status)
     ok = status == STATUS_OK
@@ -319,6 +352,17 @@ def coupling_function(
     length = float(cycle[1])
     cycle_coupling = _wrap(lags[:, 1:] - solo_lags, length)
     work_coupling = _wrap(np.diff(lags, axis=1) + cycle[0], length)
+    speed = np.asarray(solo_speed(params), np.float64)
+    write_speed = float(np.asarray(params.throughput[1]))
+    compute_np = np.asarray(fleet_pair.compute, np.float64)
+    period = np.asarray(fleet_pair.write, np.float64) / write_speed + compute_np / speed
+    solo_return_time = float(solo_return)
+    if float(params.delay) == 0 and float(params.async_fraction) == 0:
+        phase_lags = time_phase(lags, compute_np[1], write_speed, speed[1])
+        phase_coupling = _wrap(np.diff(phase_lags, axis=1) + solo_return_time, period[1])
+    else:
+        phase_lags = np.full(lags.shape, np.nan)
+        phase_coupling = np.full(cycle_coupling.shape, np.nan)
     return Coupling(
         deltas=deltas_np,
         coupling=cycle_coupling[:, 0],
@@ -326,12 +370,60 @@ def coupling_function(
         solo_lags=solo_lags,
         cycle_coupling=cycle_coupling,
         work_coupling=work_coupling,
+        phase_lags=phase_lags,
+        phase_coupling=phase_coupling,
+        solo_speed=speed,
+        solo_period=period,
         return_times=np.asarray(return_times, np.float64),
-        solo_return_time=float(solo_return),
+        solo_return_time=solo_return_time,
         cycle_length=length,
         ok=ok,
         status=status,
     )
+
+
+def shared_slowdown(fleet_pair: Fleet) -> np.ndarray:
+    """(2,) each job's compute speed while both jobs compute, over its solo speed.
+
+    A pair whose two factors are equal is slowed by one common factor whenever both compute
+    and runs at its solo rates otherwise; with fair storage (or f(n) = n) it is then two
+    solo jobs on a reparametrised clock, so its coupling is exactly zero (docs/model.md
+    claims 1, 8a, 9a). Unequal factors make compute speeds diverge: the pair couples.
+    Under "maxmin" that happens for unequal sizes whenever min w < C < w_0 + w_1; under
+    "uniform" only when C < max w (from max w up every job alone runs at full speed, and
+    both together always run at one speed).
+    """
+    if not isinstance(fleet_pair, Fleet) or fleet_pair.batch_shape != () or fleet_pair.n_jobs != 2:
+        raise ValueError("fleet_pair must be one ckpt_jax.Fleet (batch shape ()) of N = 2 jobs")
+    params = jax.tree_util.tree_map(lambda x: x[0], loop.flat_params(fleet_pair))
+    sharing = loop.sharing_for(fleet_pair)
+    both = jnp.ones(2, bool)
+    if sharing.power == "count":
+        together = jnp.full(2, jnp.minimum(1.0, params.cap / 2))
+    else:
+        together = compute_speed(sharing, controller_load(sharing, params.size, both, params.cap), params.size, params.cap)
+        together = jnp.broadcast_to(together, (2,))
+    return np.asarray(together / solo_speed(params), np.float64)
+
+
+def time_phase(u, compute, write_speed, speed):
+    """Time until a job's next firing had it run alone, from its section coordinate u.
+
+    A job alone (α = 0, τ = 0) drains at f(1) and computes at its solo speed s, so from
+    u > T (draining u − T, then computing T) that time is (u − T)/f(1) + T/s, and from
+    u ≤ T (computing) it is u/s. In these coordinates a job alone turns at unit rate.
+
+    Args:
+      u: array of section coordinates in (0, T + d].
+      compute: the job's compute work T.
+      write_speed: f(1).
+      speed: the job's solo compute speed s (`solo_speed`).
+
+    >>> float(time_phase(12.0, 10.0, 1.0, 0.5)), float(time_phase(4.0, 10.0, 1.0, 0.5))
+    (22.0, 8.0)
+    """
+    u = np.asarray(u, np.float64)
+    return np.where(u > compute, (u - compute) / write_speed + compute / speed, u / speed)
 
 
 def stagger_lifetime(fire_times, end_times) -> tuple[np.ndarray, np.ndarray]:

@@ -156,7 +156,7 @@ def test_coupling_function_validates_input():
         coupling_function(pair, [[1.0]])
     with pytest.raises(ValueError, match="history"):
         coupling_function(pair, [1.0], history="burn-in")
-    with pytest.raises(ValueError, match="C >= 1"):
+    with pytest.raises(ValueError, match="C >= max w_i"):
         coupling_function(pair, [1.0], history="uncoupled")
     with pytest.raises(ValueError, match="n_cycles"):
         coupling_function(pair, [1.0], n_cycles=0)
@@ -267,3 +267,145 @@ def test_stagger_lifetime_on_simulated_fleets():
     trace = cj.simulate(fleet, state, n_fires=50)
     lifetime, censored = stagger_lifetime(trace.fire_times, trace.end_times)
     assert lifetime.tolist() == [50, 0] and censored.tolist() == [True, False]
+
+
+# -- job sizes and sharing policies (claim 9) -----------------------------------------------
+
+
+def _sized_pair(sizes, cap, policy, compute=(10.0, 10.0), write=(3.0, 3.0), throughput="linear", storage="fair"):
+    return cj.Fleet(compute=list(compute), write=list(write), cap=cap, throughput=throughput, size=list(sizes),
+                    power_policy=policy, storage_policy=storage)
+
+
+SIZED_PAIRS = [
+    # (sizes, cap, power policy, storage policy, throughput)
+    ([1.0, 2.0], 1.5, "maxmin", "fair", "linear"),
+    ([1.0, 2.0], 1.5, "uniform", "fair", "linear"),
+    ([2.0, 1.0], 2.5, "maxmin", "weighted", "shared"),
+    ([1.0, 1.0], None, "maxmin", "fcfs", "shared"),
+    ([1.0, 3.0], 2.0, "uniform", "fcfs", "sqrt"),
+]
+
+
+@pytest.mark.parametrize("sizes, cap, policy, storage, throughput", SIZED_PAIRS)
+def test_sized_lag_equals_section_map(sizes, cap, policy, storage, throughput):
+    # The launch state with sizes and fcfs is `section_carry`'s: one cycle of the coupling
+    # loop is the section map (which follows the policies, docs/model.md §1b).
+    fleet = _sized_pair(sizes, cap, policy, throughput=throughput, storage=storage)
+    deltas = _deltas(13.0)
+    result = coupling_function(fleet, deltas, N_CYCLES)
+    expected, status, return_time = _section_map(fleet, deltas)
+    smooth = (status & ~(8 | 128)) == 0  # ORDER_CHANGED / NOT_SMOOTH: the coordinates stay valid
+    assert smooth.all()
+    assert np.all(_circle_distance(result.lags[:, 1], expected, 13.0) <= 1e-12 * 13.0)
+    np.testing.assert_allclose(result.return_times[:, 0], return_time, rtol=1e-13)
+
+
+@pytest.mark.parametrize("policy", ["maxmin", "uniform"])
+def test_unequal_sizes_under_a_binding_cap_couple(policy):
+    # Claim 9a: with w = (1, 2) and C = 1.5 the shared-compute speeds are not one common
+    # multiple of the solo speeds (1, 0.75), so the pair is not two solo jobs.
+    fleet = _sized_pair([1.0, 2.0], 1.5, policy, compute=(10.0, 7.5))
+    result = coupling_function(fleet, _deltas(10.5), N_CYCLES)
+    np.testing.assert_allclose(result.solo_speed, [1.0, 0.75])
+    np.testing.assert_allclose(result.solo_period, [13.0, 13.0])
+    assert np.abs(result.coupling).max() > 0.05 * 10.5
+    assert np.abs(result.phase_coupling).max() > 0.05 * 13.0
+
+
+@pytest.mark.parametrize("policy", ["maxmin", "uniform"])
+@pytest.mark.parametrize("sizes, cap", [([2.0, 2.0], 3.0), ([2.0, 2.0], 1.2), ([1.0, 2.0], 4.0), ([1.0, 2.0], None)])
+def test_equal_sizes_or_a_cap_that_never_binds_stay_neutral(policy, sizes, cap):
+    # Controls of claim 9a: equal sizes (cap binding on the pair, even on one job alone) and
+    # a cap above Σ w give one common factor: no coupling in either coordinate.
+    fleet = _sized_pair(sizes, cap, policy)
+    result = coupling_function(fleet, _deltas(13.0), N_CYCLES)
+    scale = float(result.solo_period[1])
+    assert np.abs(result.cycle_coupling).max() < 1e-12 * 13.0
+    assert np.abs(result.phase_coupling).max() < 1e-12 * scale
+
+
+def test_uniform_is_neutral_while_every_job_alone_runs_at_full_speed():
+    # Under "uniform" both computing jobs run at one speed; it is a common multiple of the
+    # solo speeds whenever those are equal, i.e. C >= max w (here 2 <= 2.5 < 3 = Σ w).
+    neutral = coupling_function(_sized_pair([1.0, 2.0], 2.5, "uniform"), _deltas(13.0), N_CYCLES)
+    coupled = coupling_function(_sized_pair([1.0, 2.0], 2.5, "maxmin"), _deltas(13.0), N_CYCLES)
+    assert np.abs(neutral.cycle_coupling).max() < 1e-12 * 13.0
+    assert np.abs(coupled.cycle_coupling).max() > 0.05 * 13.0
+
+
+def test_sized_solo_map_is_a_rotation_in_time_phase():
+    # Job 1 alone (w = 2, C = 1.5: speed 0.75) turns its time phase by job 0's solo period.
+    fleet = _sized_pair([1.0, 2.0], 1.5, "maxmin")  # equal work: solo periods 13 and 16.33
+    result = coupling_function(fleet, _deltas(13.0), N_CYCLES)
+    np.testing.assert_allclose(result.solo_period, [13.0, 3.0 + 10.0 / 0.75])
+    assert result.solo_return_time == pytest.approx(13.0, rel=1e-14)
+    solo_phase = cj.coupling.time_phase(result.solo_lags, 10.0, 1.0, 0.75)
+    expected = result.phase_lags[:, :-1] - result.solo_return_time
+    assert np.all(_circle_distance(solo_phase, expected, result.solo_period[1]) <= 1e-12 * 16.4)
+
+
+@pytest.mark.parametrize("policy", ["maxmin", "uniform"])
+def test_time_phase_coupling_matches_simulated_firing_lags(policy):
+    # With f(n) = n and job 0 writing for d_0 = 6 after each firing, job 1 runs alone (at
+    # its solo rates) until its next firing if that comes within the write: its time phase
+    # at job 0's firing is then the simulated time to that firing. The coupling in time
+    # phase is the finite difference of those lags plus R0.
+    compute, write = (7.0, 7.5), (6.0, 3.0)  # solo periods 13 and 13
+    fleet = _sized_pair([1.0, 2.0], 1.5, policy, compute=compute, write=write)
+    deltas = np.linspace(0.15, 4.4, N_DELTAS)  # job 1 computing, fires at δ / 0.75 < d_0
+    result = coupling_function(fleet, deltas, N_CYCLES)
+    batch = cj.Fleet(compute=np.tile(compute, (N_DELTAS, 1)), write=np.tile(write, (N_DELTAS, 1)), cap=1.5,
+                     throughput="linear", size=[1.0, 2.0], power_policy=policy)
+    state = cj.initial_state(batch, phase=[1, 0], remaining=np.stack([np.full(N_DELTAS, 6.0), deltas], axis=1))
+    trace = cj.simulate(batch, state, n_fires=4)
+    assert bool(np.all(trace.ok))
+    fire = np.asarray(trace.fire_times)
+    job0 = np.concatenate([np.zeros((N_DELTAS, 1)), fire[:, 0, :1]], axis=1)  # job 0 fires at 0, then returns
+    # Job 1's first firing after each of job 0's: the simulated lag in time.
+    lag = np.stack([fire[m, 1, np.searchsorted(fire[m, 1], job0[m], side="right")] - job0[m] for m in range(N_DELTAS)])
+    inside = np.all(lag <= write[0], axis=1)  # inside job 0's write: job 1 was alone until it fired
+    assert inside.sum() >= 4
+    np.testing.assert_allclose(result.phase_lags[inside, :2], lag[inside], rtol=0, atol=1e-12)
+    finite_difference = lag[inside, 1] - lag[inside, 0] + result.solo_return_time
+    np.testing.assert_allclose(result.phase_coupling[inside, 0],
+                               finite_difference - 13.0 * np.round(finite_difference / 13.0), rtol=0, atol=1e-12)
+    assert np.abs(result.phase_coupling[:, 0]).max() > 0.1
+
+
+def test_fcfs_couples_identical_jobs():
+    # Claim 9b: one writer at a time. A launch inside job 0's write (u in (T, T + d)) waits
+    # for it, so after one cycle the windows touch (u = T + d − d = T: gap d); fair sharing
+    # of the same f keeps every lag (claim 1).
+    deltas = _deltas(13.0)
+    fcfs = coupling_function(cj.Fleet(compute=[10.0, 10.0], write=[3.0, 3.0], storage_policy="fcfs"), deltas, N_CYCLES)
+    fair = coupling_function(cj.Fleet(compute=[10.0, 10.0], write=[3.0, 3.0]), deltas, N_CYCLES)
+    assert np.abs(fair.cycle_coupling).max() < 1e-12 * 13.0
+    assert np.abs(fcfs.coupling).max() > 0.1 * 13.0
+    overlapping = deltas > 10.0
+    np.testing.assert_allclose(fcfs.lags[overlapping, 1], 10.0, rtol=0, atol=1e-12)
+    apart = (deltas > 3.0) & (deltas < 10.0)
+    assert np.abs(fcfs.coupling[apart]).max() < 1e-12
+
+
+def test_uncoupled_history_refuses_throttled_solo_jobs_and_fcfs():
+    with pytest.raises(ValueError, match="C >= max w_i = 2"):
+        coupling_function(_sized_pair([1.0, 2.0], 1.5, "maxmin", throughput="shared"), [1.0], history="uncoupled")
+    with pytest.raises(ValueError, match="fcfs"):
+        coupling_function(cj.Fleet(compute=[10.0, 10.0], write=[3.0, 3.0], storage_policy="fcfs"), [1.0],
+                          history="uncoupled")
+
+
+@pytest.mark.parametrize("policy, cap, factors", [
+    ("maxmin", 0.8, (0.5, 0.5)),   # both throttled alone, equal power together: one factor
+    ("maxmin", 1.5, (0.75, 0.5)),
+    ("maxmin", 2.5, (1.0, 0.75)),
+    ("maxmin", None, (1.0, 1.0)),
+    ("uniform", 1.5, (0.5, 2 / 3)),
+    ("uniform", 2.5, (5 / 6, 5 / 6)),  # max w <= C < Σ w: binds on the pair, one factor
+])
+def test_shared_slowdown_by_hand(policy, cap, factors):
+    pair = cj.Fleet(compute=[10.0, 10.0], write=[3.0, 3.0], cap=cap, size=[1.0, 2.0], power_policy=policy)
+    np.testing.assert_allclose(cj.coupling.shared_slowdown(pair), factors, rtol=1e-15)
+    with pytest.raises(ValueError, match="N = 2"):
+        cj.coupling.shared_slowdown(cj.Fleet(compute=[1.0] * 3, write=[1.0] * 3))

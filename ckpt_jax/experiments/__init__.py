@@ -47,6 +47,7 @@ REGISTRY = (
     "bursts",
     "jitter",
     "boundary",
+    "anonymity",
 )
 
 

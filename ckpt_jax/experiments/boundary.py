@@ -33,6 +33,7 @@ import numpy as np
 
 from .. import Fleet
 from ..coupling import coupling_function
+from ..locking import odd_part
 from . import NOT_REPRODUCED, PARTIALLY, REPRODUCED, check_size, finish, fmt, fmt_list, new_figure, save_figure, verdict
 
 NAME = "boundary"
@@ -94,12 +95,6 @@ def _pair(compute, write, cap, throughput, **variant) -> Fleet:
 
 def _amplitude(values) -> float:
     return float(np.max(np.abs(values)))
-
-
-def odd_part(deltas, coupling, length: float) -> float:
-    """S = [mean c on (0, L/2) − mean c on (L/2, L)] / 2: > 0 repels from synchrony."""
-    trailing = deltas < length / 2
-    return float((np.mean(coupling[trailing]) - np.mean(coupling[~trailing])) / 2)
 
 
 def _heterogeneous(n_delta):
