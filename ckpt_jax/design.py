@@ -30,7 +30,6 @@ from typing import NamedTuple, Optional
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 
 from . import theory
 from ._observe import SaveAt
@@ -435,6 +434,8 @@ def checkpoint_intervals(
     Returns:
       A `DesignResult`.
     """
+    import optax  # imported here so that `import ckpt_jax` stays light
+
     settings = _settings(fleet, bounds, horizon, n_draws, n_pairs, groups, launch, smoothing)
     for name, value in (("steps", steps), ("patience", patience), ("window", window)):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
