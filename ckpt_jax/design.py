@@ -218,7 +218,7 @@ def _launch_state(batched: Fleet, draw_keys, launch: str):
     # set of the batch (common random numbers), then scaled by each set's own cycle d + T.
     fractions = jax.vmap(lambda k: jax.random.uniform(jax.random.fold_in(k, 1), (batched.n_jobs,)))(draw_keys)
     cycle = np.asarray(batched.write, np.float64) + np.asarray(batched.compute, np.float64)
-    position = np.asarray(fractions, np.float64) * cycle
+    position = np.asarray(fractions, np.float64).reshape(cycle.shape) * cycle
     return state_from_positions(batched, np.minimum(position, np.nextafter(cycle, 0)))
 
 

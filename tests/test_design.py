@@ -47,6 +47,15 @@ def test_fleet_waste_is_the_size_weighted_simulator_waste(pair):
     np.testing.assert_allclose(waste[0], (per_job[:, 0] + 3 * per_job[:, 1]) / 4, rtol=1e-12)
 
 
+def test_random_launch_shares_cycle_fractions_across_interval_sets(pair):
+    # Common random numbers for launches: a draw places every interval set at the same
+    # fractions of its cycle, so equal interval sets give equal waste, and draws differ.
+    keys = jax.random.split(jax.random.key(5), 3)
+    waste = design.fleet_waste(pair, np.array([[2.0, 5.0], [2.0, 5.0]]), horizon=50.0, keys=keys, launch="random")
+    np.testing.assert_array_equal(waste[0], waste[1])
+    assert len(np.unique(waste[0])) == 3
+
+
 def test_gradient_matches_finite_differences_of_the_same_smoothed_objective(pair):
     # Both estimate ∇J_σ: the antithetic estimate, and central differences (step h) of the
     # Monte-Carlo estimate of J_σ taken with the same directions and failure draws (the same
