@@ -14,6 +14,7 @@ from ._simulate import Trace as Trace
 from ._status import describe_status as describe_status
 from ._params import jitter_work as jitter_work
 from ._simulate import simulate as simulate
+from . import design as design
 from . import loop as loop
 from . import lyapunov as lyapunov
 from . import theory as theory
@@ -84,6 +85,7 @@ __all__ = [
     "BRANCH_COLLISION_FREE",
     "BRANCH_MIXED",
     "theory",
+    "design",
     "lyapunov",
     "loop",
     "smallest_gap",

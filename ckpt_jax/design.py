@@ -1,0 +1,517 @@
+"""Checkpoint intervals designed over the exact simulator (docs/model.md claim 10).
+
+The objective is the fleet's waste ``Σ_i w_i·waste_i / Σ_i w_i`` (w the sizes) over a horizon
+H, averaged over failure (and jitter) draws, as the exact event loop measures it
+(`ckpt_jax.simulate` with ``until=H``, `JobStats.waste`). The loop is chaotic (claim 5) and
+piecewise smooth in the intervals, so pathwise derivatives are useless over long horizons; the
+gradient is estimated instead from the batch dimension:
+
+* the intervals live in an unconstrained parametrisation of the bounds,
+  ``T = lo·(hi/lo)^sigmoid(θ)`` (log-space, so a step in θ is a relative change in T);
+* antithetic Gaussian smoothing: P directions z_p ~ N(0, I) and
+  ``ĝ = Σ_p [J(θ + σz_p) − J(θ − σz_p)]·z_p / (2σP)``, an unbiased estimate of the gradient of
+  the smoothed objective J_σ(θ) = E_z J(θ + σz);
+* common random numbers: the S failure draws are the same for every one of the 2P perturbed
+  interval sets of a step, so most of the noise cancels in the differences. The whole
+  population, shape (2P, S, N), is one batched `Fleet` and one `simulate` call, so a step
+  compiles once and runs as a single batch.
+
+`checkpoint_intervals` runs `optax.adam` (cosine-decayed learning rate) on θ, stops early when
+a windowed mean of the objective stops improving beyond its standard error, and evaluates the
+recommendation and the Young, Daly and contended-Young baselines on fresh draws shared by all
+four (so that their differences are paired).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple, Optional
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from . import theory
+from ._observe import SaveAt
+from ._simulate import simulate
+from .model import Fleet, initial_state, state_from_positions
+
+__all__ = [
+    "Estimate",
+    "Baseline",
+    "History",
+    "DesignResult",
+    "GradientEstimate",
+    "LAUNCHES",
+    "interval_from_theta",
+    "theta_from_interval",
+    "fleet_waste",
+    "smoothed_objective",
+    "smoothed_gradient",
+    "contended_young",
+    "checkpoint_intervals",
+]
+
+LAUNCHES = ("synchronous", "random")
+
+# Two-sided 95% normal quantile for the confidence intervals of `Estimate`.
+_Z95 = 1.959963984540054
+
+
+class Estimate(NamedTuple):
+    """A Monte-Carlo mean with its 95% confidence interval (normal, over independent draws)."""
+
+    mean: float
+    low: float
+    high: float
+
+    @property
+    def stderr(self) -> float:
+        return (self.high - self.low) / (2 * _Z95)
+
+
+class Baseline(NamedTuple):
+    """A baseline's intervals (N,), its fleet waste, and the waste the recommendation saves
+    against it (baseline − recommended, paired on the same draws: > 0 means better)."""
+
+    intervals: np.ndarray
+    waste: Estimate
+    saved: Estimate
+
+
+class History(NamedTuple):
+    """Per optimisation step (leading axis: steps taken).
+
+    Attributes:
+      objective: estimate of the smoothed objective J_σ at the step's θ (mean over the 2P·S runs).
+      stderr: its standard error over the S draws.
+      grad_norm: Euclidean norm of the gradient estimate in θ.
+      intervals: (steps, N) the intervals T(θ) at the step.
+    """
+
+    objective: np.ndarray
+    stderr: np.ndarray
+    grad_norm: np.ndarray
+    intervals: np.ndarray
+
+
+class DesignResult(NamedTuple):
+    """What `checkpoint_intervals` returns.
+
+    Attributes:
+      intervals: (N,) recommended T_i.
+      waste: `Estimate` of the fleet waste at ``intervals`` on fresh evaluation draws.
+      baselines: ``{"young", "daly", "young_contended"}`` → `Baseline`, on the same draws.
+      history: `History` of the optimisation.
+      stopped_early: whether early stopping ended the run before ``steps``.
+    """
+
+    intervals: np.ndarray
+    waste: Estimate
+    baselines: dict
+    history: History
+    stopped_early: bool
+
+
+class GradientEstimate(NamedTuple):
+    """One antithetic, common-random-number estimate at θ (`smoothed_gradient`).
+
+    Attributes:
+      objective: estimate of J_σ(θ), the mean fleet waste over the 2P·S runs.
+      stderr: its standard error over the S draws (the 2P runs of a draw are correlated).
+      gradient: (G,) estimate of ∇J_σ(θ).
+    """
+
+    objective: float
+    stderr: float
+    gradient: np.ndarray
+
+
+# -- parametrisation -------------------------------------------------------------------
+
+
+def interval_from_theta(theta, bounds):
+    """Intervals ``T = lo·(hi/lo)^sigmoid(θ)`` in (lo, hi) from unconstrained θ (any shape)."""
+    lo, hi = bounds
+    return lo * jnp.exp(jnp.log(hi / lo) * jax.nn.sigmoid(jnp.asarray(theta)))
+
+
+def theta_from_interval(intervals, bounds):
+    """The inverse of `interval_from_theta`; intervals are clipped just inside (lo, hi)."""
+    lo, hi = bounds
+    fraction = np.log(np.asarray(intervals, np.float64) / lo) / np.log(hi / lo)
+    fraction = np.clip(fraction, 1e-6, 1 - 1e-6)
+    return np.log(fraction) - np.log1p(-fraction)
+
+
+# -- validation ------------------------------------------------------------------------
+
+
+def _check_inputs(fleet, bounds, horizon, n_draws, n_pairs, groups, launch):
+    if not isinstance(fleet, Fleet):
+        raise ValueError(f"fleet must be a ckpt_jax.Fleet, got {type(fleet).__name__}")
+    if fleet.batch_shape != ():
+        raise ValueError(f"fleet must be a single fleet (batch shape ()), got batch shape {fleet.batch_shape}")
+    mtbf = np.asarray(fleet.mtbf)[np.asarray(fleet.active)]
+    if not np.all(np.isfinite(mtbf)):
+        raise ValueError("fleet must have a finite mtbf for every active job (Fleet(..., mtbf=M)): "
+                         "without failures there is nothing to checkpoint against")
+    try:
+        lo, hi = (float(b) for b in bounds)
+    except (TypeError, ValueError):
+        raise ValueError(f"bounds must be a pair (lo, hi) of numbers with 0 < lo < hi finite, got {bounds!r}") from None
+    if not (0 < lo < hi < math.inf):
+        raise ValueError(f"bounds must satisfy 0 < lo < hi, both finite, got {bounds!r}")
+    try:
+        horizon = float(horizon)
+    except (TypeError, ValueError):
+        raise ValueError(f"horizon must be a number > 0 and finite, got {horizon!r}") from None
+    if not (0 < horizon < math.inf):
+        raise ValueError(f"horizon must be > 0 and finite, got {horizon!r}")
+    for name, value in (("n_draws", n_draws), ("n_pairs", n_pairs)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+            raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+    if launch not in LAUNCHES:
+        raise ValueError(f"launch must be one of {', '.join(map(repr, LAUNCHES))}, got {launch!r}")
+    n_jobs = fleet.n_jobs
+    if groups is None:
+        labels = np.arange(n_jobs)
+    else:
+        groups = np.asarray(groups)
+        if groups.shape != (n_jobs,) or not np.issubdtype(groups.dtype, np.integer):
+            raise ValueError(f"groups must be None or an integer array of shape ({n_jobs},), got "
+                             f"{groups.dtype} of shape {groups.shape}")
+        _, labels = np.unique(groups, return_inverse=True)
+    return (lo, hi), horizon, labels.reshape(n_jobs)
+
+
+# -- the objective, measured by the exact simulator -------------------------------------
+
+
+def _batched(fleet: Fleet, intervals: np.ndarray) -> Fleet:
+    """``fleet`` with compute work ``intervals`` (*P, N): a validated batched `Fleet`."""
+    batch = intervals.shape[:-1]
+    cap = np.asarray(fleet.cap)
+    per_fleet = lambda x: np.broadcast_to(np.asarray(x), batch)  # noqa: E731
+    per_job = lambda x: np.broadcast_to(np.asarray(x), intervals.shape)  # noqa: E731
+    return Fleet(
+        intervals,
+        per_job(fleet.write),
+        cap=None if np.isinf(cap) else per_fleet(cap),
+        throughput=np.broadcast_to(np.asarray(fleet.throughput), batch + (fleet.n_jobs + 1,)),
+        delay=per_fleet(fleet.delay),
+        async_fraction=per_fleet(fleet.async_fraction),
+        active=per_job(fleet.active),
+        size=per_job(fleet.size),
+        power_policy=fleet.power_policy,
+        storage_policy=fleet.storage_policy,
+        mtbf=per_job(fleet.mtbf),
+        restart=per_job(fleet.restart),
+        dtype=fleet.dtype,
+    )
+
+
+def _launch_state(batched: Fleet, draw_keys, launch: str):
+    if launch == "synchronous":
+        return initial_state(batched)
+    # Positions are drawn as fractions of the cycle per (draw, job), shared by every interval
+    # set of the batch (common random numbers), then scaled by each set's own cycle d + T.
+    fractions = jax.vmap(lambda k: jax.random.uniform(jax.random.fold_in(k, 1), (batched.n_jobs,)))(draw_keys)
+    cycle = np.asarray(batched.write, np.float64) + np.asarray(batched.compute, np.float64)
+    position = np.asarray(fractions, np.float64).reshape(cycle.shape) * cycle
+    return state_from_positions(batched, np.minimum(position, np.nextafter(cycle, 0)))
+
+
+def _run(fleet: Fleet, intervals: np.ndarray, draw_keys, horizon: float, jitter, launch: str):
+    """JobStats of ``fleet`` at ``intervals`` (*P, N) under draws ``draw_keys`` (S,): every
+    interval set runs every draw, batch (*P, S, N)."""
+    n_draws = draw_keys.shape[0]
+    batch = intervals.shape[:-1]
+    grid = np.broadcast_to(intervals[..., None, :], batch + (n_draws, fleet.n_jobs))
+    keys = jnp.broadcast_to(draw_keys, batch + (n_draws,))
+    batched = _batched(fleet, np.ascontiguousarray(grid))
+    state = _launch_state(batched, keys.reshape(-1), launch)
+    out = simulate(batched, state, None, until=horizon, key=keys, jitter=jitter, throw=True, progress=False,
+                   save=SaveAt(trace=False, jobs=True))
+    return out.jobs
+
+
+def _weighted(fleet: Fleet, per_job):
+    weight = np.where(np.asarray(fleet.active), np.asarray(fleet.size, np.float64), 0.0)
+    return np.asarray(per_job, np.float64) @ weight / weight.sum()
+
+
+def fleet_waste(fleet: Fleet, intervals, *, horizon, keys, jitter=None, launch: str = "synchronous") -> np.ndarray:
+    """Fleet waste ``Σ_i w_i·waste_i / Σ_i w_i`` of ``fleet`` run with compute intervals
+    ``intervals`` over [0, H], by the exact simulator, under each failure draw.
+
+    Args:
+      fleet: a single `Fleet` (batch shape ()) with ``mtbf``.
+      intervals: (*P, N) interval sets T to evaluate.
+      horizon: H > 0.
+      keys: (S,) PRNG keys, one per draw; every interval set sees the same S draws.
+      jitter: compute jitter σ (docs/model.md §1), as for `simulate`.
+      launch: ``"synchronous"`` (every job starts a fresh compute phase at t = 0) or
+        ``"random"`` (uniform cycle positions per draw, the same fractions for every set).
+
+    Returns:
+      (*P, S) fleet waste.
+    """
+    intervals = np.asarray(intervals, np.float64)
+    jobs = _run(fleet, intervals, keys, float(horizon), jitter, launch)
+    return _weighted(fleet, jobs.waste)
+
+
+# -- the estimator ---------------------------------------------------------------------
+
+
+def _population(theta, key, n_pairs, n_draws, smoothing):
+    """Directions (P, G), the 2P perturbed θ (2P, G) (+ then −) and the S draw keys."""
+    direction_key, draw_key = jax.random.split(key)
+    directions = np.asarray(jax.random.normal(direction_key, (n_pairs, theta.shape[0])), np.float64)
+    population = np.concatenate([theta + smoothing * directions, theta - smoothing * directions])
+    return directions, population, jax.random.split(draw_key, n_draws)
+
+
+def _population_waste(fleet, theta, key, *, bounds, labels, horizon, n_pairs, n_draws, smoothing, jitter, launch):
+    directions, population, draws = _population(np.asarray(theta, np.float64), key, n_pairs, n_draws, smoothing)
+    intervals = np.asarray(interval_from_theta(population, bounds))[:, labels]
+    return directions, fleet_waste(fleet, intervals, horizon=horizon, keys=draws, jitter=jitter, launch=launch)
+
+
+def _settings(fleet, bounds, horizon, n_draws, n_pairs, groups, launch, smoothing):
+    bounds, horizon, labels = _check_inputs(fleet, bounds, horizon, n_draws, n_pairs, groups, launch)
+    if not (0 < float(smoothing) < math.inf):
+        raise ValueError(f"smoothing must be > 0 and finite, got {smoothing!r}")
+    return dict(bounds=bounds, labels=labels, horizon=horizon, n_pairs=n_pairs, n_draws=n_draws,
+                smoothing=float(smoothing), launch=launch)
+
+
+def smoothed_objective(fleet: Fleet, theta, key, *, bounds, horizon, n_draws, n_pairs=4, groups=None,
+                       smoothing=0.1, jitter=None, launch="synchronous") -> float:
+    """Monte-Carlo estimate of J_σ(θ) = E_z E_ω[fleet waste at T(θ + σz)], from the same
+    directions z and draws ω that `smoothed_gradient` derives from ``key``: finite differences
+    of it, with one ``key``, are finite differences of the very estimate whose gradient
+    `smoothed_gradient` estimates (common random numbers).
+
+    Args: as `smoothed_gradient`.
+
+    Returns:
+      The mean fleet waste over the 2P·S runs.
+    """
+    settings = _settings(fleet, bounds, horizon, n_draws, n_pairs, groups, launch, smoothing)
+    _, waste = _population_waste(fleet, theta, key, jitter=jitter, **settings)
+    return float(waste.mean())
+
+
+def smoothed_gradient(fleet: Fleet, theta, key, *, bounds, horizon, n_draws, n_pairs=4, groups=None,
+                      smoothing=0.1, jitter=None, launch="synchronous") -> GradientEstimate:
+    """Antithetic Gaussian-smoothing estimate of ∇_θ J_σ with common random numbers, from one
+    batched `simulate` call of shape (2P, S, N).
+
+    Args:
+      fleet: a single `Fleet` with ``mtbf``.
+      theta: (G,) unconstrained parameters, one per group (`interval_from_theta`).
+      key: PRNG key for the P directions and the S failure draws.
+      bounds: (lo, hi), 0 < lo < hi finite: the intervals' range.
+      horizon: H > 0.
+      n_draws: S >= 1 failure draws, shared by all 2P perturbed interval sets.
+      n_pairs: P >= 1 antithetic pairs.
+      groups: None (one θ per job) or (N,) integer labels (jobs in one group share a θ;
+        θ's entries follow the sorted labels).
+      smoothing: σ > 0, the smoothing scale in θ.
+      jitter, launch: as `fleet_waste`.
+
+    Returns:
+      A `GradientEstimate`.
+    """
+    settings = _settings(fleet, bounds, horizon, n_draws, n_pairs, groups, launch, smoothing)
+    directions, waste = _population_waste(fleet, theta, key, jitter=jitter, **settings)
+    return _estimate(directions, waste, settings["smoothing"])
+
+
+def _estimate(directions, waste, smoothing) -> GradientEstimate:
+    n_pairs = directions.shape[0]
+    plus, minus = waste[:n_pairs], waste[n_pairs:]
+    gradient = ((plus - minus).mean(axis=1) @ directions) / (2 * smoothing * n_pairs)
+    per_draw = waste.mean(axis=0)
+    stderr = per_draw.std(ddof=1) / math.sqrt(per_draw.size) if per_draw.size > 1 else math.nan
+    return GradientEstimate(float(waste.mean()), float(stderr), gradient)
+
+
+# -- baselines -------------------------------------------------------------------------
+
+
+def _solo_write(fleet: Fleet) -> np.ndarray:
+    return np.asarray(fleet.write, np.float64) / float(np.asarray(fleet.throughput)[1])
+
+
+def contended_young(fleet: Fleet, *, horizon, keys, start=None, max_iter=10, rtol=1e-3, jitter=None,
+                    launch="synchronous") -> tuple:
+    """Young's interval with the write time *as contended in the simulator*: the fixed point
+    of T ← √(2·D(T)·M), D_i(T) each job's mean write duration (time writing / writes completed,
+    over the draws ``keys``) when the fleet runs at T.
+
+    Args:
+      fleet, horizon, jitter, launch: as `fleet_waste`.
+      keys: (S,) draws, the same at every iteration (so the map is deterministic).
+      start: (N,) the first T (default: Young's with the solo write time).
+      max_iter: at most this many simulations.
+      rtol: stop when no T_i moves by more than this fraction.
+
+    Returns:
+      ``(intervals (N,), iterations, converged)``.
+    """
+    mtbf = np.asarray(fleet.mtbf, np.float64)
+    intervals = np.sqrt(2 * _solo_write(fleet) * mtbf) if start is None else np.asarray(start, np.float64)
+    for iteration in range(1, max_iter + 1):
+        jobs = _run(fleet, intervals, keys, float(horizon), jitter, launch)
+        writes = np.asarray(jobs.writes, np.float64).sum(axis=0)
+        write_time = np.asarray(jobs.write_time, np.float64).sum(axis=0)
+        # A job that completed no write in any draw keeps its interval (no measurement).
+        duration = np.where(writes > 0, write_time / np.maximum(writes, 1), intervals**2 / (2 * mtbf))
+        updated = np.sqrt(2 * duration * mtbf)
+        change = np.max(np.abs(updated / intervals - 1))
+        intervals = updated
+        if change <= rtol:
+            return intervals, iteration, True
+    return intervals, max_iter, False
+
+
+def _mean_ci(samples) -> Estimate:
+    samples = np.asarray(samples, np.float64)
+    mean = float(samples.mean())
+    half = _Z95 * float(samples.std(ddof=1)) / math.sqrt(samples.size) if samples.size > 1 else math.nan
+    return Estimate(mean, mean - half, mean + half)
+
+
+# -- the design loop -------------------------------------------------------------------
+
+
+def checkpoint_intervals(
+    fleet: Fleet,
+    *,
+    bounds,
+    horizon,
+    n_draws: int,
+    key: jax.Array,
+    groups=None,
+    n_pairs: int = 4,
+    steps: int = 200,
+    learning_rate: float = 0.1,
+    smoothing: float = 0.1,
+    init=None,
+    patience: int = 30,
+    window: int = 10,
+    eval_draws: Optional[int] = None,
+    jitter=None,
+    launch: str = "synchronous",
+    progress: bool = True,
+) -> DesignResult:
+    """Checkpoint intervals that minimise the fleet's waste over [0, H], found with
+    `optax.adam` over the exact simulator (docs/model.md claim 10).
+
+    Args:
+      fleet: a single `Fleet` (batch shape ()) with ``mtbf``; its ``compute`` is ignored.
+      bounds: (lo, hi), 0 < lo < hi finite: the range of every interval.
+      horizon: H > 0, the time over which waste is measured.
+      n_draws: S >= 1 failure draws per step, shared by the whole population of the step.
+      key: PRNG key; the same key gives the same result.
+      groups: None (one interval per job) or (N,) integer labels of jobs sharing an interval.
+      n_pairs: P antithetic directions per step (a step simulates 2P·S fleets at once).
+      steps: at most this many optimisation steps (the cosine schedule spans them).
+      learning_rate: Adam's initial learning rate, in θ (log-interval) units.
+      smoothing: σ, the Gaussian smoothing scale in θ.
+      init: (N,) starting intervals (default: Young's, clipped into the bounds).
+      patience: stop after this many steps in which the windowed mean objective did not
+        improve on its best by more than its standard error.
+      window: steps per windowed mean; the recommendation is T at the mean θ of the last
+        ``window`` steps (an average of the iterates, which damps the estimator's noise).
+      eval_draws: fresh draws for the final evaluation (default 2·P·S).
+      jitter, launch: as `fleet_waste`.
+      progress: show a tqdm progress bar.
+
+    Returns:
+      A `DesignResult`.
+    """
+    import optax  # imported here so that `import ckpt_jax` stays light
+
+    settings = _settings(fleet, bounds, horizon, n_draws, n_pairs, groups, launch, smoothing)
+    for name, value in (("steps", steps), ("patience", patience), ("window", window)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+            raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+    if not (0 < float(learning_rate) < math.inf):
+        raise ValueError(f"learning_rate must be > 0 and finite, got {learning_rate!r}")
+    eval_draws = 2 * n_pairs * n_draws if eval_draws is None else eval_draws
+    if isinstance(eval_draws, bool) or not isinstance(eval_draws, (int, np.integer)) or eval_draws < 2:
+        raise ValueError(f"eval_draws must be an integer >= 2, got {eval_draws!r}")
+    bounds, labels, n_groups = settings["bounds"], settings["labels"], int(settings["labels"].max()) + 1
+    mtbf = np.asarray(fleet.mtbf, np.float64)
+    young = np.sqrt(2 * _solo_write(fleet) * mtbf)
+    start = young if init is None else np.asarray(init, np.float64)
+    if start.shape != (fleet.n_jobs,) or not np.all(np.isfinite(start) & (start > 0)):
+        raise ValueError(f"init must be None or ({fleet.n_jobs},) positive finite intervals, got {init!r}")
+    theta = np.array([theta_from_interval(np.exp(np.log(start[labels == g]).mean()), bounds)
+                      for g in range(n_groups)])
+
+    train_key, eval_key, calibration_key = jax.random.split(key, 3)
+    schedule = optax.cosine_decay_schedule(float(learning_rate), int(steps), alpha=0.01)
+    optimizer = optax.adam(schedule)
+    opt_state = optimizer.init(jnp.asarray(theta))
+    objective, stderr, grad_norm, thetas = [], [], [], []
+    best, since_best, stopped_early = math.inf, 0, False
+
+    bar = None
+    if progress:
+        from ._progress import progress_bar
+
+        bar = progress_bar(total=int(steps), desc="ckpt_jax.design", unit="step")
+    try:
+        for step in range(int(steps)):
+            estimate = smoothed_gradient(fleet, theta, jax.random.fold_in(train_key, step), groups=labels,
+                                         bounds=bounds, horizon=settings["horizon"], n_draws=n_draws,
+                                         n_pairs=n_pairs, smoothing=settings["smoothing"], jitter=jitter,
+                                         launch=launch)
+            objective.append(estimate.objective)
+            stderr.append(estimate.stderr)
+            grad_norm.append(float(np.linalg.norm(estimate.gradient)))
+            thetas.append(theta)
+            updates, opt_state = optimizer.update(jnp.asarray(estimate.gradient), opt_state)
+            theta = np.asarray(optax.apply_updates(jnp.asarray(theta), updates), np.float64)
+            if bar is not None:
+                bar.update(1)
+                bar.set_postfix(waste=f"{estimate.objective:.5f}")
+            if len(objective) >= window:
+                recent = np.asarray(objective[-window:])
+                recent_se = np.sqrt(np.nansum(np.square(stderr[-window:]))) / window
+                if recent.mean() < best - recent_se:
+                    best, since_best = recent.mean(), 0
+                else:
+                    since_best += 1
+                    if since_best >= patience:
+                        stopped_early = step + 1 < steps
+                        break
+    finally:
+        if bar is not None:
+            bar.close()
+
+    tail = np.mean(thetas[-window:], axis=0)
+    intervals = np.asarray(interval_from_theta(tail, bounds))[labels]
+    history = History(np.asarray(objective), np.asarray(stderr), np.asarray(grad_norm),
+                      np.asarray(interval_from_theta(np.asarray(thetas), bounds))[:, labels])
+
+    # The contended fixed point uses its own draws; all four designs are then evaluated
+    # on the same fresh draws, never the training ones.
+    contended, _, _ = contended_young(fleet, horizon=settings["horizon"], keys=jax.random.split(calibration_key, eval_draws),
+                                      jitter=jitter, launch=launch)
+    candidates = {
+        "young": young,
+        "daly": np.asarray(theory.daly_interval(_solo_write(fleet), mtbf), np.float64),
+        "young_contended": contended,
+    }
+    table = np.stack([intervals] + list(candidates.values()))
+    waste = fleet_waste(fleet, table, horizon=settings["horizon"], keys=jax.random.split(eval_key, eval_draws),
+                        jitter=jitter, launch=launch)
+    baselines = {name: Baseline(candidates[name], _mean_ci(waste[i + 1]), _mean_ci(waste[i + 1] - waste[0]))
+                 for i, name in enumerate(candidates)}
+    return DesignResult(intervals, _mean_ci(waste[0]), baselines, history, stopped_early)
