@@ -22,6 +22,7 @@ __all__ = [
     "Params", "SNAP_ULPS", "MAX_FIRES", "METHODS", "flat_params", "jitter_work", "phase_rates", "snapped",
     "computing_mask", "default_max_events", "failure_events", "time_bound", "check_time_bound", "check_horizon",
     "fires_before", "trace_bytes", "check_trace_memory", "check_jitter", "check_method", "batch_keys",
+    "check_failure_times", "listed_failure_events",
 ]
 
 STATUS_OK = int(Status.OK)
@@ -50,6 +51,8 @@ class Params(NamedTuple):
     size: jax.Array  # (N,) job sizes w_i (docs/model.md §1b), 1 in the base model
     mtbf: jax.Array  # (N,) mean time between failures M_i (docs/model.md §1c), inf: none
     restart: jax.Array  # (N,) restart time R_i after a failure
+    # (N, F) explicit failure times replacing the draws (docs/model.md §1c), or None
+    failure_times: Optional[jax.Array] = None
 
 
 def jitter_work(job_key: jax.Array, compute: jax.Array, jitter: jax.Array, cycle) -> jax.Array:
@@ -300,8 +303,43 @@ def check_jitter(jitter, batch_shape, dtype) -> np.ndarray:
     return sigma
 
 
-def flat_params(fleet: Fleet, jitter=None, key=None, fleet_offset: int = 0) -> Params:
-    """Flattens a validated fleet into per-fleet parameter arrays with one batch axis."""
+def check_failure_times(failure_times, fleet: Fleet) -> np.ndarray:
+    """Explicit failure times (docs/model.md §1c) as an array of shape (*B, N, F) in the
+    fleet's dtype: broadcastable to it, no NaN, >= 0, each job's row strictly increasing
+    and padded at its end with +inf (a row of only +inf: the job never fails)."""
+    times = real_array("failure_times", failure_times)
+    if times.ndim < 2:
+        raise ValueError(f"failure_times must have shape (*B, N, F) = {fleet.batch_shape + (fleet.n_jobs,)} + (F,), "
+                         f"got {times.shape}")
+    try:
+        times = np.broadcast_to(times, fleet.batch_shape + (fleet.n_jobs, times.shape[-1]))
+    except ValueError:
+        raise ValueError(f"failure_times must have shape (*B, N, F) = {fleet.batch_shape + (fleet.n_jobs,)} + (F,), "
+                         f"got {times.shape}") from None
+    if np.any(np.isnan(times)) or np.any(times < 0):
+        raise ValueError("failure_times must be >= 0 and not NaN (pad a job's row with +inf)")
+    _, high = value_range(fleet.dtype)
+    if np.any(np.isfinite(times) & (times > high)):
+        raise ValueError(f"failure_times must be +inf or at most {high:.3g} in {np.dtype(fleet.dtype)}")
+    cast = times.astype(fleet.dtype)
+    earlier, later = cast[..., :-1], cast[..., 1:]
+    if np.any((later <= earlier) & ~(np.isinf(earlier) & np.isinf(later))):
+        raise ValueError(f"failure_times must be strictly increasing along each job's row in "
+                         f"{np.dtype(fleet.dtype)}, padded at the end with +inf")
+    return cast
+
+
+def listed_failure_events(failure_times: np.ndarray, fleet: Fleet) -> int:
+    """Events explicit failure times add to a run, per fleet the largest: up to 4 per
+    listed time of an active job (the failure, the restart end and the two switches of
+    the cycle it redoes), as `failure_events` counts them for drawn failures."""
+    listed = np.where(np.asarray(fleet.active)[..., None], np.isfinite(failure_times), False)
+    return int(4 * np.max(np.sum(listed, axis=(-1, -2)), initial=0))
+
+
+def flat_params(fleet: Fleet, jitter=None, key=None, fleet_offset: int = 0, failure_times=None) -> Params:
+    """Flattens a validated fleet into per-fleet parameter arrays with one batch axis
+    (``failure_times``: already checked by `check_failure_times`, or None)."""
     batch_shape = fleet.batch_shape
     n_jobs = fleet.n_jobs
     n_fleets = int(np.prod(batch_shape, dtype=np.int64))
@@ -321,4 +359,6 @@ def flat_params(fleet: Fleet, jitter=None, key=None, fleet_offset: int = 0) -> P
         size=flat(fleet.size, (n_jobs,)),
         mtbf=flat(fleet.mtbf, (n_jobs,)),
         restart=flat(fleet.restart, (n_jobs,)),
+        failure_times=None if failure_times is None else jnp.asarray(
+            np.reshape(failure_times, (n_fleets, n_jobs, -1)), fleet.dtype),
     )

@@ -16,8 +16,8 @@ from . import _observe, sharding
 from ._loops import LoopResult, PATHS, choose_paths, general, virtual
 from ._observe import JobStats, SaveAt, WriterStats
 from ._params import (
-    MAX_FIRES, check_horizon, check_method, check_time_bound, check_trace_memory, default_max_events,
-    fires_before, flat_params,
+    MAX_FIRES, check_failure_times, check_horizon, check_method, check_time_bound, check_trace_memory,
+    default_max_events, fires_before, flat_params, listed_failure_events,
 )
 from ._sharing import Sharing, sharing_for, sized
 from ._status import Status, describe_status, flag
@@ -84,6 +84,7 @@ def simulate(
     devices=None,
     save: Optional[SaveAt] = None,
     until=None,
+    failure_times=None,
 ) -> Trace:
     """Simulates a batch of fleets exactly, event to event, until every job fired K times
     (or, with ``until``, up to a time horizon).
@@ -126,6 +127,12 @@ def simulate(
         observer, and may be None when neither is recorded. Needed for fleets with
         failures (``Fleet(mtbf=...)``) unless the trace is recorded: `JobStats.waste`
         is measured over H.
+      failure_times: advanced, for tests against an oracle: explicit failure times that
+        replace the Poisson draws of ``mtbf`` (which may then be None; ``restart`` still
+        applies), shape (*B, N, F), each job's row strictly increasing, >= 0 and padded at
+        its end with +inf. A listed time at which the job is down, t_f <= t < t_f + R_i,
+        is discarded: the next failure is the first listed time at or after its restart
+        end (docs/model.md §1c, as `tests/reference.py` takes them). General engine only.
 
     Fleets with failures (docs/model.md §1c) run on the general engine (``"auto"``
     sends them there; ``"fifo"`` and ``"clock"`` refuse them).
@@ -144,7 +151,12 @@ def simulate(
             raise ValueError("n_fires must be an integer >= 1 (it may be None only with until=)")
         if save.trace or save.gaps:
             raise ValueError("n_fires is needed to size the trace and the gaps observer; pass n_fires or save=SaveAt(trace=False, gaps=False)")
-    use_failures = fleet.has_failures
+    if failure_times is not None:
+        failure_times = check_failure_times(failure_times, fleet)
+        if method in ("fifo", "clock"):
+            raise ValueError(f"method={method!r} cannot serve failure_times (failures are events of the general "
+                             "engine only, docs/model.md §1c); use 'general' or 'auto'")
+    use_failures = fleet.has_failures or failure_times is not None
     if use_failures and horizon is None and not save.trace:
         raise ValueError("until (a time horizon H > 0) is needed for fleets with failures (mtbf) and "
                          "save=SaveAt(trace=False): waste and useful work are measured up to H")
@@ -154,19 +166,21 @@ def simulate(
     budget_fires = n_fires if horizon is None else fires_before(fleet, horizon)
     if max_events is None:
         max_events = default_max_events(fleet.n_jobs, budget_fires, fleet)
+        if failure_times is not None:
+            max_events = min(max_events + listed_failure_events(failure_times, fleet), 2**31 - 1)
     max_events = check_int("max_events", max_events, 1, 2**31 - 1)
     queue_size = check_int("queue_size", queue_size, 1, 2**20)
     check_method(method)
     if not isinstance(throw, (bool, np.bool_)):
         raise ValueError(f"throw must be True or False, got {throw!r}")
     devices = sharding.resolve_devices(devices)
-    params = flat_params(fleet, jitter, key, fleet_offset)  # validates jitter, key and offset
+    params = flat_params(fleet, jitter, key, fleet_offset, failure_times)  # validates jitter, key and offset
     n_fleets = params.compute.shape[0]
     if horizon is None:
         check_time_bound(fleet, n_fires, jitter)
     trace_len = n_fires if save.trace else 0
     check_trace_memory(fleet, trace_len, queue_size if np.any(np.asarray(fleet.delay) > 0) else 1, devices)
-    path = choose_paths(fleet, jitter, method).reshape(n_fleets)
+    path = choose_paths(fleet, jitter, "general" if failure_times is not None else method).reshape(n_fleets)
     options = dict(
         n_fires=MAX_FIRES if horizon is not None else n_fires,
         trace_len=trace_len,

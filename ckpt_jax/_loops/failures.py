@@ -15,6 +15,14 @@ job is down, the first failure is at Exp(M_i) from t = 0 and failure n + 1 at
 ``restart end of failure n + Exp(M_i)``. `FAILURE_STREAM` (2³¹) lies above every cycle index
 that `jitter_work` folds in (< 2³⁰), so jitter and failure draws never share a key.
 
+Explicit failure times (``simulate(..., failure_times=...)``, `Params.failure_times`, (N, F)
+per fleet, sorted and padded with +inf) replace the draws, as the reference integrator takes
+them: the next failure of a job is the first listed time at or after its restart end (a
+listed time inside the down period [t_f, t_f + R_i) is discarded) and after the failure t_f
+just taken. The listed times are sorted, so the ones passed over are a prefix of the row and
+their count is the job's cursor into it; the failure time itself, not the clock (which can
+differ from it by an ulp), starts the down period.
+
 At a failure, everything due at that instant has already switched (write ends, firings,
 restart ends): the job then loses its compute work since its last completed write (the
 current phase's progress, plus the whole cycle its write in progress would have saved),
@@ -69,10 +77,23 @@ class WorkCarry(NamedTuple):
     failures: jax.Array
 
 
-def failure_time(params: Params, after, index):
+def failure_time(params: Params, after, index, failed_at=None):
     """(N,) the time of each job's failure number ``index`` ((N,) ints), given that the
-    job is up from ``after`` on: ``after + Exp(M_i)`` from the job's failure stream."""
+    job is up from ``after`` on: ``after + Exp(M_i)`` from the job's failure stream.
+
+    With explicit failure times (`Params.failure_times`) ``index`` is not used: the first
+    listed time at or after ``after`` and, where given, after ``failed_at`` (the failure
+    just taken, which with R_i = 0 is also at ``after``); inf where the list runs out."""
     dtype = params.compute.dtype
+    if params.failure_times is not None:
+        listed = params.failure_times
+        passed = listed < after[:, None]
+        if failed_at is not None:
+            passed = passed | (listed <= failed_at[:, None])
+        cursor = jnp.sum(passed, axis=-1)  # sorted rows: the times passed over are a prefix
+        padded = jnp.concatenate([listed, jnp.full(listed.shape[:-1] + (1,), jnp.inf, listed.dtype)], axis=-1)
+        upcoming = jnp.take_along_axis(padded, cursor[:, None], axis=-1)[:, 0]
+        return jnp.where(params.active, upcoming, jnp.inf).astype(dtype)
 
     def draw(job_key, n):
         key = jax.random.fold_in(jax.random.fold_in(job_key, FAILURE_STREAM), n)
@@ -155,8 +176,13 @@ def switch(params: Params, work: WorkCarry, *, time, dt, running, completes, fir
             redo = jax.vmap(jitter_work, in_axes=(0, 0, None, 0))(params.job_keys, params.compute, params.jitter, cycle)
         else:
             redo = params.compute
-        back = time + params.restart
-        next_failure = jnp.where(fails, failure_time(params, back, work.failures + 1), work.next_failure)
+        if params.failure_times is None:
+            back = time + params.restart
+            upcoming = failure_time(params, back, work.failures + 1)
+        else:  # from the listed time, which the clock may miss by an ulp
+            back = work.next_failure + params.restart
+            upcoming = failure_time(params, back, work.failures + 1, failed_at=work.next_failure)
+        next_failure = jnp.where(fails, upcoming, work.next_failure)
         new = WorkCarry(
             down=down | (fails & (params.restart > 0)),
             up_at=jnp.where(fails, back, work.up_at),

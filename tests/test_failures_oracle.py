@@ -1,0 +1,354 @@
+"""Failures and restarts (docs/model.md §1c): the engine against the exact reference.
+
+`simulate(..., failure_times=...)` takes the failure times explicitly, as
+`reference.simulate_failures_reference` does, so both integrate the same trajectory: random
+small fleets (2-4 active jobs in 4 slots, two fleets per batch), heterogeneous, capped or
+not, any f preset, job sizes 1, 2, 4 under every power and storage policy pair, random
+restart times (0 included) and a horizon ``until=H``. The failure times include some inside
+a down period (the reference and the engine must both discard them) and, on "grid" fleets
+(multiples of 1/4, where float64 is exact), some at the very instants of other events:
+write ends, firings, restart ends and H. The engine's trace (fire times, end times with NaN
+for abandoned writes) and its jobs observer (useful and lost work, failures, time down,
+writing and computing) must agree with the exact result to 1e-9 relative, plus 1e-12 of H.
+
+Shapes are fixed (4 slots, 2 fleets, `N_LISTED` failure times, `N_FIRES` trace columns) so
+the engine compiles once per policy pair. ``CKPT_ORACLE_EXAMPLES`` sets the examples per
+policy pair; ``pytest -m slow`` runs every pair with more.
+"""
+
+import math
+import os
+from fractions import Fraction
+
+import jax
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, assume, currently_in_test_context, event, given, settings, strategies as st
+
+import ckpt_jax as cj
+from reference import simulate_failures_reference
+
+N_SLOTS = 4
+N_FLEETS = 2
+N_LISTED = 10  # failure times per job, padded with +inf
+N_FIRES = 40  # trace columns: more than any job fires before H (T >= 1/2, H <= 15)
+RTOL = 1e-9
+ATOL_OF_HORIZON = 1e-12
+JOBS = cj.SaveAt(trace=True, jobs=True)
+STATS = ("useful_work", "lost_work", "down_time", "write_time", "compute_time")
+# Exactly distinct instants closer than this (relative to the time) are below what float64
+# resolves: the engine switches them together, as docs/model.md §1 snaps simultaneous events
+# (hypothesis found a write end 2e-17 after H on a fleet of T = 0.5, d = 0.1 under "fcfs").
+RESOLUTION = 1e-12
+ERRORS = []  # per example (largest relative error where exact != 0, largest |error| / H where 0)
+
+THROUGHPUT_KINDS = {
+    "shared": None,
+    "linear": lambda n: float(n),
+    "sqrt": lambda n: math.sqrt(n),
+    "saturating": lambda n: float(min(n, 3)),
+    "decreasing": lambda n: 1.0 / (1.0 + 0.3 * (n - 1)),
+}
+POLICIES = [(power, storage) for power in ("maxmin", "uniform") for storage in ("fair", "weighted", "fcfs")]
+
+
+def _settings(examples):
+    return settings(max_examples=int(os.environ.get("CKPT_ORACLE_EXAMPLES", examples)), deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+
+@st.composite
+def fleet_specs(draw, sized):
+    """One fleet of 2..N_SLOTS active jobs in N_SLOTS slots, without its failure times.
+
+    ``grid``: every time-like input on multiples of 1/4, f = 1 or n, integer caps, so that
+    many events are exactly simultaneous. ``sized``: job sizes from {1, 2, 4}, at least one
+    not 1 (the fleet then takes the size-aware rules).
+    """
+    grid = draw(st.booleans())
+    n_active = draw(st.integers(2, N_SLOTS))
+    slots = sorted(draw(st.permutations(range(N_SLOTS)))[:n_active])
+    if grid:
+        quarters = lambda low, high: st.integers(low, high).map(lambda k: k / 4)  # noqa: E731
+        compute = [draw(quarters(2, 12)) for _ in range(n_active)]
+        write = [draw(quarters(1, 8)) for _ in range(n_active)]
+        restart = [draw(quarters(0, 8)) for _ in range(n_active)]
+        fraction = st.integers(1, 4).map(lambda k: k / 4)
+        kind = draw(st.sampled_from(["shared", "linear"]))
+        cap = draw(st.integers(1, 2 * n_active).map(float))
+        horizon = draw(quarters(8, 60))
+    else:
+        compute = [draw(st.floats(0.5, 3.0)) for _ in range(n_active)]
+        write = [draw(st.floats(0.1, 2.0)) for _ in range(n_active)]
+        restart = [draw(st.sampled_from([0.0, None])) for _ in range(n_active)]
+        restart = [draw(st.floats(0.05, 2.0)) if r is None else r for r in restart]
+        fraction = st.floats(0.01, 1.0)
+        kind = draw(st.sampled_from(sorted(THROUGHPUT_KINDS)))
+        cap = draw(st.floats(0.5, 2.0 * n_active))
+        horizon = draw(st.floats(2.0, 15.0))
+    size = [1.0] * n_active
+    if sized:
+        size = [draw(st.sampled_from([1.0, 2.0, 4.0])) for _ in range(n_active)]
+        size[draw(st.integers(0, n_active - 1))] = draw(st.sampled_from([2.0, 4.0]))
+    phase = [draw(st.integers(0, 1)) for _ in range(n_active)]
+    remaining = [draw(fraction) * (write[j] if phase[j] else compute[j]) for j in range(n_active)]
+    function = THROUGHPUT_KINDS[kind]
+    return dict(grid=grid, slots=slots, compute=compute, write=write, restart=restart, size=size, phase=phase,
+                remaining=remaining, cap=draw(st.sampled_from([cap, None])), horizon=horizon,
+                throughput=None if function is None else [1.0] + [function(n) for n in range(1, N_SLOTS + 1)])
+
+
+def reference(spec, failure_times, policies):
+    """The exact run of one fleet (active jobs only)."""
+    power, storage = policies
+    return simulate_failures_reference(
+        spec["compute"], spec["write"], spec["horizon"], failure_times, spec["restart"], phase=spec["phase"],
+        remaining=spec["remaining"], cap=spec["cap"], throughput=spec["throughput"], size=spec["size"],
+        power_policy=power, storage_policy=storage)
+
+
+def exact_float(t):
+    """``t`` as a float where float64 holds it exactly, else None."""
+    return float(t) if Fraction(float(t)) == t else None
+
+
+@st.composite
+def failure_lists(draw, spec, policies):
+    """Per active job, a strictly increasing list of at most N_LISTED failure times.
+
+    Random times in [0, H]; after some of them a time inside the down period they cause
+    (discarded if the first one hits); on grid fleets also, one at a time, instants of the
+    exact run so far: write ends, firings, restart ends, H itself.
+    """
+    n_active = len(spec["slots"])
+    horizon = spec["horizon"]
+    times = [set() for _ in range(n_active)]
+    # On the grid, multiples of 1/8; off it, 0 or at least 1e-3: a failure a few ulps after
+    # t = 0 would put exactly distinct events (its redone cycle's end, H) closer together
+    # than float64 resolves.
+    if spec["grid"]:
+        some_time = st.integers(0, int(8 * horizon)).map(lambda k: k / 8)
+        inside = st.integers(0, 3).map(lambda k: k / 4)
+    else:
+        some_time = st.one_of(st.just(0.0), st.floats(1e-3, horizon))
+        inside = st.floats(0.01, 0.99)
+    for job in range(n_active):
+        for t in draw(st.lists(some_time, max_size=3)):
+            times[job].add(t)
+            if spec["restart"][job] > 0 and draw(st.booleans()):
+                times[job].add(t + draw(inside) * spec["restart"][job])
+    if spec["grid"]:
+        for _ in range(draw(st.integers(0, 4))):
+            run = reference(spec, [sorted(job) for job in times], policies)
+            instants = [x for x in (exact_float(t) for t in run["event_times"]) if x is not None]
+            if not instants:
+                break
+            job = draw(st.integers(0, n_active - 1))
+            times[job].add(draw(st.sampled_from(instants)))
+    return [sorted(job)[:N_LISTED] for job in times]
+
+
+def padded(values, slots, filler):
+    out = [filler] * N_SLOTS
+    for value, slot in zip(values, slots):
+        out[slot] = value
+    return out
+
+
+def engine(specs, lists, policies):
+    """The engine on the batch of fleets ``specs`` (each padded to N_SLOTS slots)."""
+    power, storage = policies
+    field = lambda name, filler: np.array([padded(s[name], s["slots"], filler) for s in specs])  # noqa: E731
+    table = [s["throughput"] or [1.0] * (N_SLOTS + 1) for s in specs]
+    active = np.array([padded([True] * len(s["slots"]), s["slots"], False) for s in specs])
+    fleet = cj.Fleet(field("compute", 1.25), field("write", 0.75), cap=[s["cap"] for s in specs],
+                     throughput=np.array(table), size=field("size", 1.0), restart=field("restart", 0.5),
+                     active=active, power_policy=power, storage_policy=storage)
+    state = cj.initial_state(fleet, phase=field("phase", 0), remaining=field("remaining", 0.5))
+    times = np.full((len(specs), N_SLOTS, N_LISTED), np.inf)
+    for b, (spec, per_job) in enumerate(zip(specs, lists)):
+        for job, slot in enumerate(spec["slots"]):
+            times[b, slot, :len(per_job[job])] = per_job[job]
+    return cj.simulate(fleet, state, n_fires=N_FIRES, until=np.array([s["horizon"] for s in specs]),
+                       failure_times=times, save=JOBS)
+
+
+def end_columns(fire_times, end_times):
+    """The reference's write ends in the engine's layout: one per firing, NaN where a
+    failure abandoned the write or it was still in progress at H."""
+    columns, later = [], list(end_times)
+    for k, fired in enumerate(fire_times):
+        next_fire = fire_times[k + 1] if k + 1 < len(fire_times) else math.inf
+        if later and fired < later[0] < next_fire:
+            columns.append(later.pop(0))
+        else:
+            columns.append(math.nan)
+    assert not later, "every completed write follows a firing"
+    return columns
+
+
+def resolvable(spec, failure_times, policies):
+    """Whether float64 can tell apart every two distinct instants of the exact run, the
+    horizon, any event just after it and the listed failure times included (float64 cannot
+    decide whether a time an ulp before t_f + R_i falls inside the down period)."""
+    longer = dict(spec, horizon=Fraction(spec["horizon"]) * (1 + Fraction(RESOLUTION)))
+    beyond = reference(longer, failure_times, policies)["event_times"][:-1]  # the last is the longer horizon
+    listed = {Fraction(t) for job in failure_times for t in job}
+    instants = sorted(set(beyond) | listed | {Fraction(spec["horizon"])})
+    return all(b - a > RESOLUTION * max(b, 1) for a, b in zip(instants, instants[1:]))
+
+
+def coverage(spec, exact, listed):
+    """What an example exercised, for ``--hypothesis-show-statistics``."""
+    kinds, horizon = set(), spec["horizon"]
+    for job, times in enumerate(listed):
+        hit = set(exact["failure_times"][job])
+        if any(t < horizon and t not in hit for t in times):
+            kinds.add("a listed time inside a down period")
+        others = set(exact["end_times"][job]) | set(exact["fire_times"][job])
+        for other in range(len(listed)):
+            others |= set(exact["fire_times"][other]) | set(exact["end_times"][other])
+        if hit & others:
+            kinds.add("a failure at a firing or write end")
+        if spec["restart"][job] > 0 and hit & set(exact["restart_times"][job]):
+            kinds.add("a failure at a restart end")
+        if horizon in hit:
+            kinds.add("a failure at H")
+        if hit:
+            kinds.add("failures")
+    return kinds
+
+
+def check(specs, lists, policies):
+    """Engine and reference agree on every fleet of the batch (and `ERRORS` records how
+    closely)."""
+    out = engine(specs, lists, policies)
+    assert bool(np.all(out.ok)), f"engine did not complete (status {np.asarray(out.status)})"
+    relative, absolute = 0.0, 0.0
+    for b, (spec, per_job) in enumerate(zip(specs, lists)):
+        exact = reference(spec, per_job, policies)
+        slots, horizon = spec["slots"], spec["horizon"]
+        inactive = [s for s in range(N_SLOTS) if s not in slots]
+        fire = np.asarray(out.fire_times)[b]
+        assert np.isnan(fire[inactive]).all() and np.all(np.asarray(out.jobs.failures)[b, inactive] <= 0)
+        np.testing.assert_array_equal(np.asarray(out.jobs.failures)[b, slots], exact["failures"])
+        if spec["grid"]:  # exact in float64: each exact instant is one step, no more, no fewer
+            assert int(np.asarray(out.n_events)[b]) == len(exact["event_times"]), (
+                f"fleet {b}: {int(np.asarray(out.n_events)[b])} steps, {len(exact['event_times'])} instants")
+        np.testing.assert_array_equal(np.asarray(out.jobs.writes)[b, slots], [len(e) for e in exact["end_times"]])
+        pairs = []
+        for job, slot in enumerate(slots):
+            fired = exact["fire_times"][job]
+            assert len(fired) < N_FIRES
+            want = np.full((2, N_FIRES), np.nan)
+            want[0, :len(fired)] = [float(t) for t in fired]
+            want[1, :len(fired)] = [float(t) for t in end_columns(fired, exact["end_times"][job])]
+            got = np.stack([fire[slot], np.asarray(out.end_times)[b, slot]])
+            np.testing.assert_array_equal(np.isnan(got), np.isnan(want), err_msg=f"fleet {b} job {job}: {spec}")
+            pairs.append((got[~np.isnan(got)], want[~np.isnan(want)]))
+        for name in STATS:
+            pairs.append((np.asarray(getattr(out.jobs, name))[b, slots], np.array([float(x) for x in exact[name]])))
+        got = np.concatenate([g for g, _ in pairs])
+        want = np.concatenate([w for _, w in pairs])
+        error = np.abs(got - want)
+        bound = RTOL * np.abs(want) + ATOL_OF_HORIZON * horizon
+        assert np.all(error <= bound), (
+            f"fleet {b}: engine {got[np.argmax(error - bound)]!r} != exact {want[np.argmax(error - bound)]!r}; "
+            f"{spec}, failure times {per_job}")
+        if currently_in_test_context():
+            for kind in coverage(spec, exact, per_job):
+                event(kind)
+        exact_zero = want == 0
+        relative = max(relative, float(np.max(error[~exact_zero] / np.abs(want[~exact_zero]), initial=0.0)))
+        absolute = max(absolute, float(np.max(error[exact_zero], initial=0.0)) / horizon)
+    ERRORS.append((relative, absolute))
+
+
+@st.composite
+def batches(draw, policies, sized):
+    specs = [draw(fleet_specs(sized)) for _ in range(N_FLEETS)]
+    lists = [draw(failure_lists(spec, policies)) for spec in specs]
+    assume(all(resolvable(spec, times, policies) for spec, times in zip(specs, lists)))
+    return specs, lists
+
+
+# The default tier: three pairs (the base rules, and two size-aware pairs that between
+# them cover every power and storage policy); each compiles once.
+DEFAULT = [(("maxmin", "fair"), False), (("maxmin", "weighted"), True), (("uniform", "fcfs"), True)]
+
+
+@pytest.mark.parametrize("policies, sized", DEFAULT)
+@_settings(6)
+@given(data=st.data())
+def test_engine_matches_the_failure_reference(policies, sized, data):
+    check(*data.draw(batches(policies, sized)), policies)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("policies", POLICIES)
+@pytest.mark.parametrize("sized", [False, True])
+@_settings(60)
+@given(data=st.data())
+def test_engine_matches_the_failure_reference_thoroughly(policies, sized, data):
+    check(*data.draw(batches(policies, sized)), policies)
+
+
+def _grid_fleet(**kw):
+    return dict(grid=True, slots=[0, 2], compute=[2.0, 3.0], write=[1.0, 1.0], restart=[1.0, 0.0], size=[1.0, 1.0],
+                phase=[0, 0], remaining=[2.0, 3.0], cap=None, horizon=12.0, throughput=None, **kw)
+
+
+# Job 0 (T = 2, R = 1) fires at 2 and writes alone until 3, when job 1 (T = 3, R = 0) fires.
+TIES = {
+    "at a write end (nothing lost), inside the down period, at the restart end": [[3.0, 3.5, 4.0], [5.0]],
+    "at a firing (the cycle is lost); R = 0 and again just after": [[2.0], [3.0, 3.0 + 1e-3]],
+    "at a restart end, and at H": [[1.0, 2.0], [12.0]],
+    "at t = 0": [[0.0], []],
+}
+
+
+@pytest.mark.parametrize("lists", list(TIES.values()), ids=list(TIES))
+def test_engine_matches_the_failure_reference_at_ties(lists):
+    check([_grid_fleet(), _grid_fleet()], [lists, [[], []]], ("maxmin", "fair"))
+
+
+@pytest.mark.parametrize("times, match", [
+    (np.full((2, 3), 1.0), "strictly increasing"),
+    (np.array([[1.0, np.nan], [np.inf, np.inf]]), "NaN"),
+    (np.array([[-1.0, 2.0], [np.inf, np.inf]]), ">= 0"),
+    (np.array([[np.inf, 2.0], [np.inf, np.inf]]), "strictly increasing"),
+    (np.ones(2), "shape"),
+    (np.ones((3, 1)), "shape"),
+    ("x", "failure_times must be"),
+])
+def test_bad_failure_times_name_the_argument(times, match):
+    fleet = cj.Fleet([1.0, 2.0], [0.5, 0.5], restart=1.0)
+    with pytest.raises(ValueError, match=match) as raised:
+        cj.simulate(fleet, cj.initial_state(fleet), n_fires=3, failure_times=times)
+    assert "failure_times" in str(raised.value)
+
+
+def test_failure_times_need_the_general_engine():
+    fleet = cj.Fleet([1.0, 2.0], [0.5, 0.5])
+    for method in ("fifo", "clock"):
+        with pytest.raises(ValueError, match="failure_times"):
+            cj.simulate(fleet, cj.initial_state(fleet), n_fires=3, failure_times=[[1.0], [2.0]], method=method)
+
+
+def test_listed_failures_replace_the_draws():
+    # With failure_times, mtbf and the key change nothing; without failures listed, the
+    # run is the failure-free one.
+    fleet = cj.Fleet([[1.0, 2.0]], [[0.5, 0.5]], restart=0.25)
+    state = cj.initial_state(fleet)
+    times = [[[1.2, 4.0], [np.inf, np.inf]]]
+    args = dict(n_fires=8, until=10.0, save=JOBS, failure_times=times)
+    base = cj.simulate(fleet, state, **args)
+    drawn = cj.Fleet([[1.0, 2.0]], [[0.5, 0.5]], restart=0.25, mtbf=0.1)
+    other = cj.simulate(drawn, state, key=jax.random.key(5), **args)
+    for x, y in zip(jax.tree_util.tree_leaves(base), jax.tree_util.tree_leaves(other)):
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+    np.testing.assert_array_equal(base.jobs.failures, [[2, 0]])
+    none = cj.simulate(fleet, state, **dict(args, failure_times=np.full((1, 2, 1), np.inf)))
+    free = cj.simulate(fleet, state, n_fires=8, until=10.0, save=JOBS)
+    np.testing.assert_array_equal(none.fire_times, free.fire_times)
+    np.testing.assert_array_equal(none.end_times, free.end_times)
