@@ -110,7 +110,8 @@ class Fleet:
         no failures. Finite and > 0, a scalar or broadcastable to (*B, N). Stored as
         ``inf`` where there are no failures.
       restart: restart time R_i >= 0 after a failure (finite; a scalar or broadcastable to
-        (*B, N)); default 0. Used only with ``mtbf``.
+        (*B, N)); default 0. Used with ``mtbf`` or with explicit
+        ``simulate(..., failure_times=...)``.
       dtype: float32 or float64; default float64 under ``jax_enable_x64``, else float32.
 
     Attributes are stored broadcast to the full batch shape as JAX arrays; ``cap`` is
