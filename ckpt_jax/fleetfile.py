@@ -147,21 +147,24 @@ class FleetSpec:
         return float(self.throughput[0])
 
     def fleet(self, intervals=None, *, failures: bool = True, dtype=None):
-        """The `cj.Fleet` of the file (batch shape (), N jobs group by group).
+        """The `cj.Fleet` of the file (N jobs, group by group).
 
         Args:
-          intervals: (N,) compute intervals (default `intervals`).
+          intervals: (*B, N) compute intervals (default `intervals`); a batch of fleets
+            with leading axes *B.
           failures: with the file's MTBF and restart (False: a fleet that never fails).
           dtype: as `cj.Fleet`.
         """
         from .model import Fleet
 
+        compute = self.intervals() if intervals is None else np.asarray(intervals, np.float64)
         throughput = self.throughput
         if not isinstance(throughput, str):
             throughput = np.concatenate([[throughput[0]], np.asarray(throughput, np.float64)])
+            throughput = np.broadcast_to(throughput, compute.shape[:-1] + throughput.shape)
         return Fleet(
-            self.intervals() if intervals is None else np.asarray(intervals, np.float64),
-            self.per_job("write"),
+            compute,
+            np.broadcast_to(self.per_job("write"), compute.shape),
             cap=self.cap,
             throughput=throughput,
             delay=self.delay,
