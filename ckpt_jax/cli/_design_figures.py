@@ -38,6 +38,10 @@ def objective_figure(spec, summary):
     for g, group in enumerate(spec.groups):
         right.plot(steps, intervals[:, g], color=colours[g], lw=1.4, label=group.name)
     right.set_yscale("log")
+    from matplotlib.ticker import NullFormatter, ScalarFormatter
+
+    right.yaxis.set_major_formatter(ScalarFormatter())
+    right.yaxis.set_minor_formatter(NullFormatter())
     right.set(xlabel="optimisation step", ylabel="checkpoint interval T", title="interval per group vs step")
     right.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8, title="group")
     return figure
@@ -91,8 +95,7 @@ def schedule_figure(spec, schedule):
     axis.set(xlabel="time", title=f"one period ({schedule['period']:.3g}) of the recommended schedule, "
              "no failures drawn")
     handles = [plt.Rectangle((0, 0), 1, 1, color="#c7d7ea"), plt.Rectangle((0, 0), 1, 1, color="#d62728")]
-    axis.legend(handles, ["compute", "write"], loc="upper center", bbox_to_anchor=(0.5, -0.12 - 1.0 / n_jobs),
-                ncols=2, fontsize=8)
+    axis.legend(handles, ["compute", "write"], loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8)
     return figure
 
 
