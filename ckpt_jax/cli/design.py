@@ -189,11 +189,11 @@ def _report(spec, settings, result_json: dict, wall_s: float) -> str:
         lines.append(f"| {label} | {w['mean']:.4f} [{w['low']:.4f}, {w['high']:.4f}] | "
                      f"{s['mean']:+.4f} [{s['low']:+.4f}, {s['high']:+.4f}] | {_verdict(s)} |")
         if s["low"] <= 0:
-            as_good.append(label)
+            as_good.append(label if s["high"] >= 0 else f"{label} (better, outside the noise)")
     lines.append("")
     if as_good:
-        lines.append(f"**Plainly: {', '.join(as_good)} {'is' if len(as_good) == 1 else 'are'} as good as the "
-                     "design here** (the waste saved is not outside the noise); the design buys nothing over "
+        lines.append(f"**Plainly: {', '.join(as_good)} {'is' if len(as_good) == 1 else 'are'} at least as good "
+                     "as the design here** (the waste saved is not positive outside the noise); the design buys nothing over "
                      f"{'it' if len(as_good) == 1 else 'them'} for this fleet.")
     else:
         lines.append("The design saves waste against every baseline, outside the noise.")
