@@ -15,6 +15,7 @@ from ._status import describe_status as describe_status
 from ._params import jitter_work as jitter_work
 from ._simulate import simulate as simulate
 from . import design as design
+from . import fleetfile as fleetfile
 from . import loop as loop
 from . import lyapunov as lyapunov
 from . import theory as theory
@@ -86,6 +87,7 @@ __all__ = [
     "BRANCH_MIXED",
     "theory",
     "design",
+    "fleetfile",
     "lyapunov",
     "loop",
     "smallest_gap",

@@ -3,7 +3,8 @@
 `main` builds a fleet from the options, runs `ckpt_jax.simulate`, and writes into
 ``--out``: ``trace.csv``, ``trace.npz``, ``summary.json`` and ``trace.png`` (fleet 0).
 ``ckpt-jax ensemble`` runs a long ensemble of random launches in resumable chunks
-(`ckpt_jax.run_ensemble`); ``ckpt-jax reproduce`` runs the experiments. Subcommands live
+(`ckpt_jax.run_ensemble`); ``ckpt-jax reproduce`` runs the experiments; ``ckpt-jax design``
+designs checkpoint intervals for a fleet file (`ckpt_jax.fleetfile`). Subcommands live
 in ``_SUBCOMMANDS``.
 
 ``--devices`` (every subcommand; default ``all``): one XLA host device per core on a
@@ -15,7 +16,7 @@ Every failure is one line on stderr, ``ckpt-jax: error: ...``, and exit status 2
 option, an ``--out`` that cannot be written (checked before anything runs), a full disk,
 or a `ValueError` of the library. Ctrl-C prints one line and exits with status 130.
 
-The subcommands live in ``simulate.py``, ``ensemble.py`` and ``reproduce.py``; what they
+The subcommands live in ``simulate.py``, ``ensemble.py``, ``reproduce.py`` and ``design.py``; what they
 share in ``_common.py``.
 """
 
@@ -27,6 +28,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from ._common import CliError, INTERRUPTED, devices_for, seed_key, Parser, SMALLER, check_out_dir, fail, os_error_text, start_devices
+from .design import add_design
 from .ensemble import add_ensemble
 from .reproduce import add_reproduce
 from .simulate import add_simulate
@@ -34,7 +36,7 @@ from .simulate import add_simulate
 __all__ = ["main", "build_parser", "CliError", "seed_key", "start_devices", "devices_for"]
 
 
-_SUBCOMMANDS = (add_simulate, add_reproduce, add_ensemble)
+_SUBCOMMANDS = (add_simulate, add_reproduce, add_ensemble, add_design)
 
 def build_parser() -> argparse.ArgumentParser:
     """The `ckpt-jax` argument parser, one subparser per subcommand."""

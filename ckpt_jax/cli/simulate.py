@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 import numpy as np
 
-from ._common import add_devices, add_fleet_options, add_x64, check_period, CliError, CSV_COLUMNS, devices_for, finite_or_none, integer, job_sizes, plain, policy_parameters, PROGRESS_WORK, report_devices, seed_key, SEED_KEY_TEXT
+from ._common import add_devices, add_fleet_options, add_x64, check_period, CliError, CSV_COLUMNS, devices_for, finite_or_none, integer, job_sizes, plain, policy_parameters, PROGRESS_WORK, real, report_devices, seed_key, SEED_KEY_TEXT
 
 
 def add_simulate(subparsers) -> None:
@@ -24,6 +24,14 @@ def add_simulate(subparsers) -> None:
         ),
     )
     add_fleet_options(parser)
+    parser.add_argument("--fleet", type=Path, default=None, metavar="FLEET.toml",
+                        help="take the fleet (groups, sizes, writes, MTBF, restart, storage, cap, "
+                        "policies) from a fleet file (see examples/fleet.toml); excludes the options "
+                        "that describe the fleet (--jobs, --compute, --write, --cap, ...)")
+    _mark_defaults(parser)
+    parser.add_argument("--horizon", type=real(positive=True), default=None, metavar="H",
+                        help="stop every fleet at t = H; --cycles then only sizes the trace (default: "
+                        "none; with --fleet, whose jobs fail, the file's [design].horizon)")
     parser.add_argument("--cycles", type=integer(1), default=50, metavar="K",
                         help="firings (checkpoints) recorded per job (default: %(default)s)")
     parser.add_argument("--fleets", type=integer(1), default=1, metavar="B",
@@ -36,8 +44,58 @@ def add_simulate(subparsers) -> None:
     add_x64(parser)
     parser.add_argument("--out", type=Path, required=True, metavar="DIR",
                         help="output directory, created if missing (required)")
-    parser.set_defaults(run=_simulate, check=lambda args: check_period(args.compute, args.write),
-                        resumes=False)
+    parser.set_defaults(run=_simulate, check=_check, resumes=False)
+
+
+# The options that describe the fleet; --fleet takes all of them from the file.
+_FLEET_OPTIONS = {"jobs": "--jobs", "compute": "--compute", "write": "--write", "cap": "--cap",
+                  "throughput": "--throughput", "delay": "--delay", "async_fraction": "--async-fraction",
+                  "size": "--size", "power_policy": "--power-policy", "storage_policy": "--storage-policy"}
+
+
+class _Default:
+    """An option's default, marked so that `_check` can tell it from a value given."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def __str__(self):  # for %(default)s in the help
+        return str(self.value)
+
+    def __format__(self, spec):  # for %(default)g
+        return format(self.value, spec)
+
+    def __float__(self):
+        return float(self.value)
+
+
+def _mark_defaults(parser) -> None:
+    for action in parser._actions:
+        if action.dest in _FLEET_OPTIONS:
+            action.default = _Default(action.default)
+
+
+def _check(args) -> None:
+    given = [option for dest, option in _FLEET_OPTIONS.items() if not isinstance(getattr(args, dest), _Default)]
+    for dest in _FLEET_OPTIONS:
+        value = getattr(args, dest)
+        if isinstance(value, _Default):
+            setattr(args, dest, value.value)
+    args.spec = None
+    if args.fleet is not None:
+        if given:
+            raise CliError(f"--fleet and {given[0]} both describe the fleet: the fleet file gives "
+                           f"{', '.join(_FLEET_OPTIONS.values())}; drop {' '.join(given)} or --fleet")
+        from ..fleetfile import load
+
+        args.spec = load(args.fleet)
+        args.jobs = args.spec.n_jobs
+        if args.horizon is None:
+            # Failures abandon writes, so a run of K completed cycles per job has no bound:
+            # a fleet file's run stops at a horizon.
+            args.horizon = args.spec.design.horizon
+        return
+    check_period(args.compute, args.write)
 
 
 def _initial_state(fleet, start: str, seed: int):
@@ -75,18 +133,23 @@ def _simulate(args) -> int:
     from ..plotting import plot_trace
 
     n_fleets, n_jobs, n_cycles = args.fleets, args.jobs, args.cycles
-    fleet = Fleet(
-        np.full((n_fleets, n_jobs), args.compute),
-        np.full((n_fleets, n_jobs), args.write),
-        cap=args.cap,
-        throughput=args.throughput,
-        delay=args.delay,
-        async_fraction=args.async_fraction,
-        size=1.0 if args.size is None else job_sizes(args.size, n_jobs),
-        power_policy=args.power_policy,
-        storage_policy=args.storage_policy,
-        dtype=np.float64 if args.x64 else np.float32,
-    )
+    if args.spec is not None:
+        one = args.spec.fleet(dtype=np.float64 if args.x64 else np.float32)
+        fleet = args.spec.fleet(np.broadcast_to(np.asarray(one.compute, np.float64), (n_fleets, n_jobs)),
+                                dtype=one.dtype)
+    else:
+        fleet = Fleet(
+            np.full((n_fleets, n_jobs), args.compute),
+            np.full((n_fleets, n_jobs), args.write),
+            cap=args.cap,
+            throughput=args.throughput,
+            delay=args.delay,
+            async_fraction=args.async_fraction,
+            size=1.0 if args.size is None else job_sizes(args.size, n_jobs),
+            power_policy=args.power_policy,
+            storage_policy=args.storage_policy,
+            dtype=np.float64 if args.x64 else np.float32,
+        )
     state = _initial_state(fleet, args.start, args.seed)
     # The jitter stream is derived apart from the launch key so the two are independent.
     jitter_key = jax.random.fold_in(seed_key(args.seed), 1)
@@ -104,6 +167,7 @@ def _simulate(args) -> int:
         key=jitter_key,
         progress=work >= PROGRESS_WORK,
         devices=devices,
+        until=args.horizon,
     )
     trace = jax.tree_util.tree_map(np.asarray, trace)  # blocks until the run is done
     wall_s = time.perf_counter() - started
@@ -125,32 +189,42 @@ def _simulate(args) -> int:
     n_ok = int(ok.sum())
     status_all = int(np.bitwise_or.reduce(trace.status.ravel()))
     _, counts = writer_count(trace.fire_times[0], trace.end_times[0])
+    parameters = {
+        "jobs": n_jobs,
+        "compute": args.compute,
+        "write": args.write,
+        "cap": args.cap,
+        "throughput": args.throughput,
+        "jitter": args.jitter,
+        "delay": args.delay,
+        "async_fraction": args.async_fraction,
+        "seed": args.seed,
+        "cycles": n_cycles,
+        "fleets": n_fleets,
+        "start": args.start,
+        "x64": args.x64,
+        **policy_parameters(args),
+        **({} if args.horizon is None else {"horizon": args.horizon}),
+    }
+    if args.spec is not None:
+        run_only = ("jitter", "seed", "cycles", "fleets", "start", "x64", "horizon")
+        parameters = {"fleet": args.spec.to_dict(), **{name: parameters[name] for name in run_only}}
+        solo_write = args.spec.solo_write_time()
+        load = float(np.sum(solo_write / (args.spec.intervals() + solo_write)))
+    else:
+        load = n_jobs * args.write / (args.compute + args.write)
     summary = {
         "command": "simulate",
         "version": __version__,
-        "parameters": {
-            "jobs": n_jobs,
-            "compute": args.compute,
-            "write": args.write,
-            "cap": args.cap,
-            "throughput": args.throughput,
-            "jitter": args.jitter,
-            "delay": args.delay,
-            "async_fraction": args.async_fraction,
-            "seed": args.seed,
-            "cycles": n_cycles,
-            "fleets": n_fleets,
-            "start": args.start,
-            "x64": args.x64,
-            **policy_parameters(args),
-        },
+        "parameters": parameters,
         "keys": {
             "seed": SEED_KEY_TEXT,
             "start": "key(seed) (used only by --start random)",
             "jitter": "jax.random.fold_in(key(seed), 1)",
+            "failures": "jax.random.fold_in(key(seed), 1) (--fleet: the file's MTBF)",
         },
         "dtype": str(fleet.dtype),
-        "load": n_jobs * args.write / (args.compute + args.write),
+        "load": load,
         "ok": bool(ok.all()),
         "fleets_ok": n_ok,
         "status": status_all,
@@ -171,11 +245,18 @@ def _simulate(args) -> int:
     }
     atomic_write_bytes(out / "summary.json", (json.dumps(summary, indent=2) + "\n").encode())
 
-    cap = "uncapped" if args.cap is None else f"C={args.cap:g}"
-    title = (
-        f"fleet 0 of {n_fleets}: N={n_jobs}, T={args.compute:g}, d={args.write:g}, {cap}, "
-        f"f={args.throughput}, σ={args.jitter:g}, start={args.start}, seed={args.seed}"
-    )
+    if args.spec is not None:
+        spec = args.spec
+        cap = "uncapped" if spec.cap is None else f"C={spec.cap:g}"
+        throughput = spec.throughput if isinstance(spec.throughput, str) else "list"
+        title = (f"fleet 0 of {n_fleets}: {Path(spec.path).name}, N={n_jobs} in {len(spec.groups)} groups, "
+                 f"{cap}, f={throughput}, σ={args.jitter:g}, start={args.start}, seed={args.seed}")
+    else:
+        cap = "uncapped" if args.cap is None else f"C={args.cap:g}"
+        title = (
+            f"fleet 0 of {n_fleets}: N={n_jobs}, T={args.compute:g}, d={args.write:g}, {cap}, "
+            f"f={args.throughput}, σ={args.jitter:g}, start={args.start}, seed={args.seed}"
+        )
     figure = plot_trace(trace.fire_times[0], trace.end_times[0], title=title)
     atomic_write(out / "trace.png", lambda handle: figure.savefig(handle, format="png", dpi=120))
 

@@ -1,0 +1,278 @@
+"""``ckpt-jax design FLEET.toml --out DIR``: checkpoint intervals for a fleet file
+(`cj.design.checkpoint_intervals`, docs/model.md claim 10), with a report and figures."""
+
+from __future__ import annotations
+
+import json
+import math
+import platform
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ._common import CliError, add_devices, add_x64, integer, real, report_devices, seed_key, SEED_KEY_TEXT
+
+# --quick: a small run that shows every output in well under a minute on a laptop CPU.
+QUICK = {"steps": 8, "draws": 4, "pairs": 2, "horizon_max": 200.0}
+
+BASELINES = {"young": "Young", "daly": "Daly", "young_contended": "contended Young"}
+
+FILES = ["design.json", "report.md", "objective.png", "waste_by_group.png", "schedule.png", "writers.png"]
+
+
+def add_design(subparsers) -> None:
+    from ..fleetfile import SEED_MAX
+
+    parser = subparsers.add_parser(
+        "design",
+        help="design checkpoint intervals for the fleet of a fleet file",
+        description=(
+            "Find the checkpoint interval of every job group of FLEET.toml that minimises the "
+            "fleet's waste, by optimising over the exact simulator (docs/model.md claim 10), and "
+            "compare it with Young's, Daly's and the contended Young interval on fresh draws. "
+            "Writes design.json, report.md and figures into --out."
+        ),
+    )
+    parser.add_argument("fleet_file", type=Path, metavar="FLEET.toml",
+                        help="the fleet file (see examples/fleet.toml)")
+    parser.add_argument("--steps", type=integer(1, 100_000), default=None, metavar="K",
+                        help="at most K optimisation steps (default: [design].steps of the file, else 100)")
+    parser.add_argument("--draws", type=integer(2, 100_000), default=None, metavar="S",
+                        help="failure draws per step (default: [design].draws, else 16)")
+    parser.add_argument("--pairs", type=integer(1, 1_000), default=None, metavar="P",
+                        help="antithetic directions per step (default: [design].pairs, else 4)")
+    parser.add_argument("--horizon", type=real(positive=True), default=None, metavar="H",
+                        help="time over which waste is measured (default: [design].horizon, else 1000)")
+    parser.add_argument("--seed", type=integer(0, SEED_MAX), default=None,
+                        help="PRNG seed for every draw (default: [design].seed, else 0)")
+    parser.add_argument("--quick", action="store_true",
+                        help=f"a small fast run: {QUICK['steps']} steps, {QUICK['draws']} draws, "
+                        f"{QUICK['pairs']} pairs, horizon at most {QUICK['horizon_max']:g} (options given win)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_devices(parser, shards=False)
+    add_x64(parser)
+    parser.add_argument("--out", type=Path, required=True, metavar="DIR",
+                        help="output directory, created if missing (required)")
+    parser.set_defaults(run=_design, check=_check, resumes=False)
+
+
+def settings_for(args, spec) -> dict:
+    """The run's settings: options, else --quick, else the file's [design]."""
+    file = spec.design
+    quick = args.quick
+    pick = lambda option, key: (option if option is not None  # noqa: E731
+                                else QUICK[key] if quick else getattr(file, key))
+    horizon = args.horizon if args.horizon is not None else (
+        min(file.horizon, QUICK["horizon_max"]) if quick else file.horizon)
+    return {"steps": pick(args.steps, "steps"), "draws": pick(args.draws, "draws"),
+            "pairs": pick(args.pairs, "pairs"), "horizon": horizon,
+            "seed": args.seed if args.seed is not None else file.seed,
+            "launch": file.launch, "bounds": list(spec.bounds()), "quick": quick}
+
+
+def _check(args) -> None:
+    from ..fleetfile import load
+
+    args.spec = load(args.fleet_file)  # FleetFileError is a ValueError: one error line
+    args.settings = settings_for(args, args.spec)
+    young = args.spec.young()
+    lo, hi = args.settings["bounds"]
+    if not (lo < young.max() * 100 and hi > young.min() / 100):
+        raise CliError(f"fleet file {args.fleet_file}: design.bounds [{lo:g}, {hi:g}] is far from every "
+                       f"Young interval ({young.min():.3g} to {young.max():.3g}): widen it")
+
+
+def _estimate(samples) -> dict:
+    samples = np.asarray(samples, np.float64)
+    mean = float(samples.mean())
+    half = 1.959963984540054 * float(samples.std(ddof=1)) / math.sqrt(samples.size)
+    return {"mean": mean, "low": mean - half, "high": mean + half}
+
+
+def _evaluate(spec, table: dict, *, horizon, n_draws, key, launch, dtype):
+    """Per group waste, fleet waste and the n_w distribution of each interval set in ``table``
+    ({name: (N,)}), on the same fresh draws (failures and launch fractions shared)."""
+    import jax
+
+    from .._observe import SaveAt
+    from .._simulate import simulate
+    from ..model import initial_state, state_from_positions
+
+    names = list(table)
+    intervals = np.stack([table[name] for name in names])  # (D, N)
+    n_sets, n_jobs = intervals.shape
+    grid = np.ascontiguousarray(np.broadcast_to(intervals[:, None, :], (n_sets, n_draws, n_jobs)))
+    fleet = spec.fleet(grid, dtype=dtype)
+    draw_keys = jax.random.split(key, n_draws + 1)
+    launch_key, draw_keys = draw_keys[0], draw_keys[1:]
+    if launch == "random":
+        fractions = np.asarray(jax.random.uniform(launch_key, (n_draws, n_jobs)), np.float64)
+        cycle = np.asarray(fleet.write, np.float64) + grid
+        state = state_from_positions(fleet, np.minimum(fractions[None] * cycle, np.nextafter(cycle, 0)))
+    else:
+        state = initial_state(fleet)
+    keys = jax.numpy.broadcast_to(draw_keys, (n_sets, n_draws))
+    out = simulate(fleet, state, None, until=horizon, key=keys, throw=True, progress=False,
+                   save=SaveAt(trace=False, jobs=True, writers=True))
+    waste = np.asarray(out.jobs.waste, np.float64)  # (D, S, N)
+    size = spec.per_job("size")
+    labels = spec.labels
+    per_group = np.stack([(waste[..., labels == g] * size[labels == g]).sum(-1) / size[labels == g].sum()
+                          for g in range(len(spec.groups))], axis=-1)  # (D, S, G)
+    fleet_waste = (waste * size).sum(-1) / size.sum()  # (D, S)
+    writer_time = np.asarray(out.writers.time, np.float64)
+    window = np.asarray(out.writers.window, np.float64)
+    span = np.maximum(window[..., 1] - window[..., 0], np.finfo(float).tiny)
+    writers = (writer_time / span[..., None]).mean(axis=1)  # (D, N + 1)
+    return names, per_group, fleet_waste, writers
+
+
+def _schedule(spec, intervals, *, seed: int, launch: str, dtype) -> dict:
+    """One period of the recommended schedule without failures: per job, its write windows
+    and the period shown (the longest job's median fire-to-fire time, at the end of a run of
+    a few periods, so that the launch transient has passed)."""
+    import jax
+
+    from .._simulate import simulate
+    from ..model import initial_state, random_state
+
+    fleet = spec.fleet(intervals, failures=False, dtype=dtype)
+    solo = np.asarray(intervals, np.float64) + spec.solo_write_time()
+    until = 6.0 * float(solo.max())
+    state = random_state(fleet, jax.random.fold_in(seed_key(seed), 7)) if launch == "random" else initial_state(fleet)
+    n_fires = int(np.ceil(until / solo.min())) + 2
+    trace = simulate(fleet, state, n_fires, until=until, progress=False)
+    fire = np.asarray(trace.fire_times, np.float64)
+    end = np.asarray(trace.end_times, np.float64)
+    gaps = [np.diff(row[np.isfinite(row)]) for row in fire]
+    period = max(float(np.median(g)) for g in gaps if g.size) if any(g.size for g in gaps) else float(solo.max())
+    stop = float(np.asarray(trace.time).max())
+    return {"fire": fire, "end": end, "start": max(stop - period, 0.0), "stop": stop, "period": period}
+
+
+def _verdict(saved: dict) -> str:
+    if saved["low"] > 0:
+        return "the design is better, outside the noise"
+    if saved["high"] < 0:
+        return "the baseline is better, outside the noise"
+    return "as good as the design (within the noise)"
+
+
+def _report(spec, settings, result_json: dict, wall_s: float) -> str:
+    groups = spec.names
+    lines = [f"# Checkpoint intervals for {spec.path}", "",
+             f"{spec.n_jobs} jobs in {len(groups)} groups; storage f = "
+             f"{spec.throughput if isinstance(spec.throughput, str) else 'list'}, cap = "
+             f"{'none' if spec.cap is None else f'{spec.cap:g}'}, power policy {spec.power_policy}, "
+             f"storage policy {spec.storage_policy}.",
+             f"Waste is 1 − useful work / H over the horizon H = {settings['horizon']:g}, weighted by job size, "
+             f"launch {settings['launch']}; {result_json['steps_taken']} optimisation steps "
+             f"({'stopped early' if result_json['stopped_early'] else 'not stopped early, so not known to be converged'}), "
+             f"{settings['draws']} draws × {settings['pairs']} pairs per step, seed {settings['seed']}, "
+             f"{wall_s:.0f} s.", "",
+             "## Recommended intervals", "",
+             "| group | jobs | size | write | MTBF | **design** | Young | Daly | contended Young |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for g, group in enumerate(spec.groups):
+        row = result_json["groups"][g]
+        lines.append(f"| {group.name} | {group.count} | {group.size:g} | {group.write:g} | {group.mtbf:g} | "
+                     f"**{row['design']:.4g}** | {row['young']:.4g} | {row['daly']:.4g} | {row['young_contended']:.4g} |")
+    waste = result_json["waste"]
+    lines += ["", "## Fleet waste (fresh draws, 95% CIs)", "",
+              "| intervals | fleet waste | waste saved by the design | verdict |", "|---|---|---|---|",
+              f"| **design** | {waste['mean']:.4f} [{waste['low']:.4f}, {waste['high']:.4f}] | | |"]
+    as_good = []
+    for name, label in BASELINES.items():
+        base = result_json["baselines"][name]
+        w, s = base["waste"], base["saved"]
+        lines.append(f"| {label} | {w['mean']:.4f} [{w['low']:.4f}, {w['high']:.4f}] | "
+                     f"{s['mean']:+.4f} [{s['low']:+.4f}, {s['high']:+.4f}] | {_verdict(s)} |")
+        if s["low"] <= 0:
+            as_good.append(label if s["high"] >= 0 else f"{label} (better, outside the noise)")
+    lines.append("")
+    if as_good:
+        lines.append(f"**Plainly: {', '.join(as_good)} {'is' if len(as_good) == 1 else 'are'} at least as good "
+                     "as the design here** (the waste saved is not positive outside the noise); the design buys nothing over "
+                     f"{'it' if len(as_good) == 1 else 'them'} for this fleet.")
+    else:
+        lines.append("The design saves waste against every baseline, outside the noise.")
+    lines += ["", "## Waste per group (separate fresh draws, 95% CIs)", "",
+              "| group | design | " + " | ".join(BASELINES.values()) + " |", "|---" * (2 + len(BASELINES)) + "|"]
+    for g, group in enumerate(spec.groups):
+        cells = [result_json["per_group"][name][g] for name in ["design", *BASELINES]]
+        lines.append(f"| {group.name} | " + " | ".join(f"{c['mean']:.4f} [{c['low']:.4f}, {c['high']:.4f}]"
+                                                   for c in cells) + " |")
+    lines += ["", "## Figures", "",
+              "- `objective.png`: the smoothed objective (training draws) and the intervals per step.",
+              "- `waste_by_group.png`: waste per job group, each baseline and the design.",
+              "- `schedule.png`: one period of the recommended schedule (a run without failures).",
+              "- `writers.png`: the distribution of the writer count n_w, Young and design.", ""]
+    return "\n".join(lines)
+
+
+def _design(args) -> int:
+    import jax
+
+    from .. import __version__
+    from .._io import atomic_write, atomic_write_bytes
+    from ..design import checkpoint_intervals
+    from . import _design_figures as figures
+
+    spec, settings = args.spec, args.settings
+    report_devices("design", args.device_info, 1)
+    dtype = np.float64 if args.x64 else np.float32
+    fleet = spec.fleet(dtype=dtype)
+    key = seed_key(settings["seed"])
+    design_key, eval_key = jax.random.split(key)
+    started = time.perf_counter()
+    result = checkpoint_intervals(fleet, bounds=tuple(settings["bounds"]), horizon=settings["horizon"],
+                                  n_draws=settings["draws"], n_pairs=settings["pairs"], steps=settings["steps"],
+                                  key=design_key, groups=spec.labels, launch=settings["launch"],
+                                  progress=not args.no_progress, window=min(10, settings["steps"]))
+    table = {"design": result.intervals, **{name: result.baselines[name].intervals for name in BASELINES}}
+    n_eval = 2 * settings["pairs"] * settings["draws"]
+    names, per_group, fleet_waste, writers = _evaluate(spec, table, horizon=settings["horizon"], n_draws=n_eval,
+                                                       key=eval_key, launch=settings["launch"], dtype=dtype)
+    schedule = _schedule(spec, result.intervals, seed=settings["seed"], launch=settings["launch"], dtype=dtype)
+    wall_s = time.perf_counter() - started
+
+    first = np.searchsorted(spec.labels, np.arange(len(spec.groups)))
+    as_dict = lambda e: {"mean": e.mean, "low": e.low, "high": e.high}  # noqa: E731
+    summary = {
+        "command": "design", "version": __version__, "fleet": spec.to_dict(), "settings": settings,
+        "keys": {"seed": SEED_KEY_TEXT, "design": "split(key(seed))[0]", "per_group": "split(key(seed))[1]"},
+        "groups": [{"name": group.name, "design": float(result.intervals[first[g]]),
+                    **{name: float(result.baselines[name].intervals[first[g]]) for name in BASELINES}}
+                   for g, group in enumerate(spec.groups)],
+        "waste": as_dict(result.waste),
+        "baselines": {name: {"waste": as_dict(b.waste), "saved": as_dict(b.saved),
+                             "outside_noise": bool(b.saved.low > 0 or b.saved.high < 0)}
+                      for name, b in result.baselines.items()},
+        "per_group": {name: [_estimate(per_group[i, :, g]) for g in range(len(spec.groups))]
+                      for i, name in enumerate(names)},
+        "per_group_fleet_waste": {name: _estimate(fleet_waste[i]) for i, name in enumerate(names)},
+        "writers_fraction": {name: writers[i].tolist() for i, name in enumerate(names)},
+        "history": {"objective": result.history.objective.tolist(), "stderr": result.history.stderr.tolist(),
+                    "grad_norm": result.history.grad_norm.tolist(),
+                    "intervals": result.history.intervals[:, first].tolist()},
+        "steps_taken": int(result.history.objective.size), "stopped_early": bool(result.stopped_early),
+        "schedule_period": schedule["period"], "wall_time_s": wall_s, "backend": jax.default_backend(),
+        "python": platform.python_version(), "jax": jax.__version__, "files": FILES,
+    }
+    out = Path(args.out)
+    atomic_write_bytes(out / "design.json", (json.dumps(summary, indent=2) + "\n").encode())
+    atomic_write_bytes(out / "report.md", _report(spec, settings, summary, wall_s).encode())
+    for name, figure in figures.all_figures(spec, summary, schedule, per_group, writers, names).items():
+        atomic_write(out / name, lambda handle, figure=figure: figure.savefig(handle, format="png", dpi=120))
+        figures.close(figure)
+
+    recommended = ", ".join(f"{g['name']} {g['design']:.3g}" for g in summary["groups"])
+    print(f"ckpt-jax design: intervals {recommended}; fleet waste {result.waste.mean:.4f} "
+          f"[{result.waste.low:.4f}, {result.waste.high:.4f}]")
+    for name, label in BASELINES.items():
+        saved = summary["baselines"][name]["saved"]
+        print(f"ckpt-jax design: saved against {label}: {saved['mean']:+.4f} [{saved['low']:+.4f}, "
+              f"{saved['high']:+.4f}] ({_verdict(saved)})")
+    print(f"ckpt-jax design: {summary['steps_taken']} steps, {wall_s:.1f} s -> {out}")
+    return 0

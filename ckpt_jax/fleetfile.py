@@ -1,0 +1,395 @@
+"""Fleet files: a fleet of job groups in TOML, for ``ckpt-jax design`` and ``simulate --fleet``.
+
+A fleet file (docs/model.md claim 10; read with the standard library's `tomllib`) holds groups
+of identical jobs and the fleet-wide storage, power and design settings::
+
+    throughput = "saturating"      # a preset name (cj.THROUGHPUT_PRESETS) or [f(1), ..., f(N)]
+    cap = 60.0                     # power cap in size units, or "none"
+    power_policy = "maxmin"        # optional (cj.POWER_POLICIES)
+    storage_policy = "fair"        # optional (cj.STORAGE_POLICIES)
+
+    [design]                       # optional, every key optional
+    bounds = [1.0, 200.0]          # range of every interval
+    horizon = 1000.0
+    draws = 16
+    seed = 0
+
+    [[groups]]
+    name = "1-gpu"                 # optional, unique
+    count = 8
+    size = 1.0
+    write = 0.5                    # write volume per checkpoint
+    mtbf = 200.0
+    restart = 1.0                  # optional, default 0
+    compute = 14.0                 # optional: the interval simulate uses (default: Young's)
+
+Every bad value, missing key or unknown key raises `FleetFileError` (a `ValueError`) naming
+the file, the field (``groups[2].mtbf``) and what is allowed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import tomllib
+from pathlib import Path
+from typing import NamedTuple, Optional, Union
+
+import numpy as np
+
+__all__ = ["FleetFileError", "Group", "DesignSettings", "FleetSpec", "load", "loads", "dumps",
+           "DESIGN_DEFAULTS", "COUNT_MAX", "SEED_MAX"]
+
+COUNT_MAX = 100_000  # jobs per group, and in the whole fleet
+SEED_MAX = 2**64 - 1
+DESIGN_DEFAULTS = {"horizon": 1000.0, "draws": 16, "pairs": 4, "steps": 100, "seed": 0, "launch": "random"}
+
+
+class FleetFileError(ValueError):
+    """A fleet file that cannot be used; the message names the file and the field."""
+
+
+class Group(NamedTuple):
+    """``count`` identical jobs: size w, write volume d, MTBF M, restart R, interval T
+    (None: Young's √(2·d/f(1)·M))."""
+
+    name: str
+    count: int
+    size: float
+    write: float
+    mtbf: float
+    restart: float = 0.0
+    compute: Optional[float] = None
+
+
+class DesignSettings(NamedTuple):
+    """``[design]``: bounds (None: a decade either side of the Young intervals), horizon H,
+    draws S, antithetic pairs P, steps, seed and launch."""
+
+    bounds: Optional[tuple] = None
+    horizon: float = DESIGN_DEFAULTS["horizon"]
+    draws: int = DESIGN_DEFAULTS["draws"]
+    pairs: int = DESIGN_DEFAULTS["pairs"]
+    steps: int = DESIGN_DEFAULTS["steps"]
+    seed: int = DESIGN_DEFAULTS["seed"]
+    launch: str = DESIGN_DEFAULTS["launch"]
+
+
+@dataclasses.dataclass(frozen=True)
+class FleetSpec:
+    """A parsed fleet file.
+
+    Attributes:
+      path: where it was read from ("<string>" for `loads`).
+      groups: tuple of `Group`, in file order.
+      throughput: a preset name, or a tuple f(1..N) with N the total job count.
+      cap: power cap (None: uncapped).
+      power_policy, storage_policy: as `cj.Fleet`.
+      delay, async_fraction: as `cj.Fleet` (default 0).
+      design: `DesignSettings`.
+    """
+
+    path: str
+    groups: tuple
+    throughput: Union[str, tuple] = "shared"
+    cap: Optional[float] = None
+    power_policy: str = "maxmin"
+    storage_policy: str = "fair"
+    delay: float = 0.0
+    async_fraction: float = 0.0
+    design: DesignSettings = DesignSettings()
+
+    @property
+    def n_jobs(self) -> int:
+        return sum(group.count for group in self.groups)
+
+    @property
+    def labels(self) -> np.ndarray:
+        """(N,) group index of every job (jobs listed group by group)."""
+        return np.repeat(np.arange(len(self.groups)), [group.count for group in self.groups])
+
+    @property
+    def names(self) -> tuple:
+        return tuple(group.name for group in self.groups)
+
+    def per_job(self, field: str) -> np.ndarray:
+        """(N,) float64 values of a group field, repeated over each group's jobs."""
+        return np.repeat(np.asarray([getattr(g, field) for g in self.groups], np.float64),
+                         [group.count for group in self.groups])
+
+    def solo_write_time(self) -> np.ndarray:
+        """(N,) write time alone, d / f(1)."""
+        return self.per_job("write") / self._f1()
+
+    def young(self) -> np.ndarray:
+        """(N,) Young's interval √(2·d/f(1)·M) per job."""
+        return np.sqrt(2 * self.solo_write_time() * self.per_job("mtbf"))
+
+    def intervals(self) -> np.ndarray:
+        """(N,) compute intervals: each group's ``compute``, else Young's."""
+        young = self.young()
+        given = np.repeat([math.nan if g.compute is None else g.compute for g in self.groups],
+                          [group.count for group in self.groups])
+        return np.where(np.isnan(given), young, given)
+
+    def bounds(self) -> tuple:
+        """The design bounds: ``[design].bounds``, else (min Young / 10, max Young · 10)."""
+        if self.design.bounds is not None:
+            return tuple(self.design.bounds)
+        young = self.young()
+        return float(young.min() / 10), float(young.max() * 10)
+
+    def _f1(self) -> float:
+        if isinstance(self.throughput, str):
+            from ._throughput import THROUGHPUT_PRESETS
+
+            return float(THROUGHPUT_PRESETS[self.throughput](1))
+        return float(self.throughput[0])
+
+    def fleet(self, intervals=None, *, failures: bool = True, dtype=None):
+        """The `cj.Fleet` of the file (N jobs, group by group).
+
+        Args:
+          intervals: (*B, N) compute intervals (default `intervals`); a batch of fleets
+            with leading axes *B.
+          failures: with the file's MTBF and restart (False: a fleet that never fails).
+          dtype: as `cj.Fleet`.
+        """
+        from .model import Fleet
+
+        compute = self.intervals() if intervals is None else np.asarray(intervals, np.float64)
+        throughput = self.throughput
+        if not isinstance(throughput, str):
+            throughput = np.concatenate([[throughput[0]], np.asarray(throughput, np.float64)])
+            throughput = np.broadcast_to(throughput, compute.shape[:-1] + throughput.shape)
+        return Fleet(
+            compute,
+            np.broadcast_to(self.per_job("write"), compute.shape),
+            cap=self.cap,
+            throughput=throughput,
+            delay=self.delay,
+            async_fraction=self.async_fraction,
+            size=self.per_job("size"),
+            power_policy=self.power_policy,
+            storage_policy=self.storage_policy,
+            mtbf=self.per_job("mtbf") if failures else None,
+            restart=self.per_job("restart") if failures else 0.0,
+            dtype=dtype,
+        )
+
+    def to_dict(self) -> dict:
+        """Plain data (for JSON), the file's fields with defaults filled in."""
+        return {
+            "path": self.path,
+            "throughput": self.throughput if isinstance(self.throughput, str) else list(self.throughput),
+            "cap": self.cap,
+            "power_policy": self.power_policy,
+            "storage_policy": self.storage_policy,
+            "delay": self.delay,
+            "async_fraction": self.async_fraction,
+            "design": {**self.design._asdict(), "bounds": list(self.bounds())},
+            "groups": [group._asdict() for group in self.groups],
+        }
+
+
+# -- validation ------------------------------------------------------------------------
+
+
+class _Reader:
+    """Checks fields of one file, raising `FleetFileError` with the file and field named."""
+
+    def __init__(self, path: str):
+        self.path = path
+
+    def fail(self, field: str, message: str):
+        raise FleetFileError(f"fleet file {self.path}: {field}: {message}")
+
+    def keys(self, table, field: str, allowed: tuple, required: tuple = ()):
+        where = f"{field}." if field else ""
+        if not isinstance(table, dict):
+            self.fail(field, f"must be a table, got {_show(table)}")
+        for key in table:
+            if key not in allowed:
+                self.fail(f"{where}{key}", f"unknown key (allowed: {', '.join(allowed)})")
+        for key in required:
+            if key not in table:
+                self.fail(f"{where}{key}", "missing (required)")
+
+    def number(self, value, field: str, *, low: float = 0.0, strict: bool = True,
+               high: float = math.inf) -> float:
+        rule = f"a finite number {'>' if strict else '>='} {_num(low)}" + (
+            f" and <= {_num(high)}" if high < math.inf else "")
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            self.fail(field, f"must be {rule}, got {_show(value)}")
+        value = float(value)
+        if not math.isfinite(value) or value < low or (strict and value == low) or value > high:
+            self.fail(field, f"must be {rule}, got {_show(value)}")
+        return value
+
+    def integer(self, value, field: str, *, low: int, high: int) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            self.fail(field, f"must be an integer from {low} to {high}, got {_show(value)}")
+        return value
+
+    def choice(self, value, field: str, choices) -> str:
+        if not isinstance(value, str) or value not in choices:
+            self.fail(field, f"must be one of {', '.join(map(repr, choices))}, got {_show(value)}")
+        return value
+
+
+def _num(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() and abs(value) < 1e16 else repr(value)
+
+
+def _show(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+_TOP = ("throughput", "cap", "power_policy", "storage_policy", "delay", "async_fraction", "design", "groups")
+_GROUP = ("name", "count", "size", "write", "mtbf", "restart", "compute")
+_DESIGN = ("bounds", "horizon", "draws", "pairs", "steps", "seed", "launch")
+
+
+def _group(reader: _Reader, table, index: int) -> Group:
+    field = f"groups[{index}]"
+    reader.keys(table, field, _GROUP, required=("count", "size", "write", "mtbf"))
+    name = table.get("name", f"group {index}")
+    if not isinstance(name, str) or not name.strip() or len(name) > 40:
+        reader.fail(f"{field}.name", f"must be a non-empty string of at most 40 characters, got {_show(name)}")
+    compute = table.get("compute")
+    return Group(
+        name=name,
+        count=reader.integer(table["count"], f"{field}.count", low=1, high=COUNT_MAX),
+        size=reader.number(table["size"], f"{field}.size"),
+        write=reader.number(table["write"], f"{field}.write"),
+        mtbf=reader.number(table["mtbf"], f"{field}.mtbf"),
+        restart=reader.number(table.get("restart", 0.0), f"{field}.restart", strict=False),
+        compute=None if compute is None else reader.number(compute, f"{field}.compute"),
+    )
+
+
+def _design(reader: _Reader, table) -> DesignSettings:
+    reader.keys(table, "design", _DESIGN)
+    bounds = table.get("bounds")
+    if bounds is not None:
+        if not isinstance(bounds, list) or len(bounds) != 2:
+            reader.fail("design.bounds", f"must be a pair [lo, hi] with 0 < lo < hi finite, got {_show(bounds)}")
+        lo = reader.number(bounds[0], "design.bounds[0]")
+        hi = reader.number(bounds[1], "design.bounds[1]")
+        if not lo < hi:
+            reader.fail("design.bounds", f"must be a pair [lo, hi] with 0 < lo < hi finite, got {_show(bounds)}")
+        bounds = (lo, hi)
+    from .design import LAUNCHES
+
+    get = lambda key: table.get(key, DESIGN_DEFAULTS[key])  # noqa: E731
+    return DesignSettings(
+        bounds=bounds,
+        horizon=reader.number(get("horizon"), "design.horizon"),
+        draws=reader.integer(get("draws"), "design.draws", low=2, high=100_000),
+        pairs=reader.integer(get("pairs"), "design.pairs", low=1, high=1_000),
+        steps=reader.integer(get("steps"), "design.steps", low=1, high=100_000),
+        seed=reader.integer(get("seed"), "design.seed", low=0, high=SEED_MAX),
+        launch=reader.choice(get("launch"), "design.launch", LAUNCHES),
+    )
+
+
+def _parse(data: dict, path: str) -> FleetSpec:
+    from .model import POWER_POLICIES, STORAGE_POLICIES
+    from ._throughput import THROUGHPUT_PRESETS
+
+    reader = _Reader(path)
+    reader.keys(data, "", _TOP, required=("groups", "throughput"))
+    groups = data["groups"]
+    if not isinstance(groups, list) or not groups:
+        reader.fail("groups", f"must be a non-empty array of tables ([[groups]]), got {_show(groups)}")
+    groups = tuple(_group(reader, table, i) for i, table in enumerate(groups))
+    seen = {}
+    for i, group in enumerate(groups):
+        if group.name in seen:
+            reader.fail(f"groups[{i}].name", f"must be unique; {group.name!r} is also groups[{seen[group.name]}].name")
+        seen[group.name] = i
+    n_jobs = sum(group.count for group in groups)
+    if n_jobs > COUNT_MAX:
+        reader.fail("groups", f"at most {COUNT_MAX} jobs in all, got {n_jobs}")
+
+    throughput = data["throughput"]
+    if isinstance(throughput, list):
+        if len(throughput) != n_jobs:
+            reader.fail("throughput", f"a list must give f(1), ..., f(N) for the N = {n_jobs} jobs, "
+                        f"got {len(throughput)} values")
+        throughput = tuple(reader.number(v, f"throughput[{i}]") for i, v in enumerate(throughput))
+    else:
+        throughput = reader.choice(throughput, "throughput", sorted(THROUGHPUT_PRESETS))
+    cap = data.get("cap", "none")
+    if isinstance(cap, str) and cap.strip().lower() in ("none", "inf"):
+        cap = None
+    elif isinstance(cap, str):
+        reader.fail("cap", f"must be a finite number > 0 or \"none\" (uncapped), got {_show(cap)}")
+    else:
+        cap = reader.number(cap, "cap")
+    async_fraction = reader.number(data.get("async_fraction", 0.0), "async_fraction", strict=False, high=1.0)
+    return FleetSpec(
+        path=path,
+        groups=groups,
+        throughput=throughput,
+        cap=cap,
+        power_policy=reader.choice(data.get("power_policy", "maxmin"), "power_policy", POWER_POLICIES),
+        storage_policy=reader.choice(data.get("storage_policy", "fair"), "storage_policy", STORAGE_POLICIES),
+        delay=reader.number(data.get("delay", 0.0), "delay", strict=False),
+        async_fraction=async_fraction,
+        design=_design(reader, data.get("design", {})),
+    )
+
+
+def loads(text: str, path: str = "<string>") -> FleetSpec:
+    """Parses fleet-file text (``path`` only names it in messages)."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise FleetFileError(f"fleet file {path}: not valid TOML: {err}") from None
+    return _parse(data, path)
+
+
+def load(path) -> FleetSpec:
+    """Reads and validates a fleet file.
+
+    Raises:
+      FleetFileError: the file cannot be read, is not TOML, or a field is bad (the message
+        names the file, the field and its allowed range).
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as err:
+        raise FleetFileError(f"fleet file {path}: cannot read it ({err.strerror or err})") from None
+    except UnicodeDecodeError:
+        raise FleetFileError(f"fleet file {path}: not UTF-8 text") from None
+    return loads(text, str(path))
+
+
+# -- writing ---------------------------------------------------------------------------
+
+
+def _toml(value) -> str:
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    if isinstance(value, float):
+        return repr(value)
+    return str(value)
+
+
+def dumps(spec: FleetSpec) -> str:
+    """TOML text that `loads` reads back as ``spec`` (defaults written out; the path aside)."""
+    lines = [f"throughput = {_toml(spec.throughput)}", f"cap = {_toml('none' if spec.cap is None else spec.cap)}",
+             f"power_policy = {_toml(spec.power_policy)}", f"storage_policy = {_toml(spec.storage_policy)}",
+             f"delay = {_toml(spec.delay)}", f"async_fraction = {_toml(spec.async_fraction)}", "", "[design]"]
+    for key, value in spec.design._asdict().items():
+        if value is not None:
+            lines.append(f"{key} = {_toml(value)}")
+    for group in spec.groups:
+        lines += ["", "[[groups]]"]
+        lines += [f"{key} = {_toml(value)}" for key, value in group._asdict().items() if value is not None]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,108 @@
+"""``ckpt-jax design FLEET.toml`` and ``ckpt-jax simulate --fleet``."""
+
+import json
+
+import pytest
+
+from ckpt_jax.cli import main
+
+TINY = """
+throughput = "shared"
+cap = 2.0
+
+[design]
+bounds = [0.5, 50.0]
+horizon = 40.0
+
+[[groups]]
+name = "small"
+count = 2
+size = 1
+write = 0.5
+mtbf = 20.0
+restart = 0.5
+
+[[groups]]
+name = "big"
+count = 1
+size = 2
+write = 1.0
+mtbf = 10.0
+"""
+
+FAST = ["--steps", "2", "--draws", "2", "--pairs", "1", "--no-progress", "--devices", "1"]
+
+
+@pytest.fixture
+def fleet_file(tmp_path):
+    path = tmp_path / "tiny.toml"
+    path.write_text(TINY)
+    return path
+
+
+def one_error_line(capsys) -> str:
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    return err.strip()
+
+
+def test_design_writes_report_json_and_figures(fleet_file, tmp_path, capsys):
+    out = tmp_path / "design"
+    assert main(["design", str(fleet_file), "--quick", *FAST, "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "saved against Young" in printed and "small" in printed
+    for name in ("design.json", "report.md", "objective.png", "waste_by_group.png", "schedule.png", "writers.png"):
+        assert (out / name).stat().st_size > 0, name
+    summary = json.loads((out / "design.json").read_text())
+    assert summary["settings"]["steps"] == 2 and summary["settings"]["horizon"] == 40.0
+    assert [group["name"] for group in summary["groups"]] == ["small", "big"]
+    assert set(summary["baselines"]) == {"young", "daly", "young_contended"}
+    assert summary["steps_taken"] == 2
+    report = (out / "report.md").read_text()
+    assert "## Recommended intervals" in report and "contended Young" in report and "95% CI" in report
+
+
+def test_design_bad_fleet_file_is_one_error_line(fleet_file, tmp_path, capsys):
+    fleet_file.write_text(TINY.replace("mtbf = 10.0", "mtbf = -10.0"))
+    assert main(["design", str(fleet_file), *FAST, "--out", str(tmp_path / "o")]) == 2
+    line = one_error_line(capsys)
+    assert line.startswith("ckpt-jax: error: fleet file ") and "groups[1].mtbf" in line and "> 0" in line
+
+
+@pytest.mark.parametrize("option, value", [("--steps", "0"), ("--draws", "1"), ("--horizon", "-1"),
+                                           ("--seed", "-1"), ("--pairs", "x")])
+def test_design_overrides_are_validated(fleet_file, tmp_path, capsys, option, value):
+    assert main(["design", str(fleet_file), option, value, "--out", str(tmp_path / "o")]) == 2
+    assert option in one_error_line(capsys)
+
+
+def test_simulate_fleet_file(fleet_file, tmp_path, capsys):
+    out = tmp_path / "sim"
+    assert main(["simulate", "--fleet", str(fleet_file), "--cycles", "10", "--fleets", "2", "--devices", "1",
+                 "--out", str(out)]) == 0
+    assert "2/2 fleets ok, N=3" in capsys.readouterr().out
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["parameters"]["fleet"]["groups"][1]["name"] == "big"
+    assert summary["parameters"]["horizon"] == 40.0
+    assert (out / "trace.png").exists()
+
+
+@pytest.mark.parametrize("conflict", [["--jobs", "8"], ["--cap", "3"], ["--size", "1,2"],
+                                      ["--throughput", "shared"], ["--power-policy", "maxmin"], ["--compute", "10"]])
+def test_simulate_fleet_refuses_fleet_options(fleet_file, tmp_path, capsys, conflict):
+    assert main(["simulate", "--fleet", str(fleet_file), *conflict, "--out", str(tmp_path / "o")]) == 2
+    line = one_error_line(capsys)
+    assert "--fleet" in line and conflict[0] in line
+
+
+def test_simulate_fleet_bad_file(tmp_path, capsys):
+    assert main(["simulate", "--fleet", str(tmp_path / "absent.toml"), "--out", str(tmp_path / "o")]) == 2
+    assert "absent.toml: cannot read it" in one_error_line(capsys)
+
+
+@pytest.mark.slow
+def test_design_example_fleet_quick(tmp_path, capsys):
+    out = tmp_path / "example"
+    assert main(["design", "examples/fleet.toml", "--quick", "--no-progress", "--out", str(out)]) == 0
+    summary = json.loads((out / "design.json").read_text())
+    assert len(summary["groups"]) == 4

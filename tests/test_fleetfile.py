@@ -1,0 +1,168 @@
+"""Fleet files (`ckpt_jax.fleetfile`): parsing, the fleet they build, and every bad field named."""
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import ckpt_jax as cj
+from ckpt_jax.fleetfile import FleetFileError, dumps, load, loads
+
+TINY = """
+throughput = "shared"
+cap = 3.0
+power_policy = "uniform"
+storage_policy = "weighted"
+
+[design]
+bounds = [0.5, 50.0]
+horizon = 100.0
+draws = 4
+seed = 7
+
+[[groups]]
+name = "small"
+count = 2
+size = 1
+write = 0.5
+mtbf = 20.0
+restart = 0.5
+compute = 3.0
+
+[[groups]]
+name = "big"
+count = 1
+size = 2
+write = 1.0
+mtbf = 10.0
+"""
+
+
+def test_parse_and_build_fleet():
+    spec = loads(TINY, "tiny.toml")
+    assert spec.n_jobs == 3 and spec.names == ("small", "big")
+    np.testing.assert_array_equal(spec.labels, [0, 0, 1])
+    assert spec.cap == 3.0 and spec.design.seed == 7 and spec.bounds() == (0.5, 50.0)
+    fleet = spec.fleet(dtype=np.float64)
+    assert isinstance(fleet, cj.Fleet) and fleet.n_jobs == 3
+    assert fleet.power_policy == "uniform" and fleet.storage_policy == "weighted"
+    np.testing.assert_allclose(np.asarray(fleet.size), [1, 1, 2])
+    np.testing.assert_allclose(np.asarray(fleet.mtbf), [20, 20, 10])
+    np.testing.assert_allclose(np.asarray(fleet.restart), [0.5, 0.5, 0])
+    # The big group has no compute: Young's √(2·d/f(1)·M).
+    np.testing.assert_allclose(np.asarray(fleet.compute), [3.0, 3.0, math.sqrt(2 * 1.0 * 10.0)])
+    assert not np.isfinite(np.asarray(spec.fleet(failures=False, dtype=np.float64).mtbf)).any()
+
+
+def test_round_trip_through_text(tmp_path):
+    spec = loads(TINY, "tiny.toml")
+    path = tmp_path / "again.toml"
+    path.write_text(dumps(spec))
+    again = load(path)
+    assert again.groups == spec.groups and again.design == spec.design
+    assert again.to_dict() | {"path": None} == spec.to_dict() | {"path": None}
+
+
+def test_example_file_loads():
+    spec = load("examples/fleet.toml")
+    assert spec.n_jobs == 32 and len(spec.groups) == 4
+    np.testing.assert_allclose(spec.young(), math.sqrt(200.0))
+    total = float(np.sum(spec.per_job("size")))
+    assert spec.cap < total  # the cap binds
+
+
+def test_throughput_list_and_uncapped():
+    text = TINY.replace('throughput = "shared"', "throughput = [1.0, 1.5, 2.0]").replace("cap = 3.0", 'cap = "none"')
+    spec = loads(text)
+    assert spec.cap is None and spec.throughput == (1.0, 1.5, 2.0)
+    fleet = spec.fleet(dtype=np.float64)
+    np.testing.assert_allclose(np.asarray(fleet.throughput)[1:], [1.0, 1.5, 2.0])
+
+
+# Each case: (path of the field, a bad value as TOML). The error must name the file and field.
+GROUP_FIELDS = {
+    "count": ["0", "-1", "1.5", "true", '"8"', "100001"],
+    "size": ["0", "-2.0", "nan", "inf", '"big"', "false", "[1]"],
+    "write": ["0", "-0.5", "nan", "inf", '"x"'],
+    "mtbf": ["0", "-3", "nan", "inf", '"x"', "true"],
+    "restart": ["-1", "nan", "inf", '"x"'],
+    "compute": ["0", "-1", "inf", '"x"'],
+    "name": ['""', "3", '"' + "x" * 41 + '"'],
+}
+TOP_FIELDS = {
+    "throughput": ['"fast"', "3", "[1.0, 2.0]", "[1.0, -1.0, 1.0]"],
+    "cap": ["0", "-1", "nan", '"lots"', "true"],
+    "power_policy": ['"fair"', "1"],
+    "storage_policy": ['"maxmin"', "1"],
+    "delay": ["-1", "nan"],
+    "async_fraction": ["-0.1", "1.5"],
+}
+DESIGN_FIELDS = {
+    "bounds": ["[1.0]", "[5.0, 1.0]", "[0.0, 1.0]", "3", "[1.0, inf]"],
+    "horizon": ["0", "-1", "inf", '"x"'],
+    "draws": ["1", "0", "2.5", "true"],
+    "pairs": ["0", "1.5"],
+    "steps": ["0", "-3"],
+    "seed": ["-1", "18446744073709551616", "1.0"],
+    "launch": ['"staggered"', "1"],
+}
+
+
+def _set(text: str, table: str, key: str, value: str) -> str:
+    """TINY with ``key = value`` set in ``table`` ("" top level, "design", "groups[1]")."""
+    lines = text.splitlines()
+    header = {"": None, "design": "[design]", "groups[1]": "[[groups]]"}[table]
+    start = 0 if header is None else [i for i, line in enumerate(lines) if line == header][-1] + 1
+    end = next((i for i in range(start, len(lines)) if lines[i].startswith("[")), len(lines))
+    body = [line for line in lines[start:end] if not line.startswith(f"{key} =")]
+    return "\n".join(lines[:start] + [f"{key} = {value}"] + body + lines[end:]) + "\n"
+
+
+CASES = ([("groups[1]", key, value) for key, values in GROUP_FIELDS.items() for value in values]
+         + [("", key, value) for key, values in TOP_FIELDS.items() for value in values]
+         + [("design", key, value) for key, values in DESIGN_FIELDS.items() for value in values])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from(CASES))
+def test_every_bad_field_names_file_and_field(case):
+    table, key, value = case
+    text = _set(TINY, table, key, value)
+    with pytest.raises(FleetFileError) as info:
+        loads(text, "fleets/bad.toml")
+    message = str(info.value)
+    field = f"{table}.{key}" if table else key
+    assert "fleets/bad.toml" in message
+    assert field in message, message
+    assert ("must" in message or "at most" in message or "unique" in message), message
+
+
+@pytest.mark.parametrize("table, key", [("", "troughput"), ("design", "horizn"), ("groups[1]", "mtfb")])
+def test_unknown_keys_are_errors(table, key):
+    with pytest.raises(FleetFileError, match=r"unknown key \(allowed: "):
+        loads(_set(TINY, table, key, "1.0"), "t.toml")
+    with pytest.raises(FleetFileError, match=(f"{table}.{key}" if table else key).replace("[", r"\[").replace("]", r"\]")):
+        loads(_set(TINY, table, key, "1.0"), "t.toml")
+
+
+@pytest.mark.parametrize("key", ["count", "size", "write", "mtbf"])
+def test_missing_group_keys(key):
+    text = TINY.replace(f"\n{key} =", f"\n# {key} =")
+    with pytest.raises(FleetFileError, match=rf"t.toml: groups\[0\]\.{key}: missing"):
+        loads(text, "t.toml")
+
+
+def test_file_level_errors(tmp_path):
+    with pytest.raises(FleetFileError, match="cannot read it"):
+        load(tmp_path / "absent.toml")
+    (tmp_path / "broken.toml").write_text("groups = [\n")
+    with pytest.raises(FleetFileError, match="broken.toml: not valid TOML"):
+        load(tmp_path / "broken.toml")
+    with pytest.raises(FleetFileError, match="groups: missing"):
+        loads('throughput = "shared"\n', "t.toml")
+    with pytest.raises(FleetFileError, match="groups: must be a non-empty"):
+        loads('throughput = "shared"\ngroups = []\n', "t.toml")
+    duplicated = TINY.replace('name = "big"', 'name = "small"')
+    with pytest.raises(FleetFileError, match=r"groups\[1\]\.name: must be unique"):
+        loads(duplicated, "t.toml")
