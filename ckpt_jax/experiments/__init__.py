@@ -48,6 +48,7 @@ REGISTRY = (
     "jitter",
     "boundary",
     "anonymity",
+    "intervals",
 )
 
 
