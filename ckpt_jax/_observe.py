@@ -252,7 +252,7 @@ class WritersObserver:
         else:  # one switch, n_w moves by ±1: the level it reaches (firing) or leaves (end)
             level = jnp.maximum(a, b)
             step = jnp.where(counted & (level > start), b - a, 0)
-            rises = rises.at[fleets, level].add(step.astype(rises.dtype), mode="promise_in_bounds")
+            rises = rises.at[fleets, level].add(step.astype(rises.dtype), mode="drop")
         return dict(window=window, time=time, rises=rises, max=most, instant_start=start, instant_open=instant_open)
 
     def finalize(self, state, final: FinalView, complete):
