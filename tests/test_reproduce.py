@@ -21,7 +21,7 @@ def test_reproduce_writes_report_and_resumes(tmp_path):
     assert "| 1 pairwise neutrality: **reproduced** | 1: two identical jobs" in report
     assert "| 2 reciprocal spectrum | - | not run | - | - |" in report
     assert "| 9 neutrality needs anonymity | - | not run | - | - |" in report
-    assert "| 10 contention-aware intervals | - | no experiment yet | - | - |" in report
+    assert "| 10 contention-aware intervals | - | not run | - | - |" in report
     written = json.loads((tmp_path / "pairwise_neutrality.json").read_text())
     assert written["size"] == "smoke" and written["verdicts"] and written["wall_seconds"] > 0
     assert re.search(r"\| `pairwise_neutrality` \| [0-9.]+ \|", report)  # the run-time table
