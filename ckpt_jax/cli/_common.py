@@ -114,6 +114,21 @@ def policy_parameters(args) -> dict:
     return entries
 
 
+def fleet_keywords(args, n_jobs: int) -> dict:
+    """The `Fleet` keyword arguments of the fleet options (`add_fleet_options`), shared by
+    ``simulate`` and ``ensemble``."""
+    return dict(
+        cap=args.cap,
+        throughput=args.throughput,
+        delay=args.delay,
+        async_fraction=args.async_fraction,
+        size=1.0 if args.size is None else job_sizes(args.size, n_jobs),
+        power_policy=args.power_policy,
+        storage_policy=args.storage_policy,
+        dtype=np.float64 if args.x64 else np.float32,
+    )
+
+
 def _fraction(text: str) -> float:
     value = real(positive=False)(text)
     if value > 1:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Optional
 import numpy as np
 
-from ._common import add_devices, add_fleet_options, add_x64, check_period, CliError, devices_for, integer, job_sizes, plain, plain_text, policy_parameters, real, report_devices, seed_key, SEED_KEY_TEXT
+from ._common import add_devices, add_fleet_options, add_x64, check_period, CliError, devices_for, integer, fleet_keywords, plain, plain_text, policy_parameters, real, report_devices, seed_key, SEED_KEY_TEXT
 
 
 def add_ensemble(subparsers) -> None:
@@ -234,14 +234,7 @@ def _ensemble(args) -> int:
         np.full(n_jobs, compute),
         np.full(n_jobs, write),
         key=jax.random.fold_in(root_key, 0),
-        cap=args.cap,
-        throughput=args.throughput,
-        delay=args.delay,
-        async_fraction=args.async_fraction,
-        size=1.0 if args.size is None else job_sizes(args.size, n_jobs),
-        power_policy=args.power_policy,
-        storage_policy=args.storage_policy,
-        dtype=np.float64 if args.x64 else np.float32,
+        **fleet_keywords(args, n_jobs),
     )
     # The observers --save names, accumulated inside the event loop: no (B, N, K) trace,
     # unless order asks for one (to derive the gaps and the firing-order flag from it).

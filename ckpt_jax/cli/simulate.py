@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 import numpy as np
 
-from ._common import add_devices, add_fleet_options, add_x64, check_period, CliError, CSV_COLUMNS, devices_for, finite_or_none, integer, job_sizes, plain, policy_parameters, PROGRESS_WORK, real, report_devices, seed_key, SEED_KEY_TEXT
+from ._common import add_devices, add_fleet_options, add_x64, check_period, CliError, CSV_COLUMNS, devices_for, finite_or_none, integer, fleet_keywords, plain, policy_parameters, PROGRESS_WORK, real, report_devices, seed_key, SEED_KEY_TEXT
 
 
 def add_simulate(subparsers) -> None:
@@ -141,14 +141,7 @@ def _simulate(args) -> int:
         fleet = Fleet(
             np.full((n_fleets, n_jobs), args.compute),
             np.full((n_fleets, n_jobs), args.write),
-            cap=args.cap,
-            throughput=args.throughput,
-            delay=args.delay,
-            async_fraction=args.async_fraction,
-            size=1.0 if args.size is None else job_sizes(args.size, n_jobs),
-            power_policy=args.power_policy,
-            storage_policy=args.storage_policy,
-            dtype=np.float64 if args.x64 else np.float32,
+            **fleet_keywords(args, n_jobs),
         )
     state = _initial_state(fleet, args.start, args.seed)
     # The jitter stream is derived apart from the launch key so the two are independent.
