@@ -447,9 +447,9 @@ class JobsObserver:
     def update(self, state, view: EventView, n_active):
         if view.draining is None:  # the fast paths keep the totals in their per-job rows
             return state
-        # The general engine's masks are dense anyway: accumulate the interval.
-        fleets = jnp.broadcast_to(jnp.arange(view.time.shape[0])[:, None], view.job.shape)
-        writes = state["writes"].at[fleets, view.job].add((view.recorded_end & view.running[:, None]).astype(jnp.int32))
+        # The general engine's masks are dense anyway (its columns are the jobs, in job
+        # order): accumulate the interval.
+        writes = state["writes"] + (view.recorded_end & view.running[:, None]).astype(jnp.int32)
         dt = jnp.where(view.running, view.dt, 0)[:, None]
         write_time = state["write_time"] + jnp.where(view.draining, dt, 0)
         waiting_time = state["waiting_time"] + jnp.where(view.waiting, dt, 0)

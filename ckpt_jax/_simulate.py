@@ -215,7 +215,7 @@ def simulate(
             part = jax.tree_util.tree_map(lambda x: x[index], part)
         result = run(*part, path=name, sharing=sharing, **options)
         piece = flat_trace(result, save=save, stop_fires=options["stop_fires"], gap_fires=n_fires, ordered=name == "fifo")
-        if name != "general" and save.jobs:
+        if save.jobs and (name != "general" or not general.tracks_work(save, options["use_jitter"], use_failures)):
             piece = piece._replace(jobs=fast_useful_work(piece.jobs, *part, use_jitter=options["use_jitter"]))
         pieces.append((index, piece))
     flat = pieces[0][1] if len(pieces) == 1 else merge(pieces, n_fleets)

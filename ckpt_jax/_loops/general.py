@@ -31,7 +31,8 @@ from .._status import Status, flag
 from . import LoopResult, failures
 from . import record as record_cells
 
-__all__ = ["Carry", "init_carry", "step", "advance", "advance_to_firing", "batched_advance", "run_chunked", "init_and_advance"]
+__all__ = ["Carry", "init_carry", "step", "advance", "advance_to_firing", "batched_advance", "run_chunked", "init_and_advance",
+           "tracks_work"]
 
 STATUS_OK = int(Status.OK)
 STATUS_NONFINITE = int(Status.NONFINITE)
@@ -511,12 +512,20 @@ def run_chunked(params, state, max_events, progress, n_fleets, **static):
                 return state
 
 
+def tracks_work(save: SaveAt, use_jitter: bool, use_failures: bool) -> bool:
+    """Whether the loop keeps the work accounting (`failures.WorkCarry`, ten per-job rows
+    stepped every iteration): with failures, or where the jobs observer reports useful work
+    of jittered phases. Without either, every completed write saves one full phase, and
+    `ckpt_jax._simulate.fast_useful_work` derives the useful work from the write counts."""
+    return use_failures or (save.jobs and use_jitter)
+
+
 def init_state(params, phase, remaining, horizon, *, queue_size, n_fires, trace_len, use_jitter, save, stop_fires, gap_fires,
                sharing=Sharing(), use_failures=False, **_):
     """The general loop's state (carry, observer states, horizon) at t = 0: with the work
-    accounting where the jobs observer reports it or the fleets fail."""
+    accounting where `tracks_work`."""
     carry = jax.vmap(init_carry, in_axes=(0, 0, 0, None, None, None, None, None, None))(
-        params, phase, remaining, trace_len, queue_size, use_jitter, sharing, save.jobs, use_failures
+        params, phase, remaining, trace_len, queue_size, use_jitter, sharing, tracks_work(save, use_jitter, use_failures), use_failures
     )
     n_fleets, n_jobs = params.compute.shape
     observers = _observe.init(save, n_jobs, stop_fires, gap_fires, n_fleets, params.compute.dtype)
