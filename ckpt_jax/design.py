@@ -349,8 +349,10 @@ def _solo_write(fleet: Fleet) -> np.ndarray:
 def contended_young(fleet: Fleet, *, horizon, keys, start=None, max_iter=10, rtol=1e-3, jitter=None,
                     launch="synchronous") -> tuple:
     """Young's interval with the write time *as contended in the simulator*: the fixed point
-    of T ← √(2·D(T)·M), D_i(T) each job's mean write duration (time writing / writes completed,
-    over the draws ``keys``) when the fleet runs at T.
+    of T ← √(2·D(T)·M), D_i(T) each job's mean duration of a completed write, firing to end
+    (`JobStats.completed_write_time` / `JobStats.writes`, over the draws ``keys``), when the
+    fleet runs at T. Writes abandoned by a failure or still open at the horizon are left out:
+    they would lengthen D (a job alone would not get Young's interval).
 
     Args:
       fleet, horizon, jitter, launch: as `fleet_waste`.
@@ -367,7 +369,7 @@ def contended_young(fleet: Fleet, *, horizon, keys, start=None, max_iter=10, rto
     for iteration in range(1, max_iter + 1):
         jobs = _run(fleet, intervals, keys, float(horizon), jitter, launch)
         writes = np.asarray(jobs.writes, np.float64).sum(axis=0)
-        write_time = np.asarray(jobs.write_time, np.float64).sum(axis=0)
+        write_time = np.asarray(jobs.completed_write_time, np.float64).sum(axis=0)
         # A job that completed no write in any draw keeps its interval (no measurement).
         duration = np.where(writes > 0, write_time / np.maximum(writes, 1), intervals**2 / (2 * mtbf))
         updated = np.sqrt(2 * duration * mtbf)

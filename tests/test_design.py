@@ -120,6 +120,23 @@ def test_contended_young_is_young_without_contention():
     assert converged and iterations == 1
 
 
+def test_contended_young_is_young_for_a_lone_job_that_fails():
+    # One job alone fails often (M = 10, R = 0.5): every completed write takes exactly d, so
+    # the fixed point is Young's interval; writes abandoned by a failure or open at the
+    # horizon do not count (with them the mean write took 1.05 d, and T came out 2.6% long).
+    fleet = cj.Fleet([1.0], [1.0], mtbf=10.0, restart=0.5, dtype="float64")
+    keys = jax.random.split(jax.random.key(0), 8)
+    young = math.sqrt(2 * 1.0 * 10.0)
+    jobs = design._run(fleet, np.array([young]), keys, 500.0, None, "synchronous")
+    assert np.all(np.asarray(jobs.failures) > 0)
+    abandoned = np.asarray(jobs.write_time) - np.asarray(jobs.completed_write_time)
+    assert np.all(abandoned > 0)  # the bias was there to remove
+    np.testing.assert_allclose(np.asarray(jobs.completed_write_time) / np.asarray(jobs.writes), 1.0, rtol=1e-12)
+    intervals, iterations, converged = design.contended_young(fleet, horizon=500.0, keys=keys)
+    np.testing.assert_allclose(intervals, young, rtol=1e-12)
+    assert converged and iterations == 1
+
+
 BAD = [
     (dict(bounds=(0.0, 1.0)), "bounds"),
     (dict(bounds=(2.0, 1.0)), "bounds"),
