@@ -131,7 +131,8 @@ class GradientEstimate(NamedTuple):
 
 
 def interval_from_theta(theta, bounds):
-    """Intervals ``T = lo·(hi/lo)^sigmoid(θ)`` in (lo, hi) from unconstrained θ (any shape)."""
+    """Intervals ``T = lo·(hi/lo)^sigmoid(θ)`` in (lo, hi) from unconstrained θ (any shape;
+    ``lo`` and ``hi`` numbers or arrays that broadcast against θ, e.g. one per group)."""
     lo, hi = bounds
     return lo * jnp.exp(jnp.log(hi / lo) * jax.nn.sigmoid(jnp.asarray(theta)))
 
@@ -156,12 +157,8 @@ def _check_inputs(fleet, bounds, horizon, n_draws, n_pairs, groups, launch):
     if not np.all(np.isfinite(mtbf)):
         raise ValueError("fleet must have a finite mtbf for every active job (Fleet(..., mtbf=M)): "
                          "without failures there is nothing to checkpoint against")
-    try:
-        lo, hi = (float(b) for b in bounds)
-    except (TypeError, ValueError):
-        raise ValueError(f"bounds must be a pair (lo, hi) of numbers with 0 < lo < hi finite, got {bounds!r}") from None
-    if not (0 < lo < hi < math.inf):
-        raise ValueError(f"bounds must satisfy 0 < lo < hi, both finite, got {bounds!r}")
+    n_jobs = fleet.n_jobs
+    lo, hi = _job_bounds(bounds, n_jobs)
     try:
         horizon = float(horizon)
     except (TypeError, ValueError):
@@ -173,7 +170,6 @@ def _check_inputs(fleet, bounds, horizon, n_draws, n_pairs, groups, launch):
             raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
     if launch not in LAUNCHES:
         raise ValueError(f"launch must be one of {', '.join(map(repr, LAUNCHES))}, got {launch!r}")
-    n_jobs = fleet.n_jobs
     if groups is None:
         labels = np.arange(n_jobs)
     else:
@@ -182,7 +178,30 @@ def _check_inputs(fleet, bounds, horizon, n_draws, n_pairs, groups, launch):
             raise ValueError(f"groups must be None or an integer array of shape ({n_jobs},), got "
                              f"{groups.dtype} of shape {groups.shape}")
         _, labels = np.unique(groups, return_inverse=True)
-    return (lo, hi), horizon, labels.reshape(n_jobs)
+    labels = labels.reshape(n_jobs)
+    # One θ per group maps through one pair of bounds: the group's jobs must share it.
+    _, first = np.unique(labels, return_index=True)  # labels are 0..G-1
+    group_lo, group_hi = lo[first], hi[first]
+    if not (np.array_equal(group_lo[labels], lo) and np.array_equal(group_hi[labels], hi)):
+        raise ValueError("bounds must be the same for every job of a group (one interval per group)")
+    return (lo, hi), (group_lo, group_hi), horizon, labels
+
+
+def _job_bounds(bounds, n_jobs: int):
+    """(lo, hi), each (N,) float64, from a pair of numbers or of (N,) arrays."""
+    rule = f"bounds must be a pair (lo, hi), each a number or an array of shape ({n_jobs},), with 0 < lo < hi finite"
+    try:
+        lo, hi = bounds
+        lo, hi = np.asarray(lo, np.float64), np.asarray(hi, np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"{rule}, got {bounds!r}") from None
+    for value in (lo, hi):
+        if value.shape not in ((), (n_jobs,)):
+            raise ValueError(f"{rule}, got shapes {lo.shape} and {hi.shape}")
+    lo, hi = np.broadcast_to(lo, (n_jobs,)).copy(), np.broadcast_to(hi, (n_jobs,)).copy()
+    if not (np.all(np.isfinite(lo) & np.isfinite(hi)) and np.all(lo > 0) and np.all(hi > lo)):
+        raise ValueError(f"{rule}, got {bounds!r}")
+    return lo, hi
 
 
 # -- the objective, measured by the exact simulator -------------------------------------
@@ -280,11 +299,12 @@ def _population_waste(fleet, theta, key, *, bounds, labels, horizon, n_pairs, n_
 
 
 def _settings(fleet, bounds, horizon, n_draws, n_pairs, groups, launch, smoothing):
-    bounds, horizon, labels = _check_inputs(fleet, bounds, horizon, n_draws, n_pairs, groups, launch)
+    """The checked settings; ``bounds`` per group (G,) each, ``job_bounds`` per job (N,)."""
+    job_bounds, bounds, horizon, labels = _check_inputs(fleet, bounds, horizon, n_draws, n_pairs, groups, launch)
     if not (0 < float(smoothing) < math.inf):
         raise ValueError(f"smoothing must be > 0 and finite, got {smoothing!r}")
     return dict(bounds=bounds, labels=labels, horizon=horizon, n_pairs=n_pairs, n_draws=n_draws,
-                smoothing=float(smoothing), launch=launch)
+                smoothing=float(smoothing), launch=launch), job_bounds
 
 
 def smoothed_objective(fleet: Fleet, theta, key, *, bounds, horizon, n_draws, n_pairs=4, groups=None,
@@ -299,7 +319,7 @@ def smoothed_objective(fleet: Fleet, theta, key, *, bounds, horizon, n_draws, n_
     Returns:
       The mean fleet waste over the 2P·S runs.
     """
-    settings = _settings(fleet, bounds, horizon, n_draws, n_pairs, groups, launch, smoothing)
+    settings, _ = _settings(fleet, bounds, horizon, n_draws, n_pairs, groups, launch, smoothing)
     _, waste = _population_waste(fleet, theta, key, jitter=jitter, **settings)
     return float(waste.mean())
 
@@ -313,7 +333,8 @@ def smoothed_gradient(fleet: Fleet, theta, key, *, bounds, horizon, n_draws, n_p
       fleet: a single `Fleet` with ``mtbf``.
       theta: (G,) unconstrained parameters, one per group (`interval_from_theta`).
       key: PRNG key for the P directions and the S failure draws.
-      bounds: (lo, hi), 0 < lo < hi finite: the intervals' range.
+      bounds: (lo, hi), 0 < lo < hi finite: the intervals' range; each a number or (N,)
+        per job (equal within a group).
       horizon: H > 0.
       n_draws: S >= 1 failure draws, shared by all 2P perturbed interval sets.
       n_pairs: P >= 1 antithetic pairs.
@@ -325,7 +346,7 @@ def smoothed_gradient(fleet: Fleet, theta, key, *, bounds, horizon, n_draws, n_p
     Returns:
       A `GradientEstimate`.
     """
-    settings = _settings(fleet, bounds, horizon, n_draws, n_pairs, groups, launch, smoothing)
+    settings, _ = _settings(fleet, bounds, horizon, n_draws, n_pairs, groups, launch, smoothing)
     directions, waste = _population_waste(fleet, theta, key, jitter=jitter, **settings)
     return _estimate(directions, waste, settings["smoothing"])
 
@@ -415,7 +436,8 @@ def checkpoint_intervals(
 
     Args:
       fleet: a single `Fleet` (batch shape ()) with ``mtbf``; its ``compute`` is ignored.
-      bounds: (lo, hi), 0 < lo < hi finite: the range of every interval.
+      bounds: (lo, hi), 0 < lo < hi finite: the range of the intervals; each a number
+        (every job) or an (N,) array (per job; the jobs of a group must share their bounds).
       horizon: H > 0, the time over which waste is measured.
       n_draws: S >= 1 failure draws per step, shared by the whole population of the step.
       key: PRNG key; the same key gives the same result.
@@ -438,7 +460,7 @@ def checkpoint_intervals(
     """
     import optax  # imported here so that `import ckpt_jax` stays light
 
-    settings = _settings(fleet, bounds, horizon, n_draws, n_pairs, groups, launch, smoothing)
+    settings, job_bounds = _settings(fleet, bounds, horizon, n_draws, n_pairs, groups, launch, smoothing)
     for name, value in (("steps", steps), ("patience", patience), ("window", window)):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
             raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
@@ -453,7 +475,7 @@ def checkpoint_intervals(
     start = young if init is None else np.asarray(init, np.float64)
     if start.shape != (fleet.n_jobs,) or not np.all(np.isfinite(start) & (start > 0)):
         raise ValueError(f"init must be None or ({fleet.n_jobs},) positive finite intervals, got {init!r}")
-    theta = np.array([theta_from_interval(np.exp(np.log(start[labels == g]).mean()), bounds)
+    theta = np.array([theta_from_interval(np.exp(np.log(start[labels == g]).mean()), (bounds[0][g], bounds[1][g]))
                       for g in range(n_groups)])
 
     train_key, eval_key, calibration_key = jax.random.split(key, 3)
@@ -471,7 +493,7 @@ def checkpoint_intervals(
     try:
         for step in range(int(steps)):
             estimate = smoothed_gradient(fleet, theta, jax.random.fold_in(train_key, step), groups=labels,
-                                         bounds=bounds, horizon=settings["horizon"], n_draws=n_draws,
+                                         bounds=job_bounds, horizon=settings["horizon"], n_draws=n_draws,
                                          n_pairs=n_pairs, smoothing=settings["smoothing"], jitter=jitter,
                                          launch=launch)
             objective.append(estimate.objective)

@@ -22,6 +22,7 @@ of identical jobs and the fleet-wide storage, power and design settings::
     mtbf = 200.0
     restart = 1.0                  # optional, default 0
     compute = 14.0                 # optional: the interval simulate uses (default: Young's)
+    bounds = [2.0, 60.0]           # optional: this group's design range (default: [design].bounds)
 
 Every bad value, missing key or unknown key raises `FleetFileError` (a `ValueError`) naming
 the file, the field (``groups[2].mtbf``) and what is allowed.
@@ -51,7 +52,7 @@ class FleetFileError(ValueError):
 
 class Group(NamedTuple):
     """``count`` identical jobs: size w, write volume d, MTBF M, restart R, interval T
-    (None: Young's √(2·d/f(1)·M))."""
+    (None: Young's √(2·d/f(1)·M)), design bounds (lo, hi) (None: the fleet's)."""
 
     name: str
     count: int
@@ -60,6 +61,7 @@ class Group(NamedTuple):
     mtbf: float
     restart: float = 0.0
     compute: Optional[float] = None
+    bounds: Optional[tuple] = None
 
 
 class DesignSettings(NamedTuple):
@@ -139,6 +141,17 @@ class FleetSpec:
         young = self.young()
         return float(young.min() / 10), float(young.max() * 10)
 
+    def group_bounds(self) -> tuple:
+        """Per group, its (lo, hi): the group's ``bounds``, else `bounds`."""
+        fleet = self.bounds()
+        return tuple(fleet if group.bounds is None else tuple(group.bounds) for group in self.groups)
+
+    def job_bounds(self) -> tuple:
+        """(lo, hi), each (N,) float64: every job's design bounds (`group_bounds`)."""
+        per_group = np.asarray(self.group_bounds(), np.float64)  # (G, 2)
+        counts = [group.count for group in self.groups]
+        return np.repeat(per_group[:, 0], counts), np.repeat(per_group[:, 1], counts)
+
     def _f1(self) -> float:
         if isinstance(self.throughput, str):
             from ._throughput import THROUGHPUT_PRESETS
@@ -188,7 +201,8 @@ class FleetSpec:
             "delay": self.delay,
             "async_fraction": self.async_fraction,
             "design": {**self.design._asdict(), "bounds": list(self.bounds())},
-            "groups": [group._asdict() for group in self.groups],
+            "groups": [{**group._asdict(), "bounds": list(bounds)}
+                       for group, bounds in zip(self.groups, self.group_bounds())],
         }
 
 
@@ -231,6 +245,16 @@ class _Reader:
             self.fail(field, f"must be an integer from {low} to {high}, got {_show(value)}")
         return value
 
+    def bounds(self, value, field: str) -> tuple:
+        rule = f"must be a pair [lo, hi] with 0 < lo < hi finite, got {_show(value)}"
+        if not isinstance(value, list) or len(value) != 2:
+            self.fail(field, rule)
+        lo = self.number(value[0], f"{field}[0]")
+        hi = self.number(value[1], f"{field}[1]")
+        if not lo < hi:
+            self.fail(field, rule)
+        return lo, hi
+
     def choice(self, value, field: str, choices) -> str:
         if not isinstance(value, str) or value not in choices:
             self.fail(field, f"must be one of {', '.join(map(repr, choices))}, got {_show(value)}")
@@ -247,7 +271,7 @@ def _show(value) -> str:
 
 
 _TOP = ("throughput", "cap", "power_policy", "storage_policy", "delay", "async_fraction", "design", "groups")
-_GROUP = ("name", "count", "size", "write", "mtbf", "restart", "compute")
+_GROUP = ("name", "count", "size", "write", "mtbf", "restart", "compute", "bounds")
 _DESIGN = ("bounds", "horizon", "draws", "pairs", "steps", "seed", "launch")
 
 
@@ -266,20 +290,13 @@ def _group(reader: _Reader, table, index: int) -> Group:
         mtbf=reader.number(table["mtbf"], f"{field}.mtbf"),
         restart=reader.number(table.get("restart", 0.0), f"{field}.restart", strict=False),
         compute=None if compute is None else reader.number(compute, f"{field}.compute"),
+        bounds=None if "bounds" not in table else reader.bounds(table["bounds"], f"{field}.bounds"),
     )
 
 
 def _design(reader: _Reader, table) -> DesignSettings:
     reader.keys(table, "design", _DESIGN)
-    bounds = table.get("bounds")
-    if bounds is not None:
-        if not isinstance(bounds, list) or len(bounds) != 2:
-            reader.fail("design.bounds", f"must be a pair [lo, hi] with 0 < lo < hi finite, got {_show(bounds)}")
-        lo = reader.number(bounds[0], "design.bounds[0]")
-        hi = reader.number(bounds[1], "design.bounds[1]")
-        if not lo < hi:
-            reader.fail("design.bounds", f"must be a pair [lo, hi] with 0 < lo < hi finite, got {_show(bounds)}")
-        bounds = (lo, hi)
+    bounds = None if "bounds" not in table else reader.bounds(table["bounds"], "design.bounds")
     from .design import LAUNCHES
 
     get = lambda key: table.get(key, DESIGN_DEFAULTS[key])  # noqa: E731

@@ -110,6 +110,20 @@ def test_groups_share_one_interval(pair):
     assert np.all(result.history.intervals[:, 0] == result.history.intervals[:, 1])
 
 
+def test_per_job_bounds_hold_each_interval(pair):
+    # Bounds far apart per job: every iterate of each job stays inside its own range, and a
+    # group whose jobs share their bounds still shares one interval.
+    bounds = (np.array([0.5, 12.0]), np.array([2.0, 40.0]))
+    result = design.checkpoint_intervals(pair, key=jax.random.key(0), steps=3, window=1, progress=False,
+                                         **dict(SMALL, bounds=bounds))
+    history = result.history.intervals
+    assert np.all((history > bounds[0]) & (history < bounds[1])), history
+    assert np.all((result.intervals > bounds[0]) & (result.intervals < bounds[1]))
+    shared = design.checkpoint_intervals(pair, key=jax.random.key(0), steps=2, window=1, groups=[4, 4], progress=False,
+                                         **dict(SMALL, bounds=([1.0, 1.0], [8.0, 8.0])))
+    assert shared.intervals[0] == shared.intervals[1] and 1.0 < shared.intervals[0] < 8.0
+
+
 def test_contended_young_is_young_without_contention():
     # One job whose failures never strike (M huge) writes in exactly d / f(1): the fixed point
     # is Young's interval at once.
@@ -143,6 +157,11 @@ BAD = [
     (dict(bounds=(1.0, math.inf)), "bounds"),
     (dict(bounds=(math.nan, 1.0)), "bounds"),
     (dict(bounds=3.0), "bounds"),
+    (dict(bounds=(np.ones(3), 30.0)), "bounds"),
+    (dict(bounds=(0.5, [30.0, 0.4])), "bounds"),
+    (dict(bounds=([0.5, -1.0], 30.0)), "bounds"),
+    (dict(bounds=([0.5, 1.0], [30.0, math.inf])), "bounds"),
+    (dict(bounds=([0.5, 1.0], 30.0), groups=[3, 3]), "bounds"),
     (dict(horizon=0.0), "horizon"),
     (dict(horizon=math.inf), "horizon"),
     (dict(horizon="long"), "horizon"),

@@ -68,7 +68,8 @@ def settings_for(args, spec) -> dict:
     return {"steps": pick(args.steps, "steps"), "draws": pick(args.draws, "draws"),
             "pairs": pick(args.pairs, "pairs"), "horizon": horizon,
             "seed": args.seed if args.seed is not None else file.seed,
-            "launch": file.launch, "bounds": list(spec.bounds()), "quick": quick}
+            "launch": file.launch, "bounds": list(spec.bounds()),
+            "group_bounds": [list(bounds) for bounds in spec.group_bounds()], "quick": quick}
 
 
 def _check(args) -> None:
@@ -77,10 +78,13 @@ def _check(args) -> None:
     args.spec = load(args.fleet_file)  # FleetFileError is a ValueError: one error line
     args.settings = settings_for(args, args.spec)
     young = args.spec.young()
-    lo, hi = args.settings["bounds"]
-    if not (lo < young.max() * 100 and hi > young.min() / 100):
-        raise CliError(f"fleet file {args.fleet_file}: design.bounds [{lo:g}, {hi:g}] is far from every "
-                       f"Young interval ({young.min():.3g} to {young.max():.3g}): widen it")
+    labels = args.spec.labels
+    for g, (group, (lo, hi)) in enumerate(zip(args.spec.groups, args.settings["group_bounds"])):
+        field = "design.bounds" if group.bounds is None else f"groups[{g}].bounds"
+        group_young = young[labels == g]
+        if not (lo < group_young.max() * 100 and hi > group_young.min() / 100):
+            raise CliError(f"fleet file {args.fleet_file}: {field} [{lo:g}, {hi:g}] is far from the Young interval "
+                           f"of {group.name!r} ({group_young.min():.3g}): widen it")
 
 
 def _estimate(samples) -> dict:
@@ -226,7 +230,7 @@ def _design(args) -> int:
     key = seed_key(settings["seed"])
     design_key, eval_key = jax.random.split(key)
     started = time.perf_counter()
-    result = checkpoint_intervals(fleet, bounds=tuple(settings["bounds"]), horizon=settings["horizon"],
+    result = checkpoint_intervals(fleet, bounds=args.spec.job_bounds(), horizon=settings["horizon"],
                                   n_draws=settings["draws"], n_pairs=settings["pairs"], steps=settings["steps"],
                                   key=design_key, groups=spec.labels, launch=settings["launch"],
                                   progress=not args.no_progress, window=min(10, settings["steps"]))
