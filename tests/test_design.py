@@ -84,6 +84,54 @@ def test_gradient_matches_finite_differences_of_the_same_smoothed_objective(pair
     assert mean[0] < -4 * error[0] and mean[1] > 4 * error[1], (mean, error)
 
 
+def test_offset_gradient_matches_finite_differences_of_the_same_smoothed_objective(pair):
+    # The same check for the launch-offset coordinates θ[2:] (fractions of the cycle, mod 1),
+    # designed alongside the intervals: one estimate of the whole (4,) gradient per key.
+    theta = np.concatenate([design.theta_from_interval(np.array([2.0, 9.0]), SMALL["bounds"]), [0.3, 0.7]])
+    settings = dict(SMALL, smoothing=0.2, offsets=True)
+    h = 0.05
+    gradients, differences = [], []
+    for replicate in range(16):
+        key = jax.random.key(200 + replicate)
+        gradients.append(design.smoothed_gradient(pair, theta, key, **settings).gradient[2:])
+        row = []
+        for k in (2, 3):
+            step = h * np.eye(4)[k]
+            up = design.smoothed_objective(pair, theta + step, key, **settings)
+            down = design.smoothed_objective(pair, theta - step, key, **settings)
+            row.append((up - down) / (2 * h))
+        differences.append(row)
+    gap = np.asarray(gradients) - np.asarray(differences)
+    z = gap.mean(axis=0) / (gap.std(axis=0, ddof=1) / math.sqrt(len(gap)))
+    assert np.all(np.abs(z) < 4), (np.mean(gradients, axis=0), np.mean(differences, axis=0), z)
+    assert np.all(np.isfinite(gap)) and np.any(np.asarray(differences) != 0)
+
+
+def test_designed_offsets_are_reproducible_and_in_the_cycle(pair):
+    run = lambda seed: design.checkpoint_intervals(pair, key=jax.random.key(seed), steps=3, window=2,  # noqa: E731
+                                                   offsets=True, progress=False, **SMALL)
+    first, again, other = run(0), run(0), run(1)
+    np.testing.assert_array_equal(first.offsets, again.offsets)
+    np.testing.assert_array_equal(first.intervals, again.intervals)
+    assert first.waste == again.waste
+    assert not np.array_equal(first.offsets, other.offsets)
+    cycle = np.array([0.5, 1.0]) + first.intervals
+    assert first.offsets.shape == (2,) and np.all((first.offsets >= 0) & (first.offsets < cycle))
+    assert first.history.offsets.shape == (3, 2)
+    # Started evenly staggered: job 0 at the start of its cycle, job 1 halfway round.
+    np.testing.assert_allclose(first.history.offsets[0], [0.0, 0.5 * (1.0 + first.history.intervals[0, 1])])
+    # The design's waste is that of its offsets; the baselines keep the synchronous launch.
+    keys = jax.random.split(jax.random.split(jax.random.key(0), 3)[1], 2 * SMALL["n_pairs"] * SMALL["n_draws"])
+    young = first.baselines["young"]
+    assert math.isclose(young.waste.mean, design.fleet_waste(pair, young.intervals[None], horizon=SMALL["horizon"],
+                                                             keys=keys).mean(), rel_tol=1e-12)
+    fractions = first.offsets / cycle
+    assert math.isclose(first.waste.mean, design.fleet_waste(pair, first.intervals[None], horizon=SMALL["horizon"],
+                                                             keys=keys, offsets=fractions[None]).mean(), rel_tol=1e-9)
+    assert design.checkpoint_intervals(pair, key=jax.random.key(0), steps=1, window=1, progress=False,
+                                       **SMALL).offsets is None
+
+
 def test_checkpoint_intervals_is_reproducible_from_its_key(pair):
     run = lambda seed: design.checkpoint_intervals(pair, key=jax.random.key(seed), steps=4, window=2,  # noqa: E731
                                                    progress=False, **SMALL)
@@ -176,6 +224,9 @@ BAD = [
     (dict(launch="staggered"), "launch"),
     (dict(init=[1.0, -1.0]), "init"),
     (dict(eval_draws=1), "eval_draws"),
+    (dict(offsets="yes"), "offsets"),
+    (dict(offset_groups=[0, 0]), "offset_groups"),
+    (dict(offsets=True, offset_groups=[0, 1, 2]), "offset_groups"),
 ]
 
 
