@@ -13,6 +13,7 @@ of identical jobs and the fleet-wide storage, power and design settings::
     horizon = 1000.0
     draws = 16
     seed = 0
+    offsets = false                # optional: design each job's launch offset too
 
     [[groups]]
     name = "1-gpu"                 # optional, unique
@@ -43,7 +44,8 @@ __all__ = ["FleetFileError", "Group", "DesignSettings", "FleetSpec", "load", "lo
 
 COUNT_MAX = 100_000  # jobs per group, and in the whole fleet
 SEED_MAX = 2**64 - 1
-DESIGN_DEFAULTS = {"horizon": 1000.0, "draws": 16, "pairs": 4, "steps": 100, "seed": 0, "launch": "random"}
+DESIGN_DEFAULTS = {"horizon": 1000.0, "draws": 16, "pairs": 4, "steps": 100, "seed": 0, "launch": "random",
+                   "offsets": False}
 
 
 class FleetFileError(ValueError):
@@ -66,7 +68,8 @@ class Group(NamedTuple):
 
 class DesignSettings(NamedTuple):
     """``[design]``: bounds (None: a decade either side of the Young intervals), horizon H,
-    draws S, antithetic pairs P, steps, seed and launch."""
+    draws S, antithetic pairs P, steps, seed, launch (the baselines', and the design's unless
+    ``offsets``) and offsets (design each job's launch offset too)."""
 
     bounds: Optional[tuple] = None
     horizon: float = DESIGN_DEFAULTS["horizon"]
@@ -75,6 +78,7 @@ class DesignSettings(NamedTuple):
     steps: int = DESIGN_DEFAULTS["steps"]
     seed: int = DESIGN_DEFAULTS["seed"]
     launch: str = DESIGN_DEFAULTS["launch"]
+    offsets: bool = DESIGN_DEFAULTS["offsets"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -255,6 +259,11 @@ class _Reader:
             self.fail(field, rule)
         return lo, hi
 
+    def boolean(self, value, field: str) -> bool:
+        if not isinstance(value, bool):
+            self.fail(field, f"must be true or false, got {_show(value)}")
+        return value
+
     def choice(self, value, field: str, choices) -> str:
         if not isinstance(value, str) or value not in choices:
             self.fail(field, f"must be one of {', '.join(map(repr, choices))}, got {_show(value)}")
@@ -272,7 +281,7 @@ def _show(value) -> str:
 
 _TOP = ("throughput", "cap", "power_policy", "storage_policy", "delay", "async_fraction", "design", "groups")
 _GROUP = ("name", "count", "size", "write", "mtbf", "restart", "compute", "bounds")
-_DESIGN = ("bounds", "horizon", "draws", "pairs", "steps", "seed", "launch")
+_DESIGN = ("bounds", "horizon", "draws", "pairs", "steps", "seed", "launch", "offsets")
 
 
 def _group(reader: _Reader, table, index: int) -> Group:
@@ -308,6 +317,7 @@ def _design(reader: _Reader, table) -> DesignSettings:
         steps=reader.integer(get("steps"), "design.steps", low=1, high=100_000),
         seed=reader.integer(get("seed"), "design.seed", low=0, high=SEED_MAX),
         launch=reader.choice(get("launch"), "design.launch", LAUNCHES),
+        offsets=reader.boolean(get("offsets"), "design.offsets"),
     )
 
 
@@ -393,6 +403,8 @@ def _toml(value) -> str:
         return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(_toml(v) for v in value) + "]"
+    if isinstance(value, bool):
+        return "true" if value else "false"
     if isinstance(value, float):
         return repr(value)
     return str(value)

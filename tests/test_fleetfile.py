@@ -84,6 +84,8 @@ def test_group_bounds_override_the_fleet_bounds(tmp_path):
     path.write_text(dumps(spec))
     assert load(path).groups == spec.groups
     assert spec.to_dict()["groups"][1]["bounds"] == [2.0, 20.0]
+    designed = loads(_set(TINY, "design", "offsets", "true"))
+    assert designed.design.offsets is True and loads(dumps(designed)).design == designed.design
 
 
 def test_throughput_list_and_uncapped():
@@ -121,6 +123,7 @@ DESIGN_FIELDS = {
     "steps": ["0", "-3"],
     "seed": ["-1", "18446744073709551616", "1.0"],
     "launch": ['"staggered"', "1"],
+    "offsets": ['"yes"', "1"],
 }
 
 
