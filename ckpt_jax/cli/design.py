@@ -171,7 +171,7 @@ def _schedule(spec, intervals, *, seed: int, launch: str, dtype, offsets=None) -
     """One period of the recommended schedule in a run with failures (drawn from ``seed``):
     per job, its write windows (completed, and abandoned at a failure), its down periods,
     and the window shown: one period around the first failure after the launch transient
-    (three periods), else the run's last. The period is the longest job's median
+    (three periods; else around the last failure, else the run's last period). The period is the longest job's median
     fire-to-fire time over the cycles that no failure of its own interrupted."""
     import jax
 
@@ -212,9 +212,10 @@ def _schedule(spec, intervals, *, seed: int, launch: str, dtype, offsets=None) -
         clean = [b - a for a, b in zip(fired, fired[1:]) if not np.any((failed >= a) & (failed < b))]
         gaps.append(float(np.median(clean)) if clean else math.nan)
     period = float(np.nanmax(gaps)) if np.isfinite(gaps).any() else period_guess
-    firsts = sorted(t for periods in down for t, _ in periods if t >= 3 * period)
-    if firsts:
-        start = min(max(firsts[0] - period / 3, 0.0), max(stop - period, 0.0))
+    struck = sorted(t for periods in down for t, _ in periods if t < stop)
+    later = [t for t in struck if t >= 3 * period] or struck[-1:]  # after the transient if any
+    if later:
+        start = min(max(later[0] - period / 3, 0.0), max(stop - period, 0.0))
     else:
         start = max(stop - period, 0.0)
     return {"fire": fire, "end": end_drawn, "abandoned": abandoned, "down": down, "start": start,
