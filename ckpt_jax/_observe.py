@@ -91,6 +91,10 @@ class JobStats(NamedTuple):
       failures: (*B, N) number of failures (-1 where the run did not complete).
       down_time: (*B, N) time spent restarting after failures.
       waste: (*B, N) 1 − useful_work / H over the horizon H of ``until`` (NaN without).
+      completed_write_time: (*B, N) time spent in the writes counted in ``writes``, each
+        from its firing to its end: ``completed_write_time / writes`` is the mean duration
+        of a completed write, without the writes abandoned by a failure, the one open at
+        the stop, or one in progress at t = 0 (which ``write_time`` all include).
 
     Per job, compute + write + down time (+ waiting time with α > 0, where compute and
     write overlap) is the stop time.
@@ -104,6 +108,7 @@ class JobStats(NamedTuple):
     failures: Optional[jax.Array] = None
     down_time: Optional[jax.Array] = None
     waste: Optional[jax.Array] = None
+    completed_write_time: Optional[jax.Array] = None
 
 
 class EventView(NamedTuple):
@@ -160,6 +165,7 @@ class FinalView(NamedTuple):
     # paths rewrite the switching job's row every iteration anyway), else None.
     write_time: Optional[jax.Array] = None  # (B, N) time spent writing, open write included
     writes: Optional[jax.Array] = None  # (B, N) int completed writes
+    completed_write_time: Optional[jax.Array] = None  # (B, N) time in the writes counted in ``writes``
     # The general engine's work accounting (docs/model.md §1c), else None.
     useful_work: Optional[jax.Array] = None  # (B, N) compute work saved by a completed write
     lost_work: Optional[jax.Array] = None  # (B, N) compute work lost to failures
@@ -433,7 +439,12 @@ class JobsObserver:
     or, on the fast paths, from each write's duration, kept in the loop's per-job rows
     (`FinalView.write_time`, `FinalView.writes`: the switching job's row is rewritten every
     iteration anyway, so this costs no extra pass); completed writes; compute time as the
-    stop time minus the time not computing (writing with α = 0, waiting with α > 0)."""
+    stop time minus the time not computing (writing with α = 0, waiting with α > 0).
+
+    Completed-write time: on the general engine, the time drained since the job's latest
+    firing (``open_write``) is added to the total at a recorded write end and reset at a
+    firing, so a write abandoned by a failure (the job fires again before it could end)
+    or still open at the stop adds nothing; the fast paths keep it in their rows."""
 
     name = "jobs"
 
@@ -442,7 +453,8 @@ class JobsObserver:
 
     def init(self, n_fleets, dtype):
         zeros = jnp.zeros((n_fleets, self.n_jobs), dtype)
-        return dict(write_time=zeros, waiting_time=zeros, writes=jnp.zeros((n_fleets, self.n_jobs), jnp.int32))
+        return dict(write_time=zeros, waiting_time=zeros, writes=jnp.zeros((n_fleets, self.n_jobs), jnp.int32),
+                    completed_write_time=zeros, open_write=zeros)
 
     def update(self, state, view: EventView, n_active):
         if view.draining is None:  # the fast paths keep the totals in their per-job rows
@@ -453,11 +465,18 @@ class JobsObserver:
         dt = jnp.where(view.running, view.dt, 0)[:, None]
         write_time = state["write_time"] + jnp.where(view.draining, dt, 0)
         waiting_time = state["waiting_time"] + jnp.where(view.waiting, dt, 0)
-        return dict(write_time=write_time, waiting_time=waiting_time, writes=writes)
+        open_write = state["open_write"] + jnp.where(view.draining, dt, 0)
+        ended = view.recorded_end & view.running[:, None]
+        completed = state["completed_write_time"] + jnp.where(ended, open_write, 0)
+        # A write end and the next firing can share an instant: the end counts first.
+        open_write = jnp.where(view.fired & view.running[:, None], 0, open_write)
+        return dict(write_time=write_time, waiting_time=waiting_time, writes=writes, completed_write_time=completed,
+                    open_write=open_write)
 
     def finalize(self, state, final: FinalView, complete):
         if final.write_time is not None:
-            state = dict(state, write_time=final.write_time, writes=final.writes)
+            state = dict(state, write_time=final.write_time, writes=final.writes,
+                         completed_write_time=final.completed_write_time)
         write_time = state["write_time"]
         nan = jnp.asarray(jnp.nan, write_time.dtype)
         zeros = jnp.zeros_like(write_time)
@@ -479,6 +498,7 @@ class JobsObserver:
             failures=jnp.where(ok, failures, -1),
             down_time=jnp.where(ok, down_time, nan),
             waste=jnp.where(ok, waste, nan),
+            completed_write_time=jnp.where(ok, state["completed_write_time"], nan),
         )
 
 
@@ -506,8 +526,8 @@ def state_bytes(save: SaveAt, n_jobs: int, gap_fires: Optional[int], itemsize: i
         total += (n_jobs + 1) * (itemsize + 4) + 4 * itemsize + 16
     if save.gaps:  # a float and an int cell per cycle, the two open cycles' scalars
         total += (gap_fires or 0) * (itemsize + 4) + 5 * itemsize + 24
-    if save.jobs:  # the fast paths' extra per-job column (the general engine: three)
-        total += 3 * n_jobs * itemsize
+    if save.jobs:  # the fast paths' three extra per-job columns (the general engine: five)
+        total += 5 * n_jobs * itemsize
     return total
 
 

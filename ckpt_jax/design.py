@@ -8,6 +8,9 @@ gradient is estimated instead from the batch dimension:
 
 * the intervals live in an unconstrained parametrisation of the bounds,
   ``T = lo·(hi/lo)^sigmoid(θ)`` (log-space, so a step in θ is a relative change in T);
+* optionally (``offsets=True``) each job's launch offset is a decision variable too: its cycle
+  position at t = 0 is the fraction ``θ mod 1`` of its cycle d + T (periodic, as the cycle is),
+  smoothed and stepped with the intervals;
 * antithetic Gaussian smoothing: P directions z_p ~ N(0, I) and
   ``ĝ = Σ_p [J(θ + σz_p) − J(θ − σz_p)]·z_p / (2σP)``, an unbiased estimate of the gradient of
   the smoothed objective J_σ(θ) = E_z J(θ + σz);
@@ -45,6 +48,7 @@ __all__ = [
     "LAUNCHES",
     "interval_from_theta",
     "theta_from_interval",
+    "offset_from_theta",
     "fleet_waste",
     "smoothed_objective",
     "smoothed_gradient",
@@ -87,12 +91,14 @@ class History(NamedTuple):
       stderr: its standard error over the S draws.
       grad_norm: Euclidean norm of the gradient estimate in θ.
       intervals: (steps, N) the intervals T(θ) at the step.
+      offsets: (steps, N) the launch offsets at the step (`DesignResult.offsets`), or None.
     """
 
     objective: np.ndarray
     stderr: np.ndarray
     grad_norm: np.ndarray
     intervals: np.ndarray
+    offsets: Optional[np.ndarray] = None
 
 
 class DesignResult(NamedTuple):
@@ -104,6 +110,9 @@ class DesignResult(NamedTuple):
       baselines: ``{"young", "daly", "young_contended"}`` → `Baseline`, on the same draws.
       history: `History` of the optimisation.
       stopped_early: whether early stopping ended the run before ``steps``.
+      offsets: (N,) recommended launch offsets (``offsets=True``), each job's cycle position
+        at t = 0 in [0, d_i + T_i), as `ckpt_jax.state_from_positions` takes it for the fleet
+        run at ``intervals``; None when the offsets were not designed.
     """
 
     intervals: np.ndarray
@@ -111,6 +120,7 @@ class DesignResult(NamedTuple):
     baselines: dict
     history: History
     stopped_early: bool
+    offsets: Optional[np.ndarray] = None
 
 
 class GradientEstimate(NamedTuple):
@@ -119,7 +129,7 @@ class GradientEstimate(NamedTuple):
     Attributes:
       objective: estimate of J_σ(θ), the mean fleet waste over the 2P·S runs.
       stderr: its standard error over the S draws (the 2P runs of a draw are correlated).
-      gradient: (G,) estimate of ∇J_σ(θ).
+      gradient: (G,) estimate of ∇J_σ(θ) (G + G_o with offsets).
     """
 
     objective: float
@@ -131,9 +141,15 @@ class GradientEstimate(NamedTuple):
 
 
 def interval_from_theta(theta, bounds):
-    """Intervals ``T = lo·(hi/lo)^sigmoid(θ)`` in (lo, hi) from unconstrained θ (any shape)."""
+    """Intervals ``T = lo·(hi/lo)^sigmoid(θ)`` in (lo, hi) from unconstrained θ (any shape;
+    ``lo`` and ``hi`` numbers or arrays that broadcast against θ, e.g. one per group)."""
     lo, hi = bounds
     return lo * jnp.exp(jnp.log(hi / lo) * jax.nn.sigmoid(jnp.asarray(theta)))
+
+
+def offset_from_theta(theta):
+    """Launch offsets as fractions ``θ mod 1`` of the cycle, in [0, 1), from unconstrained θ."""
+    return jnp.mod(jnp.asarray(theta), 1.0)
 
 
 def theta_from_interval(intervals, bounds):
@@ -147,6 +163,17 @@ def theta_from_interval(intervals, bounds):
 # -- validation ------------------------------------------------------------------------
 
 
+def _labels(groups, n_jobs: int, name: str) -> np.ndarray:
+    """(N,) labels 0..G-1 (in the sorted order of ``groups``); one per job for None."""
+    if groups is None:
+        return np.arange(n_jobs)
+    groups = np.asarray(groups)
+    if groups.shape != (n_jobs,) or not np.issubdtype(groups.dtype, np.integer):
+        raise ValueError(f"{name} must be None or an integer array of shape ({n_jobs},), got "
+                         f"{groups.dtype} of shape {groups.shape}")
+    return np.unique(groups, return_inverse=True)[1].reshape(n_jobs)
+
+
 def _check_inputs(fleet, bounds, horizon, n_draws, n_pairs, groups, launch):
     if not isinstance(fleet, Fleet):
         raise ValueError(f"fleet must be a ckpt_jax.Fleet, got {type(fleet).__name__}")
@@ -156,12 +183,8 @@ def _check_inputs(fleet, bounds, horizon, n_draws, n_pairs, groups, launch):
     if not np.all(np.isfinite(mtbf)):
         raise ValueError("fleet must have a finite mtbf for every active job (Fleet(..., mtbf=M)): "
                          "without failures there is nothing to checkpoint against")
-    try:
-        lo, hi = (float(b) for b in bounds)
-    except (TypeError, ValueError):
-        raise ValueError(f"bounds must be a pair (lo, hi) of numbers with 0 < lo < hi finite, got {bounds!r}") from None
-    if not (0 < lo < hi < math.inf):
-        raise ValueError(f"bounds must satisfy 0 < lo < hi, both finite, got {bounds!r}")
+    n_jobs = fleet.n_jobs
+    lo, hi = _job_bounds(bounds, n_jobs)
     try:
         horizon = float(horizon)
     except (TypeError, ValueError):
@@ -173,16 +196,30 @@ def _check_inputs(fleet, bounds, horizon, n_draws, n_pairs, groups, launch):
             raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
     if launch not in LAUNCHES:
         raise ValueError(f"launch must be one of {', '.join(map(repr, LAUNCHES))}, got {launch!r}")
-    n_jobs = fleet.n_jobs
-    if groups is None:
-        labels = np.arange(n_jobs)
-    else:
-        groups = np.asarray(groups)
-        if groups.shape != (n_jobs,) or not np.issubdtype(groups.dtype, np.integer):
-            raise ValueError(f"groups must be None or an integer array of shape ({n_jobs},), got "
-                             f"{groups.dtype} of shape {groups.shape}")
-        _, labels = np.unique(groups, return_inverse=True)
-    return (lo, hi), horizon, labels.reshape(n_jobs)
+    labels = _labels(groups, n_jobs, "groups")
+    # One θ per group maps through one pair of bounds: the group's jobs must share it.
+    _, first = np.unique(labels, return_index=True)  # labels are 0..G-1
+    group_lo, group_hi = lo[first], hi[first]
+    if not (np.array_equal(group_lo[labels], lo) and np.array_equal(group_hi[labels], hi)):
+        raise ValueError("bounds must be the same for every job of a group (one interval per group)")
+    return (lo, hi), (group_lo, group_hi), horizon, labels
+
+
+def _job_bounds(bounds, n_jobs: int):
+    """(lo, hi), each (N,) float64, from a pair of numbers or of (N,) arrays."""
+    rule = f"bounds must be a pair (lo, hi), each a number or an array of shape ({n_jobs},), with 0 < lo < hi finite"
+    try:
+        lo, hi = bounds
+        lo, hi = np.asarray(lo, np.float64), np.asarray(hi, np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"{rule}, got {bounds!r}") from None
+    for value in (lo, hi):
+        if value.shape not in ((), (n_jobs,)):
+            raise ValueError(f"{rule}, got shapes {lo.shape} and {hi.shape}")
+    lo, hi = np.broadcast_to(lo, (n_jobs,)).copy(), np.broadcast_to(hi, (n_jobs,)).copy()
+    if not (np.all(np.isfinite(lo) & np.isfinite(hi)) and np.all(lo > 0) and np.all(hi > lo)):
+        raise ValueError(f"{rule}, got {bounds!r}")
+    return lo, hi
 
 
 # -- the objective, measured by the exact simulator -------------------------------------
@@ -211,26 +248,29 @@ def _batched(fleet: Fleet, intervals: np.ndarray) -> Fleet:
     )
 
 
-def _launch_state(batched: Fleet, draw_keys, launch: str):
+def _launch_state(batched: Fleet, draw_keys, launch: str, offsets=None):
+    cycle = np.asarray(batched.write, np.float64) + np.asarray(batched.compute, np.float64)
+    if offsets is not None:  # (*P, N) fractions of each set's cycle, the same in every draw
+        fractions = np.broadcast_to(np.asarray(offsets, np.float64)[..., None, :], cycle.shape)
+        return state_from_positions(batched, np.minimum(fractions * cycle, np.nextafter(cycle, 0)))
     if launch == "synchronous":
         return initial_state(batched)
     # Positions are drawn as fractions of the cycle per (draw, job), shared by every interval
     # set of the batch (common random numbers), then scaled by each set's own cycle d + T.
     fractions = jax.vmap(lambda k: jax.random.uniform(jax.random.fold_in(k, 1), (batched.n_jobs,)))(draw_keys)
-    cycle = np.asarray(batched.write, np.float64) + np.asarray(batched.compute, np.float64)
     position = np.asarray(fractions, np.float64).reshape(cycle.shape) * cycle
     return state_from_positions(batched, np.minimum(position, np.nextafter(cycle, 0)))
 
 
-def _run(fleet: Fleet, intervals: np.ndarray, draw_keys, horizon: float, jitter, launch: str):
+def _run(fleet: Fleet, intervals: np.ndarray, draw_keys, horizon: float, jitter, launch: str, offsets=None):
     """JobStats of ``fleet`` at ``intervals`` (*P, N) under draws ``draw_keys`` (S,): every
-    interval set runs every draw, batch (*P, S, N)."""
+    interval set runs every draw, batch (*P, S, N); ``offsets`` (*P, N) replace ``launch``."""
     n_draws = draw_keys.shape[0]
     batch = intervals.shape[:-1]
     grid = np.broadcast_to(intervals[..., None, :], batch + (n_draws, fleet.n_jobs))
     keys = jnp.broadcast_to(draw_keys, batch + (n_draws,))
     batched = _batched(fleet, np.ascontiguousarray(grid))
-    state = _launch_state(batched, keys.reshape(-1), launch)
+    state = _launch_state(batched, keys.reshape(-1), launch, offsets)
     out = simulate(batched, state, None, until=horizon, key=keys, jitter=jitter, throw=True, progress=False,
                    save=SaveAt(trace=False, jobs=True))
     return out.jobs
@@ -241,7 +281,8 @@ def _weighted(fleet: Fleet, per_job):
     return np.asarray(per_job, np.float64) @ weight / weight.sum()
 
 
-def fleet_waste(fleet: Fleet, intervals, *, horizon, keys, jitter=None, launch: str = "synchronous") -> np.ndarray:
+def fleet_waste(fleet: Fleet, intervals, *, horizon, keys, jitter=None, launch: str = "synchronous",
+                offsets=None) -> np.ndarray:
     """Fleet waste ``Σ_i w_i·waste_i / Σ_i w_i`` of ``fleet`` run with compute intervals
     ``intervals`` over [0, H], by the exact simulator, under each failure draw.
 
@@ -253,12 +294,16 @@ def fleet_waste(fleet: Fleet, intervals, *, horizon, keys, jitter=None, launch: 
       jitter: compute jitter σ (docs/model.md §1), as for `simulate`.
       launch: ``"synchronous"`` (every job starts a fresh compute phase at t = 0) or
         ``"random"`` (uniform cycle positions per draw, the same fractions for every set).
+      offsets: None, or (*P, N) launch offsets as fractions in [0, 1) of each job's cycle
+        d_i + T_i, the same in every draw (they replace ``launch``).
 
     Returns:
       (*P, S) fleet waste.
     """
     intervals = np.asarray(intervals, np.float64)
-    jobs = _run(fleet, intervals, keys, float(horizon), jitter, launch)
+    if offsets is not None:
+        offsets = np.broadcast_to(np.asarray(offsets, np.float64), intervals.shape)
+    jobs = _run(fleet, intervals, keys, float(horizon), jitter, launch, offsets)
     return _weighted(fleet, jobs.waste)
 
 
@@ -273,22 +318,44 @@ def _population(theta, key, n_pairs, n_draws, smoothing):
     return directions, population, jax.random.split(draw_key, n_draws)
 
 
-def _population_waste(fleet, theta, key, *, bounds, labels, horizon, n_pairs, n_draws, smoothing, jitter, launch):
-    directions, population, draws = _population(np.asarray(theta, np.float64), key, n_pairs, n_draws, smoothing)
-    intervals = np.asarray(interval_from_theta(population, bounds))[:, labels]
-    return directions, fleet_waste(fleet, intervals, horizon=horizon, keys=draws, jitter=jitter, launch=launch)
+def _split(theta, labels, offset_labels, bounds):
+    """θ (..., G [+ G_o]) → intervals (..., N) and offset fractions (..., N) or None."""
+    n_groups = int(labels.max()) + 1
+    intervals = np.asarray(interval_from_theta(theta[..., :n_groups], bounds))[..., labels]
+    if offset_labels is None:
+        return intervals, None
+    return intervals, np.asarray(offset_from_theta(theta[..., n_groups:]))[..., offset_labels]
 
 
-def _settings(fleet, bounds, horizon, n_draws, n_pairs, groups, launch, smoothing):
-    bounds, horizon, labels = _check_inputs(fleet, bounds, horizon, n_draws, n_pairs, groups, launch)
+def _population_waste(fleet, theta, key, *, bounds, labels, offset_labels, horizon, n_pairs, n_draws, smoothing,
+                      jitter, launch):
+    theta = np.asarray(theta, np.float64)
+    expected = int(labels.max()) + 1 + (0 if offset_labels is None else int(offset_labels.max()) + 1)
+    if theta.shape != (expected,):
+        raise ValueError(f"theta must have shape ({expected},) (one per group{'' if offset_labels is None else ', then one per offset group'}), "
+                         f"got {theta.shape}")
+    directions, population, draws = _population(theta, key, n_pairs, n_draws, smoothing)
+    intervals, offsets = _split(population, labels, offset_labels, bounds)
+    return directions, fleet_waste(fleet, intervals, horizon=horizon, keys=draws, jitter=jitter, launch=launch,
+                                   offsets=offsets)
+
+
+def _settings(fleet, bounds, horizon, n_draws, n_pairs, groups, launch, smoothing, offsets=False, offset_groups=None):
+    """The checked settings; ``bounds`` per group (G,) each, ``job_bounds`` per job (N,)."""
+    job_bounds, bounds, horizon, labels = _check_inputs(fleet, bounds, horizon, n_draws, n_pairs, groups, launch)
     if not (0 < float(smoothing) < math.inf):
         raise ValueError(f"smoothing must be > 0 and finite, got {smoothing!r}")
-    return dict(bounds=bounds, labels=labels, horizon=horizon, n_pairs=n_pairs, n_draws=n_draws,
-                smoothing=float(smoothing), launch=launch)
+    if not isinstance(offsets, (bool, np.bool_)):
+        raise ValueError(f"offsets must be True or False, got {offsets!r}")
+    if offset_groups is not None and not offsets:
+        raise ValueError("offset_groups needs offsets=True")
+    offset_labels = _labels(offset_groups, fleet.n_jobs, "offset_groups") if offsets else None
+    return dict(bounds=bounds, labels=labels, offset_labels=offset_labels, horizon=horizon, n_pairs=n_pairs,
+                n_draws=n_draws, smoothing=float(smoothing), launch=launch), job_bounds
 
 
 def smoothed_objective(fleet: Fleet, theta, key, *, bounds, horizon, n_draws, n_pairs=4, groups=None,
-                       smoothing=0.1, jitter=None, launch="synchronous") -> float:
+                       smoothing=0.1, jitter=None, launch="synchronous", offsets=False, offset_groups=None) -> float:
     """Monte-Carlo estimate of J_σ(θ) = E_z E_ω[fleet waste at T(θ + σz)], from the same
     directions z and draws ω that `smoothed_gradient` derives from ``key``: finite differences
     of it, with one ``key``, are finite differences of the very estimate whose gradient
@@ -299,21 +366,24 @@ def smoothed_objective(fleet: Fleet, theta, key, *, bounds, horizon, n_draws, n_
     Returns:
       The mean fleet waste over the 2P·S runs.
     """
-    settings = _settings(fleet, bounds, horizon, n_draws, n_pairs, groups, launch, smoothing)
+    settings, _ = _settings(fleet, bounds, horizon, n_draws, n_pairs, groups, launch, smoothing, offsets, offset_groups)
     _, waste = _population_waste(fleet, theta, key, jitter=jitter, **settings)
     return float(waste.mean())
 
 
 def smoothed_gradient(fleet: Fleet, theta, key, *, bounds, horizon, n_draws, n_pairs=4, groups=None,
-                      smoothing=0.1, jitter=None, launch="synchronous") -> GradientEstimate:
+                      smoothing=0.1, jitter=None, launch="synchronous", offsets=False,
+                      offset_groups=None) -> GradientEstimate:
     """Antithetic Gaussian-smoothing estimate of ∇_θ J_σ with common random numbers, from one
     batched `simulate` call of shape (2P, S, N).
 
     Args:
       fleet: a single `Fleet` with ``mtbf``.
-      theta: (G,) unconstrained parameters, one per group (`interval_from_theta`).
+      theta: (G,) unconstrained parameters, one per group (`interval_from_theta`); with
+        ``offsets``, (G + G_o,): then one per offset group (`offset_from_theta`).
       key: PRNG key for the P directions and the S failure draws.
-      bounds: (lo, hi), 0 < lo < hi finite: the intervals' range.
+      bounds: (lo, hi), 0 < lo < hi finite: the intervals' range; each a number or (N,)
+        per job (equal within a group).
       horizon: H > 0.
       n_draws: S >= 1 failure draws, shared by all 2P perturbed interval sets.
       n_pairs: P >= 1 antithetic pairs.
@@ -321,11 +391,13 @@ def smoothed_gradient(fleet: Fleet, theta, key, *, bounds, horizon, n_draws, n_p
         θ's entries follow the sorted labels).
       smoothing: σ > 0, the smoothing scale in θ.
       jitter, launch: as `fleet_waste`.
+      offsets: launch offsets are decision variables too (then ``launch`` is not used).
+      offset_groups: None (one offset per job) or (N,) integer labels of jobs sharing one.
 
     Returns:
       A `GradientEstimate`.
     """
-    settings = _settings(fleet, bounds, horizon, n_draws, n_pairs, groups, launch, smoothing)
+    settings, _ = _settings(fleet, bounds, horizon, n_draws, n_pairs, groups, launch, smoothing, offsets, offset_groups)
     directions, waste = _population_waste(fleet, theta, key, jitter=jitter, **settings)
     return _estimate(directions, waste, settings["smoothing"])
 
@@ -349,8 +421,10 @@ def _solo_write(fleet: Fleet) -> np.ndarray:
 def contended_young(fleet: Fleet, *, horizon, keys, start=None, max_iter=10, rtol=1e-3, jitter=None,
                     launch="synchronous") -> tuple:
     """Young's interval with the write time *as contended in the simulator*: the fixed point
-    of T ← √(2·D(T)·M), D_i(T) each job's mean write duration (time writing / writes completed,
-    over the draws ``keys``) when the fleet runs at T.
+    of T ← √(2·D(T)·M), D_i(T) each job's mean duration of a completed write, firing to end
+    (`JobStats.completed_write_time` / `JobStats.writes`, over the draws ``keys``), when the
+    fleet runs at T. Writes abandoned by a failure or still open at the horizon are left out:
+    they would lengthen D (a job alone would not get Young's interval).
 
     Args:
       fleet, horizon, jitter, launch: as `fleet_waste`.
@@ -367,7 +441,7 @@ def contended_young(fleet: Fleet, *, horizon, keys, start=None, max_iter=10, rto
     for iteration in range(1, max_iter + 1):
         jobs = _run(fleet, intervals, keys, float(horizon), jitter, launch)
         writes = np.asarray(jobs.writes, np.float64).sum(axis=0)
-        write_time = np.asarray(jobs.write_time, np.float64).sum(axis=0)
+        write_time = np.asarray(jobs.completed_write_time, np.float64).sum(axis=0)
         # A job that completed no write in any draw keeps its interval (no measurement).
         duration = np.where(writes > 0, write_time / np.maximum(writes, 1), intervals**2 / (2 * mtbf))
         updated = np.sqrt(2 * duration * mtbf)
@@ -406,6 +480,8 @@ def checkpoint_intervals(
     eval_draws: Optional[int] = None,
     jitter=None,
     launch: str = "synchronous",
+    offsets: bool = False,
+    offset_groups=None,
     progress: bool = True,
 ) -> DesignResult:
     """Checkpoint intervals that minimise the fleet's waste over [0, H], found with
@@ -413,7 +489,8 @@ def checkpoint_intervals(
 
     Args:
       fleet: a single `Fleet` (batch shape ()) with ``mtbf``; its ``compute`` is ignored.
-      bounds: (lo, hi), 0 < lo < hi finite: the range of every interval.
+      bounds: (lo, hi), 0 < lo < hi finite: the range of the intervals; each a number
+        (every job) or an (N,) array (per job; the jobs of a group must share their bounds).
       horizon: H > 0, the time over which waste is measured.
       n_draws: S >= 1 failure draws per step, shared by the whole population of the step.
       key: PRNG key; the same key gives the same result.
@@ -428,7 +505,12 @@ def checkpoint_intervals(
       window: steps per windowed mean; the recommendation is T at the mean θ of the last
         ``window`` steps (an average of the iterates, which damps the estimator's noise).
       eval_draws: fresh draws for the final evaluation (default 2·P·S).
-      jitter, launch: as `fleet_waste`.
+      jitter, launch: as `fleet_waste`; ``launch`` is the baselines' launch (and the
+        design's, unless ``offsets``).
+      offsets: design each job's launch offset too (its cycle position at t = 0), started
+        evenly staggered (offset group g of G_o at the fraction g / G_o of its cycle).
+      offset_groups: None (one offset per job: identical jobs sharing an interval still
+        launch apart) or (N,) integer labels of jobs sharing one offset.
       progress: show a tqdm progress bar.
 
     Returns:
@@ -436,7 +518,8 @@ def checkpoint_intervals(
     """
     import optax  # imported here so that `import ckpt_jax` stays light
 
-    settings = _settings(fleet, bounds, horizon, n_draws, n_pairs, groups, launch, smoothing)
+    settings, job_bounds = _settings(fleet, bounds, horizon, n_draws, n_pairs, groups, launch, smoothing, offsets,
+                                     offset_groups)
     for name, value in (("steps", steps), ("patience", patience), ("window", window)):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
             raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
@@ -451,8 +534,12 @@ def checkpoint_intervals(
     start = young if init is None else np.asarray(init, np.float64)
     if start.shape != (fleet.n_jobs,) or not np.all(np.isfinite(start) & (start > 0)):
         raise ValueError(f"init must be None or ({fleet.n_jobs},) positive finite intervals, got {init!r}")
-    theta = np.array([theta_from_interval(np.exp(np.log(start[labels == g]).mean()), bounds)
+    theta = np.array([theta_from_interval(np.exp(np.log(start[labels == g]).mean()), (bounds[0][g], bounds[1][g]))
                       for g in range(n_groups)])
+    offset_labels = settings["offset_labels"]
+    if offset_labels is not None:
+        n_offsets = int(offset_labels.max()) + 1
+        theta = np.concatenate([theta, np.arange(n_offsets) / n_offsets])
 
     train_key, eval_key, calibration_key = jax.random.split(key, 3)
     schedule = optax.cosine_decay_schedule(float(learning_rate), int(steps), alpha=0.01)
@@ -469,9 +556,10 @@ def checkpoint_intervals(
     try:
         for step in range(int(steps)):
             estimate = smoothed_gradient(fleet, theta, jax.random.fold_in(train_key, step), groups=labels,
-                                         bounds=bounds, horizon=settings["horizon"], n_draws=n_draws,
+                                         bounds=job_bounds, horizon=settings["horizon"], n_draws=n_draws,
                                          n_pairs=n_pairs, smoothing=settings["smoothing"], jitter=jitter,
-                                         launch=launch)
+                                         launch=launch, offsets=offsets,
+                                         offset_groups=None if offset_labels is None else offset_labels)
             objective.append(estimate.objective)
             stderr.append(estimate.stderr)
             grad_norm.append(float(np.linalg.norm(estimate.gradient)))
@@ -495,10 +583,15 @@ def checkpoint_intervals(
         if bar is not None:
             bar.close()
 
+    # θ is unconstrained, offsets included (θ mod 1 is taken after the mean): averaging the
+    # iterates does not wrap around the cycle.
     tail = np.mean(thetas[-window:], axis=0)
-    intervals = np.asarray(interval_from_theta(tail, bounds))[labels]
-    history = History(np.asarray(objective), np.asarray(stderr), np.asarray(grad_norm),
-                      np.asarray(interval_from_theta(np.asarray(thetas), bounds))[:, labels])
+    intervals, fractions = _split(tail, labels, offset_labels, bounds)
+    path_intervals, path_fractions = _split(np.asarray(thetas), labels, offset_labels, bounds)
+    write = np.asarray(fleet.write, np.float64)
+    position = lambda fraction, t: np.minimum(fraction * (write + t), np.nextafter(write + t, 0))  # noqa: E731
+    history = History(np.asarray(objective), np.asarray(stderr), np.asarray(grad_norm), path_intervals,
+                      None if fractions is None else position(path_fractions, path_intervals))
 
     # The contended fixed point uses its own draws; all four designs are then evaluated
     # on the same fresh draws, never the training ones.
@@ -510,8 +603,12 @@ def checkpoint_intervals(
         "young_contended": contended,
     }
     table = np.stack([intervals] + list(candidates.values()))
-    waste = fleet_waste(fleet, table, horizon=settings["horizon"], keys=jax.random.split(eval_key, eval_draws),
-                        jitter=jitter, launch=launch)
+    eval_keys = jax.random.split(eval_key, eval_draws)
+    waste = fleet_waste(fleet, table, horizon=settings["horizon"], keys=eval_keys, jitter=jitter, launch=launch)
+    if fractions is not None:  # the baselines keep their launch; the design takes its offsets
+        waste[0] = fleet_waste(fleet, intervals[None], horizon=settings["horizon"], keys=eval_keys, jitter=jitter,
+                               offsets=fractions[None])[0]
     baselines = {name: Baseline(candidates[name], _mean_ci(waste[i + 1]), _mean_ci(waste[i + 1] - waste[0]))
                  for i, name in enumerate(candidates)}
-    return DesignResult(intervals, _mean_ci(waste[0]), baselines, history, stopped_early)
+    return DesignResult(intervals, _mean_ci(waste[0]), baselines, history, stopped_early,
+                        None if fractions is None else position(fractions, intervals))

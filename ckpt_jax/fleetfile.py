@@ -13,6 +13,7 @@ of identical jobs and the fleet-wide storage, power and design settings::
     horizon = 1000.0
     draws = 16
     seed = 0
+    offsets = false                # optional: design each job's launch offset too
 
     [[groups]]
     name = "1-gpu"                 # optional, unique
@@ -22,6 +23,7 @@ of identical jobs and the fleet-wide storage, power and design settings::
     mtbf = 200.0
     restart = 1.0                  # optional, default 0
     compute = 14.0                 # optional: the interval simulate uses (default: Young's)
+    bounds = [2.0, 60.0]           # optional: this group's design range (default: [design].bounds)
 
 Every bad value, missing key or unknown key raises `FleetFileError` (a `ValueError`) naming
 the file, the field (``groups[2].mtbf``) and what is allowed.
@@ -42,7 +44,8 @@ __all__ = ["FleetFileError", "Group", "DesignSettings", "FleetSpec", "load", "lo
 
 COUNT_MAX = 100_000  # jobs per group, and in the whole fleet
 SEED_MAX = 2**64 - 1
-DESIGN_DEFAULTS = {"horizon": 1000.0, "draws": 16, "pairs": 4, "steps": 100, "seed": 0, "launch": "random"}
+DESIGN_DEFAULTS = {"horizon": 1000.0, "draws": 16, "pairs": 4, "steps": 100, "seed": 0, "launch": "random",
+                   "offsets": False}
 
 
 class FleetFileError(ValueError):
@@ -51,7 +54,7 @@ class FleetFileError(ValueError):
 
 class Group(NamedTuple):
     """``count`` identical jobs: size w, write volume d, MTBF M, restart R, interval T
-    (None: Young's √(2·d/f(1)·M))."""
+    (None: Young's √(2·d/f(1)·M)), design bounds (lo, hi) (None: the fleet's)."""
 
     name: str
     count: int
@@ -60,11 +63,13 @@ class Group(NamedTuple):
     mtbf: float
     restart: float = 0.0
     compute: Optional[float] = None
+    bounds: Optional[tuple] = None
 
 
 class DesignSettings(NamedTuple):
     """``[design]``: bounds (None: a decade either side of the Young intervals), horizon H,
-    draws S, antithetic pairs P, steps, seed and launch."""
+    draws S, antithetic pairs P, steps, seed, launch (the baselines', and the design's unless
+    ``offsets``) and offsets (design each job's launch offset too)."""
 
     bounds: Optional[tuple] = None
     horizon: float = DESIGN_DEFAULTS["horizon"]
@@ -73,6 +78,7 @@ class DesignSettings(NamedTuple):
     steps: int = DESIGN_DEFAULTS["steps"]
     seed: int = DESIGN_DEFAULTS["seed"]
     launch: str = DESIGN_DEFAULTS["launch"]
+    offsets: bool = DESIGN_DEFAULTS["offsets"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -139,6 +145,17 @@ class FleetSpec:
         young = self.young()
         return float(young.min() / 10), float(young.max() * 10)
 
+    def group_bounds(self) -> tuple:
+        """Per group, its (lo, hi): the group's ``bounds``, else `bounds`."""
+        fleet = self.bounds()
+        return tuple(fleet if group.bounds is None else tuple(group.bounds) for group in self.groups)
+
+    def job_bounds(self) -> tuple:
+        """(lo, hi), each (N,) float64: every job's design bounds (`group_bounds`)."""
+        per_group = np.asarray(self.group_bounds(), np.float64)  # (G, 2)
+        counts = [group.count for group in self.groups]
+        return np.repeat(per_group[:, 0], counts), np.repeat(per_group[:, 1], counts)
+
     def _f1(self) -> float:
         if isinstance(self.throughput, str):
             from ._throughput import THROUGHPUT_PRESETS
@@ -188,7 +205,8 @@ class FleetSpec:
             "delay": self.delay,
             "async_fraction": self.async_fraction,
             "design": {**self.design._asdict(), "bounds": list(self.bounds())},
-            "groups": [group._asdict() for group in self.groups],
+            "groups": [{**group._asdict(), "bounds": list(bounds)}
+                       for group, bounds in zip(self.groups, self.group_bounds())],
         }
 
 
@@ -231,6 +249,21 @@ class _Reader:
             self.fail(field, f"must be an integer from {low} to {high}, got {_show(value)}")
         return value
 
+    def bounds(self, value, field: str) -> tuple:
+        rule = f"must be a pair [lo, hi] with 0 < lo < hi finite, got {_show(value)}"
+        if not isinstance(value, list) or len(value) != 2:
+            self.fail(field, rule)
+        lo = self.number(value[0], f"{field}[0]")
+        hi = self.number(value[1], f"{field}[1]")
+        if not lo < hi:
+            self.fail(field, rule)
+        return lo, hi
+
+    def boolean(self, value, field: str) -> bool:
+        if not isinstance(value, bool):
+            self.fail(field, f"must be true or false, got {_show(value)}")
+        return value
+
     def choice(self, value, field: str, choices) -> str:
         if not isinstance(value, str) or value not in choices:
             self.fail(field, f"must be one of {', '.join(map(repr, choices))}, got {_show(value)}")
@@ -247,8 +280,8 @@ def _show(value) -> str:
 
 
 _TOP = ("throughput", "cap", "power_policy", "storage_policy", "delay", "async_fraction", "design", "groups")
-_GROUP = ("name", "count", "size", "write", "mtbf", "restart", "compute")
-_DESIGN = ("bounds", "horizon", "draws", "pairs", "steps", "seed", "launch")
+_GROUP = ("name", "count", "size", "write", "mtbf", "restart", "compute", "bounds")
+_DESIGN = ("bounds", "horizon", "draws", "pairs", "steps", "seed", "launch", "offsets")
 
 
 def _group(reader: _Reader, table, index: int) -> Group:
@@ -266,20 +299,13 @@ def _group(reader: _Reader, table, index: int) -> Group:
         mtbf=reader.number(table["mtbf"], f"{field}.mtbf"),
         restart=reader.number(table.get("restart", 0.0), f"{field}.restart", strict=False),
         compute=None if compute is None else reader.number(compute, f"{field}.compute"),
+        bounds=None if "bounds" not in table else reader.bounds(table["bounds"], f"{field}.bounds"),
     )
 
 
 def _design(reader: _Reader, table) -> DesignSettings:
     reader.keys(table, "design", _DESIGN)
-    bounds = table.get("bounds")
-    if bounds is not None:
-        if not isinstance(bounds, list) or len(bounds) != 2:
-            reader.fail("design.bounds", f"must be a pair [lo, hi] with 0 < lo < hi finite, got {_show(bounds)}")
-        lo = reader.number(bounds[0], "design.bounds[0]")
-        hi = reader.number(bounds[1], "design.bounds[1]")
-        if not lo < hi:
-            reader.fail("design.bounds", f"must be a pair [lo, hi] with 0 < lo < hi finite, got {_show(bounds)}")
-        bounds = (lo, hi)
+    bounds = None if "bounds" not in table else reader.bounds(table["bounds"], "design.bounds")
     from .design import LAUNCHES
 
     get = lambda key: table.get(key, DESIGN_DEFAULTS[key])  # noqa: E731
@@ -291,6 +317,7 @@ def _design(reader: _Reader, table) -> DesignSettings:
         steps=reader.integer(get("steps"), "design.steps", low=1, high=100_000),
         seed=reader.integer(get("seed"), "design.seed", low=0, high=SEED_MAX),
         launch=reader.choice(get("launch"), "design.launch", LAUNCHES),
+        offsets=reader.boolean(get("offsets"), "design.offsets"),
     )
 
 
@@ -376,6 +403,8 @@ def _toml(value) -> str:
         return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(_toml(v) for v in value) + "]"
+    if isinstance(value, bool):
+        return "true" if value else "false"
     if isinstance(value, float):
         return repr(value)
     return str(value)

@@ -285,7 +285,9 @@ def simulate_failures_reference(compute, write, horizon, failure_times, restart,
       A dict of per-job lists: ``useful_work`` (work covered by a completed write),
       ``lost_work`` (work thrown away by failures), ``uncovered_work`` (work done since the
       last completed write, at H), ``compute_work`` (all work done), ``failures`` (failures
-      that hit the job), ``compute_time``, ``write_time``, ``down_time``; the trace:
+      that hit the job), ``compute_time``, ``write_time``, ``down_time``,
+      ``completed_write_time`` (firing to end, summed over the completed writes that a firing
+      after t = 0 started: not an abandoned write, the one open at H or an initial one); the trace:
       ``fire_times``, ``end_times`` (completed writes that a firing after t = 0 started),
       ``failure_times`` (the failures that hit), ``restart_times`` (restart ends), and
       ``event_times``, the event instants stepped (the last is H).
@@ -318,7 +320,7 @@ def simulate_failures_reference(compute, write, horizon, failure_times, restart,
     next_failure = [0] * n_jobs             # index of the job's next failure time to consider
     out = {name: [zero] * n_jobs for name in ("useful_work", "lost_work", "uncovered_work",
                                               "compute_work", "compute_time", "write_time",
-                                              "down_time")}
+                                              "down_time", "completed_write_time")}
     out["failures"] = [0] * n_jobs
     for name in ("fire_times", "end_times", "failure_times", "restart_times"):
         out[name] = [[] for _ in range(n_jobs)]
@@ -389,6 +391,7 @@ def simulate_failures_reference(compute, write, horizon, failure_times, restart,
                 queue.remove(i)
                 if started_after_zero[i]:
                     out["end_times"][i].append(t)
+                    out["completed_write_time"][i] += t - out["fire_times"][i][-1]
                 mode[i], left[i] = "compute", T[i]
         # (2) compute ends: the job fires.
         for i in finished:

@@ -62,6 +62,24 @@ def test_design_writes_report_json_and_figures(fleet_file, tmp_path, capsys):
     assert "## Recommended intervals" in report and "contended Young" in report and "95% CI" in report
 
 
+def test_design_offsets_and_group_bounds(fleet_file, tmp_path, capsys):
+    # [design] offsets = true designs launch offsets (reported); a group's bounds hold its
+    # interval; the schedule comes from a run with failures.
+    text = TINY.replace("horizon = 40.0", "horizon = 40.0\noffsets = true").replace(
+        "mtbf = 10.0", "mtbf = 10.0\nbounds = [4.0, 8.0]")
+    fleet_file.write_text(text)
+    out = tmp_path / "design"
+    assert main(["design", str(fleet_file), "--quick", *FAST, "--out", str(out)]) == 0
+    summary = json.loads((out / "design.json").read_text())
+    assert summary["settings"]["offsets"] is True and len(summary["offsets"]) == 3
+    assert summary["settings"]["group_bounds"] == [[0.5, 50.0], [4.0, 8.0]]
+    assert 4.0 < summary["groups"][1]["design"] < 8.0
+    assert summary["schedule_failures_shown"] >= 1
+    report = (out / "report.md").read_text()
+    assert "## Launch offsets (designed)" in report and "designed launch offsets" in report
+    assert (out / "schedule.png").stat().st_size > 0
+
+
 def test_design_bad_fleet_file_is_one_error_line(fleet_file, tmp_path, capsys):
     fleet_file.write_text(TINY.replace("mtbf = 10.0", "mtbf = -10.0"))
     assert main(["design", str(fleet_file), *FAST, "--out", str(tmp_path / "o")]) == 2

@@ -84,6 +84,54 @@ def test_gradient_matches_finite_differences_of_the_same_smoothed_objective(pair
     assert mean[0] < -4 * error[0] and mean[1] > 4 * error[1], (mean, error)
 
 
+def test_offset_gradient_matches_finite_differences_of_the_same_smoothed_objective(pair):
+    # The same check for the launch-offset coordinates θ[2:] (fractions of the cycle, mod 1),
+    # designed alongside the intervals: one estimate of the whole (4,) gradient per key.
+    theta = np.concatenate([design.theta_from_interval(np.array([2.0, 9.0]), SMALL["bounds"]), [0.3, 0.7]])
+    settings = dict(SMALL, smoothing=0.2, offsets=True)
+    h = 0.05
+    gradients, differences = [], []
+    for replicate in range(16):
+        key = jax.random.key(200 + replicate)
+        gradients.append(design.smoothed_gradient(pair, theta, key, **settings).gradient[2:])
+        row = []
+        for k in (2, 3):
+            step = h * np.eye(4)[k]
+            up = design.smoothed_objective(pair, theta + step, key, **settings)
+            down = design.smoothed_objective(pair, theta - step, key, **settings)
+            row.append((up - down) / (2 * h))
+        differences.append(row)
+    gap = np.asarray(gradients) - np.asarray(differences)
+    z = gap.mean(axis=0) / (gap.std(axis=0, ddof=1) / math.sqrt(len(gap)))
+    assert np.all(np.abs(z) < 4), (np.mean(gradients, axis=0), np.mean(differences, axis=0), z)
+    assert np.all(np.isfinite(gap)) and np.any(np.asarray(differences) != 0)
+
+
+def test_designed_offsets_are_reproducible_and_in_the_cycle(pair):
+    run = lambda seed: design.checkpoint_intervals(pair, key=jax.random.key(seed), steps=3, window=2,  # noqa: E731
+                                                   offsets=True, progress=False, **SMALL)
+    first, again, other = run(0), run(0), run(1)
+    np.testing.assert_array_equal(first.offsets, again.offsets)
+    np.testing.assert_array_equal(first.intervals, again.intervals)
+    assert first.waste == again.waste
+    assert not np.array_equal(first.offsets, other.offsets)
+    cycle = np.array([0.5, 1.0]) + first.intervals
+    assert first.offsets.shape == (2,) and np.all((first.offsets >= 0) & (first.offsets < cycle))
+    assert first.history.offsets.shape == (3, 2)
+    # Started evenly staggered: job 0 at the start of its cycle, job 1 halfway round.
+    np.testing.assert_allclose(first.history.offsets[0], [0.0, 0.5 * (1.0 + first.history.intervals[0, 1])])
+    # The design's waste is that of its offsets; the baselines keep the synchronous launch.
+    keys = jax.random.split(jax.random.split(jax.random.key(0), 3)[1], 2 * SMALL["n_pairs"] * SMALL["n_draws"])
+    young = first.baselines["young"]
+    assert math.isclose(young.waste.mean, design.fleet_waste(pair, young.intervals[None], horizon=SMALL["horizon"],
+                                                             keys=keys).mean(), rel_tol=1e-12)
+    fractions = first.offsets / cycle
+    assert math.isclose(first.waste.mean, design.fleet_waste(pair, first.intervals[None], horizon=SMALL["horizon"],
+                                                             keys=keys, offsets=fractions[None]).mean(), rel_tol=1e-9)
+    assert design.checkpoint_intervals(pair, key=jax.random.key(0), steps=1, window=1, progress=False,
+                                       **SMALL).offsets is None
+
+
 def test_checkpoint_intervals_is_reproducible_from_its_key(pair):
     run = lambda seed: design.checkpoint_intervals(pair, key=jax.random.key(seed), steps=4, window=2,  # noqa: E731
                                                    progress=False, **SMALL)
@@ -110,6 +158,20 @@ def test_groups_share_one_interval(pair):
     assert np.all(result.history.intervals[:, 0] == result.history.intervals[:, 1])
 
 
+def test_per_job_bounds_hold_each_interval(pair):
+    # Bounds far apart per job: every iterate of each job stays inside its own range, and a
+    # group whose jobs share their bounds still shares one interval.
+    bounds = (np.array([0.5, 12.0]), np.array([2.0, 40.0]))
+    result = design.checkpoint_intervals(pair, key=jax.random.key(0), steps=3, window=1, progress=False,
+                                         **dict(SMALL, bounds=bounds))
+    history = result.history.intervals
+    assert np.all((history > bounds[0]) & (history < bounds[1])), history
+    assert np.all((result.intervals > bounds[0]) & (result.intervals < bounds[1]))
+    shared = design.checkpoint_intervals(pair, key=jax.random.key(0), steps=2, window=1, groups=[4, 4], progress=False,
+                                         **dict(SMALL, bounds=([1.0, 1.0], [8.0, 8.0])))
+    assert shared.intervals[0] == shared.intervals[1] and 1.0 < shared.intervals[0] < 8.0
+
+
 def test_contended_young_is_young_without_contention():
     # One job whose failures never strike (M huge) writes in exactly d / f(1): the fixed point
     # is Young's interval at once.
@@ -120,12 +182,34 @@ def test_contended_young_is_young_without_contention():
     assert converged and iterations == 1
 
 
+def test_contended_young_is_young_for_a_lone_job_that_fails():
+    # One job alone fails often (M = 10, R = 0.5): every completed write takes exactly d, so
+    # the fixed point is Young's interval; writes abandoned by a failure or open at the
+    # horizon do not count (with them the mean write took 1.05 d, and T came out 2.6% long).
+    fleet = cj.Fleet([1.0], [1.0], mtbf=10.0, restart=0.5, dtype="float64")
+    keys = jax.random.split(jax.random.key(0), 8)
+    young = math.sqrt(2 * 1.0 * 10.0)
+    jobs = design._run(fleet, np.array([young]), keys, 500.0, None, "synchronous")
+    assert np.all(np.asarray(jobs.failures) > 0)
+    abandoned = np.asarray(jobs.write_time) - np.asarray(jobs.completed_write_time)
+    assert np.all(abandoned > 0)  # the bias was there to remove
+    np.testing.assert_allclose(np.asarray(jobs.completed_write_time) / np.asarray(jobs.writes), 1.0, rtol=1e-12)
+    intervals, iterations, converged = design.contended_young(fleet, horizon=500.0, keys=keys)
+    np.testing.assert_allclose(intervals, young, rtol=1e-12)
+    assert converged and iterations == 1
+
+
 BAD = [
     (dict(bounds=(0.0, 1.0)), "bounds"),
     (dict(bounds=(2.0, 1.0)), "bounds"),
     (dict(bounds=(1.0, math.inf)), "bounds"),
     (dict(bounds=(math.nan, 1.0)), "bounds"),
     (dict(bounds=3.0), "bounds"),
+    (dict(bounds=(np.ones(3), 30.0)), "bounds"),
+    (dict(bounds=(0.5, [30.0, 0.4])), "bounds"),
+    (dict(bounds=([0.5, -1.0], 30.0)), "bounds"),
+    (dict(bounds=([0.5, 1.0], [30.0, math.inf])), "bounds"),
+    (dict(bounds=([0.5, 1.0], 30.0), groups=[3, 3]), "bounds"),
     (dict(horizon=0.0), "horizon"),
     (dict(horizon=math.inf), "horizon"),
     (dict(horizon="long"), "horizon"),
@@ -140,6 +224,9 @@ BAD = [
     (dict(launch="staggered"), "launch"),
     (dict(init=[1.0, -1.0]), "init"),
     (dict(eval_draws=1), "eval_draws"),
+    (dict(offsets="yes"), "offsets"),
+    (dict(offset_groups=[0, 0]), "offset_groups"),
+    (dict(offsets=True, offset_groups=[0, 1, 2]), "offset_groups"),
 ]
 
 

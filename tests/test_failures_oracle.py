@@ -35,7 +35,7 @@ N_FIRES = 40  # trace columns: more than any job fires before H (T >= 1/2, H <= 
 RTOL = 1e-9
 ATOL_OF_HORIZON = 1e-12
 JOBS = cj.SaveAt(trace=True, jobs=True)
-STATS = ("useful_work", "lost_work", "down_time", "write_time", "compute_time")
+STATS = ("useful_work", "lost_work", "down_time", "write_time", "compute_time", "completed_write_time")
 # Exactly distinct instants closer than this (relative to the time) are below what float64
 # resolves: the engine switches them together, as docs/model.md §1 snaps simultaneous events
 # (hypothesis found a write end 2e-17 after H on a fleet of T = 0.5, d = 0.1 under "fcfs").

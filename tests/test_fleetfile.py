@@ -72,6 +72,22 @@ def test_example_file_loads():
     assert spec.cap < total  # the cap binds
 
 
+def test_group_bounds_override_the_fleet_bounds(tmp_path):
+    text = _set(TINY, "groups[1]", "bounds", "[2.0, 20.0]")
+    spec = loads(text, "tiny.toml")
+    assert spec.groups[1].bounds == (2.0, 20.0) and spec.groups[0].bounds is None
+    assert spec.group_bounds() == ((0.5, 50.0), (2.0, 20.0))
+    lo, hi = spec.job_bounds()
+    np.testing.assert_array_equal(lo, [0.5, 0.5, 2.0])
+    np.testing.assert_array_equal(hi, [50.0, 50.0, 20.0])
+    path = tmp_path / "again.toml"
+    path.write_text(dumps(spec))
+    assert load(path).groups == spec.groups
+    assert spec.to_dict()["groups"][1]["bounds"] == [2.0, 20.0]
+    designed = loads(_set(TINY, "design", "offsets", "true"))
+    assert designed.design.offsets is True and loads(dumps(designed)).design == designed.design
+
+
 def test_throughput_list_and_uncapped():
     text = TINY.replace('throughput = "shared"', "throughput = [1.0, 1.5, 2.0]").replace("cap = 3.0", 'cap = "none"')
     spec = loads(text)
@@ -88,6 +104,7 @@ GROUP_FIELDS = {
     "mtbf": ["0", "-3", "nan", "inf", '"x"', "true"],
     "restart": ["-1", "nan", "inf", '"x"'],
     "compute": ["0", "-1", "inf", '"x"'],
+    "bounds": ["[1.0]", "[5.0, 1.0]", "[0.0, 1.0]", "3", "[1.0, inf]", '["a", 2.0]'],
     "name": ['""', "3", '"' + "x" * 41 + '"'],
 }
 TOP_FIELDS = {
@@ -106,6 +123,7 @@ DESIGN_FIELDS = {
     "steps": ["0", "-3"],
     "seed": ["-1", "18446744073709551616", "1.0"],
     "launch": ['"staggered"', "1"],
+    "offsets": ['"yes"', "1"],
 }
 
 

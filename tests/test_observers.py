@@ -109,8 +109,24 @@ def test_observers_up_to_a_horizon_equal_the_trace(path, seed, capped):
     spans = np.where(started, np.where(np.isfinite(end), end, horizon) - fire, 0).sum(axis=-1)
     _rel_close(trace.jobs.write_time, spans)
     np.testing.assert_array_equal(trace.jobs.writes, np.isfinite(end).sum(axis=-1))
+    completed = np.where(np.isfinite(end), end - fire, 0).sum(axis=-1)
+    _rel_close(trace.jobs.completed_write_time, completed)
     alpha = np.asarray(fleet.async_fraction)[:, None]
     _rel_close(np.where(alpha > 0, np.nan, trace.jobs.compute_time), np.where(alpha > 0, np.nan, horizon - spans))
+
+
+@settings(max_examples=6, deadline=None)
+@given(path=st.sampled_from(["general", "clock", "fifo"]), seed=st.integers(0, 2**31), capped=st.booleans())
+def test_completed_write_time_is_the_traced_writes(path, seed, capped):
+    # Random launches (writes in progress at t = 0, which count in write_time only) up to
+    # a horizon (writes open there, likewise): completed writes are the traced ones.
+    fleet = _fleets(path, seed, capped, padded=False)
+    state = cj.random_state(fleet, jax.random.key(seed % 1000))
+    trace = cj.simulate(fleet, state, 40, method=path, save=ALL, until=40.0)
+    fire, end = np.asarray(trace.fire_times), np.asarray(trace.end_times)
+    assert np.isnan(fire[..., -1]).all()  # K was enough
+    _rel_close(trace.jobs.completed_write_time, np.where(np.isfinite(end), end - fire, 0).sum(axis=-1))
+    assert np.all(np.asarray(trace.jobs.completed_write_time) <= np.asarray(trace.jobs.write_time) * (1 + RTOL))
 
 
 @pytest.mark.parametrize("path", ["general", "clock", "fifo"])

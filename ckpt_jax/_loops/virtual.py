@@ -71,11 +71,12 @@ class VirtualCarry(NamedTuple):
       compute_hi, compute_lo: (B,) the compute clock, likewise.
       position: (B, N) int32 ring position of each job (FIFO; the identity on the clock
         path).
-      slots: (B N, 4 or 5) per slot (FIFO: ring position; clock: job): the clock value
+      slots: (B N, 4 or 7) per slot (FIFO: ring position; clock: job): the clock value
         (double-word: columns 0, 1) at which that job's phase ends, its fire count so far
         (column 2, exact in floats), whether it writes (column 3: 1.0 or 0.0) and, for
         the jobs observer, its write ends minus its firings (column 4: its time spent
-        writing, less t_stop while it writes).
+        writing, less t_stop while it writes), its time in completed writes started by a
+        firing after t = 0 (column 5) and its latest firing time (column 6).
       trace: (B N K 2,) per slot, cycle k and kind (0: firing, 1: end of that write), the
         time; NaN until written.
       write_head: (B,) int32 ring position of the oldest writer (FIFO path only).
@@ -140,7 +141,7 @@ def init_carry(params: Params, state_phase, state_remaining, n_fires: int, clock
     computing jobs by remaining work, then padding; each queue is then sorted by target
     (entry order), as the FIFO needs. Clock: slots are jobs (the ring is the identity)
     and inactive slots get an infinite target. ``n_fires`` is the trace's length K (0:
-    no trace); ``entry`` adds the jobs observer's slot column.
+    no trace); ``entry`` adds the jobs observer's slot columns.
     """
     dtype = params.compute.dtype
     n_fleets, n_jobs = params.compute.shape
@@ -148,7 +149,7 @@ def init_carry(params: Params, state_phase, state_remaining, n_fires: int, clock
     remaining = state_remaining.astype(dtype)
     position, target, writing = (clock_loop if clock else fifo_loop).slots(params, writing, remaining)
     zeros = jnp.zeros_like(target)
-    columns = [target, zeros, zeros, writing.astype(dtype)] + ([zeros] if entry else [])
+    columns = [target, zeros, zeros, writing.astype(dtype)] + ([zeros, zeros, zeros] if entry else [])
     slots = jnp.stack(columns, axis=-1)
     zero = jnp.zeros(n_fleets, dtype)
     int_zero = jnp.zeros(n_fleets, jnp.int32)
@@ -284,6 +285,10 @@ def switch(constants, params, carry: VirtualCarry, running, event_limit, n_fires
         # column: a wider row costs every iteration): its time spent writing, as the sum
         # of its write ends minus its firings (a firing subtracts t, a write end adds t).
         columns.append(jnp.where(ends, write_head_row[:, 4] + time, compute_head_row[:, 4] - time))
+        # A write end started by a firing (count >= 1) adds its span since that firing.
+        span = jnp.where(count >= 1, time - write_head_row[:, 6], 0)
+        columns.append(jnp.where(ends, write_head_row[:, 5] + span, compute_head_row[:, 5]))
+        columns.append(jnp.where(ends, write_head_row[:, 6], time))
     row = jnp.stack(columns, axis=-1)
     switched = ends | fires
     slots = carry.slots.at[jnp.where(switched, fleet * n_jobs + pos, n_fleets * n_jobs)].set(
@@ -382,6 +387,7 @@ def advance(
         write_time = slots[..., 4] + jnp.where(writing, carry.time[:, None], 0)
         count = slots[..., 2].astype(jnp.int32)
         writes = count - (writing & (count >= 1)).astype(jnp.int32)  # not the write in progress
+        completed_write_time = slots[..., 5]
     done = carry.time >= horizon if until else carry.n_finished >= carry.n_active
     return LoopResult(
         time=carry.time,
@@ -399,6 +405,7 @@ def advance(
             n_writers=carry.n_writers,
             write_time=write_time if entry else None,
             writes=writes if entry else None,
+            completed_write_time=completed_write_time if entry else None,
         ),
     )
 

@@ -71,20 +71,32 @@ def waste_figure(spec, per_group, names):
 
 
 def schedule_figure(spec, schedule):
-    """Gantt chart of one period: per job, compute and write bars (no failures drawn)."""
+    """Gantt chart of one period of a run with failures: per job, compute, completed and
+    abandoned writes, and the time down restarting after a failure."""
     plt = _pyplot()
-    fire, end = schedule["fire"], schedule["end"]
+    fire, end, abandoned = schedule["fire"], schedule["end"], schedule["abandoned"]
     start, stop = schedule["start"], schedule["stop"]
     n_jobs = fire.shape[0]
     labels = spec.labels
+    colours = {"compute": "#c7d7ea", "write": "#d62728", "abandoned": "#f4a582", "down": "#404040"}
+
+    def clipped(spans):
+        return [(max(a, start), min(b, stop) - max(a, start)) for a, b in spans if b > start and a < stop]
+
     figure, axis = plt.subplots(figsize=(10, max(3.0, 0.22 * n_jobs + 1.5)), constrained_layout=True)
     for job in range(n_jobs):
-        row_fire, row_end = fire[job], end[job]
-        ok = np.isfinite(row_fire)
-        writes = [(f, (e if np.isfinite(e) else stop)) for f, e in zip(row_fire[ok], row_end[ok])]
-        writes = [(max(f, start), min(e, stop)) for f, e in writes if e > start and f < stop]
-        axis.broken_barh([(start, stop - start)], (job - 0.4, 0.8), color="#c7d7ea", lw=0)
-        axis.broken_barh([(f, e - f) for f, e in writes], (job - 0.4, 0.8), color="#d62728", lw=0)
+        ok = np.isfinite(fire[job])
+        spans = list(zip(fire[job][ok], end[job][ok]))
+        lost = abandoned[job][ok]
+        axis.broken_barh([(start, stop - start)], (job - 0.4, 0.8), color=colours["compute"], lw=0)
+        axis.broken_barh(clipped([w for w, a in zip(spans, lost) if not a]), (job - 0.4, 0.8),
+                         color=colours["write"], lw=0)
+        axis.broken_barh(clipped([w for w, a in zip(spans, lost) if a]), (job - 0.4, 0.8),
+                         color=colours["abandoned"], lw=0)
+        down = clipped(schedule["down"][job])
+        axis.broken_barh(down, (job - 0.4, 0.8), color=colours["down"], lw=0)
+        for t, _ in down:  # the failure instant, visible even when R is short
+            axis.plot([t, t], [job - 0.45, job + 0.45], color="k", lw=1.2)
     starts = np.searchsorted(labels, np.arange(len(spec.groups)))
     for g, first in enumerate(starts):
         if g:
@@ -92,10 +104,13 @@ def schedule_figure(spec, schedule):
     axis.set_yticks((starts + np.append(starts[1:], n_jobs) - 1) / 2, spec.names)
     axis.set_ylim(n_jobs - 0.5, -0.5)
     axis.set_xlim(start, stop)
+    shown = schedule["failures_shown"]
     axis.set(xlabel="time", title=f"one period ({schedule['period']:.3g}) of the recommended schedule, "
-             "no failures drawn")
-    handles = [plt.Rectangle((0, 0), 1, 1, color="#c7d7ea"), plt.Rectangle((0, 0), 1, 1, color="#d62728")]
-    axis.legend(handles, ["compute", "write"], loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8)
+             f"{shown} failure{'' if shown == 1 else 's'} in view")
+    names = {"compute": "compute", "write": "write", "abandoned": "write abandoned at a failure",
+             "down": "down (restart after a failure)"}
+    handles = [plt.Rectangle((0, 0), 1, 1, color=colours[k]) for k in names]
+    axis.legend(handles, list(names.values()), loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8)
     return figure
 
 

@@ -46,6 +46,8 @@ def add_design(subparsers) -> None:
                         help="time over which waste is measured (default: [design].horizon, else 1000)")
     parser.add_argument("--seed", type=integer(0, SEED_MAX), default=None,
                         help="PRNG seed for every draw (default: [design].seed, else 0)")
+    parser.add_argument("--offsets", action="store_const", const=True, default=None,
+                        help="design each job's launch offset too (default: [design].offsets, else off)")
     parser.add_argument("--quick", action="store_true",
                         help=f"a small fast run: {QUICK['steps']} steps, {QUICK['draws']} draws, "
                         f"{QUICK['pairs']} pairs, horizon at most {QUICK['horizon_max']:g} (options given win)")
@@ -68,7 +70,9 @@ def settings_for(args, spec) -> dict:
     return {"steps": pick(args.steps, "steps"), "draws": pick(args.draws, "draws"),
             "pairs": pick(args.pairs, "pairs"), "horizon": horizon,
             "seed": args.seed if args.seed is not None else file.seed,
-            "launch": file.launch, "bounds": list(spec.bounds()), "quick": quick}
+            "launch": file.launch, "offsets": args.offsets if args.offsets is not None else file.offsets,
+            "bounds": list(spec.bounds()),
+            "group_bounds": [list(bounds) for bounds in spec.group_bounds()], "quick": quick}
 
 
 def _check(args) -> None:
@@ -77,10 +81,13 @@ def _check(args) -> None:
     args.spec = load(args.fleet_file)  # FleetFileError is a ValueError: one error line
     args.settings = settings_for(args, args.spec)
     young = args.spec.young()
-    lo, hi = args.settings["bounds"]
-    if not (lo < young.max() * 100 and hi > young.min() / 100):
-        raise CliError(f"fleet file {args.fleet_file}: design.bounds [{lo:g}, {hi:g}] is far from every "
-                       f"Young interval ({young.min():.3g} to {young.max():.3g}): widen it")
+    labels = args.spec.labels
+    for g, (group, (lo, hi)) in enumerate(zip(args.spec.groups, args.settings["group_bounds"])):
+        field = "design.bounds" if group.bounds is None else f"groups[{g}].bounds"
+        group_young = young[labels == g]
+        if not (lo < group_young.max() * 100 and hi > group_young.min() / 100):
+            raise CliError(f"fleet file {args.fleet_file}: {field} [{lo:g}, {hi:g}] is far from the Young interval "
+                           f"of {group.name!r} ({group_young.min():.3g}): widen it")
 
 
 def _estimate(samples) -> dict:
@@ -90,14 +97,15 @@ def _estimate(samples) -> dict:
     return {"mean": mean, "low": mean - half, "high": mean + half}
 
 
-def _evaluate(spec, table: dict, *, horizon, n_draws, key, launch, dtype):
+def _evaluate(spec, table: dict, *, horizon, n_draws, key, launch, dtype, offsets=None):
     """Per group waste, fleet waste and the n_w distribution of each interval set in ``table``
-    ({name: (N,)}), on the same fresh draws (failures and launch fractions shared)."""
+    ({name: (N,)}), on the same fresh draws (failures and launch fractions shared); the
+    "design" set launches at ``offsets`` (N,) cycle positions where given."""
     import jax
 
     from .._observe import SaveAt
     from .._simulate import simulate
-    from ..model import initial_state, state_from_positions
+    from ..model import state_from_positions
 
     names = list(table)
     intervals = np.stack([table[name] for name in names])  # (D, N)
@@ -106,12 +114,15 @@ def _evaluate(spec, table: dict, *, horizon, n_draws, key, launch, dtype):
     fleet = spec.fleet(grid, dtype=dtype)
     draw_keys = jax.random.split(key, n_draws + 1)
     launch_key, draw_keys = draw_keys[0], draw_keys[1:]
+    cycle = np.asarray(fleet.write, np.float64) + grid
     if launch == "random":
         fractions = np.asarray(jax.random.uniform(launch_key, (n_draws, n_jobs)), np.float64)
-        cycle = np.asarray(fleet.write, np.float64) + grid
-        state = state_from_positions(fleet, np.minimum(fractions[None] * cycle, np.nextafter(cycle, 0)))
-    else:
-        state = initial_state(fleet)
+        position = np.minimum(fractions[None] * cycle, np.nextafter(cycle, 0))
+    else:  # a fresh compute phase: the position just past the write
+        position = np.array(np.broadcast_to(np.asarray(fleet.write, np.float64), cycle.shape))
+    if offsets is not None:
+        position[names.index("design")] = np.asarray(offsets, np.float64)
+    state = state_from_positions(fleet, position)
     keys = jax.numpy.broadcast_to(draw_keys, (n_sets, n_draws))
     out = simulate(fleet, state, None, until=horizon, key=keys, throw=True, progress=False,
                    save=SaveAt(trace=False, jobs=True, writers=True))
@@ -128,27 +139,88 @@ def _evaluate(spec, table: dict, *, horizon, n_draws, key, launch, dtype):
     return names, per_group, fleet_waste, writers
 
 
-def _schedule(spec, intervals, *, seed: int, launch: str, dtype) -> dict:
-    """One period of the recommended schedule without failures: per job, its write windows
-    and the period shown (the longest job's median fire-to-fire time, at the end of a run of
-    a few periods, so that the launch transient has passed)."""
+def _failure_times(spec, until: float, seed: int):
+    """Per job, Poisson failure times of rate 1/M_i on [0, until] (sorted, +inf padded) and
+    the down periods [t_f, t_f + R_i) of those that strike: a time inside a down period is
+    passed over, as the engine takes listed failure times."""
+    rng = np.random.default_rng([seed, 7])
+    mtbf, restart = spec.per_job("mtbf"), spec.per_job("restart")
+    rows, down = [], []
+    for m, r in zip(mtbf, restart):
+        times, t = [], 0.0
+        while True:
+            t += rng.exponential(m)
+            if t > until:
+                break
+            times.append(t)
+        rows.append(times)
+        struck, back = [], -np.inf
+        for t in times:
+            if t >= back:
+                struck.append((t, t + r))
+                back = t + r
+        down.append(struck)
+    width = max(1, max(len(times) for times in rows))
+    listed = np.full((len(rows), width), np.inf)
+    for job, times in enumerate(rows):
+        listed[job, :len(times)] = times
+    return listed, down
+
+
+def _schedule(spec, intervals, *, seed: int, launch: str, dtype, offsets=None) -> dict:
+    """One period of the recommended schedule in a run with failures (drawn from ``seed``):
+    per job, its write windows (completed, and abandoned at a failure), its down periods,
+    and the window shown: one period around the first failure after the launch transient
+    (three periods; else around the last failure, else the run's last period). The period is the longest job's median
+    fire-to-fire time over the cycles that no failure of its own interrupted."""
     import jax
 
     from .._simulate import simulate
-    from ..model import initial_state, random_state
+    from ..model import initial_state, random_state, state_from_positions
 
-    fleet = spec.fleet(intervals, failures=False, dtype=dtype)
+    fleet = spec.fleet(intervals, dtype=dtype)
     solo = np.asarray(intervals, np.float64) + spec.solo_write_time()
-    until = 6.0 * float(solo.max())
-    state = random_state(fleet, jax.random.fold_in(seed_key(seed), 7)) if launch == "random" else initial_state(fleet)
+    period_guess = float(solo.max())
+    # Long enough for a failure to show up after the transient, at most 40 periods.
+    rate = float(np.sum(1 / spec.per_job("mtbf")))
+    until = min(max(6.0, 3.0 + 2.0 / (rate * period_guess)) * period_guess, 40.0 * period_guess)
+    listed, down = _failure_times(spec, until, seed)
+    if offsets is not None:
+        state = state_from_positions(fleet, offsets)
+    elif launch == "random":
+        state = random_state(fleet, jax.random.fold_in(seed_key(seed), 7))
+    else:
+        state = initial_state(fleet)
     n_fires = int(np.ceil(until / solo.min())) + 2
-    trace = simulate(fleet, state, n_fires, until=until, progress=False)
+    trace = simulate(fleet, state, n_fires, until=until, progress=False, failure_times=listed)
     fire = np.asarray(trace.fire_times, np.float64)
     end = np.asarray(trace.end_times, np.float64)
-    gaps = [np.diff(row[np.isfinite(row)]) for row in fire]
-    period = max(float(np.median(g)) for g in gaps if g.size) if any(g.size for g in gaps) else float(solo.max())
     stop = float(np.asarray(trace.time).max())
-    return {"fire": fire, "end": end, "start": max(stop - period, 0.0), "stop": stop, "period": period}
+    # A write with no end was abandoned at the job's next failure (or is open at the stop).
+    abandoned = np.isfinite(fire) & ~np.isfinite(end)
+    cut = np.full_like(fire, stop)
+    for job, periods in enumerate(down):
+        starts = np.array([t for t, _ in periods] + [stop])
+        cut[job] = starts[np.minimum(np.searchsorted(starts, fire[job]), starts.size - 1)]
+    end_drawn = np.where(abandoned, np.minimum(cut, stop), end)
+    # The period: the longest job's median fire-to-fire time over the cycles no failure of
+    # its own interrupted (a failure stretches that cycle by the lost work and the restart).
+    gaps = []
+    for job, periods in enumerate(down):
+        fired = fire[job][np.isfinite(fire[job])]
+        failed = np.array([t for t, _ in periods])
+        clean = [b - a for a, b in zip(fired, fired[1:]) if not np.any((failed >= a) & (failed < b))]
+        gaps.append(float(np.median(clean)) if clean else math.nan)
+    period = float(np.nanmax(gaps)) if np.isfinite(gaps).any() else period_guess
+    struck = sorted(t for periods in down for t, _ in periods if t < stop)
+    later = [t for t in struck if t >= 3 * period] or struck[-1:]  # after the transient if any
+    if later:
+        start = min(max(later[0] - period / 3, 0.0), max(stop - period, 0.0))
+    else:
+        start = max(stop - period, 0.0)
+    return {"fire": fire, "end": end_drawn, "abandoned": abandoned, "down": down, "start": start,
+            "stop": min(start + period, stop), "period": period,
+            "failures_shown": sum(start <= t < start + period for periods in down for t, _ in periods)}
 
 
 def _verdict(saved: dict) -> str:
@@ -167,7 +239,9 @@ def _report(spec, settings, result_json: dict, wall_s: float) -> str:
              f"{'none' if spec.cap is None else f'{spec.cap:g}'}, power policy {spec.power_policy}, "
              f"storage policy {spec.storage_policy}.",
              f"Waste is 1 − useful work / H over the horizon H = {settings['horizon']:g}, weighted by job size, "
-             f"launch {settings['launch']}; {result_json['steps_taken']} optimisation steps "
+             + (f"designed launch offsets (the baselines launch {settings['launch']}); " if settings["offsets"]
+                else f"launch {settings['launch']}; ")
+             + f"{result_json['steps_taken']} optimisation steps "
              f"({'stopped early' if result_json['stopped_early'] else 'not stopped early, so not known to be converged'}), "
              f"{settings['draws']} draws × {settings['pairs']} pairs per step, seed {settings['seed']}, "
              f"{wall_s:.0f} s.", "",
@@ -178,6 +252,17 @@ def _report(spec, settings, result_json: dict, wall_s: float) -> str:
         row = result_json["groups"][g]
         lines.append(f"| {group.name} | {group.count} | {group.size:g} | {group.write:g} | {group.mtbf:g} | "
                      f"**{row['design']:.4g}** | {row['young']:.4g} | {row['daly']:.4g} | {row['young_contended']:.4g} |")
+    if result_json["offsets"] is not None:
+        offsets = np.asarray(result_json["offsets"])
+        cycle = np.asarray([row["design"] for row in result_json["groups"]])[spec.labels] + spec.per_job("write")
+        lines += ["", "## Launch offsets (designed)", "",
+                  "Each job's position in its cycle d + T at t = 0 (write first, then compute), and as a "
+                  "fraction of the cycle; the baselines keep the launch "
+                  f"{settings['launch']}.", "", "| group | offsets | fractions of the cycle |", "|---|---|---|"]
+        for g, group in enumerate(spec.groups):
+            mine = spec.labels == g
+            lines.append(f"| {group.name} | {', '.join(f'{x:.3g}' for x in offsets[mine])} | "
+                         f"{', '.join(f'{x:.2f}' for x in offsets[mine] / cycle[mine])} |")
     waste = result_json["waste"]
     lines += ["", "## Fleet waste (fresh draws, 95% CIs)", "",
               "| intervals | fleet waste | waste saved by the design | verdict |", "|---|---|---|---|",
@@ -206,7 +291,8 @@ def _report(spec, settings, result_json: dict, wall_s: float) -> str:
     lines += ["", "## Figures", "",
               "- `objective.png`: the smoothed objective (training draws) and the intervals per step.",
               "- `waste_by_group.png`: waste per job group, each baseline and the design.",
-              "- `schedule.png`: one period of the recommended schedule (a run without failures).",
+              "- `schedule.png`: one period of the recommended schedule in a run with failures "
+              "(compute, writes, writes abandoned at a failure, and the time down restarting).",
               "- `writers.png`: the distribution of the writer count n_w, Young and design.", ""]
     return "\n".join(lines)
 
@@ -226,15 +312,18 @@ def _design(args) -> int:
     key = seed_key(settings["seed"])
     design_key, eval_key = jax.random.split(key)
     started = time.perf_counter()
-    result = checkpoint_intervals(fleet, bounds=tuple(settings["bounds"]), horizon=settings["horizon"],
+    result = checkpoint_intervals(fleet, bounds=args.spec.job_bounds(), horizon=settings["horizon"],
                                   n_draws=settings["draws"], n_pairs=settings["pairs"], steps=settings["steps"],
                                   key=design_key, groups=spec.labels, launch=settings["launch"],
-                                  progress=not args.no_progress, window=min(10, settings["steps"]))
+                                  offsets=settings["offsets"], progress=not args.no_progress,
+                                  window=min(10, settings["steps"]))
     table = {"design": result.intervals, **{name: result.baselines[name].intervals for name in BASELINES}}
     n_eval = 2 * settings["pairs"] * settings["draws"]
     names, per_group, fleet_waste, writers = _evaluate(spec, table, horizon=settings["horizon"], n_draws=n_eval,
-                                                       key=eval_key, launch=settings["launch"], dtype=dtype)
-    schedule = _schedule(spec, result.intervals, seed=settings["seed"], launch=settings["launch"], dtype=dtype)
+                                                       key=eval_key, launch=settings["launch"], dtype=dtype,
+                                                       offsets=result.offsets)
+    schedule = _schedule(spec, result.intervals, seed=settings["seed"], launch=settings["launch"], dtype=dtype,
+                         offsets=result.offsets)
     wall_s = time.perf_counter() - started
 
     first = np.searchsorted(spec.labels, np.arange(len(spec.groups)))
@@ -245,6 +334,7 @@ def _design(args) -> int:
         "groups": [{"name": group.name, "design": float(result.intervals[first[g]]),
                     **{name: float(result.baselines[name].intervals[first[g]]) for name in BASELINES}}
                    for g, group in enumerate(spec.groups)],
+        "offsets": None if result.offsets is None else [float(x) for x in result.offsets],
         "waste": as_dict(result.waste),
         "baselines": {name: {"waste": as_dict(b.waste), "saved": as_dict(b.saved),
                              "outside_noise": bool(b.saved.low > 0 or b.saved.high < 0)}
@@ -257,7 +347,8 @@ def _design(args) -> int:
                     "grad_norm": result.history.grad_norm.tolist(),
                     "intervals": result.history.intervals[:, first].tolist()},
         "steps_taken": int(result.history.objective.size), "stopped_early": bool(result.stopped_early),
-        "schedule_period": schedule["period"], "wall_time_s": wall_s, "backend": jax.default_backend(),
+        "schedule_period": schedule["period"], "schedule_window": [schedule["start"], schedule["stop"]],
+        "schedule_failures_shown": schedule["failures_shown"], "wall_time_s": wall_s, "backend": jax.default_backend(),
         "python": platform.python_version(), "jax": jax.__version__, "files": FILES,
     }
     out = Path(args.out)
