@@ -6,7 +6,17 @@ with the engine and is written in a different style: one job at a time, explicit
 Speed does not matter here; being obviously right does.
 """
 
+import math
 from fractions import Fraction
+
+# Aggregate write throughput shapes f(n) the oracle tests draw fleets from (None: f = 1).
+THROUGHPUT_KINDS = {
+    "shared": None,
+    "linear": lambda n: float(n),
+    "sqrt": lambda n: math.sqrt(n),
+    "saturating": lambda n: float(min(n, 3)),
+    "decreasing": lambda n: 1.0 / (1.0 + 0.3 * (n - 1)),
+}
 
 
 def _exact(x):

@@ -26,7 +26,7 @@ import pytest
 from hypothesis import HealthCheck, assume, currently_in_test_context, event, given, settings, strategies as st
 
 import ckpt_jax as cj
-from reference import simulate_failures_reference
+from reference import THROUGHPUT_KINDS, simulate_failures_reference
 
 N_SLOTS = 4
 N_FLEETS = 2
@@ -42,13 +42,6 @@ STATS = ("useful_work", "lost_work", "down_time", "write_time", "compute_time")
 RESOLUTION = 1e-12
 ERRORS = []  # per example (largest relative error where exact != 0, largest |error| / H where 0)
 
-THROUGHPUT_KINDS = {
-    "shared": None,
-    "linear": lambda n: float(n),
-    "sqrt": lambda n: math.sqrt(n),
-    "saturating": lambda n: float(min(n, 3)),
-    "decreasing": lambda n: 1.0 / (1.0 + 0.3 * (n - 1)),
-}
 POLICIES = [(power, storage) for power in ("maxmin", "uniform") for storage in ("fair", "weighted", "fcfs")]
 
 
