@@ -258,6 +258,15 @@ def coverage(spec, exact, listed):
             kinds.add("a failure at H")
         if hit:
             kinds.add("failures")
+        fired = exact["fire_times"][job]
+        ends = end_columns(fired, exact["end_times"][job])
+        after = fired[1:] + [math.inf]
+        if any(math.isnan(end) and start <= t < later for start, end, later in zip(fired, ends, after) for t in hit):
+            kinds.add("a failure while writing" + (" (and computing, alpha > 0)" if spec["async_fraction"] else ""))
+        if hit and spec["delay"]:
+            kinds.add("failures under a delayed controller")
+        if hit and spec["jitter"]:
+            kinds.add("failures with jitter (a redo with the lost cycle's draw)")
     return kinds
 
 
