@@ -10,6 +10,9 @@ a down period (the reference and the engine must both discard them) and, on "gri
 write ends, firings, restart ends and H. The engine's trace (fire times, end times with NaN
 for abandoned writes) and its jobs observer (useful and lost work, failures, time down,
 writing and computing) must agree with the exact result to 1e-9 relative, plus 1e-12 of H.
+The same holds with the variants of §1: a delayed controller (τ > 0), asynchronous
+checkpoints (α > 0) and compute jitter, where the reference is given the engine's own draws
+per (job, compute phase), as `tests/test_engine_oracle.py` does without failures.
 
 Shapes are fixed (4 slots, 2 fleets, `N_LISTED` failure times, `N_FIRES` trace columns) so
 the engine compiles once per policy pair. ``CKPT_ORACLE_EXAMPLES`` sets the examples per
