@@ -401,7 +401,7 @@ def simulate_failures_reference(compute, write, horizon, failure_times, restart,
         computing = computing_jobs()
         aggregate = None if not writers else one if f is None else f[len(writers)]
         writing_size = sum((w[i] for i in writers), zero)
-        speed_now = applied if tau > 0 else power_signal()
+        acted_on = applied if tau > 0 else power_signal()  # the stale value with tau > 0
         write_rate, compute_rate = [zero] * n_jobs, [zero] * n_jobs
         for i in writers:
             if storage_policy == "fair":
@@ -411,7 +411,7 @@ def simulate_failures_reference(compute, write, horizon, failure_times, restart,
             elif i == queue[0]:
                 write_rate[i] = one if f is None else f[1]
         for i in computing:
-            compute_rate[i] = (alpha if draining[i] else one) * speed_of(i, speed_now)
+            compute_rate[i] = (alpha if draining[i] else one) * speed_of(i, acted_on)
 
         # Work events (drains, compute ends) are relative; restarts, failures, controller
         # changes and H are absolute.
