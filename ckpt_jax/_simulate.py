@@ -92,7 +92,10 @@ def simulate(
     Args:
       fleet: the `Fleet` (batch shape *B, N job slots).
       state: its initial `State` (from `initial_state`, `state_from_positions`, ...).
-      n_fires: K >= 1, firings (and completed writes) to record per job.
+      n_fires: K >= 1, firings (and completed writes) to record per job. Without ``until``
+        the run stops once every active job has completed K writes; fleets with failures
+        need ``until`` (a `ValueError` otherwise), as a failure abandons a write and K
+        completed writes may never come.
       max_events: event budget per fleet; a fleet that exhausts it stops with
         ``ok = False`` and status `STATUS_MAX_EVENTS`. Default: `default_max_events`.
       jitter: compute-work standard deviation σ >= 0, scalar or (*B,) (docs/model.md §1).
@@ -125,8 +128,10 @@ def simulate(
       until: a time horizon H > 0 (scalar or (*B,)): every fleet stops at t = H exactly
         and is ok if it got there. ``n_fires`` then only sizes the trace and the ``gaps``
         observer, and may be None when neither is recorded. Needed for fleets with
-        failures (``Fleet(mtbf=...)``) unless the trace is recorded: `JobStats.waste`
-        is measured over H.
+        failures (``Fleet(mtbf=...)`` or ``failure_times``; `JobStats.waste` is measured
+        over H): the trace then holds each job's first K firings up to H, in firing
+        order; a write a failure abandoned keeps its fire time and has a NaN end time, and
+        firings after the K-th are not recorded (`JobStats` counts them all).
       failure_times: advanced, for tests against an oracle: explicit failure times that
         replace the Poisson draws of ``mtbf`` (which may then be None; ``restart`` still
         applies), shape (*B, N, F), each job's row strictly increasing, >= 0 and padded at
@@ -157,9 +162,15 @@ def simulate(
             raise ValueError(f"method={method!r} cannot serve failure_times (failures are events of the general "
                              "engine only, docs/model.md §1c); use 'general' or 'auto'")
     use_failures = fleet.has_failures or failure_times is not None
-    if use_failures and horizon is None and not save.trace:
-        raise ValueError("until (a time horizon H > 0) is needed for fleets with failures (mtbf) and "
-                         "save=SaveAt(trace=False): waste and useful work are measured up to H")
+    if use_failures and horizon is None:
+        # Without a horizon the run would stop at K completed writes per job, which a fleet
+        # that keeps failing may never reach (an abandoned write takes a trace column).
+        raise ValueError(
+            f"n_fires={n_fires!r} without until= cannot end a run with failures (Fleet(mtbf=...) or "
+            "failure_times): a failure abandons the write in progress, so K completed writes per job may "
+            "never come (docs/model.md §1c). Pass until=H, a time horizon: the run stops at t = H and "
+            "n_fires only sizes the trace (each job's first K firings up to H, a write a failure abandoned "
+            "keeping its fire time with a NaN end time)")
     # Counters and trace columns are int32: K stays well inside it.
     n_fires = None if n_fires is None else check_int("n_fires", n_fires, 1, MAX_FIRES)
     state = check_state(fleet, state)  # a State built by hand is validated here too

@@ -354,6 +354,11 @@ def _run_chunk(make_chunk, start, stop, chunk_size, n_fires, key, jitter, reduce
         )
     if fleet.batch_shape != (size,):
         raise ValueError(f"make_chunk({start}, {stop}) must return {size} fleets (batch shape ({size},)), got {fleet.batch_shape}")
+    if fleet.has_failures:
+        # simulate needs until= for them (docs/model.md §1c), and an ensemble runs K cycles.
+        raise ValueError(f"make_chunk({start}, {stop}) returned fleets with failures (mtbf): run_ensemble runs "
+                         "n_fires cycles per job, which failures may never complete; use "
+                         "cj.simulate(..., until=H) (or cj.design.fleet_waste) for them")
     # Copies of the last fleet fill the chunk: every chunk has one shape, so one compile.
     rows = np.minimum(np.arange(chunk_size), size - 1)
     fleet, state = jax.tree_util.tree_map(lambda x: x[rows], (fleet, state))

@@ -21,7 +21,7 @@ from hypothesis import (HealthCheck, currently_in_test_context, event, example, 
                         settings, strategies as st)
 
 import ckpt_jax as cj
-from reference import simulate_reference
+from reference import THROUGHPUT_KINDS, simulate_reference
 
 N_SLOTS = 6  # every fleet in the property tests is padded to this many job slots
 N_FIRES = 5
@@ -38,15 +38,6 @@ RESOLUTION = 1e-12
 # A modest default for CI; CKPT_ORACLE_EXAMPLES=500 makes a thorough hunt.
 SETTINGS = settings(max_examples=int(os.environ.get("CKPT_ORACLE_EXAMPLES", 25)), deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-
-# Aggregate write throughput shapes f(n), n = 1..N_SLOTS (index 0 unused).
-THROUGHPUT_KINDS = {
-    "shared": None,
-    "linear": lambda n: float(n),
-    "sqrt": lambda n: math.sqrt(n),
-    "saturating": lambda n: float(min(n, 3)),
-    "decreasing": lambda n: 1.0 / (1.0 + 0.3 * (n - 1)),
-}
 
 
 @st.composite

@@ -317,6 +317,16 @@ def test_a_different_ensemble_in_out_dir_raises_and_restart_discards_it(tmp_path
         run(out_dir=tmp_path)
 
 
+def test_fleets_with_failures_are_refused():
+    # An ensemble runs K cycles per job; failures abandon writes, so that may never complete.
+    def failing(start, stop):
+        fleet = cj.Fleet(np.full((stop - start, N_JOBS), 1.0), np.full((stop - start, N_JOBS), 0.3), mtbf=5.0)
+        return fleet, cj.initial_state(fleet)
+
+    with pytest.raises(ValueError, match=r"make_chunk\(0, \d+\) returned fleets with failures.*until=H"):
+        run(failing)
+
+
 # -- what is kept -------------------------------------------------------------------------------
 def test_custom_reduce_keeps_per_fleet_arrays(tmp_path):
     gap = jax.jit(cj.smallest_gap)

@@ -212,12 +212,12 @@ def test_failures_route_to_the_general_engine_and_fast_methods_refuse_them():
     n = 8
     fleet = cj.Fleet(np.full(n, 10.0), np.full(n, 1.0), mtbf=50.0)
     state = cj.initial_state(fleet)
-    auto = cj.simulate(fleet, state, n_fires=5, key=jax.random.key(1))
-    general = cj.simulate(fleet, state, n_fires=5, key=jax.random.key(1), method="general")
+    auto = cj.simulate(fleet, state, n_fires=5, until=60.0, key=jax.random.key(1))
+    general = cj.simulate(fleet, state, n_fires=5, until=60.0, key=jax.random.key(1), method="general")
     _same(auto, general)
     for method in ("fifo", "clock"):
         with pytest.raises(ValueError, match="cannot serve failures"):
-            cj.simulate(fleet, state, n_fires=5, method=method)
+            cj.simulate(fleet, state, n_fires=5, until=60.0, method=method)
 
 
 @pytest.mark.parametrize("kwargs, match", [
@@ -237,7 +237,24 @@ def test_bad_failure_parameters_name_the_argument(kwargs, match):
         _fleet(**kwargs)
 
 
-def test_failures_without_a_trace_need_until():
-    fleet = _fleet(mtbf=10.0)
-    with pytest.raises(ValueError, match="until"):
-        cj.simulate(fleet, cj.initial_state(fleet), n_fires=5, save=cj.SaveAt(trace=False, jobs=True))
+@pytest.mark.parametrize("save", [cj.SaveAt(), cj.SaveAt(trace=False, jobs=True), JOBS])
+@pytest.mark.parametrize("listed", [False, True])
+def test_failures_need_until_not_only_n_fires(save, listed):
+    # A failure abandons the write in progress, so "K completed writes per job" may never
+    # come: without a horizon the run is refused before tracing, with or without a trace.
+    fleet = _fleet(restart=1.0) if listed else _fleet(mtbf=10.0)
+    extra = dict(failure_times=np.full((3, 3, 1), 4.0)) if listed else {}
+    with pytest.raises(ValueError, match=r"n_fires=5 without until=.*failures.*Pass until=H") as raised:
+        cj.simulate(fleet, cj.initial_state(fleet), n_fires=5, save=save, **extra)
+    assert "NaN end time" in str(raised.value)
+    # With until the same call runs to H; the trace holds the first K firings.
+    out = cj.simulate(fleet, cj.initial_state(fleet), n_fires=5, save=save, until=80.0, key=jax.random.key(0), **extra)
+    assert bool(np.all(out.ok)) and np.all(np.asarray(out.time) == 80.0)
+    if save.trace:
+        assert out.fire_times.shape == (3, 3, 5) and np.all(np.isfinite(out.fire_times[..., 0]))
+
+
+def test_without_failures_n_fires_alone_still_ends_the_run():
+    fleet = _fleet(restart=1.0)  # a restart time alone is not a failure
+    out = cj.simulate(fleet, cj.initial_state(fleet), n_fires=5)
+    assert bool(np.all(out.ok)) and np.all(np.isfinite(out.end_times))

@@ -10,6 +10,9 @@ a down period (the reference and the engine must both discard them) and, on "gri
 write ends, firings, restart ends and H. The engine's trace (fire times, end times with NaN
 for abandoned writes) and its jobs observer (useful and lost work, failures, time down,
 writing and computing) must agree with the exact result to 1e-9 relative, plus 1e-12 of H.
+The same holds with the variants of §1: a delayed controller (τ > 0), asynchronous
+checkpoints (α > 0) and compute jitter, where the reference is given the engine's own draws
+per (job, compute phase), as `tests/test_engine_oracle.py` does without failures.
 
 Shapes are fixed (4 slots, 2 fleets, `N_LISTED` failure times, `N_FIRES` trace columns) so
 the engine compiles once per policy pair. ``CKPT_ORACLE_EXAMPLES`` sets the examples per
@@ -21,17 +24,20 @@ import os
 from fractions import Fraction
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, currently_in_test_context, event, given, settings, strategies as st
 
 import ckpt_jax as cj
-from reference import simulate_failures_reference
+from ckpt_jax.engine import flat_params
+from reference import THROUGHPUT_KINDS, simulate_failures_reference
 
 N_SLOTS = 4
 N_FLEETS = 2
 N_LISTED = 10  # failure times per job, padded with +inf
 N_FIRES = 40  # trace columns: more than any job fires before H (T >= 1/2, H <= 15)
+N_DRAWS = N_FIRES + 1  # jitter draws per job: compute phases 0..N_FIRES
 RTOL = 1e-9
 ATOL_OF_HORIZON = 1e-12
 JOBS = cj.SaveAt(trace=True, jobs=True)
@@ -42,13 +48,6 @@ STATS = ("useful_work", "lost_work", "down_time", "write_time", "compute_time", 
 RESOLUTION = 1e-12
 ERRORS = []  # per example (largest relative error where exact != 0, largest |error| / H where 0)
 
-THROUGHPUT_KINDS = {
-    "shared": None,
-    "linear": lambda n: float(n),
-    "sqrt": lambda n: math.sqrt(n),
-    "saturating": lambda n: float(min(n, 3)),
-    "decreasing": lambda n: 1.0 / (1.0 + 0.3 * (n - 1)),
-}
 POLICIES = [(power, storage) for power in ("maxmin", "uniform") for storage in ("fair", "weighted", "fcfs")]
 
 
@@ -58,14 +57,18 @@ def _settings(examples):
 
 
 @st.composite
-def fleet_specs(draw, sized):
+def fleet_specs(draw, sized, variants=()):
     """One fleet of 2..N_SLOTS active jobs in N_SLOTS slots, without its failure times.
 
     ``grid``: every time-like input on multiples of 1/4, f = 1 or n, integer caps, so that
     many events are exactly simultaneous. ``sized``: job sizes from {1, 2, 4}, at least one
-    not 1 (the fleet then takes the size-aware rules).
+    not 1 (the fleet then takes the size-aware rules); None: either, drawn. ``variants``: any
+    of "delay" (a capped fleet with tau > 0), "async" (alpha > 0) and "jitter" (sigma > 0,
+    never on the grid; the draws are added by `batches`, which knows the fleet's key).
     """
-    grid = draw(st.booleans())
+    grid = draw(st.booleans()) and "jitter" not in variants
+    if sized is None:
+        sized = draw(st.booleans())
     n_active = draw(st.integers(2, N_SLOTS))
     slots = sorted(draw(st.permutations(range(N_SLOTS)))[:n_active])
     if grid:
@@ -77,6 +80,7 @@ def fleet_specs(draw, sized):
         kind = draw(st.sampled_from(["shared", "linear"]))
         cap = draw(st.integers(1, 2 * n_active).map(float))
         horizon = draw(quarters(8, 60))
+        delay, async_fraction = quarters(1, 8), quarters(1, 4)
     else:
         compute = [draw(st.floats(0.5, 3.0)) for _ in range(n_active)]
         write = [draw(st.floats(0.1, 2.0)) for _ in range(n_active)]
@@ -86,6 +90,7 @@ def fleet_specs(draw, sized):
         kind = draw(st.sampled_from(sorted(THROUGHPUT_KINDS)))
         cap = draw(st.floats(0.5, 2.0 * n_active))
         horizon = draw(st.floats(2.0, 15.0))
+        delay, async_fraction = st.floats(0.01, 2.0), st.floats(0.05, 1.0)
     size = [1.0] * n_active
     if sized:
         size = [draw(st.sampled_from([1.0, 2.0, 4.0])) for _ in range(n_active)]
@@ -94,8 +99,11 @@ def fleet_specs(draw, sized):
     remaining = [draw(fraction) * (write[j] if phase[j] else compute[j]) for j in range(n_active)]
     function = THROUGHPUT_KINDS[kind]
     return dict(grid=grid, slots=slots, compute=compute, write=write, restart=restart, size=size, phase=phase,
-                remaining=remaining, cap=draw(st.sampled_from([cap, None])), horizon=horizon,
-                throughput=None if function is None else [1.0] + [function(n) for n in range(1, N_SLOTS + 1)])
+                remaining=remaining, cap=cap if "delay" in variants else draw(st.sampled_from([cap, None])),
+                horizon=horizon, throughput=None if function is None else [1.0] + [function(n) for n in range(1, N_SLOTS + 1)],
+                delay=draw(delay) if "delay" in variants else 0.0,
+                async_fraction=draw(async_fraction) if "async" in variants else 0.0,
+                jitter=draw(st.floats(0.01, 0.2)) if "jitter" in variants else 0.0, draws=None)
 
 
 def reference(spec, failure_times, policies):
@@ -104,7 +112,8 @@ def reference(spec, failure_times, policies):
     return simulate_failures_reference(
         spec["compute"], spec["write"], spec["horizon"], failure_times, spec["restart"], phase=spec["phase"],
         remaining=spec["remaining"], cap=spec["cap"], throughput=spec["throughput"], size=spec["size"],
-        power_policy=power, storage_policy=storage)
+        power_policy=power, storage_policy=storage, delay=spec["delay"], async_fraction=spec["async_fraction"],
+        compute_work=None if spec["draws"] is None else lambda job, cycle: spec["draws"][job][cycle])
 
 
 def exact_float(t):
@@ -155,22 +164,54 @@ def padded(values, slots, filler):
     return out
 
 
-def engine(specs, lists, policies):
-    """The engine on the batch of fleets ``specs`` (each padded to N_SLOTS slots)."""
+def batch_fleet(specs, policies):
+    """The batch of fleets ``specs`` (each padded to N_SLOTS slots) and its initial state."""
     power, storage = policies
     field = lambda name, filler: np.array([padded(s[name], s["slots"], filler) for s in specs])  # noqa: E731
     table = [s["throughput"] or [1.0] * (N_SLOTS + 1) for s in specs]
     active = np.array([padded([True] * len(s["slots"]), s["slots"], False) for s in specs])
     fleet = cj.Fleet(field("compute", 1.25), field("write", 0.75), cap=[s["cap"] for s in specs],
                      throughput=np.array(table), size=field("size", 1.0), restart=field("restart", 0.5),
+                     delay=np.array([s["delay"] for s in specs]),
+                     async_fraction=np.array([s["async_fraction"] for s in specs]),
                      active=active, power_policy=power, storage_policy=storage)
-    state = cj.initial_state(fleet, phase=field("phase", 0), remaining=field("remaining", 0.5))
+    return fleet, cj.initial_state(fleet, phase=field("phase", 0), remaining=field("remaining", 0.5))
+
+
+def jitter_of(specs):
+    sigma = np.array([s["jitter"] for s in specs])
+    return sigma if np.any(sigma > 0) else None
+
+
+@jax.jit
+def _draws(job_keys, compute, sigma):
+    """(B, N, N_DRAWS) the engine's jitter draws of compute phases 0..N_DRAWS - 1."""
+    per_cycle = jax.vmap(cj.jitter_work, in_axes=(None, None, None, 0))
+    per_job = jax.vmap(per_cycle, in_axes=(0, 0, None, None))
+    return jax.vmap(per_job, in_axes=(0, 0, 0, None))(job_keys, compute, sigma, jnp.arange(N_DRAWS))
+
+
+def with_draws(specs, policies, seed):
+    """``specs`` with the engine's jitter draws under ``jax.random.key(seed)`` (per active
+    job, the work of each compute phase, docs/model.md §1), where the fleet jitters."""
+    sigma = jitter_of(specs)
+    if sigma is None:
+        return specs
+    params = flat_params(batch_fleet(specs, policies)[0], sigma, jax.random.key(seed))
+    draws = np.asarray(_draws(params.job_keys, params.compute, params.jitter))
+    return [dict(spec, draws=None if spec["jitter"] == 0 else [[float(x) for x in draws[b, slot]] for slot in spec["slots"]])
+            for b, spec in enumerate(specs)]
+
+
+def engine(specs, lists, policies, seed=0):
+    """The engine on the batch of fleets ``specs``, with jitter under ``jax.random.key(seed)``."""
+    fleet, state = batch_fleet(specs, policies)
     times = np.full((len(specs), N_SLOTS, N_LISTED), np.inf)
     for b, (spec, per_job) in enumerate(zip(specs, lists)):
         for job, slot in enumerate(spec["slots"]):
             times[b, slot, :len(per_job[job])] = per_job[job]
     return cj.simulate(fleet, state, n_fires=N_FIRES, until=np.array([s["horizon"] for s in specs]),
-                       failure_times=times, save=JOBS)
+                       failure_times=times, save=JOBS, jitter=jitter_of(specs), key=jax.random.key(seed))
 
 
 def end_columns(fire_times, end_times):
@@ -179,7 +220,7 @@ def end_columns(fire_times, end_times):
     columns, later = [], list(end_times)
     for k, fired in enumerate(fire_times):
         next_fire = fire_times[k + 1] if k + 1 < len(fire_times) else math.inf
-        if later and fired < later[0] < next_fire:
+        if later and fired < later[0] <= next_fire:  # alpha > 0: a waiting job fires at its write end
             columns.append(later.pop(0))
         else:
             columns.append(math.nan)
@@ -190,9 +231,13 @@ def end_columns(fire_times, end_times):
 def resolvable(spec, failure_times, policies):
     """Whether float64 can tell apart every two distinct instants of the exact run, the
     horizon, any event just after it and the listed failure times included (float64 cannot
-    decide whether a time an ulp before t_f + R_i falls inside the down period)."""
+    decide whether a time an ulp before t_f + R_i falls inside the down period), and the
+    trace's N_FIRES columns hold every firing (short jitter draws can make many)."""
     longer = dict(spec, horizon=Fraction(spec["horizon"]) * (1 + Fraction(RESOLUTION)))
-    beyond = reference(longer, failure_times, policies)["event_times"][:-1]  # the last is the longer horizon
+    run = reference(longer, failure_times, policies)
+    if max(len(fired) for fired in run["fire_times"]) >= N_FIRES:
+        return False
+    beyond = run["event_times"][:-1]  # the last is the longer horizon
     listed = {Fraction(t) for job in failure_times for t in job}
     instants = sorted(set(beyond) | listed | {Fraction(spec["horizon"])})
     return all(b - a > RESOLUTION * max(b, 1) for a, b in zip(instants, instants[1:]))
@@ -216,13 +261,22 @@ def coverage(spec, exact, listed):
             kinds.add("a failure at H")
         if hit:
             kinds.add("failures")
+        fired = exact["fire_times"][job]
+        ends = end_columns(fired, exact["end_times"][job])
+        after = fired[1:] + [math.inf]
+        if any(math.isnan(end) and start <= t < later for start, end, later in zip(fired, ends, after) for t in hit):
+            kinds.add("a failure while writing" + (" (and computing, alpha > 0)" if spec["async_fraction"] else ""))
+        if hit and spec["delay"]:
+            kinds.add("failures under a delayed controller")
+        if hit and spec["jitter"]:
+            kinds.add("failures with jitter (a redo with the lost cycle's draw)")
     return kinds
 
 
-def check(specs, lists, policies):
+def check(specs, lists, policies, seed=0):
     """Engine and reference agree on every fleet of the batch (and `ERRORS` records how
-    closely)."""
-    out = engine(specs, lists, policies)
+    closely); ``seed``: the key of the jitter draws in ``specs``."""
+    out = engine(specs, lists, policies, seed)
     assert bool(np.all(out.ok)), f"engine did not complete (status {np.asarray(out.status)})"
     relative, absolute = 0.0, 0.0
     for b, (spec, per_job) in enumerate(zip(specs, lists)):
@@ -265,11 +319,13 @@ def check(specs, lists, policies):
 
 
 @st.composite
-def batches(draw, policies, sized):
-    specs = [draw(fleet_specs(sized)) for _ in range(N_FLEETS)]
+def batches(draw, policies, sized, variants=()):
+    """``(specs, lists, seed)``: N_FLEETS fleets, their failure times, the jitter key's seed."""
+    seed = draw(st.integers(0, 2**16))
+    specs = with_draws([draw(fleet_specs(sized, variants)) for _ in range(N_FLEETS)], policies, seed)
     lists = [draw(failure_lists(spec, policies)) for spec in specs]
     assume(all(resolvable(spec, times, policies) for spec, times in zip(specs, lists)))
-    return specs, lists
+    return specs, lists, seed
 
 
 # The default tier: three pairs (the base rules, and two size-aware pairs that between
@@ -281,7 +337,8 @@ DEFAULT = [(("maxmin", "fair"), False), (("maxmin", "weighted"), True), (("unifo
 @_settings(6)
 @given(data=st.data())
 def test_engine_matches_the_failure_reference(policies, sized, data):
-    check(*data.draw(batches(policies, sized)), policies)
+    specs, lists, seed = data.draw(batches(policies, sized))
+    check(specs, lists, policies, seed)
 
 
 @pytest.mark.slow
@@ -290,12 +347,47 @@ def test_engine_matches_the_failure_reference(policies, sized, data):
 @_settings(60)
 @given(data=st.data())
 def test_engine_matches_the_failure_reference_thoroughly(policies, sized, data):
-    check(*data.draw(batches(policies, sized)), policies)
+    specs, lists, seed = data.draw(batches(policies, sized))
+    check(specs, lists, policies, seed)
+
+
+# The variants of §1 with failures (docs/model.md §1c "In the engine"): the delayed controller
+# sees a failure or a restart tau later, an asynchronous write covers the cycle before its
+# firing (a failure while it drains loses that cycle and the progress since), and the redo
+# reuses the lost cycle's jitter draw. Sizes are drawn per fleet, so each test compiles the
+# unit-size and the size-aware program.
+VARIANTS = {
+    "delay": ("delay",),
+    "async": ("async",),
+    "jitter": ("jitter",),
+    "delay, async and jitter": ("delay", "async", "jitter"),
+}
+DEFAULT_VARIANTS = [("delay", ("uniform", "fcfs")), ("async", ("maxmin", "weighted")),
+                    ("jitter", ("maxmin", "fair")), ("delay, async and jitter", ("uniform", "weighted"))]
+
+
+@pytest.mark.parametrize("variant, policies", DEFAULT_VARIANTS, ids=[v for v, _ in DEFAULT_VARIANTS])
+@_settings(20)
+@given(data=st.data())
+def test_engine_matches_the_failure_reference_with_variants(variant, policies, data):
+    specs, lists, seed = data.draw(batches(policies, None, VARIANTS[variant]))
+    check(specs, lists, policies, seed)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("policies", POLICIES)
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+@_settings(60)
+@given(data=st.data())
+def test_engine_matches_the_failure_reference_with_variants_thoroughly(variant, policies, data):
+    specs, lists, seed = data.draw(batches(policies, None, VARIANTS[variant]))
+    check(specs, lists, policies, seed)
 
 
 def _grid_fleet(**kw):
     return dict(grid=True, slots=[0, 2], compute=[2.0, 3.0], write=[1.0, 1.0], restart=[1.0, 0.0], size=[1.0, 1.0],
-                phase=[0, 0], remaining=[2.0, 3.0], cap=None, horizon=12.0, throughput=None, **kw)
+                phase=[0, 0], remaining=[2.0, 3.0], cap=None, horizon=12.0, throughput=None, delay=0.0,
+                async_fraction=0.0, jitter=0.0, draws=None, **kw)
 
 
 # Job 0 (T = 2, R = 1) fires at 2 and writes alone until 3, when job 1 (T = 3, R = 0) fires.

@@ -117,6 +117,48 @@ def test_restart_zero_and_failure_at_the_restart_end():
     assert out["failure_times"] == [[1, 2]] and out["down_time"] == [2]
 
 
+def test_async_failure_loses_the_covered_cycle_and_the_progress_since():
+    # alpha = 1/2, T = 2, d = 2, R = 1/2: the job fires at 2 and computes its next cycle at 1/2
+    # while the write drains. The failure at 3 abandons the write (the cycle it covered, 2, is
+    # lost) and the 1/2 done since; down to 7/2, the redo takes T = 2, firing at 11/2, and from
+    # there it computes 1/4 by H = 6 while its write drains.
+    out = simulate_failures_reference([2], [2], 6, [[3]], Q(1, 2), async_fraction=Q(1, 2))
+    assert out["fire_times"] == [[2, Q(11, 2)]] and out["end_times"] == [[]]
+    assert out["lost_work"] == [Q(5, 2)] and out["useful_work"] == [0]
+    assert out["uncovered_work"] == [Q(9, 4)] and out["compute_work"] == [Q(19, 4)]
+    assert (out["compute_time"], out["write_time"], out["down_time"]) == ([Q(11, 2)], [Q(3, 2)], [Q(1, 2)])
+
+
+def test_async_failure_while_waiting_loses_two_cycles():
+    # alpha = 1, T = 1, d = 2: fires at 1, its next cycle is done at 2 and it waits on the
+    # drain. The failure at 5/2 (R = 0) loses both cycles; the redo fires at 7/2. Waiting is
+    # neither computing time nor work.
+    out = simulate_failures_reference([1], [2], 4, [[Q(5, 2)]], 0, async_fraction=1)
+    assert out["fire_times"] == [[1, Q(7, 2)]] and out["lost_work"] == [2]
+    assert out["compute_time"] == [Q(7, 2)] and out["compute_work"] == [Q(7, 2)]
+
+
+def test_delayed_controller_sees_a_failure_tau_later():
+    # C = 1, tau = 1/2: two computing jobs at 1/2. Job 1 fails at 1 and stays down past H, but
+    # job 0 keeps speed 1/2 until the controller sees it at 3/2 (3/4 done), then runs at 1 and
+    # fires at 11/4. Its firing's update would apply at 13/4, after H = 3.
+    out = simulate_failures_reference([2, 2], [1, 1], 3, [[], [1]], 10, cap=1, delay=Q(1, 2))
+    assert out["fire_times"] == [[Q(11, 4)], []] and out["lost_work"] == [0, Q(1, 2)]
+    assert out["event_times"] == [1, Q(3, 2), Q(11, 4), 3]
+
+
+def test_redo_has_the_lost_cycles_work():
+    # Per-cycle work 3, 5/2, 3/2 (compute_work(i, k), k = 0 after the initial write). The job
+    # drains its initial write until 1, computes 3 (fires at 4), writes until 5, computes 5/2
+    # (fires at 15/2). The failure at 8 (R = 0) abandons that write: its cycle, 5/2, is lost
+    # and redone with the same work, firing at 21/2.
+    works = [3, Q(5, 2), Q(3, 2), 1]
+    out = simulate_failures_reference([2], [1], 11, [[8]], 0, phase=[1], remaining=[1],
+                                      compute_work=lambda i, k: works[k])
+    assert out["fire_times"] == [[4, Q(15, 2), Q(21, 2)]] and out["end_times"] == [[5]]
+    assert out["useful_work"] == [3] and out["lost_work"] == [Q(5, 2)]
+
+
 def test_failure_times_must_increase():
     with pytest.raises(ValueError, match=r"failure_times\[0\]"):
         simulate_failures_reference([2], [1], 5, [[2, 1]], 0)
@@ -130,7 +172,7 @@ GRID = st.integers(1, 16).map(lambda k: Q(k, 4))
 
 
 @st.composite
-def fleets(draw, with_failures):
+def fleets(draw, with_failures, asynchronous=False):
     n_jobs = draw(st.integers(1, 4))
     compute = [draw(GRID) for _ in range(n_jobs)]
     write = [draw(GRID) for _ in range(n_jobs)]
@@ -152,11 +194,13 @@ def fleets(draw, with_failures):
     return dict(compute=compute, write=write, phase=phase, remaining=remaining, cap=cap,
                 throughput=None if throughput is None else [None] + throughput,
                 horizon=horizon, restart=restart, failure_times=failure_times, size=size,
-                power_policy=power_policy, storage_policy=storage_policy)
+                power_policy=power_policy, storage_policy=storage_policy,
+                delay=draw(st.sampled_from([0, Q(1, 4), Q(1, 2), Q(3, 2)])),
+                async_fraction=draw(st.sampled_from([0, Q(1, 4), 1])) if asynchronous else 0)
 
 
 @SETTINGS
-@given(fleet=fleets(with_failures=False))
+@given(fleet=fleets(with_failures=False, asynchronous=True))
 def test_without_failures_equals_the_reference_integrator(fleet):
     out = simulate_failures_reference(**fleet)
     horizon = fleet["horizon"]
@@ -165,7 +209,8 @@ def test_without_failures_equals_the_reference_integrator(fleet):
         fleet["compute"], fleet["write"], fleet["phase"], fleet["remaining"], n_fires,
         cap=fleet["cap"], throughput=fleet["throughput"], return_event_times=True,
         size=fleet["size"], power_policy=fleet["power_policy"],
-        storage_policy=fleet["storage_policy"])
+        storage_policy=fleet["storage_policy"], delay=fleet["delay"],
+        async_fraction=fleet["async_fraction"])
     for i in range(len(fleet["compute"])):
         assert len(out["fire_times"][i]) < n_fires
         assert out["fire_times"][i] == [t for t in fire_times[i] if t <= horizon]
