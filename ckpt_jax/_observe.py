@@ -131,7 +131,8 @@ class EventView(NamedTuple):
       job: (B, M) int job index of each column (the fast paths: its slot, a ring position
         on the FIFO path; they keep per-job totals in their own per-slot rows).
       cycle: (B, M) int, where fired, the cycle of that firing (0-based fire count).
-      draining, waiting: (B, N) bool during the interval (general engine only, else None).
+      draining, waiting: (B, N) bool during the interval (general engine only, else None;
+        ``waiting`` is None, too, where no fleet checkpoints asynchronously).
       first_fires: (B,) int jobs that fired for the first time at ``time``.
       last_ends: (B,) int jobs that ended the write of their K-th firing at ``time``.
     """
@@ -464,7 +465,7 @@ class JobsObserver:
         writes = state["writes"] + (view.recorded_end & view.running[:, None]).astype(jnp.int32)
         dt = jnp.where(view.running, view.dt, 0)[:, None]
         write_time = state["write_time"] + jnp.where(view.draining, dt, 0)
-        waiting_time = state["waiting_time"] + jnp.where(view.waiting, dt, 0)
+        waiting_time = state["waiting_time"] if view.waiting is None else state["waiting_time"] + jnp.where(view.waiting, dt, 0)
         open_write = state["open_write"] + jnp.where(view.draining, dt, 0)
         ended = view.recorded_end & view.running[:, None]
         completed = state["completed_write_time"] + jnp.where(ended, open_write, 0)

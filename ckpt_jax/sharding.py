@@ -199,6 +199,7 @@ def run_blocks(params: Params, phase, remaining, horizon, event_limit, *, progre
                 lambda x: x[first * block : (first + count) * block],  # noqa: B023
                 (params, phase, remaining, horizon),
             )
-            pieces.append(advance_blocks_jit(*part, event_limit, n_blocks=count, **static))
+            # Waits for the group (dispatch is asynchronous), so the bar shows work done.
+            pieces.append(jax.block_until_ready(advance_blocks_jit(*part, event_limit, n_blocks=count, **static)))
             bar.update(min(n_fleets, (first + count) * block) - bar.n)
     return jax.tree_util.tree_map(lambda *leaves: jnp.concatenate(leaves)[:n_fleets], *pieces)

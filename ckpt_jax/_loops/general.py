@@ -395,8 +395,10 @@ def still_running(params: Params, carry: Carry, n_fires: int, event_limit, horiz
     return unfinished & (carry.status == STATUS_OK) & (carry.n_events < event_limit)
 
 
-def event_view(params: Params, before: Carry, after: Carry, running, fires, ends, n_fires: int) -> EventView:
-    """The general engine's iteration as observers see it: one instant, all N jobs."""
+def event_view(params: Params, before: Carry, after: Carry, running, fires, ends, n_fires: int,
+               use_async: bool = True) -> EventView:
+    """The general engine's iteration as observers see it: one instant, all N jobs
+    (``waiting`` is None without asynchronous checkpoints: nobody waits)."""
     n_fleets, n_jobs = params.compute.shape
     writers = params.active & before.draining
     dt = after.time - before.time
@@ -413,7 +415,7 @@ def event_view(params: Params, before: Carry, after: Carry, running, fires, ends
         job=jnp.broadcast_to(jnp.arange(n_jobs, dtype=jnp.int32), (n_fleets, n_jobs)),
         cycle=before.fire_count,
         draining=writers,
-        waiting=params.active & before.waiting,
+        waiting=params.active & before.waiting if use_async else None,
         first_fires=jnp.sum(fires & (before.fire_count == 0), axis=1).astype(jnp.int32),
         last_ends=jnp.sum(ends & (before.fire_count == n_fires), axis=1).astype(jnp.int32),
     )
@@ -463,7 +465,7 @@ def batched_advance(
             end_times=record(new.end_times, end_slot, new.time),
         )
         if observers:
-            view = event_view(params, carry, new, running, fires, ends, n_fires)
+            view = event_view(params, carry, new, running, fires, ends, n_fires, use_async)
             obs = tuple(o.update(state_o, view, n_active) for o, state_o in zip(observers, obs))
         return new, obs, horizon, still(new, horizon)
 
