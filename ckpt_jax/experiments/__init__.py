@@ -21,6 +21,7 @@ The thin scripts in the repository's top-level ``experiments/`` call these modul
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +76,19 @@ def check_size(size: str) -> str:
     if size not in SIZES:
         raise ValueError(f"size must be one of {SIZES}, got {size!r}")
     return size
+
+
+def begin(out_dir, size: str, configs: dict):
+    """What every experiment's ``run`` starts with: float64 (the verification dtype), the
+    checked size and its entry of the experiment's size table, the output folder as a
+    `Path`, and the start time (``time.perf_counter()``) for the run time it reports.
+
+    Returns ``(out_dir, size, config, started)``."""
+    import jax
+
+    jax.config.update("jax_enable_x64", True)
+    size = check_size(size)
+    return Path(out_dir), size, configs[size], time.perf_counter()
 
 
 def verdict(

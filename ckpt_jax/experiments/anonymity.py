@@ -32,7 +32,6 @@ the long-run lags are those after ``n_cycles`` cycles from a grid of launch lags
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -41,7 +40,7 @@ import numpy as np
 from .. import Fleet, gap_return_map
 from ..coupling import coupling_function, shared_slowdown
 from ..locking import coupling_stats, locked_lags
-from . import NOT_REPRODUCED, REPRODUCED, check_size, finish, fmt, fmt_list, save_figure, verdict
+from . import NOT_REPRODUCED, REPRODUCED, begin, finish, fmt, fmt_list, save_figure, verdict
 from .rules import combine
 
 NAME = "anonymity"
@@ -362,11 +361,7 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
     """
     from .anonymity_figures import figure_9a_coupling, figure_9a_locking, figure_9b
 
-    jax.config.update("jax_enable_x64", True)
-    size = check_size(size)
-    out_dir = Path(out_dir)
-    config = SIZES[size]
-    started = time.perf_counter()
+    out_dir, size, config, started = begin(out_dir, size, SIZES)
     sizes = _sizes_part(config)
     fcfs = _fcfs_part(config)
     figures_a = [save_figure(figure_9a_coupling(sizes), out_dir / f"{NAME}_9a.png"),

@@ -26,15 +26,13 @@ returns of job 0, and compare with the *uncoupled* map P0 (each job run alone):
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
-import jax
 import numpy as np
 
 from .. import Fleet
 from ..coupling import coupling_function
 from ..locking import odd_part
-from . import NOT_REPRODUCED, PARTIALLY, REPRODUCED, check_size, finish, fmt, fmt_list, new_figure, save_figure, verdict
+from . import NOT_REPRODUCED, PARTIALLY, REPRODUCED, begin, finish, fmt, fmt_list, new_figure, save_figure, verdict
 
 NAME = "boundary"
 CLAIMS = (8,)
@@ -446,11 +444,7 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
       size: "smoke", "quick" or "full" (launch-lag grid, τ and α grids).
       progress: unused (small batches); kept for the common signature.
     """
-    jax.config.update("jax_enable_x64", True)
-    size = check_size(size)
-    out_dir = Path(out_dir)
-    config = SIZES[size]
-    started = time.perf_counter()
+    out_dir, size, config, started = begin(out_dir, size, SIZES)
 
     hetero = _heterogeneous(config["n_delta"])
     delayed = _delayed(config["n_delta"], config["delays"])

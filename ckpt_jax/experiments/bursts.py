@@ -29,7 +29,6 @@ then cells, combine by `rules.combine`; a cell with no usable level is inconclus
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import jax
 import numpy as np
@@ -39,7 +38,7 @@ from ..analysis import binomial_baseline, mean_writing_fraction
 from . import (
     INCONCLUSIVE,
     REPRODUCED,
-    check_size,
+    begin,
     finish,
     fmt,
     fmt_list,
@@ -225,11 +224,7 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
     Returns:
       The result dict written to ``out_dir/bursts.json``.
     """
-    jax.config.update("jax_enable_x64", True)
-    size = check_size(size)
-    out_dir = Path(out_dir)
-    config = SIZES[size]
-    started = time.perf_counter()
+    out_dir, size, config, started = begin(out_dir, size, SIZES)
     rng = np.random.default_rng(6)
 
     cells, per_cell = {}, []

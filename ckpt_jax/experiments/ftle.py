@@ -46,7 +46,6 @@ from __future__ import annotations
 
 import functools
 import time
-from pathlib import Path
 
 import jax
 import numpy as np
@@ -57,7 +56,7 @@ from . import (
     INCONCLUSIVE,
     NOT_REPRODUCED,
     REPRODUCED,
-    check_size,
+    begin,
     finish,
     fmt,
     fmt_interval,
@@ -405,11 +404,7 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
     Returns:
       The result dict written to ``out_dir/ftle.json``.
     """
-    jax.config.update("jax_enable_x64", True)
-    size = check_size(size)
-    out_dir = Path(out_dir)
-    config = SIZES[size]
-    started = time.perf_counter()
+    out_dir, size, config, started = begin(out_dir, size, SIZES)
     rng = np.random.default_rng(55)
     n_jobs_list, loads, launches = config["n_jobs"], config["loads"], config["launches"]
     main, burn_in, horizons = config["main_horizon"], config["burn_in"], config["horizons"]

@@ -23,14 +23,13 @@ from __future__ import annotations
 
 import math
 import time
-from pathlib import Path
 
 import jax
 import numpy as np
 
 from .. import design, theory
 from ..model import Fleet
-from . import INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, check_size, finish, fmt, fmt_interval, verdict
+from . import INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, begin, finish, fmt, fmt_interval, verdict
 from .intervals_figures import fleet_figure, grid_figure, single_job_figure
 from .rules import combine, interval_verdict
 
@@ -319,11 +318,7 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
       size: "smoke", "quick" or "full".
       progress: show the design's progress bars.
     """
-    jax.config.update("jax_enable_x64", True)
-    size = check_size(size)
-    out_dir = Path(out_dir)
-    config = SIZES[size]
-    started = time.perf_counter()
+    out_dir, size, config, started = begin(out_dir, size, SIZES)
     single_key, pair_key, storm_key = jax.random.split(jax.random.key(10), 3)
     single = measure_single_job(config, single_key, progress)
     pair = measure_pair(config, pair_key, progress)

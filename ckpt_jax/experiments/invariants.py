@@ -25,14 +25,13 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from .. import Fleet, State, random_state, simulate, state_from_positions, throughput_table
-from . import NOT_REPRODUCED, REPRODUCED, check_size, finish, fmt_list, new_figure, save_figure, verdict
+from . import NOT_REPRODUCED, REPRODUCED, begin, finish, fmt_list, new_figure, save_figure, verdict
 
 NAME = "invariants"
 CLAIMS = (3, 4)
@@ -233,11 +232,7 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
       size: "smoke", "quick" or "full" (fleet sizes, ensemble sizes, cycles).
       progress: show the engine's progress bars.
     """
-    jax.config.update("jax_enable_x64", True)
-    size = check_size(size)
-    out_dir = Path(out_dir)
-    config = SIZES[size]
-    started = time.perf_counter()
+    out_dir, size, config, started = begin(out_dir, size, SIZES)
     rng = np.random.default_rng(3)
     n_jobs_list = tuple(config["n_jobs"])
 

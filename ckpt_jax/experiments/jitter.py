@@ -38,14 +38,13 @@ from __future__ import annotations
 
 import math
 import time
-from pathlib import Path
 
 import jax
 import numpy as np
 
 from .. import Fleet, initial_state, simulate
 from ..coupling import stagger_lifetime
-from . import INCONCLUSIVE, check_size, finish, fmt, fmt_interval, new_figure, rules, save_figure, verdict
+from . import INCONCLUSIVE, begin, finish, fmt, fmt_interval, new_figure, rules, save_figure, verdict
 
 NAME = "jitter"
 CLAIMS = (7,)
@@ -182,11 +181,7 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
       size: "smoke", "quick" or "full" (points, fleets per point).
       progress: show the engine's progress bar on long runs.
     """
-    jax.config.update("jax_enable_x64", True)
-    size = check_size(size)
-    out_dir = Path(out_dir)
-    config = SIZES[size]
-    started = time.perf_counter()
+    out_dir, size, config, started = begin(out_dir, size, SIZES)
     ratios = np.geomspace(*config["ratio_range"], config["n_points"])
     fleet, state, margin = staggered_fleet(config["n_fleets"])
     key = jax.random.key(7)

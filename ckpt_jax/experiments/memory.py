@@ -61,7 +61,6 @@ small: at size full (N ≤ 32, 3 loads × 2,000 launches, K = 503) a run needs
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import jax
 import numpy as np
@@ -70,7 +69,7 @@ from .. import Fleet, initial_state, random_state, simulate, state_from_position
 from . import (
     INCONCLUSIVE,
     REPRODUCED,
-    check_size,
+    begin,
     finish,
     fmt,
     fmt_interval,
@@ -394,11 +393,7 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
     Returns:
       The result dict written to ``out_dir/memory.json``.
     """
-    jax.config.update("jax_enable_x64", True)
-    size = check_size(size)
-    out_dir = Path(out_dir)
-    config = SIZES[size]
-    started = time.perf_counter()
+    out_dir, size, config, started = begin(out_dir, size, SIZES)
     rng = np.random.default_rng(55)
     cycles, launches = config["cycles"], config["launches"]
     control_loads = tuple(load for load in LOADS if load < 1)

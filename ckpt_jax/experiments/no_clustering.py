@@ -29,7 +29,6 @@ Loads ρ = N d / (T + d) are fixed per cell with T + d = 1, so d = ρ / N.
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -39,7 +38,7 @@ from .. import Fleet, SaveAt, random_state, simulate
 from . import (
     INCONCLUSIVE,
     REPRODUCED,
-    check_size,
+    begin,
     finish,
     fmt,
     fmt_list,
@@ -231,11 +230,7 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
     Returns:
       The result dict written to ``out_dir/no_clustering.json``.
     """
-    jax.config.update("jax_enable_x64", True)
-    size = check_size(size)
-    out_dir = Path(out_dir)
-    config = SIZES[size]
-    started = time.perf_counter()
+    out_dir, size, config, started = begin(out_dir, size, SIZES)
     rng = np.random.default_rng(5)
     cycles = config["cycles"]
 

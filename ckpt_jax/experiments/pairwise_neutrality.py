@@ -22,13 +22,12 @@ again, so the pair's order is not a single cycle) are left out and counted.
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import jax
 import numpy as np
 
 from .. import Fleet, section_map, throughput_table
-from . import NOT_REPRODUCED, REPRODUCED, check_size, finish, fmt, new_figure, save_figure, verdict
+from . import NOT_REPRODUCED, REPRODUCED, begin, finish, fmt, new_figure, save_figure, verdict
 
 NAME = "pairwise_neutrality"
 CLAIMS = (1,)
@@ -142,12 +141,8 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
       size: "smoke", "quick" or "full" (grid resolution).
       progress: unused (one compiled call); kept for the common signature.
     """
-    jax.config.update("jax_enable_x64", True)
-    size = check_size(size)
-    out_dir = Path(out_dir)
-    config = SIZES[size]
+    out_dir, size, config, started = begin(out_dir, size, SIZES)
     n_delta, write_ratios = config["n_delta"], config["write_ratios"]
-    started = time.perf_counter()
 
     rows = _rows(n_delta, write_ratios)
     fleets = Fleet(compute=rows["compute"], write=rows["write"], cap=rows["cap"], throughput=rows["table"],

@@ -22,14 +22,13 @@ from __future__ import annotations
 
 import math
 import time
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from .. import BRANCH_OVERLAPPING, Fleet, gap_return_map, section_map, theory, throughput_table
-from . import NOT_REPRODUCED, REPRODUCED, check_size, finish, fmt, fmt_list, new_figure, save_figure, verdict
+from . import NOT_REPRODUCED, REPRODUCED, begin, finish, fmt_list, new_figure, save_figure, verdict
 
 NAME = "spectrum"
 CLAIMS = (2,)
@@ -267,11 +266,7 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
     Returns:
       The result dict written to ``out_dir/spectrum.json``.
     """
-    jax.config.update("jax_enable_x64", True)
-    size = check_size(size)
-    out_dir = Path(out_dir)
-    config = SIZES[size]
-    started = time.perf_counter()
+    out_dir, size, config, started = begin(out_dir, size, SIZES)
     rng = np.random.default_rng(2)
 
     results, cross_checks = [], []
