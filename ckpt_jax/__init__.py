@@ -53,6 +53,7 @@ from .model import State as State
 from .model import check_state as check_state
 from .model import initial_state as initial_state
 from .model import random_state as random_state
+from .model import cycle_positions as cycle_positions
 from .model import state_from_positions as state_from_positions
 from .model import throughput_table as throughput_table
 
@@ -69,6 +70,7 @@ __all__ = [
     "check_state",
     "random_state",
     "state_from_positions",
+    "cycle_positions",
     "simulate",
     "jitter_work",
     "describe_status",

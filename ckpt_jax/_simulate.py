@@ -275,10 +275,11 @@ def run(params, phase, remaining, horizon, *, path, n_fires, trace_len, save, st
 
 
 def fast_useful_work(jobs: JobStats, params, phase, remaining, horizon, *, use_jitter: bool) -> JobStats:
-    """The useful work of fleets run on a fast path (never with failures, docs/model.md §1c),
-    which keeps no work accounting: each completed write saved one full compute phase T_i,
-    but the first write of an initially computing job saved only its ``remaining`` work
-    (work before t = 0 counts nowhere). With jitter the phases' works are not kept: NaN."""
+    """The useful work of fleets run without the work accounting (the fast paths, and the
+    general engine without failures or jitter: `general.tracks_work`; docs/model.md §1c):
+    each completed write saved one full compute phase T_i, but the first write of an
+    initially computing job saved only its ``remaining`` work (work before t = 0 counts
+    nowhere). With jitter the phases' works are not kept: NaN."""
     compute = params.compute
     first_short = jnp.where((phase == 0) & (jobs.writes >= 1), compute - remaining, 0)
     useful = jobs.writes * compute - first_short

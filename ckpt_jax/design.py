@@ -37,7 +37,7 @@ import numpy as np
 from . import theory
 from ._observe import SaveAt
 from ._simulate import simulate
-from .model import Fleet, initial_state, state_from_positions
+from .model import Fleet, cycle_positions, initial_state, state_from_positions
 
 __all__ = [
     "Estimate",
@@ -252,14 +252,14 @@ def _launch_state(batched: Fleet, draw_keys, launch: str, offsets=None):
     cycle = np.asarray(batched.write, np.float64) + np.asarray(batched.compute, np.float64)
     if offsets is not None:  # (*P, N) fractions of each set's cycle, the same in every draw
         fractions = np.broadcast_to(np.asarray(offsets, np.float64)[..., None, :], cycle.shape)
-        return state_from_positions(batched, np.minimum(fractions * cycle, np.nextafter(cycle, 0)))
-    if launch == "synchronous":
+    elif launch == "synchronous":
         return initial_state(batched)
-    # Positions are drawn as fractions of the cycle per (draw, job), shared by every interval
-    # set of the batch (common random numbers), then scaled by each set's own cycle d + T.
-    fractions = jax.vmap(lambda k: jax.random.uniform(jax.random.fold_in(k, 1), (batched.n_jobs,)))(draw_keys)
-    position = np.asarray(fractions, np.float64).reshape(cycle.shape) * cycle
-    return state_from_positions(batched, np.minimum(position, np.nextafter(cycle, 0)))
+    else:
+        # Positions are drawn as fractions of the cycle per (draw, job), shared by every
+        # interval set of the batch (common random numbers), scaled by each set's cycle d + T.
+        fractions = jax.vmap(lambda k: jax.random.uniform(jax.random.fold_in(k, 1), (batched.n_jobs,)))(draw_keys)
+        fractions = np.asarray(fractions, np.float64).reshape(cycle.shape)
+    return state_from_positions(batched, cycle_positions(fractions, cycle))
 
 
 def _run(fleet: Fleet, intervals: np.ndarray, draw_keys, horizon: float, jitter, launch: str, offsets=None):
@@ -589,9 +589,8 @@ def checkpoint_intervals(
     intervals, fractions = _split(tail, labels, offset_labels, bounds)
     path_intervals, path_fractions = _split(np.asarray(thetas), labels, offset_labels, bounds)
     write = np.asarray(fleet.write, np.float64)
-    position = lambda fraction, t: np.minimum(fraction * (write + t), np.nextafter(write + t, 0))  # noqa: E731
     history = History(np.asarray(objective), np.asarray(stderr), np.asarray(grad_norm), path_intervals,
-                      None if fractions is None else position(path_fractions, path_intervals))
+                      None if fractions is None else cycle_positions(path_fractions, write + path_intervals))
 
     # The contended fixed point uses its own draws; all four designs are then evaluated
     # on the same fresh draws, never the training ones.
@@ -602,13 +601,18 @@ def checkpoint_intervals(
         "daly": np.asarray(theory.daly_interval(_solo_write(fleet), mtbf), np.float64),
         "young_contended": contended,
     }
-    table = np.stack([intervals] + list(candidates.values()))
     eval_keys = jax.random.split(eval_key, eval_draws)
-    waste = fleet_waste(fleet, table, horizon=settings["horizon"], keys=eval_keys, jitter=jitter, launch=launch)
-    if fractions is not None:  # the baselines keep their launch; the design takes its offsets
-        waste[0] = fleet_waste(fleet, intervals[None], horizon=settings["horizon"], keys=eval_keys, jitter=jitter,
-                               offsets=fractions[None])[0]
+    if fractions is None:
+        table = np.stack([intervals] + list(candidates.values()))
+        waste = fleet_waste(fleet, table, horizon=settings["horizon"], keys=eval_keys, jitter=jitter, launch=launch)
+    else:  # the baselines keep their launch; the design takes its offsets
+        table = np.stack(list(candidates.values()))
+        waste = np.concatenate([
+            fleet_waste(fleet, intervals[None], horizon=settings["horizon"], keys=eval_keys, jitter=jitter,
+                        offsets=fractions[None]),
+            fleet_waste(fleet, table, horizon=settings["horizon"], keys=eval_keys, jitter=jitter, launch=launch),
+        ])
     baselines = {name: Baseline(candidates[name], _mean_ci(waste[i + 1]), _mean_ci(waste[i + 1] - waste[0]))
                  for i, name in enumerate(candidates)}
     return DesignResult(intervals, _mean_ci(waste[0]), baselines, history, stopped_early,
-                        None if fractions is None else position(fractions, intervals))
+                        None if fractions is None else cycle_positions(fractions, write + intervals))

@@ -25,6 +25,7 @@ __all__ = [
     "Fleet",
     "State",
     "initial_state",
+    "cycle_positions",
     "state_from_positions",
     "random_state",
     "throughput_table",
@@ -517,6 +518,13 @@ def check_state(fleet: Fleet, state) -> State:
         raise ValueError(f"state: {err}") from None
 
 
+def cycle_positions(fraction, cycle) -> np.ndarray:
+    """Cycle positions ``fraction × cycle`` (float64) for fractions in [0, 1), kept inside
+    [0, cycle) as `state_from_positions` requires (a fraction just below 1 can round up)."""
+    cycle = np.asarray(cycle, np.float64)
+    return np.minimum(np.asarray(fraction, np.float64) * cycle, np.nextafter(cycle, 0))
+
+
 def state_from_positions(fleet: Fleet, position: ArrayLike) -> State:
     """State from cycle positions θ_i ∈ [0, d_i + T_i) (work done since the last firing).
 
@@ -559,4 +567,4 @@ def random_state(fleet: Fleet, key: jax.Array) -> State:
     else:
         u = np.asarray(jax.random.uniform(key, fleet.compute.shape, dtype=fleet.dtype), dtype=np.float64)
     cycle = np.asarray(fleet.write, dtype=np.float64) + np.asarray(fleet.compute, dtype=np.float64)
-    return state_from_positions(fleet, np.minimum(u * cycle, np.nextafter(cycle, 0)))
+    return state_from_positions(fleet, cycle_positions(u, cycle))

@@ -105,7 +105,7 @@ def _evaluate(spec, table: dict, *, horizon, n_draws, key, launch, dtype, offset
 
     from .._observe import SaveAt
     from .._simulate import simulate
-    from ..model import state_from_positions
+    from ..model import cycle_positions, state_from_positions
 
     names = list(table)
     intervals = np.stack([table[name] for name in names])  # (D, N)
@@ -117,7 +117,7 @@ def _evaluate(spec, table: dict, *, horizon, n_draws, key, launch, dtype, offset
     cycle = np.asarray(fleet.write, np.float64) + grid
     if launch == "random":
         fractions = np.asarray(jax.random.uniform(launch_key, (n_draws, n_jobs)), np.float64)
-        position = np.minimum(fractions[None] * cycle, np.nextafter(cycle, 0))
+        position = cycle_positions(fractions[None], cycle)
     else:  # a fresh compute phase: the position just past the write
         position = np.array(np.broadcast_to(np.asarray(fleet.write, np.float64), cycle.shape))
     if offsets is not None:
