@@ -24,6 +24,9 @@ Two measurements, each configuration in a fresh subprocess (public API only: ``c
       lean       SaveAt(trace=False, writers, jobs)           the memory benchmark's choice
       writers / gaps / jobs                                   one observer alone
       bare       SaveAt(trace=False)                          the loop alone (baseline)
+      trace+stats  the trace, then every observer's statistic from it (`trace_statistics`:
+                 writer_distribution, writer_excursions, smallest_gap, write time per job),
+                 the workflow the observers replace
       NAME/s     NAME, the batch run as s sub-batches, one `simulate` call after another
                  (profiling: does a smaller batch per loop run faster per event?)
 
@@ -72,6 +75,10 @@ CONFIGS = {  # name -> SaveAt fields
     "gaps": dict(trace=False, gaps=True),
     "jobs": dict(trace=False, jobs=True),
     "bare": dict(trace=False),
+    # The trace, then every observer's statistic computed from it with the public analysis
+    # functions (the workflow the observers replace): writer_distribution,
+    # writer_excursions, smallest_gap and the per-job write time.
+    "trace+stats": dict(),
 }
 PATH_JOBS = {"fifo": "identical", "clock": "heterogeneous", "general": "heterogeneous"}
 
@@ -230,6 +237,23 @@ def worker_memory(config):
     print("RESULT " + json.dumps(row), flush=True)
 
 
+def trace_statistics(trace, n_jobs: int) -> dict:
+    """What ``SaveAt(trace=False, writers=True, gaps=True, jobs=True)`` records, computed
+    from a run's trace afterwards (the "trace+stats" configuration)."""
+    import jax
+    import numpy as np
+
+    import ckpt_jax as cj
+
+    fire, end = np.asarray(trace.fire_times), np.asarray(trace.end_times)
+    return jax.block_until_ready(dict(
+        distribution=cj.writer_distribution(fire, end),
+        excursions=cj.analysis.writer_excursions(fire, end, list(range(n_jobs + 1))),
+        gaps=cj.smallest_gap(fire),
+        write_time=np.nansum(end - fire, axis=-1),
+    ))
+
+
 def worker_throughput(config):
     import jax
 
@@ -261,6 +285,8 @@ def worker_throughput(config):
         for sub, sub_state in batches[int(split or 1)]:
             results.append(cj.simulate(sub, sub_state, config["n_fires"], method=method, save=save, progress=False))
             jax.block_until_ready(results[-1])
+            if base == "trace+stats":
+                trace_statistics(results[-1], config["n_jobs"])
         wall, cpu = time.perf_counter() - start, time.process_time() - start_cpu
         n_events = np.concatenate([np.asarray(r.n_events, dtype=np.int64) for r in results])
         ok = all(bool(np.all(np.asarray(r.ok))) for r in results)
@@ -354,7 +380,7 @@ def run_kernels(args):
     for method in args.methods.split(","):
         jobs = "identical" if args.identical_everywhere else PATH_JOBS[method]
         for name in names:
-            if "/" in name:
+            if "/" in name or name == "trace+stats":  # the same loop as another configuration
                 continue
             config = dict(kind="kernels", method=method, jobs=jobs, config=name, n_fleets=64, n_jobs=args.jobs, n_fires=11)
             with tempfile.TemporaryDirectory() as dump:
