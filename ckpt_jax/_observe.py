@@ -289,7 +289,9 @@ class GapsObserver:
     to a (B, K) int table. A later firing of c has t > first_{c+2} > first_{c+1}: cycles c
     and c + 1 interleave (both NaN, as `smallest_gap` makes them) and it only adds N + 1 to
     c's int cell (which thus holds count − n_active + (N + 1) × late firings, decodable,
-    since the count is at most N). Per iteration: one float cell and one int cell.
+    since the count is at most N). Per iteration: one float cell and one int cell (the
+    general engine: two int cells, as only the lowest late cycle of an instant is counted,
+    see ``update``).
 
     Every firing of one iteration has the same time (the general engine switches a whole
     instant at once, the fast paths one job), so an iteration is summarised by how many
@@ -392,10 +394,15 @@ class GapsObserver:
             add_cell = jnp.where(write, row, jnp.where(late[:, 0], view.cycle[:, 0], k))
             add = jnp.where(write, count_value, late_step)
             counts = counts.at[fleets, add_cell].add(add, mode="drop", unique_indices=True)
-        else:
-            counts = counts.at[fleets, cell].add(count_value, mode="drop", unique_indices=True)
-            late_cells = jnp.where(late, view.cycle, k)
-            counts = counts.at[jnp.broadcast_to(fleets[:, None], late.shape), late_cells].add(late_step, mode="drop")
+        else:  # one scatter of 2 B cells: the cycle written out, and the lowest late cycle
+            # Only the lowest late cycle c of the instant gets its late firings counted. A
+            # higher late cycle c' is NaN whatever its count says (it interleaves), and so is
+            # c' - 1 >= c, whose fullness it would decide: the job that fired c late has yet
+            # to fire c' - 1, after c' began (a late or interleaved firing) or never.
+            lowest = jnp.min(jnp.where(late, view.cycle, k), axis=1)
+            n_lowest = jnp.sum(late & (view.cycle == lowest[:, None]), axis=1).astype(jnp.int32)
+            counts = counts.at[jnp.concatenate([fleets, fleets]), jnp.concatenate([cell, lowest])].add(
+                jnp.concatenate([count_value, late_step * n_lowest]), mode="drop")
         shifted = dict(
             cur=cur + 1, first=t, last=t, inner=jnp.where(n_next > 1, jnp.zeros_like(t), jnp.inf), count=n_next,
             prev_last=state["last"], prev_inner=state["inner"], prev_count=state["count"],

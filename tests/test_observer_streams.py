@@ -108,6 +108,26 @@ def test_a_cycle_that_ends_as_the_next_begins_has_a_zero_gap_in_either_order():
         np.testing.assert_array_equal(_gaps_of_stream(fire, stream, 3), want)
 
 
+def test_two_late_firings_of_one_cycle_at_one_instant_keep_the_cycle_before_valid():
+    # Jobs 2 and 3 fire cycle 1 together at t = 7, after cycle 3 began (t = 6): cycle 1
+    # interleaves (NaN) but is full, so cycle 0 keeps its gap of 1. One iteration with a
+    # column per job, as the general engine switches an instant.
+    fire = np.array([[0.0, 4.0, 5.0, 6.0], [1.0, 4.5, 5.5, 6.5], [2.0, 7.0, np.nan, np.nan], [3.0, 7.0, np.nan, np.nan]])
+    want = np.asarray(cj.smallest_gap(fire))
+    assert want[0] == 1.0 and np.all(np.isnan(want[1:]))
+    observer = GapsObserver(4, 4)
+    state = observer.init(1, jnp.float64)
+    jobs, cycles = np.nonzero(np.isfinite(fire))
+    for t in np.unique(fire[jobs, cycles]):
+        at = fire[jobs, cycles] == t
+        fired, cycle = np.zeros(4, bool), np.zeros(4, np.int32)
+        fired[jobs[at]], cycle[jobs[at]] = True, cycles[at]
+        state = observer.update(state, _view(t, fired, cycle), jnp.array([4], jnp.int32))
+    final = FinalView(time=jnp.array([7.0]), async_fraction=jnp.zeros(1), active=jnp.ones((1, 4), bool),
+                      horizon=None, n_writers=jnp.zeros(1, jnp.int32))
+    np.testing.assert_array_equal(np.asarray(observer.finalize(state, final, jnp.ones(1, bool)))[0], want)
+
+
 @settings(max_examples=30, deadline=None)
 @given(seed=st.integers(0, 2**31), n_jobs=st.integers(2, 5), n_cycles=st.integers(2, 6),
        grid=st.sampled_from([None, 0.25]), cut=st.booleans())
