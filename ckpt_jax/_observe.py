@@ -452,24 +452,30 @@ class JobsObserver:
     Completed-write time: on the general engine, the time drained since the job's latest
     firing (``open_write``) is added to the total at a recorded write end and reset at a
     firing, so a write abandoned by a failure (the job fires again before it could end)
-    or still open at the stop adds nothing; the fast paths keep it in their rows."""
+    or still open at the stop adds nothing; the fast paths keep it in their rows.
+
+    Completed writes: counted per end only where ``count_writes`` (failures abandon
+    writes); otherwise the loop hands them to ``finalize`` (`FinalView.writes`: every
+    firing starts a write, and all but the one still open have ended)."""
 
     name = "jobs"
 
-    def __init__(self, n_jobs: int):
+    def __init__(self, n_jobs: int, count_writes: bool = True):
         self.n_jobs = n_jobs
+        self.count_writes = count_writes
 
     def init(self, n_fleets, dtype):
         zeros = jnp.zeros((n_fleets, self.n_jobs), dtype)
-        return dict(write_time=zeros, waiting_time=zeros, writes=jnp.zeros((n_fleets, self.n_jobs), jnp.int32),
-                    completed_write_time=zeros, open_write=zeros)
+        state = dict(write_time=zeros, waiting_time=zeros, completed_write_time=zeros, open_write=zeros)
+        if self.count_writes:
+            state["writes"] = jnp.zeros((n_fleets, self.n_jobs), jnp.int32)
+        return state
 
     def update(self, state, view: EventView, n_active):
         if view.draining is None:  # the fast paths keep the totals in their per-job rows
             return state
         # The general engine's masks are dense anyway (its columns are the jobs, in job
         # order): accumulate the interval.
-        writes = state["writes"] + (view.recorded_end & view.running[:, None]).astype(jnp.int32)
         dt = jnp.where(view.running, view.dt, 0)[:, None]
         write_time = state["write_time"] + jnp.where(view.draining, dt, 0)
         waiting_time = state["waiting_time"] if view.waiting is None else state["waiting_time"] + jnp.where(view.waiting, dt, 0)
@@ -478,13 +484,16 @@ class JobsObserver:
         completed = state["completed_write_time"] + jnp.where(ended, open_write, 0)
         # A write end and the next firing can share an instant: the end counts first.
         open_write = jnp.where(view.fired & view.running[:, None], 0, open_write)
-        return dict(write_time=write_time, waiting_time=waiting_time, writes=writes, completed_write_time=completed,
-                    open_write=open_write)
+        new = dict(write_time=write_time, waiting_time=waiting_time, completed_write_time=completed, open_write=open_write)
+        if "writes" in state:
+            new["writes"] = state["writes"] + (view.recorded_end & view.running[:, None]).astype(jnp.int32)
+        return new
 
     def finalize(self, state, final: FinalView, complete):
         if final.write_time is not None:
-            state = dict(state, write_time=final.write_time, writes=final.writes,
-                         completed_write_time=final.completed_write_time)
+            state = dict(state, write_time=final.write_time, completed_write_time=final.completed_write_time)
+        if final.writes is not None:
+            state = dict(state, writes=final.writes)
         write_time = state["write_time"]
         nan = jnp.asarray(jnp.nan, write_time.dtype)
         zeros = jnp.zeros_like(write_time)
@@ -511,19 +520,21 @@ class JobsObserver:
 
 
 def observers_for(save: SaveAt, n_jobs: int, stop_fires: Optional[int], gap_fires: Optional[int],
-                  ordered: bool = False) -> tuple:
+                  ordered: bool = False, count_writes: bool = True) -> tuple:
     """The observer objects a `SaveAt` asks for, in a fixed order (static per run).
 
     ``stop_fires``: the K whose first write end closes the window (None: the horizon
     closes it); ``gap_fires``: the cycles the gaps observer keeps; ``ordered``: the loop
-    fires the jobs in a fixed cyclic order (the FIFO path)."""
+    fires the jobs in a fixed cyclic order (the FIFO path); ``count_writes``: the jobs
+    observer counts completed writes itself (False: the loop reports them in
+    `FinalView.writes`)."""
     chosen = []
     if save.writers:
         chosen.append(WritersObserver(n_jobs, stop_fires))
     if save.gaps:
         chosen.append(GapsObserver(n_jobs, gap_fires, ordered))
     if save.jobs:
-        chosen.append(JobsObserver(n_jobs))
+        chosen.append(JobsObserver(n_jobs, count_writes))
     return tuple(chosen)
 
 
@@ -539,9 +550,11 @@ def state_bytes(save: SaveAt, n_jobs: int, gap_fires: Optional[int], itemsize: i
     return total
 
 
-def init(save: SaveAt, n_jobs: int, stop_fires, gap_fires, n_fleets: int, dtype, ordered: bool = False) -> tuple:
+def init(save: SaveAt, n_jobs: int, stop_fires, gap_fires, n_fleets: int, dtype, ordered: bool = False,
+         count_writes: bool = True) -> tuple:
     """The observers' initial states (buffers sized once, before the loop)."""
-    return tuple(o.init(n_fleets, dtype) for o in observers_for(save, n_jobs, stop_fires, gap_fires, ordered))
+    observers = observers_for(save, n_jobs, stop_fires, gap_fires, ordered, count_writes)
+    return tuple(o.init(n_fleets, dtype) for o in observers)
 
 
 def finalize(save: SaveAt, n_jobs: int, stop_fires, gap_fires, states, final: FinalView, ok, ordered: bool = False) -> dict:

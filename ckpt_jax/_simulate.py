@@ -266,7 +266,7 @@ def run(params, phase, remaining, horizon, *, path, n_fires, trace_len, save, st
     if devices is None:
         state = general.init_jit(params, phase, remaining, horizon, queue_size=queue, **static)
         state = general.run_chunked(params, state, max_events, progress, n_fleets, **static)
-        return general.result(params, *state, **{k: static[k] for k in ("n_fires", "until")})
+        return general.result(params, *state, **{k: static[k] for k in ("n_fires", "until", "use_failures")})
     loop = sharding.sharded_loop(general.init_and_advance, devices, queue_size=queue, **static)
     return sharding.unpad(loop((params, phase, remaining, horizon), limit), n_fleets)
 

@@ -444,7 +444,7 @@ def batched_advance(
     horizon closes it).
     """
     switch_all = jax.vmap(switch, in_axes=(0, 0, 0, None, None, None, 0 if until else None, None, None, None))
-    observers = observers_for(save, params.compute.shape[1], stop_fires, gap_fires)
+    observers = observers_for(save, params.compute.shape[1], stop_fires, gap_fires, count_writes=use_failures)
     n_active = jnp.sum(params.active, axis=1).astype(jnp.int32)
 
     def still(carry, horizon):
@@ -530,20 +530,25 @@ def init_state(params, phase, remaining, horizon, *, queue_size, n_fires, trace_
         params, phase, remaining, trace_len, queue_size, use_jitter, sharing, tracks_work(save, use_jitter, use_failures), use_failures
     )
     n_fleets, n_jobs = params.compute.shape
-    observers = _observe.init(save, n_jobs, stop_fires, gap_fires, n_fleets, params.compute.dtype)
+    observers = _observe.init(save, n_jobs, stop_fires, gap_fires, n_fleets, params.compute.dtype,
+                              count_writes=use_failures)
     return carry, observers, horizon
 
 init_jit = jax.jit(init_state, static_argnames=("queue_size", "n_fires", "trace_len", "use_jitter", "save", "stop_fires", "gap_fires", "use_delay", "use_async", "until", "sharing", "use_failures"))
 
 
-def result(params, carry, observers, horizon, *, n_fires, until) -> LoopResult:
+def result(params, carry, observers, horizon, *, n_fires, until, use_failures=False) -> LoopResult:
+    """The `LoopResult` of the general loop's final state. Without failures the completed
+    writes are the firings less the write still open (`FinalView.writes`)."""
+    writing = params.active & carry.draining
     finished = carry.time >= horizon if until else jax.vmap(done, in_axes=(0, 0, None))(carry, params.active, n_fires)
     final = FinalView(
         time=carry.time,
         async_fraction=params.async_fraction,
         active=params.active,
         horizon=horizon if until else None,
-        n_writers=jnp.sum(params.active & carry.draining, axis=1).astype(jnp.int32),
+        n_writers=jnp.sum(writing, axis=1).astype(jnp.int32),
+        writes=None if use_failures else carry.fire_count - (writing & (carry.fire_count >= 1)).astype(jnp.int32),
         **({} if carry.work is None else dict(
             useful_work=carry.work.useful_work, lost_work=carry.work.lost_work, failures=carry.work.failures,
             down_time=carry.work.down_time)),
@@ -566,4 +571,4 @@ def init_and_advance(part, event_limit, *, queue_size, **static):
     state = init_state(params, phase, remaining, horizon, queue_size=queue_size, **static)
     loop_static = {k: v for k, v in static.items() if k != "trace_len"}
     state = batched_advance(params, state, event_limit, **loop_static)
-    return result(params, *state, n_fires=static["n_fires"], until=static["until"])
+    return result(params, *state, n_fires=static["n_fires"], until=static["until"], use_failures=static["use_failures"])
