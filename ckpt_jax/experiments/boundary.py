@@ -352,10 +352,10 @@ def _figure_b(delayed):
     curves_ax, sign_ax = fig.subplots(1, 2)
     length = delayed["length"]
     rows = delayed["caps"][f"{DELAY_CAPS[0]:g}"]
-    cmap = colormaps["viridis"]
+    cmap = colormaps["turbo"]  # ordered, and contrasted enough to tell ten delays apart
     for i, row in enumerate(rows):
         curves_ax.plot(delayed["deltas"] / length, row["coupling"] / length, "-", color=cmap(i / max(len(rows) - 1, 1)),
-                       lw=1.6 if row["delay"] == 0 else 1.0, zorder=3 if row["delay"] == 0 else 2,
+                       lw=2.0 if row["delay"] == 0 else 1.3, zorder=3 if row["delay"] == 0 else 2,
                        label=f"τ = {row['delay']:.3g}" + (" (exactly 0)" if row["amplitude"] == 0 else ""))
     curves_ax.axhline(0, color="0.5", lw=0.7)
     curves_ax.set_xlabel("launch lag δ / L")

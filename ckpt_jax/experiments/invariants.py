@@ -155,14 +155,15 @@ def _collision_free_blocks(overlaps, n_jobs):
     return ~blocks.any(axis=1)
 
 
-def _bar_labels(ax, x, values, counts, width):
-    """Bars of fractions with their value written above; a 0 % bar gets a visible outline."""
+def _bar_labels(ax, x, values, counts, width, color="black"):
+    """Bars of fractions with their value written above; a 0 % bar gets a visible line in
+    its bar's ``color`` (so the legend's key can be found in the plot)."""
     for xi, value, count in zip(x, values, counts):
         if np.isnan(value):
             ax.text(xi, 0.02, "n/a", ha="center", fontsize=8)
             continue
         if value == 0:
-            ax.plot([xi - width / 2, xi + width / 2], [0, 0], color="black", lw=3, solid_capstyle="butt")
+            ax.plot([xi - width / 2, xi + width / 2], [0, 0], color=color, lw=4, solid_capstyle="butt", clip_on=False)
         ax.text(xi, value + 0.03, f"{value:.0%}\nof {count}", ha="center", fontsize=8)
 
 
@@ -214,8 +215,8 @@ def _collision_free_figure(random_by_n, stagger_by_n, n_jobs_list, cycles, stagg
            label=f"staggered fleets that stay collision-free ({stagger_cycles} cycles; claim: 100 %)")
     ax.bar(x + width / 2, np.nan_to_num(became), width, color="tab:red",
            label=f"overlapping launches that become collision-free ({cycles} cycles; claim: 0 %)")
-    _bar_labels(ax, x - width / 2, stay, [len(stagger_by_n[n]) for n in n_jobs_list], width)
-    _bar_labels(ax, x + width / 2, became, overlapping_counts, width)
+    _bar_labels(ax, x - width / 2, stay, [len(stagger_by_n[n]) for n in n_jobs_list], width, "tab:green")
+    _bar_labels(ax, x + width / 2, became, overlapping_counts, width, "tab:red")
     ax.set_xticks(x, [f"N = {n}" for n in n_jobs_list])
     ax.set_ylim(0, 1.3)
     ax.set_ylabel("fraction of fleets")

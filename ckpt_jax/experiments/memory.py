@@ -323,6 +323,7 @@ def _excess_figure(cells, loads, n_jobs_list, launches, window: int = 9):
     """
     from matplotlib import colormaps
     from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
 
     colors = [colormaps["plasma"](x) for x in np.linspace(0.0, 0.75, len(loads))]
     fig = new_figure(figsize=(6.4 * len(n_jobs_list), 4.8), layout="constrained")
@@ -353,7 +354,7 @@ def _excess_figure(cells, loads, n_jobs_list, launches, window: int = 9):
         ax.axvspan(max(late_start, 1), cells[(n_jobs, loads[0])]["excess"].size - 1, color="0.85", zorder=0)
         for axis in (ax, verdict_ax):
             axis.axhline(0.0, color="black", lw=0.8)
-            axis.axhspan(-MEMORY_MARGIN, MEMORY_MARGIN, color="grey", alpha=0.2, lw=0)
+            axis.axhspan(-MEMORY_MARGIN, MEMORY_MARGIN, color="tab:green", alpha=0.15, lw=0)
             axis.grid(True, which="both", alpha=0.25)
         ax.set_xscale("log")
         ax.set_xlabel("cycle k")
@@ -372,10 +373,10 @@ def _excess_figure(cells, loads, n_jobs_list, launches, window: int = 9):
     handles += [
         Line2D([], [], color="0.4", lw=0.6, alpha=0.6, label="every cycle (early cycles run off the axes)"),
         Line2D([], [], color="0.4", lw=1.8, label=f"{window}-cycle running mean"),
-        Line2D([], [], color="0.85", lw=8, label=f"last {LATE_FRACTION:.0%} of the cycles"),
+        Patch(facecolor="0.85", label=f"last {LATE_FRACTION:.0%} of the cycles"),
         Line2D([], [], color="0.4", marker="D", mec="black", lw=1.8,
                label=f"verdict: its mean over those cycles, {rules.CONFIDENCE:.0%} interval"),
-        Line2D([], [], color="grey", alpha=0.4, lw=8, label=f"equivalence margin ± {MEMORY_MARGIN:g}"),
+        Patch(facecolor="tab:green", alpha=0.15, label=f"equivalence margin ± {MEMORY_MARGIN:g}"),
     ]
     fig.legend(handles=handles, loc="outside lower center", ncols=4, fontsize=8, frameon=False)
     fig.suptitle(f"Claim 5, memory: the launch memory left beyond the firing order ({launches} launches per cell)")

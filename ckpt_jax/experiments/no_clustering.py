@@ -192,7 +192,9 @@ def _figure(cells, loads, n_jobs_list, cycles):
         for color, n_jobs in zip(colors, n_jobs_list):
             cell = cells[(n_jobs, load)]
             x = np.arange(cell["median"].size)
-            ax.fill_between(x, cell["q10"], cell["q90"], color=color, alpha=0.15, lw=0)
+            ax.fill_between(x, cell["q10"], cell["q90"], color=color, alpha=0.08, lw=0)
+            for edge in ("q10", "q90"):  # the band's edges, so overlapping bands stay apart
+                ax.plot(x, cell[edge], color=color, lw=0.5, alpha=0.6)
             ax.plot(x, cell["median"], color=color, lw=1.2)
             start = cell["trend"]["fit_from_cycle"]
             fit = np.exp(cell["intercept"] + cell["trend"]["slope"] * x[start:])
