@@ -162,6 +162,7 @@ class FinalView(NamedTuple):
     active: jax.Array  # (B, N)
     horizon: Optional[jax.Array]  # (B,) or None
     n_writers: jax.Array  # (B,) writers at the stop
+    fire_count: Optional[jax.Array] = None  # (B, N) int firings since t = 0 (the gaps observer's fullness)
     # The jobs observer's totals where the loop keeps them in its per-job rows (the fast
     # paths rewrite the switching job's row every iteration anyway), else None.
     write_time: Optional[jax.Array] = None  # (B, N) time spent writing, open write included
@@ -283,15 +284,15 @@ class GapsObserver:
 
     Firings arrive in time order, and cycles begin in order (a job fires cycle c + 1 only
     after it fired cycle c), so per fleet only the newest cycle ``cur`` and the one before
-    it are still changing: their first/last firing, smallest inner gap and count are
-    per-fleet scalars. When cycle c + 2 begins, cycle c is final but for late firings; its
-    smallest gap min(inner, first_{c+1} − last_c) goes to a (B, K) float table and its count
-    to a (B, K) int table. A later firing of c has t > first_{c+2} > first_{c+1}: cycles c
-    and c + 1 interleave (both NaN, as `smallest_gap` makes them) and it only adds N + 1 to
-    c's int cell (which thus holds count − n_active + (N + 1) × late firings, decodable,
-    since the count is at most N). Per iteration: one float cell and one int cell (the
-    general engine: two int cells, as only the lowest late cycle of an instant is counted,
-    see ``update``).
+    it are still changing: their first/last firing and smallest inner gap are per-fleet
+    scalars. When cycle c + 2 begins, cycle c is final but for late firings; its smallest
+    gap min(inner, first_{c+1} − last_c) goes to a (B, K) table, or −inf where c
+    interleaves with c + 1 (a firing of c after first_{c+1}). A later firing of c has
+    t > first_{c+2} > first_{c+1}: it overwrites c's cell with −inf. A −inf cell makes the
+    cycle and the next one NaN, as `smallest_gap` makes interleaved cycles. A cycle counts
+    only when it and the next are full (every active job fired them), which the fire counts
+    at the stop tell (`FinalView.fire_count`). Per iteration: one cell (the general engine:
+    two, see ``update``).
 
     Every firing of one iteration has the same time (the general engine switches a whole
     instant at once, the fast paths one job), so an iteration is summarised by how many
@@ -305,8 +306,6 @@ class GapsObserver:
         self.n_jobs = n_jobs
         self.n_fires = n_fires
         self.ordered = ordered  # the FIFO path: the cyclic firing order is fixed (claim 3)
-        if (n_jobs + 1) * n_jobs >= np.iinfo(np.int32).max:
-            raise ValueError(f"the gaps observer counts at most 46340 jobs per fleet, got N = {n_jobs}")
 
     def init(self, n_fleets, dtype):
         zero, inf = jnp.zeros(n_fleets, dtype), jnp.full(n_fleets, jnp.inf, dtype)
@@ -316,20 +315,18 @@ class GapsObserver:
                         last=zero, inner=inf, count=int_zero)
         return dict(
             smallest=jnp.full((n_fleets, self.n_fires), jnp.nan, dtype),
-            counts=jnp.zeros((n_fleets, self.n_fires), jnp.int32),
             cur=jnp.full(n_fleets, -1, jnp.int32),  # newest cycle begun (-1: none)
-            first=zero, last=zero, inner=inf, count=int_zero,  # cycle cur
-            prev_last=zero, prev_inner=inf, prev_count=int_zero,  # cycle cur - 1
+            first=zero, last=zero, inner=inf,  # cycle cur
+            prev_last=zero, prev_inner=inf,  # cycle cur - 1
             prev_ahead=no,  # a firing of cur - 1 came after cur's first: they interleave
-            written_ahead=no,  # the same for the last cycle written out (cur - 2)
         )
 
-    def _written(self, state, n_active):
-        """Cycle cur − 1's smallest gap and count cell, as written when cur + 1 begins."""
+    @staticmethod
+    def _written(state):
+        """Cycle cur − 1's cell, as written when cur + 1 begins: its smallest gap, or −inf
+        where it interleaves with cur (then both are NaN in the result)."""
         closing = state["first"] - state["prev_last"]
-        smallest = jnp.where(state["prev_ahead"] | state["written_ahead"], jnp.nan,
-                             jnp.minimum(state["prev_inner"], closing))
-        return smallest, state["prev_count"] - n_active
+        return jnp.where(state["prev_ahead"], -jnp.inf, jnp.minimum(state["prev_inner"], closing))
 
     def _update_ordered(self, state, view: EventView):
         # The FIFO ring fires the jobs in one fixed cyclic order: cycle c + 1 begins only
@@ -371,46 +368,37 @@ class GapsObserver:
         prev_inner = jnp.where(tied, jnp.minimum(state["prev_inner"], jnp.where(n_prev > 1, 0, t - state["prev_last"])),
                                state["prev_inner"])
         prev_last = jnp.where(tied, t, state["prev_last"])
-        prev_count = state["prev_count"] + n_prev
-        # Cycle cur.
+        # Cycle cur (begun, so it has a firing, wherever cur >= 0).
         seen = n_cur > 0
-        gap = jnp.where(state["count"] > 0, t - state["last"], jnp.inf)
+        gap = jnp.where(cur >= 0, t - state["last"], jnp.inf)
         inner = jnp.where(seen, jnp.minimum(state["inner"], jnp.where(n_cur > 1, 0, gap)), state["inner"])
         last = jnp.where(seen, t, state["last"])
-        count = state["count"] + n_cur
-        state = dict(state, prev_ahead=prev_ahead, prev_inner=prev_inner, prev_last=prev_last, prev_count=prev_count,
-                     inner=inner, last=last, count=count)
+        state = dict(state, prev_ahead=prev_ahead, prev_inner=prev_inner, prev_last=prev_last, inner=inner, last=last)
         # Cycle cur + 1 begins: cycle cur - 1 is written out and the window moves on.
         begins = n_next > 0
         row = cur - 1
         write = begins & (row >= 0)
-        smallest_value, count_value = self._written(state, n_active)
         fleets = jnp.arange(n_fleets)
-        cell = jnp.where(write, row, k)
-        smallest = state["smallest"].at[fleets, cell].set(smallest_value, mode="drop", unique_indices=True)
-        counts = state["counts"]
-        late_step = jnp.asarray(self.n_jobs + 1, jnp.int32)
+        # A late firing (cycle c <= cur - 2, already written out) marks c with -inf: c and
+        # c + 1 interleave. Only the lowest late cycle of an iteration is marked: a higher
+        # one c' is NaN anyway, as is c' + 1, since the job that fired c late has yet to fire
+        # them, after their successors began (a late or interleaved firing, marked when it
+        # is the lowest of its instant) or never (then they are not full).
+        lowest = jnp.min(jnp.where(late, view.cycle, k), axis=1)
         if width == 1:  # one firing: either it begins a cycle or it is late, one cell
-            add_cell = jnp.where(write, row, jnp.where(late[:, 0], view.cycle[:, 0], k))
-            add = jnp.where(write, count_value, late_step)
-            counts = counts.at[fleets, add_cell].add(add, mode="drop", unique_indices=True)
-        else:  # one scatter of 2 B cells: the cycle written out, and the lowest late cycle
-            # Only the lowest late cycle c of the instant gets its late firings counted. A
-            # higher late cycle c' is NaN whatever its count says (it interleaves), and so is
-            # c' - 1 >= c, whose fullness it would decide: the job that fired c late has yet
-            # to fire c' - 1, after c' began (a late or interleaved firing) or never.
-            lowest = jnp.min(jnp.where(late, view.cycle, k), axis=1)
-            n_lowest = jnp.sum(late & (view.cycle == lowest[:, None]), axis=1).astype(jnp.int32)
-            counts = counts.at[jnp.concatenate([fleets, fleets]), jnp.concatenate([cell, lowest])].add(
-                jnp.concatenate([count_value, late_step * n_lowest]), mode="drop")
+            cell = jnp.where(write, row, lowest)
+            value = jnp.where(write, self._written(state), -jnp.inf)
+        else:  # the general engine: the cycle written out and the lowest late cycle
+            cell = jnp.concatenate([jnp.where(write, row, k), lowest])
+            value = jnp.concatenate([self._written(state), jnp.full_like(t, -jnp.inf)])
+            fleets = jnp.concatenate([fleets, fleets])
+        smallest = state["smallest"].at[fleets, cell].set(value, mode="drop", unique_indices=width == 1)
         shifted = dict(
-            cur=cur + 1, first=t, last=t, inner=jnp.where(n_next > 1, jnp.zeros_like(t), jnp.inf), count=n_next,
-            prev_last=state["last"], prev_inner=state["inner"], prev_count=state["count"],
-            prev_ahead=jnp.zeros_like(prev_ahead),
-            written_ahead=jnp.where(write, state["prev_ahead"], state["written_ahead"]),
+            cur=cur + 1, first=t, last=t, inner=jnp.where(n_next > 1, jnp.zeros_like(t), jnp.inf),
+            prev_last=state["last"], prev_inner=state["inner"], prev_ahead=jnp.zeros_like(prev_ahead),
         )
         state = {name: jnp.where(begins, shifted[name], value) if name in shifted else value for name, value in state.items()}
-        return dict(state, smallest=smallest, counts=counts)
+        return dict(state, smallest=smallest)
 
     def finalize(self, state, final: FinalView, complete):
         n_fleets, k = state["smallest"].shape
@@ -419,26 +407,18 @@ class GapsObserver:
             cycles, cur = jnp.arange(k)[None, :], state["cur"][:, None]
             unfinished = (cycles == cur) | ((cycles == cur - 1) & (state["count"] < n_active)[:, None])
             return jnp.where(unfinished, jnp.nan, state["smallest"])
-        n_active = jnp.sum(final.active, axis=1).astype(jnp.int32)
         cycles = jnp.arange(k)[None, :]
         cur = state["cur"][:, None]
         # The two cycles still in the scalars: cur - 1 as if cur + 1 began, cur (no next).
-        smallest_value, count_value = self._written(state, n_active)
-        pending = cycles == cur - 1
-        smallest = jnp.where(pending, smallest_value[:, None], state["smallest"])
+        smallest = jnp.where(cycles == cur - 1, self._written(state)[:, None], state["smallest"])
         smallest = jnp.where(cycles == cur, jnp.nan, smallest)
-        counts = state["counts"] + jnp.where(pending, count_value[:, None], 0)
-        counts = counts + jnp.where(cycles == cur, (state["count"] - n_active)[:, None], 0)
-        # Decode: counts = count − n_active + (N + 1) L, with count − n_active in [−N, 0].
-        n = self.n_jobs
-        late = (counts + n) // (n + 1)
-        started = cycles <= cur
-        full = started & (counts - n * late >= 0)
-        ahead = started & (late > 0)
-        after = jnp.zeros((n_fleets, 1), bool)
-        full_next = jnp.concatenate([full[:, 1:], after], axis=1)
-        ahead_before = jnp.concatenate([after, ahead[:, :-1]], axis=1)
-        valid = full & full_next & ~ahead & ~ahead_before
+        # Cycle c is full when every active job fired it: its fire count exceeds c.
+        fewest = jnp.min(jnp.where(final.active, final.fire_count, np.iinfo(np.int32).max), axis=1)
+        full = cycles < fewest[:, None]
+        full_next = (cycles + 1 < fewest[:, None]) & (cycles + 1 < k)
+        ahead = smallest == -jnp.inf  # interleaves with the next cycle
+        ahead_before = jnp.concatenate([jnp.zeros((n_fleets, 1), bool), ahead[:, :-1]], axis=1)
+        valid = (cycles <= cur) & full & full_next & ~ahead & ~ahead_before
         return jnp.where(valid, smallest, jnp.nan)
 
 
@@ -543,8 +523,8 @@ def state_bytes(save: SaveAt, n_jobs: int, gap_fires: Optional[int], itemsize: i
     total = 0
     if save.writers:  # time and rises at N + 1 levels, the window and instant scalars
         total += (n_jobs + 1) * (itemsize + 4) + 4 * itemsize + 16
-    if save.gaps:  # a float and an int cell per cycle, the two open cycles' scalars
-        total += (gap_fires or 0) * (itemsize + 4) + 5 * itemsize + 24
+    if save.gaps:  # a cell per cycle, the two open cycles' scalars
+        total += (gap_fires or 0) * itemsize + 5 * itemsize + 8
     if save.jobs:  # the fast paths' three extra per-job columns (the general engine: five)
         total += 5 * n_jobs * itemsize
     return total

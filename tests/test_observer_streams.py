@@ -35,6 +35,11 @@ def _cut(rng, fire):
     return np.where(fire > rng.uniform(first, np.nanmax(fire)), np.nan, fire)
 
 
+def _fire_counts(fire):
+    """(1, N) firings per job of a stream (its finite fire times: a prefix of the cycles)."""
+    return jnp.asarray(np.sum(np.isfinite(fire), axis=1), jnp.int32)[None]
+
+
 def _view(time, fired, cycle):
     width = fired.shape[0]
     zeros = jnp.zeros(1, jnp.int32)
@@ -79,7 +84,7 @@ def test_gaps_observer_on_any_time_ordered_stream(seed, n_jobs, n_cycles, spread
             for i in rng.permutation(at):
                 state = observer.update(state, _view(t, np.ones(1, bool), [cycles[i]]), n_active)
     final = FinalView(time=jnp.array([np.nanmax(fire)]), async_fraction=jnp.zeros(1), active=jnp.asarray(active)[None],
-                      horizon=None, n_writers=jnp.zeros(1, jnp.int32))
+                      horizon=None, n_writers=jnp.zeros(1, jnp.int32), fire_count=_fire_counts(fire))
     got = np.asarray(observer.finalize(state, final, jnp.ones(1, bool)))[0]
     want = np.asarray(cj.smallest_gap(fire))
     np.testing.assert_array_equal(got, want)
@@ -93,7 +98,7 @@ def _gaps_of_stream(fire, stream, n_cycles):
     for t, c in stream:
         state = observer.update(state, _view(t, np.ones(1, bool), [c]), jnp.array([n_jobs], jnp.int32))
     final = FinalView(time=jnp.array([np.max(fire)]), async_fraction=jnp.zeros(1), active=jnp.ones((1, n_jobs), bool),
-                      horizon=None, n_writers=jnp.zeros(1, jnp.int32))
+                      horizon=None, n_writers=jnp.zeros(1, jnp.int32), fire_count=_fire_counts(fire))
     return np.asarray(observer.finalize(state, final, jnp.ones(1, bool)))[0]
 
 
@@ -106,6 +111,17 @@ def test_a_cycle_that_ends_as_the_next_begins_has_a_zero_gap_in_either_order():
     for stream in ([(0.0, 0), (1.0, 1), (1.0, 0), (2.0, 1), (2.5, 2), (3.0, 2)],
                    [(0.0, 0), (1.0, 0), (1.0, 1), (2.0, 1), (2.5, 2), (3.0, 2)]):
         np.testing.assert_array_equal(_gaps_of_stream(fire, stream, 3), want)
+
+
+def test_a_cycle_that_interleaves_with_the_one_before_is_nan():
+    # Job 0 fires cycle 1 (t = 0.9) before job 1 fires cycle 0 (t = 1): cycles 0 and 1
+    # interleave, so both are NaN although cycle 1 alone looks fine; cycle 2 is valid.
+    fire = np.array([[0.0, 0.9, 2.0, 3.0], [1.0, 1.5, 2.5, 3.5]])
+    want = np.asarray(cj.smallest_gap(fire))
+    np.testing.assert_array_equal(want, [np.nan, np.nan, 0.5, np.nan])
+    jobs, cycles = np.nonzero(np.isfinite(fire))
+    stream = sorted(zip(fire[jobs, cycles], cycles))
+    np.testing.assert_array_equal(_gaps_of_stream(fire, stream, 4), want)
 
 
 def test_two_late_firings_of_one_cycle_at_one_instant_keep_the_cycle_before_valid():
@@ -124,7 +140,7 @@ def test_two_late_firings_of_one_cycle_at_one_instant_keep_the_cycle_before_vali
         fired[jobs[at]], cycle[jobs[at]] = True, cycles[at]
         state = observer.update(state, _view(t, fired, cycle), jnp.array([4], jnp.int32))
     final = FinalView(time=jnp.array([7.0]), async_fraction=jnp.zeros(1), active=jnp.ones((1, 4), bool),
-                      horizon=None, n_writers=jnp.zeros(1, jnp.int32))
+                      horizon=None, n_writers=jnp.zeros(1, jnp.int32), fire_count=_fire_counts(fire))
     np.testing.assert_array_equal(np.asarray(observer.finalize(state, final, jnp.ones(1, bool)))[0], want)
 
 
@@ -148,7 +164,7 @@ def test_ordered_gaps_observer_on_cyclically_ordered_streams(seed, n_jobs, n_cyc
     for i in np.lexsort((jobs, cycles, fire[jobs, cycles])):
         state = observer.update(state, _view(fire[jobs[i], cycles[i]], np.ones(1, bool), [cycles[i]]), n_active)
     final = FinalView(time=jnp.array([np.nanmax(fire)]), async_fraction=jnp.zeros(1), active=jnp.ones((1, n_jobs), bool),
-                      horizon=None, n_writers=jnp.zeros(1, jnp.int32))
+                      horizon=None, n_writers=jnp.zeros(1, jnp.int32), fire_count=_fire_counts(fire))
     got = np.asarray(observer.finalize(state, final, jnp.ones(1, bool)))[0]
     np.testing.assert_array_equal(got, np.asarray(cj.smallest_gap(fire)))
 

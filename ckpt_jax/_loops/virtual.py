@@ -403,6 +403,7 @@ def advance(
             active=params.active,
             horizon=horizon if until else None,
             n_writers=carry.n_writers,
+            fire_count=slots[..., 2].astype(jnp.int32),
             write_time=write_time if entry else None,
             writes=writes if entry else None,
             completed_write_time=completed_write_time if entry else None,
