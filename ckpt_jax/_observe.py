@@ -309,10 +309,10 @@ class GapsObserver:
 
     def init(self, n_fleets, dtype):
         zero, inf = jnp.zeros(n_fleets, dtype), jnp.full(n_fleets, jnp.inf, dtype)
-        int_zero, no = jnp.zeros(n_fleets, jnp.int32), jnp.zeros(n_fleets, bool)
+        no = jnp.zeros(n_fleets, bool)
         if self.ordered:
             return dict(smallest=jnp.full((n_fleets, self.n_fires), jnp.nan, dtype), cur=jnp.full(n_fleets, -1, jnp.int32),
-                        last=zero, inner=inf, count=int_zero)
+                        last=zero, inner=inf)
         return dict(
             smallest=jnp.full((n_fleets, self.n_fires), jnp.nan, dtype),
             cur=jnp.full(n_fleets, -1, jnp.int32),  # newest cycle begun (-1: none)
@@ -345,7 +345,6 @@ class GapsObserver:
             cur=cur + begins.astype(jnp.int32),
             last=jnp.where(fired, t, state["last"]),
             inner=jnp.where(begins, jnp.inf, jnp.where(same, jnp.minimum(state["inner"], gap), state["inner"])),
-            count=jnp.where(begins, 1, state["count"] + same.astype(jnp.int32)),
         )
 
     def update(self, state, view: EventView, n_active):
@@ -402,23 +401,20 @@ class GapsObserver:
 
     def finalize(self, state, final: FinalView, complete):
         n_fleets, k = state["smallest"].shape
-        if self.ordered:  # cycle cur − 1 counts once cycle cur is full; cur has no next
-            n_active = jnp.sum(final.active, axis=1).astype(jnp.int32)
-            cycles, cur = jnp.arange(k)[None, :], state["cur"][:, None]
-            unfinished = (cycles == cur) | ((cycles == cur - 1) & (state["count"] < n_active)[:, None])
-            return jnp.where(unfinished, jnp.nan, state["smallest"])
         cycles = jnp.arange(k)[None, :]
         cur = state["cur"][:, None]
+        # A cycle counts only where the next one is full (every active job fired it, so its
+        # fire count exceeds c + 1), which implies the cycle itself is.
+        fewest = jnp.min(jnp.where(final.active, final.fire_count, np.iinfo(np.int32).max), axis=1)
+        next_full = (cycles + 1 < fewest[:, None]) & (cycles + 1 < k)
+        if self.ordered:  # every cycle before cur is written out; cur has no next
+            return jnp.where((cycles < cur) & next_full, state["smallest"], jnp.nan)
         # The two cycles still in the scalars: cur - 1 as if cur + 1 began, cur (no next).
         smallest = jnp.where(cycles == cur - 1, self._written(state)[:, None], state["smallest"])
         smallest = jnp.where(cycles == cur, jnp.nan, smallest)
-        # Cycle c is full when every active job fired it: its fire count exceeds c.
-        fewest = jnp.min(jnp.where(final.active, final.fire_count, np.iinfo(np.int32).max), axis=1)
-        full = cycles < fewest[:, None]
-        full_next = (cycles + 1 < fewest[:, None]) & (cycles + 1 < k)
         ahead = smallest == -jnp.inf  # interleaves with the next cycle
         ahead_before = jnp.concatenate([jnp.zeros((n_fleets, 1), bool), ahead[:, :-1]], axis=1)
-        valid = (cycles <= cur) & full & full_next & ~ahead & ~ahead_before
+        valid = (cycles <= cur) & next_full & ~ahead & ~ahead_before
         return jnp.where(valid, smallest, jnp.nan)
 
 
@@ -465,8 +461,8 @@ class JobsObserver:
         # A write end and the next firing can share an instant: the end counts first.
         open_write = jnp.where(view.fired & view.running[:, None], 0, open_write)
         new = dict(write_time=write_time, waiting_time=waiting_time, completed_write_time=completed, open_write=open_write)
-        if "writes" in state:
-            new["writes"] = state["writes"] + (view.recorded_end & view.running[:, None]).astype(jnp.int32)
+        if self.count_writes:
+            new["writes"] = state["writes"] + ended.astype(jnp.int32)
         return new
 
     def finalize(self, state, final: FinalView, complete):
@@ -516,6 +512,12 @@ def observers_for(save: SaveAt, n_jobs: int, stop_fires: Optional[int], gap_fire
     if save.jobs:
         chosen.append(JobsObserver(n_jobs, count_writes))
     return tuple(chosen)
+
+
+def completed_writes(fire_count, writing):
+    """(B, N) completed writes started by a firing after t = 0, where no failure abandons
+    one: every firing starts a write, and all but the one still open have ended."""
+    return fire_count - (writing & (fire_count >= 1)).astype(fire_count.dtype)
 
 
 def state_bytes(save: SaveAt, n_jobs: int, gap_fires: Optional[int], itemsize: int) -> int:

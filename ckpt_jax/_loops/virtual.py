@@ -382,11 +382,11 @@ def advance(
         trace = jnp.take_along_axis(trace, carry.position[:, :, None, None], axis=1)
         slots = jnp.take_along_axis(slots, carry.position[:, :, None], axis=1)
     writing = slots[..., 3] > 0
+    fire_count = slots[..., 2].astype(jnp.int32)
     entry = slots.shape[-1] > 4
     if entry:  # the jobs observer's column: + t_stop closes a write still in progress
         write_time = slots[..., 4] + jnp.where(writing, carry.time[:, None], 0)
-        count = slots[..., 2].astype(jnp.int32)
-        writes = count - (writing & (count >= 1)).astype(jnp.int32)  # not the write in progress
+        writes = _observe.completed_writes(fire_count, writing)
         completed_write_time = slots[..., 5]
     done = carry.time >= horizon if until else carry.n_finished >= carry.n_active
     return LoopResult(
@@ -403,7 +403,7 @@ def advance(
             active=params.active,
             horizon=horizon if until else None,
             n_writers=carry.n_writers,
-            fire_count=slots[..., 2].astype(jnp.int32),
+            fire_count=fire_count,
             write_time=write_time if entry else None,
             writes=writes if entry else None,
             completed_write_time=completed_write_time if entry else None,
