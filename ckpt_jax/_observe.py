@@ -163,16 +163,24 @@ class FinalView(NamedTuple):
     horizon: Optional[jax.Array]  # (B,) or None
     n_writers: jax.Array  # (B,) writers at the stop
     fire_count: Optional[jax.Array] = None  # (B, N) int firings since t = 0 (the gaps observer's fullness)
-    # The jobs observer's totals where the loop keeps them in its per-job rows (the fast
-    # paths rewrite the switching job's row every iteration anyway), else None.
-    write_time: Optional[jax.Array] = None  # (B, N) time spent writing, open write included
-    writes: Optional[jax.Array] = None  # (B, N) int completed writes
-    completed_write_time: Optional[jax.Array] = None  # (B, N) time in the writes counted in ``writes``
+    writes: Optional[jax.Array] = None  # (B, N) int completed writes, where the loop knows them
+    # The fast paths (one switch per iteration, per-slot observer rows), else None:
+    writing: Optional[jax.Array] = None  # (B, N) bool writing at the stop
+    slot_position: Optional[jax.Array] = None  # (B, N) slot of each job (the FIFO ring; None: slots are jobs)
     # The general engine's work accounting (docs/model.md §1c), else None.
     useful_work: Optional[jax.Array] = None  # (B, N) compute work saved by a completed write
     lost_work: Optional[jax.Array] = None  # (B, N) compute work lost to failures
     failures: Optional[jax.Array] = None  # (B, N) int failures
     down_time: Optional[jax.Array] = None  # (B, N) time spent restarting
+
+
+def job_order(per_slot, position):
+    """(B, N, ...) rows kept per slot, in job order: job j's row is the one at its slot
+    ``position[b, j]`` (the FIFO ring). ``position`` None: the slots are the jobs."""
+    if position is None:
+        return per_slot
+    index = position.reshape(position.shape + (1,) * (per_slot.ndim - 2))
+    return jnp.take_along_axis(per_slot, index, axis=1)
 
 
 def _window_state(n_fleets, dtype):
@@ -420,15 +428,20 @@ class GapsObserver:
 
 class JobsObserver:
     """`JobStats`: write time per interval (general engine, whose masks are dense anyway)
-    or, on the fast paths, from each write's duration, kept in the loop's per-job rows
-    (`FinalView.write_time`, `FinalView.writes`: the switching job's row is rewritten every
-    iteration anyway, so this costs no extra pass); completed writes; compute time as the
-    stop time minus the time not computing (writing with α = 0, waiting with α > 0).
+    or, on the fast paths (``per_switch``: one switch per iteration), from the switch
+    times; completed writes; compute time as the stop time minus the time not computing
+    (writing with α = 0, waiting with α > 0).
 
     Completed-write time: on the general engine, the time drained since the job's latest
     firing (``open_write``) is added to the total at a recorded write end and reset at a
     firing, so a write abandoned by a failure (the job fires again before it could end)
-    or still open at the stop adds nothing; the fast paths keep it in their rows.
+    or still open at the stop adds nothing.
+
+    The fast paths add each switch's time to one of three sums of the switching slot, in
+    one scatter: write ends of writes a firing started (A), the end of a write in
+    progress at t = 0 (E), firings (S); a second scatter keeps the time of each slot's
+    latest switch (L). Write time = A + E − S (+ t_stop while writing), completed-write
+    time = A − S (+ L, the firing of a write still open).
 
     Completed writes: counted per end only where ``count_writes`` (failures abandon
     writes); otherwise the loop hands them to ``finalize`` (`FinalView.writes`: every
@@ -436,11 +449,14 @@ class JobsObserver:
 
     name = "jobs"
 
-    def __init__(self, n_jobs: int, count_writes: bool = True):
+    def __init__(self, n_jobs: int, count_writes: bool = True, per_switch: bool = False):
         self.n_jobs = n_jobs
         self.count_writes = count_writes
+        self.per_switch = per_switch
 
     def init(self, n_fleets, dtype):
+        if self.per_switch:  # per slot: the sums A, E, S of the class docstring
+            return dict(sums=jnp.zeros((n_fleets, self.n_jobs, 3), dtype), latest=jnp.zeros((n_fleets, self.n_jobs), dtype))
         zeros = jnp.zeros((n_fleets, self.n_jobs), dtype)
         state = dict(write_time=zeros, waiting_time=zeros, completed_write_time=zeros, open_write=zeros)
         if self.count_writes:
@@ -448,8 +464,16 @@ class JobsObserver:
         return state
 
     def update(self, state, view: EventView, n_active):
-        if view.draining is None:  # the fast paths keep the totals in their per-job rows
-            return state
+        if self.per_switch:  # one switch per lane: its time goes to one sum of its slot
+            n_fleets = view.time.shape[0]
+            switched = (view.ended[:, 0] | view.fired[:, 0]) & view.running
+            slot = jnp.where(switched, jnp.arange(n_fleets) * self.n_jobs + view.job[:, 0], n_fleets * self.n_jobs)
+            which = jnp.where(view.fired[:, 0], 2, jnp.where(view.cycle[:, 0] >= 1, 0, 1))
+            times = jnp.where(which[:, None] == jnp.arange(3)[None, :], view.time[:, None], 0)
+            flat = state["sums"].reshape(n_fleets * self.n_jobs, 3)  # flat scatters (`record`)
+            flat = flat.at[slot].add(times, mode="drop", unique_indices=True)
+            latest = state["latest"].reshape(-1).at[slot].set(view.time, mode="drop", unique_indices=True)
+            return dict(sums=flat.reshape(state["sums"].shape), latest=latest.reshape(state["latest"].shape))
         # The general engine's masks are dense anyway (its columns are the jobs, in job
         # order): accumulate the interval.
         dt = jnp.where(view.running, view.dt, 0)[:, None]
@@ -466,8 +490,17 @@ class JobsObserver:
         return new
 
     def finalize(self, state, final: FinalView, complete):
-        if final.write_time is not None:
-            state = dict(state, write_time=final.write_time, completed_write_time=final.completed_write_time)
+        if "sums" in state:  # per_switch (`finalize` below builds observers without it)
+            sums = job_order(state["sums"], final.slot_position)
+            latest = job_order(state["latest"], final.slot_position)
+            ends, initial, fires = sums[..., 0], sums[..., 1], sums[..., 2]
+            writing = final.writing
+            opened = writing & (final.fire_count >= 1)  # its write was started by a firing
+            state = dict(
+                write_time=(ends - fires) + initial + jnp.where(writing, final.time[:, None], 0),
+                completed_write_time=(ends - fires) + jnp.where(opened, latest, 0),
+                waiting_time=jnp.zeros_like(ends),
+            )
         if final.writes is not None:
             state = dict(state, writes=final.writes)
         write_time = state["write_time"]
@@ -496,21 +529,22 @@ class JobsObserver:
 
 
 def observers_for(save: SaveAt, n_jobs: int, stop_fires: Optional[int], gap_fires: Optional[int],
-                  ordered: bool = False, count_writes: bool = True) -> tuple:
+                  ordered: bool = False, count_writes: bool = True, per_switch: bool = False) -> tuple:
     """The observer objects a `SaveAt` asks for, in a fixed order (static per run).
 
     ``stop_fires``: the K whose first write end closes the window (None: the horizon
     closes it); ``gap_fires``: the cycles the gaps observer keeps; ``ordered``: the loop
     fires the jobs in a fixed cyclic order (the FIFO path); ``count_writes``: the jobs
     observer counts completed writes itself (False: the loop reports them in
-    `FinalView.writes`)."""
+    `FinalView.writes`); ``per_switch``: the loop switches one job per iteration (the
+    fast paths)."""
     chosen = []
     if save.writers:
         chosen.append(WritersObserver(n_jobs, stop_fires))
     if save.gaps:
         chosen.append(GapsObserver(n_jobs, gap_fires, ordered))
     if save.jobs:
-        chosen.append(JobsObserver(n_jobs, count_writes))
+        chosen.append(JobsObserver(n_jobs, count_writes, per_switch))
     return tuple(chosen)
 
 
@@ -527,15 +561,15 @@ def state_bytes(save: SaveAt, n_jobs: int, gap_fires: Optional[int], itemsize: i
         total += (n_jobs + 1) * (itemsize + 4) + 4 * itemsize + 16
     if save.gaps:  # a cell per cycle, the two open cycles' scalars
         total += (gap_fires or 0) * itemsize + 5 * itemsize + 8
-    if save.jobs:  # the fast paths' three extra per-job columns (the general engine: five)
+    if save.jobs:  # the fast paths: four sums per job (the general engine: five)
         total += 5 * n_jobs * itemsize
     return total
 
 
 def init(save: SaveAt, n_jobs: int, stop_fires, gap_fires, n_fleets: int, dtype, ordered: bool = False,
-         count_writes: bool = True) -> tuple:
+         count_writes: bool = True, per_switch: bool = False) -> tuple:
     """The observers' initial states (buffers sized once, before the loop)."""
-    observers = observers_for(save, n_jobs, stop_fires, gap_fires, ordered, count_writes)
+    observers = observers_for(save, n_jobs, stop_fires, gap_fires, ordered, count_writes, per_switch)
     return tuple(o.init(n_fleets, dtype) for o in observers)
 
 

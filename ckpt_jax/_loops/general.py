@@ -421,6 +421,40 @@ def event_view(params: Params, before: Carry, after: Carry, running, fires, ends
     )
 
 
+class Event(NamedTuple):
+    """One iteration's switches, kept in the loop state until the next iteration's
+    observers read them (see `batched_advance`): the time before it, whether the lane ran,
+    and per job bit flags (1: fired, 2: ended, 4: was draining, 8: was waiting)."""
+
+    time: jax.Array  # (B,)
+    running: jax.Array  # (B,)
+    flags: jax.Array  # (B, N) int8
+
+
+def no_event(carry: Carry) -> Event:
+    """An iteration in which no lane ran: every observer leaves its state as it is."""
+    return Event(time=carry.time, running=jnp.zeros(carry.time.shape, bool), flags=jnp.zeros(carry.fire_count.shape, jnp.int8))
+
+
+def pack_event(before: Carry, running, fires, ends) -> Event:
+    bits = [fires, ends, before.draining, before.waiting]
+    flags = sum(bit.astype(jnp.int8) << i for i, bit in enumerate(bits))
+    return Event(time=before.time, running=running, flags=flags.astype(jnp.int8))
+
+
+def event_masks(event: Event):
+    """(fires, ends) of the event."""
+    return (event.flags & 1) > 0, (event.flags & 2) > 0
+
+
+def unpack_event(event: Event, after: Carry) -> Carry:
+    """The fields of the carry before the event that `event_view` reads, from the carry
+    after it: a firing adds one to its job's fire count (failures never change it)."""
+    fires, _ = event_masks(event)
+    return after._replace(time=event.time, fire_count=after.fire_count - fires.astype(jnp.int32),
+                          draining=(event.flags & 4) > 0, waiting=(event.flags & 8) > 0)
+
+
 def batched_advance(
     params: Params,
     state,
@@ -439,7 +473,9 @@ def batched_advance(
     """Steps a batch of fleets (leading axis B) until each is done, failed or at event_limit.
 
     ``state`` is ``(carry, observer states, horizon)``; the observers (`ckpt_jax._observe`)
-    are updated once per step, inside the loop. ``n_fires`` is the stop count K (or a huge
+    are updated once per step, inside the loop, one iteration late: each step's switches
+    wait in the loop state as an `Event` (as on the fast paths, `virtual.advance`: read
+    from memory, not recomputed inside every observer kernel). ``n_fires`` is the stop count K (or a huge
     count with ``until``); ``stop_fires`` the K the observers' window closes at (None: the
     horizon closes it).
     """
@@ -453,9 +489,15 @@ def batched_advance(
     def cond(loop):
         return jnp.any(loop[-1])
 
+    def observe(obs, event, after):
+        view = event_view(params, unpack_event(event, after), after, event.running, *event_masks(event), n_fires, use_async)
+        return tuple(o.update(state_o, view, n_active) for o, state_o in zip(observers, obs))
+
     def body(loop):
         # The running mask is computed once per iteration and carried to the next test.
-        carry, obs, horizon, running = loop
+        carry, obs, horizon, event, running = loop
+        if observers:  # the previous iteration's event, now read from the loop state
+            obs = observe(obs, event, carry)
         new, fire_slot, end_slot, fires, ends = switch_all(
             params, carry, running, n_fires, use_delay, use_jitter, horizon if until else None, use_async, sharing,
             use_failures,
@@ -465,12 +507,14 @@ def batched_advance(
             end_times=record(new.end_times, end_slot, new.time),
         )
         if observers:
-            view = event_view(params, carry, new, running, fires, ends, n_fires, use_async)
-            obs = tuple(o.update(state_o, view, n_active) for o, state_o in zip(observers, obs))
-        return new, obs, horizon, still(new, horizon)
+            event = pack_event(carry, running, fires, ends)
+        return new, obs, horizon, event, still(new, horizon)
 
     carry, obs, horizon = state
-    carry, obs, horizon, _ = jax.lax.while_loop(cond, body, (carry, obs, horizon, still(carry, horizon)))
+    carry, obs, horizon, event, _ = jax.lax.while_loop(
+        cond, body, (carry, obs, horizon, no_event(carry), still(carry, horizon)))
+    if observers:  # the last iteration's event
+        obs = observe(obs, event, carry)
     return carry, obs, horizon
 
 STATIC = ("n_fires", "use_delay", "use_jitter", "use_async", "save", "until", "stop_fires", "gap_fires", "sharing",

@@ -71,12 +71,9 @@ class VirtualCarry(NamedTuple):
       compute_hi, compute_lo: (B,) the compute clock, likewise.
       position: (B, N) int32 ring position of each job (FIFO; the identity on the clock
         path).
-      slots: (B N, 4 or 7) per slot (FIFO: ring position; clock: job): the clock value
+      slots: (B N, 4) per slot (FIFO: ring position; clock: job): the clock value
         (double-word: columns 0, 1) at which that job's phase ends, its fire count so far
-        (column 2, exact in floats), whether it writes (column 3: 1.0 or 0.0) and, for
-        the jobs observer, its write ends minus its firings (column 4: its time spent
-        writing, less t_stop while it writes), its time in completed writes started by a
-        firing after t = 0 (column 5) and its latest firing time (column 6).
+        (column 2, exact in floats) and whether it writes (column 3: 1.0 or 0.0).
       trace: (B N K 2,) per slot, cycle k and kind (0: firing, 1: end of that write), the
         time; NaN until written.
       write_head: (B,) int32 ring position of the oldest writer (FIFO path only).
@@ -134,14 +131,14 @@ def fleet_constants(params: Params, clock: bool):
     return works, params.throughput.reshape(-1), params.cap
 
 
-def init_carry(params: Params, state_phase, state_remaining, n_fires: int, clock: bool = False, entry: bool = False) -> VirtualCarry:
+def init_carry(params: Params, state_phase, state_remaining, n_fires: int, clock: bool = False) -> VirtualCarry:
     """The batched carry (leading axis B) at t = 0.
 
     FIFO: slots are ring positions. Ring order: writers by remaining volume, then
     computing jobs by remaining work, then padding; each queue is then sorted by target
     (entry order), as the FIFO needs. Clock: slots are jobs (the ring is the identity)
     and inactive slots get an infinite target. ``n_fires`` is the trace's length K (0:
-    no trace); ``entry`` adds the jobs observer's slot columns.
+    no trace).
     """
     dtype = params.compute.dtype
     n_fleets, n_jobs = params.compute.shape
@@ -149,7 +146,7 @@ def init_carry(params: Params, state_phase, state_remaining, n_fires: int, clock
     remaining = state_remaining.astype(dtype)
     position, target, writing = (clock_loop if clock else fifo_loop).slots(params, writing, remaining)
     zeros = jnp.zeros_like(target)
-    columns = [target, zeros, zeros, writing.astype(dtype)] + ([zeros, zeros, zeros] if entry else [])
+    columns = [target, zeros, zeros, writing.astype(dtype)]
     slots = jnp.stack(columns, axis=-1)
     zero = jnp.zeros(n_fleets, dtype)
     int_zero = jnp.zeros(n_fleets, jnp.int32)
@@ -279,16 +276,6 @@ def switch(constants, params, carry: VirtualCarry, running, event_limit, n_fires
         jnp.where(ends, compute_hi, write_hi), jnp.where(ends, compute_lo, write_lo), jnp.where(ends, next_compute, next_write)
     )
     columns = [target_hi, target_lo, (count + fires.astype(jnp.int32)).astype(dtype), fires.astype(dtype)]
-    entry = carry.slots.shape[1] > 4
-    if entry:
-        # The jobs observer lives in the switching job's row, rewritten here anyway (one
-        # column: a wider row costs every iteration): its time spent writing, as the sum
-        # of its write ends minus its firings (a firing subtracts t, a write end adds t).
-        columns.append(jnp.where(ends, write_head_row[:, 4] + time, compute_head_row[:, 4] - time))
-        # A write end started by a firing (count >= 1) adds its span since that firing.
-        span = jnp.where(count >= 1, time - write_head_row[:, 6], 0)
-        columns.append(jnp.where(ends, write_head_row[:, 5] + span, compute_head_row[:, 5]))
-        columns.append(jnp.where(ends, write_head_row[:, 6], time))
     row = jnp.stack(columns, axis=-1)
     switched = ends | fires
     slots = carry.slots.at[jnp.where(switched, fleet * n_jobs + pos, n_fleets * n_jobs)].set(
@@ -336,6 +323,52 @@ def switch(constants, params, carry: VirtualCarry, running, event_limit, n_fires
     ), view
 
 
+class Event(NamedTuple):
+    """One iteration's switch, kept in the loop state until the next iteration's observers
+    read it (see `advance`): its dt, its count (`EventView.cycle`) and bit flags (1:
+    running, 2: time advanced, 4: a firing, 8: a write end; the slot above them)."""
+
+    dt: jax.Array
+    count: jax.Array
+    flags: jax.Array
+
+
+def no_event(n_fleets, dtype) -> Event:
+    """An iteration in which no lane ran: every observer leaves its state as it is."""
+    int_zero = jnp.zeros(n_fleets, jnp.int32)
+    return Event(dt=jnp.zeros(n_fleets, dtype), count=int_zero, flags=int_zero)
+
+
+def pack_event(view: EventView) -> Event:
+    flags = (view.running.astype(jnp.int32) | (view.advanced.astype(jnp.int32) << 1)
+             | (view.fired[:, 0].astype(jnp.int32) << 2) | (view.ended[:, 0].astype(jnp.int32) << 3)
+             | (view.job[:, 0] << 4))
+    return Event(dt=view.dt, count=view.cycle[:, 0], flags=flags)
+
+
+def event_view(event: Event, carry: VirtualCarry, n_fires) -> EventView:
+    """The `EventView` of the iteration that led to ``carry``, from its `Event`."""
+    flags, count = event.flags, event.count
+    fires, ends = (flags & 4) > 0, (flags & 8) > 0
+    return EventView(
+        time=carry.time,
+        dt=event.dt,
+        advanced=(flags & 2) > 0,
+        running=(flags & 1) > 0,
+        n_writers=carry.n_writers + ends.astype(jnp.int32) - fires.astype(jnp.int32),
+        n_writers_after=carry.n_writers,
+        fired=fires[:, None],
+        ended=ends[:, None],
+        recorded_end=(ends & (count >= 1))[:, None],
+        job=(flags >> 4)[:, None],
+        cycle=count[:, None],
+        draining=None,
+        waiting=None,
+        first_fires=(fires & (count == 0)).astype(jnp.int32),
+        last_ends=(ends & (count == n_fires)).astype(jnp.int32),
+    )
+
+
 def advance(
     params: Params,
     carry: VirtualCarry,
@@ -351,12 +384,19 @@ def advance(
 ) -> LoopResult:
     """Switches jobs of a batch of fleets (leading axis B) until each is done or stopped
     (with ``until``: at its horizon), updating the observers once per iteration; returns
-    the final state in job order."""
+    the final state in job order.
+
+    The observers see each iteration's switch one iteration later, as an `Event` in the
+    loop state (and the last one after the loop): the same updates in the same order,
+    but they read the switch from memory. Read in the iteration that computes it, XLA:CPU
+    recomputes the whole switch decision (due, dt, who switches) inside every observer
+    kernel: all three observers on the clock path ran at 0.76 of the trace's events/s,
+    and at 1.1 this way (benchmarks/observers_bench.py)."""
     constants = fleet_constants(params, clock)
     n_fleets, n_jobs = carry.position.shape
     fleet = jnp.arange(n_fleets)[:, None]
-    observers = _observe.observers_for(save, n_jobs, stop_fires, gap_fires, ordered=not clock)
-    obs = _observe.init(save, n_jobs, stop_fires, gap_fires, n_fleets, carry.time.dtype, ordered=not clock)
+    observers = _observe.observers_for(save, n_jobs, stop_fires, gap_fires, ordered=not clock, per_switch=True)
+    obs = _observe.init(save, n_jobs, stop_fires, gap_fires, n_fleets, carry.time.dtype, ordered=not clock, per_switch=True)
     n_active = carry.n_active
 
     def still(c):
@@ -365,29 +405,30 @@ def advance(
         return still_running(c)
 
     def cond(state):
-        return jnp.any(state[-1])
+        return jnp.any(state[2])
+
+    def observe(obs, event, carry):
+        view = event_view(event, carry, n_fires)
+        return tuple(o.update(state_o, view, n_active) for o, state_o in zip(observers, obs))
 
     def body(state):
-        carry, obs, running = state
+        carry, obs, running, event = state
+        if observers:  # the previous iteration's event, now read from the loop state
+            obs = observe(obs, event, carry)
         carry, view = switch(constants, params, carry, running, event_limit, n_fires, clock, use_jitter,
                               horizon if until else None)
-        obs = tuple(o.update(state_o, view, n_active) for o, state_o in zip(observers, obs))
-        return carry, obs, still(carry)
+        return carry, obs, still(carry), (pack_event(view) if observers else event)
 
-    carry, obs, _ = jax.lax.while_loop(cond, body, (carry, obs, still(carry)))
+    carry, obs, _, event = jax.lax.while_loop(cond, body, (carry, obs, still(carry), no_event(n_fleets, carry.time.dtype)))
+    if observers:  # the last iteration's event
+        obs = observe(obs, event, carry)
     trace_len = carry.trace.shape[0] // max(1, 2 * n_fleets * n_jobs)
     trace = carry.trace.reshape(n_fleets, n_jobs, trace_len, 2)
     slots = carry.slots.reshape(n_fleets, n_jobs, -1)
-    if not clock:  # ring position -> job: job j's row is the one at its ring position
-        trace = jnp.take_along_axis(trace, carry.position[:, :, None, None], axis=1)
-        slots = jnp.take_along_axis(slots, carry.position[:, :, None], axis=1)
+    position = None if clock else carry.position  # ring position -> job
+    trace, slots = _observe.job_order(trace, position), _observe.job_order(slots, position)
     writing = slots[..., 3] > 0
     fire_count = slots[..., 2].astype(jnp.int32)
-    entry = slots.shape[-1] > 4
-    if entry:  # the jobs observer's column: + t_stop closes a write still in progress
-        write_time = slots[..., 4] + jnp.where(writing, carry.time[:, None], 0)
-        writes = _observe.completed_writes(fire_count, writing)
-        completed_write_time = slots[..., 5]
     done = carry.time >= horizon if until else carry.n_finished >= carry.n_active
     return LoopResult(
         time=carry.time,
@@ -404,9 +445,9 @@ def advance(
             horizon=horizon if until else None,
             n_writers=carry.n_writers,
             fire_count=fire_count,
-            write_time=write_time if entry else None,
-            writes=writes if entry else None,
-            completed_write_time=completed_write_time if entry else None,
+            writes=_observe.completed_writes(fire_count, writing),
+            writing=writing,
+            slot_position=position,
         ),
     )
 
@@ -417,5 +458,5 @@ def init_and_advance(part, event_limit, *, trace_len: int, **static) -> LoopResu
     """`init_carry` + `advance` of one block of fleets ``part = (params, phase,
     remaining, horizon)``; also what `sharding.sharded_loop` runs per device."""
     params, phase, remaining, horizon = part
-    carry = init_carry(params, phase, remaining, trace_len, static["clock"], entry=static["save"].jobs)
+    carry = init_carry(params, phase, remaining, trace_len, static["clock"])
     return advance(params, carry, event_limit, horizon=horizon, **static)
