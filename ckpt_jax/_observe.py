@@ -174,6 +174,21 @@ class FinalView(NamedTuple):
     down_time: Optional[jax.Array] = None  # (B, N) time spent restarting
 
 
+def row_reductions(*terms):
+    """Per row of (B, M) arrays, several reductions in one pass (a variadic
+    `jax.lax.reduce`; on XLA:CPU each separate reduction is one more pass over the batch).
+    ``terms``: ``(values, "sum" | "min")`` pairs; returns one (B,) array per term."""
+    values = tuple(v for v, _ in terms)
+    kinds = tuple(k for _, k in terms)
+    init = tuple(jnp.zeros((), v.dtype) if k == "sum" else jnp.array(jnp.iinfo(v.dtype).max if jnp.issubdtype(v.dtype, jnp.integer)
+                 else jnp.inf, v.dtype) for v, k in terms)
+
+    def combine(a, b):
+        return tuple(x + y if k == "sum" else jnp.minimum(x, y) for x, y, k in zip(a, b, kinds))
+
+    return jax.lax.reduce(values, init, combine, (1,))
+
+
 def job_order(per_slot, position):
     """(B, N, ...) rows kept per slot, in job order: job j's row is the one at its slot
     ``position[b, j]`` (the FIFO ring). ``position`` None: the slots are the jobs."""
@@ -363,11 +378,14 @@ class GapsObserver:
         fired = view.fired & view.running[:, None] & (view.cycle < k)
         offset = view.cycle - cur[:, None]
 
-        def how_many(mask):
-            return jnp.sum(mask & fired, axis=1).astype(jnp.int32)
-
-        n_prev, n_cur, n_next = how_many(offset == -1), how_many(offset == 0), how_many(offset == 1)
         late = fired & (offset <= -2)
+
+        def how_many(mask):
+            return ((mask & fired).astype(jnp.int32), "sum")
+
+        n_prev, n_cur, n_next, lowest = row_reductions(
+            how_many(offset == -1), how_many(offset == 0), how_many(offset == 1),
+            (jnp.where(late, view.cycle, k).astype(jnp.int32), "min"))
         # Cycle cur - 1 at t >= first: interleaved if later, else a tie (a gap of zero).
         tie = t == state["first"]
         prev_ahead = state["prev_ahead"] | ((n_prev > 0) & ~tie)
@@ -391,7 +409,6 @@ class GapsObserver:
         # one c' is NaN anyway, as is c' + 1, since the job that fired c late has yet to fire
         # them, after their successors began (a late or interleaved firing, marked when it
         # is the lowest of its instant) or never (then they are not full).
-        lowest = jnp.min(jnp.where(late, view.cycle, k), axis=1)
         if width == 1:  # one firing: either it begins a cycle or it is late, one cell
             cell = jnp.where(write, row, lowest)
             value = jnp.where(write, self._written(state), -jnp.inf)

@@ -401,14 +401,21 @@ def event_view(params: Params, before: Carry, after: Carry, running, fires, ends
     (``waiting`` is None without asynchronous checkpoints: nobody waits)."""
     n_fleets, n_jobs = params.compute.shape
     writers = params.active & before.draining
+
+    def count(mask):
+        return (mask.astype(jnp.int32), "sum")
+
+    n_writers, n_writers_after, first_fires, last_ends = _observe.row_reductions(
+        count(writers), count(params.active & after.draining), count(fires & (before.fire_count == 0)),
+        count(ends & (before.fire_count == n_fires)))
     dt = after.time - before.time
     return EventView(
         time=after.time,
         dt=dt,
         advanced=dt > 0,
         running=running,
-        n_writers=jnp.sum(writers, axis=1).astype(jnp.int32),
-        n_writers_after=jnp.sum(params.active & after.draining, axis=1).astype(jnp.int32),
+        n_writers=n_writers,
+        n_writers_after=n_writers_after,
         fired=fires,
         ended=ends,
         recorded_end=ends & (before.fire_count >= 1),
@@ -416,8 +423,8 @@ def event_view(params: Params, before: Carry, after: Carry, running, fires, ends
         cycle=before.fire_count,
         draining=writers,
         waiting=params.active & before.waiting if use_async else None,
-        first_fires=jnp.sum(fires & (before.fire_count == 0), axis=1).astype(jnp.int32),
-        last_ends=jnp.sum(ends & (before.fire_count == n_fires), axis=1).astype(jnp.int32),
+        first_fires=first_fires,
+        last_ends=last_ends,
     )
 
 
