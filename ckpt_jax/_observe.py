@@ -202,7 +202,6 @@ def _window_state(n_fleets, dtype):
     # Shared by the window-based observers: counters that open and close the window.
     return dict(
         n_fired=jnp.zeros(n_fleets, jnp.int32),
-        n_ended=jnp.zeros(n_fleets, jnp.int32),
         t_start=jnp.full(n_fleets, jnp.nan, dtype),
         t_stop=jnp.full(n_fleets, jnp.nan, dtype),
     )
@@ -221,14 +220,13 @@ class _Window:
 
     @staticmethod
     def update(state, view: EventView, n_active, has_stop: bool):
-        open_before = (state["n_fired"] >= n_active) & ((state["n_ended"] == 0) | (not has_stop))
+        # t_stop is set (not NaN) from the iteration of the first K-th write end on.
+        open_before = (state["n_fired"] >= n_active) & (jnp.isnan(state["t_stop"]) | (not has_stop))
         n_fired = state["n_fired"] + jnp.where(view.running, view.first_fires, 0)
-        n_ended = state["n_ended"] + jnp.where(view.running, view.last_ends, 0)
         opens = jnp.isnan(state["t_start"]) & (n_fired >= n_active)
-        closes = jnp.isnan(state["t_stop"]) & (n_ended > 0) & has_stop
+        closes = jnp.isnan(state["t_stop"]) & view.running & (view.last_ends > 0) & has_stop
         new = dict(
             n_fired=n_fired,
-            n_ended=n_ended,
             t_start=jnp.where(opens, view.time, state["t_start"]),
             t_stop=jnp.where(closes, view.time, state["t_stop"]),
         )
