@@ -28,7 +28,6 @@ coordinated.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import os
 import warnings
@@ -41,6 +40,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from . import _manifest
 from ._io import atomic_write
 from ._validate import check_int
 from ._params import check_method
@@ -53,7 +53,6 @@ if TYPE_CHECKING:
 __all__ = ["MANIFEST", "EnsembleMismatchError", "EnsembleResult", "random_launches", "run_ensemble"]
 
 MANIFEST = "manifest.json"
-_FORMAT = "ckpt_jax.ensemble/1"
 # Per-fleet arrays every chunk file holds besides reduce's: the trace's own verdict.
 _VERDICT = ("ok", "status")
 # Scalars every chunk file holds: which chunk of which ensemble (manifest fingerprint) it is.
@@ -66,7 +65,6 @@ _TRACE_ARRAYS = ("fire_times", "end_times")
 _RUN_ARRAYS = ("n_events", "time")
 # simulate options that may pass through, and those that decide the results.
 _SIMULATE_OPTIONS = ("max_events", "queue_size", "method", "throw", "devices")
-_RESULT_OPTIONS = ("max_events", "queue_size", "method")
 
 
 class EnsembleMismatchError(ValueError):
@@ -174,14 +172,14 @@ def random_launches(compute, write, *, key: jax.Array, cap=None, throughput=None
         keys = jax.vmap(jax.random.fold_in, in_axes=(None, 0))(key, index)
         return fleet, random_state(fleet, keys)
 
-    make_chunk.config = _jsonable({
+    make_chunk.config = _manifest.jsonable({
         "make_chunk": "random_launches",
         "compute": template.compute, "write": template.write,
         "cap": None if np.isinf(template.cap) else template.cap,
         "throughput": template.throughput,
         "delay": template.delay, "async_fraction": template.async_fraction,
         "dtype": str(template.dtype),
-        "key": _key_description(key),
+        "key": _manifest.key_description(key),
         **non_default_sharing(template),  # absent for defaults: older manifests still match
     })
     return make_chunk
@@ -274,7 +272,7 @@ def run_ensemble(
         key = _typed_key(key, "key")
         if key.shape not in ((), (n_fleets,)):
             raise ValueError(f"key must be a single PRNG key or have shape ({n_fleets},), got {key.shape}")
-    manifest = _manifest(n_fleets, chunk_size, n_fires, jitter, key, options, getattr(make_chunk, "config", None), config, save)
+    manifest = _manifest.manifest(n_fleets, chunk_size, n_fires, jitter, key, options, getattr(make_chunk, "config", None), config, save)
 
     bounds = chunk_bounds(n_fleets, chunk_size)
     chunks: list = [None] * len(bounds)
@@ -453,7 +451,7 @@ def _prepare(out: Path, manifest: dict, resume: bool) -> None:
             saved = json.loads(path.read_text())
         except (OSError, ValueError) as err:
             raise EnsembleMismatchError(f"{path} is unreadable ({err}); rerun with resume=False to start over", out) from None
-        differences = _differences(saved, manifest) if isinstance(saved, dict) else ["not a JSON object"]
+        differences = _manifest.differences(saved, manifest) if isinstance(saved, dict) else ["not a JSON object"]
         if differences:
             raise EnsembleMismatchError(
                 f"{out} holds another ensemble ({'; '.join(differences)}); rerun with resume=False "
@@ -465,93 +463,6 @@ def _prepare(out: Path, manifest: dict, resume: bool) -> None:
     elif any(out.glob("chunk-*.npz")):
         raise EnsembleMismatchError(f"{out} holds chunk files but no {MANIFEST}; rerun with resume=False to discard them", out)
     atomic_write(path, lambda handle: handle.write((json.dumps(manifest, indent=2) + "\n").encode()))
-
-
-# -- manifest ----------------------------------------------------------------------------
-def _manifest(n_fleets, chunk_size, n_fires, jitter, key, options, chunk_config, config, save=None) -> dict:
-    """The manifest: what the chunks are results of, as canonical JSON values.
-
-    ``save`` is recorded where it is not the default (the full trace only), so ensembles
-    saved before `SaveAt` existed keep their fingerprint and resume."""
-    fields = {
-        "n_fleets": n_fleets,
-        "chunk_size": chunk_size,
-        "n_fires": n_fires,
-        "jitter": _array_description(jitter),
-        "key": None if key is None else _key_description(key),
-        "simulate_options": {name: options[name] for name in _RESULT_OPTIONS if name in options},
-        "make_chunk": chunk_config,
-        "config": config,
-    }
-    if save is not None:
-        fields["save"] = dataclasses.asdict(save)
-    try:
-        fields = _jsonable(fields)
-    except (TypeError, ValueError) as err:
-        raise ValueError(f"config must be JSON-serializable: {err}") from None
-    return {"format": _FORMAT, **fields, "fingerprint": hashlib.sha256(_canonical(fields).encode()).hexdigest()}
-
-
-def _differences(saved: dict, manifest: dict) -> list:
-    """What differs between a saved manifest and this run's, one line per field."""
-    if saved.get("format") != _FORMAT:
-        return [f"format {saved.get('format')!r} != {_FORMAT!r}"]
-    from . import SaveAt
-
-    # A field left out where it has its default value (``save``) compares as that value.
-    defaults = {"save": _jsonable(dataclasses.asdict(SaveAt()))}
-    lines = []
-    names = list(manifest) + [name for name in saved if name not in manifest]
-    for name in names:
-        value = manifest.get(name, defaults.get(name))
-        old = saved.get(name, defaults.get(name))
-        if name in ("format", "fingerprint") or _canonical(old) == _canonical(value):
-            continue
-        if isinstance(old, dict) and isinstance(value, dict):
-            for item in sorted(set(old) | set(value)):
-                if _canonical(old.get(item)) != _canonical(value.get(item)):
-                    lines.append(f"{name}[{item!r}]: saved {_short(old.get(item))}, now {_short(value.get(item))}")
-        else:
-            lines.append(f"{name}: saved {_short(old)}, now {_short(value)}")
-    if not lines and saved.get("fingerprint") != manifest["fingerprint"]:
-        lines.append("fingerprint differs")
-    return lines
-
-
-def _jsonable(value):
-    """``value`` as plain JSON values (arrays become lists), as it reads back from a file."""
-    return json.loads(_canonical(value))
-
-
-def _canonical(value) -> str:
-    return json.dumps(value, sort_keys=True, default=_json_default)
-
-
-def _json_default(value):
-    if isinstance(value, (np.ndarray, jax.Array)):
-        return np.asarray(value).tolist()
-    if isinstance(value, np.generic):
-        return value.item()
-    raise TypeError(f"{type(value).__name__} is not JSON-serializable")
-
-
-def _short(value) -> str:
-    text = _canonical(value)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-def _array_description(value):
-    """Small arrays as JSON values, large ones by their SHA-256 (enough to tell them apart)."""
-    if value is None:
-        return None
-    value = np.asarray(value)
-    if value.size <= 16:
-        return value.tolist()
-    return {"shape": list(value.shape), "dtype": str(value.dtype), "sha256": hashlib.sha256(value.tobytes()).hexdigest()}
-
-
-def _key_description(key):
-    return {"impl": str(jax.random.key_impl(key)), "data": _array_description(jax.random.key_data(key))}
 
 
 def _typed_key(key, name: str) -> jax.Array:

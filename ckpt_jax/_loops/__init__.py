@@ -5,6 +5,7 @@ running fleet and hands the observers an `EventView` of the event just taken, an
 result in job order (`LoopResult`) that `ckpt_jax._simulate` turns into a `Trace`.
 
 * `general` — the exact O(N) step for every variant (delay, asynchronous checkpoints);
+* `events` — what a loop keeps of an iteration for its observers (read one iteration late);
 * `virtual` — the virtual-clock machinery shared by the two fast loops:
   * `fifo` — identical deterministic jobs: a fixed ring, O(1) per switch;
   * `clock` — any T_i, d_i and jitter: a per-phase argmin.

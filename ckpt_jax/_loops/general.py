@@ -24,11 +24,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _observe
-from .._observe import EventView, FinalView, SaveAt, observers_for
-from .._params import MAX_FIRES, Params, computing_mask, jitter_work, phase_rates, snapped
+from .._observe import FinalView, SaveAt, observers_for
+from .._params import Params, computing_mask, jitter_work, phase_rates, snapped
 from .._sharing import Sharing, compute_speed, controller_load, fcfs_head, write_rates
 from .._status import Status, flag
 from . import LoopResult, failures
+from .events import Instant
 from . import record as record_cells
 
 __all__ = ["Carry", "init_carry", "step", "advance", "advance_to_firing", "batched_advance", "run_chunked", "init_and_advance",
@@ -395,73 +396,6 @@ def still_running(params: Params, carry: Carry, n_fires: int, event_limit, horiz
     return unfinished & (carry.status == STATUS_OK) & (carry.n_events < event_limit)
 
 
-def event_view(params: Params, before: Carry, after: Carry, running, fires, ends, n_fires: int,
-               use_async: bool = True) -> EventView:
-    """The general engine's iteration as observers see it: one instant, all N jobs
-    (``waiting`` is None without asynchronous checkpoints: nobody waits)."""
-    n_fleets, n_jobs = params.compute.shape
-    writers = params.active & before.draining
-
-    def count(mask):
-        return (mask.astype(jnp.int32), "sum")
-
-    n_writers, n_writers_after, first_fires, last_ends = _observe.row_reductions(
-        count(writers), count(params.active & after.draining), count(fires & (before.fire_count == 0)),
-        count(ends & (before.fire_count == n_fires)))
-    dt = after.time - before.time
-    return EventView(
-        time=after.time,
-        dt=dt,
-        advanced=dt > 0,
-        running=running,
-        n_writers=n_writers,
-        n_writers_after=n_writers_after,
-        fired=fires,
-        ended=ends,
-        recorded_end=ends & (before.fire_count >= 1),
-        job=jnp.broadcast_to(jnp.arange(n_jobs, dtype=jnp.int32), (n_fleets, n_jobs)),
-        cycle=before.fire_count,
-        draining=writers,
-        waiting=params.active & before.waiting if use_async else None,
-        first_fires=first_fires,
-        last_ends=last_ends,
-    )
-
-
-class Event(NamedTuple):
-    """One iteration's switches, kept in the loop state until the next iteration's
-    observers read them (see `batched_advance`): the time before it, whether the lane ran,
-    and per job bit flags (1: fired, 2: ended, 4: was draining, 8: was waiting)."""
-
-    time: jax.Array  # (B,)
-    running: jax.Array  # (B,)
-    flags: jax.Array  # (B, N) int8
-
-
-def no_event(carry: Carry) -> Event:
-    """An iteration in which no lane ran: every observer leaves its state as it is."""
-    return Event(time=carry.time, running=jnp.zeros(carry.time.shape, bool), flags=jnp.zeros(carry.fire_count.shape, jnp.int8))
-
-
-def pack_event(before: Carry, running, fires, ends) -> Event:
-    bits = [fires, ends, before.draining, before.waiting]
-    flags = sum(bit.astype(jnp.int8) << i for i, bit in enumerate(bits))
-    return Event(time=before.time, running=running, flags=flags.astype(jnp.int8))
-
-
-def event_masks(event: Event):
-    """(fires, ends) of the event."""
-    return (event.flags & 1) > 0, (event.flags & 2) > 0
-
-
-def unpack_event(event: Event, after: Carry) -> Carry:
-    """The fields of the carry before the event that `event_view` reads, from the carry
-    after it: a firing adds one to its job's fire count (failures never change it)."""
-    fires, _ = event_masks(event)
-    return after._replace(time=event.time, fire_count=after.fire_count - fires.astype(jnp.int32),
-                          draining=(event.flags & 4) > 0, waiting=(event.flags & 8) > 0)
-
-
 def batched_advance(
     params: Params,
     state,
@@ -480,10 +414,8 @@ def batched_advance(
     """Steps a batch of fleets (leading axis B) until each is done, failed or at event_limit.
 
     ``state`` is ``(carry, observer states, horizon)``; the observers (`ckpt_jax._observe`)
-    are updated once per step, inside the loop, one iteration late: each step's switches
-    wait in the loop state as an `Event` (as on the fast paths, `virtual.advance`: read
-    from memory, not recomputed inside every observer kernel). ``n_fires`` is the stop count K (or a huge
-    count with ``until``); ``stop_fires`` the K the observers' window closes at (None: the
+    are updated once per step, inside the loop, one iteration late (`events.Instant`).
+    ``n_fires`` is the stop count K (or a huge count with ``until``); ``stop_fires`` the K the observers' window closes at (None: the
     horizon closes it).
     """
     switch_all = jax.vmap(switch, in_axes=(0, 0, 0, None, None, None, 0 if until else None, None, None, None))
@@ -497,7 +429,7 @@ def batched_advance(
         return jnp.any(loop[-1])
 
     def observe(obs, event, after):
-        view = event_view(params, unpack_event(event, after), after, event.running, *event_masks(event), n_fires, use_async)
+        view = event.view(params, after, n_fires, use_async)
         return tuple(o.update(state_o, view, n_active) for o, state_o in zip(observers, obs))
 
     def body(loop):
@@ -514,12 +446,12 @@ def batched_advance(
             end_times=record(new.end_times, end_slot, new.time),
         )
         if observers:
-            event = pack_event(carry, running, fires, ends)
+            event = Instant.of(carry, running, fires, ends)
         return new, obs, horizon, event, still(new, horizon)
 
     carry, obs, horizon = state
     carry, obs, horizon, event, _ = jax.lax.while_loop(
-        cond, body, (carry, obs, horizon, no_event(carry), still(carry, horizon)))
+        cond, body, (carry, obs, horizon, Instant.none(carry), still(carry, horizon)))
     if observers:  # the last iteration's event
         obs = observe(obs, event, carry)
     return carry, obs, horizon

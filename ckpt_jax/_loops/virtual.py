@@ -47,6 +47,7 @@ from .._params import Params, jitter_work, phase_rates, snapped
 from .._status import Status
 from . import LoopResult, record
 from . import clock as clock_loop
+from .events import Switch
 from . import fifo as fifo_loop
 
 __all__ = ["VirtualCarry", "init_carry", "advance", "init_and_advance", "STATIC"]
@@ -323,52 +324,6 @@ def switch(constants, params, carry: VirtualCarry, running, event_limit, n_fires
     ), view
 
 
-class Event(NamedTuple):
-    """One iteration's switch, kept in the loop state until the next iteration's observers
-    read it (see `advance`): its dt, its count (`EventView.cycle`) and bit flags (1:
-    running, 2: time advanced, 4: a firing, 8: a write end; the slot above them)."""
-
-    dt: jax.Array
-    count: jax.Array
-    flags: jax.Array
-
-
-def no_event(n_fleets, dtype) -> Event:
-    """An iteration in which no lane ran: every observer leaves its state as it is."""
-    int_zero = jnp.zeros(n_fleets, jnp.int32)
-    return Event(dt=jnp.zeros(n_fleets, dtype), count=int_zero, flags=int_zero)
-
-
-def pack_event(view: EventView) -> Event:
-    flags = (view.running.astype(jnp.int32) | (view.advanced.astype(jnp.int32) << 1)
-             | (view.fired[:, 0].astype(jnp.int32) << 2) | (view.ended[:, 0].astype(jnp.int32) << 3)
-             | (view.job[:, 0] << 4))
-    return Event(dt=view.dt, count=view.cycle[:, 0], flags=flags)
-
-
-def event_view(event: Event, carry: VirtualCarry, n_fires) -> EventView:
-    """The `EventView` of the iteration that led to ``carry``, from its `Event`."""
-    flags, count = event.flags, event.count
-    fires, ends = (flags & 4) > 0, (flags & 8) > 0
-    return EventView(
-        time=carry.time,
-        dt=event.dt,
-        advanced=(flags & 2) > 0,
-        running=(flags & 1) > 0,
-        n_writers=carry.n_writers + ends.astype(jnp.int32) - fires.astype(jnp.int32),
-        n_writers_after=carry.n_writers,
-        fired=fires[:, None],
-        ended=ends[:, None],
-        recorded_end=(ends & (count >= 1))[:, None],
-        job=(flags >> 4)[:, None],
-        cycle=count[:, None],
-        draining=None,
-        waiting=None,
-        first_fires=(fires & (count == 0)).astype(jnp.int32),
-        last_ends=(ends & (count == n_fires)).astype(jnp.int32),
-    )
-
-
 def advance(
     params: Params,
     carry: VirtualCarry,
@@ -386,15 +341,10 @@ def advance(
     (with ``until``: at its horizon), updating the observers once per iteration; returns
     the final state in job order.
 
-    The observers see each iteration's switch one iteration later, as an `Event` in the
-    loop state (and the last one after the loop): the same updates in the same order,
-    but they read the switch from memory. Read in the iteration that computes it, XLA:CPU
-    recomputes the whole switch decision (due, dt, who switches) inside every observer
-    kernel: all three observers on the clock path ran at 0.76 of the trace's events/s,
-    and at 1.1 this way (benchmarks/observers_bench.py)."""
+    The observers see each iteration's switch one iteration later, from the loop state
+    (`events.Switch`), and the last one after the loop."""
     constants = fleet_constants(params, clock)
     n_fleets, n_jobs = carry.position.shape
-    fleet = jnp.arange(n_fleets)[:, None]
     observers = _observe.observers_for(save, n_jobs, stop_fires, gap_fires, ordered=not clock, per_switch=True)
     obs = _observe.init(save, n_jobs, stop_fires, gap_fires, n_fleets, carry.time.dtype, ordered=not clock, per_switch=True)
     n_active = carry.n_active
@@ -408,7 +358,7 @@ def advance(
         return jnp.any(state[2])
 
     def observe(obs, event, carry):
-        view = event_view(event, carry, n_fires)
+        view = event.view(carry, n_fires)
         return tuple(o.update(state_o, view, n_active) for o, state_o in zip(observers, obs))
 
     def body(state):
@@ -417,9 +367,9 @@ def advance(
             obs = observe(obs, event, carry)
         carry, view = switch(constants, params, carry, running, event_limit, n_fires, clock, use_jitter,
                               horizon if until else None)
-        return carry, obs, still(carry), (pack_event(view) if observers else event)
+        return carry, obs, still(carry), (Switch.of(view) if observers else event)
 
-    carry, obs, _, event = jax.lax.while_loop(cond, body, (carry, obs, still(carry), no_event(n_fleets, carry.time.dtype)))
+    carry, obs, _, event = jax.lax.while_loop(cond, body, (carry, obs, still(carry), Switch.none(n_fleets, carry.time.dtype)))
     if observers:  # the last iteration's event
         obs = observe(obs, event, carry)
     trace_len = carry.trace.shape[0] // max(1, 2 * n_fleets * n_jobs)

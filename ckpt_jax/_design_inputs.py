@@ -1,0 +1,102 @@
+"""What `ckpt_jax.design` optimises over and the checks of its inputs: the unconstrained
+parametrisation of intervals and launch offsets, group labels and per-job bounds."""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .model import Fleet
+
+__all__ = ["LAUNCHES", "interval_from_theta", "offset_from_theta", "theta_from_interval", "labels_of", "check_inputs",
+           "job_bounds"]
+
+LAUNCHES = ("synchronous", "random")
+
+
+# -- parametrisation -------------------------------------------------------------------
+
+
+def interval_from_theta(theta, bounds):
+    """Intervals ``T = lo·(hi/lo)^sigmoid(θ)`` in (lo, hi) from unconstrained θ (any shape;
+    ``lo`` and ``hi`` numbers or arrays that broadcast against θ, e.g. one per group)."""
+    lo, hi = bounds
+    return lo * jnp.exp(jnp.log(hi / lo) * jax.nn.sigmoid(jnp.asarray(theta)))
+
+
+def offset_from_theta(theta):
+    """Launch offsets as fractions ``θ mod 1`` of the cycle, in [0, 1), from unconstrained θ."""
+    return jnp.mod(jnp.asarray(theta), 1.0)
+
+
+def theta_from_interval(intervals, bounds):
+    """The inverse of `interval_from_theta`; intervals are clipped just inside (lo, hi)."""
+    lo, hi = bounds
+    fraction = np.log(np.asarray(intervals, np.float64) / lo) / np.log(hi / lo)
+    fraction = np.clip(fraction, 1e-6, 1 - 1e-6)
+    return np.log(fraction) - np.log1p(-fraction)
+
+
+# -- validation ------------------------------------------------------------------------
+
+
+def labels_of(groups, n_jobs: int, name: str) -> np.ndarray:
+    """(N,) labels 0..G-1 (in the sorted order of ``groups``); one per job for None."""
+    if groups is None:
+        return np.arange(n_jobs)
+    groups = np.asarray(groups)
+    if groups.shape != (n_jobs,) or not np.issubdtype(groups.dtype, np.integer):
+        raise ValueError(f"{name} must be None or an integer array of shape ({n_jobs},), got "
+                         f"{groups.dtype} of shape {groups.shape}")
+    return np.unique(groups, return_inverse=True)[1].reshape(n_jobs)
+
+
+def check_inputs(fleet, bounds, horizon, n_draws, n_pairs, groups, launch):
+    if not isinstance(fleet, Fleet):
+        raise ValueError(f"fleet must be a ckpt_jax.Fleet, got {type(fleet).__name__}")
+    if fleet.batch_shape != ():
+        raise ValueError(f"fleet must be a single fleet (batch shape ()), got batch shape {fleet.batch_shape}")
+    mtbf = np.asarray(fleet.mtbf)[np.asarray(fleet.active)]
+    if not np.all(np.isfinite(mtbf)):
+        raise ValueError("fleet must have a finite mtbf for every active job (Fleet(..., mtbf=M)): "
+                         "without failures there is nothing to checkpoint against")
+    n_jobs = fleet.n_jobs
+    lo, hi = job_bounds(bounds, n_jobs)
+    try:
+        horizon = float(horizon)
+    except (TypeError, ValueError):
+        raise ValueError(f"horizon must be a number > 0 and finite, got {horizon!r}") from None
+    if not (0 < horizon < math.inf):
+        raise ValueError(f"horizon must be > 0 and finite, got {horizon!r}")
+    for name, value in (("n_draws", n_draws), ("n_pairs", n_pairs)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+            raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+    if launch not in LAUNCHES:
+        raise ValueError(f"launch must be one of {', '.join(map(repr, LAUNCHES))}, got {launch!r}")
+    labels = labels_of(groups, n_jobs, "groups")
+    # One θ per group maps through one pair of bounds: the group's jobs must share it.
+    _, first = np.unique(labels, return_index=True)  # labels are 0..G-1
+    group_lo, group_hi = lo[first], hi[first]
+    if not (np.array_equal(group_lo[labels], lo) and np.array_equal(group_hi[labels], hi)):
+        raise ValueError("bounds must be the same for every job of a group (one interval per group)")
+    return (lo, hi), (group_lo, group_hi), horizon, labels
+
+
+def job_bounds(bounds, n_jobs: int):
+    """(lo, hi), each (N,) float64, from a pair of numbers or of (N,) arrays."""
+    rule = f"bounds must be a pair (lo, hi), each a number or an array of shape ({n_jobs},), with 0 < lo < hi finite"
+    try:
+        lo, hi = bounds
+        lo, hi = np.asarray(lo, np.float64), np.asarray(hi, np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"{rule}, got {bounds!r}") from None
+    for value in (lo, hi):
+        if value.shape not in ((), (n_jobs,)):
+            raise ValueError(f"{rule}, got shapes {lo.shape} and {hi.shape}")
+    lo, hi = np.broadcast_to(lo, (n_jobs,)).copy(), np.broadcast_to(hi, (n_jobs,)).copy()
+    if not (np.all(np.isfinite(lo) & np.isfinite(hi)) and np.all(lo > 0) and np.all(hi > lo)):
+        raise ValueError(f"{rule}, got {bounds!r}")
+    return lo, hi
