@@ -483,7 +483,7 @@ class JobsObserver:
             n_fleets = view.time.shape[0]
             switched = (view.ended[:, 0] | view.fired[:, 0]) & view.running
             slot = jnp.where(switched, jnp.arange(n_fleets) * self.n_jobs + view.job[:, 0], n_fleets * self.n_jobs)
-            which = jnp.where(view.fired[:, 0], 2, jnp.where(view.cycle[:, 0] >= 1, 0, 1))
+            which = jnp.where(view.fired[:, 0], 2, jnp.where(view.recorded_end[:, 0], 0, 1))
             times = jnp.where(which[:, None] == jnp.arange(3)[None, :], view.time[:, None], 0)
             flat = state["sums"].reshape(n_fleets * self.n_jobs, 3)  # flat scatters (`record`)
             flat = flat.at[slot].add(times, mode="drop", unique_indices=True)

@@ -5,8 +5,9 @@ per-fleet values and bit flags) and builds the observers' `EventView` from it at
 the next iteration, and once more after the loop for the last one: the same updates in the
 same order. Read in the iteration that computes them, XLA:CPU recomputes the whole switch
 decision (due, dt, who switches: fusions of 100-136 ops) inside every observer kernel; read
-from the loop state they are loaded from memory. On the clock path all three observers went
-from 0.76 to about 1.1 of the trace's events/s (benchmarks/observers_bench.py).
+from the loop state they are loaded from memory. In paired runs at that change, all three
+observers on the clock path went from 0.76 to 1.06-1.11 of the trace's events/s
+(benchmarks/observers_bench.py; the README has the latest full run).
 
 * `Switch` — the fast paths (`ckpt_jax._loops.virtual`): one job switches per iteration;
 * `Instant` — the general engine (`ckpt_jax._loops.general`): every due job of an instant.
@@ -39,14 +40,16 @@ class Switch(NamedTuple):
         return Switch(dt=jnp.zeros(n_fleets, dtype), count=int_zero, flags=int_zero)
 
     @staticmethod
-    def of(view: EventView) -> "Switch":
-        flags = (view.running.astype(jnp.int32) | (view.advanced.astype(jnp.int32) << 1)
-                 | (view.fired[:, 0].astype(jnp.int32) << 2) | (view.ended[:, 0].astype(jnp.int32) << 3)
-                 | (view.job[:, 0] << 4))
-        return Switch(dt=view.dt, count=view.cycle[:, 0], flags=flags)
+    def of(*, dt, count, slot, running, advanced, fired, ended) -> "Switch":
+        """The iteration's switch, all (B,): ``count`` the switching job's fire count before
+        it, ``slot`` its slot."""
+        flags = (running.astype(jnp.int32) | (advanced.astype(jnp.int32) << 1) | (fired.astype(jnp.int32) << 2)
+                 | (ended.astype(jnp.int32) << 3) | (slot.astype(jnp.int32) << 4))
+        return Switch(dt=dt, count=count, flags=flags)
 
     def view(self, after, n_fires) -> EventView:
-        """The `EventView` of the iteration that led to the loop carry ``after``."""
+        """The `EventView` of the iteration that led to the loop carry ``after`` (one
+        column: M = 1; ``job`` is the slot, a ring position on the FIFO path)."""
         flags, count = self.flags, self.count
         fires, ends = (flags & 4) > 0, (flags & 8) > 0
         return EventView(

@@ -42,7 +42,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _observe
-from .._observe import EventView, FinalView, SaveAt
+from .._observe import FinalView, SaveAt
 from .._params import Params, jitter_work, phase_rates, snapped
 from .._status import Status
 from . import LoopResult, record
@@ -195,7 +195,7 @@ def switch(constants, params, carry: VirtualCarry, running, event_limit, n_fires
     scatter indices are out of range). With a ``horizon`` (B,) a fleet whose next event
     lies beyond it advances to it exactly and switches nobody.
 
-    Returns ``(carry, view)``, the `EventView` of this iteration (one column: M = 1).
+    Returns ``(carry, event)``, this iteration's `events.Switch` for the observers.
     """
     works, throughput, cap = constants
     dtype = carry.time.dtype
@@ -285,23 +285,7 @@ def switch(constants, params, carry: VirtualCarry, running, event_limit, n_fires
     write_head = carry.write_head if clock else fifo_loop.next_write_head(write_pos, ends, n_active)
     n_writers_after = n_writers - ends.astype(jnp.int32) + fires.astype(jnp.int32)
     last_end = ends & (count == n_fires)
-    view = EventView(
-        time=time,
-        dt=dt,
-        advanced=advance,
-        running=running,
-        n_writers=n_writers,
-        n_writers_after=n_writers_after,
-        fired=fires[:, None],
-        ended=ends[:, None],
-        recorded_end=(ends & (count >= 1))[:, None],
-        job=pos.astype(jnp.int32)[:, None],  # a slot: observers that need jobs keep per-slot rows
-        cycle=count[:, None],
-        draining=None,
-        waiting=None,
-        first_fires=(fires & (count == 0)).astype(jnp.int32),
-        last_ends=last_end.astype(jnp.int32),
-    )
+    event = Switch.of(dt=dt, count=count, slot=pos, running=running, advanced=advance, fired=fires, ended=ends)
     return VirtualCarry(
         time=time,
         write_hi=write_hi,
@@ -321,7 +305,7 @@ def switch(constants, params, carry: VirtualCarry, running, event_limit, n_fires
         | jnp.where(running & (stall > 2 * carry.n_active), STATUS_STALLED, 0).astype(jnp.int32),
         halted=halted,
         stall=stall,
-    ), view
+    ), event
 
 
 def advance(
@@ -365,9 +349,9 @@ def advance(
         carry, obs, running, event = state
         if observers:  # the previous iteration's event, now read from the loop state
             obs = observe(obs, event, carry)
-        carry, view = switch(constants, params, carry, running, event_limit, n_fires, clock, use_jitter,
-                              horizon if until else None)
-        return carry, obs, still(carry), (Switch.of(view) if observers else event)
+        carry, new_event = switch(constants, params, carry, running, event_limit, n_fires, clock, use_jitter,
+                                  horizon if until else None)
+        return carry, obs, still(carry), (new_event if observers else event)
 
     carry, obs, _, event = jax.lax.while_loop(cond, body, (carry, obs, still(carry), Switch.none(n_fleets, carry.time.dtype)))
     if observers:  # the last iteration's event
