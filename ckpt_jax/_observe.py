@@ -442,25 +442,27 @@ class GapsObserver:
 
 
 class JobsObserver:
-    """`JobStats`: write time per interval (general engine, whose masks are dense anyway)
-    or, on the fast paths (``per_switch``: one switch per iteration), from the switch
-    times; completed writes; compute time as the stop time minus the time not computing
-    (writing with α = 0, waiting with α > 0).
+    """`JobStats`: write time and completed-write time from the switch times, or, with
+    failures (general engine, ``count_writes``), per interval; completed writes; compute
+    time as the stop time minus the time not computing (writing with α = 0, waiting with
+    α > 0, accumulated per interval).
 
-    Completed-write time: on the general engine, the time drained since the job's latest
-    firing (``open_write``) is added to the total at a recorded write end and reset at a
-    firing, so a write abandoned by a failure (the job fires again before it could end)
-    or still open at the stop adds nothing.
+    From the switch times: per job, the write ends of writes a firing started (A), the end
+    of a write in progress at t = 0 (E), the firings (S) and the latest firing (L). Write
+    time = A + E − S (+ t_stop while writing), completed-write time = A − S (+ L, the
+    firing of a write still open). The fast paths (``per_switch``: one switch per
+    iteration) add each switch's time to one of three sums of the switching slot in one
+    scatter, and keep the time of each slot's latest switch in a second one. The general
+    engine keeps A − S, E and L as three dense arrays, each updated from its own old value
+    only (XLA then copies none of them per iteration).
 
-    The fast paths add each switch's time to one of three sums of the switching slot, in
-    one scatter: write ends of writes a firing started (A), the end of a write in
-    progress at t = 0 (E), firings (S); a second scatter keeps the time of each slot's
-    latest switch (L). Write time = A + E − S (+ t_stop while writing), completed-write
-    time = A − S (+ L, the firing of a write still open).
-
-    Completed writes: counted per end only where ``count_writes`` (failures abandon
-    writes); otherwise the loop hands them to ``finalize`` (`FinalView.writes`: every
-    firing starts a write, and all but the one still open have ended)."""
+    With failures a write can be abandoned (the job fails and fires again before the write
+    could end), so the general engine accumulates per interval instead: the time drained
+    since the job's latest firing (``open_write``) is added to the completed-write time at a
+    recorded write end and reset at a firing, so an abandoned write, or one still open at
+    the stop, adds nothing; and it counts completed writes per end. Otherwise the loop
+    hands them to ``finalize`` (`FinalView.writes`: every firing starts a write, and all
+    but the one still open have ended)."""
 
     name = "jobs"
 
@@ -473,10 +475,10 @@ class JobsObserver:
         if self.per_switch:  # per slot: the sums A, E, S of the class docstring
             return dict(sums=jnp.zeros((n_fleets, self.n_jobs, 3), dtype), latest=jnp.zeros((n_fleets, self.n_jobs), dtype))
         zeros = jnp.zeros((n_fleets, self.n_jobs), dtype)
-        state = dict(write_time=zeros, waiting_time=zeros, completed_write_time=zeros, open_write=zeros)
-        if self.count_writes:
-            state["writes"] = jnp.zeros((n_fleets, self.n_jobs), jnp.int32)
-        return state
+        if not self.count_writes:  # no failures: every write ends or is open at the stop
+            return dict(ends_less_fires=zeros, initial=zeros, latest=zeros, waiting_time=zeros)
+        return dict(write_time=zeros, waiting_time=zeros, completed_write_time=zeros, open_write=zeros,
+                    writes=jnp.zeros((n_fleets, self.n_jobs), jnp.int32))
 
     def update(self, state, view: EventView, n_active):
         if self.per_switch:  # one switch per lane: its time goes to one sum of its slot
@@ -490,31 +492,44 @@ class JobsObserver:
             latest = state["latest"].reshape(-1).at[slot].set(view.time, mode="drop", unique_indices=True)
             return dict(sums=flat.reshape(state["sums"].shape), latest=latest.reshape(state["latest"].shape))
         # The general engine's masks are dense anyway (its columns are the jobs, in job
-        # order): accumulate the interval.
+        # order).
         dt = jnp.where(view.running, view.dt, 0)[:, None]
-        write_time = state["write_time"] + jnp.where(view.draining, dt, 0)
         waiting_time = state["waiting_time"] if view.waiting is None else state["waiting_time"] + jnp.where(view.waiting, dt, 0)
+        if not self.count_writes:  # no failures: the switch times, as on the fast paths
+            t = view.time[:, None]
+            fired, ended = view.fired & view.running[:, None], view.ended & view.running[:, None]
+            recorded = view.recorded_end & view.running[:, None]
+            # Each array is updated from its own old value only (no copy of it per iteration).
+            return dict(
+                ends_less_fires=state["ends_less_fires"] + (jnp.where(recorded, t, 0) - jnp.where(fired, t, 0)),
+                initial=jnp.where(ended & ~recorded, t, state["initial"]),
+                latest=jnp.where(fired, t, state["latest"]),
+                waiting_time=waiting_time,
+            )
+        # With failures (a failure abandons the write in progress): accumulate the interval.
+        write_time = state["write_time"] + jnp.where(view.draining, dt, 0)
         open_write = state["open_write"] + jnp.where(view.draining, dt, 0)
         ended = view.recorded_end & view.running[:, None]
         completed = state["completed_write_time"] + jnp.where(ended, open_write, 0)
         # A write end and the next firing can share an instant: the end counts first.
         open_write = jnp.where(view.fired & view.running[:, None], 0, open_write)
-        new = dict(write_time=write_time, waiting_time=waiting_time, completed_write_time=completed, open_write=open_write)
-        if self.count_writes:
-            new["writes"] = state["writes"] + ended.astype(jnp.int32)
-        return new
+        return dict(write_time=write_time, waiting_time=waiting_time, completed_write_time=completed, open_write=open_write,
+                    writes=state["writes"] + ended.astype(jnp.int32))
 
     def finalize(self, state, final: FinalView, complete):
         if "sums" in state:  # per_switch (`finalize` below builds observers without it)
             sums = job_order(state["sums"], final.slot_position)
             latest = job_order(state["latest"], final.slot_position)
             ends, initial, fires = sums[..., 0], sums[..., 1], sums[..., 2]
+            state = dict(ends_less_fires=ends - fires, initial=initial, latest=latest, waiting_time=jnp.zeros_like(ends))
+        if "ends_less_fires" in state:  # from switch times: the fast paths, the general engine without failures
             writing = final.writing
             opened = writing & (final.fire_count >= 1)  # its write was started by a firing
+            difference = state["ends_less_fires"]
             state = dict(
-                write_time=(ends - fires) + initial + jnp.where(writing, final.time[:, None], 0),
-                completed_write_time=(ends - fires) + jnp.where(opened, latest, 0),
-                waiting_time=jnp.zeros_like(ends),
+                write_time=difference + state["initial"] + jnp.where(writing, final.time[:, None], 0),
+                completed_write_time=difference + jnp.where(opened, state["latest"], 0),
+                waiting_time=state["waiting_time"],
             )
         if final.writes is not None:
             state = dict(state, writes=final.writes)
@@ -576,7 +591,7 @@ def state_bytes(save: SaveAt, n_jobs: int, gap_fires: Optional[int], itemsize: i
         total += (n_jobs + 1) * (itemsize + 4) + 4 * itemsize + 16
     if save.gaps:  # a cell per cycle, the two open cycles' scalars
         total += (gap_fires or 0) * itemsize + 5 * itemsize + 8
-    if save.jobs:  # the fast paths: four sums per job (the general engine: five)
+    if save.jobs:  # the fast paths: four sums per job (the general engine: four or five)
         total += 5 * n_jobs * itemsize
     return total
 

@@ -140,24 +140,28 @@ CPU_BLOCK_BYTES = 16 * 2**20
 
 CPU_MIN_BLOCK = 1024
 
-# ... and never above CPU_MAX_BLOCK fleets, whatever the state's size: a block's loop runs
-# until its slowest fleet is done, so smaller blocks idle fewer finished lanes. B = 1e4,
-# N = 32, K = 11 on the clock path without a trace: blocks of 2,048 ran 7-10% faster than
-# one block of 10^4 (quiet 2-core machine, paired rounds).
-CPU_MAX_BLOCK = 2048
+# ... and never above CPU_MAX_BLOCK[path] fleets, whatever the state's size: a block's loop
+# runs until its slowest fleet is done, so smaller blocks idle fewer finished lanes, and its
+# per-job rows stay in the cores' own caches. B = 1e4, N = 32 on 2 cores (paired rounds,
+# 2026-12-01): on the clock path, blocks of 1,024 ran 1.06x (trace) and 1.15x (all three
+# observers) faster than blocks of 2,048 at K = 11, and 1.10x (observers) at K = 200; the
+# FIFO path's O(1) switch gains nothing from them (blocks of 2,048: 1.07x the trace's, 1.2x
+# the observers' events/s of blocks of 1,024).
+CPU_MAX_BLOCK = {"fifo": 2048, "clock": 1024}
 
 
-def block_size(params: Params, trace_len: int, save: SaveAt = SaveAt(), gap_fires=None) -> int:
+def block_size(params: Params, trace_len: int, save: SaveAt = SaveAt(), gap_fires=None, clock: bool = False) -> int:
     """Fleets per CPU block: as many as keep the loop state (per-job rows, the trace and
-    the observers' state) within `CPU_BLOCK_BYTES`, at most `CPU_MAX_BLOCK`; all fleets on
-    other platforms."""
+    the observers' state) within `CPU_BLOCK_BYTES`, at most `CPU_MAX_BLOCK` of the path
+    (``clock``: the clock path, else FIFO); all fleets on other platforms."""
     n_fleets, n_jobs = params.compute.shape
     platforms = {device.platform for device in params.compute.devices()}
     if platforms != {"cpu"}:
         return n_fleets
     itemsize = params.compute.dtype.itemsize
     per_fleet = n_jobs * (2 * trace_len + 5) * itemsize + _observe.state_bytes(save, n_jobs, gap_fires, itemsize)
-    return min(n_fleets, CPU_MAX_BLOCK, max(CPU_MIN_BLOCK, CPU_BLOCK_BYTES // per_fleet))
+    largest = CPU_MAX_BLOCK["clock" if clock else "fifo"]
+    return min(n_fleets, largest, max(CPU_MIN_BLOCK, CPU_BLOCK_BYTES // per_fleet))
 
 
 def advance_blocks(params: Params, phase, remaining, horizon, event_limit, *, n_blocks: int, **static) -> LoopResult:
@@ -186,7 +190,7 @@ def run_blocks(params: Params, phase, remaining, horizon, event_limit, *, progre
     call per group of blocks, so the bar moves. Returns the `LoopResult` of all fleets.
     """
     n_fleets = params.compute.shape[0]
-    block = block_size(params, static["trace_len"], static["save"], static["gap_fires"])
+    block = block_size(params, static["trace_len"], static["save"], static["gap_fires"], static["clock"])
     n_blocks = -(-n_fleets // block)
     block = -(-n_fleets // n_blocks)  # equal blocks: pad by fewer than n_blocks inert fleets
     params, phase, remaining, horizon = pad_inert(params, phase, remaining, block, horizon)

@@ -533,6 +533,7 @@ def result(params, carry, observers, horizon, *, n_fires, until, use_failures=Fa
         n_writers=jnp.sum(writing, axis=1).astype(jnp.int32),
         fire_count=carry.fire_count,
         writes=None if use_failures else _observe.completed_writes(carry.fire_count, writing),
+        writing=writing,
         **({} if carry.work is None else dict(
             useful_work=carry.work.useful_work, lost_work=carry.work.lost_work, failures=carry.work.failures,
             down_time=carry.work.down_time)),
