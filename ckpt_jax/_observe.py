@@ -164,8 +164,8 @@ class FinalView(NamedTuple):
     n_writers: jax.Array  # (B,) writers at the stop
     fire_count: Optional[jax.Array] = None  # (B, N) int firings since t = 0 (the gaps observer's fullness)
     writes: Optional[jax.Array] = None  # (B, N) int completed writes, where the loop knows them
+    writing: Optional[jax.Array] = None  # (B, N) bool writing at the stop (the jobs observer's open writes)
     # The fast paths (one switch per iteration, per-slot observer rows), else None:
-    writing: Optional[jax.Array] = None  # (B, N) bool writing at the stop
     slot_position: Optional[jax.Array] = None  # (B, N) slot of each job (the FIFO ring; None: slots are jobs)
     # The general engine's work accounting (docs/model.md §1c), else None.
     useful_work: Optional[jax.Array] = None  # (B, N) compute work saved by a completed write
@@ -443,9 +443,9 @@ class GapsObserver:
 
 class JobsObserver:
     """`JobStats`: write time and completed-write time from the switch times, or, with
-    failures (general engine, ``count_writes``), per interval; completed writes; compute
-    time as the stop time minus the time not computing (writing with α = 0, waiting with
-    α > 0, accumulated per interval).
+    failures (general engine, ``count_writes``: writes can be abandoned), per interval;
+    completed writes; compute time as the stop time minus the time not computing (writing
+    with α = 0, waiting with α > 0, accumulated per interval).
 
     From the switch times: per job, the write ends of writes a firing started (A), the end
     of a write in progress at t = 0 (E), the firings (S) and the latest firing (L). Write
@@ -564,9 +564,11 @@ def observers_for(save: SaveAt, n_jobs: int, stop_fires: Optional[int], gap_fire
 
     ``stop_fires``: the K whose first write end closes the window (None: the horizon
     closes it); ``gap_fires``: the cycles the gaps observer keeps; ``ordered``: the loop
-    fires the jobs in a fixed cyclic order (the FIFO path); ``count_writes``: the jobs
-    observer counts completed writes itself (False: the loop reports them in
-    `FinalView.writes`); ``per_switch``: the loop switches one job per iteration (the
+    fires the jobs in a fixed cyclic order (the FIFO path); ``count_writes``: a write can be
+    abandoned (failures), so the jobs observer counts completed writes and accumulates
+    write time per interval itself (False: every write ends or is open at the stop; the
+    loop reports the completed writes in `FinalView.writes` and the times come from the
+    switch times); ``per_switch``: the loop switches one job per iteration (the
     fast paths)."""
     chosen = []
     if save.writers:

@@ -415,8 +415,8 @@ def batched_advance(
 
     ``state`` is ``(carry, observer states, horizon)``; the observers (`ckpt_jax._observe`)
     are updated once per step, inside the loop, one iteration late (`events.Instant`).
-    ``n_fires`` is the stop count K (or a huge count with ``until``); ``stop_fires`` the K the observers' window closes at (None: the
-    horizon closes it).
+    ``n_fires`` is the stop count K (or a huge count with ``until``); ``stop_fires`` the K
+    the observers' window closes at (None: the horizon closes it).
     """
     switch_all = jax.vmap(switch, in_axes=(0, 0, 0, None, None, None, 0 if until else None, None, None, None))
     observers = observers_for(save, params.compute.shape[1], stop_fires, gap_fires, count_writes=use_failures)
