@@ -2,7 +2,8 @@
 budgets and size checks (docs/model.md §1).
 
 Every loop (general, FIFO, clock) computes its rates with `phase_rates` and decides
-simultaneity with `snapped`, so the three agree bit for bit where they overlap.
+simultaneity with `snapped` (at a horizon: `to_horizon`), so the three agree bit for bit
+where they overlap.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from ._validate import check_fleet_offset, check_int, check_key, check_memory, r
 from .model import Fleet
 
 __all__ = [
-    "Params", "SNAP_ULPS", "MAX_FIRES", "METHODS", "flat_params", "jitter_work", "phase_rates", "snapped",
+    "Params", "SNAP_ULPS", "MAX_FIRES", "METHODS", "flat_params", "jitter_work", "phase_rates", "snapped", "to_horizon",
     "computing_mask", "default_max_events", "failure_events", "time_bound", "check_time_bound", "check_horizon",
     "fires_before", "trace_bytes", "check_trace_memory", "check_jitter", "check_method", "batch_keys",
     "check_failure_times", "listed_failure_events",
@@ -92,6 +93,18 @@ def snapped(time_to_end, left, work, dt, clock, dtype):
     T's ulps but far below the clock's."""
     eps = jnp.finfo(dtype).eps * SNAP_ULPS
     return (time_to_end <= dt + eps * clock) | (left <= eps * work)
+
+
+def to_horizon(dt, clock, horizon, dtype):
+    """The step to take with a ``horizon``: ``dt`` (to the next event) clamped to it, and
+    the whole way to it where the event lies within `SNAP_ULPS` ulps of the horizon on
+    either side. The snapping rule applied at the horizon, written once for every loop:
+    the event and the horizon are simultaneous to working precision, so the jobs due then
+    switch at H, and a fleet never takes a last step of a few ulps to reach H
+    (docs/model.md §1 "The horizon")."""
+    left = jnp.maximum(horizon - clock, 0)
+    eps = jnp.finfo(dtype).eps * SNAP_ULPS
+    return jnp.where(dt >= left - eps * horizon, left, dt)
 
 
 def computing_mask(params: Params, draining, waiting, use_async: bool = True):

@@ -125,9 +125,11 @@ def simulate(
       save: what to record, a `SaveAt` (default: the full trace only). Observers
         (``writers``, ``gaps``, ``jobs``) are accumulated inside the loop; with
         ``trace=False`` no (B, N, K) buffer exists anywhere.
-      until: a time horizon H > 0 (scalar or (*B,)): every fleet stops at t = H exactly
-        and is ok if it got there. ``n_fires`` then only sizes the trace and the ``gaps``
-        observer, and may be None when neither is recorded. Needed for fleets with
+      until: a time horizon H > 0 (scalar or (*B,)): every fleet stops at t = H exactly,
+        after every switch at an instant <= H (those at H too; a job due within the
+        snapping tolerance of H switches at H, docs/model.md §1), and is ok if it got
+        there. ``n_fires`` then only sizes the trace and the ``gaps`` observer, and may
+        be None when neither is recorded. Needed for fleets with
         failures (``Fleet(mtbf=...)`` or ``failure_times``; `JobStats.waste` is measured
         over H): the trace then holds each job's first K firings up to H, in firing
         order; a write a failure abandoned keeps its fire time and has a NaN end time, and

@@ -47,6 +47,11 @@ class Switch(NamedTuple):
                  | (ended.astype(jnp.int32) << 3) | (slot.astype(jnp.int32) << 4))
         return Switch(dt=dt, count=count, flags=flags)
 
+    @property
+    def acted(self) -> jax.Array:
+        """(B,) the lane advanced time or switched a job in this iteration."""
+        return (self.flags & 14) > 0
+
     def view(self, after, n_fires) -> EventView:
         """The `EventView` of the iteration that led to the loop carry ``after`` (one
         column: M = 1; ``job`` is the slot, a ring position on the FIFO path)."""

@@ -25,7 +25,7 @@ import numpy as np
 
 from .. import _observe
 from .._observe import FinalView, SaveAt, observers_for
-from .._params import Params, computing_mask, jitter_work, phase_rates, snapped
+from .._params import Params, computing_mask, jitter_work, phase_rates, snapped, to_horizon
 from .._sharing import Sharing, compute_speed, controller_load, fcfs_head, write_rates
 from .._status import Status, flag
 from . import LoopResult, failures
@@ -269,8 +269,8 @@ def switch(params: Params, carry: Carry, running, n_fires: int, use_delay: bool,
     if use_failures:
         failure_dt, restart_dt = failures.event_times(params, carry.work, carry.time)
         dt = jnp.minimum(dt, jnp.minimum(jnp.min(failure_dt), jnp.min(restart_dt)))
-    if horizon is not None:
-        dt = jnp.minimum(dt, jnp.maximum(horizon - carry.time, 0))
+    if horizon is not None:  # an event within the snapping tolerance of H happens at H
+        dt = to_horizon(dt, carry.time, horizon, dtype)
     finite = jnp.isfinite(dt)
     dt = jnp.where(finite & running, dt, 0)
     time = carry.time + dt

@@ -43,7 +43,7 @@ import numpy as np
 
 from .. import _observe
 from .._observe import FinalView, SaveAt
-from .._params import Params, jitter_work, phase_rates, snapped
+from .._params import Params, jitter_work, phase_rates, snapped, to_horizon
 from .._status import Status
 from . import LoopResult, record
 from . import clock as clock_loop
@@ -193,7 +193,9 @@ def switch(constants, params, carry: VirtualCarry, running, event_limit, n_fires
 
     Lanes that are not running take dt = 0, switch nobody and write nothing (their
     scatter indices are out of range). With a ``horizon`` (B,) a fleet whose next event
-    lies beyond it advances to it exactly and switches nobody.
+    does not come before it (to working precision, `to_horizon`) advances to it exactly;
+    at the horizon it switches the jobs due there by the snapping rule, one per
+    iteration, then does nothing (no event counted) once none is due.
 
     Returns ``(carry, event)``, this iteration's `events.Switch` for the observers.
     """
@@ -231,10 +233,16 @@ def switch(constants, params, carry: VirtualCarry, running, event_limit, n_fires
     due = due_write | due_compute
 
     dt = jnp.minimum(write_dt, compute_dt)
-    if horizon is not None:  # no event before the horizon: a pure time advance to it
-        dt = jnp.minimum(dt, jnp.maximum(horizon - carry.time, 0))
+    waiting = running & ~due
+    if horizon is not None:
+        # No event before the horizon (to working precision): a time advance to it; the
+        # jobs due there then switch in the next iterations, as every switch at an instant
+        # <= H does (docs/model.md §1). At the horizon with nothing due, a lane does
+        # nothing: no zero advance, no event counted.
+        dt = to_horizon(dt, carry.time, horizon, dtype)
+        waiting = waiting & (carry.time < horizon)
     finite = jnp.isfinite(dt)
-    waiting = running & ~due & finite
+    waiting = waiting & finite
     # Past the event budget a fleet only finishes the current instant (due jobs), then halts.
     advance = waiting & (carry.n_events < event_limit)
     halted = carry.halted | (waiting & ~advance)
@@ -333,9 +341,9 @@ def advance(
     obs = _observe.init(save, n_jobs, stop_fires, gap_fires, n_fleets, carry.time.dtype, ordered=not clock, per_switch=True)
     n_active = carry.n_active
 
-    def still(c):
-        if until:
-            return (c.time < horizon) & (c.status == STATUS_OK) & ~c.halted
+    def still(c, event):
+        if until:  # at the horizon while the last iteration did something: more may be due
+            return ((c.time < horizon) | event.acted) & (c.status == STATUS_OK) & ~c.halted
         return still_running(c)
 
     def cond(state):
@@ -351,9 +359,10 @@ def advance(
             obs = observe(obs, event, carry)
         carry, new_event = switch(constants, params, carry, running, event_limit, n_fires, clock, use_jitter,
                                   horizon if until else None)
-        return carry, obs, still(carry), (new_event if observers else event)
+        return carry, obs, still(carry, new_event), (new_event if observers else event)
 
-    carry, obs, _, event = jax.lax.while_loop(cond, body, (carry, obs, still(carry), Switch.none(n_fleets, carry.time.dtype)))
+    none = Switch.none(n_fleets, carry.time.dtype)
+    carry, obs, _, event = jax.lax.while_loop(cond, body, (carry, obs, still(carry, none), none))
     if observers:  # the last iteration's event
         obs = observe(obs, event, carry)
     trace_len = carry.trace.shape[0] // max(1, 2 * n_fleets * n_jobs)
