@@ -173,7 +173,8 @@ def step(
     """Advances one fleet to its next event and switches every job that empties there.
 
     With a ``horizon`` the step stops there if no event comes first (a pure time advance,
-    used to read the state at a fixed time).
+    used to read the state at a fixed time); an event within the snapping tolerance of
+    the horizon happens at it (`to_horizon`).
 
     ``running`` is False for fleets already stopped: they still execute this body (a
     batched while_loop steps all lanes), so it must be safe there — no division by zero,
@@ -198,7 +199,7 @@ def advance(params: Params, carry: Carry, *, max_events, stop=None, horizon=None
     """The stepping primitive: advances ONE fleet (no batch axis) event by event.
 
     It stops where ``stop(carry, observed)`` becomes True, at ``horizon`` (the last step
-    is then a pure time advance to it), when ``carry.n_events`` reaches ``max_events``
+    goes to it exactly, `to_horizon`), when ``carry.n_events`` reaches ``max_events``
     (`Status.MAX_EVENTS` is then set, as the stop was not reached) or at a status flag.
     ``observe(observed, before, after) -> observed`` runs after every step (an observer
     of the two carries). Jit-able, and differentiable by `jax.jacfwd` (forward mode
