@@ -22,7 +22,7 @@ __all__ = [
     "Params", "SNAP_ULPS", "MAX_FIRES", "METHODS", "flat_params", "jitter_work", "phase_rates", "snapped",
     "computing_mask", "default_max_events", "failure_events", "time_bound", "check_time_bound", "check_horizon",
     "fires_before", "trace_bytes", "check_trace_memory", "check_jitter", "check_method", "batch_keys",
-    "check_failure_times", "listed_failure_events",
+    "check_failure_times", "listed_failure_events", "horizon_events", "check_horizon_events", "MAX_EVENTS",
 ]
 
 STATUS_OK = int(Status.OK)
@@ -34,6 +34,8 @@ STATUS_OK = int(Status.OK)
 SNAP_ULPS = 8
 
 MAX_FIRES = 2**30
+
+MAX_EVENTS = 2**31 - 1  # event counters are int32: no event budget is larger
 
 
 class Params(NamedTuple):
@@ -195,6 +197,50 @@ def time_bound(fleet: Fleet, n_fires: int, jitter=None) -> np.ndarray:
         cycle = (compute + 8 * sigma) / slowest_speed + write_time
         cycle = cycle + np.asarray(fleet.delay, np.float64)[..., None]
         return (n_fires + 2) * np.max(np.where(active, cycle, 0.0), axis=-1)
+
+
+def horizon_events(fleet: Fleet, horizon) -> np.ndarray:
+    """About how many events each fleet steps up to the horizon H (*B,): two switches per
+    solo cycle of every active job, H / (T_i + d_i/f(1)) cycles, plus a failure and a
+    restart end per failure, about H / (M_i + R_i) of them (docs/model.md §1c). An estimate
+    for progress bars and messages (simultaneous switches count once, contention slows)."""
+    active = np.asarray(fleet.active)
+    horizon = np.asarray(horizon, np.float64)[..., None]
+    period = np.asarray(fleet.period, np.float64)
+    mtbf = np.asarray(fleet.mtbf, np.float64) + np.asarray(fleet.restart, np.float64)
+    with np.errstate(all="ignore"):
+        per_job = 2 * horizon / period + np.where(np.isfinite(mtbf), 2 * horizon / mtbf, 0.0)
+    return np.sum(np.where(active, per_job, 0.0), axis=-1)
+
+
+def check_horizon_events(fleet: Fleet, horizon, jitter=None, max_events: int = MAX_EVENTS, name: str = "until") -> None:
+    """Refuses a run to the horizon H that cannot finish within ``max_events`` events per
+    fleet, before it starts (it would run for a long while and stop unfinished).
+
+    The count compared is a lower bound: without failures, the job of the slowest cycle
+    still switches twice per cycle bound of `time_bound`, 2·⌊H / cycle⌋ times; with
+    failures, each job fails about H / (M_i + R_i) times, and half of that is taken."""
+    horizon = np.asarray(horizon, np.float64)
+    active = np.asarray(fleet.active)
+    with np.errstate(all="ignore"):
+        if fleet.has_failures:
+            recovery = np.asarray(fleet.mtbf, np.float64) + np.asarray(fleet.restart, np.float64)
+            per_job = np.where(active & np.isfinite(recovery), 0.5 * horizon[..., None] / recovery, 0.0)
+            least = np.sum(per_job, axis=-1)
+        else:
+            least = 2 * np.floor(horizon / time_bound(fleet, -1, jitter))
+    least = np.where(np.any(active, axis=-1), least, 0.0).ravel()
+    if not np.any(least > max_events):
+        return
+    worst = int(np.argmax(least))
+    horizon = np.broadcast_to(horizon, fleet.batch_shape).ravel()
+    estimate = np.ravel(horizon_events(fleet, np.reshape(horizon, fleet.batch_shape)))[worst]
+    raise ValueError(
+        f"{name} = {horizon[worst]:.6g} cannot finish within the event budget: it needs about {estimate:.3g} "
+        f"events per fleet ({fleet.n_jobs} jobs x H / cycle" + (" + failures" if fleet.has_failures else "")
+        + f"), at least {least[worst]:.3g}, "
+        f"beyond the budget of {max_events} events; lower {name} (or rescale the time unit)"
+    )
 
 
 def check_horizon(until, batch_shape, dtype) -> np.ndarray:
