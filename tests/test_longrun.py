@@ -87,3 +87,12 @@ def test_the_event_estimate_counts_cycles_and_failures():
     # about never).
     fleet = cj.Fleet([10.0, 10.0, 5.0], [2.0, 2.0, 1.0], mtbf=[1e15, 98.0, 1e15], restart=[0.0, 2.0, 0.0])
     assert horizon_events(fleet, 1200.0) == pytest.approx(2 * (100 + 100 + 200) + 2 * 12)
+
+
+def test_a_design_horizon_beyond_the_event_budget_is_refused_naming_it():
+    from ckpt_jax import design
+
+    fleet = cj.Fleet([1.0, 1.0], [0.5, 1.0], mtbf=[10.0, 20.0], restart=0.2)
+    with pytest.raises(ValueError, match=r"^horizon = 1e\+12 cannot finish within the event budget"):
+        design.checkpoint_intervals(fleet, bounds=(0.5, 30.0), horizon=1e12, n_draws=2, key=jax.random.key(0),
+                                    progress=False)
