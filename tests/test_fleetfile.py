@@ -273,3 +273,15 @@ def test_names_loads_accepts_are_written_back_by_dumps(name):
     spec = loads(TINY.replace('name = "big"', 'name = "' + name.replace("\\", "\\\\").replace('"', '\\"') + '"'), "t.toml")
     assert spec.names[1] == name
     assert loads(dumps(spec), "t.toml").names == spec.names
+
+
+def test_the_python_required_has_tomllib():
+    # Fleet files are read with the standard library's tomllib, new in Python 3.11: every
+    # version pyproject.toml admits must have it.
+    import pathlib
+    import re
+    import tomllib
+
+    project = tomllib.loads((pathlib.Path(__file__).parents[1] / "pyproject.toml").read_text())["project"]
+    lowest = re.fullmatch(r">=\s*(\d+)\.(\d+)", project["requires-python"].strip())
+    assert lowest and (int(lowest[1]), int(lowest[2])) >= (3, 11), project["requires-python"]
