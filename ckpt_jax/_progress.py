@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-__all__ = ["progress_bar", "LONG_RUN"]
+__all__ = ["LONG_RUN", "progress_bar"]
 
 # Runs of at least this many firings (fleets x jobs x cycles; to a horizon, about half the
 # events expected) show a progress bar unless told otherwise.

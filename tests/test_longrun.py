@@ -8,15 +8,15 @@ import pytest
 import ckpt_jax as cj
 from ckpt_jax import _progress
 
+MADE = []  # the bars of the running test
+
 
 class _Bar:
     """Records what a progress bar was asked to show."""
 
-    made = []
-
     def __init__(self, **kwargs):
         self.kwargs, self.n, self.updates = kwargs, 0, 0
-        _Bar.made.append(self)
+        MADE.append(self)
 
     def update(self, step):
         self.n += step
@@ -32,10 +32,10 @@ class _Bar:
 @pytest.fixture
 def bars(monkeypatch):
     """Every run counts as long; bars are recorded, not drawn."""
-    _Bar.made = []
+    MADE.clear()
     monkeypatch.setattr(_progress, "LONG_RUN", 1, raising=False)
     monkeypatch.setattr(_progress, "progress_bar", _Bar)
-    return _Bar.made
+    return MADE
 
 
 def test_a_run_to_a_horizon_shows_progress_in_simulated_time(bars):
