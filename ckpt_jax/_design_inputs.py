@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ._params import check_horizon_events
 from .model import Fleet
 
 __all__ = ["LAUNCHES", "interval_from_theta", "offset_from_theta", "theta_from_interval", "labels_of", "check_inputs",
@@ -71,6 +72,7 @@ def check_inputs(fleet, bounds, horizon, n_draws, n_pairs, groups, launch):
         raise ValueError(f"horizon must be a number > 0 and finite, got {horizon!r}") from None
     if not (0 < horizon < math.inf):
         raise ValueError(f"horizon must be > 0 and finite, got {horizon!r}")
+    check_horizon_events(fleet, horizon, name="horizon")  # before the first step, not after minutes
     for name, value in (("n_draws", n_draws), ("n_pairs", n_pairs)):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
             raise ValueError(f"{name} must be an integer >= 1, got {value!r}")

@@ -23,7 +23,8 @@ __all__ = [
     "Params", "SNAP_ULPS", "MAX_FIRES", "METHODS", "flat_params", "jitter_work", "phase_rates", "snapped", "to_horizon",
     "computing_mask", "default_max_events", "failure_events", "time_bound", "check_time_bound", "check_horizon",
     "fires_before", "trace_bytes", "check_trace_memory", "check_jitter", "check_method", "batch_keys",
-    "check_failure_times", "listed_failure_events",
+    "check_failure_times", "listed_failure_events", "horizon_events", "events_to", "least_failure_events", "check_events", "check_horizon_events",
+    "MAX_EVENTS",
 ]
 
 STATUS_OK = int(Status.OK)
@@ -35,6 +36,8 @@ STATUS_OK = int(Status.OK)
 SNAP_ULPS = 8
 
 MAX_FIRES = 2**30
+
+MAX_EVENTS = 2**31 - 1  # event counters are int32: no event budget is larger
 
 
 class Params(NamedTuple):
@@ -210,17 +213,81 @@ def time_bound(fleet: Fleet, n_fires: int, jitter=None) -> np.ndarray:
         return (n_fires + 2) * np.max(np.where(active, cycle, 0.0), axis=-1)
 
 
-def check_horizon(until, batch_shape, dtype) -> np.ndarray:
+def horizon_events(fleet: Fleet, horizon) -> np.ndarray:
+    """About how many events each fleet steps up to the horizon H (*B,) (`events_to`)."""
+    return events_to(horizon, np.asarray(fleet.period, np.float64), np.asarray(fleet.mtbf, np.float64),
+                     np.asarray(fleet.restart, np.float64), np.asarray(fleet.active))
+
+
+def events_to(horizon, period, mtbf, restart, active) -> np.ndarray:
+    """About how many events a fleet of jobs with solo periods T_i + d_i/f(1), MTBFs M_i
+    (inf: none) and restarts R_i steps up to the horizon H: two switches per solo cycle,
+    H / period_i cycles, plus a failure and a restart end per failure, about H / (M_i + R_i)
+    of them (docs/model.md §1c). (*B, N) arrays in, (*B,) out. An estimate for progress
+    bars and messages: simultaneous switches count once, and contention slows the cycles."""
+    horizon = np.asarray(horizon, np.float64)[..., None]
+    with np.errstate(all="ignore"):
+        per_job = 2 * horizon / period + np.where(np.isfinite(mtbf), 2 * horizon / (mtbf + restart), 0.0)
+    return np.sum(np.where(active, per_job, 0.0), axis=-1)
+
+
+def least_failure_events(horizon, mtbf, restart, active) -> np.ndarray:
+    """A lower bound on the events of failures up to H (*B,): each job fails about
+    H / (M_i + R_i) times (an up time of M_i on average, then R_i down); half is taken."""
+    horizon = np.asarray(horizon, np.float64)[..., None]
+    with np.errstate(all="ignore"):
+        per_job = np.where(active & np.isfinite(mtbf), 0.5 * horizon / (mtbf + restart), 0.0)
+    return np.sum(per_job, axis=-1)
+
+
+def check_events(name: str, horizon, least, estimate, n_jobs: int, failures: bool, max_events: int = MAX_EVENTS):
+    """Refuses, naming ``name``, a horizon whose run needs at least ``least`` events (per
+    fleet, *B) where that is beyond ``max_events``; ``estimate``: the likely count."""
+    least = np.ravel(least)
+    if not np.any(least > max_events):
+        return
+    worst = int(np.argmax(least))
+    horizon = np.broadcast_to(horizon, np.shape(least)).ravel() if np.ndim(horizon) else np.full(least.shape, horizon)
+    raise ValueError(
+        f"{name} = {float(horizon[worst]):.6g} cannot finish within the event budget: it needs about "
+        f"{float(np.ravel(estimate)[worst]):.3g} events per fleet ({n_jobs} jobs x H / cycle"
+        + (" + failures" if failures else "") + f"), at least {least[worst]:.3g}, beyond the budget of "
+        f"{max_events} events; lower {name} (or rescale the time unit)"
+    )
+
+
+def check_horizon_events(fleet: Fleet, horizon, jitter=None, max_events: int = MAX_EVENTS, name: str = "until") -> None:
+    """Refuses a run to the horizon H that cannot finish within ``max_events`` events per
+    fleet, before it starts (it would run for a long while and stop unfinished).
+
+    The count compared is a lower bound: with failures, half the expected failures
+    (`least_failure_events`); without, the job of the slowest cycle still switches twice
+    per cycle bound of `time_bound`, 2·⌊H / cycle⌋ times."""
+    horizon = np.broadcast_to(np.asarray(horizon, np.float64), fleet.batch_shape)
+    active = np.asarray(fleet.active)
+    mtbf, restart = np.asarray(fleet.mtbf, np.float64), np.asarray(fleet.restart, np.float64)
+    if fleet.has_failures:
+        least = least_failure_events(horizon, mtbf, restart, active)
+    else:
+        with np.errstate(all="ignore"):
+            least = 2 * np.floor(horizon / time_bound(fleet, -1, jitter))
+    least = np.where(np.any(active, axis=-1), least, 0.0)
+    check_events(name, horizon, least, horizon_events(fleet, horizon), fleet.n_jobs, fleet.has_failures, max_events)
+
+
+def check_horizon(until, batch_shape, dtype, name: str = "until") -> np.ndarray:
     """``until`` as a float64 array of the batch shape: finite and > 0 in the dtype used."""
-    horizon = real_array("until", until)
+    horizon = real_array(name, until)
     try:
         horizon = np.broadcast_to(horizon, batch_shape)
     except ValueError:
-        raise ValueError(f"until must be a scalar or have the batch shape {batch_shape}, got {np.shape(until)}") from None
+        raise ValueError(f"{name} must be a scalar or have the batch shape {batch_shape}, got {np.shape(until)}") from None
     low, high = value_range(dtype)
     bad = ~(np.isfinite(horizon) & (horizon > 0) & (horizon <= high))
-    if bad.any() or np.any(horizon.astype(dtype) == 0):
-        raise ValueError(f"until must be finite and in (0, {high:.3g}] in {np.dtype(dtype)}, got {until!r}")
+    with np.errstate(over="ignore"):
+        vanishes = np.any(horizon.astype(dtype) == 0)
+    if bad.any() or vanishes:
+        raise ValueError(f"{name} must be finite and in (0, {high:.3g}] in {np.dtype(dtype)}, got {until!r}")
     return horizon
 
 

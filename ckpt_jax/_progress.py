@@ -6,7 +6,11 @@
 
 from __future__ import annotations
 
-__all__ = ["progress_bar"]
+__all__ = ["LONG_RUN", "progress_bar"]
+
+# Runs of at least this many firings (fleets x jobs x cycles; to a horizon, about half the
+# events expected) show a progress bar unless told otherwise.
+LONG_RUN = 5_000_000
 
 
 def progress_bar(**kwargs):

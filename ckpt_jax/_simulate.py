@@ -16,8 +16,8 @@ from . import _observe, sharding
 from ._loops import LoopResult, PATHS, choose_paths, general, virtual
 from ._observe import JobStats, SaveAt, WriterStats
 from ._params import (
-    MAX_FIRES, check_failure_times, check_horizon, check_method, check_time_bound, check_trace_memory,
-    default_max_events, fires_before, flat_params, listed_failure_events,
+    MAX_FIRES, check_failure_times, check_horizon, check_horizon_events, check_method, check_time_bound,
+    check_trace_memory, default_max_events, fires_before, flat_params, horizon_events, listed_failure_events,
 )
 from ._sharing import Sharing, sharing_for, sized
 from ._status import Status, describe_status, flag
@@ -97,15 +97,18 @@ def simulate(
         need ``until`` (a `ValueError` otherwise), as a failure abandons a write and K
         completed writes may never come.
       max_events: event budget per fleet; a fleet that exhausts it stops with
-        ``ok = False`` and status `STATUS_MAX_EVENTS`. Default: `default_max_events`.
+        ``ok = False`` and status `STATUS_MAX_EVENTS`. Default: `default_max_events`;
+        with it, a horizon that cannot be reached within the budget (about 2³¹ events) is
+        refused with a `ValueError` before the run starts.
       jitter: compute-work standard deviation σ >= 0, scalar or (*B,) (docs/model.md §1).
       key: PRNG key for jitter and failures: one key (folded with each fleet's flat
         index) or one per fleet (shape *B). Same key, same trace. Failure draws are keyed
         by (fleet, job, failure index), jitter draws by (fleet, job, cycle).
       throw: raise `RuntimeError` if any fleet did not complete.
-      progress: show a tqdm progress bar (default: only for long runs; on one device:
-        per chunk of events on the general path, per block of fleets on the FIFO and
-        clock paths).
+      progress: show a tqdm progress bar (default: only for long runs, judged from the
+        cycles asked for or, with ``until``, the events expected up to the horizon; on one
+        device: per chunk of events on the general path, in cycles or in percent of the
+        horizon, per block of fleets on the FIFO and clock paths).
       queue_size: capacity of the delayed controller's pending-update queue.
       fleet_offset: added to the flat fleet index when folding a scalar key (for
         simulating one big ensemble in chunks with identical draws).
@@ -177,6 +180,7 @@ def simulate(
     n_fires = None if n_fires is None else check_int("n_fires", n_fires, 1, MAX_FIRES)
     state = check_state(fleet, state)  # a State built by hand is validated here too
     budget_fires = n_fires if horizon is None else fires_before(fleet, horizon)
+    default_budget = max_events is None
     if max_events is None:
         max_events = default_max_events(fleet.n_jobs, budget_fires, fleet)
         if failure_times is not None:
@@ -191,6 +195,8 @@ def simulate(
     n_fleets = params.compute.shape[0]
     if horizon is None:
         check_time_bound(fleet, n_fires, jitter)
+    elif default_budget:  # a budget the caller chose may stop the run on purpose
+        check_horizon_events(fleet, horizon, jitter, max_events)
     trace_len = n_fires if save.trace else 0
     check_trace_memory(fleet, trace_len, queue_size if np.any(np.asarray(fleet.delay) > 0) else 1, devices)
     path = choose_paths(fleet, jitter, "general" if failure_times is not None else method).reshape(n_fleets)
@@ -208,6 +214,8 @@ def simulate(
         use_failures=use_failures,
         progress=progress,
         devices=devices,
+        # What a progress bar of a run to a horizon counts down: the busiest fleet's events.
+        expected_events=None if horizon is None else int(min(np.max(horizon_events(fleet, horizon)), max_events)),
     )
     horizon_flat = None if horizon is None else jnp.asarray(horizon.reshape(n_fleets), fleet.dtype)
     phase = jnp.reshape(state.phase, params.compute.shape)
@@ -243,7 +251,8 @@ def simulate(
     return trace
 
 
-def run(params, phase, remaining, horizon, *, path, n_fires, trace_len, save, stop_fires, gap_fires, max_events, queue_size, use_jitter, use_delay, use_async, progress, devices, sharing=Sharing(), use_failures=False) -> LoopResult:
+def run(params, phase, remaining, horizon, *, path, n_fires, trace_len, save, stop_fires, gap_fires, max_events, queue_size, use_jitter, use_delay, use_async, progress, devices, sharing=Sharing(), use_failures=False,
+        expected_events=None) -> LoopResult:
     """Runs flattened fleets (leading axis B) on one path, optionally sharded; returns the
     `LoopResult` (job order) that `flat_trace` turns into a `Trace`."""
     n_fleets = params.compute.shape[0]
@@ -259,7 +268,8 @@ def run(params, phase, remaining, horizon, *, path, n_fires, trace_len, save, st
         clock = path == "clock"
         static = dict(n_fires=n_fires, clock=clock, use_jitter=use_jitter and clock, **observe)
         if devices is None:
-            return sharding.run_blocks(params, phase, remaining, horizon, limit, progress=progress, **static)
+            return sharding.run_blocks(params, phase, remaining, horizon, limit, progress=progress,
+                                       expected_events=expected_events, **static)
         loop = sharding.sharded_loop(virtual.init_and_advance, devices, **static)
         return sharding.unpad(loop((params, phase, remaining, horizon), limit), n_fleets)
     static = dict(n_fires=n_fires, use_delay=use_delay, use_jitter=use_jitter, use_async=use_async, sharing=sharing,
@@ -267,7 +277,7 @@ def run(params, phase, remaining, horizon, *, path, n_fires, trace_len, save, st
     queue = queue_size if use_delay else 1
     if devices is None:
         state = general.init_jit(params, phase, remaining, horizon, queue_size=queue, **static)
-        state = general.run_chunked(params, state, max_events, progress, n_fleets, **static)
+        state = general.run_chunked(params, state, max_events, progress, n_fleets, expected_events, **static)
         return general.result(params, *state, **{k: static[k] for k in ("n_fires", "until", "use_failures")})
     loop = sharding.sharded_loop(general.init_and_advance, devices, queue_size=queue, **static)
     return sharding.unpad(loop((params, phase, remaining, horizon), limit), n_fleets)

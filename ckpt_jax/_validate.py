@@ -91,7 +91,8 @@ def check_range(name: str, values: np.ndarray, dtype, mask=None) -> None:
         original = float(np.asarray(values, np.float64)[index])
         raise ValueError(
             f"{name} must lie in [{low:.3g}, {high:.3g}] in {np.dtype(dtype)} (the range where the "
-            f"engine's snapping and rounding arguments hold); got {original:.6g} at index {index}"
+            f"engine's snapping and rounding arguments hold); got {original:.6g}"
+            + (f" at index {index}" if index else "")
             + (f" (it becomes {cast[index]:.6g} in {np.dtype(dtype)})" if cast[index] != original else "")
             + ("; use float64" if np.dtype(dtype) == np.float32 else "; rescale the time unit")
         )

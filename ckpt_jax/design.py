@@ -28,6 +28,7 @@ four (so that their differences are paired).
 from __future__ import annotations
 
 import math
+import warnings
 from typing import NamedTuple, Optional
 
 import jax
@@ -374,6 +375,28 @@ def _mean_ci(samples) -> Estimate:
     return Estimate(mean, mean - half, mean + half)
 
 
+def _flat_reason(fleet: Fleet, job_bounds, horizon: float, launch: str, offsets: bool, waste) -> str:
+    """Why the waste did not change across the population: what a user can change."""
+    solo_write = _solo_write(fleet)
+    shortest = float(np.min(job_bounds[0] + solo_write))
+    if launch == "synchronous" and not offsets and horizon <= shortest:
+        return (f"the horizon H = {horizon:g} is no longer than the shortest cycle T + d / f(1) = {shortest:g} "
+                "(at the lower bound), so no job completes a checkpoint before H; lengthen the horizon")
+    if not np.all(np.asarray(waste) == 1):
+        return f"the waste was the same for every interval tried ({float(np.mean(waste)):.6g}); widen the bounds"
+    reasons = []
+    mtbf = np.asarray(fleet.mtbf, np.float64)
+    if np.all(mtbf + np.asarray(fleet.restart, np.float64) < job_bounds[0] + solo_write):
+        reasons.append(f"every job fails more often (MTBF {float(mtbf.max()):.3g}) than its shortest cycle "
+                       f"({shortest:.3g})")
+    cap = float(np.asarray(fleet.cap))
+    size = np.where(np.asarray(fleet.active), np.asarray(fleet.size, np.float64), 0.0)
+    if cap < size.sum():
+        reasons.append(f"the power cap C = {cap:g} slows compute to about {cap / size.sum():.3g} of full speed")
+    return ("no job saved any work before H in any draw (waste 1 everywhere)"
+            + (": " + "; ".join(reasons) if reasons else ""))
+
+
 # -- the design loop -------------------------------------------------------------------
 
 
@@ -429,7 +452,9 @@ def checkpoint_intervals(
       progress: show a tqdm progress bar.
 
     Returns:
-      A `DesignResult`.
+      A `DesignResult`. A `RuntimeWarning` says why when the objective was flat (every
+      perturbed interval set measured the same waste: a horizon shorter than a cycle, jobs
+      that never complete a checkpoint): the intervals returned are then the starting ones.
     """
     import optax  # imported here so that `import ckpt_jax` stays light
 
@@ -529,5 +554,11 @@ def checkpoint_intervals(
         ])
     baselines = {name: Baseline(candidates[name], _mean_ci(waste[i + 1]), _mean_ci(waste[i + 1] - waste[0]))
                  for i, name in enumerate(candidates)}
+    if not np.any(np.asarray(grad_norm) > 0):
+        # Every perturbed interval set of every step measured the same waste: the intervals
+        # returned are the starting ones, and the comparison with the baselines is empty.
+        reason = _flat_reason(fleet, job_bounds, settings["horizon"], launch, offsets, waste)
+        warnings.warn(f"checkpoint_intervals: the objective is flat, nothing was designed: {reason}; the "
+                      "intervals returned are the starting ones", RuntimeWarning, stacklevel=2)
     return DesignResult(intervals, _mean_ci(waste[0]), baselines, history, stopped_early,
                         None if fractions is None else cycle_positions(fractions, write + intervals))

@@ -449,7 +449,7 @@ def _prepare(out: Path, manifest: dict, resume: bool) -> None:
     elif path.exists():
         try:
             saved = json.loads(path.read_text())
-        except (OSError, ValueError) as err:
+        except (OSError, ValueError, RecursionError) as err:
             raise EnsembleMismatchError(f"{path} is unreadable ({err}); rerun with resume=False to start over", out) from None
         differences = _manifest.differences(saved, manifest) if isinstance(saved, dict) else ["not a JSON object"]
         if differences:

@@ -156,6 +156,17 @@ class FleetSpec:
         counts = [group.count for group in self.groups]
         return np.repeat(per_group[:, 0], counts), np.repeat(per_group[:, 1], counts)
 
+    def events(self, horizon: Optional[float] = None) -> float:
+        """About how many events one run of the fleet steps up to the horizon (default
+        ``[design].horizon``) at `intervals` (`ckpt_jax._params.events_to`); each event
+        costs O(N) on the general engine."""
+        from ._params import events_to
+
+        horizon = self.design.horizon if horizon is None else horizon
+        period = self.intervals() + self.solo_write_time()
+        return float(events_to(horizon, period, self.per_job("mtbf"), self.per_job("restart"),
+                               np.ones(self.n_jobs, bool)))
+
     def _f1(self) -> float:
         if isinstance(self.throughput, str):
             from ._throughput import THROUGHPUT_PRESETS
@@ -259,6 +270,15 @@ class _Reader:
             self.fail(field, rule)
         return lo, hi
 
+    def engine_range(self, value, field: str, dtype) -> None:
+        """The engine's own range check of a work, volume, rate or time (`check_range`)."""
+        from ._validate import check_range
+
+        try:
+            check_range(field, np.asarray(value, np.float64), dtype)
+        except ValueError as err:
+            self.fail(field, str(err).removeprefix(f"{field} "))
+
     def boolean(self, value, field: str) -> bool:
         if not isinstance(value, bool):
             self.fail(field, f"must be true or false, got {_show(value)}")
@@ -290,6 +310,9 @@ def _group(reader: _Reader, table, index: int) -> Group:
     name = table.get("name", f"group {index}")
     if not isinstance(name, str) or not name.strip() or len(name) > 40:
         reader.fail(f"{field}.name", f"must be a non-empty string of at most 40 characters, got {_show(name)}")
+    if not name.isprintable():  # `dumps` could not write it back (TOML strings hold no controls)
+        reader.fail(f"{field}.name", f"must be printable text (no newline, tab or other control character), "
+                    f"got {_show(name)}")
     compute = table.get("compute")
     return Group(
         name=name,
@@ -369,17 +392,79 @@ def _parse(data: dict, path: str) -> FleetSpec:
     )
 
 
-def loads(text: str, path: str = "<string>") -> FleetSpec:
-    """Parses fleet-file text (``path`` only names it in messages)."""
+def _engine_checks(reader: _Reader, spec: FleetSpec, dtype) -> None:
+    """Every value against the checks the engine will apply to it in ``dtype``
+    (`ckpt_jax._validate.check_range`, `ckpt_jax._params.check_horizon`, `cj.Fleet`'s
+    solo period), so that each refusal names the file and the field; then the design's
+    horizon against the event budget (`ckpt_jax._params.check_events`) at the file's
+    intervals. Plain NumPy: nothing is built on a device (the CLI reads the file first)."""
+    from ._params import check_events, check_horizon, least_failure_events
+    from ._validate import check_range
+
+    for i, group in enumerate(spec.groups):
+        for key in ("size", "write", "mtbf", "compute"):
+            if getattr(group, key) is not None:
+                reader.engine_range(getattr(group, key), f"groups[{i}].{key}", dtype)
+        if group.restart > 0:
+            reader.engine_range(group.restart, f"groups[{i}].restart", dtype)
+        for end, value in enumerate(group.bounds or ()):
+            reader.engine_range(value, f"groups[{i}].bounds[{end}]", dtype)
+    if not isinstance(spec.throughput, str):
+        for i, value in enumerate(spec.throughput):
+            reader.engine_range(value, f"throughput[{i}]", dtype)
+    if spec.cap is not None:
+        reader.engine_range(spec.cap, "cap", dtype)
+    if spec.delay > 0:
+        reader.engine_range(spec.delay, "delay", dtype)
+    for end, value in enumerate(spec.design.bounds or ()):
+        reader.engine_range(value, f"design.bounds[{end}]", dtype)
+    with np.errstate(over="ignore", under="ignore"):
+        young = spec.young()
+    for i, group in enumerate(spec.groups):
+        if group.compute is None:  # the interval simulate runs is Young's, from write, f(1) and mtbf
+            try:
+                check_range("Young's interval", young[spec.labels == i][0], dtype)
+            except ValueError as err:
+                reader.fail(f"groups[{i}]", f"{err}; set groups[{i}].compute")
     try:
-        data = tomllib.loads(text)
+        check_horizon(spec.design.horizon, (), dtype, name="design.horizon")
+    except ValueError as err:
+        reader.fail("design.horizon", str(err).removeprefix("design.horizon "))
+    with np.errstate(over="ignore"):
+        period = spec.intervals() + spec.solo_write_time()
+    for i in range(len(spec.groups)):  # as cj.Fleet checks it
+        reader.engine_range(period[spec.labels == i][0], f"groups[{i}] (its solo period T + d / f(1))", dtype)
+    # The design's runs: events to the horizon, at least those of the failures (every group fails).
+    horizon, mtbf, restart = spec.design.horizon, spec.per_job("mtbf"), spec.per_job("restart")
+    least = least_failure_events(horizon, mtbf, restart, np.ones(spec.n_jobs, bool))
+    try:
+        check_events("design.horizon", horizon, least, spec.events(), spec.n_jobs, True)
+    except ValueError as err:
+        reader.fail("design.horizon", str(err).removeprefix("design.horizon = "))
+
+
+def loads(text: str, path: str = "<string>", *, dtype=np.float64) -> FleetSpec:
+    """Parses fleet-file text (``path`` only names it in messages); every value is checked
+    against the engine's ranges in ``dtype`` (float64 or float32: the dtype it will run in)."""
+    from ._validate import check_dtype
+
+    dtype = check_dtype(dtype)
+    try:
+        data = tomllib.loads(text.removeprefix("\ufeff"))  # a UTF-8 byte-order mark is no TOML
     except tomllib.TOMLDecodeError as err:
         raise FleetFileError(f"fleet file {path}: not valid TOML: {err}") from None
-    return _parse(data, path)
+    except RecursionError:  # tomllib parses nested arrays and tables recursively
+        raise FleetFileError(f"fleet file {path}: not a fleet file: arrays or tables nested too deeply") from None
+    try:
+        spec = _parse(data, path)
+    except RecursionError:  # a deeply nested value where a number belongs, shown in the message
+        raise FleetFileError(f"fleet file {path}: not a fleet file: arrays nested too deeply") from None
+    _engine_checks(_Reader(path), spec, dtype)
+    return spec
 
 
-def load(path) -> FleetSpec:
-    """Reads and validates a fleet file.
+def load(path, *, dtype=np.float64) -> FleetSpec:
+    """Reads and validates a fleet file (``dtype``: as `loads`).
 
     Raises:
       FleetFileError: the file cannot be read, is not TOML, or a field is bad (the message
@@ -392,7 +477,7 @@ def load(path) -> FleetSpec:
         raise FleetFileError(f"fleet file {path}: cannot read it ({err.strerror or err})") from None
     except UnicodeDecodeError:
         raise FleetFileError(f"fleet file {path}: not UTF-8 text") from None
-    return loads(text, str(path))
+    return loads(text, str(path), dtype=dtype)
 
 
 # -- writing ---------------------------------------------------------------------------

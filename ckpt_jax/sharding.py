@@ -22,10 +22,9 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from . import _observe
+from . import _observe, _progress
 from ._loops import virtual
 from ._observe import SaveAt
-from ._progress import progress_bar
 
 __all__ = ["FLEET_AXIS", "resolve_devices", "fleet_sharding", "pad_fleets", "pad_inert", "run_blocks", "sharded_loop"]
 
@@ -181,13 +180,16 @@ def advance_blocks(params: Params, phase, remaining, horizon, event_limit, *, n_
 advance_blocks_jit = jax.jit(advance_blocks, static_argnames=("n_blocks",) + virtual.STATIC)
 
 
-def run_blocks(params: Params, phase, remaining, horizon, event_limit, *, progress=None, **static) -> LoopResult:
+def run_blocks(params: Params, phase, remaining, horizon, event_limit, *, progress=None, expected_events=None,
+               **static) -> LoopResult:
     """Runs flattened fleets (leading axis B) on the FIFO or clock path on one device, in
     blocks of fleets (`block_size`: on a CPU) so each block's state stays in cache.
 
     The batch is padded with inert fleets (copies of fleet 0 with no active job) to whole
     blocks. Without a progress bar all blocks run in one compiled program; with one, one
-    call per group of blocks, so the bar moves. Returns the `LoopResult` of all fleets.
+    call per group of blocks, so the bar moves. ``expected_events``: with ``until``, about
+    how many events the busiest fleet steps (`ckpt_jax._params.horizon_events`), which
+    decides whether a bar is shown. Returns the `LoopResult` of all fleets.
     """
     n_fleets = params.compute.shape[0]
     block = block_size(params, static["trace_len"], static["save"], static["gap_fires"], static["clock"])
@@ -195,15 +197,16 @@ def run_blocks(params: Params, phase, remaining, horizon, event_limit, *, progre
     block = -(-n_fleets // n_blocks)  # equal blocks: pad by fewer than n_blocks inert fleets
     params, phase, remaining, horizon = pad_inert(params, phase, remaining, block, horizon)
     if progress is None:
-        work = static["trace_len"] or (static["gap_fires"] or 0)
-        progress = n_blocks > 1 and n_fleets * params.compute.shape[1] * work >= 50_000_000
+        # Firings: N per cycle, or about half the events to a horizon.
+        firings = expected_events / 2 if static["until"] else params.compute.shape[1] * static["n_fires"]
+        progress = n_blocks > 1 and n_fleets * firings >= 10 * _progress.LONG_RUN
     if not progress:
         result = advance_blocks_jit(params, phase, remaining, horizon, event_limit, n_blocks=n_blocks, **static)
         return jax.tree_util.tree_map(lambda x: x[:n_fleets], result)
     # About 20 updates: each call runs a group of blocks (one compile for every full group).
     per_call = max(1, n_blocks // 20)
     pieces = []
-    with progress_bar(total=n_fleets, desc=f"ckpt_jax.simulate ({'clock' if static['clock'] else 'fifo'})", unit="fleet") as bar:
+    with _progress.progress_bar(total=n_fleets, desc=f"ckpt_jax.simulate ({'clock' if static['clock'] else 'fifo'})", unit="fleet") as bar:
         for first in range(0, n_blocks, per_call):
             count = min(per_call, n_blocks - first)
             part = jax.tree_util.tree_map(

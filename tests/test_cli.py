@@ -438,3 +438,11 @@ def test_ensemble_records_sizes_and_refuses_to_resume_with_others(tmp_path, caps
     assert main(argv) == 2
     err = one_error_line(capsys)
     assert "size: [1.0, 2.0, 4.0] saved, 1 now" in err and "storage-policy: weighted saved, fair now" in err
+
+
+def test_ensemble_with_a_deeply_nested_manifest_is_one_error_line(tmp_path, capsys):
+    out = tmp_path / "nested"
+    out.mkdir()
+    (out / "manifest.json").write_text('{"config": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    assert main(["ensemble", "--fleets", "2", "--jobs", "2", "--fires", "2", "--no-progress", "--out", str(out)]) == 2
+    assert "manifest.json is unreadable; use --restart" in capsys.readouterr().err

@@ -51,6 +51,10 @@ def test_design_writes_report_json_and_figures(fleet_file, tmp_path, capsys):
     assert main(["design", str(fleet_file), "--quick", *FAST, "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "saved against Young" in printed and "small" in printed
+    # The work, said before it starts: events per run of the file's fleet to the horizon.
+    from ckpt_jax.fleetfile import load
+
+    assert f"jobs to H = 40: about {load(fleet_file).events(40.0):.2g} events per run" in printed, printed
     for name in ("design.json", "report.md", "objective.png", "waste_by_group.png", "schedule.png", "writers.png"):
         assert (out / name).stat().st_size > 0, name
     summary = json.loads((out / "design.json").read_text())

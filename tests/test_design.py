@@ -286,3 +286,24 @@ def test_acceptance_two_jobs_sharing_storage_match_a_grid_search():
     coarse, _ = _grid_minimum(fleet, horizon, 128, jax.random.key(2), result.baselines["young"].intervals, 0.7, 15)
     best, fitted = _grid_minimum(fleet, horizon, 512, jax.random.key(3), coarse, 0.15, 13)
     assert np.all(np.abs(result.intervals / fitted - 1) < 0.05), (result.intervals, fitted, best)
+
+
+@pytest.mark.parametrize("change, reason", [
+    (dict(horizon=0.4), r"the horizon H = 0.4 is no longer than the shortest cycle"),
+    (dict(mtbf=[1e-3, 1e-3]), r"no job saved any work .*every job fails more often"),
+    (dict(cap=0.001), r"no job saved any work .*the power cap C = 0.001"),
+], ids=["horizon shorter than a cycle", "failing constantly", "tiny cap"])
+def test_a_flat_objective_is_said_with_its_reason(change, reason):
+    fleet = cj.Fleet([1.0, 1.0], [0.5, 1.0], mtbf=change.get("mtbf", [10.0, 20.0]), restart=0.2,
+                     cap=change.get("cap"), dtype="float64")
+    settings = dict(SMALL, horizon=change.get("horizon", SMALL["horizon"]))
+    with pytest.warns(RuntimeWarning, match="the objective is flat, nothing was designed: " + reason):
+        result = design.checkpoint_intervals(fleet, key=jax.random.key(0), steps=2, window=1, progress=False,
+                                             **settings)
+    assert np.all(result.history.grad_norm == 0)
+    assert result.waste.mean == 1.0
+
+
+def test_an_objective_that_varies_gives_no_warning(pair, recwarn):
+    design.checkpoint_intervals(pair, key=jax.random.key(0), steps=2, window=1, progress=False, **SMALL)
+    assert not [w for w in recwarn if "flat" in str(w.message)]

@@ -611,3 +611,9 @@ def test_cli_reports_a_recomputed_chunk_in_one_line(tmp_path, capsys):
         f"ckpt-jax: warning: {out / 'chunk-000001.npz'} holds chunk 0, not chunk 1 (renamed or swapped?); "
         "recomputing that chunk"
     )
+
+
+def test_a_deeply_nested_manifest_is_an_error_not_a_recursion_error(tmp_path):
+    (tmp_path / MANIFEST).write_text('{"config": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    with pytest.raises(EnsembleMismatchError, match="unreadable"):
+        run(out_dir=tmp_path)

@@ -184,3 +184,104 @@ def test_file_level_errors(tmp_path):
     duplicated = TINY.replace('name = "big"', 'name = "small"')
     with pytest.raises(FleetFileError, match=r"groups\[1\]\.name: must be unique"):
         loads(duplicated, "t.toml")
+
+
+# -- what the engine refuses is refused at load time, naming the field -----------------------
+ENGINE_REFUSES = [  # (table, key, value, the field named): each in the TOML type the reader takes
+    ("groups[1]", "mtbf", "1e308", "groups[1].mtbf"),
+    ("groups[1]", "mtbf", "1e-300", "groups[1].mtbf"),
+    ("groups[1]", "write", "1e308", "groups[1].write"),
+    ("groups[1]", "size", "1e300", "groups[1].size"),
+    ("groups[1]", "compute", "1e300", "groups[1].compute"),
+    ("groups[1]", "restart", "1e300", "groups[1].restart"),
+    ("groups[1]", "bounds", "[1e-300, 2.0]", "groups[1].bounds[0]"),
+    ("", "throughput", "[1e-300, 1e-300, 1e-300]", "throughput[0]"),
+    ("", "cap", "1e300", "cap"),
+    ("", "delay", "1e300", "delay"),
+    ("design", "bounds", "[1e-300, 1e300]", "design.bounds[0]"),
+    ("design", "bounds", "[1.0, 1e300]", "design.bounds[1]"),
+    ("design", "horizon", "1e308", "design.horizon"),
+    # A run the event budget cannot finish: H / (M + R) failures per job alone.
+    ("design", "horizon", "1e12", "design.horizon"),
+]
+
+
+@pytest.mark.parametrize("table, key, value, field", ENGINE_REFUSES, ids=[f"{c[1]}={c[2]}" for c in ENGINE_REFUSES])
+def test_every_value_the_engine_refuses_names_file_and_field(table, key, value, field):
+    with pytest.raises(FleetFileError) as info:
+        loads(_set(TINY, table, key, value), "fleets/bad.toml")
+    message = str(info.value)
+    assert message.startswith(f"fleet file fleets/bad.toml: {field}"), message
+    assert "must" in message or "cannot finish" in message, message
+
+
+@pytest.mark.parametrize("changes, field", [
+    # Young's interval √(2·d/f(1)·M), the interval the run uses without compute.
+    ({"write": "9e288", "mtbf": "9e288"}, r"groups\[1\]: Young's interval must lie in .*set groups\[1\]\.compute"),
+    # The solo period T + d / f(1), as cj.Fleet checks it.
+    ({"write": "9e288", "compute": "9e288"}, r"groups\[1\] \(its solo period T \+ d / f\(1\)\): must lie in"),
+], ids=["young", "solo period"])
+def test_what_fields_make_together_is_refused_naming_the_group(changes, field):
+    text = TINY
+    for key, value in changes.items():  # each in range alone
+        text = _set(text, "groups[1]", key, value)
+    with pytest.raises(FleetFileError, match="t.toml: " + field):
+        loads(text, "t.toml")
+
+
+def test_values_are_checked_in_the_dtype_the_run_uses():
+    text = _set(TINY, "groups[1]", "mtbf", "1e25")  # a float64, not a float32
+    assert loads(text, "t.toml").groups[1].mtbf == 1e25
+    with pytest.raises(FleetFileError, match=r"t.toml: groups\[1\]\.mtbf: must lie in .* float32"):
+        loads(text, "t.toml", dtype=np.float32)
+
+
+def test_a_horizon_within_the_budget_loads_and_says_its_events():
+    spec = loads(TINY, "t.toml")  # H = 100: 2 cycles per solo period, 2 events per failure
+    period = spec.intervals() + spec.solo_write_time()
+    expected = np.sum(2 * 100 / period + 2 * 100 / (spec.per_job("mtbf") + spec.per_job("restart")))
+    assert spec.events() == pytest.approx(expected)
+
+
+# -- files that are not fleet files ----------------------------------------------------------
+@pytest.mark.parametrize("where", ["mtbf = {}", "cap = {}", "nested = {}"])
+def test_deeply_nested_arrays_are_an_error(where):
+    nested = "[" * 5000 + "]" * 5000
+    with pytest.raises(FleetFileError, match="t.toml: .*nested too deeply"):
+        loads(TINY + "\n" + where.format(nested) + "\n" if where.startswith("nested")
+              else _set(TINY, "", where.split()[0], nested) if where.startswith("cap")
+              else _set(TINY, "groups[1]", "mtbf", nested), "t.toml")
+
+
+def test_a_utf8_byte_order_mark_is_accepted(tmp_path):
+    path = tmp_path / "bom.toml"
+    path.write_bytes(b"\xef\xbb\xbf" + TINY.encode())
+    assert load(path).names == ("small", "big")
+
+
+@pytest.mark.parametrize("name", ["two\nlines", "tab\there", "bell\x07", "del\x7f", "nul\x00", "sep\u2028"],
+                         ids=["newline", "tab", "bell", "delete", "nul", "line separator"])
+def test_a_name_dumps_cannot_write_back_is_refused(name):
+    escaped = "".join(c if c.isprintable() else f"\\u{ord(c):04x}" for c in name)  # TOML's escape
+    text = TINY.replace('name = "big"', f'name = "{escaped}"')
+    with pytest.raises(FleetFileError, match=r"t.toml: groups\[1\]\.name: must be printable"):
+        loads(text, "t.toml")
+
+
+@pytest.mark.parametrize("name", ['quote " and \\ backslash', "ünïcödé 🚀", "a | b"])
+def test_names_loads_accepts_are_written_back_by_dumps(name):
+    spec = loads(TINY.replace('name = "big"', 'name = "' + name.replace("\\", "\\\\").replace('"', '\\"') + '"'), "t.toml")
+    assert spec.names[1] == name
+    assert loads(dumps(spec), "t.toml").names == spec.names
+
+
+def test_the_python_required_has_tomllib():
+    # Fleet files are read with the standard library's tomllib, new in Python 3.11: every
+    # version pyproject.toml admits must have it.
+    import pathlib
+    import re
+    import tomllib
+
+    project = tomllib.loads((pathlib.Path(__file__).parents[1] / "pyproject.toml").read_text())["project"]
+    lowest = re.fullmatch(r">=\s*(\d+)\.(\d+)", project["requires-python"].strip())
+    assert lowest and (int(lowest[1]), int(lowest[2])) >= (3, 11), project["requires-python"]

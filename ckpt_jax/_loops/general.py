@@ -23,7 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import _observe
+from .. import _observe, _progress
 from .._observe import FinalView, SaveAt, observers_for
 from .._params import Params, computing_mask, jitter_work, phase_rates, snapped, to_horizon
 from .._sharing import Sharing, compute_speed, controller_load, fcfs_head, write_rates
@@ -463,34 +463,41 @@ STATIC = ("n_fires", "use_delay", "use_jitter", "use_async", "save", "until", "s
 advance_jit = jax.jit(batched_advance, static_argnames=STATIC, donate_argnums=(1,))
 
 
-def run_chunked(params, state, max_events, progress, n_fleets, **static):
-    """Runs the loop in chunks of events so long runs can show a progress bar.
+def run_chunked(params, state, max_events, progress, n_fleets, expected_events=None, **static):
+    """Runs the loop in chunks of events so long runs can show a progress bar: in cycles
+    (the slowest job's completed writes) or, with ``until``, in simulated time (percent of
+    the horizon reached by the slowest fleet). ``expected_events``: with ``until``, about
+    how many events the busiest fleet steps (`ckpt_jax._params.horizon_events`); it sizes
+    the chunks and decides whether a bar is shown.
 
     The event limit is a traced argument, so every chunk reuses one compiled loop.
     """
     n_fires = static["n_fires"]
     until = static["until"]
-    work = n_fleets * params.compute.shape[1] * (static["gap_fires"] or 0 if until else n_fires)
+    n_jobs = params.compute.shape[1]
+    if until:
+        events = max(1, min(max_events, expected_events or max_events))
+    else:
+        events = min(max_events, 2 * n_jobs * (n_fires + 2))
     if progress is None:
-        progress = work >= 5_000_000
+        progress = n_fleets * events / 2 >= _progress.LONG_RUN
     static = {k: v for k, v in static.items() if k != "trace_len"}
     if not progress:
         return advance_jit(params, state, jnp.int32(max_events), **static)
-    from .._progress import progress_bar
 
-    n_chunks = 50
-    chunk = max(1, math.ceil(max_events / n_chunks)) if until else max(
-        1, math.ceil(min(max_events, 2 * params.compute.shape[1] * (n_fires + 2)) / n_chunks)
-    )
+    chunk = max(1, math.ceil(events / 50))
     limit = 0
-    total = 1.0 if until else n_fires
-    with progress_bar(total=total, desc="ckpt_jax.simulate", unit="" if until else "cycle") as bar:
+    if until:  # simulated time: the percent of its horizon the slowest fleet reached
+        shown = dict(total=100, unit="% of H", bar_format="{l_bar}{bar}| {n:.0f}/{total} {unit} [{elapsed}<{remaining}]")
+    else:
+        shown = dict(total=n_fires, unit="cycle")
+    with _progress.progress_bar(desc="ckpt_jax.simulate", **shown) as bar:
         while True:
             limit = min(limit + chunk, max_events)
             state = advance_jit(params, state, jnp.int32(limit), **static)
             carry, _, horizon = state
             if until:
-                bar.update(float(jnp.min(carry.time / horizon)) - bar.n)
+                bar.update(100 * min(1.0, float(jnp.min(carry.time / horizon))) - bar.n)
             else:
                 bar.update(int(jnp.min(jnp.where(params.active, carry.end_count, n_fires))) - bar.n)
             still = still_running(params, carry, n_fires, max_events, horizon if until else None)

@@ -78,7 +78,7 @@ def settings_for(args, spec) -> dict:
 def _check(args) -> None:
     from ..fleetfile import load
 
-    args.spec = load(args.fleet_file)  # FleetFileError is a ValueError: one error line
+    args.spec = load(args.fleet_file, dtype=np.float64 if args.x64 else np.float32)  # FleetFileError is a ValueError: one error line
     args.settings = settings_for(args, args.spec)
     young = args.spec.young()
     labels = args.spec.labels
@@ -307,6 +307,10 @@ def _design(args) -> int:
 
     spec, settings = args.spec, args.settings
     report_devices("design", args.device_info, 1)
+    runs = 2 * settings["pairs"] * settings["draws"]
+    print(f"ckpt-jax design: {spec.n_jobs} jobs to H = {settings['horizon']:g}: about "
+          f"{spec.events(settings['horizon']):.2g} events per run (each O(N)), {runs} runs per step, "
+          f"up to {settings['steps']} steps")
     dtype = np.float64 if args.x64 else np.float32
     fleet = spec.fleet(dtype=dtype)
     key = seed_key(settings["seed"])

@@ -185,7 +185,7 @@ def _check_saved_ensemble(out: Path, parameters: dict) -> None:
         return
     try:
         saved = json.loads(path.read_text())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         raise CliError(f"{path} is unreadable; use --restart to start over") from None
     config = saved.get("config") if isinstance(saved, dict) else None
     old = config.get("parameters") if isinstance(config, dict) and config.get("command") == "ensemble" else None

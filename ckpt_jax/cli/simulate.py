@@ -88,7 +88,7 @@ def _check(args) -> None:
                            f"{', '.join(_FLEET_OPTIONS.values())}; drop {' '.join(given)} or --fleet")
         from ..fleetfile import load
 
-        args.spec = load(args.fleet)
+        args.spec = load(args.fleet, dtype=np.float64 if args.x64 else np.float32)
         args.jobs = args.spec.n_jobs
         if args.horizon is None:
             # Failures abandon writes, so a run of K completed cycles per job has no bound:
@@ -147,6 +147,10 @@ def _simulate(args) -> int:
     # The jitter stream is derived apart from the launch key so the two are independent.
     jitter_key = jax.random.fold_in(seed_key(args.seed), 1)
     work = n_fleets * n_jobs * n_cycles
+    if args.horizon is not None:  # the horizon, not the trace's cycles, says how long the run is
+        from .._params import horizon_events
+
+        work = max(work, n_fleets * float(np.max(horizon_events(fleet, args.horizon))) / 2)
     devices, n_devices = devices_for(args.device_info, n_fleets)
     device_summary = report_devices("simulate", args.device_info, n_devices, batch=n_fleets,
                                      batch_text=f"{n_fleets} fleet{'s' * (n_fleets != 1)}")
