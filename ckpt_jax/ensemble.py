@@ -60,7 +60,7 @@ from .model import Fleet, State, random_state
 if TYPE_CHECKING:
     from . import Trace
 
-__all__ = ["MANIFEST", "LOCK", "EnsembleBusyError", "EnsembleMismatchError", "EnsembleResult", "locked",
+__all__ = ["LOCK", "MANIFEST", "EnsembleBusyError", "EnsembleMismatchError", "EnsembleResult", "locked",
            "random_launches", "run_ensemble"]
 
 MANIFEST = "manifest.json"

@@ -109,9 +109,9 @@ def _stored(out_dir: Path, name: str) -> tuple:
     return (None, why) if why else (result, None)
 
 
-def _malformed(result, name: str) -> Optional[str]:
+def _malformed(result, name: str) -> str | None:
     """Why ``result`` is not a result the report can show, or None."""
-    def wrong(where, value, kind) -> Optional[str]:
+    def wrong(where, value, kind) -> str | None:
         if isinstance(value, kind) and not isinstance(value, bool):
             return None
         kinds = kind if isinstance(kind, tuple) else (kind,)
@@ -146,7 +146,7 @@ def _malformed(result, name: str) -> Optional[str]:
     return f"not a result: {problems[0]}" if problems else None
 
 
-def _conflict(name: str, result: dict, size: str) -> Optional[tuple]:
+def _conflict(name: str, result: dict, size: str) -> tuple | None:
     """``(kind, detail)`` where a stored result is not what this run would write (another
     size, version or parameters), else None."""
     if result["size"] != size:

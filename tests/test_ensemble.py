@@ -706,8 +706,8 @@ def test_cli_refuses_a_folder_another_process_holds_in_one_line(tmp_path, capsys
     out = tmp_path / "ensemble"
     out.mkdir()
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, filelock; lock = filelock.FileLock(sys.argv[1]); lock.acquire(); "
-         "print('held', flush=True); sys.stdin.read()", str(out / LOCK)],
+        [sys.executable, "-c", ("import sys, filelock; lock = filelock.FileLock(sys.argv[1]); lock.acquire(); "
+                                "print('held', flush=True); sys.stdin.read()"), str(out / LOCK)],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
     )
     try:

@@ -233,7 +233,7 @@ def _discard_stale_summary(out: Path, restart: bool) -> None:
     path.unlink()
 
 
-def _fingerprint(path: Path) -> Optional[str]:
+def _fingerprint(path: Path) -> str | None:
     """The manifest fingerprint a manifest.json or summary.json records, or None."""
     try:
         saved = json.loads(path.read_text())
@@ -247,7 +247,6 @@ def _ensemble(args) -> int:
     from ..ensemble import LOCK, EnsembleBusyError, locked
 
     compute, write = _durations(args)
-    n_jobs = args.jobs
     out = Path(args.out)
     parameters = _ensemble_parameters(args, compute, write)
     # The lock is held from the first check to summary.json: no other run changes the
