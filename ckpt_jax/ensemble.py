@@ -21,18 +21,28 @@ draws are keyed by the global fleet index (``simulate(..., fleet_offset=start)``
 last chunk is padded to ``chunk_size`` with copies of its last fleet, so every chunk runs
 the same compiled loop; the padding is dropped.
 
-One process per ``out_dir``: two runs writing into the same directory at once are not
-coordinated.
+One run per ``out_dir`` at a time: a run holds the folder's lock (``out_dir/.lock``, a
+`filelock.FileLock`) from before it touches any file to its return, and a second run on
+the same folder, in this process or another, is refused at once with `EnsembleBusyError`
+(it does not wait). A caller that writes files derived from the chunks (the CLI's
+``summary.json``) holds `locked` around the run and that write.
+
+Every file ``run_ensemble`` reads or replaces must be a regular file: a directory or a FIFO
+at the name of the manifest, a chunk or a temporary file raises `EnsembleMismatchError`
+before anything is read or computed (opening a FIFO would block for ever).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
+import stat
+import threading
 import warnings
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -50,9 +60,11 @@ from .model import Fleet, State, random_state
 if TYPE_CHECKING:
     from . import Trace
 
-__all__ = ["MANIFEST", "EnsembleMismatchError", "EnsembleResult", "random_launches", "run_ensemble"]
+__all__ = ["LOCK", "MANIFEST", "EnsembleBusyError", "EnsembleMismatchError", "EnsembleResult", "locked",
+           "random_launches", "run_ensemble"]
 
 MANIFEST = "manifest.json"
+LOCK = ".lock"
 # Per-fleet arrays every chunk file holds besides reduce's: the trace's own verdict.
 _VERDICT = ("ok", "status")
 # Scalars every chunk file holds: which chunk of which ensemble (manifest fingerprint) it is.
@@ -82,6 +94,19 @@ class EnsembleMismatchError(ValueError):
         self.differences = list(differences)
 
 
+class EnsembleBusyError(OSError):
+    """Another run holds ``out_dir``'s lock (`locked`): two writers never share a folder.
+
+    Attributes:
+      out_dir: the directory.
+    """
+
+    def __init__(self, out_dir: Path):
+        super().__init__(f"{out_dir} is in use by another ckpt_jax ensemble run (it holds {Path(out_dir) / LOCK}); "
+                         "wait for it to finish, or use another out_dir")
+        self.out_dir = out_dir
+
+
 @dataclasses.dataclass(frozen=True)
 class EnsembleResult:
     """What `run_ensemble` returns: per-fleet arrays in global fleet order.
@@ -96,6 +121,8 @@ class EnsembleResult:
       status: (n_fleets,) int32, `Trace.status` of each fleet (`STATUS_*` bit flags).
       n_computed: chunks simulated by this call.
       n_loaded: chunks loaded from ``out_dir`` (saved by an earlier call).
+      fingerprint: the fingerprint of the ensemble's manifest (``manifest.json``): a file
+        derived from the chunks records it, so that a reader can tell it belongs to them.
     """
 
     arrays: dict
@@ -103,6 +130,7 @@ class EnsembleResult:
     status: np.ndarray
     n_computed: int
     n_loaded: int
+    fingerprint: str = ""
 
     @property
     def n_fleets(self) -> int:
@@ -214,7 +242,8 @@ def run_ensemble(
       chunk_size: fleets per chunk, >= 1 (at most ``n_fleets`` are used). The last chunk
         is padded to this size with copies of its last fleet; the copies are dropped.
       out_dir: directory for ``manifest.json`` and ``chunk-{index:06d}.npz`` (created if
-        missing); None keeps everything in memory (no resume).
+        missing); None keeps everything in memory (no resume). The run holds the folder's
+        lock (`locked`, the file ``.lock``) throughout: one run per folder at a time.
       key: jitter PRNG key as for `simulate`: one key, folded with each fleet's global
         index, or one key per fleet (shape ``(n_fleets,)``).
       jitter: compute-work standard deviation σ >= 0, scalar or ``(n_fleets,)``.
@@ -227,7 +256,10 @@ def run_ensemble(
         ``n_events``, ``time`` and the observer arrays ``save`` asks for (see
         `EnsembleResult.arrays`).
         The names ``ok`` and ``status`` (always kept) and ``chunk_index`` and
-        ``fingerprint`` (each file's tags) are reserved.
+        ``fingerprint`` (each file's tags) are reserved; any other identifier is stored
+        under its own name. Arrays of dtype object cannot be stored (a chunk file holds no
+        pickles) and are refused, as are values that are not arrays, naming the key, before
+        anything is saved (on the first chunk).
       config: JSON-able description of what ``make_chunk`` and ``reduce`` compute (e.g.
         N, T, d, seed), recorded in the manifest; a resume with a different one raises.
         ``make_chunk.config``, if present (`random_launches`), is recorded too.
@@ -245,7 +277,9 @@ def run_ensemble(
     Raises:
       ValueError: a bad argument (before anything runs), or a ``make_chunk`` or
         ``reduce`` output of the wrong kind or shape.
-      EnsembleMismatchError: ``out_dir`` holds another ensemble (a `ValueError`).
+      EnsembleMismatchError: ``out_dir`` holds another ensemble, or a directory or FIFO
+        where a chunk or the manifest would be (a `ValueError`).
+      EnsembleBusyError: another run holds ``out_dir``'s lock (an `OSError`).
       OSError: ``out_dir`` cannot be written (e.g. the disk is full): the chunks saved
         before are complete, and a rerun resumes from them.
 
@@ -274,9 +308,17 @@ def run_ensemble(
             raise ValueError(f"key must be a single PRNG key or have shape ({n_fleets},), got {key.shape}")
     manifest = _manifest.manifest(n_fleets, chunk_size, n_fires, jitter, key, options, getattr(make_chunk, "config", None), config, save)
 
+    out = None if out_dir is None else Path(out_dir)
+    with contextlib.nullcontext() if out is None else locked(out):
+        return _run(make_chunk, n_fleets, n_fires, chunk_size, out, key, jitter, resume, progress, reduce, save,
+                    options, manifest)
+
+
+def _run(make_chunk, n_fleets, n_fires, chunk_size, out, key, jitter, resume, progress, reduce, save, options,
+         manifest) -> EnsembleResult:
+    """`run_ensemble` after its checks, holding ``out``'s lock."""
     bounds = chunk_bounds(n_fleets, chunk_size)
     chunks: list = [None] * len(bounds)
-    out = None if out_dir is None else Path(out_dir)
     if out is not None:
         _prepare(out, manifest, resume)
         for index, (start, stop) in enumerate(bounds):
@@ -295,7 +337,7 @@ def run_ensemble(
             chunk = _run_chunk(make_chunk, start, stop, chunk_size, n_fires, key, jitter, reduce, options, save)
             if out is not None:
                 tags = {"chunk_index": np.int64(index), "fingerprint": np.str_(manifest["fingerprint"])}
-                atomic_write(out / _chunk_name(index), lambda handle, arrays=chunk: np.savez(handle, **arrays, **tags))
+                atomic_write(out / _chunk_name(index), lambda handle, arrays=chunk: _write_npz(handle, {**arrays, **tags}))
             chunks[index] = chunk
             n_bad += int(np.sum(~chunk["ok"]))
             bar.update(stop - start)
@@ -311,9 +353,10 @@ def run_ensemble(
         warnings.warn(
             f"{n_bad} of {n_fleets} fleets did not complete: {describe_status(codes)} (see EnsembleResult.ok)",
             RuntimeWarning,
-            stacklevel=2,
+            stacklevel=3,
         )
-    return EnsembleResult(arrays, ok, status, n_computed=len(bounds) - n_loaded, n_loaded=n_loaded)
+    return EnsembleResult(arrays, ok, status, n_computed=len(bounds) - n_loaded, n_loaded=n_loaded,
+                          fingerprint=manifest["fingerprint"])
 
 
 # -- chunks ----------------------------------------------------------------------------
@@ -380,7 +423,15 @@ def _reduced(output, chunk_size: int) -> dict:
     for name, value in output.items():
         if not isinstance(name, str) or not name.isidentifier() or name in _RESERVED:
             raise ValueError(f"reduce's keys must be identifiers other than {_RESERVED}, got {name!r}")
-        value = np.asarray(value)
+        try:
+            value = np.asarray(value)
+        except (TypeError, ValueError) as err:  # ragged lists, objects numpy cannot convert
+            raise ValueError(f"reduce's {name!r} must be an array (one row per fleet), got "
+                             f"{type(value).__name__}: {err}") from None
+        if value.dtype.hasobject:
+            # A chunk file holds no pickles (np.load(allow_pickle=False)): it could not be read back.
+            raise ValueError(f"reduce's {name!r} has dtype object, which a chunk file cannot store: return "
+                             "numeric, boolean or string arrays")
         if value.ndim < 1 or value.shape[0] != chunk_size:
             raise ValueError(
                 f"reduce's {name!r} must have a leading axis of {chunk_size} (one row per fleet of "
@@ -388,6 +439,16 @@ def _reduced(output, chunk_size: int) -> dict:
             )
         arrays[name] = value
     return arrays
+
+
+def _write_npz(handle, arrays: dict) -> None:
+    """Writes ``arrays`` to ``handle`` as an ``.npz`` archive (what `np.load` reads), each
+    under its own name. Unlike ``np.savez(handle, **arrays)`` a name is never taken for one
+    of savez's own arguments (``file``, ``allow_pickle``), and nothing is pickled."""
+    with zipfile.ZipFile(handle, mode="w", compression=zipfile.ZIP_STORED, allowZip64=True) as archive:
+        for name, value in arrays.items():
+            with archive.open(f"{name}.npy", mode="w", force_zip64=True) as member:
+                np.lib.format.write_array(member, np.asanyarray(value), allow_pickle=False)
 
 
 def _load_chunk(path: Path, size: int, index: int, fingerprint: str) -> dict | None:
@@ -400,7 +461,7 @@ def _load_chunk(path: Path, size: int, index: int, fingerprint: str) -> dict | N
         with np.load(path, allow_pickle=False) as npz:
             arrays = {name: npz[name] for name in npz.files}  # reads (and CRC-checks) all
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:
-        warnings.warn(f"{path} is unreadable ({err}); recomputing that chunk", RuntimeWarning, stacklevel=3)
+        warnings.warn(f"{path} is unreadable ({err}); recomputing that chunk", RuntimeWarning, stacklevel=4)
         path.unlink()
         return None
     tags = {name: arrays.pop(name) for name in _TAGS if name in arrays}
@@ -414,7 +475,7 @@ def _load_chunk(path: Path, size: int, index: int, fingerprint: str) -> dict | N
     elif not set(_VERDICT) <= set(arrays) or any(v.ndim < 1 or v.shape[0] != size for v in arrays.values()):
         problem = f"does not hold {size} fleets"
     if problem is not None:
-        warnings.warn(f"{path} {problem}; recomputing that chunk", RuntimeWarning, stacklevel=3)
+        warnings.warn(f"{path} {problem}; recomputing that chunk", RuntimeWarning, stacklevel=4)
         return None
     return arrays
 
@@ -434,13 +495,70 @@ def _concatenate(chunks: list) -> dict:
 
 
 # -- files -------------------------------------------------------------------------------
+# Runs of this process holding a folder's lock, by (folder, thread): `locked` is re-entrant
+# in one thread (the CLI holds it around run_ensemble), never shared between threads.
+_HELD: set = set()
+
+
+@contextlib.contextmanager
+def locked(out_dir: str | os.PathLike) -> Iterator[Path]:
+    """Holds ``out_dir``'s lock (creating the folder): no other run, in this process or
+    another, writes there meanwhile. Re-entrant in one thread.
+
+    Yields:
+      ``out_dir`` as a `Path`.
+
+    Raises:
+      EnsembleBusyError: another run holds the lock (refused at once: no waiting).
+    """
+    from filelock import FileLock, Timeout
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    held = (os.path.realpath(out), threading.get_ident())
+    if held in _HELD:
+        yield out
+        return
+    lock = FileLock(out / LOCK, timeout=0)
+    try:
+        lock.acquire()
+    except Timeout:
+        raise EnsembleBusyError(out) from None
+    _HELD.add(held)
+    try:
+        yield out
+    finally:
+        _HELD.discard(held)
+        lock.release()
+
+
+def check_files(out: Path, names=()) -> None:
+    """Raises `EnsembleMismatchError` if the manifest, a chunk, a temporary file or one of
+    ``names`` in ``out`` exists and is not a regular file (a directory, a FIFO, a socket):
+    reading a FIFO would block for ever, and a directory can be neither read nor replaced."""
+    paths = [out / MANIFEST, *out.glob("chunk-*.npz"), *_strays(out), *(out / name for name in names)]
+    for path in paths:
+        try:
+            mode = path.stat().st_mode  # follows a symbolic link to what it names
+        except FileNotFoundError:
+            continue
+        if not stat.S_ISREG(mode):
+            kind = "a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "not a regular file"
+            raise EnsembleMismatchError(f"{path} is {kind}, not a file run_ensemble wrote: remove it, or use another "
+                                        "out_dir", out)
+
+
+def _strays(out: Path) -> list:
+    """Temporary files left by a run killed mid-write (a kill -9 skips atomic_write's cleanup);
+    under the lock, no running write owns them."""
+    return [*out.glob(f".{MANIFEST}.*.tmp"), *out.glob(".chunk-*.npz.*.tmp")]
+
+
 def _prepare(out: Path, manifest: dict, resume: bool) -> None:
     """Creates ``out``, removes stray temporary files, checks or writes the manifest."""
     out.mkdir(parents=True, exist_ok=True)
-    # Left by a run killed mid-write (a kill -9 skips the cleanup in _atomic_write).
-    for stray in out.glob(f".{MANIFEST}.*.tmp"):
-        stray.unlink()
-    for stray in out.glob(".chunk-*.npz.*.tmp"):
+    check_files(out)
+    for stray in _strays(out):
         stray.unlink()
     path = out / MANIFEST
     if not resume:

@@ -2,9 +2,12 @@
 
 Each experiment writes ``NAME.json`` last and atomically, so an interrupted run resumes
 from the experiments already finished (a JSON of the same size is reused, never re-run
-and never double counted). Results of different sizes never mix: a folder holding results
-of another size is refused (``SizeConflict``) unless ``resume=False`` (``--restart``),
-which discards them first.
+and never double counted). Each records its size, the package version and the
+experiment's parameters (its entry of the size table). Results never mix: a folder holding
+results of another size, another version or other parameters is refused
+(``ResultConflict``) unless ``resume=False`` (``--restart``), which discards them first. A
+``NAME.json`` that is not a result (torn, edited into another form) is said in one line and
+run again.
 
 The report has one row per sub-claim (a claim, or one part of it such as 5 memory or 8a),
 each with its own verdict decided by the experiment's rules and named thresholds; a claim's
@@ -26,9 +29,9 @@ from typing import Iterable, Optional
 
 from . import experiments
 from ._io import atomic_write_bytes
-from .experiments import INCONCLUSIVE, NOT_REPRODUCED, PARTIALLY, REPRODUCED, fmt, rules, write_json
+from .experiments import INCONCLUSIVE, NOT_REPRODUCED, PARTIALLY, REPRODUCED, VERDICTS, fmt, provenance, rules, write_json
 
-__all__ = ["reproduce", "write_report", "CLAIMS", "CLAIM_NAMES", "SizeConflict"]
+__all__ = ["reproduce", "write_report", "CLAIMS", "CLAIM_NAMES", "ResultConflict"]
 
 # The claims of docs/model.md §3, restated briefly for the report.
 CLAIMS = {
@@ -79,8 +82,9 @@ VERDICT_WORDS = {
 }
 
 
-class SizeConflict(ValueError):
-    """The output folder holds results of another size (they are never overwritten silently)."""
+class ResultConflict(ValueError):
+    """The output folder holds results of another size, another version of ckpt_jax or other
+    parameters (they are never reused, mixed or overwritten silently)."""
 
 
 def _module(name: str):
@@ -89,35 +93,99 @@ def _module(name: str):
     return importlib.import_module(f"{experiments.__name__}.{name}")
 
 
-def _stored(out_dir: Path, name: str) -> Optional[dict]:
-    """The finished result ``out_dir/name.json`` of any size, or None (absent or torn)."""
+def _stored(out_dir: Path, name: str) -> tuple:
+    """``(result, None)`` for a result ``out_dir/name.json`` of any size; ``(None, why)`` for
+    a file that is not one (torn, edited into another form); ``(None, None)`` if absent."""
     path = out_dir / f"{name}.json"
     if not path.exists():
-        return None
+        return None, None
+    if not path.is_file():  # a FIFO would block the read
+        return None, "not a file"
     try:
         result = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError):
-        return None
-    return result if isinstance(result, dict) and "size" in result else None
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as err:
+        return None, f"unreadable ({type(err).__name__})"
+    why = _malformed(result, name)
+    return (None, why) if why else (result, None)
 
 
-def _finished(out_dir: Path, name: str, size: str) -> Optional[dict]:
-    result = _stored(out_dir, name)
-    return result if result is not None and result.get("size") == size else None
+def _malformed(result, name: str) -> str | None:
+    """Why ``result`` is not a result the report can show, or None."""
+    def wrong(where, value, kind) -> str | None:
+        if isinstance(value, kind) and not isinstance(value, bool):
+            return None
+        kinds = kind if isinstance(kind, tuple) else (kind,)
+        return f"{where} is {type(value).__name__}, not {' or '.join(k.__name__ for k in kinds)}"
+
+    if not isinstance(result, dict):
+        return f"not a result: a JSON {type(result).__name__}, not an object"
+    fields = {"size": str, "numbers": dict, "verdicts": list, "figures": list}
+    problems = [None if result.get("name") == name else f"its name is {result.get('name')!r}"]
+    problems += [wrong(key, result.get(key), kind) for key, kind in fields.items()]
+    if "wall_seconds" in result:
+        problems.append(wrong("wall_seconds", result["wall_seconds"], (int, float)))
+    problems += [wrong(f"figures[{k}]", figure, str) for k, figure in enumerate(result.get("figures") or [])]
+    for k, entry in enumerate(result.get("verdicts") if isinstance(result.get("verdicts"), list) else []):
+        if not isinstance(entry, dict):
+            problems.append(wrong(f"verdicts[{k}]", entry, dict))
+            continue
+        if entry.get("verdict") not in VERDICTS:
+            problems.append(f"verdicts[{k}].verdict is {entry.get('verdict')!r}, not one of {list(VERDICTS)}")
+        text = (str, type(None))  # the report shows None as nothing
+        entry_fields = {"claim": int, "sub_claim": str, "why": str, "title": text, "headline": text, "rule": text,
+                        "thresholds": dict, "figures": list, "measured": dict}
+        problems += [wrong(f"verdicts[{k}].{key}", entry.get(key), kind) for key, kind in entry_fields.items()]
+        problems += [wrong(f"verdicts[{k}].figures[{j}]", f, str) for j, f in enumerate(entry.get("figures") or [])]
+        table = entry.get("table")
+        if table is not None and not (
+            isinstance(table, dict) and isinstance(table.get("columns"), list) and isinstance(table.get("rows"), list)
+            and all(isinstance(row, list) and len(row) == len(table["columns"]) for row in table["rows"])
+        ):
+            problems.append(f"verdicts[{k}].table is not columns and rows of one cell per column")
+    problems = [problem for problem in problems if problem]
+    return f"not a result: {problems[0]}" if problems else None
 
 
-def _other_sizes(out_dir: Path, size: str) -> dict:
-    """``{name: result}`` of the registered experiments whose stored result has another size."""
-    found = {}
-    for name in experiments.REGISTRY:
-        result = _stored(out_dir, name)
-        if result is not None and result.get("size") != size:
-            found[name] = result
-    return found
+def _conflict(name: str, result: dict, size: str) -> tuple | None:
+    """``(kind, detail)`` where a stored result is not what this run would write (another
+    size, version or parameters), else None."""
+    if result["size"] != size:
+        return "size", result["size"]
+    expected = provenance(name, size)
+    if result.get("version") != expected["version"]:
+        version = result.get("version")
+        return "version", f"ckpt_jax {version}" if isinstance(version, str) else "an unrecorded version"
+    saved = result.get("parameters")
+    if experiments.to_jsonable(saved) != expected["parameters"]:
+        now = expected["parameters"]
+        saved = saved if isinstance(saved, dict) else {}
+        keys = sorted(key for key in set(saved) | set(now) if saved.get(key) != now.get(key))
+        return "parameters", ", ".join(keys)
+    return None
+
+
+def _conflict_message(out_dir: Path, conflicts: dict, size: str) -> str:
+    """One line: what the folder holds that this run would not reuse, and what to do."""
+    by_kind: dict = {}
+    for name, (kind, detail) in sorted(conflicts.items()):
+        by_kind.setdefault(kind, []).append((name, detail))
+    parts = []
+    if "size" in by_kind:
+        sizes = sorted({detail for _, detail in by_kind["size"]})
+        parts.append(f"{'/'.join(map(repr, sizes))} results ({', '.join(f'{n}.json' for n, _ in by_kind['size'])})")
+    if "version" in by_kind:
+        listed = ", ".join(f"{n}.json: {detail}" for n, detail in by_kind["version"])
+        parts.append(f"results of another version ({listed})")
+    if "parameters" in by_kind:
+        listed = ", ".join(f"{n}.json: {detail}" for n, detail in by_kind["parameters"])
+        parts.append(f"results of other parameters ({listed})")
+    version = provenance(next(iter(conflicts)), size)["version"]
+    return (f"{out_dir} holds {'; '.join(parts)}; a {size!r} run of ckpt_jax {version} would overwrite them: use "
+            "another --out, or --restart to discard them")
 
 
 def _discard(out_dir: Path, results: dict) -> None:
-    """Removes the JSON and the figures of results of another size (``--restart``)."""
+    """Removes the JSON and the figures of results this run cannot reuse (``--restart``)."""
     for name, result in results.items():
         for figure in result.get("figures", []):
             path = out_dir / Path(figure).name
@@ -149,28 +217,31 @@ def reproduce(
       ``{name: result dict}`` for every experiment of this size whose JSON is in ``out_dir``.
 
     Raises:
-      SizeConflict: ``out_dir`` holds results of another size and ``resume`` is True.
+      ResultConflict: ``out_dir`` holds results of another size, version or parameters and
+        ``resume`` is True.
     """
     experiments.check_size(size)
     out_dir = Path(out_dir)
     names = list(experiments.REGISTRY) if not only else list(only)
     for name in names:
         _module(name)  # validate every name before running anything
-    others = _other_sizes(out_dir, size) if out_dir.exists() else {}
-    if others and resume:
-        sizes = sorted({r["size"] for r in others.values()})
-        listed = ", ".join(f"{n}.json" for n in sorted(others))
-        raise SizeConflict(
-            f"{out_dir} holds {'/'.join(map(repr, sizes))} results ({listed}); a {size!r} run would overwrite "
-            f"them: use another --out, or --restart to discard them"
-        )
+    stored = {name: _stored(out_dir, name) for name in experiments.REGISTRY} if out_dir.exists() else {}
+    conflicts = {name: _conflict(name, result, size) for name, (result, _) in stored.items() if result is not None}
+    conflicts = {name: conflict for name, conflict in conflicts.items() if conflict is not None}
+    if conflicts and resume:
+        raise ResultConflict(_conflict_message(out_dir, conflicts, size))
     out_dir.mkdir(parents=True, exist_ok=True)
-    if others:
-        log(f"discarding {len(others)} results of another size in {out_dir} (restart)")
-        _discard(out_dir, others)
+    if conflicts:
+        log(f"discarding {len(conflicts)} results of another size, version or parameters in {out_dir} (restart)")
+        _discard(out_dir, {name: stored[name][0] for name in conflicts})
+    finished = {name: result for name, (result, _) in stored.items() if result is not None and name not in conflicts}
+    for name, (_, why) in stored.items():
+        if why is not None:
+            then = "running it again" if name in names else f"left out of the report (rerun with --only {name})"
+            log(f"{out_dir / f'{name}.json'} is {why}; {then}")
     results = {}
     for index, name in enumerate(names, 1):
-        done = _finished(out_dir, name, size) if resume else None
+        done = finished.get(name) if resume else None
         if done is not None:
             log(f"[{index}/{len(names)}] {name}: already done, reusing {name}.json")
             results[name] = done
@@ -185,10 +256,8 @@ def reproduce(
         results[name] = result
     # The report covers every finished experiment of this size in the folder, not only this call's.
     for name in experiments.REGISTRY:
-        if name not in results:
-            done = _finished(out_dir, name, size)
-            if done is not None:
-                results[name] = done
+        if name not in results and name in finished:
+            results[name] = finished[name]
     write_report(out_dir, results, size)
     return results
 
@@ -383,7 +452,7 @@ def main_reproduce(args) -> int:
         results = reproduce(
             args.out, size=args.size, only=args.only, progress=not args.no_progress, resume=not args.restart
         )
-    except SizeConflict as error:
+    except ResultConflict as error:
         print(f"ckpt-jax: error: {error}", file=sys.stderr)
         return 2
     print(f"report: {Path(args.out) / 'report.md'}", file=sys.stderr)

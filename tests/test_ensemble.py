@@ -17,8 +17,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import ckpt_jax as cj
+from ckpt_jax import ensemble
 from ckpt_jax.cli import main
-from ckpt_jax.ensemble import MANIFEST, EnsembleMismatchError, chunk_bounds
+from ckpt_jax.ensemble import LOCK, MANIFEST, EnsembleMismatchError, chunk_bounds
 
 N_JOBS, N_FIRES, N_FLEETS, CHUNK = 4, 4, 10, 4  # 3 chunks; the last holds 2 fleets + 2 padding
 TRACE_FIELDS = ("fire_times", "end_times", "n_events", "time")
@@ -58,6 +59,11 @@ def assert_same_trace(result, trace):
         np.testing.assert_array_equal(result.arrays[name], np.asarray(getattr(trace, name)), err_msg=name)
     np.testing.assert_array_equal(result.ok, np.asarray(trace.ok))
     np.testing.assert_array_equal(result.status, np.asarray(trace.status))
+
+
+def files(out) -> list:
+    """The files a run leaves in ``out``, besides its lock file."""
+    return sorted(p.name for p in out.iterdir() if p.name != LOCK)
 
 
 def run(make_chunk=None, **kwargs):
@@ -214,17 +220,17 @@ def test_interrupt_in_reduce_and_mid_write_leave_no_partial_chunk(tmp_path, monk
         run(reduce=reduce, out_dir=tmp_path)
     assert [p.name for p in tmp_path.glob("chunk-*")] == ["chunk-000000.npz"]
 
-    savez = np.savez
+    write_npz = ensemble._write_npz
 
-    def dies_mid_write(handle, **arrays):
+    def dies_mid_write(handle, arrays):
         handle.write(b"PK\x03\x04 half a zip")
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(np, "savez", dies_mid_write)
+    monkeypatch.setattr(ensemble, "_write_npz", dies_mid_write)
     with pytest.raises(KeyboardInterrupt):
         run(reduce=reduce, out_dir=tmp_path)
-    monkeypatch.setattr(np, "savez", savez)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["chunk-000000.npz", MANIFEST]
+    monkeypatch.setattr(ensemble, "_write_npz", write_npz)
+    assert files(tmp_path) == ["chunk-000000.npz", MANIFEST]
 
     result = run(reduce=lambda trace: {"n_events": trace.n_events}, out_dir=tmp_path)
     assert (result.n_loaded, result.n_computed) == (1, 2)
@@ -438,7 +444,7 @@ def test_cli_ensemble_runs_resumes_and_restarts(tmp_path, capsys):
             "--chunk-size", str(CHUNK), "--load", "0.8", "--no-progress"]
     assert main(argv) == 0
     assert "6/6 fleets ok" in capsys.readouterr().out
-    assert sorted(p.name for p in out.iterdir()) == ["chunk-000000.npz", "chunk-000001.npz", MANIFEST, "summary.json"]
+    assert files(out) == ["chunk-000000.npz", "chunk-000001.npz", MANIFEST, "summary.json"]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["fleets_ok"] == 6 and summary["chunks_computed"] == 2
     assert summary["load"] == pytest.approx(0.8)
@@ -579,23 +585,23 @@ def test_cli_bad_save_is_one_line_naming_the_allowed_names(tmp_path, capsys, val
     (KeyboardInterrupt(), 130, "ckpt-jax: interrupted; rerun the same command to resume"),
 ])
 def test_cli_disk_full_or_ctrl_c_is_one_line_and_a_rerun_resumes(tmp_path, capsys, monkeypatch, failure, status, message):
-    savez, calls = np.savez, []
+    write_npz, calls = ensemble._write_npz, []
 
-    def fails_on_the_second_chunk(handle, **arrays):
+    def fails_on_the_second_chunk(handle, arrays):
         calls.append(1)
         if len(calls) == 2:
             raise failure
-        return savez(handle, **arrays)
+        return write_npz(handle, arrays)
 
-    monkeypatch.setattr(np, "savez", fails_on_the_second_chunk)
+    monkeypatch.setattr(ensemble, "_write_npz", fails_on_the_second_chunk)
     out = tmp_path / "ensemble"
     assert main(cli_argv(out)) == status
     line = one_line(capsys)
     assert message in line
     if status == 2:
         assert f"{out / 'chunk-000001.npz'}" in line and line.endswith("rerun the same command to resume")
-    assert sorted(p.name for p in out.iterdir()) == ["chunk-000000.npz", MANIFEST]
-    monkeypatch.setattr(np, "savez", savez)
+    assert files(out) == ["chunk-000000.npz", MANIFEST]
+    monkeypatch.setattr(ensemble, "_write_npz", write_npz)
     assert main(cli_argv(out)) == 0
     summary = json.loads((out / "summary.json").read_text())
     assert (summary["chunks_loaded"], summary["chunks_computed"]) == (1, 1)
@@ -617,3 +623,147 @@ def test_a_deeply_nested_manifest_is_an_error_not_a_recursion_error(tmp_path):
     (tmp_path / MANIFEST).write_text('{"config": ' + "[" * 100_000 + "]" * 100_000 + "}")
     with pytest.raises(EnsembleMismatchError, match="unreadable"):
         run(out_dir=tmp_path)
+
+
+# -- nothing lost on disk --------------------------------------------------------------------------
+@pytest.mark.parametrize("name", ["allow_pickle", "file", "fix_imports", "kwds"])
+def test_any_identifier_is_stored_under_its_own_name_and_resumes(tmp_path, name):
+    # np.savez(file, **arrays) took these names for its own arguments.
+    def reduce(trace):
+        return {name: trace.n_events, "time": trace.time}
+
+    first = run(reduce=reduce, out_dir=tmp_path)
+    resumed = run(reduce=reduce, out_dir=tmp_path)
+    assert (resumed.n_loaded, resumed.n_computed) == (3, 0)
+    assert resumed.arrays.keys() == {name, "time"}
+    np.testing.assert_array_equal(resumed.arrays[name], np.asarray(reference().n_events))
+    np.testing.assert_array_equal(resumed.arrays[name], first.arrays[name])
+
+
+@pytest.mark.parametrize("value, what", [
+    (lambda trace: np.array([{"fleet": i} for i in range(CHUNK)], dtype=object), "dtype object"),
+    (lambda trace: [[1.0]] * (CHUNK - 1) + [[1.0, 2.0]], "must be an array"),
+])
+def test_what_a_chunk_cannot_store_is_refused_before_anything_is_saved(tmp_path, value, what):
+    make_chunk = Recorder()
+    with pytest.raises(ValueError, match=f"reduce's 'label' .*{what}"):
+        run(make_chunk, reduce=lambda trace: {"n_events": trace.n_events, "label": value(trace)}, out_dir=tmp_path)
+    assert make_chunk.calls == [(0, CHUNK)]  # the first chunk, no further
+    assert files(tmp_path) == [MANIFEST]
+
+
+@pytest.mark.parametrize("name", ["chunk-000001.npz", MANIFEST])
+@pytest.mark.parametrize("kind", ["directory", "fifo"])
+@pytest.mark.parametrize("resume", [True, False])
+def test_a_directory_or_fifo_at_a_file_name_is_refused_before_anything_runs(tmp_path, name, kind, resume):
+    if name != MANIFEST:  # a saved ensemble, one of whose chunks is not a file
+        run(out_dir=tmp_path)
+        (tmp_path / name).unlink()
+    if kind == "directory":
+        (tmp_path / name).mkdir()
+    else:
+        os.mkfifo(tmp_path / name)  # opening it for reading would block for ever
+    make_chunk = Recorder()
+    with pytest.raises(EnsembleMismatchError, match=f"{name} is a {'directory' if kind == 'directory' else 'FIFO'}"):
+        run(make_chunk, out_dir=tmp_path, resume=resume)
+    assert make_chunk.calls == []
+
+
+def test_a_second_run_on_a_folder_in_use_is_refused_and_the_first_completes(tmp_path):
+    import threading
+
+    started, release, outcome = threading.Event(), threading.Event(), {}
+
+    def waits_in_its_second_chunk(start, stop):
+        if start == CHUNK:
+            started.set()
+            release.wait(60)
+        return launches()(start, stop)
+
+    waits_in_its_second_chunk.config = launches().config
+
+    def first():
+        try:
+            outcome["result"] = run(waits_in_its_second_chunk, out_dir=tmp_path)
+        except BaseException as err:  # noqa: BLE001 - reported by the assertion below
+            outcome["error"] = err
+
+    thread = threading.Thread(target=first)
+    thread.start()
+    try:
+        assert started.wait(60)
+        (tmp_path / ".chunk-000001.npz.abc.tmp").write_bytes(b"as if the first were writing it")
+        make_chunk = Recorder()
+        with pytest.raises(ensemble.EnsembleBusyError, match="in use by another"):
+            run(make_chunk, out_dir=tmp_path, resume=False)
+        assert make_chunk.calls == [] and (tmp_path / ".chunk-000001.npz.abc.tmp").exists()
+    finally:
+        release.set()
+        thread.join(60)
+    assert "error" not in outcome, outcome
+    assert outcome["result"].n_computed == 3
+    assert run(out_dir=tmp_path).n_loaded == 3  # the lock is released on return
+
+
+def test_cli_refuses_a_folder_another_process_holds_in_one_line(tmp_path, capsys):
+    import subprocess
+    import sys
+
+    out = tmp_path / "ensemble"
+    out.mkdir()
+    holder = subprocess.Popen(
+        [sys.executable, "-c", ("import sys, filelock; lock = filelock.FileLock(sys.argv[1]); lock.acquire(); "
+                                "print('held', flush=True); sys.stdin.read()"), str(out / LOCK)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        assert holder.stdout.readline() == "held\n"
+        assert main(cli_argv(out)) == 2
+        assert one_line(capsys) == (f"ckpt-jax: error: {out} is in use by another run (it holds {out / LOCK}); "
+                                    "wait for it to finish, or use another --out")
+        assert files(out) == []
+    finally:
+        holder.communicate("")
+
+
+def test_cli_restart_killed_part_way_leaves_no_stale_summary(tmp_path, capsys, monkeypatch):
+    out = tmp_path / "ensemble"
+    assert main(cli_argv(out)) == 0
+    old = json.loads((out / "summary.json").read_text())
+    assert old["fingerprint"] == json.loads((out / MANIFEST).read_text())["fingerprint"]
+
+    write_npz, calls = ensemble._write_npz, []
+
+    def killed_on_the_second_chunk(handle, arrays):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return write_npz(handle, arrays)
+
+    monkeypatch.setattr(ensemble, "_write_npz", killed_on_the_second_chunk)
+    assert main(cli_argv(out, "--restart", "--seed", "5")) == 130
+    assert files(out) == ["chunk-000000.npz", MANIFEST]  # no summary of seed 0 beside seed 5's manifest
+    assert json.loads((out / MANIFEST).read_text())["config"]["parameters"]["seed"] == 5
+
+    # A summary that does not record this manifest (edited, or older) is removed when a run starts.
+    (out / "summary.json").write_text(json.dumps({**old, "fingerprint": "0" * 64}))
+    calls[:] = [1]  # killed on the one chunk left to compute
+    assert main(cli_argv(out, "--seed", "5")) == 130
+    assert not (out / "summary.json").exists()
+
+    monkeypatch.setattr(ensemble, "_write_npz", write_npz)
+    assert main(cli_argv(out, "--seed", "5")) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["parameters"]["seed"] == 5
+    assert summary["fingerprint"] == json.loads((out / MANIFEST).read_text())["fingerprint"]
+
+
+@pytest.mark.parametrize("kind", ["directory", "fifo"])
+def test_cli_summary_path_that_is_not_a_file_is_one_line_before_anything_runs(tmp_path, capsys, kind):
+    out = tmp_path / "ensemble"
+    out.mkdir()
+    (out / "summary.json").mkdir() if kind == "directory" else os.mkfifo(out / "summary.json")
+    assert main(cli_argv(out)) == 2
+    line = one_line(capsys)
+    assert f"{out / 'summary.json'} is a " in line and line.endswith("remove it, or use another --out")
+    assert files(out) == ["summary.json"]

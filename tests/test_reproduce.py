@@ -6,9 +6,10 @@ import re
 
 import pytest
 
+import ckpt_jax
 from ckpt_jax import cli
-from ckpt_jax.experiments import INCONCLUSIVE, NOT_REPRODUCED, REGISTRY, REPRODUCED, finish, rules, verdict
-from ckpt_jax.reproduce import CLAIMS, SizeConflict, reproduce, write_report
+from ckpt_jax.experiments import INCONCLUSIVE, NOT_REPRODUCED, REGISTRY, REPRODUCED, finish, provenance, rules, verdict
+from ckpt_jax.reproduce import CLAIMS, ResultConflict, reproduce, write_report
 
 
 def test_reproduce_writes_report_and_resumes(tmp_path):
@@ -49,7 +50,7 @@ def _fake_quick_result(out, name="spectrum"):
 def test_results_of_another_size_are_never_overwritten(tmp_path):
     _fake_quick_result(tmp_path)
     before = (tmp_path / "spectrum.json").read_bytes()
-    with pytest.raises(SizeConflict, match="holds 'quick' results \\(spectrum.json\\).*another --out, or --restart"):
+    with pytest.raises(ResultConflict, match="holds 'quick' results \\(spectrum.json\\).*another --out, or --restart"):
         reproduce(tmp_path, size="smoke", only=["pairwise_neutrality"], progress=False, log=lambda m: None)
     assert (tmp_path / "spectrum.json").read_bytes() == before
     assert not (tmp_path / "pairwise_neutrality.json").exists()
@@ -136,3 +137,74 @@ def test_every_registered_experiment_is_importable_and_declares_claims():
         assert module.NAME == name
         assert set(module.CLAIMS) <= set(CLAIMS)
         assert callable(module.run)
+
+
+# -- stored results: version, parameters, edited files ---------------------------------------------
+def _fake_result(out, experiment, **edits):
+    """A finished smoke result as ``finish`` writes it (no experiment run), with ``edits`` applied."""
+    entry = verdict(2 if experiment == "spectrum" else 1, REPRODUCED, "numbers", title="t", headline="h")
+    result = finish(out, experiment, "smoke", {}, [entry], [])
+    (out / f"{experiment}.json").write_text(json.dumps({**result, **edits}))
+    return result
+
+
+@pytest.mark.parametrize("edits, what", [
+    ({"version": "0.0.1"}, "results of another version \\(spectrum.json: ckpt_jax 0.0.1\\)"),
+    ({"version": None}, "results of another version \\(spectrum.json: an unrecorded version\\)"),
+    ({"parameters": {**provenance("spectrum", "smoke")["parameters"], "n_jobs": [2, 3]}},
+     "results of other parameters \\(spectrum.json: n_jobs\\)"),
+])
+def test_results_of_another_version_or_parameters_are_refused_in_one_line(tmp_path, capsys, edits, what):
+    _fake_result(tmp_path, "spectrum", **edits)
+    before = (tmp_path / "spectrum.json").read_bytes()
+    with pytest.raises(ResultConflict, match=what + ".*another --out, or --restart to discard them"):
+        reproduce(tmp_path, size="smoke", only=["spectrum"], progress=False, log=lambda m: None)
+    assert cli.main(["reproduce", "--smoke", "--no-progress", "--only", "spectrum", "--out", str(tmp_path)]) == 2
+    error = capsys.readouterr().err
+    assert len(error.strip().splitlines()) == 1 and "Traceback" not in error and "spectrum.json" in error
+    assert (tmp_path / "spectrum.json").read_bytes() == before
+
+
+def test_restart_discards_results_of_another_version(tmp_path):
+    _fake_result(tmp_path, "spectrum", version="0.0.1")
+    messages = []
+    reproduce(tmp_path, size="smoke", only=["pairwise_neutrality"], progress=False, resume=False, log=messages.append)
+    assert not (tmp_path / "spectrum.json").exists()
+    assert any("discarding 1 results of another size, version or parameters" in m for m in messages)
+    written = json.loads((tmp_path / "pairwise_neutrality.json").read_text())
+    assert written["version"] == ckpt_jax.__version__
+    assert written["parameters"]["n_delta"] == 16  # the smoke entry of the experiment's size table
+    assert written["parameters"]["write_ratios"] == pytest.approx([0.05, 0.275, 0.5, 0.725, 0.95], abs=1e-15)
+
+
+@pytest.mark.parametrize("edits", [
+    {"verdicts": "reproduced"},
+    {"verdicts": [{"claim": "two", "verdict": REPRODUCED}]},
+    {"verdicts": [dict(verdict(2, REPRODUCED, "why"), verdict="great")]},
+    {"verdicts": [dict(verdict(2, REPRODUCED, "why"), table={"columns": ["a"], "rows": [[1, 2]]})]},
+    {"figures": [3]},
+    {"numbers": []},
+    {"size": ["smoke"]},
+    {"name": "memory"},
+])
+def test_an_edited_result_is_one_line_and_left_out_never_a_traceback(tmp_path, edits):
+    _fake_result(tmp_path, "pairwise_neutrality")  # reused: nothing runs
+    _fake_result(tmp_path, "spectrum", **edits)
+    messages = []
+    results = reproduce(tmp_path, size="smoke", only=["pairwise_neutrality"], progress=False, log=messages.append)
+    assert set(results) == {"pairwise_neutrality"}
+    edited = [m for m in messages if "spectrum.json" in m]
+    assert len(edited) == 1 and "is not a result: " in edited[0], messages
+    assert edited[0].endswith("left out of the report (rerun with --only spectrum)")
+    assert "| 2 reciprocal spectrum | - | not run |" in (tmp_path / "report.md").read_text()
+
+
+def test_cli_runs_an_edited_result_again_in_one_line(tmp_path, capsys):
+    _fake_result(tmp_path, "pairwise_neutrality", verdicts="reproduced")
+    (tmp_path / "spectrum.json").write_text("[[[[" * 10_000)  # too deep for the JSON parser
+    assert cli.main(["reproduce", "--smoke", "--no-progress", "--only", "pairwise_neutrality", "--out", str(tmp_path)]) == 0
+    printed = capsys.readouterr()
+    assert "Traceback" not in printed.err
+    assert "pairwise_neutrality.json is not a result: verdicts is str, not list; running it again" in printed.out
+    assert "spectrum.json is unreadable (RecursionError); left out of the report" in printed.out
+    assert json.loads((tmp_path / "pairwise_neutrality.json").read_text())["verdicts"][0]["verdict"] == REPRODUCED

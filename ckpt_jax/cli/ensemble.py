@@ -24,7 +24,8 @@ def add_ensemble(subparsers) -> None:
             "at a time. Each chunk is saved atomically into --out (chunk-*.npz: per fleet, the "
             "statistics --save names, accumulated during the run without storing the trace, and "
             "events and end time), so an interrupted run resumes from the last chunk saved; "
-            "summary.json is written at the end."
+            "summary.json is written at the end (a run that starts over removes the old one first), "
+            "and records the manifest's fingerprint. One run per DIR at a time: a second is refused."
         ),
     )
     parser.add_argument("--fleets", type=integer(1), required=True, metavar="B",
@@ -56,6 +57,8 @@ def add_ensemble(subparsers) -> None:
 
 
 # -- ensemble ---------------------------------------------------------------------------
+SUMMARY = "summary.json"
+
 # Option names of the ensemble's parameters, for messages ("chunk-size: 1000 saved, 500 now").
 _ENSEMBLE_OPTIONS = {
     "fleets": "fleets", "jobs": "jobs", "fires": "fires", "chunk_size": "chunk-size",
@@ -216,19 +219,61 @@ def _one_line_warnings(show):
 
     return showwarning
 
+def _discard_stale_summary(out: Path, restart: bool) -> None:
+    """Removes summary.json unless it describes the chunks the manifest accounts for: a run
+    that starts over (--restart, or no manifest yet) first removes it, so a run killed part
+    way leaves no summary of the ensemble before. The new one is written at the end."""
+    from ..ensemble import MANIFEST
+
+    path = out / SUMMARY
+    if not path.exists():
+        return
+    if not restart and _fingerprint(path) is not None and _fingerprint(path) == _fingerprint(out / MANIFEST):
+        return
+    path.unlink()
+
+
+def _fingerprint(path: Path) -> str | None:
+    """The manifest fingerprint a manifest.json or summary.json records, or None."""
+    try:
+        saved = json.loads(path.read_text())
+    except (OSError, ValueError, RecursionError):
+        return None
+    value = saved.get("fingerprint") if isinstance(saved, dict) else None
+    return value if isinstance(value, str) else None
+
+
 def _ensemble(args) -> int:
+    from ..ensemble import LOCK, EnsembleBusyError, locked
+
+    compute, write = _durations(args)
+    out = Path(args.out)
+    parameters = _ensemble_parameters(args, compute, write)
+    # The lock is held from the first check to summary.json: no other run changes the
+    # folder in between (a second run is refused in one line).
+    try:
+        with locked(out):
+            return _ensemble_locked(args, out, parameters, compute, write)
+    except EnsembleBusyError as err:
+        raise CliError(f"{out} is in use by another run (it holds {out / LOCK}); wait for it to finish, or use "
+                       "another --out") from err
+
+
+def _ensemble_locked(args, out: Path, parameters: dict, compute: float, write: float) -> int:
     import jax
 
     from .. import EnsembleMismatchError, SaveAt, __version__, describe_status, random_launches, run_ensemble
-    from ..ensemble import MANIFEST
+    from ..ensemble import MANIFEST, check_files
     from ..experiments import write_json
 
-    compute, write = _durations(args)
     n_jobs = args.jobs
-    out = Path(args.out)
-    parameters = _ensemble_parameters(args, compute, write)
+    try:
+        check_files(out, [SUMMARY])
+    except EnsembleMismatchError as err:
+        raise CliError(str(err).replace("out_dir", "--out")) from None
     if not args.restart:
         _check_saved_ensemble(out, parameters)
+    _discard_stale_summary(out, args.restart)
     root_key = seed_key(args.seed)
     make_chunk = random_launches(
         np.full(n_jobs, compute),
@@ -285,6 +330,8 @@ def _ensemble(args) -> int:
         if err.differences:
             raise CliError(f"{out} holds another ensemble ({'; '.join(err.differences)}); "
                            "use --restart to start over") from None
+        if "resume=False" not in str(err):  # not a matter of another ensemble: --restart would not help
+            raise CliError(str(err).replace("out_dir", "--out")) from None
         reason = str(err).split("; rerun with resume=False")[0]
         raise CliError(f"{reason}; use --restart to start over") from None
     wall_s = time.perf_counter() - started
@@ -295,6 +342,8 @@ def _ensemble(args) -> int:
     summary = {
         "command": "ensemble",
         "version": __version__,
+        # The manifest's: summary.json describes the chunks only where the two agree.
+        "fingerprint": result.fingerprint,
         "parameters": parameters,
         "keys": {
             "seed": SEED_KEY_TEXT,
@@ -318,10 +367,10 @@ def _ensemble(args) -> int:
         "backend": jax.default_backend(),
         "devices": device_summary,
         "jax": jax.__version__,
-        "files": [MANIFEST, "chunk-*.npz", "summary.json"],
+        "files": [MANIFEST, "chunk-*.npz", SUMMARY],
         "notes": _ensemble_notes(args.save),
     }
-    write_json(out / "summary.json", summary)
+    write_json(out / SUMMARY, summary)  # last, atomically: present only after a complete run
 
     print(
         f"ckpt-jax ensemble: {int(ok.sum())}/{args.fleets} fleets ok, N={n_jobs}, K={args.fires}, "

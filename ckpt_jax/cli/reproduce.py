@@ -30,7 +30,8 @@ def add_reproduce(subparsers) -> None:
     parser.add_argument("--only", action="append", choices=REGISTRY, metavar="NAME",
                         help=f"run only this experiment (repeatable; default: all): {', '.join(REGISTRY)}")
     parser.add_argument("--restart", action="store_true",
-                        help="run every experiment again; results of another size in DIR are discarded first "
+                        help="run every experiment again; results of another size, another ckpt_jax version or "
+                        "other parameters in DIR are discarded first "
                         "(without --restart such a folder is refused)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
     add_devices(parser, shards=False)

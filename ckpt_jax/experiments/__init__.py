@@ -224,9 +224,22 @@ def new_figure(*args, **kwargs):
     return Figure(*args, **kwargs)
 
 
+def provenance(name: str, size: str) -> dict:
+    """What a result is a result of: ``{"version": ckpt_jax.__version__, "parameters": the
+    experiment's entry of its size table, as JSON values}``. A stored result is reused only
+    where it records the same (`ckpt_jax.reproduce`)."""
+    import importlib
+
+    from .. import __version__
+
+    table = importlib.import_module(f"{__name__}.{name}").SIZES
+    return {"version": __version__, "parameters": json.loads(json.dumps(to_jsonable(table[check_size(size)])))}
+
+
 def finish(out_dir: Path, name: str, size: str, numbers: dict, verdicts: list, figures: list) -> dict:
     """Assembles an experiment's result dict and writes ``out_dir/name.json`` atomically
     (written last, so its presence means the experiment finished: resume relies on it).
+    The result records the package version and the experiment's parameters (`provenance`).
 
     Every figure a verdict names must be one of ``figures``, and no figure may belong to
     two verdicts (the report shows each figure once, under its sub-claim)."""
@@ -241,6 +254,7 @@ def finish(out_dir: Path, name: str, size: str, numbers: dict, verdicts: list, f
     result = {
         "name": name,
         "size": size,
+        **provenance(name, size),
         "numbers": to_jsonable(numbers),
         "verdicts": verdicts,
         "figures": list(figures),
