@@ -60,10 +60,11 @@ def flag(condition, bit: int) -> jnp.ndarray:
 def describe_status(status) -> str:
     """Human-readable reasons for a status code (OR-ed bits of `Status`).
 
-    >>> describe_status(0)
-    'ok'
-    >>> describe_status(Status.MAX_EVENTS | Status.NONFINITE).split("; ")[1][:20]
-    'a non-finite time oc'
+    Examples:
+      >>> describe_status(0)
+      'ok'
+      >>> describe_status(Status.MAX_EVENTS | Status.NONFINITE).split("; ")[1][:20]
+      'a non-finite time oc'
     """
     status = int(status)
     if status == 0:

@@ -103,6 +103,7 @@ def _floats(*values):
 def renewal_cycle_time(compute, write, mtbf, restart):
     """Expected wall-clock time for one job alone to complete one cycle (compute + write)
     under exponential failures: ``E[X] = (M + R)·(e^{(T + d)/M} − 1)`` (docs/model.md claim 10).
+    All four arguments broadcast together; jnp arrays, differentiable.
 
     Args:
       compute: T > 0, the compute work of a cycle (time units at speed 1).
@@ -110,7 +111,6 @@ def renewal_cycle_time(compute, write, mtbf, restart):
       mtbf: M > 0 finite, the mean time between failures (a Poisson process in wall-clock time,
         off while the job is down).
       restart: R >= 0 finite, the time down after each failure.
-      All four broadcast together; jnp arrays, differentiable.
 
     Returns:
       E[X], the broadcast shape of the inputs.
@@ -227,8 +227,7 @@ def optimal_interval(write, mtbf, restart=0.0):
     Args:
       write: d > 0, the solo write time.
       mtbf: M > 0 finite.
-      restart: R >= 0 finite (does not change T*).
-      They broadcast together.
+      restart: R >= 0 finite (does not change T*; the three broadcast together).
 
     Returns:
       T*, the broadcast shape of the inputs.
