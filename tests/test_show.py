@@ -92,3 +92,86 @@ def test_trace_index_picks_fleets(trace):
     assert len(rest) == 2 and first.fire_times.shape == (4, 3)
     with pytest.raises(TypeError):
         iter(one)
+
+
+# -- the design's figures ---------------------------------------------------------------------
+def _spec(names):
+    from types import SimpleNamespace
+
+    return SimpleNamespace(groups=[SimpleNamespace(name=n) for n in names], names=list(names))
+
+
+def _labels(axis):
+    axis.figure.canvas.draw()
+    lo, hi = axis.get_ylim()
+    return [t.get_text() for t, v in zip(axis.get_yticklabels(), axis.get_yticks()) if lo <= v <= hi and t.get_text()]
+
+
+def test_objective_figure_labels_the_interval_axis_and_stars_the_recommendation():
+    from ckpt_jax.cli import _design_figures as figures
+
+    steps = 8
+    intervals = np.stack([np.linspace(14.1, 18.6, steps), np.linspace(14.1, 8.1, steps)], axis=1)  # within a decade
+    summary = {"history": {"objective": np.linspace(0.68, 0.63, steps).tolist(), "stderr": [0.005] * steps,
+                           "intervals": intervals.tolist()},
+               "groups": [{"design": 17.0}, {"design": 9.9}], "recommended_from_last_steps": 4}
+    figure = figures.objective_figure(_spec(["1-gpu", "$\\nosuchmacro{$"]), summary)
+    left, right = figure.axes[:2]
+    assert len(_labels(right)) >= 4 and len(_labels(left)) >= 4
+    stars = [line for line in right.get_lines() if line.get_marker() == "*" and len(line.get_xdata())]
+    assert sorted(float(line.get_ydata()[0]) for line in stars) == [9.9, 17.0]
+    assert "recommended" in [t.get_text() for t in right.get_legend().get_texts()]
+    figures.close(figure)
+
+
+def test_waste_figure_names_each_baseline_plainly():
+    from ckpt_jax.cli import _design_figures as figures
+
+    names = ["design", "young", "daly", "young_contended"]
+    per_group = np.random.default_rng(0).uniform(0.1, 0.2, (4, 6, 2))
+    figure = figures.waste_figure(_spec(["a", "b"]), per_group, names)
+    labels = [t.get_text() for t in figure.axes[0].get_legend().get_texts()]
+    assert labels == ["Young", "Daly", "contended Young", "design"]
+    figures.close(figure)
+
+
+def test_writers_figure_says_when_a_set_has_no_defined_draw():
+    from ckpt_jax.cli import _design_figures as figures
+
+    names = ["design", "young"]
+    writers = np.array([[0.2, 0.5, 0.3], [np.nan] * 3])
+    figure = figures.writers_figure(writers, names, {"design": 5, "young": 0})
+    axis = figure.axes[0]
+    heights = [p.get_height() for p in axis.patches]
+    assert heights == [0.2, 0.5, 0.3]
+    assert any("undefined" in t.get_text() for t in axis.texts)
+    figures.close(figure)
+
+
+def test_names_are_escaped_for_markdown_and_figures():
+    from ckpt_jax.cli._design_figures import figure_text
+    from ckpt_jax.cli.design import markdown_text
+
+    assert markdown_text("a|b\n# c") == "a\\|b\\\\n\\# c"  # renders as a|b\n# c, on one line
+    assert figure_text("$\\x{$") == "\\$\\x{\\$"
+    assert "\n" not in figure_text("a\nb")
+
+
+def test_headline_names_the_groups_that_gain_and_pay():
+    from ckpt_jax.cli.design import BASELINES, headline
+
+    estimate = lambda mean, half=0.004: {"mean": mean, "low": mean - half, "high": mean + half}  # noqa: E731
+    names = ["1-gpu", "2-gpu", "8-gpu"]
+    summary = {
+        "steps_taken": 60, "stopped_early": True, "settings": {"quick": False},
+        "baselines": {name: {"saved": estimate(0.02)} for name in BASELINES},
+        "per_group_saved": {name: [estimate(-0.036), estimate(0.001), estimate(0.04)] for name in BASELINES},
+        "per_group": {"design": [estimate(0.124), estimate(0.2), estimate(0.5)],
+                      **{name: [estimate(0.088), estimate(0.2), estimate(0.54)] for name in BASELINES}},
+    }
+    lines = headline(summary, names)
+    assert lines[0].startswith("Converged")
+    assert lines[1] == ("Against Young: the design saves fleet waste (+0.0200 [+0.0160, +0.0240]); per group: "
+                        "8-gpu gain; 1-gpu (0.0880 -> 0.1240) pays; 2-gpu within the noise.")
+    summary.update(stopped_early=False, settings={"quick": True})
+    assert headline(summary, names)[0].startswith("NOT CONVERGED: 60 steps (the --quick budget)")
