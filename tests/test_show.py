@@ -175,3 +175,82 @@ def test_headline_names_the_groups_that_gain_and_pay():
                         "8-gpu gain; 1-gpu (0.0880 -> 0.1240) pays; 2-gpu within the noise.")
     summary.update(stopped_early=False, settings={"quick": True})
     assert headline(summary, names)[0].startswith("NOT CONVERGED: 60 steps (the --quick budget)")
+
+
+# -- trace.png ------------------------------------------------------------------------------
+def _windows(axis):
+    from matplotlib.collections import PolyCollection
+
+    (collection,) = [c for c in axis.collections if isinstance(c, PolyCollection)]
+    return [path.vertices for path in collection.get_paths()]
+
+
+def _shaded(axis):
+    return sorted((round(float(p.get_x()), 9), round(float(p.get_x() + p.get_width()), 9))
+                  for p in axis.patches if p.get_facecolor()[:3] == (0.9, 0.9, 0.9))
+
+
+def test_every_write_window_keeps_a_drawn_width():
+    from ckpt_jax.plotting import MIN_WIDTH_FRACTION, plot_trace
+
+    # Job 1's writes last 1e-6 of a 1000-long run: far below a pixel.
+    fire = np.array([np.arange(0.0, 1000.0, 100.0), np.arange(50.0, 1000.0, 100.0)])
+    end = np.array([fire[0] + 20.0, fire[1] + 1e-6])
+    figure = plot_trace(fire, end)
+    axis = figure.axes[0]
+    widths = np.array([v[:, 0].max() - v[:, 0].min() for v in _windows(axis)])
+    span = axis.get_xlim()[1] - axis.get_xlim()[0]
+    assert span > 900 and widths.size == 20 and np.all(widths >= MIN_WIDTH_FRACTION * span * (1 - 1e-9))
+    assert np.all(widths[:10] == 20.0)  # wide windows are drawn as they are
+
+
+def test_a_long_writer_count_is_drawn_per_time_bin():
+    from ckpt_jax.plotting import plot_trace
+
+    rng = np.random.default_rng(1)
+    fire = np.cumsum(rng.uniform(0.5, 1.5, (4, 400)), axis=1)
+    end = fire + rng.uniform(0.05, 0.4, fire.shape)
+    figure = plot_trace(fire, end)
+    count_ax = figure.axes[1]
+    drawn = sum(len(p.vertices) for artist in count_ax.patches + count_ax.lines
+                for p in ([artist.get_path()] if hasattr(artist, "get_path") else []))
+    assert drawn < 2 * 3200  # not one vertex pair per change of n_w (3,200 changes)
+    labels = [t.get_text() for t in count_ax.get_legend().get_texts()]
+    assert any("averaged per bin" in label for label in labels)
+
+
+def test_binned_writer_count_keeps_the_time_integral_and_the_peaks():
+    from ckpt_jax.analysis import writer_count
+    from ckpt_jax.plotting import _binned
+
+    fire = np.array([[1.0, 4.0, 7.5], [1.5, 4.2, 9.0]])
+    end = fire + np.array([[1.0, 0.5, 1.0], [0.25, 0.1, 0.5]])
+    times, counts = writer_count(fire, end)
+    edges, mean, top = _binned(times, counts, 10.0, 7)
+    integral = np.sum(np.diff(np.append(times, 10.0)) * counts)  # n_w = counts[i] on [times[i], times[i + 1])
+    assert np.isclose(np.sum(mean * np.diff(edges)), integral)
+    assert top.max() == 2 and np.all(mean <= top + 1e-12)
+
+
+def test_horizon_run_is_shaded_only_where_it_is_not_recorded():
+    from ckpt_jax.plotting import plot_trace
+
+    # A run to H = 150 with K = 20 columns: job 0 fires every 11, job 1 once (its MTBF
+    # or its long compute); no job filled its columns, so every firing up to H is there.
+    fire = np.full((2, 20), np.nan)
+    fire[0, :13] = 11.0 * np.arange(13) + 5.0
+    fire[1, 0] = 100.0
+    end = fire + 1.0
+    end[0, 5] = np.nan  # abandoned at a failure
+    figure = plot_trace(fire, end, until=150.0, groups=([0, 1], ["a", "$\\nosuchmacro{$"]),
+                        failures=[1, 0], down_time=[0.5, 0.0], title="$\\x{$")
+    gantt = figure.axes[0]
+    assert _shaded(gantt) == [(0.0, 100.0)]
+    assert gantt.get_xlim() == (0.0, 150.0)
+    assert [t.get_text() for t in gantt.get_yticklabels()] == ["a", "\\$\\nosuchmacro{\\$"]
+    assert [t.get_text() for t in gantt.texts] == ["1 fail., down 0.5", "0 fail., down 0"]
+    (ticks,) = [line for line in gantt.get_lines() if line.get_marker() == "|"]
+    np.testing.assert_array_equal(ticks.get_xdata(), [60.0])
+    import io
+
+    figure.savefig(io.BytesIO(), format="png")  # the mathtext-hostile names draw
