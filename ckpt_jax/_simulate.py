@@ -244,13 +244,13 @@ def simulate(
         raise ValueError(f"throw must be True or False, got {throw!r}")
     devices = sharding.resolve_devices(devices)
     params = flat_params(fleet, jitter, key, fleet_offset, failure_times)  # validates jitter, key and offset
-    _check_key_given(key, jitter, fleet, failure_times)
     n_fleets = params.compute.shape[0]
     if horizon is None:
         check_time_bound(fleet, n_fires, jitter)
     trace_len = n_fires if save.trace else 0
     check_trace_memory(fleet, trace_len, queue_size if np.any(np.asarray(fleet.delay) > 0) else 1, devices)
     path = choose_paths(fleet, jitter, "general" if failure_times is not None else method).reshape(n_fleets)
+    _check_key_given(key, jitter, fleet, failure_times)
     options = dict(
         n_fires=MAX_FIRES if horizon is not None else n_fires,
         trace_len=trace_len,
