@@ -274,7 +274,7 @@ def headline(summary: dict, names: list, quote=str) -> list:
         lines.append(f"Converged: the objective stopped improving after {steps} steps (early stopping).")
     else:
         budget = "the --quick budget" if summary["settings"]["quick"] else "the step budget"
-        lines.append(f"NOT CONVERGED: {steps} steps ({budget}) ended while the objective was still improving; "
+        lines.append(f"NOT CONVERGED: {steps} steps ({budget}) ran out before the objective settled (no early stop); "
                      "treat these intervals as a first guess and rerun with more steps"
                      + (" (without --quick)." if summary["settings"]["quick"] else "."))
     verdicts = _group_verdicts(summary, names)
