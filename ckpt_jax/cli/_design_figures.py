@@ -79,6 +79,8 @@ def objective_figure(spec, summary):
     _interval_axis(right, np.concatenate([intervals.ravel(), recommended]))
     right.set_xlim(0.5, steps[-1] + 1)
     right.set(xlabel="optimisation step", ylabel="checkpoint interval T", title="interval per group vs step")
+    for axis in (left, right):
+        axis.xaxis.set_major_locator(MaxNLocator(integer=True))
     right.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8, title="group")
     return figure
 
