@@ -304,7 +304,7 @@ def _report(spec, settings, result_json: dict, wall_s: float) -> str:
     md = markdown_text
     lines = [f"# Checkpoint intervals for {md(spec.path)}", ""]
     lines += [f"- **{line}**" if i == 0 and not result_json["stopped_early"] else f"- {line}"
-              for i, line in enumerate(headline(result_json, groups, quote=md))]
+              for i, line in enumerate(headline(result_json, groups, quote=lambda name: f'"{md(name)}"'))]
     lines += ["",
              f"{spec.n_jobs} jobs in {len(groups)} groups; storage f = "
              f"{spec.throughput if isinstance(spec.throughput, str) else 'list'}, cap = "
