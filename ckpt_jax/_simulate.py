@@ -5,8 +5,9 @@ group of fleets (on CPU blocks or sharded over devices), and merges the results 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
-from typing import NamedTuple, Optional
+from typing import Optional
 
 import jax
 import jax.numpy as jnp
@@ -16,7 +17,7 @@ from . import _observe, sharding
 from ._loops import LoopResult, PATHS, choose_paths, general, virtual
 from ._observe import JobStats, SaveAt, WriterStats
 from ._params import (
-    MAX_FIRES, check_failure_times, check_horizon, check_horizon_events, check_method, check_time_bound,
+    MAX_FIRES, check_failure_times, check_horizon, check_horizon_events, check_jitter, check_method, check_time_bound,
     check_trace_memory, default_max_events, fires_before, flat_params, horizon_events, listed_failure_events,
 )
 from ._sharing import Sharing, sharing_for, sized
@@ -39,8 +40,14 @@ STATUS_QUEUE_OVERFLOW = int(Status.QUEUE_OVERFLOW)  # the delayed controller's q
 STATUS_STALLED = int(Status.STALLED)  # fast paths: time stopped advancing
 
 
-class Trace(NamedTuple):
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class Trace:
     """What `simulate` returns. Leading axes (*B) are the fleet's batch shape.
+
+    A pytree (it passes through `jax.jit` and `jax.tree_util.tree_map`). It indexes its
+    batch axes as `Fleet` does: ``trace[3]`` is the trace of fleet 3 of a 1-D batch (every
+    field indexed alike); the fields are read by name, ``trace.fire_times``.
 
     Attributes:
       fire_times: (*B, N, K) time of each job's k-th firing (start of its k-th write);
@@ -66,6 +73,55 @@ class Trace(NamedTuple):
     writers: Optional[WriterStats] = None
     gaps: Optional[jax.Array] = None
     jobs: Optional[JobStats] = None
+
+    @property
+    def batch_shape(self) -> tuple:
+        """The leading batch shape (*B,)."""
+        return tuple(np.shape(self.ok))
+
+    def __getitem__(self, index) -> "Trace":
+        """The trace of the fleets ``index`` picks from the batch axes, as NumPy indexes
+        (``trace[3]``, slices, integer arrays, boolean masks, ``...``).
+
+        Raises:
+          IndexError: an index out of range, or any index on a single fleet's trace.
+        """
+        batch = self.batch_shape
+        if batch == ():
+            raise IndexError("a single fleet's trace (batch shape ()) has no batch axes to index")
+        if isinstance(index, jax.Array):
+            index = np.asarray(index)
+        # NumPy resolves the index on the fleet numbers (IndexError out of range; JAX would clamp).
+        try:
+            chosen = np.asarray(np.arange(int(np.prod(batch)), dtype=np.int64).reshape(batch)[index])
+        except (TypeError, ValueError) as err:
+            raise IndexError(f"invalid fleet index {index!r}: {err}") from None
+        take = chosen.reshape(-1)
+
+        def pick(x):
+            rest = np.shape(x)[len(batch):]
+            return x.reshape((-1,) + rest)[take].reshape(chosen.shape + rest)
+
+        return jax.tree_util.tree_map(pick, self)
+
+    def __iter__(self):
+        """The fleets of the first batch axis, one `Trace` each (as iterating a NumPy array)."""
+        if self.batch_shape == ():
+            raise TypeError("iteration over a single fleet's trace (batch shape ())")
+        return (self[i] for i in range(self.batch_shape[0]))
+
+    def __repr__(self) -> str:
+        ok = np.asarray(self.ok)
+        parts = [f"batch_shape={self.batch_shape}", f"ok={int(ok.sum())}/{ok.size}"]
+        if self.fire_times is not None:
+            parts.append(f"fire_times/end_times={np.shape(self.fire_times)} {np.asarray(self.fire_times).dtype}")
+        time = np.asarray(self.time, np.float64)
+        if time.size:
+            parts.append(f"time=[{np.nanmin(time):.6g}, {np.nanmax(time):.6g}]" if time.size > 1 else f"time={float(time.ravel()[0]):.6g}")
+        parts.append(f"n_events<={int(np.max(self.n_events))}" if np.size(self.n_events) else "n_events=[]")
+        parts += [f"{name}={type(getattr(self, name)).__name__ if name != 'gaps' else np.shape(self.gaps)}"
+                  for name in ("writers", "gaps", "jobs") if getattr(self, name) is not None]
+        return f"Trace({', '.join(parts)})"
 
 
 def simulate(
@@ -103,7 +159,9 @@ def simulate(
       jitter: compute-work standard deviation σ >= 0, scalar or (*B,) (docs/model.md §1).
       key: PRNG key for jitter and failures: one key (folded with each fleet's flat
         index) or one per fleet (shape *B). Same key, same trace. Failure draws are keyed
-        by (fleet, job, failure index), jitter draws by (fleet, job, cycle).
+        by (fleet, job, failure index), jitter draws by (fleet, job, cycle). Required
+        (a `ValueError` without it) when the run draws random numbers: jitter > 0 or
+        failures drawn from ``Fleet(mtbf=...)``.
       throw: raise `RuntimeError` if any fleet did not complete.
       progress: show a tqdm progress bar (default: only for long runs, judged from the
         cycles asked for or, with ``until``, the events expected up to the horizon; on one
@@ -200,6 +258,7 @@ def simulate(
     trace_len = n_fires if save.trace else 0
     check_trace_memory(fleet, trace_len, queue_size if np.any(np.asarray(fleet.delay) > 0) else 1, devices)
     path = choose_paths(fleet, jitter, "general" if failure_times is not None else method).reshape(n_fleets)
+    _check_key_given(key, jitter, fleet, failure_times)
     options = dict(
         n_fires=MAX_FIRES if horizon is not None else n_fires,
         trace_len=trace_len,
@@ -237,7 +296,7 @@ def simulate(
         result = run(*part, path=name, sharing=sharing, **options)
         piece = flat_trace(result, save=save, stop_fires=options["stop_fires"], gap_fires=n_fires, ordered=name == "fifo")
         if save.jobs and (name != "general" or not general.tracks_work(save, options["use_jitter"], use_failures)):
-            piece = piece._replace(jobs=fast_useful_work(piece.jobs, *part, use_jitter=options["use_jitter"]))
+            piece = dataclasses.replace(piece, jobs=fast_useful_work(piece.jobs, *part, use_jitter=options["use_jitter"]))
         pieces.append((index, piece))
     flat = pieces[0][1] if len(pieces) == 1 else merge(pieces, n_fleets)
     batch = fleet.batch_shape
@@ -249,6 +308,20 @@ def simulate(
             f"{bad.size} of {np.size(trace.ok)} fleets did not complete: {describe_status(int(codes))}"
         )
     return trace
+
+
+def _check_key_given(key, jitter, fleet: Fleet, failure_times) -> None:
+    """A run that draws random numbers (jitter > 0, or failures drawn from ``mtbf``) needs
+    an explicit ``key``, as `jax.random` does: a silent default key would give every such
+    run the same draws."""
+    if key is not None:
+        return
+    jittered = jitter is not None and bool(np.any(check_jitter(jitter, fleet.batch_shape, fleet.dtype) > 0))
+    drawn_failures = fleet.has_failures and failure_times is None
+    if jittered or drawn_failures:
+        reason = "jitter > 0" if jittered else "failures drawn from Fleet(mtbf=...)"
+        raise ValueError(f"key is needed: this run draws random numbers ({reason}); pass key=jax.random.key(seed) "
+                         "(one key, or one per fleet of the batch shape)")
 
 
 def run(params, phase, remaining, horizon, *, path, n_fires, trace_len, save, stop_fires, gap_fires, max_events, queue_size, use_jitter, use_delay, use_async, progress, devices, sharing=Sharing(), use_failures=False,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import enum
 
 import jax.numpy as jnp
+import numpy as np
 
 __all__ = ["Status", "describe_status", "flag", "MESSAGES"]
 
@@ -60,13 +61,37 @@ def flag(condition, bit: int) -> jnp.ndarray:
 def describe_status(status) -> str:
     """Human-readable reasons for a status code (OR-ed bits of `Status`).
 
+    Args:
+      status: one code (an int or a 0-d array), or an array of codes, e.g. ``trace.status``
+        of a batch: then a summary of the whole array, with how many codes carry each bit.
+
     Examples:
       >>> describe_status(0)
       'ok'
       >>> describe_status(Status.MAX_EVENTS | Status.NONFINITE).split("; ")[1][:20]
       'a non-finite time oc'
+      >>> describe_status(np.array([0, 1, 1, 0]))
+      '2 of 4 not ok: hit the event budget (max_events) before the run completed (2 of 4)'
     """
-    status = int(status)
+    codes = np.asarray(status)
+    if codes.dtype == bool or not (np.issubdtype(codes.dtype, np.integer) or
+                                   (np.issubdtype(codes.dtype, np.floating) and np.all(np.mod(codes, 1) == 0))):
+        raise ValueError(f"status must be an integer status code or an array of them, got {status!r:.80}")
+    codes = codes.astype(np.int64)
+    if codes.ndim == 0:
+        return _describe(int(codes))
+    if not codes.any():
+        return "ok"
+    n, n_bad = codes.size, int(np.count_nonzero(codes))
+    parts = [f"{text} ({int(np.count_nonzero(codes & bit))} of {n})" for bit, text in MESSAGES.items()
+             if np.any(codes & bit)]
+    unknown = int(np.bitwise_or.reduce(codes.ravel())) & ~sum(int(bit) for bit in MESSAGES)
+    if unknown:
+        parts.append(f"unknown status bits {unknown:#x}")
+    return f"{n_bad} of {n} not ok: " + "; ".join(parts)
+
+
+def _describe(status: int) -> str:
     if status == 0:
         return "ok"
     parts = [text for bit, text in MESSAGES.items() if status & bit]

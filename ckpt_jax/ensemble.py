@@ -302,6 +302,9 @@ def run_ensemble(
     options = _check_simulate_kwargs(simulate_kwargs)
     save = _check_save(save)
     jitter = _check_jitter(jitter, n_fleets)
+    if key is None and jitter is not None and np.any(np.asarray(jitter) > 0):
+        raise ValueError("key is needed: jitter > 0 draws random numbers; pass key=jax.random.key(seed) "
+                         "(as for simulate)")
     if key is not None:
         key = _typed_key(key, "key")
         if key.shape not in ((), (n_fleets,)):

@@ -81,8 +81,10 @@ class Fleet:
     """A batch of fleets of checkpointing jobs (docs/model.md §1).
 
     Args:
-      compute: solo compute work T_i, shape (*B, N), finite and > 0.
-      write: solo write volume d_i, shape (*B, N), finite and > 0.
+      compute: solo compute work T_i, shape (*B, N) (or a scalar for every job when
+        ``write`` gives the job axis), finite and > 0.
+      write: solo write volume d_i, shape (*B, N) (or a scalar, as ``compute``), finite
+        and > 0.
       cap: power cap C in units of one job's full-speed draw: None (uncapped), or a
         scalar or (*B,)-shaped array, finite and > 0; a (nested) list may hold None
         entries for uncapped fleets in a batch.
@@ -157,10 +159,11 @@ class Fleet:
         dtype = _float_dtype(dtype, compute, write, cap)
         compute_np = _as_float_array("compute", compute, dtype)
         write_np = _as_float_array("write", write, dtype)
-        if compute_np.ndim < 1 or write_np.ndim < 1:
+        if compute_np.ndim < 1 and write_np.ndim < 1:
+            # One of the two may be a scalar, shared by every job (as for size, mtbf, ...).
             raise ValueError(
-                "compute and write must have a trailing job axis of length N >= 1, got shapes "
-                f"{compute_np.shape} and {write_np.shape}"
+                "compute or write must have a trailing job axis of length N >= 1 (the other may be "
+                f"a scalar), got shapes {compute_np.shape} and {write_np.shape}"
             )
         try:
             job_shape = np.broadcast_shapes(compute_np.shape, write_np.shape)
@@ -289,6 +292,27 @@ class Fleet:
         # Static too: whether any size differs from 1, for code that sees the sizes only
         # as tracers (`jax.vmap` over fleets) and must still choose the rate rule.
         object.__setattr__(self, "_sized", bool(np.any(active_np & (size_np != 1))))
+
+    def __repr__(self) -> str:
+        # A summary, not the arrays (a fleet of 32 jobs printed 9 KB).
+        def summary(name):
+            values = np.asarray(getattr(self, name), np.float64)
+            if name == "throughput":
+                values = values[..., 1:]
+            active = np.broadcast_to(np.asarray(self.active), self.compute.shape)
+            if values.shape == self.compute.shape:
+                values = values[active]
+            low, high = (float(values.min()), float(values.max())) if values.size else (np.nan, np.nan)
+            return f"{name}={low:.6g}" if low == high else f"{name}=[{low:.6g}..{high:.6g}]"
+
+        fields = ["compute", "write", "size", "cap", "throughput"]
+        fields += [name for name, default in (("delay", 0.0), ("async_fraction", 0.0), ("restart", 0.0))
+                   if np.any(np.asarray(getattr(self, name)) != default)]
+        fields += ["mtbf"] if self.has_failures else []
+        n_active = int(np.asarray(self.active).sum())
+        return (f"Fleet(batch_shape={self.batch_shape}, n_jobs={self.n_jobs}, active={n_active}, "
+                f"dtype={np.dtype(self.dtype).name}, {', '.join(summary(name) for name in fields)}, "
+                f"power_policy={self.power_policy!r}, storage_policy={self.storage_policy!r})")
 
     # -- convenience ---------------------------------------------------------------
     @property

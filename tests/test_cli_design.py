@@ -1,6 +1,7 @@
 """``ckpt-jax design FLEET.toml`` and ``ckpt-jax simulate --fleet``."""
 
 import json
+import re
 
 import pytest
 
@@ -46,11 +47,23 @@ def one_error_line(capsys) -> str:
     return err.strip()
 
 
+# Names Markdown and matplotlib's mathtext would read as markup: a "|" splits a table cell,
+# "$\\nosuchmacro{$" failed the figures after the whole design had run.
+HOSTILE = {"small": "a|b *c* # d", "big": "$\\\\nosuchmacro{$"}
+
+
 def test_design_writes_report_json_and_figures(fleet_file, tmp_path, capsys):
+    text = TINY
+    for plain, hostile in HOSTILE.items():
+        text = text.replace(f'name = "{plain}"', f'name = "{hostile}"')
+    fleet_file.write_text(text)
+    names = [HOSTILE["small"], HOSTILE["big"].replace("\\\\", "\\")]
     out = tmp_path / "design"
     assert main(["design", str(fleet_file), "--quick", *FAST, "--out", str(out)]) == 0
     printed = capsys.readouterr().out
-    assert "saved against Young" in printed and "small" in printed
+    # A run that did not converge says so first; the groups that gain and pay are named.
+    assert "NOT CONVERGED: 2 steps (the --quick budget)" in printed
+    assert "Against Young: the design" in printed and "per group:" in printed and repr(names[0]) in printed
     # The work, said before it starts: events per run of the file's fleet to the horizon.
     from ckpt_jax.fleetfile import load
 
@@ -59,11 +72,23 @@ def test_design_writes_report_json_and_figures(fleet_file, tmp_path, capsys):
         assert (out / name).stat().st_size > 0, name
     summary = json.loads((out / "design.json").read_text())
     assert summary["settings"]["steps"] == 2 and summary["settings"]["horizon"] == 40.0
-    assert [group["name"] for group in summary["groups"]] == ["small", "big"]
+    assert [group["name"] for group in summary["groups"]] == names
     assert set(summary["baselines"]) == {"young", "daly", "young_contended"}
     assert summary["steps_taken"] == 2
+    # The writer count is averaged over the draws where it is defined, never NaN there.
+    for name, fraction in summary["writers_fraction"].items():
+        assert summary["writers_draws"][name] >= 1, name
+        assert abs(sum(fraction) - 1) < 1e-9, name
     report = (out / "report.md").read_text()
     assert "## Recommended intervals" in report and "contended Young" in report and "95% CI" in report
+    assert report.splitlines()[2].startswith("- **NOT CONVERGED")
+    # Escaped: each group's rows keep their cells, no heading is injected.
+    assert "| a\\|b \\*c\\* \\# d | 2 |" in report and "| \\$\\\\nosuchmacro{\\$ | 1 |" in report
+    assert [line for line in report.splitlines() if line.startswith("#")] == [
+        line for line in report.splitlines() if line.startswith(("# Checkpoint", "## "))]
+    cells = [len(re.split(r"(?<!\\)\|", line)) if line.startswith("|") else None for line in report.splitlines()]
+    for before, here in zip(cells, cells[1:]):
+        assert before is None or here is None or before == here  # every row of a table has its header's cells
 
 
 def test_design_offsets_and_group_bounds(fleet_file, tmp_path, capsys):

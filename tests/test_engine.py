@@ -250,8 +250,8 @@ def test_bad_shapes_are_rejected():
         cj.Fleet(compute=[1.0, 1.0], write=[1.0, 1.0], throughput=[1.0, 1.0])
     with pytest.raises(ValueError, match="cap"):
         cj.Fleet(compute=np.ones((3, 2)), write=np.ones((3, 2)), cap=[1.0, 2.0])
-    with pytest.raises(ValueError, match="compute and write"):
-        cj.Fleet(compute=5.0, write=1.0)
+    with pytest.raises(ValueError, match="compute or write must have a trailing job axis"):
+        cj.Fleet(compute=5.0, write=1.0)  # one of the two may be a scalar, not both
     fleet = cj.Fleet(compute=np.ones((3, 2)), write=np.ones((3, 2)))
     with pytest.raises(ValueError, match="phase"):
         cj.initial_state(fleet, phase=np.zeros((2, 2), int))

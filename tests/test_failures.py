@@ -197,7 +197,7 @@ def test_float32_runs_with_failures():
 def test_a_run_that_exhausts_the_event_budget_reports_it():
     fleet = _fleet(batch=2, mtbf=5.0, restart=1.0)
     out = cj.simulate(fleet, cj.initial_state(fleet), n_fires=None, until=1000.0, max_events=50,
-                      save=cj.SaveAt(trace=False, jobs=True))
+                      save=cj.SaveAt(trace=False, jobs=True), key=jax.random.key(0))
     assert not np.any(out.ok)
     assert np.all(np.asarray(out.status) & cj.STATUS_MAX_EVENTS)
     assert np.all(np.isnan(out.jobs.waste))
@@ -206,7 +206,7 @@ def test_a_run_that_exhausts_the_event_budget_reports_it():
 def test_the_default_budget_allows_for_frequent_failures():
     fleet = _fleet(batch=2, mtbf=3.0, restart=0.5)
     out = cj.simulate(fleet, cj.initial_state(fleet), n_fires=None, until=2000.0,
-                      save=cj.SaveAt(trace=False, jobs=True))
+                      save=cj.SaveAt(trace=False, jobs=True), key=jax.random.key(0))
     assert bool(np.all(out.ok)) and np.all(out.jobs.failures > 200)
 
 

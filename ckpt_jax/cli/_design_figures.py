@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import unicodedata
+
 import numpy as np
+from matplotlib.ticker import MaxNLocator
 
 COLOURS = {"design": "#d62728", "young": "#1f77b4", "daly": "#2ca02c", "young_contended": "#9467bd"}
 LABELS = {"design": "design", "young": "Young", "daly": "Daly", "young_contended": "contended Young"}
@@ -21,28 +24,63 @@ def close(figure) -> None:
     _pyplot().close(figure)
 
 
+def figure_text(text) -> str:
+    """``text`` drawn literally: a ``$`` would start matplotlib's mathtext (and an unknown
+    macro in it fails the figure), a control character would break the line."""
+    shown = "".join(c.encode("unicode_escape").decode("ascii") if unicodedata.category(c) in ("Cc", "Zl", "Zp")
+                    else c for c in str(text))
+    return shown.replace("$", r"\$")
+
+
+def _interval_axis(axis, values) -> None:
+    """A readable y axis for intervals: linear within a decade, else log with ticks at
+    1, 2 and 5 times powers of ten (a log axis within a decade labels one tick)."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    values = np.asarray(values, np.float64)
+    values = values[np.isfinite(values) & (values > 0)]
+    if values.size and values.max() > 10 * values.min():
+        axis.set_yscale("log")
+        axis.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        axis.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        axis.yaxis.set_minor_formatter(NullFormatter())
+    else:
+        axis.yaxis.set_major_locator(MaxNLocator(nbins=6))
+
+
 def objective_figure(spec, summary):
-    """Left: the smoothed objective per step with ±1 standard error; right: interval per group."""
+    """Left: the smoothed objective per step with ±1 standard error; right: interval per
+    group. The steps whose mean θ gives the recommendation are shaded, the recommended
+    intervals starred."""
     plt = _pyplot()
     history = summary["history"]
     objective, stderr = np.asarray(history["objective"]), np.asarray(history["stderr"])
     steps = np.arange(1, objective.size + 1)
+    averaged = summary.get("recommended_from_last_steps", 1)
+    span = (steps[-1] - averaged + 0.5, steps[-1] + 0.5)
+    shade = dict(color="#d62728", alpha=0.08, lw=0)
     figure, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2), constrained_layout=True)
-    left.plot(steps, objective, color="k", lw=1.2, label="fleet waste (training draws)")
+    left.axvspan(*span, **shade, label=f"last {averaged} step{'s' * (averaged != 1)}: averaged for the recommendation")
+    left.plot(steps, objective, color="k", lw=1.2, marker="o", ms=3, label="fleet waste (training draws)")
     left.fill_between(steps, objective - stderr, objective + stderr, color="k", alpha=0.15, lw=0,
                       label="± 1 standard error")
     left.set(xlabel="optimisation step", ylabel="smoothed fleet waste", title="objective vs step")
+    left.yaxis.set_major_locator(MaxNLocator(nbins=6))
     left.legend(loc="best", fontsize=8)
     intervals = np.asarray(history["intervals"])
+    recommended = np.array([group["design"] for group in summary["groups"]])
     colours = plt.get_cmap("viridis")(np.linspace(0, 0.9, len(spec.groups)))
+    right.axvspan(*span, **shade)
     for g, group in enumerate(spec.groups):
-        right.plot(steps, intervals[:, g], color=colours[g], lw=1.4, label=group.name)
-    right.set_yscale("log")
-    from matplotlib.ticker import NullFormatter, ScalarFormatter
-
-    right.yaxis.set_major_formatter(ScalarFormatter())
-    right.yaxis.set_minor_formatter(NullFormatter())
+        right.plot(steps, intervals[:, g], color=colours[g], lw=1.4, label=figure_text(group.name))
+        right.plot([steps[-1] + 0.5], [recommended[g]], marker="*", ms=12, color=colours[g], mec="k", mew=0.6,
+                   ls="none", clip_on=False)
+    right.plot([], [], marker="*", ms=10, color="w", mec="k", ls="none", label="recommended")
+    _interval_axis(right, np.concatenate([intervals.ravel(), recommended]))
+    right.set_xlim(0.5, steps[-1] + 1)
     right.set(xlabel="optimisation step", ylabel="checkpoint interval T", title="interval per group vs step")
+    for axis in (left, right):
+        axis.xaxis.set_major_locator(MaxNLocator(integer=True))
     right.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8, title="group")
     return figure
 
@@ -62,10 +100,11 @@ def waste_figure(spec, per_group, names):
         half = 1.96 * samples.std(axis=0, ddof=1) / np.sqrt(samples.shape[0])
         top = max(top, float((mean + half).max()))
         axis.bar(x + (k - (len(order) - 1) / 2) * width, mean, width, yerr=half, capsize=2,
-                 color=COLOURS[name], label=LABELS[name] + (" (after)" if name == "design" else " (before)"))
-    axis.set_xticks(x, spec.names)
+                 color=COLOURS[name], label=LABELS[name])
+    axis.set_xticks(x, [figure_text(name) for name in spec.names])
     axis.set_ylim(0, top * 1.25)
-    axis.set(xlabel="job group", ylabel="waste (1 − useful work / H)", title="waste per job group, before and after")
+    axis.set(xlabel="job group", ylabel="waste (1 − useful work / H)",
+             title="waste per job group: the baselines and the design")
     axis.legend(loc="upper left", ncols=len(order), fontsize=8)
     return figure
 
@@ -101,7 +140,7 @@ def schedule_figure(spec, schedule):
     for g, first in enumerate(starts):
         if g:
             axis.axhline(first - 0.5, color="k", lw=0.6)
-    axis.set_yticks((starts + np.append(starts[1:], n_jobs) - 1) / 2, spec.names)
+    axis.set_yticks((starts + np.append(starts[1:], n_jobs) - 1) / 2, [figure_text(name) for name in spec.names])
     axis.set_ylim(n_jobs - 0.5, -0.5)
     axis.set_xlim(start, stop)
     shown = schedule["failures_shown"]
@@ -114,25 +153,39 @@ def schedule_figure(spec, schedule):
     return figure
 
 
-def writers_figure(writers, names):
-    """The fraction of time with n_w writers, Young (before) and the design (after)."""
+def writers_figure(writers, names, draws=None):
+    """The fraction of time with n_w writers, Young and the design, averaged over the draws
+    where it is defined (every job fired before H); a set with no such draw says so."""
     plt = _pyplot()
     figure, axis = plt.subplots(figsize=(7.5, 4.2), constrained_layout=True)
-    pairs = [(name, writers[names.index(name)]) for name in ("young", "design")]
-    last = max(int(np.nonzero(fraction > 1e-4)[0].max(initial=0)) for _, fraction in pairs)
+    pairs = [(name, np.asarray(writers[names.index(name)], np.float64)) for name in ("young", "design")]
+    shown = [fraction for _, fraction in pairs if np.isfinite(fraction).all()]
+    last = max([int(np.nonzero(fraction > 1e-4)[0].max(initial=0)) for fraction in shown], default=0)
     levels = np.arange(last + 1)
+    missing = []
     for k, (name, fraction) in enumerate(pairs):
+        count = "" if draws is None else f" ({draws[name]} draw{'s' * (draws[name] != 1)})"
+        if not np.isfinite(fraction).all():
+            missing.append(LABELS[name])
+            axis.bar([], [], color=COLOURS[name], label=f"{LABELS[name]}: no draw where every job fired")
+            continue
         axis.bar(levels + (k - 0.5) * 0.4, fraction[: last + 1], 0.4, color=COLOURS[name],
-                 label=LABELS[name] + (" (after)" if name == "design" else " (before)"))
-    axis.set(xlabel="writers at once, n_w", ylabel="fraction of time", title="writer count, before and after")
+                 label=LABELS[name] + count)
+    if missing:
+        axis.text(0.5, 0.5, f"{' and '.join(missing)}: undefined (some job never fired before H in every draw)",
+                  transform=axis.transAxes, ha="center", va="center", fontsize=9, wrap=True)
+    axis.set_xticks(levels)
+    axis.set(xlabel="writers at once, n_w", ylabel="fraction of time",
+             title="writer count once every job has fired, Young and the design")
     axis.legend(loc="upper right", fontsize=8)
     return figure
 
 
 def all_figures(spec, summary, schedule, per_group, writers, names) -> dict:
+    draws = summary.get("writers_draws")
     return {
         "objective.png": objective_figure(spec, summary),
         "waste_by_group.png": waste_figure(spec, per_group, names),
         "schedule.png": schedule_figure(spec, schedule),
-        "writers.png": writers_figure(writers, names),
+        "writers.png": writers_figure(writers, names, draws),
     }

@@ -7,6 +7,7 @@ import json
 import math
 import platform
 import time
+import unicodedata
 from pathlib import Path
 
 import numpy as np
@@ -135,8 +136,15 @@ def _evaluate(spec, table: dict, *, horizon, n_draws, key, launch, dtype, offset
     writer_time = np.asarray(out.writers.time, np.float64)
     window = np.asarray(out.writers.window, np.float64)
     span = np.maximum(window[..., 1] - window[..., 0], np.finfo(float).tiny)
-    writers = (writer_time / span[..., None]).mean(axis=1)  # (D, N + 1)
-    return names, per_group, fleet_waste, writers
+    fraction = writer_time / span[..., None]  # (D, S, N + 1)
+    # The writer count is defined on a draw only once every job has fired (WriterStats):
+    # where some job never fired before H it is NaN. Average over the draws where it is
+    # defined (a plain mean would be NaN as soon as one draw is).
+    defined = np.isfinite(fraction).all(axis=-1)  # (D, S)
+    n_defined = defined.sum(axis=1)  # (D,)
+    total = np.where(defined[..., None], fraction, 0.0).sum(axis=1)
+    writers = np.where(n_defined[:, None] > 0, total / np.maximum(n_defined, 1)[:, None], np.nan)  # (D, N + 1)
+    return names, per_group, fleet_waste, writers, n_defined
 
 
 def _failure_times(spec, until: float, seed: int):
@@ -231,9 +239,73 @@ def _verdict(saved: dict) -> str:
     return "as good as the design (within the noise)"
 
 
+_MARKDOWN_SPECIAL = set("\\`*_[]<>#|~$")
+
+
+def markdown_text(text) -> str:
+    """``text`` as literal Markdown inline text: control characters shown as escapes (a
+    newline would end a table row and could start a heading), Markdown's punctuation
+    backslash-escaped (a ``|`` would split a table cell)."""
+    shown = "".join(c.encode("unicode_escape").decode("ascii") if unicodedata.category(c) in ("Cc", "Zl", "Zp")
+                    else c for c in str(text))
+    return "".join("\\" + c if c in _MARKDOWN_SPECIAL else c for c in shown)
+
+
+def _group_verdicts(summary: dict, names: list) -> dict:
+    """Per baseline, the groups whose waste the design lowers (gain) and raises (pay),
+    outside the noise of the paired per-group difference, and the rest (tie)."""
+    verdicts = {}
+    for name in BASELINES:
+        saved = summary["per_group_saved"][name]
+        verdicts[name] = {
+            "gain": [n for n, s in zip(names, saved) if s["low"] > 0],
+            "pay": [n for n, s in zip(names, saved) if s["high"] < 0],
+            "tie": [n for n, s in zip(names, saved) if s["low"] <= 0 <= s["high"]],
+        }
+    return verdicts
+
+
+def headline(summary: dict, names: list, quote=str) -> list:
+    """The run's verdict in a few sentences: converged or not, and per baseline what the
+    fleet saves and which groups gain and which pay (``quote`` formats a group name)."""
+    steps = summary["steps_taken"]
+    lines = []
+    if summary["stopped_early"]:
+        lines.append(f"Converged: the objective stopped improving after {steps} steps (early stopping).")
+    else:
+        budget = "the --quick budget" if summary["settings"]["quick"] else "the step budget"
+        lines.append(f"NOT CONVERGED: {steps} steps ({budget}) ran out before the objective settled (no early stop); "
+                     "treat these intervals as a first guess and rerun with more steps"
+                     + (" (without --quick)." if summary["settings"]["quick"] else "."))
+    verdicts = _group_verdicts(summary, names)
+    for name, label in BASELINES.items():
+        saved = summary["baselines"][name]["saved"]
+        verdict = verdicts[name]
+        fleet = ("saves fleet waste" if saved["low"] > 0 else "loses fleet waste" if saved["high"] < 0
+                 else "is within the noise on fleet waste")
+        text = f"Against {label}: the design {fleet} ({saved['mean']:+.4f} [{saved['low']:+.4f}, {saved['high']:+.4f}])"
+        parts = []
+        if verdict["gain"]:
+            parts.append(f"{', '.join(map(quote, verdict['gain']))} gain")
+        if verdict["pay"]:
+            cells = summary["per_group"]
+            index = {n: g for g, n in enumerate(names)}
+            parts.append(", ".join(f"{quote(n)} ({cells[name][index[n]]['mean']:.4f} -> "
+                                   f"{cells['design'][index[n]]['mean']:.4f})" for n in verdict["pay"])
+                         + (" pays" if len(verdict["pay"]) == 1 else " pay"))
+        if verdict["tie"]:
+            parts.append(f"{', '.join(map(quote, verdict['tie']))} within the noise")
+        lines.append(f"{text}; per group: {'; '.join(parts)}.")
+    return lines
+
+
 def _report(spec, settings, result_json: dict, wall_s: float) -> str:
     groups = spec.names
-    lines = [f"# Checkpoint intervals for {spec.path}", "",
+    md = markdown_text
+    lines = [f"# Checkpoint intervals for {md(spec.path)}", ""]
+    lines += [f"- **{line}**" if i == 0 and not result_json["stopped_early"] else f"- {line}"
+              for i, line in enumerate(headline(result_json, groups, quote=lambda name: f'"{md(name)}"'))]
+    lines += ["",
              f"{spec.n_jobs} jobs in {len(groups)} groups; storage f = "
              f"{spec.throughput if isinstance(spec.throughput, str) else 'list'}, cap = "
              f"{'none' if spec.cap is None else f'{spec.cap:g}'}, power policy {spec.power_policy}, "
@@ -250,7 +322,7 @@ def _report(spec, settings, result_json: dict, wall_s: float) -> str:
              "|---|---|---|---|---|---|---|---|---|"]
     for g, group in enumerate(spec.groups):
         row = result_json["groups"][g]
-        lines.append(f"| {group.name} | {group.count} | {group.size:g} | {group.write:g} | {group.mtbf:g} | "
+        lines.append(f"| {md(group.name)} | {group.count} | {group.size:g} | {group.write:g} | {group.mtbf:g} | "
                      f"**{row['design']:.4g}** | {row['young']:.4g} | {row['daly']:.4g} | {row['young_contended']:.4g} |")
     if result_json["offsets"] is not None:
         offsets = np.asarray(result_json["offsets"])
@@ -261,7 +333,7 @@ def _report(spec, settings, result_json: dict, wall_s: float) -> str:
                   f"{settings['launch']}.", "", "| group | offsets | fractions of the cycle |", "|---|---|---|"]
         for g, group in enumerate(spec.groups):
             mine = spec.labels == g
-            lines.append(f"| {group.name} | {', '.join(f'{x:.3g}' for x in offsets[mine])} | "
+            lines.append(f"| {md(group.name)} | {', '.join(f'{x:.3g}' for x in offsets[mine])} | "
                          f"{', '.join(f'{x:.2f}' for x in offsets[mine] / cycle[mine])} |")
     waste = result_json["waste"]
     lines += ["", "## Fleet waste (fresh draws, 95% CIs)", "",
@@ -281,13 +353,25 @@ def _report(spec, settings, result_json: dict, wall_s: float) -> str:
                      "as the design here** (the waste saved is not positive outside the noise); the design buys nothing over "
                      f"{'it' if len(as_good) == 1 else 'them'} for this fleet.")
     else:
-        lines.append("The design saves waste against every baseline, outside the noise.")
+        paying = sorted({n for v in _group_verdicts(result_json, groups).values() for n in v["pay"]}, key=groups.index)
+        lines.append("The design saves fleet waste against every baseline, outside the noise"
+                     + (f", but not in every group: {', '.join(map(md, paying))} "
+                        f"{'pays' if len(paying) == 1 else 'pay'} (see the waste per group)." if paying else
+                        ", and no group pays more, outside the noise."))
     lines += ["", "## Waste per group (separate fresh draws, 95% CIs)", "",
+              "Positive: the design wastes less in this group than the baseline (paired over the same draws).", "",
+              "| group | " + " | ".join(f"saved against {label}" for label in BASELINES.values()) + " |",
+              "|---" * (1 + len(BASELINES)) + "|"]
+    for g, group in enumerate(spec.groups):
+        cells = [result_json["per_group_saved"][name][g] for name in BASELINES]
+        lines.append(f"| {md(group.name)} | " + " | ".join(f"{c['mean']:+.4f} [{c['low']:+.4f}, {c['high']:+.4f}]"
+                                                       for c in cells) + " |")
+    lines += ["",
               "| group | design | " + " | ".join(BASELINES.values()) + " |", "|---" * (2 + len(BASELINES)) + "|"]
     for g, group in enumerate(spec.groups):
         cells = [result_json["per_group"][name][g] for name in ["design", *BASELINES]]
-        lines.append(f"| {group.name} | " + " | ".join(f"{c['mean']:.4f} [{c['low']:.4f}, {c['high']:.4f}]"
-                                                   for c in cells) + " |")
+        lines.append(f"| {md(group.name)} | " + " | ".join(f"{c['mean']:.4f} [{c['low']:.4f}, {c['high']:.4f}]"
+                                                       for c in cells) + " |")
     lines += ["", "## Figures", "",
               "- `objective.png`: the smoothed objective (training draws) and the intervals per step.",
               "- `waste_by_group.png`: waste per job group, each baseline and the design.",
@@ -316,14 +400,15 @@ def _design(args) -> int:
     key = seed_key(settings["seed"])
     design_key, eval_key = jax.random.split(key)
     started = time.perf_counter()
+    window = min(10, settings["steps"])  # the recommendation: T at the mean θ of the last `window` steps
     result = checkpoint_intervals(fleet, bounds=args.spec.job_bounds(), horizon=settings["horizon"],
                                   n_draws=settings["draws"], n_pairs=settings["pairs"], steps=settings["steps"],
                                   key=design_key, groups=spec.labels, launch=settings["launch"],
                                   offsets=settings["offsets"], progress=not args.no_progress,
-                                  window=min(10, settings["steps"]))
+                                  window=window)
     table = {"design": result.intervals, **{name: result.baselines[name].intervals for name in BASELINES}}
     n_eval = 2 * settings["pairs"] * settings["draws"]
-    names, per_group, fleet_waste, writers = _evaluate(spec, table, horizon=settings["horizon"], n_draws=n_eval,
+    names, per_group, fleet_waste, writers, writers_draws = _evaluate(spec, table, horizon=settings["horizon"], n_draws=n_eval,
                                                        key=eval_key, launch=settings["launch"], dtype=dtype,
                                                        offsets=result.offsets)
     schedule = _schedule(spec, result.intervals, seed=settings["seed"], launch=settings["launch"], dtype=dtype,
@@ -345,11 +430,15 @@ def _design(args) -> int:
                       for name, b in result.baselines.items()},
         "per_group": {name: [_estimate(per_group[i, :, g]) for g in range(len(spec.groups))]
                       for i, name in enumerate(names)},
+        "per_group_saved": {name: [_estimate(per_group[names.index(name), :, g] - per_group[names.index("design"), :, g])
+                                   for g in range(len(spec.groups))] for name in BASELINES},
         "per_group_fleet_waste": {name: _estimate(fleet_waste[i]) for i, name in enumerate(names)},
         "writers_fraction": {name: writers[i].tolist() for i, name in enumerate(names)},
+        "writers_draws": {name: int(writers_draws[i]) for i, name in enumerate(names)},
         "history": {"objective": result.history.objective.tolist(), "stderr": result.history.stderr.tolist(),
                     "grad_norm": result.history.grad_norm.tolist(),
                     "intervals": result.history.intervals[:, first].tolist()},
+        "recommended_from_last_steps": min(window, int(result.history.objective.size)),
         "steps_taken": int(result.history.objective.size), "stopped_early": bool(result.stopped_early),
         "schedule_period": schedule["period"], "schedule_window": [schedule["start"], schedule["stop"]],
         "schedule_failures_shown": schedule["failures_shown"], "wall_time_s": wall_s, "backend": jax.default_backend(),
@@ -365,9 +454,7 @@ def _design(args) -> int:
     recommended = ", ".join(f"{g['name']} {g['design']:.3g}" for g in summary["groups"])
     print(f"ckpt-jax design: intervals {recommended}; fleet waste {result.waste.mean:.4f} "
           f"[{result.waste.low:.4f}, {result.waste.high:.4f}]")
-    for name, label in BASELINES.items():
-        saved = summary["baselines"][name]["saved"]
-        print(f"ckpt-jax design: saved against {label}: {saved['mean']:+.4f} [{saved['low']:+.4f}, "
-              f"{saved['high']:+.4f}] ({_verdict(saved)})")
+    for line in headline(summary, spec.names, quote=repr):
+        print(f"ckpt-jax design: {line}")
     print(f"ckpt-jax design: {summary['steps_taken']} steps, {wall_s:.1f} s -> {out}")
     return 0

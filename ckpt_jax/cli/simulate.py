@@ -128,6 +128,7 @@ def _simulate(args) -> int:
     from .. import __version__
     from .._io import atomic_write, atomic_write_bytes
     from ..analysis import writer_count
+    from .._observe import SaveAt
     from ..engine import describe_status, simulate
     from ..model import Fleet
     from ..plotting import plot_trace
@@ -165,6 +166,8 @@ def _simulate(args) -> int:
         progress=work >= PROGRESS_WORK,
         devices=devices,
         until=args.horizon,
+        # A fleet file's jobs fail: keep each job's failures and time down for the figure.
+        save=None if args.spec is None else SaveAt(trace=True, jobs=True),
     )
     trace = jax.tree_util.tree_map(np.asarray, trace)  # blocks until the run is done
     wall_s = time.perf_counter() - started
@@ -254,7 +257,12 @@ def _simulate(args) -> int:
             f"fleet 0 of {n_fleets}: N={n_jobs}, T={args.compute:g}, d={args.write:g}, {cap}, "
             f"f={args.throughput}, σ={args.jitter:g}, start={args.start}, seed={args.seed}"
         )
-    figure = plot_trace(trace.fire_times[0], trace.end_times[0], title=title)
+    shown = {} if args.spec is None else {
+        "groups": (args.spec.labels, args.spec.names),
+        "failures": trace.jobs.failures[0],
+        "down_time": trace.jobs.down_time[0],
+    }
+    figure = plot_trace(trace.fire_times[0], trace.end_times[0], title=title, until=args.horizon, **shown)
     atomic_write(out / "trace.png", lambda handle: figure.savefig(handle, format="png", dpi=120))
 
     print(
