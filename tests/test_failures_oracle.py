@@ -404,6 +404,34 @@ def test_engine_matches_the_failure_reference_at_ties(lists):
     check([_grid_fleet(), _grid_fleet()], [lists, [[], []]], ("maxmin", "fair"))
 
 
+# Switches at the very instant H, which the engine's clock reaches a few ulps early after
+# steps of inexact length (thirds): they and H are one instant, one step, not a switch at
+# 13.999999999999998 and a step of one ulp to 14 (found by hypothesis, maxmin power and
+# weighted storage on sized fleets, without and with failures; the snapping rule applies at
+# the horizon, docs/model.md §1).
+_SIZED = dict(grid=True, slots=[0, 1, 2, 3], phase=[0, 0, 0, 0], throughput=None, delay=0.0, async_fraction=0.0,
+              jitter=0.0, draws=None)
+HORIZON_INSTANTS = {
+    "a firing at H (no failures)": (
+        dict(_SIZED, compute=[1.75, 2.5, 2.25, 0.5], write=[0.25, 0.25, 0.25, 0.5], restart=[0.0] * 4,
+             size=[2.0, 1.0, 2.0, 1.0], remaining=[0.4375, 0.625, 0.5625, 0.125], cap=1.0, horizon=13.0),
+        [[], [], [], []]),
+    "a firing at H (failures)": (
+        dict(_SIZED, compute=[2.25, 2.75, 2.75, 0.75], write=[0.25] * 4, restart=[0.5, 0.25, 1.75, 0.0],
+             size=[4.0, 4.0, 1.0, 1.0], remaining=[0.5625, 0.6875, 0.6875, 0.5625], cap=4.0, horizon=14.0),
+        [[0.5625, 7.375, 7.5], [0.0], [0.0, 6.25], []]),
+    "a write end and a failure at H": (
+        dict(_SIZED, compute=[2.25, 3.0, 2.75, 2.0], write=[2.0, 1.5, 0.5, 0.5], restart=[0.5, 0.25, 1.75, 1.0],
+             size=[4.0, 4.0, 1.0, 1.0], remaining=[1.6875, 1.5, 2.0625, 1.5], cap=8.0, horizon=14.25),
+        [[7.75, 8.125, 10.5, 10.625, 13.625], [3.0, 3.1875, 10.5, 13.375], [1.5, 6.25, 7.125, 13.75], [14.25]]),
+}
+
+
+@pytest.mark.parametrize("spec, lists", list(HORIZON_INSTANTS.values()), ids=list(HORIZON_INSTANTS))
+def test_a_switch_at_the_horizon_is_one_instant(spec, lists):
+    check([spec, spec], [lists, lists], ("maxmin", "weighted"))
+
+
 @pytest.mark.parametrize("times, match", [
     (np.full((2, 3), 1.0), "strictly increasing"),
     (np.array([[1.0, np.nan], [np.inf, np.inf]]), "NaN"),
