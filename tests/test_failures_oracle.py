@@ -286,6 +286,7 @@ def check(specs, lists, policies, seed=0):
         fire = np.asarray(out.fire_times)[b]
         assert np.isnan(fire[inactive]).all() and np.all(np.asarray(out.jobs.failures)[b, inactive] <= 0)
         np.testing.assert_array_equal(np.asarray(out.jobs.failures)[b, slots], exact["failures"])
+        assert float(np.asarray(out.time)[b]) == horizon, f"fleet {b} stopped at {float(np.asarray(out.time)[b])!r}"
         if spec["grid"]:  # exact in float64: each exact instant is one step, no more, no fewer
             assert int(np.asarray(out.n_events)[b]) == len(exact["event_times"]), (
                 f"fleet {b}: {int(np.asarray(out.n_events)[b])} steps, {len(exact['event_times'])} instants")
@@ -430,6 +431,16 @@ HORIZON_INSTANTS = {
 @pytest.mark.parametrize("spec, lists", list(HORIZON_INSTANTS.values()), ids=list(HORIZON_INSTANTS))
 def test_a_switch_at_the_horizon_is_one_instant(spec, lists):
     check([spec, spec], [lists, lists], ("maxmin", "weighted"))
+
+
+# The step to H from a clock below H / 2, where clock + (H - clock) rounds: a run stops at H
+# exactly, neither an ulp past it nor a step of an ulp later. Both jobs fire at r and end
+# their write at r + 1/2, the clock then jumps to H; ``grid`` asks `check` to count steps.
+@pytest.mark.parametrize("r, horizon", [(0.347, 5.726), (0.184, 3.256)], ids=["short of H", "past H"])
+def test_the_step_to_the_horizon_lands_on_it(r, horizon):
+    assert (r + 0.5) + (horizon - (r + 0.5)) != horizon
+    spec = dict(_grid_fleet(), compute=[20.0, 20.0], write=[0.25, 0.25], restart=[0.0, 0.0], remaining=[r, r], horizon=horizon)
+    check([spec, spec], [[[], []], [[], []]], ("maxmin", "fair"))
 
 
 @pytest.mark.parametrize("times, match", [
