@@ -443,6 +443,19 @@ def test_the_step_to_the_horizon_lands_on_it(r, horizon):
     check([spec, spec], [[[], []], [[], []]], ("maxmin", "fair"))
 
 
+@pytest.mark.parametrize("method", ["fifo", "clock"])
+def test_the_fast_paths_land_on_the_horizon(method):
+    # The same two fleets on the FIFO and clock paths (no failures): the same instants as
+    # the general engine, and a stop at H exactly.
+    horizon = np.array([5.726, 3.256])
+    fleet = cj.Fleet(np.full((2, 2), 20.0), np.full((2, 2), 0.25))
+    state = cj.initial_state(fleet, phase=np.zeros((2, 2), int), remaining=np.array([[0.347] * 2, [0.184] * 2]))
+    fast, general = (cj.simulate(fleet, state, n_fires=2, until=horizon, method=m) for m in (method, "general"))
+    np.testing.assert_array_equal(fast.time, horizon)
+    for name in ("time", "fire_times", "end_times", "n_events"):
+        np.testing.assert_array_equal(getattr(fast, name), getattr(general, name), err_msg=name)
+
+
 @pytest.mark.parametrize("times, match", [
     (np.full((2, 3), 1.0), "strictly increasing"),
     (np.array([[1.0, np.nan], [np.inf, np.inf]]), "NaN"),
