@@ -24,7 +24,7 @@ __all__ = [
     "computing_mask", "default_max_events", "failure_events", "time_bound", "check_time_bound", "check_horizon",
     "fires_before", "trace_bytes", "check_trace_memory", "check_jitter", "check_method", "batch_keys",
     "check_failure_times", "listed_failure_events", "horizon_events", "events_to", "least_failure_events", "check_events", "check_horizon_events",
-    "MAX_EVENTS",
+    "MAX_EVENTS", "horizon_clock",
 ]
 
 STATUS_OK = int(Status.OK)
@@ -120,6 +120,16 @@ def computing_mask(params: Params, draining, waiting, use_async: bool = True):
     if not use_async:
         return params.active & ~draining
     return params.active & ~waiting & (~draining | (params.async_fraction > 0))
+
+
+def horizon_clock(clock, dt, horizon):
+    """The clock after a step of ``dt`` clamped by `to_horizon`: exactly ``horizon``
+    where the step goes the whole way to it. ``clock + (horizon - clock)`` rounds to a
+    neighbour of H in a few percent of steps from a clock below H / 2 (above, the
+    difference is exact): past H the run would stop an ulp late, short of it it would take
+    one more step of an ulp, a second instant for H (docs/model.md §1)."""
+    return jnp.where(dt >= horizon - clock, horizon, clock + dt)
+
 
 METHODS = ("auto", "general", "fifo", "clock")
 

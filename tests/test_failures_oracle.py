@@ -286,6 +286,7 @@ def check(specs, lists, policies, seed=0):
         fire = np.asarray(out.fire_times)[b]
         assert np.isnan(fire[inactive]).all() and np.all(np.asarray(out.jobs.failures)[b, inactive] <= 0)
         np.testing.assert_array_equal(np.asarray(out.jobs.failures)[b, slots], exact["failures"])
+        assert float(np.asarray(out.time)[b]) == horizon, f"fleet {b} stopped at {float(np.asarray(out.time)[b])!r}"
         if spec["grid"]:  # exact in float64: each exact instant is one step, no more, no fewer
             assert int(np.asarray(out.n_events)[b]) == len(exact["event_times"]), (
                 f"fleet {b}: {int(np.asarray(out.n_events)[b])} steps, {len(exact['event_times'])} instants")
@@ -402,6 +403,57 @@ TIES = {
 @pytest.mark.parametrize("lists", list(TIES.values()), ids=list(TIES))
 def test_engine_matches_the_failure_reference_at_ties(lists):
     check([_grid_fleet(), _grid_fleet()], [lists, [[], []]], ("maxmin", "fair"))
+
+
+# Switches at the very instant H, which the engine's clock reaches a few ulps early after
+# steps of inexact length (thirds): they and H are one instant, one step, not a switch at
+# 13.999999999999998 and a step of one ulp to 14 (found by hypothesis, maxmin power and
+# weighted storage on sized fleets, without and with failures; the snapping rule applies at
+# the horizon, docs/model.md §1).
+_SIZED = dict(grid=True, slots=[0, 1, 2, 3], phase=[0, 0, 0, 0], throughput=None, delay=0.0, async_fraction=0.0,
+              jitter=0.0, draws=None)
+HORIZON_INSTANTS = {
+    "a firing at H (no failures)": (
+        dict(_SIZED, compute=[1.75, 2.5, 2.25, 0.5], write=[0.25, 0.25, 0.25, 0.5], restart=[0.0] * 4,
+             size=[2.0, 1.0, 2.0, 1.0], remaining=[0.4375, 0.625, 0.5625, 0.125], cap=1.0, horizon=13.0),
+        [[], [], [], []]),
+    "a firing at H (failures)": (
+        dict(_SIZED, compute=[2.25, 2.75, 2.75, 0.75], write=[0.25] * 4, restart=[0.5, 0.25, 1.75, 0.0],
+             size=[4.0, 4.0, 1.0, 1.0], remaining=[0.5625, 0.6875, 0.6875, 0.5625], cap=4.0, horizon=14.0),
+        [[0.5625, 7.375, 7.5], [0.0], [0.0, 6.25], []]),
+    "a write end and a failure at H": (
+        dict(_SIZED, compute=[2.25, 3.0, 2.75, 2.0], write=[2.0, 1.5, 0.5, 0.5], restart=[0.5, 0.25, 1.75, 1.0],
+             size=[4.0, 4.0, 1.0, 1.0], remaining=[1.6875, 1.5, 2.0625, 1.5], cap=8.0, horizon=14.25),
+        [[7.75, 8.125, 10.5, 10.625, 13.625], [3.0, 3.1875, 10.5, 13.375], [1.5, 6.25, 7.125, 13.75], [14.25]]),
+}
+
+
+@pytest.mark.parametrize("spec, lists", list(HORIZON_INSTANTS.values()), ids=list(HORIZON_INSTANTS))
+def test_a_switch_at_the_horizon_is_one_instant(spec, lists):
+    check([spec, spec], [lists, lists], ("maxmin", "weighted"))
+
+
+# The step to H from a clock below H / 2, where clock + (H - clock) rounds: a run stops at H
+# exactly, neither an ulp past it nor a step of an ulp later. Both jobs fire at r and end
+# their write at r + 1/2, the clock then jumps to H; ``grid`` asks `check` to count steps.
+@pytest.mark.parametrize("r, horizon", [(0.347, 5.726), (0.184, 3.256)], ids=["short of H", "past H"])
+def test_the_step_to_the_horizon_lands_on_it(r, horizon):
+    assert (r + 0.5) + (horizon - (r + 0.5)) != horizon
+    spec = dict(_grid_fleet(), compute=[20.0, 20.0], write=[0.25, 0.25], restart=[0.0, 0.0], remaining=[r, r], horizon=horizon)
+    check([spec, spec], [[[], []], [[], []]], ("maxmin", "fair"))
+
+
+@pytest.mark.parametrize("method", ["fifo", "clock"])
+def test_the_fast_paths_land_on_the_horizon(method):
+    # The same two fleets on the FIFO and clock paths (no failures): the same instants as
+    # the general engine, and a stop at H exactly.
+    horizon = np.array([5.726, 3.256])
+    fleet = cj.Fleet(np.full((2, 2), 20.0), np.full((2, 2), 0.25))
+    state = cj.initial_state(fleet, phase=np.zeros((2, 2), int), remaining=np.array([[0.347] * 2, [0.184] * 2]))
+    fast, general = (cj.simulate(fleet, state, n_fires=2, until=horizon, method=m) for m in (method, "general"))
+    np.testing.assert_array_equal(fast.time, horizon)
+    for name in ("time", "fire_times", "end_times", "n_events"):
+        np.testing.assert_array_equal(getattr(fast, name), getattr(general, name), err_msg=name)
 
 
 @pytest.mark.parametrize("times, match", [

@@ -25,7 +25,7 @@ import numpy as np
 
 from .. import _observe, _progress
 from .._observe import FinalView, SaveAt, observers_for
-from .._params import Params, computing_mask, jitter_work, phase_rates, snapped, to_horizon
+from .._params import Params, computing_mask, jitter_work, phase_rates, snapped, to_horizon, horizon_clock
 from .._sharing import Sharing, compute_speed, controller_load, fcfs_head, write_rates
 from .._status import Status, flag
 from . import LoopResult, failures
@@ -274,7 +274,7 @@ def switch(params: Params, carry: Carry, running, n_fires: int, use_delay: bool,
         dt = to_horizon(dt, carry.time, horizon, dtype)
     finite = jnp.isfinite(dt)
     dt = jnp.where(finite & running, dt, 0)
-    time = carry.time + dt
+    time = carry.time + dt if horizon is None else horizon_clock(carry.time, dt, horizon)
 
     write_left = jnp.where(writers, carry.write_left - write_rate * dt, carry.write_left)
     compute_left = jnp.where(computes, carry.compute_left - compute_rate * dt, carry.compute_left)

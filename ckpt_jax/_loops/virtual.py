@@ -43,7 +43,7 @@ import numpy as np
 
 from .. import _observe
 from .._observe import FinalView, SaveAt
-from .._params import Params, jitter_work, phase_rates, snapped, to_horizon
+from .._params import Params, horizon_clock, jitter_work, phase_rates, snapped, to_horizon
 from .._status import Status
 from . import LoopResult, record
 from . import clock as clock_loop
@@ -257,7 +257,7 @@ def switch(constants, params, carry: VirtualCarry, running, event_limit, n_fires
     compute_hi, compute_lo = dw_add(carry.compute_hi, carry.compute_lo, speed * dt)
     compute_hi = jnp.where(compute_set, compute_head_row[:, 0], compute_hi)
     compute_lo = jnp.where(compute_set, compute_head_row[:, 1], compute_lo)
-    time = carry.time + dt
+    time = carry.time + dt if horizon is None else horizon_clock(carry.time, dt, horizon)
     stall = jnp.where(advance | ~running, 0, carry.stall + 1)
 
     # Who switches: a due head (writers first), else the head that set dt.
