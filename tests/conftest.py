@@ -1,5 +1,18 @@
 """Shared test setup: float64 is the verification dtype (STYLE.md), so enable x64 at import.
 
+Hypothesis runs derandomized by default (the ``deterministic`` profile below): every run of the
+default tier, on every clone and in CI, draws the same examples, so it is green or red for
+the code alone. Per-test ``@settings(max_examples=...)`` inherit this (a settings object
+takes its unset fields from the profile loaded when it is made, and this file loads the
+profile before any test module is imported). Random exploration is a separate run, to do
+before resolving an issue or releasing:
+
+    CKPT_JAX_HYPOTHESIS=explore python -m pytest          # or --hypothesis-profile=explore
+
+The ``explore`` profile draws fresh random examples on every run, CKPT_JAX_EXPLORE_FACTOR
+(default 4) times each test's ``max_examples``; a failure prints the ``@reproduce_failure``
+blob that replays it. Add ``-m slow`` (or ``-m ''``) to explore the heavy tier too.
+
 Each test module's compiled programs are dropped when the module ends (`jax.clear_caches`):
 XLA:CPU maps every compiled executable's code into the process, and the whole default tier
 in one process compiles enough programs to exhaust the kernel's limit on memory mappings
@@ -13,8 +26,34 @@ import os
 
 import jax
 import pytest
+from hypothesis import settings
 
 jax.config.update("jax_enable_x64", True)
+
+# The default tier: the same examples on every run (derandomize draws them from a seed fixed
+# by each test), nothing read from or written to an example database, no per-example deadline
+# (the first example of a test pays JIT compilation).
+settings.register_profile("deterministic", derandomize=True, database=None, deadline=None, print_blob=True)
+# Exploration: random examples on every run; max_examples is scaled per test below.
+settings.register_profile("explore", derandomize=False, database=None, deadline=None, print_blob=True)
+settings.load_profile(os.environ.get("CKPT_JAX_HYPOTHESIS", "deterministic"))
+
+
+def pytest_collection_modifyitems(items):
+    """Under the ``explore`` profile, run CKPT_JAX_EXPLORE_FACTOR times each test's examples."""
+    if settings.get_current_profile_name() != "explore":
+        return
+    factor = int(os.environ.get("CKPT_JAX_EXPLORE_FACTOR", 4))
+    scaled = set()
+    for item in items:
+        test = getattr(item, "obj", None)
+        # Hypothesis keeps a test's settings on this attribute and reads it at call time.
+        chosen = getattr(test, "_hypothesis_internal_use_settings", None)
+        if chosen is None or id(test) in scaled:
+            continue
+        scaled.add(id(test))
+        test._hypothesis_internal_use_settings = settings(chosen, max_examples=chosen.max_examples * factor,
+                                                          derandomize=False, database=None)
 
 
 def _mappings() -> int:

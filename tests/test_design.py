@@ -33,6 +33,37 @@ def test_interval_parametrisation_round_trips():
     assert np.all((extreme >= bounds[0]) & (extreme <= bounds[1]))
 
 
+def test_estimator_on_a_quadratic_objective_has_the_exact_value_and_gradient(pair, monkeypatch):
+    # The fleet waste replaced by J(θ) = θᵀAθ/2 + b·θ (+ a constant per failure draw), read
+    # back from the intervals the estimator evaluates. For a quadratic the antithetic
+    # difference is exact, (J(θ + σz) − J(θ − σz)) / 2σ = z·∇J(θ), so the estimate must be
+    # the mean of z zᵀ∇J(θ) over the directions it used; and Gaussian smoothing gives
+    # J_σ(θ) = J(θ) + σ² tr(A) / 2 and ∇J_σ = ∇J, which many directions must approach.
+    A, b = np.array([[2.0, 0.5], [0.5, 1.0]]), np.array([0.3, -0.2])
+    per_draw = np.array([0.0, 0.1, 0.2])
+    seen = []
+
+    def quadratic_waste(fleet, intervals, *, horizon, keys, **_):
+        theta = design.theta_from_interval(intervals, SMALL["bounds"])
+        seen.append(theta)
+        value = 0.5 * np.einsum("pi,ij,pj->p", theta, A, theta) + theta @ b
+        return value[:, None] + per_draw[: len(keys)]
+
+    monkeypatch.setattr(design, "fleet_waste", quadratic_waste)
+    theta, smoothing, n_pairs = np.array([-0.5, 1.0]), 0.3, 4096
+    settings = dict(SMALL, n_draws=3, n_pairs=n_pairs, smoothing=smoothing)
+    estimate = design.smoothed_gradient(pair, theta, jax.random.key(0), **settings)
+    (population,) = seen
+    directions = (population[:n_pairs] - population[n_pairs:]) / (2 * smoothing)
+    np.testing.assert_allclose((population[:n_pairs] + population[n_pairs:]) / 2, np.tile(theta, (n_pairs, 1)), atol=1e-9)
+    exact = A @ theta + b
+    np.testing.assert_allclose(estimate.gradient, directions.T @ (directions @ exact) / n_pairs, rtol=1e-8)
+    np.testing.assert_allclose(estimate.gradient, exact, rtol=0.1)
+    smoothed = 0.5 * theta @ A @ theta + b @ theta + 0.5 * smoothing**2 * np.trace(A) + per_draw.mean()
+    np.testing.assert_allclose(estimate.objective, smoothed, rtol=0.01)
+    assert design.smoothed_objective(pair, theta, jax.random.key(0), **settings) == estimate.objective
+
+
 def test_fleet_waste_is_the_size_weighted_simulator_waste(pair):
     fleet = cj.Fleet([1.0, 1.0], [0.5, 1.0], mtbf=[10.0, 20.0], size=[1.0, 3.0], dtype="float64")
     keys = jax.random.split(jax.random.key(3), 4)
@@ -202,6 +233,7 @@ def test_contended_young_is_young_for_a_lone_job_that_fails():
 BAD = [
     (dict(bounds=(0.0, 1.0)), "bounds"),
     (dict(bounds=(2.0, 1.0)), "bounds"),
+    (dict(bounds=(2.0, 2.0)), "bounds"),
     (dict(bounds=(1.0, math.inf)), "bounds"),
     (dict(bounds=(math.nan, 1.0)), "bounds"),
     (dict(bounds=3.0), "bounds"),

@@ -52,7 +52,7 @@ def _view(time, fired, cycle):
     )
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=20, deadline=None)
 @given(
     seed=st.integers(0, 2**31),
     n_jobs=st.integers(2, 5),

@@ -219,7 +219,9 @@ def test_unit_sizes_are_the_base_model_bit_for_bit_on_every_loop(method, n_jobs,
         assert int(trace.n_events) == int(traces[0].n_events)
 
 
-@pytest.mark.parametrize("delay, alpha", [(0.0, 0.0), (0.7, 0.0), (0.0, 0.4), (0.7, 0.4)])
+# The default tier runs the base rules and both variants together; the slow tier each alone.
+@pytest.mark.parametrize("delay, alpha", [(0.0, 0.0), pytest.param(0.7, 0.0, marks=pytest.mark.slow),
+                                          pytest.param(0.0, 0.4, marks=pytest.mark.slow), (0.7, 0.4)])
 def test_unit_size_fleet_batched_with_sized_fleets_is_unchanged(delay, alpha):
     # In a batch with a sized fleet the general engine traces the size-aware rules; the
     # unit-size fleet's trace must still be the base model's, bit for bit (a fleet's trace
