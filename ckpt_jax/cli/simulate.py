@@ -257,6 +257,9 @@ def _simulate(args) -> int:
             f"fleet 0 of {n_fleets}: N={n_jobs}, T={args.compute:g}, d={args.write:g}, {cap}, "
             f"f={args.throughput}, σ={args.jitter:g}, start={args.start}, seed={args.seed}"
         )
+        if args.size is not None:  # sizes and policies shape the picture: name them
+            title += (f"\nsizes {','.join(f'{w:g}' for w in args.size)}, {args.power_policy} power, "
+                      f"{args.storage_policy} storage")
     shown = {} if args.spec is None else {
         "groups": (args.spec.labels, args.spec.names),
         "failures": trace.jobs.failures[0],
