@@ -23,7 +23,7 @@ __all__ = [
     "Params", "SNAP_ULPS", "MAX_FIRES", "METHODS", "flat_params", "jitter_work", "phase_rates", "snapped", "to_horizon",
     "computing_mask", "default_max_events", "failure_events", "time_bound", "check_time_bound", "check_horizon",
     "fires_before", "trace_bytes", "check_trace_memory", "check_jitter", "check_method", "batch_keys",
-    "check_failure_times", "listed_failure_events", "horizon_events", "events_to", "least_failure_events", "check_events", "check_horizon_events",
+    "check_failure_times", "listed_failure_events", "horizon_events", "events_to", "failures_to", "least_failure_events", "check_events", "check_horizon_events",
     "MAX_EVENTS", "horizon_clock",
 ]
 
@@ -235,19 +235,24 @@ def events_to(horizon, period, mtbf, restart, active) -> np.ndarray:
     H / period_i cycles, plus a failure and a restart end per failure, about H / (M_i + R_i)
     of them (docs/model.md §1c). (*B, N) arrays in, (*B,) out. An estimate for progress
     bars and messages: simultaneous switches count once, and contention slows the cycles."""
+    with np.errstate(all="ignore"):
+        cycles = np.sum(np.where(active, np.asarray(horizon, np.float64)[..., None] / period, 0.0), axis=-1)
+    return 2 * cycles + 2 * failures_to(horizon, mtbf, restart, active)
+
+
+def failures_to(horizon, mtbf, restart, active) -> np.ndarray:
+    """About how many failures the jobs of a fleet have up to H (*B,): each fails about
+    H / (M_i + R_i) times (an up time of M_i on average, then R_i down; M_i = inf: none)."""
     horizon = np.asarray(horizon, np.float64)[..., None]
     with np.errstate(all="ignore"):
-        per_job = 2 * horizon / period + np.where(np.isfinite(mtbf), 2 * horizon / (mtbf + restart), 0.0)
-    return np.sum(np.where(active, per_job, 0.0), axis=-1)
+        per_job = np.where(active & np.isfinite(mtbf), horizon / (mtbf + restart), 0.0)
+    return np.sum(per_job, axis=-1)
 
 
 def least_failure_events(horizon, mtbf, restart, active) -> np.ndarray:
-    """A lower bound on the events of failures up to H (*B,): each job fails about
-    H / (M_i + R_i) times (an up time of M_i on average, then R_i down); half is taken."""
-    horizon = np.asarray(horizon, np.float64)[..., None]
-    with np.errstate(all="ignore"):
-        per_job = np.where(active & np.isfinite(mtbf), 0.5 * horizon / (mtbf + restart), 0.0)
-    return np.sum(per_job, axis=-1)
+    """A lower bound on the events of failures up to H (*B,): half the expected failures
+    (`failures_to`)."""
+    return 0.5 * failures_to(horizon, mtbf, restart, active)
 
 
 def check_events(name: str, horizon, least, estimate, n_jobs: int, failures: bool, max_events: int = MAX_EVENTS):

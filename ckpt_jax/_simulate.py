@@ -17,7 +17,7 @@ from . import _observe, sharding
 from ._loops import LoopResult, PATHS, choose_paths, general, virtual
 from ._observe import JobStats, SaveAt, WriterStats
 from ._params import (
-    MAX_FIRES, check_failure_times, check_horizon, check_horizon_events, check_jitter, check_method, check_time_bound,
+    MAX_FIRES, check_failure_times, check_horizon, check_horizon_events, check_method, check_time_bound,
     check_trace_memory, default_max_events, fires_before, flat_params, horizon_events, listed_failure_events,
 )
 from ._sharing import Sharing, sharing_for, sized
@@ -258,7 +258,8 @@ def simulate(
     trace_len = n_fires if save.trace else 0
     check_trace_memory(fleet, trace_len, queue_size if np.any(np.asarray(fleet.delay) > 0) else 1, devices)
     path = choose_paths(fleet, jitter, "general" if failure_times is not None else method).reshape(n_fleets)
-    _check_key_given(key, jitter, fleet, failure_times)
+    use_jitter = jitter is not None and bool(np.any(np.asarray(jitter) > 0))  # validated by flat_params
+    _check_key_given(key, use_jitter, drawn_failures=fleet.has_failures and failure_times is None)
     options = dict(
         n_fires=MAX_FIRES if horizon is not None else n_fires,
         trace_len=trace_len,
@@ -267,7 +268,7 @@ def simulate(
         gap_fires=n_fires,
         max_events=max_events,
         queue_size=queue_size,
-        use_jitter=jitter is not None and bool(np.any(np.asarray(jitter) > 0)),
+        use_jitter=use_jitter,
         use_delay=bool(np.any(np.asarray(fleet.delay) > 0)),
         use_async=bool(np.any(np.asarray(fleet.async_fraction) > 0)),
         use_failures=use_failures,
@@ -310,15 +311,11 @@ def simulate(
     return trace
 
 
-def _check_key_given(key, jitter, fleet: Fleet, failure_times) -> None:
+def _check_key_given(key, jittered: bool, drawn_failures: bool) -> None:
     """A run that draws random numbers (jitter > 0, or failures drawn from ``mtbf``) needs
     an explicit ``key``, as `jax.random` does: a silent default key would give every such
     run the same draws."""
-    if key is not None:
-        return
-    jittered = jitter is not None and bool(np.any(check_jitter(jitter, fleet.batch_shape, fleet.dtype) > 0))
-    drawn_failures = fleet.has_failures and failure_times is None
-    if jittered or drawn_failures:
+    if key is None and (jittered or drawn_failures):
         reason = "jitter > 0" if jittered else "failures drawn from Fleet(mtbf=...)"
         raise ValueError(f"key is needed: this run draws random numbers ({reason}); pass key=jax.random.key(seed) "
                          "(one key, or one per fleet of the batch shape)")
