@@ -22,7 +22,7 @@ from ._params import (
 )
 from ._sharing import Sharing, sharing_for, sized
 from ._status import Status, describe_status, flag
-from ._validate import check_int
+from ._validate import check_int, check_key_given
 from .model import Fleet, State, check_state
 
 __all__ = ["Trace", "simulate", "STATUS_OK", "STATUS_MAX_EVENTS", "STATUS_NONFINITE", "STATUS_QUEUE_OVERFLOW", "STATUS_STALLED"]
@@ -259,7 +259,7 @@ def simulate(
     check_trace_memory(fleet, trace_len, queue_size if np.any(np.asarray(fleet.delay) > 0) else 1, devices)
     path = choose_paths(fleet, jitter, "general" if failure_times is not None else method).reshape(n_fleets)
     use_jitter = jitter is not None and bool(np.any(np.asarray(jitter) > 0))  # validated by flat_params
-    _check_key_given(key, use_jitter, drawn_failures=fleet.has_failures and failure_times is None)
+    check_key_given(key, use_jitter, drawn_failures=fleet.has_failures and failure_times is None)
     options = dict(
         n_fires=MAX_FIRES if horizon is not None else n_fires,
         trace_len=trace_len,
@@ -309,16 +309,6 @@ def simulate(
             f"{bad.size} of {np.size(trace.ok)} fleets did not complete: {describe_status(int(codes))}"
         )
     return trace
-
-
-def _check_key_given(key, jittered: bool, drawn_failures: bool) -> None:
-    """A run that draws random numbers (jitter > 0, or failures drawn from ``mtbf``) needs
-    an explicit ``key``, as `jax.random` does: a silent default key would give every such
-    run the same draws."""
-    if key is None and (jittered or drawn_failures):
-        reason = "jitter > 0" if jittered else "failures drawn from Fleet(mtbf=...)"
-        raise ValueError(f"key is needed: this run draws random numbers ({reason}); pass key=jax.random.key(seed) "
-                         "(one key, or one per fleet of the batch shape)")
 
 
 def run(params, phase, remaining, horizon, *, path, n_fires, trace_len, save, stop_fires, gap_fires, max_events, queue_size, use_jitter, use_delay, use_async, progress, devices, sharing=Sharing(), use_failures=False,

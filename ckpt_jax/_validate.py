@@ -23,6 +23,7 @@ import numpy as np
 
 __all__ = [
     "DTYPES",
+    "check_key_given",
     "check_dtype",
     "real_array",
     "value_range",
@@ -194,3 +195,13 @@ def _bytes(n: float) -> str:
             return f"{n:.3g} {unit}"
         n /= 1000
     return f"{n:.3g} EB"
+
+
+def check_key_given(key, jittered: bool, drawn_failures: bool) -> None:
+    """A run that draws random numbers (jitter > 0, or failures drawn from ``mtbf``) needs
+    an explicit ``key``, as `jax.random` does: a silent default key would give every such
+    run the same draws."""
+    if key is None and (jittered or drawn_failures):
+        reason = "jitter > 0" if jittered else "failures drawn from Fleet(mtbf=...)"
+        raise ValueError(f"key is needed: this run draws random numbers ({reason}); pass key=jax.random.key(seed) "
+                         "(one key, or one per fleet of the batch shape)")

@@ -52,7 +52,7 @@ import numpy as np
 
 from . import _manifest
 from ._io import atomic_write
-from ._validate import check_int
+from ._validate import check_int, check_key_given
 from ._params import check_method
 from ._sharing import non_default_sharing
 from .model import Fleet, State, random_state
@@ -302,9 +302,7 @@ def run_ensemble(
     options = _check_simulate_kwargs(simulate_kwargs)
     save = _check_save(save)
     jitter = _check_jitter(jitter, n_fleets)
-    if key is None and jitter is not None and np.any(np.asarray(jitter) > 0):
-        raise ValueError("key is needed: jitter > 0 draws random numbers; pass key=jax.random.key(seed) "
-                         "(as for simulate)")
+    check_key_given(key, jitter is not None and bool(np.any(np.asarray(jitter) > 0)), drawn_failures=False)
     if key is not None:
         key = _typed_key(key, "key")
         if key.shape not in ((), (n_fleets,)):
