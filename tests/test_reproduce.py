@@ -8,7 +8,16 @@ import pytest
 
 import ckpt_jax
 from ckpt_jax import cli
-from ckpt_jax.experiments import EXPERIMENTS, INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, finish, provenance, rules, verdict
+from ckpt_jax.experiments import (
+    EXPERIMENTS,
+    INCONCLUSIVE,
+    NOT_REPRODUCED,
+    REPRODUCED,
+    finish,
+    provenance,
+    rules,
+    verdict,
+)
 from ckpt_jax.reproduce import CLAIMS, ResultConflict, reproduce, write_report
 
 BY_NAME = {experiment.name: experiment for experiment in EXPERIMENTS}

@@ -71,7 +71,7 @@ def in_float64(run: Callable[..., dict]) -> Callable[..., dict]:
     def scoped(*args, **kwargs) -> dict:
         import jax
 
-        previous = bool(jax.config.jax_enable_x64)
+        previous = bool(jax.config.read("jax_enable_x64"))
         jax.config.update("jax_enable_x64", True)
         try:
             return run(*args, **kwargs)
