@@ -339,6 +339,16 @@ class Fleet:
         """Solo cycle time T_i + d_i / f(1) of each job, shape (*B, N)."""
         return self.compute + self.write / self.throughput[..., 1:2]
 
+    def events(self, horizon) -> np.ndarray:
+        """About how many events each fleet steps up to the horizon H, shape (*B,): two
+        switches per solo cycle (`period`) and two per failure (docs/model.md §1c). An
+        estimate, as `ckpt_jax.fleetfile.FleetSpec.events`, to size a run to ``until=H``
+        (its ``max_events``, whether it shows a progress bar): simultaneous switches count
+        once, and contention slows the cycles."""
+        from ._params import horizon_events  # _params builds on this module
+
+        return horizon_events(self, horizon)
+
     def __getitem__(self, index) -> "Fleet":
         """Indexes the batch axes as NumPy does: ``fleet[3]`` is the fourth fleet of a 1-D
         batch; slices, integer arrays, boolean masks and ``...`` work too.

@@ -18,18 +18,29 @@ and tables, figures under the sub-claim they show; the full values stay in the J
 from __future__ import annotations
 
 import datetime
-import importlib
 import json
 import os
 import platform
-import sys
 import time
 from pathlib import Path
 from typing import Iterable, Optional
 
-from . import experiments
 from ._io import atomic_write_bytes
-from .experiments import INCONCLUSIVE, NOT_REPRODUCED, PARTIALLY, REPRODUCED, VERDICTS, fmt, provenance, rules, write_json
+from .experiments import (
+    EXPERIMENTS,
+    INCONCLUSIVE,
+    NOT_REPRODUCED,
+    PARTIALLY,
+    REPRODUCED,
+    VERDICTS,
+    Experiment,
+    check_size,
+    fmt,
+    provenance,
+    rules,
+    to_jsonable,
+    write_json,
+)
 
 __all__ = ["reproduce", "write_report", "CLAIMS", "CLAIM_NAMES", "ResultConflict"]
 
@@ -87,10 +98,14 @@ class ResultConflict(ValueError):
     parameters (they are never reused, mixed or overwritten silently)."""
 
 
-def _module(name: str):
-    if name not in experiments.REGISTRY:
-        raise ValueError(f"experiment must be one of {list(experiments.REGISTRY)}, got {name!r}")
-    return importlib.import_module(f"{experiments.__name__}.{name}")
+_BY_NAME = {experiment.name: experiment for experiment in EXPERIMENTS}
+
+
+def _experiment(name: str) -> Experiment:
+    """The experiment of `EXPERIMENTS` called ``name`` (a `ValueError` naming them otherwise)."""
+    if name not in _BY_NAME:
+        raise ValueError(f"experiment must be one of {list(_BY_NAME)}, got {name!r}")
+    return _BY_NAME[name]
 
 
 def _stored(out_dir: Path, name: str) -> tuple:
@@ -151,12 +166,12 @@ def _conflict(name: str, result: dict, size: str) -> tuple | None:
     size, version or parameters), else None."""
     if result["size"] != size:
         return "size", result["size"]
-    expected = provenance(name, size)
+    expected = provenance(_experiment(name), size)
     if result.get("version") != expected["version"]:
         version = result.get("version")
         return "version", f"ckpt_jax {version}" if isinstance(version, str) else "an unrecorded version"
     saved = result.get("parameters")
-    if experiments.to_jsonable(saved) != expected["parameters"]:
+    if to_jsonable(saved) != expected["parameters"]:
         now = expected["parameters"]
         saved = saved if isinstance(saved, dict) else {}
         keys = sorted(key for key in set(saved) | set(now) if saved.get(key) != now.get(key))
@@ -179,7 +194,7 @@ def _conflict_message(out_dir: Path, conflicts: dict, size: str) -> str:
     if "parameters" in by_kind:
         listed = ", ".join(f"{n}.json: {detail}" for n, detail in by_kind["parameters"])
         parts.append(f"results of other parameters ({listed})")
-    version = provenance(next(iter(conflicts)), size)["version"]
+    version = provenance(_experiment(next(iter(conflicts))), size)["version"]
     return (f"{out_dir} holds {'; '.join(parts)}; a {size!r} run of ckpt_jax {version} would overwrite them: use "
             "another --out, or --restart to discard them")
 
@@ -207,7 +222,7 @@ def reproduce(
     Args:
       out_dir: output folder (created if missing).
       size: "smoke", "quick" or "full".
-      only: names of the experiments to run (default: all of `experiments.REGISTRY`).
+      only: names of the experiments to run (default: all of `ckpt_jax.experiments.EXPERIMENTS`).
       progress: progress bars.
       resume: reuse finished results of this size. With ``resume=False`` every experiment
         is run again and results of other sizes in ``out_dir`` are discarded first.
@@ -220,12 +235,12 @@ def reproduce(
       ResultConflict: ``out_dir`` holds results of another size, version or parameters and
         ``resume`` is True.
     """
-    experiments.check_size(size)
+    check_size(size)
     out_dir = Path(out_dir)
-    names = list(experiments.REGISTRY) if not only else list(only)
+    names = list(_BY_NAME) if not only else list(only)
     for name in names:
-        _module(name)  # validate every name before running anything
-    stored = {name: _stored(out_dir, name) for name in experiments.REGISTRY} if out_dir.exists() else {}
+        _experiment(name)  # validate every name before running anything
+    stored = {name: _stored(out_dir, name) for name in _BY_NAME} if out_dir.exists() else {}
     conflicts = {name: _conflict(name, result, size) for name, (result, _) in stored.items() if result is not None}
     conflicts = {name: conflict for name, conflict in conflicts.items() if conflict is not None}
     if conflicts and resume:
@@ -248,14 +263,14 @@ def reproduce(
             continue
         log(f"[{index}/{len(names)}] {name} ({size}) ...")
         start = time.perf_counter()
-        result = _module(name).run(out_dir, size=size, progress=progress)
+        result = _experiment(name).run(out_dir, size=size, progress=progress)
         # Wall time of the whole call, JIT compilation included: what a user waits for.
         result["wall_seconds"] = time.perf_counter() - start
         write_json(out_dir / f"{name}.json", result)
         log(f"[{index}/{len(names)}] {name}: {_summary(result)} in {result['wall_seconds']:.1f} s")
         results[name] = result
     # The report covers every finished experiment of this size in the folder, not only this call's.
-    for name in experiments.REGISTRY:
+    for name in _BY_NAME:
         if name not in results and name in finished:
             results[name] = finished[name]
     write_report(out_dir, results, size)
@@ -296,17 +311,14 @@ def _constant(value) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
-def _claims_of_registered() -> set:
-    claims = set()
-    for name in experiments.REGISTRY:
-        claims |= set(_module(name).CLAIMS)
-    return claims
+def _claims_of_experiments() -> set:
+    return {claim for experiment in EXPERIMENTS for claim in experiment.claims}
 
 
 def _entries(results: dict) -> dict:
-    """``{claim: [(experiment, result, verdict entry), ...]}`` in registry order."""
+    """``{claim: [(experiment, result, verdict entry), ...]}`` in the order of `EXPERIMENTS`."""
     by_claim: dict[int, list] = {claim: [] for claim in CLAIMS}
-    order = {name: k for k, name in enumerate(experiments.REGISTRY)}
+    order = {name: k for k, name in enumerate(_BY_NAME)}
     for name in sorted(results, key=lambda n: order.get(n, len(order))):
         for entry in results[name].get("verdicts", []):
             by_claim.setdefault(entry["claim"], []).append((name, results[name], entry))
@@ -333,7 +345,7 @@ def _figures_by_entry(results: dict) -> dict:
 
 def _run_time_lines(results: dict, size: str) -> list:
     rows, total = [], 0.0
-    for name in experiments.REGISTRY:
+    for name in _BY_NAME:
         if name not in results:
             continue
         seconds = results[name].get("wall_seconds")
@@ -365,7 +377,7 @@ def write_report(out_dir: Path, results: dict, size: str) -> Path:
     sub-claim its verdict, reasons, rule, thresholds, numbers and figures."""
     by_claim = _entries(results)
     figures = _figures_by_entry(results)
-    covered = _claims_of_registered()
+    covered = _claims_of_experiments()
     stamp = datetime.datetime.now().strftime("%Y-%m-%d %H:%M")
     lines = [
         "# ckpt_jax: reproduction report",
@@ -442,19 +454,3 @@ def write_report(out_dir: Path, results: dict, size: str) -> Path:
     atomic_write_bytes(path, ("\n".join(lines).rstrip() + "\n").encode())
     return path
 
-
-def main_reproduce(args) -> int:
-    """CLI entry: ``ckpt-jax reproduce --out DIR [--quick | --full | --smoke] [--only NAME]``."""
-    import jax
-
-    jax.config.update("jax_enable_x64", True)
-    try:
-        results = reproduce(
-            args.out, size=args.size, only=args.only, progress=not args.no_progress, resume=not args.restart
-        )
-    except ResultConflict as error:
-        print(f"ckpt-jax: error: {error}", file=sys.stderr)
-        return 2
-    print(f"report: {Path(args.out) / 'report.md'}", file=sys.stderr)
-    failed = [n for n, r in results.items() if not r.get("verdicts")]
-    return 1 if failed else 0

@@ -9,20 +9,20 @@ same code; this script is the thin entry point for running one of them from a ch
 """
 
 import argparse
-import importlib
 import sys
 
-from ckpt_jax.experiments import REGISTRY, SIZES
+from ckpt_jax.experiments import EXPERIMENTS, SIZES
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("name", choices=REGISTRY, help="the experiment: " + ", ".join(REGISTRY))
+    by_name = {experiment.name: experiment for experiment in EXPERIMENTS}
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], formatter_class=argparse.RawTextHelpFormatter)
+    parser.add_argument("name", choices=by_name, metavar="NAME",
+                        help="the experiment, one of:\n" + "\n".join(f"  {e.name}: {e.title}" for e in EXPERIMENTS))
     parser.add_argument("--out", required=True, help="directory for NAME.json and its figures")
     parser.add_argument("--size", choices=SIZES, default="quick", help="smoke (seconds), quick (CPU), full (GPU)")
     args = parser.parse_args(argv)
-    experiment = importlib.import_module(f"ckpt_jax.experiments.{args.name}")
-    result = experiment.run(args.out, size=args.size)
+    result = by_name[args.name].run(args.out, size=args.size)
     for item in result["verdicts"]:
         print(f"claim {item['sub_claim']}: {item['verdict']} — {item['why']}")
     return 0

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 from experiment_checks import check_experiment_result
 
-from ckpt_jax.experiments import REGISTRY, memory
+from ckpt_jax.experiments import EXPERIMENTS, memory
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -15,9 +15,9 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_memory_smoke(tmp_path):
     result = memory.run(tmp_path, size="smoke", progress=False)
     check_experiment_result(memory, result, tmp_path, min_figure_bytes=10_000)
-    assert memory.NAME == "memory" and memory.NAME in REGISTRY
+    assert memory.EXPERIMENT.name == "memory" and memory.EXPERIMENT in EXPERIMENTS
     assert result["figures"] == ["memory.png", "memory_excess.png"]
-    assert list(memory.CLAIMS) == [5]
+    assert memory.EXPERIMENT.claims == (5,)
     item = result["verdicts"][0]
     for key in ("cells", "cell_outcomes", "largest_late_excess", "decay_cycles", "late_excess_z", "control_r_end",
                 "detectable_memory"):
@@ -75,4 +75,4 @@ def test_experiments_entry_point_lists_every_experiment():
     done = subprocess.run([sys.executable, str(ROOT / "experiments" / "run.py"), "--help"],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and "--size" in done.stdout
-    assert all(name in done.stdout for name in REGISTRY)
+    assert all(f"{e.name}: {e.title}" in done.stdout for e in EXPERIMENTS)

@@ -5,7 +5,7 @@ import copy
 import pytest
 from experiment_checks import check_experiment_result
 
-from ckpt_jax.experiments import NOT_REPRODUCED, PARTIALLY, REGISTRY, REPRODUCED, anonymity
+from ckpt_jax.experiments import EXPERIMENTS, NOT_REPRODUCED, PARTIALLY, REPRODUCED, anonymity
 
 
 @pytest.fixture(scope="module")
@@ -17,7 +17,7 @@ def smoke(tmp_path_factory):
 def test_anonymity_smoke(smoke):
     result, out = smoke
     check_experiment_result(anonymity, result, out, one_verdict_per_claim=False)
-    assert anonymity.NAME in REGISTRY
+    assert anonymity.EXPERIMENT in EXPERIMENTS
     by_sub = {v["sub_claim"]: v for v in result["verdicts"]}
     assert {k: v["verdict"] for k, v in by_sub.items()} == {"9a": REPRODUCED, "9b": REPRODUCED}
     assert by_sub["9a"]["figures"] == ["anonymity_9a.png", "anonymity_9a_locking.png"]

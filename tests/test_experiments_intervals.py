@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from experiment_checks import check_experiment_result
 
-from ckpt_jax.experiments import INCONCLUSIVE, NOT_REPRODUCED, PARTIALLY, REGISTRY, REPRODUCED, intervals
+from ckpt_jax.experiments import EXPERIMENTS, INCONCLUSIVE, NOT_REPRODUCED, PARTIALLY, REPRODUCED, intervals
 
 
 @pytest.fixture(scope="module")
@@ -19,7 +19,7 @@ def smoke(tmp_path_factory):
 def test_intervals_smoke(smoke):
     result, out = smoke
     check_experiment_result(intervals, result, out, one_verdict_per_claim=False)
-    assert intervals.NAME in REGISTRY
+    assert intervals.EXPERIMENT in EXPERIMENTS
     by_sub = {v["sub_claim"]: v for v in result["verdicts"]}
     assert sorted(by_sub) == ["10a", "10b"]
     assert by_sub["10a"]["figures"] == ["intervals_10a.png"]

@@ -14,9 +14,9 @@ EXPECTED = {
 }
 
 
-@pytest.mark.parametrize("module", [spectrum, pairwise_neutrality, invariants], ids=lambda m: m.NAME)
+@pytest.mark.parametrize("module", [spectrum, pairwise_neutrality, invariants], ids=lambda m: m.EXPERIMENT.name)
 def test_experiment_runs_at_smoke_size(module, tmp_path):
     result = module.run(tmp_path, size="smoke", progress=False)
     check_experiment_result(module, result, tmp_path)
-    assert {v["claim"]: v["verdict"] for v in result["verdicts"]} == EXPECTED[module.NAME]
-    assert set(EXPECTED[module.NAME]) == set(module.CLAIMS)
+    assert {v["claim"]: v["verdict"] for v in result["verdicts"]} == EXPECTED[module.EXPERIMENT.name]
+    assert set(EXPECTED[module.EXPERIMENT.name]) == set(module.EXPERIMENT.claims)

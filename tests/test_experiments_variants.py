@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from experiment_checks import check_experiment_result
 
-from ckpt_jax.experiments import NOT_REPRODUCED, PARTIALLY, REPRODUCED, boundary, jitter
+from ckpt_jax.experiments import EXPERIMENTS, NOT_REPRODUCED, PARTIALLY, REPRODUCED, boundary, jitter
 
 
 def _check_result(module, result, tmp_path):
@@ -39,7 +39,7 @@ def test_boundary_smoke(tmp_path):
 
 def test_experiment_modules_follow_the_framework():
     for module in (jitter, boundary):
-        assert module.NAME in __import__("ckpt_jax.experiments", fromlist=["REGISTRY"]).REGISTRY
-        assert set(module.SIZES) == {"smoke", "quick", "full"}
+        assert module.EXPERIMENT in EXPERIMENTS
+        assert set(module.EXPERIMENT.sizes) == {"smoke", "quick", "full"}
     with pytest.raises(ValueError, match="size"):
         boundary.run("/nonexistent", size="huge")

@@ -8,8 +8,19 @@ import pytest
 
 import ckpt_jax
 from ckpt_jax import cli
-from ckpt_jax.experiments import INCONCLUSIVE, NOT_REPRODUCED, REGISTRY, REPRODUCED, finish, provenance, rules, verdict
+from ckpt_jax.experiments import (
+    EXPERIMENTS,
+    INCONCLUSIVE,
+    NOT_REPRODUCED,
+    REPRODUCED,
+    finish,
+    provenance,
+    rules,
+    verdict,
+)
 from ckpt_jax.reproduce import CLAIMS, ResultConflict, reproduce, write_report
+
+BY_NAME = {experiment.name: experiment for experiment in EXPERIMENTS}
 
 
 def test_reproduce_writes_report_and_resumes(tmp_path):
@@ -44,7 +55,7 @@ def _fake_quick_result(out, name="spectrum"):
     """A finished result of size quick, as a --quick run leaves it (JSON + its figure)."""
     (out / f"{name}_fig.png").write_bytes(b"\x89PNG\r\n\x1a\nquick")
     entry = verdict(2, REPRODUCED, "quick numbers", title="t", headline="h", figures=[f"{name}_fig.png"])
-    return finish(out, name, "quick", {}, [entry], [f"{name}_fig.png"])
+    return finish(out, BY_NAME[name], "quick", {}, [entry], [f"{name}_fig.png"])
 
 
 def test_results_of_another_size_are_never_overwritten(tmp_path):
@@ -129,21 +140,22 @@ def test_reproduce_cli_only_and_bad_names(tmp_path, capsys):
         reproduce(tmp_path, size="huge")
 
 
-def test_every_registered_experiment_is_importable_and_declares_claims():
+def test_every_experiment_is_its_modules_object_and_declares_claims():
     import importlib
 
-    for name in REGISTRY:
-        module = importlib.import_module(f"ckpt_jax.experiments.{name}")
-        assert module.NAME == name
-        assert set(module.CLAIMS) <= set(CLAIMS)
-        assert callable(module.run)
+    assert len(BY_NAME) == len(EXPERIMENTS)  # names are unique
+    for experiment in EXPERIMENTS:
+        module = importlib.import_module(f"ckpt_jax.experiments.{experiment.name}")
+        assert module.EXPERIMENT is experiment and module.run is experiment.run
+        assert experiment.claims and set(experiment.claims) <= set(CLAIMS)
+        assert experiment.title and set(experiment.sizes) == {"smoke", "quick", "full"}
 
 
 # -- stored results: version, parameters, edited files ---------------------------------------------
 def _fake_result(out, experiment, **edits):
     """A finished smoke result as ``finish`` writes it (no experiment run), with ``edits`` applied."""
     entry = verdict(2 if experiment == "spectrum" else 1, REPRODUCED, "numbers", title="t", headline="h")
-    result = finish(out, experiment, "smoke", {}, [entry], [])
+    result = finish(out, BY_NAME[experiment], "smoke", {}, [entry], [])
     (out / f"{experiment}.json").write_text(json.dumps({**result, **edits}))
     return result
 
@@ -151,7 +163,7 @@ def _fake_result(out, experiment, **edits):
 @pytest.mark.parametrize("edits, what", [
     ({"version": "0.0.1"}, "results of another version \\(spectrum.json: ckpt_jax 0.0.1\\)"),
     ({"version": None}, "results of another version \\(spectrum.json: an unrecorded version\\)"),
-    ({"parameters": {**provenance("spectrum", "smoke")["parameters"], "n_jobs": [2, 3]}},
+    ({"parameters": {**provenance(BY_NAME["spectrum"], "smoke")["parameters"], "n_jobs": [2, 3]}},
      "results of other parameters \\(spectrum.json: n_jobs\\)"),
 ])
 def test_results_of_another_version_or_parameters_are_refused_in_one_line(tmp_path, capsys, edits, what):

@@ -3,7 +3,7 @@
 `main` builds a fleet from the options, runs `ckpt_jax.simulate`, and writes into
 ``--out``: ``trace.csv``, ``trace.npz``, ``summary.json`` and ``trace.png`` (fleet 0).
 ``ckpt-jax ensemble`` runs a long ensemble of random launches in resumable chunks
-(`ckpt_jax.run_ensemble`); ``ckpt-jax reproduce`` runs the experiments; ``ckpt-jax design``
+(`ckpt_jax.ensemble.run_ensemble`); ``ckpt-jax reproduce`` runs the experiments; ``ckpt-jax design``
 designs checkpoint intervals for a fleet file (`ckpt_jax.fleetfile`). Subcommands live
 in ``_SUBCOMMANDS``.
 
@@ -23,7 +23,6 @@ share in ``_common.py``.
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 from typing import Optional, Sequence
 

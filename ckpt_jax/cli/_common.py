@@ -7,7 +7,6 @@ import argparse
 import errno
 import math
 import os
-import platform
 import re
 import sys
 import tempfile
@@ -177,7 +176,7 @@ def add_devices(parser, *, shards: bool = True) -> None:
 
 def add_fleet_options(parser, *, ensemble: bool = False) -> None:
     """The options of a fleet of identical jobs, shared by ``simulate`` and ``ensemble``."""
-    from ..model import POWER_POLICIES, STORAGE_POLICIES, THROUGHPUT_PRESETS
+    from .. import POWER_POLICIES, STORAGE_POLICIES, THROUGHPUT_PRESETS
 
     parser.add_argument("--jobs", type=integer(2), default=8, metavar="N",
                         help="jobs per fleet (default: %(default)s)")

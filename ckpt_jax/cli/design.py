@@ -104,9 +104,7 @@ def _evaluate(spec, table: dict, *, horizon, n_draws, key, launch, dtype, offset
     "design" set launches at ``offsets`` (N,) cycle positions where given."""
     import jax
 
-    from .._observe import SaveAt
-    from .._simulate import simulate
-    from ..model import cycle_positions, state_from_positions
+    from .. import SaveAt, cycle_positions, simulate, state_from_positions
 
     names = list(table)
     intervals = np.stack([table[name] for name in names])  # (D, N)
@@ -183,8 +181,7 @@ def _schedule(spec, intervals, *, seed: int, launch: str, dtype, offsets=None) -
     fire-to-fire time over the cycles that no failure of its own interrupted."""
     import jax
 
-    from .._simulate import simulate
-    from ..model import initial_state, random_state, state_from_positions
+    from .. import initial_state, random_state, simulate, state_from_positions
 
     fleet = spec.fleet(intervals, dtype=dtype)
     solo = np.asarray(intervals, np.float64) + spec.solo_write_time()
@@ -385,8 +382,8 @@ def _design(args) -> int:
     import jax
 
     from .. import __version__
-    from .._io import atomic_write, atomic_write_bytes
     from ..design import checkpoint_intervals
+    from ..files import atomic_write, atomic_write_bytes
     from . import _design_figures as figures
 
     spec, settings = args.spec, args.settings

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 import time
 import warnings
 from pathlib import Path
-from typing import Optional
 import numpy as np
 
 from ._common import add_devices, add_fleet_options, add_x64, check_period, CliError, devices_for, integer, fleet_keywords, plain, plain_text, policy_parameters, real, report_devices, seed_key, SEED_KEY_TEXT
@@ -113,7 +111,7 @@ def _durations(args) -> tuple:
     return 1.0 - write, write
 
 def _gaps_and_order(fire_times):
-    """Per fleet and cycle k: the smallest phase gap (time units, `ckpt_jax.smallest_gap`
+    """Per fleet and cycle k: the smallest phase gap (time units, `ckpt_jax.analysis.smallest_gap`
     without a period), and whether the firing order changed from cycle k to k + 1.
 
     The gap assumes the firing order of identical jobs is fixed (claim 3). Jitter can change
@@ -144,7 +142,7 @@ def _gaps_and_order(fire_times):
 
 def _order_changed(gaps, ok):
     """Per fleet and cycle k ≤ K − 2: the firing order changed there, as far as the smallest
-    gaps tell (`ckpt_jax.SaveAt(gaps=True)`, i.e. `ckpt_jax.smallest_gap`).
+    gaps tell (`ckpt_jax.SaveAt(gaps=True)`, i.e. `ckpt_jax.analysis.smallest_gap`).
 
     In a fleet that completed, every cycle was recorded, so a NaN gap at k ≤ K − 2 means
     cycle k's firings interleave with cycle k − 1's or k + 1's (a job fired twice before
@@ -262,8 +260,8 @@ def _ensemble(args) -> int:
 def _ensemble_locked(args, out: Path, parameters: dict, compute: float, write: float) -> int:
     import jax
 
-    from .. import EnsembleMismatchError, SaveAt, __version__, describe_status, random_launches, run_ensemble
-    from ..ensemble import MANIFEST, check_files
+    from .. import SaveAt, __version__, describe_status
+    from ..ensemble import MANIFEST, EnsembleMismatchError, check_files, random_launches, run_ensemble
     from ..experiments import write_json
 
     n_jobs = args.jobs
@@ -440,7 +438,7 @@ def _ensemble_notes(save: tuple) -> str:
     if "order" in save:
         notes.append(
             "smallest_gap_min_mean: per ok fleet, the smallest phase gap (time units, >= 0) over "
-            "cycles 0..K-2 whose firing order held (ckpt_jax.smallest_gap of each chunk's trace), "
+            "cycles 0..K-2 whose firing order held (ckpt_jax.analysis.smallest_gap of each chunk's trace), "
             "averaged over the smallest_gap_fleets fleets that have such a cycle (null when none, e.g. "
             "K = 1). The gap assumes the firing order is fixed, as it is for identical jobs without "
             "jitter; where it changed from cycle k to k + 1 (a job fired twice before another fired "
@@ -451,7 +449,7 @@ def _ensemble_notes(save: tuple) -> str:
     elif "gaps" in save:
         notes.append(
             "smallest_gap_min_mean: per ok fleet, the smallest phase gap (time units, >= 0) over "
-            "cycles 0..K-2 (ckpt_jax.smallest_gap, accumulated during the run: SaveAt(gaps=True)), "
+            "cycles 0..K-2 (ckpt_jax.analysis.smallest_gap, accumulated during the run: SaveAt(gaps=True)), "
             "averaged over the smallest_gap_fleets fleets that have a defined one (null when none, "
             "e.g. K = 1). The gap assumes the firing order is fixed, as it is for identical jobs "
             "without jitter. Where jitter changed it so that cycle k's firings interleave with cycle "
@@ -466,8 +464,8 @@ def _ensemble_notes(save: tuple) -> str:
         notes.append(
             "writer_distribution_mean: mean over the writer_distribution_fleets ok fleets of the "
             "fraction of each fleet's observation window (from every job's first firing to the "
-            "first end of a K-th write, ckpt_jax.observed_interval) spent with exactly n writers, "
-            "n = 0..N (ckpt_jax.writer_distribution); writers_max: the largest writer count seen "
+            "first end of a K-th write, ckpt_jax.analysis.observed_interval) spent with exactly n writers, "
+            "n = 0..N (ckpt_jax.analysis.writer_distribution); writers_max: the largest writer count seen "
             "in any of those windows."
         )
     if "jobs" in save:

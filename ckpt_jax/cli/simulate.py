@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import math
 import platform
 import sys
 import time
 from pathlib import Path
 import numpy as np
 
-from ._common import add_devices, add_fleet_options, add_x64, check_period, CliError, CSV_COLUMNS, devices_for, finite_or_none, integer, fleet_keywords, plain, policy_parameters, PROGRESS_WORK, real, report_devices, seed_key, SEED_KEY_TEXT
+from ._common import add_devices, add_fleet_options, add_x64, check_period, CliError, CSV_COLUMNS, devices_for, finite_or_none, integer, fleet_keywords, policy_parameters, PROGRESS_WORK, real, report_devices, seed_key, SEED_KEY_TEXT
 
 
 def add_simulate(subparsers) -> None:
@@ -99,7 +98,7 @@ def _check(args) -> None:
 
 
 def _initial_state(fleet, start: str, seed: int):
-    from ..model import initial_state, random_state, state_from_positions
+    from .. import initial_state, random_state, state_from_positions
 
     if start == "random":
         return random_state(fleet, seed_key(seed))
@@ -125,12 +124,9 @@ def _write_csv(handle, fire_times: np.ndarray, end_times: np.ndarray) -> None:
 def _simulate(args) -> int:
     import jax
 
-    from .. import __version__
-    from .._io import atomic_write, atomic_write_bytes
+    from .. import Fleet, SaveAt, __version__, describe_status, simulate
     from ..analysis import writer_count
-    from .._observe import SaveAt
-    from ..engine import describe_status, simulate
-    from ..model import Fleet
+    from ..files import atomic_write, atomic_write_bytes
     from ..plotting import plot_trace
 
     n_fleets, n_jobs, n_cycles = args.fleets, args.jobs, args.cycles
@@ -149,9 +145,7 @@ def _simulate(args) -> int:
     jitter_key = jax.random.fold_in(seed_key(args.seed), 1)
     work = n_fleets * n_jobs * n_cycles
     if args.horizon is not None:  # the horizon, not the trace's cycles, says how long the run is
-        from .._params import horizon_events
-
-        work = max(work, n_fleets * float(np.max(horizon_events(fleet, args.horizon))) / 2)
+        work = max(work, n_fleets * float(np.max(fleet.events(args.horizon))) / 2)
     devices, n_devices = devices_for(args.device_info, n_fleets)
     device_summary = report_devices("simulate", args.device_info, n_devices, batch=n_fleets,
                                      batch_text=f"{n_fleets} fleet{'s' * (n_fleets != 1)}")

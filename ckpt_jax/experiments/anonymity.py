@@ -37,10 +37,22 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import Fleet, gap_return_map
+from .. import Fleet
 from ..coupling import coupling_function, shared_slowdown
 from ..locking import coupling_stats, locked_lags
-from . import NOT_REPRODUCED, REPRODUCED, begin, finish, fmt, fmt_list, save_figure, verdict
+from ..maps import gap_return_map
+from .framework import (
+    NOT_REPRODUCED,
+    REPRODUCED,
+    Experiment,
+    begin,
+    finish,
+    fmt,
+    fmt_list,
+    in_float64,
+    save_figure,
+    verdict,
+)
 from .rules import combine
 
 NAME = "anonymity"
@@ -351,6 +363,7 @@ def verdict_9b(fcfs) -> tuple:
     return outcome, why, rule, table, headline, measured
 
 
+@in_float64
 def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
     """Measures claim 9's coupling functions and spectra; writes ``anonymity.json`` and figures.
 
@@ -377,4 +390,13 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
         verdicts.append(verdict(9, outcome, why, sub_claim=sub, title=titles[sub], headline=headline, rule=rule,
                                 thresholds=thresholds, figures=figures, table=table, **measured))
     numbers = dict(n_cycles=config["n_cycles"], sizes=sizes, fcfs=fcfs, seconds=time.perf_counter() - started)
-    return finish(out_dir, NAME, size, numbers, verdicts, figures_a + [figure_b])
+    return finish(out_dir, EXPERIMENT, size, numbers, verdicts, figures_a + [figure_b])
+
+
+EXPERIMENT = Experiment(
+    name=NAME,
+    title="job sizes and fcfs storage: neutrality needs anonymity",
+    claims=CLAIMS,
+    sizes=SIZES,
+    run=run,
+)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import new_figure
+from .framework import new_figure
 
 FLOOR = 1e-17  # exact zeros are drawn at this level on log axes (said on each axis)
 CASE_STYLES = (("tab:red", "o", "-"), ("tab:orange", "s", "--"), ("tab:purple", "^", "-."), ("tab:blue", "v", ":"))

@@ -32,7 +32,20 @@ import numpy as np
 from .. import Fleet
 from ..coupling import coupling_function
 from ..locking import odd_part
-from . import NOT_REPRODUCED, PARTIALLY, REPRODUCED, begin, finish, fmt, fmt_list, new_figure, save_figure, verdict
+from .framework import (
+    NOT_REPRODUCED,
+    PARTIALLY,
+    REPRODUCED,
+    Experiment,
+    begin,
+    finish,
+    fmt,
+    fmt_list,
+    in_float64,
+    new_figure,
+    save_figure,
+    verdict,
+)
 
 NAME = "boundary"
 CLAIMS = (8,)
@@ -436,6 +449,7 @@ def _figure_c(asynchronous):
     return fig
 
 
+@in_float64
 def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
     """Measures the coupling functions of claim 8 and writes ``boundary.json`` and one figure per sub-claim.
 
@@ -472,4 +486,13 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
         asynchronous=asynchronous,
         seconds=time.perf_counter() - started,
     )
-    return finish(out_dir, NAME, size, numbers, verdicts, [figure_a, figure_b, figure_c])
+    return finish(out_dir, EXPERIMENT, size, numbers, verdicts, [figure_a, figure_b, figure_c])
+
+
+EXPERIMENT = Experiment(
+    name=NAME,
+    title="heterogeneity under a cap, a delayed controller, asynchronous checkpoints",
+    claims=CLAIMS,
+    sizes=SIZES,
+    run=run,
+)

@@ -35,16 +35,18 @@ import numpy as np
 
 from .. import Fleet, SaveAt, random_state, simulate
 from ..analysis import binomial_baseline, mean_writing_fraction
-from . import (
+from . import rules
+from .framework import (
     INCONCLUSIVE,
     REPRODUCED,
+    Experiment,
     begin,
     finish,
     fmt,
     fmt_list,
     identical_fleets,
+    in_float64,
     new_figure,
-    rules,
     save_figure,
     verdict,
 )
@@ -213,6 +215,7 @@ def _figures(cells, n_jobs_list, loads):
     return fig, ratio_fig
 
 
+@in_float64
 def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
     """Measures writer-count tails of random launches against binomial baselines.
 
@@ -320,4 +323,13 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
             top_ratios={f"N={c['n_jobs']},rho={c['load']}": c["top_ratios"] for c in per_cell},
         )
     ]
-    return finish(out_dir, NAME, size, numbers, verdicts, figures)
+    return finish(out_dir, EXPERIMENT, size, numbers, verdicts, figures)
+
+
+EXPERIMENT = Experiment(
+    name=NAME,
+    title="the upper tail of the writer count against Binomial(N, p)",
+    claims=CLAIMS,
+    sizes=SIZES,
+    run=run,
+)

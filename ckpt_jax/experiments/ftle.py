@@ -52,17 +52,19 @@ import numpy as np
 
 from .. import Fleet
 from ..lyapunov import ftle_horizons, ftle_twin, random_gaps
-from . import (
+from . import rules
+from .framework import (
     INCONCLUSIVE,
     NOT_REPRODUCED,
     REPRODUCED,
+    Experiment,
     begin,
     finish,
     fmt,
     fmt_interval,
     fmt_list,
     identical_fleets,
-    rules,
+    in_float64,
     save_figure,
     verdict,
 )
@@ -393,6 +395,7 @@ def regime_texts(table, peaks, steps, config, low_loads, high_loads, knee) -> di
     return out
 
 
+@in_float64
 def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
     """Measures the FTLE on a grid of (N, ρ) from random launches; writes JSON and figures.
 
@@ -586,4 +589,13 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
             spearman_vs_n_at_top_load=rho_high_by_n, peak_load=peak_load, horizon_trends=trends,
         ),
     ]
-    return finish(out_dir, NAME, size, numbers, verdicts, figures)
+    return finish(out_dir, EXPERIMENT, size, numbers, verdicts, figures)
+
+
+EXPERIMENT = Experiment(
+    name=NAME,
+    title="finite-time Lyapunov exponents against N and load",
+    claims=CLAIMS,
+    sizes=SIZES,
+    run=run,
+)

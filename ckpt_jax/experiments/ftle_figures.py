@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import fmt, new_figure, rules
+from . import rules
+from .framework import fmt, new_figure
 
 __all__ = ["growth_figure", "panel_titles", "regime_figure"]
 

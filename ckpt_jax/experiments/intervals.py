@@ -29,7 +29,18 @@ import numpy as np
 
 from .. import design, theory
 from ..model import Fleet
-from . import INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, begin, finish, fmt, fmt_interval, verdict
+from .framework import (
+    INCONCLUSIVE,
+    NOT_REPRODUCED,
+    REPRODUCED,
+    Experiment,
+    begin,
+    finish,
+    fmt,
+    fmt_interval,
+    in_float64,
+    verdict,
+)
 from .intervals_figures import fleet_figure, grid_figure, single_job_figure
 from .rules import combine, interval_verdict
 
@@ -310,6 +321,7 @@ def verdict_10b(pair, storm, figures=()) -> tuple:
     return outcome, entry
 
 
+@in_float64
 def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
     """Measures 10a and 10b; writes ``intervals.json`` and three figures.
 
@@ -329,4 +341,13 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
     _, entry_a = verdict_10a(single, figures_a)
     _, entry_b = verdict_10b(pair, storm, figures_b)
     numbers = dict(single_job=single, pair=pair, storm=storm, seconds=time.perf_counter() - started)
-    return finish(out_dir, NAME, size, numbers, [entry_a, entry_b], figures_a + figures_b)
+    return finish(out_dir, EXPERIMENT, size, numbers, [entry_a, entry_b], figures_a + figures_b)
+
+
+EXPERIMENT = Experiment(
+    name=NAME,
+    title="checkpoint intervals against the renewal formula and Young/Daly",
+    claims=CLAIMS,
+    sizes=SIZES,
+    run=run,
+)

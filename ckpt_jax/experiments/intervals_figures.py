@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import fmt, new_figure, save_figure
+from .framework import fmt, new_figure, save_figure
 
 _OPTIMA = (  # (key in the numbers, label, colour, line style)
     ("young", "Young √(2DM)", "tab:orange", "--"),

@@ -31,7 +31,18 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import Fleet, State, random_state, simulate, state_from_positions, throughput_table
-from . import NOT_REPRODUCED, REPRODUCED, begin, finish, fmt_list, new_figure, save_figure, verdict
+from .framework import (
+    NOT_REPRODUCED,
+    REPRODUCED,
+    Experiment,
+    begin,
+    finish,
+    fmt_list,
+    in_float64,
+    new_figure,
+    save_figure,
+    verdict,
+)
 
 NAME = "invariants"
 CLAIMS = (3, 4)
@@ -225,6 +236,7 @@ def _collision_free_figure(random_by_n, stagger_by_n, n_jobs_list, cycles, stagg
     return fig
 
 
+@in_float64
 def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
     """Simulates random and staggered launches and checks claims 3 and 4; writes JSON and a figure.
 
@@ -371,4 +383,13 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
         per_n=per_n,
         seconds=time.perf_counter() - started,
     )
-    return finish(out_dir, NAME, size, numbers, [claim3, claim4], figures)
+    return finish(out_dir, EXPERIMENT, size, numbers, [claim3, claim4], figures)
+
+
+EXPERIMENT = Experiment(
+    name=NAME,
+    title="what identical fleets never change: firing order, collision-free sets",
+    claims=CLAIMS,
+    sizes=SIZES,
+    run=run,
+)

@@ -44,7 +44,19 @@ import numpy as np
 
 from .. import Fleet, initial_state, simulate
 from ..coupling import stagger_lifetime
-from . import INCONCLUSIVE, begin, finish, fmt, fmt_interval, new_figure, rules, save_figure, verdict
+from . import rules
+from .framework import (
+    INCONCLUSIVE,
+    Experiment,
+    begin,
+    finish,
+    fmt,
+    fmt_interval,
+    in_float64,
+    new_figure,
+    save_figure,
+    verdict,
+)
 
 NAME = "jitter"
 CLAIMS = (7,)
@@ -173,6 +185,7 @@ def _figure(ratios, lifetimes, censored, n_fires, medians, fit, fitted_mask):
     return fig
 
 
+@in_float64
 def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
     """Measures stagger lifetimes vs m/σ and fits the scaling exponent; writes JSON + PNG.
 
@@ -283,4 +296,13 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
         censored_fraction=censored_fraction, fitted=fitted_mask, slope=slope, intercept=intercept,
         slope_ci=[low, high], fleets_not_ok=not_ok, seconds=time.perf_counter() - started,
     )
-    return finish(out_dir, NAME, size, numbers, [claim7], [figure])
+    return finish(out_dir, EXPERIMENT, size, numbers, [claim7], [figure])
+
+
+EXPERIMENT = Experiment(
+    name=NAME,
+    title="the lifetime of a stagger under compute jitter, against (m/σ)²",
+    claims=CLAIMS,
+    sizes=SIZES,
+    run=run,
+)

@@ -66,17 +66,19 @@ import jax
 import numpy as np
 
 from .. import Fleet, initial_state, random_state, simulate, state_from_positions
-from . import (
+from . import rules
+from .framework import (
     INCONCLUSIVE,
     REPRODUCED,
+    Experiment,
     begin,
     finish,
     fmt,
     fmt_interval,
     fmt_list,
     identical_fleets,
+    in_float64,
     new_figure,
-    rules,
     save_figure,
     verdict,
 )
@@ -383,6 +385,7 @@ def _excess_figure(cells, loads, n_jobs_list, launches, window: int = 9):
     return fig
 
 
+@in_float64
 def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
     """Measures R(k) for random launches per (N, ρ) against the order-only baseline.
 
@@ -531,4 +534,13 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
             control_r_end=[c["r_end"] for c in per_control],
         )
     ]
-    return finish(out_dir, NAME, size, numbers, verdicts, figures)
+    return finish(out_dir, EXPERIMENT, size, numbers, verdicts, figures)
+
+
+EXPERIMENT = Experiment(
+    name=NAME,
+    title="a trajectory keeps no memory of its launch beyond the firing order",
+    claims=CLAIMS,
+    sizes=SIZES,
+    run=run,
+)

@@ -3,7 +3,7 @@
 Ensembles of fleets of N identical jobs under storage contention (f ≡ 1, uncapped) are
 launched at independent uniformly random cycle positions (`ckpt_jax.random_state`) and
 simulated exactly for K cycles. For every launch and cycle the experiment records the
-smallest phase gap between distinct jobs' firings (`ckpt_jax.smallest_gap`, time units;
+smallest phase gap between distinct jobs' firings (`ckpt_jax.analysis.smallest_gap`, time units;
 the solo cycle T + d is 1), accumulated inside the event loop (`SaveAt(trace=False,
 gaps=True)`: no (B, N, K) trace is stored, the gaps equal `smallest_gap` of the trace bit
 for bit), and follows its ensemble median and 10/90 % quantiles over time.
@@ -35,16 +35,18 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import Fleet, SaveAt, random_state, simulate
-from . import (
+from . import rules
+from .framework import (
     INCONCLUSIVE,
     REPRODUCED,
+    Experiment,
     begin,
     finish,
     fmt,
     fmt_list,
     identical_fleets,
+    in_float64,
     new_figure,
-    rules,
     save_figure,
     verdict,
 )
@@ -221,6 +223,7 @@ def _figure(cells, loads, n_jobs_list, cycles):
     return fig
 
 
+@in_float64
 def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
     """Simulates random launches per (N, ρ) and tests for a shrinking smallest gap.
 
@@ -373,4 +376,13 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
             merged_at_end=merged,
         )
     ]
-    return finish(out_dir, NAME, size, numbers, verdicts, figures)
+    return finish(out_dir, EXPERIMENT, size, numbers, verdicts, figures)
+
+
+EXPERIMENT = Experiment(
+    name=NAME,
+    title="random launches do not lock or cluster: the smallest phase gap",
+    claims=CLAIMS,
+    sizes=SIZES,
+    run=run,
+)

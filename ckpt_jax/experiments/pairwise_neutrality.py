@@ -26,8 +26,20 @@ import time
 import jax
 import numpy as np
 
-from .. import Fleet, section_map, throughput_table
-from . import NOT_REPRODUCED, REPRODUCED, begin, finish, fmt, new_figure, save_figure, verdict
+from .. import Fleet, throughput_table
+from ..maps import section_map
+from .framework import (
+    NOT_REPRODUCED,
+    REPRODUCED,
+    Experiment,
+    begin,
+    finish,
+    fmt,
+    in_float64,
+    new_figure,
+    save_figure,
+    verdict,
+)
 
 NAME = "pairwise_neutrality"
 CLAIMS = (1,)
@@ -133,6 +145,7 @@ def _cmap():
     return colormaps["magma_r"].with_extremes(bad="tab:cyan")
 
 
+@in_float64
 def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
     """Measures P(δ) − δ for identical and heterogeneous pairs; writes JSON and figures.
 
@@ -234,4 +247,13 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
         note="P_C − P_inf against the uncapped pair: at C < 1 this is the lone job's slower compute (a solo-rate "
         "change), not coupling; claim 8a is decided by the 'boundary' experiment against each job alone",
     )
-    return finish(out_dir, NAME, size, numbers, [claim1], figures)
+    return finish(out_dir, EXPERIMENT, size, numbers, [claim1], figures)
+
+
+EXPERIMENT = Experiment(
+    name=NAME,
+    title="the pairwise return map P(δ) of two jobs",
+    claims=CLAIMS,
+    sizes=SIZES,
+    run=run,
+)

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from statistics import NormalDist
 
-from . import INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED
+from .framework import INCONCLUSIVE, NOT_REPRODUCED, PARTIALLY, REPRODUCED
 
 __all__ = [
     "CONFIDENCE",
@@ -145,8 +145,6 @@ def combine(outcomes) -> str:
     * some part not reproduced and none reproduced, even in part → not reproduced;
     * otherwise (nothing failed, something undecided) → inconclusive.
     """
-    from . import PARTIALLY
-
     outcomes = list(outcomes)
     if outcomes and all(o == REPRODUCED for o in outcomes):
         return REPRODUCED

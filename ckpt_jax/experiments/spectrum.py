@@ -27,8 +27,20 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import BRANCH_OVERLAPPING, Fleet, gap_return_map, section_map, theory, throughput_table
-from . import NOT_REPRODUCED, REPRODUCED, begin, finish, fmt_list, new_figure, save_figure, verdict
+from .. import Fleet, theory, throughput_table
+from ..maps import BRANCH_OVERLAPPING, gap_return_map, section_map
+from .framework import (
+    NOT_REPRODUCED,
+    REPRODUCED,
+    Experiment,
+    begin,
+    finish,
+    fmt_list,
+    in_float64,
+    new_figure,
+    save_figure,
+    verdict,
+)
 
 NAME = "spectrum"
 CLAIMS = (2,)
@@ -255,6 +267,7 @@ def _determinant_figure(results, n_jobs_list):
     return fig
 
 
+@in_float64
 def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
     """Measures the gap-map spectrum by autodiff for several N and f; writes JSON and figures.
 
@@ -365,4 +378,13 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
                 off_branch_points=len(off_branch))
     ]
     numbers["seconds"] = time.perf_counter() - started
-    return finish(out_dir, NAME, size, numbers, verdicts, figures)
+    return finish(out_dir, EXPERIMENT, size, numbers, verdicts, figures)
+
+
+EXPERIMENT = Experiment(
+    name=NAME,
+    title="the reciprocal spectrum of the gap return map, by autodiff",
+    claims=CLAIMS,
+    sizes=SIZES,
+    run=run,
+)
