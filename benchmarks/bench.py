@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import functools
 import inspect
 import json
 import os
@@ -154,10 +155,9 @@ def check_agreement():
     """Numba vs ckpt_jax (general and FIFO) on small capped, nonlinear-f fleets, before timing."""
     import jax
     import numpy as np
-
-    import ckpt_jax as cj
     from numba_engine import _SNAP_ULPS, simulate_numba
 
+    import ckpt_jax as cj
     from ckpt_jax import engine
 
     assert _SNAP_ULPS == engine._SNAP_ULPS, "numba_engine._SNAP_ULPS must match the engine"
@@ -226,9 +226,9 @@ def worker(config, repeats):
 
     jax.config.update("jax_enable_x64", True)
     import numpy as np
+    from numba_engine import simulate_numba
 
     import ckpt_jax as cj
-    from numba_engine import simulate_numba
 
     n_fires = config["n_fires"]
     row = dict(config)
@@ -263,7 +263,7 @@ def worker(config, repeats):
         run_jax(method, limit=1)
         again_s, again_cpu_s = time.perf_counter() - start, time.process_time() - start_cpu
         compile_s, compile_cpu_s = max(0.0, first_s - again_s), max(0.0, first_cpu_s - again_cpu_s)
-        first, steady, cpu, trace = timed(lambda: run_jax(method), reps)
+        first, steady, cpu, trace = timed(functools.partial(run_jax, method), reps)
         events = int(np.sum(np.asarray(trace.n_events, dtype=np.int64)))
         traces[method] = trace
         row[f"jax_{method}"] = dict(
@@ -355,7 +355,6 @@ def worker(config, repeats):
 # --------------------------------------------------------------------------- report
 def environment():
     import jax
-
     import numba
 
     try:
@@ -378,7 +377,7 @@ def environment():
         numba_threads=numba.config.NUMBA_NUM_THREADS,
         python=platform.python_version(),
         machine=platform.platform(),
-        date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        date=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
     )
 
 
@@ -405,7 +404,8 @@ def print_table(rows):
         rss = max(v.get("rss_after_mb", 0) for v in (gen, clock, fifo, num))
         print(
             f"{row['n_fleets']:>6} {row['n_jobs']:>5} {row['n_fires']:>3} {row['jobs']:<13} "
-            f"{'yes' if row['capped'] else 'no':<4} {row.get('host_devices', 1):>3} | {fmt(gen.get('events_per_s')):>12} "
+            f"{'yes' if row['capped'] else 'no':<4} {row.get('host_devices', 1):>3} | "
+            f"{fmt(gen.get('events_per_s')):>12} "
             f"{fmt(clock.get('events_per_s')):>10} {fmt(fifo.get('events_per_s')):>10} "
             f"{fmt(num.get('events_per_s')):>10} {fmt(ref.get('events_per_s')):>9} | "
             f"{fmt(gen.get('ratio_vs_numba')):>9} {fmt(clock.get('ratio_vs_numba')):>11} "

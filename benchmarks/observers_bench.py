@@ -159,7 +159,7 @@ def environment():
         memory_total_mb=total_mb,
         python=platform.python_version(),
         machine=platform.platform(),
-        date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        date=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         load_average_start=load_average(),
     )
 
@@ -395,7 +395,8 @@ def run_kernels(args):
                         os.environ["XLA_FLAGS"] = old
                 row = dict(config, **(loop_body_kernels(dump) if not error else dict(error=error)))
             rows.append(row)
-            print(f"kernels {method:<8} {name:<10} {row.get('kernels')} per iteration: {row.get('by_kind', row.get('error'))}", flush=True)
+            print(f"kernels {method:<8} {name:<10} {row.get('kernels')} per iteration: "
+                  f"{row.get('by_kind', row.get('error'))}", flush=True)
     return rows
 
 
@@ -417,7 +418,8 @@ def run_memory(args):
             print(f"memory B={n_fleets} K={n_fires}: FAILED {error[-500:]}", flush=True)
         else:
             print(
-                f"memory B={n_fleets} N={args.jobs} K={n_fires}: peak RSS {peak:.0f} MB, simulate {row['wall_s']:.1f} s "
+                f"memory B={n_fleets} N={args.jobs} K={n_fires}: peak RSS {peak:.0f} MB, "
+                f"simulate {row['wall_s']:.1f} s "
                 f"({row['events']:.3g} events, {row['events_per_s']:.3g} ev/s incl. compile), ok={row['ok']}, "
                 f"stages (VmRSS/VmHWM MB): " + ", ".join(f"{k} {v.get('vmrss', 0):.0f}/{v.get('vmhwm', 0):.0f}" for k, v in row["stages_mb"].items()),
                 flush=True,

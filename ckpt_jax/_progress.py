@@ -17,7 +17,6 @@ def progress_bar(**kwargs):
     """A tqdm bar (imported only when a bar is shown)."""
     try:
         import ipywidgets  # noqa: F401  (the widget bar needs it)
-
         from tqdm.auto import tqdm
     except ImportError:
         from tqdm.std import tqdm

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import math
-from typing import Callable, Sequence, Union
+from collections.abc import Callable, Sequence
 
 import jax
 import numpy as np
@@ -13,8 +13,9 @@ from ._validate import real_array
 
 __all__ = ["THROUGHPUT_PRESETS", "Throughput", "throughput_table"]
 
-ArrayLike = Union[np.ndarray, jax.Array, Sequence[float], float]
-Throughput = Union[None, Callable[[int], float], ArrayLike]
+ArrayLike = np.ndarray | jax.Array | Sequence[float] | float
+# None (f ≡ 1), a preset's name (THROUGHPUT_PRESETS), a function of n, or the table f(0..N).
+Throughput = str | Callable[[int], float] | ArrayLike | None
 
 
 # Named throughput functions f(n) (aggregate write bandwidth with n concurrent writers).

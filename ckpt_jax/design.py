@@ -29,14 +29,21 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import NamedTuple, Optional
+from typing import NamedTuple, TypedDict
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from . import theory
-from ._design_inputs import LAUNCHES, check_inputs, interval_from_theta, labels_of, offset_from_theta, theta_from_interval
+from ._design_inputs import (
+    LAUNCHES,
+    check_inputs,
+    interval_from_theta,
+    labels_of,
+    offset_from_theta,
+    theta_from_interval,
+)
 from ._observe import SaveAt
 from ._simulate import simulate
 from .model import Fleet, cycle_positions, initial_state, state_from_positions
@@ -99,7 +106,7 @@ class History(NamedTuple):
     stderr: np.ndarray
     grad_norm: np.ndarray
     intervals: np.ndarray
-    offsets: Optional[np.ndarray] = None
+    offsets: np.ndarray | None = None
 
 
 class DesignResult(NamedTuple):
@@ -121,7 +128,7 @@ class DesignResult(NamedTuple):
     baselines: dict
     history: History
     stopped_early: bool
-    offsets: Optional[np.ndarray] = None
+    offsets: np.ndarray | None = None
 
 
 class GradientEstimate(NamedTuple):
@@ -189,6 +196,7 @@ def _run(fleet: Fleet, intervals: np.ndarray, draw_keys, horizon: float, jitter,
     state = _launch_state(batched, keys.reshape(-1), launch, offsets)
     out = simulate(batched, state, None, until=horizon, key=keys, jitter=jitter, throw=True, progress=False,
                    save=SaveAt(trace=False, jobs=True))
+    assert out.jobs is not None  # recorded: SaveAt(jobs=True)
     return out.jobs
 
 
@@ -248,15 +256,29 @@ def _population_waste(fleet, theta, key, *, bounds, labels, offset_labels, horiz
     theta = np.asarray(theta, np.float64)
     expected = int(labels.max()) + 1 + (0 if offset_labels is None else int(offset_labels.max()) + 1)
     if theta.shape != (expected,):
-        raise ValueError(f"theta must have shape ({expected},) (one per group{'' if offset_labels is None else ', then one per offset group'}), "
-                         f"got {theta.shape}")
+        per_offset = "" if offset_labels is None else ", then one per offset group"
+        raise ValueError(f"theta must have shape ({expected},) (one per group{per_offset}), got {theta.shape}")
     directions, population, draws = _population(theta, key, n_pairs, n_draws, smoothing)
     intervals, offsets = _split(population, labels, offset_labels, bounds)
     return directions, fleet_waste(fleet, intervals, horizon=horizon, keys=draws, jitter=jitter, launch=launch,
                                    offsets=offsets)
 
 
-def _settings(fleet, bounds, horizon, n_draws, n_pairs, groups, launch, smoothing, offsets=False, offset_groups=None):
+class _Settings(TypedDict):
+    """The checked settings of a design run, as `_population_waste` takes them."""
+
+    bounds: tuple[np.ndarray, np.ndarray]  # (lo, hi) per group, (G,) each
+    labels: np.ndarray  # (N,) interval group of each job
+    offset_labels: np.ndarray | None  # (N,) offset group of each job; None without offsets
+    horizon: float
+    n_pairs: int
+    n_draws: int
+    smoothing: float
+    launch: str
+
+
+def _settings(fleet, bounds, horizon, n_draws, n_pairs, groups, launch, smoothing, offsets=False,
+              offset_groups=None) -> tuple[_Settings, tuple[np.ndarray, np.ndarray]]:
     """The checked settings; ``bounds`` per group (G,) each, ``job_bounds`` per job (N,)."""
     job_bounds, bounds, horizon, labels = check_inputs(fleet, bounds, horizon, n_draws, n_pairs, groups, launch)
     if not (0 < float(smoothing) < math.inf):
@@ -266,8 +288,8 @@ def _settings(fleet, bounds, horizon, n_draws, n_pairs, groups, launch, smoothin
     if offset_groups is not None and not offsets:
         raise ValueError("offset_groups needs offsets=True")
     offset_labels = labels_of(offset_groups, fleet.n_jobs, "offset_groups") if offsets else None
-    return dict(bounds=bounds, labels=labels, offset_labels=offset_labels, horizon=horizon, n_pairs=n_pairs,
-                n_draws=n_draws, smoothing=float(smoothing), launch=launch), job_bounds
+    return _Settings(bounds=bounds, labels=labels, offset_labels=offset_labels, horizon=horizon, n_pairs=n_pairs,
+                     n_draws=n_draws, smoothing=float(smoothing), launch=launch), job_bounds
 
 
 def smoothed_objective(fleet: Fleet, theta, key, *, bounds, horizon, n_draws, n_pairs=4, groups=None,
@@ -415,7 +437,7 @@ def checkpoint_intervals(
     init=None,
     patience: int = 30,
     window: int = 10,
-    eval_draws: Optional[int] = None,
+    eval_draws: int | None = None,
     jitter=None,
     launch: str = "synchronous",
     offsets: bool = False,

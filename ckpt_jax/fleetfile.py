@@ -35,7 +35,7 @@ import dataclasses
 import math
 import tomllib
 from pathlib import Path
-from typing import NamedTuple, Optional, Union
+from typing import NamedTuple
 
 import numpy as np
 
@@ -62,8 +62,8 @@ class Group(NamedTuple):
     write: float
     mtbf: float
     restart: float = 0.0
-    compute: Optional[float] = None
-    bounds: Optional[tuple] = None
+    compute: float | None = None
+    bounds: tuple | None = None
 
 
 class DesignSettings(NamedTuple):
@@ -71,7 +71,7 @@ class DesignSettings(NamedTuple):
     draws S, antithetic pairs P, steps, seed, launch (the baselines', and the design's unless
     ``offsets``) and offsets (design each job's launch offset too)."""
 
-    bounds: Optional[tuple] = None
+    bounds: tuple | None = None
     horizon: float = DESIGN_DEFAULTS["horizon"]
     draws: int = DESIGN_DEFAULTS["draws"]
     pairs: int = DESIGN_DEFAULTS["pairs"]
@@ -97,8 +97,8 @@ class FleetSpec:
 
     path: str
     groups: tuple
-    throughput: Union[str, tuple] = "shared"
-    cap: Optional[float] = None
+    throughput: str | tuple = "shared"
+    cap: float | None = None
     power_policy: str = "maxmin"
     storage_policy: str = "fair"
     delay: float = 0.0
@@ -156,7 +156,7 @@ class FleetSpec:
         counts = [group.count for group in self.groups]
         return np.repeat(per_group[:, 0], counts), np.repeat(per_group[:, 1], counts)
 
-    def events(self, horizon: Optional[float] = None) -> float:
+    def events(self, horizon: float | None = None) -> float:
         """About how many events one run of the fleet steps up to the horizon (default
         ``[design].horizon``) at `intervals` (`ckpt_jax._params.events_to`); each event
         costs O(N) on the general engine."""
@@ -345,8 +345,8 @@ def _design(reader: _Reader, table) -> DesignSettings:
 
 
 def _parse(data: dict, path: str) -> FleetSpec:
-    from .model import POWER_POLICIES, STORAGE_POLICIES
     from ._throughput import THROUGHPUT_PRESETS
+    from .model import POWER_POLICIES, STORAGE_POLICIES
 
     reader = _Reader(path)
     reader.keys(data, "", _TOP, required=("groups", "throughput"))

@@ -123,7 +123,8 @@ def locked_lags(deltas, displacement, length: float, tol: float = 0.0) -> list:
 
     Examples:
       >>> d = (np.arange(10) + 0.5) / 10
-      >>> [(round(p.lag, 6), round(p.slope, 6), p.stable) for p in locked_lags(d, -0.1 * np.sin(2 * np.pi * d) / np.pi, 1.0)]
+      >>> shift = -0.1 * np.sin(2 * np.pi * d) / np.pi
+      >>> [(round(p.lag, 6), round(p.slope, 6), p.stable) for p in locked_lags(d, shift, 1.0)]
       [(0.0, 0.803274, True), (0.5, 1.196726, False)]
     """
     deltas = np.asarray(deltas, np.float64)

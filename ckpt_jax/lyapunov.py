@@ -32,7 +32,7 @@ All functions take one fleet and one point, are pure and already jitted (``n_cyc
 from __future__ import annotations
 
 import functools
-from typing import NamedTuple, Optional
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -133,7 +133,7 @@ def _propagate(fleet, a, horizons, burn_in, method, direction, max_events):
     if method == "jacobian":
         basis = jnp.eye(size, dtype=dtype)
 
-        def advance(x, frame):
+        def advance(x, frame) -> tuple:  # (next point, step info, pushed frame)
             jacobian, (y, info) = jax.jacfwd(with_value, has_aux=True)(x)
             return y, info, jacobian @ frame
 
@@ -144,7 +144,7 @@ def _propagate(fleet, a, horizons, burn_in, method, direction, max_events):
     else:
         basis = unit
 
-        def advance(x, frame):
+        def advance(x, frame) -> tuple:
             (y, info), (tangent, _) = jax.jvp(step, (x,), (frame,))
             return y, info, tangent
 
@@ -199,7 +199,7 @@ def ftle(
     *,
     method: str = "jacobian",
     direction=None,
-    max_events: Optional[int] = None,
+    max_events: int | None = None,
 ) -> FTLE:
     """Finite-time separation rate of the K-cycle gap map, by autodiff through the engine.
 
@@ -262,7 +262,7 @@ def ftle_horizons(
     burn_in: int = 0,
     method: str = "jacobian",
     direction=None,
-    max_events: Optional[int] = None,
+    max_events: int | None = None,
 ) -> FTLEHorizons:
     """Separation rates over several horizons after a burn-in, from one run.
 
@@ -322,7 +322,7 @@ def ftle_twin(
     eps: float = 1e-8,
     *,
     direction=None,
-    max_events: Optional[int] = None,
+    max_events: int | None = None,
 ) -> FTLE:
     """Finite-time separation rate by twin trajectories, renormalised every cycle (Benettin).
 

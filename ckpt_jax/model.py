@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
-from typing import Optional, Sequence, Union
+from collections.abc import Sequence
 
 import jax
 import jax.numpy as jnp
@@ -39,7 +39,7 @@ __all__ = [
 POWER_POLICIES = ("maxmin", "uniform")
 STORAGE_POLICIES = ("fair", "weighted", "fcfs")
 
-ArrayLike = Union[np.ndarray, jax.Array, Sequence[float], float]
+ArrayLike = np.ndarray | jax.Array | Sequence[float] | float
 
 
 def _float_dtype(dtype, *arrays) -> np.dtype:
@@ -49,7 +49,7 @@ def _float_dtype(dtype, *arrays) -> np.dtype:
     NumPy/JAX array argument) without ``jax_enable_x64`` is a request JAX cannot honour:
     with an explicit dtype we raise, with float64 arrays we warn once and compute in float32.
     """
-    x64 = bool(jax.config.jax_enable_x64)
+    x64 = bool(jax.config.read("jax_enable_x64"))
     if dtype is not None:
         dtype = check_dtype(dtype)
         if dtype == np.float64 and not x64:
@@ -141,16 +141,16 @@ class Fleet:
         self,
         compute: ArrayLike,
         write: ArrayLike,
-        cap: Optional[ArrayLike] = None,
+        cap: ArrayLike | None = None,
         throughput: Throughput = None,
         *,
         delay: ArrayLike = 0.0,
         async_fraction: ArrayLike = 0.0,
-        active: Optional[ArrayLike] = None,
+        active: ArrayLike | None = None,
         size: ArrayLike = 1.0,
         power_policy: str = "maxmin",
         storage_policy: str = "fair",
-        mtbf: Optional[ArrayLike] = None,
+        mtbf: ArrayLike | None = None,
         restart: ArrayLike = 0.0,
         dtype=None,
     ):
@@ -349,7 +349,7 @@ class Fleet:
 
         return horizon_events(self, horizon)
 
-    def __getitem__(self, index) -> "Fleet":
+    def __getitem__(self, index) -> Fleet:
         """Indexes the batch axes as NumPy does: ``fleet[3]`` is the fourth fleet of a 1-D
         batch; slices, integer arrays, boolean masks and ``...`` work too.
 
@@ -464,7 +464,7 @@ def _check_fleet(fleet) -> None:
         raise ValueError(f"fleet must be a ckpt_jax.Fleet, got {type(fleet).__name__}")
 
 
-def initial_state(fleet: Fleet, phase: ArrayLike = 0, remaining: Optional[ArrayLike] = None) -> State:
+def initial_state(fleet: Fleet, phase: ArrayLike = 0, remaining: ArrayLike | None = None) -> State:
     """Validated initial state for ``fleet``.
 
     Args:

@@ -7,7 +7,7 @@ and headless runs alike (a bare `Figure` renders with Agg when saved).
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 from matplotlib.collections import PolyCollection
@@ -51,7 +51,7 @@ def _window_polygons(fire: np.ndarray, end: np.ndarray, height: float = 0.7, min
     return verts, jobs
 
 
-def _recorded_interval(fire: np.ndarray, end: np.ndarray, until: Optional[float]):
+def _recorded_interval(fire: np.ndarray, end: np.ndarray, until: float | None):
     """`observed_interval`, for a run to a horizon too: there a job that did not fill its
     K trace columns has every firing up to H recorded, so it bounds nothing but H."""
     t_start, t_stop = observed_interval(fire, end)
@@ -84,10 +84,10 @@ def plot_trace(
     fire_times,
     end_times,
     *,
-    ax: Optional[Sequence] = None,
-    title: Optional[str] = None,
-    until: Optional[float] = None,
-    groups: Optional[tuple] = None,
+    ax: Sequence | None = None,
+    title: str | None = None,
+    until: float | None = None,
+    groups: tuple | None = None,
     failures=None,
     down_time=None,
 ) -> Figure:
@@ -155,8 +155,9 @@ def plot_trace(
                 )
 
     verts, _ = _window_polygons(fire, end, min_width=MIN_WIDTH_FRACTION * t_end)
+    # verts is one (M, 4, 2) array, PolyCollection's fast path; its stub asks for a sequence of polygons.
     gantt_ax.add_collection(
-        PolyCollection(verts, facecolors=_WRITE_COLOR, edgecolors="none", zorder=2)
+        PolyCollection(verts, facecolors=_WRITE_COLOR, edgecolors="none", zorder=2)  # pyright: ignore[reportArgumentType]
     )
     # Firings with no recorded end: abandoned at a failure, or open at the stop.
     open_jobs, open_slots = np.nonzero(np.isfinite(fire) & np.isnan(end))

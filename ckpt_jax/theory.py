@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 
 import jax
+import jax.core
 import jax.numpy as jnp
 import numpy as np
 
