@@ -11,7 +11,7 @@ import sys
 import numpy as np
 import pytest
 
-import ckpt_jax.engine
+import ckpt_jax
 from ckpt_jax._io import atomic_write_bytes
 from ckpt_jax.analysis import observed_interval, writer_count
 from ckpt_jax.cli import build_parser, main, seed_key
@@ -76,10 +76,8 @@ def test_simulate_no_x64_restores_the_callers_setting(tmp_path):
 
 
 def test_simulate_exits_nonzero_when_a_fleet_fails(tmp_path, monkeypatch, capsys):
-    import ckpt_jax.engine
-
-    simulate = ckpt_jax.engine.simulate
-    monkeypatch.setattr(ckpt_jax.engine, "simulate",
+    simulate = ckpt_jax.simulate
+    monkeypatch.setattr(ckpt_jax, "simulate",
                         lambda *args, **kwargs: simulate(*args, **kwargs, max_events=3))
     assert main(["simulate", "--jobs", "4", "--cycles", "5", "--out", str(tmp_path)]) == 1
     assert "failed" in capsys.readouterr().err
@@ -141,7 +139,7 @@ def test_writer_count_empty_and_bad_shapes():
 
 # -- failures: one line, exit status 2 ------------------------------------------------------
 def test_out_that_is_a_file_fails_before_simulating(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(ckpt_jax.engine, "simulate", must_not_run)
+    monkeypatch.setattr(ckpt_jax, "simulate", must_not_run)
     a_file = tmp_path / "file"
     a_file.write_text("x")
     assert main([*SMALL, "--out", str(a_file)]) == 2
@@ -153,7 +151,7 @@ def test_out_that_is_a_file_fails_before_simulating(tmp_path, capsys, monkeypatc
 
 @pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0, reason="root writes into a 0500 directory")
 def test_unwritable_out_fails_before_simulating(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(ckpt_jax.engine, "simulate", must_not_run)
+    monkeypatch.setattr(ckpt_jax, "simulate", must_not_run)
     locked = tmp_path / "locked"
     locked.mkdir(mode=0o500)
     try:
@@ -173,7 +171,7 @@ def test_out_where_no_file_can_be_created_fails_before_simulating(tmp_path, caps
     def refused(*args, **kwargs):
         raise PermissionError(errno.EACCES, "Permission denied")
 
-    monkeypatch.setattr(ckpt_jax.engine, "simulate", must_not_run)
+    monkeypatch.setattr(ckpt_jax, "simulate", must_not_run)
     monkeypatch.setattr(tempfile, "mkstemp", refused)
     assert main([*SMALL, "--out", str(tmp_path)]) == 2
     assert one_error_line(capsys) == f"ckpt-jax: error: --out {tmp_path}: cannot write there (Permission denied)"
@@ -214,7 +212,7 @@ def test_library_value_errors_are_one_line_with_plain_numbers(tmp_path, capsys, 
     def refuses(*args, **kwargs):
         raise ValueError("the trace needs 1.6e+13 bytes (max_events=np.int64(7), jitter=np.float64(-1.0))")
 
-    monkeypatch.setattr(ckpt_jax.engine, "simulate", refuses)
+    monkeypatch.setattr(ckpt_jax, "simulate", refuses)
     assert main([*SMALL, "--out", str(tmp_path)]) == 2
     assert one_error_line(capsys) == (
         "ckpt-jax: error: the trace needs 1.6e+13 bytes (max_events=7, jitter=-1.0)"
@@ -222,7 +220,7 @@ def test_library_value_errors_are_one_line_with_plain_numbers(tmp_path, capsys, 
 
 
 def test_overflowing_period_is_one_line(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(ckpt_jax.engine, "simulate", must_not_run)
+    monkeypatch.setattr(ckpt_jax, "simulate", must_not_run)
     assert main([*SMALL, "--compute", "1e308", "--write", "1e308", "--out", str(tmp_path)]) == 2
     assert "overflows" in one_error_line(capsys)
 
@@ -231,7 +229,7 @@ def test_ctrl_c_is_one_line(tmp_path, capsys, monkeypatch):
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(ckpt_jax.engine, "simulate", interrupted)
+    monkeypatch.setattr(ckpt_jax, "simulate", interrupted)
     assert main([*SMALL, "--out", str(tmp_path)]) == 130
     assert one_error_line(capsys) == "ckpt-jax: interrupted; rerun the same command to start again"
 
