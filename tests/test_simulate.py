@@ -1,5 +1,5 @@
-"""Engine behaviour: exact simultaneity, claim 1 (pairwise neutrality), batching, jitter,
-bounded loops and input validation. The oracle comparison lives in test_engine_oracle.py."""
+"""`simulate`: exact simultaneity, claim 1 (pairwise neutrality), batching, jitter, bounded
+loops and input validation. The oracle comparison lives in test_engine_oracle.py."""
 
 import math
 

@@ -1,5 +1,6 @@
-"""The FIFO path (`ckpt_jax._loops`) against the general engine: same traces, same exact
-simultaneity, and `method="auto"` choosing it per fleet only where it is exact."""
+"""`simulate`'s fast methods (FIFO and clock, `ckpt_jax._loops`) against the general engine:
+same traces, same exact simultaneity, and `method="auto"` choosing them per fleet only where
+they are exact."""
 
 import jax
 import numpy as np
