@@ -39,8 +39,8 @@ def best_of(repeats: int, call) -> float:
 def per_fleet_excursions(fire, end, levels):
     out = []
     for f, e in zip(fire, end):
-        t_start, t_stop = cj.observed_interval(f, e)
-        times, counts = cj.writer_count(f, e)
+        t_start, t_stop = cj.analysis.observed_interval(f, e)
+        times, counts = cj.analysis.writer_count(f, e)
         before = np.concatenate([[0], counts[:-1]])
         inside = (times > t_start) & (times <= t_stop)
         out.append([np.sum((before < k) & (counts >= k) & inside) for k in levels])
@@ -61,12 +61,12 @@ def main() -> None:
     trace = cj.simulate(fleet, cj.random_state(fleet, jax.random.key(0)), n_fires, progress=False)
     fire, end = np.asarray(trace.fire_times), np.asarray(trace.end_times)
     rows = {}
-    rows["smallest_gap_s"] = best_of(args.repeats, lambda: cj.smallest_gap(fire))
-    jitted = jax.jit(cj.smallest_gap)
+    rows["smallest_gap_s"] = best_of(args.repeats, lambda: cj.analysis.smallest_gap(fire))
+    jitted = jax.jit(cj.analysis.smallest_gap)
     jax.block_until_ready(jitted(fire))
     rows["smallest_gap_jit_baseline_s"] = best_of(args.repeats, lambda: jitted(fire))
-    np.testing.assert_array_equal(np.asarray(cj.smallest_gap(fire)), np.asarray(jitted(fire)))
-    rows["writer_distribution_s"] = best_of(args.repeats, lambda: cj.writer_distribution(fire, end))
+    np.testing.assert_array_equal(np.asarray(cj.analysis.smallest_gap(fire)), np.asarray(jitted(fire)))
+    rows["writer_distribution_s"] = best_of(args.repeats, lambda: cj.analysis.writer_distribution(fire, end))
     levels = list(range(1, n_jobs + 1, 4))
     rows["writer_excursions_s"] = best_of(args.repeats, lambda: cj.analysis.writer_excursions(fire, end, levels))
     subset = max(1, n_fleets // 50)

@@ -4,7 +4,7 @@ Runs the same fleets (random launches; identical or heterogeneous jobs; with or 
 binding power cap) through
 
   (a) ``ckpt_jax.simulate`` with the general engine (``method="general"``), the clock path
-      (``method="clock"``, `ckpt_jax.fast`: what ``"auto"`` picks for heterogeneous fleets
+      (``method="clock"``, `ckpt_jax._loops`: what ``"auto"`` picks for heterogeneous fleets
       of >= 8 jobs) and, for identical fleets, the FIFO path (``method="fifo"``);
   (b) a Numba ``@njit(parallel=True)`` per-fleet event loop (``numba_engine.py``), ``prange``
       over fleets;
@@ -158,9 +158,9 @@ def check_agreement():
     from numba_engine import _SNAP_ULPS, simulate_numba
 
     import ckpt_jax as cj
-    from ckpt_jax import engine
+    from ckpt_jax._params import SNAP_ULPS
 
-    assert _SNAP_ULPS == engine._SNAP_ULPS, "numba_engine._SNAP_ULPS must match the engine"
+    assert _SNAP_ULPS == SNAP_ULPS, "numba_engine._SNAP_ULPS must match ckpt_jax's SNAP_ULPS"
     rng = np.random.default_rng(1)
     n_fleets, n_jobs, n_fires = 40, 6, 25
     results = {}
@@ -229,12 +229,13 @@ def worker(config, repeats):
     from numba_engine import simulate_numba
 
     import ckpt_jax as cj
+    from ckpt_jax._params import default_max_events
 
     n_fires = config["n_fires"]
     row = dict(config)
     row["rss_start_mb"] = max_rss_mb()
     fleet, state = build(config)
-    max_events = cj.engine.default_max_events(fleet.n_jobs, n_fires, fleet)
+    max_events = default_max_events(fleet.n_jobs, n_fires, fleet)
     big = config["n_fleets"] * config["n_jobs"] ** 2 * n_fires >= 3e6
     reps = 2 if big else repeats  # 2: the first steady call also pays first-touch page faults
     traces = {}

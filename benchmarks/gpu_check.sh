@@ -26,7 +26,7 @@ if [[ "$dry_run" == 1 ]]; then
   echo '{"tests": "skipped (dry run)"}'
 else
   timeout 90 python -m pytest -q -x -p no:cacheprovider \
-    tests/test_engine.py tests/test_fast.py tests/test_maps.py -k "not notebook" \
+    tests/test_simulate.py tests/test_methods.py tests/test_maps.py -k "not notebook" \
     || echo '{"tests": "failed or timed out: see above; the benchmark still runs"}'
 fi
 bench=$(mktemp --suffix=.py)

@@ -1,6 +1,6 @@
 """A Numba-compiled per-fleet event loop for the base model, the benchmark's baseline.
 
-Same semantics as `ckpt_jax.engine._step` restricted to the base model (docs/model.md §1):
+Same semantics as `ckpt_jax.loop.step` restricted to the base model (docs/model.md §1):
 blocking writes (α = 0), no controller delay (τ = 0), no jitter, a throughput table f(n)
 and a power cap C. Every job whose phase empties at an event instant switches in that
 instant, with the engine's snapping rule: due within ``_SNAP_ULPS`` ulps of the clock, or
@@ -15,10 +15,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-# Must equal ckpt_jax.engine._SNAP_ULPS (checked by bench.py's agreement test).
+# Must equal ckpt_jax._params.SNAP_ULPS (checked by bench.py's agreement test).
 _SNAP_ULPS = 8
-STATUS_MAX_EVENTS = 1
-STATUS_NONFINITE = 2
+STATUS_MAX_EVENTS = 1  # int(ckpt_jax.Status.MAX_EVENTS): Numba code takes plain ints
+STATUS_NONFINITE = 2  # int(ckpt_jax.Status.NONFINITE)
 
 
 @njit(cache=True)

@@ -247,9 +247,9 @@ def trace_statistics(trace, n_jobs: int) -> dict:
 
     fire, end = np.asarray(trace.fire_times), np.asarray(trace.end_times)
     return jax.block_until_ready(dict(
-        distribution=cj.writer_distribution(fire, end),
+        distribution=cj.analysis.writer_distribution(fire, end),
         excursions=cj.analysis.writer_excursions(fire, end, list(range(n_jobs + 1))),
-        gaps=cj.smallest_gap(fire),
+        gaps=cj.analysis.smallest_gap(fire),
         write_time=np.nansum(end - fire, axis=-1),
     ))
 

@@ -28,8 +28,6 @@ from ._status import Status, describe_status
 from ._validate import check_int
 from .model import Fleet
 
-STATUS_OK = int(Status.OK)
-
 __all__ = ["Coupling", "coupling_function", "launch_carry", "shared_slowdown", "solo_speed", "stagger_lifetime", "time_phase"]
 
 
@@ -341,7 +339,7 @@ def coupling_function(
         sharing=sharing,
     )
     status = np.asarray(status)
-    ok = status == STATUS_OK
+    ok = status == Status.OK
     if not ok.all():
         raise RuntimeError(
             f"{int((~ok).sum())} of {ok.size} launches failed: "

@@ -118,7 +118,7 @@ class EnsembleResult:
         ``writers_excursions``, ``writers_max`` (`WriterStats`), ``gaps`` (K,), and
         ``jobs_write_time``, ``jobs_compute_time``, ``jobs_writes`` (`JobStats`).
       ok: (n_fleets,) bool, `Trace.ok` of each fleet.
-      status: (n_fleets,) int32, `Trace.status` of each fleet (`STATUS_*` bit flags).
+      status: (n_fleets,) int32, `Trace.status` of each fleet (`Status` bit flags).
       n_computed: chunks simulated by this call.
       n_loaded: chunks loaded from ``out_dir`` (saved by an earlier call).
       fingerprint: the fingerprint of the ensemble's manifest (``manifest.json``): a file
@@ -331,7 +331,8 @@ def _run(make_chunk, n_fleets, n_fires, chunk_size, out, key, jitter, resume, pr
     show = len(bounds) > 1 if progress is None else progress
     done = sum(stop - start for chunk, (start, stop) in zip(chunks, bounds) if chunk is not None)
     n_bad = sum(int(np.sum(~chunk["ok"])) for chunk in chunks if chunk is not None)
-    with progress_bar(total=n_fleets, initial=done, unit="fleet", desc="ckpt_jax.run_ensemble", disable=not show) as bar:
+    with progress_bar(total=n_fleets, initial=done, unit="fleet", desc="ckpt_jax.ensemble.run_ensemble",
+                      disable=not show) as bar:
         for index, (start, stop) in enumerate(bounds):
             if chunks[index] is not None:
                 continue

@@ -3,7 +3,7 @@
 Two independent estimates of how fast nearby configurations separate, per cycle (one
 return of the reference job 0):
 
-* `ftle` linearises: it iterates `ckpt_jax.gap_return_map` K times and propagates
+* `ftle` linearises: it iterates `ckpt_jax.maps.gap_return_map` K times and propagates
   tangents by forward-mode autodiff through the event loop — either the whole Jacobian
   (rate = (1/K) log of the largest singular value of J_K ⋯ J_1) or one tangent vector
   (rate = (1/K) log of its growth);
@@ -42,12 +42,9 @@ from ._status import Status
 from .maps import gap_return_map
 from .model import Fleet
 
-__all__ = ["FTLE", "FTLEHorizons", "ftle", "ftle_horizons", "ftle_twin", "random_gaps", "STATUS_DEGENERATE"]
+__all__ = ["FTLE", "FTLEHorizons", "ftle", "ftle_horizons", "ftle_twin", "random_gaps"]
 
 METHODS = ("jacobian", "tangent")
-
-# The separation collapsed to zero or overflowed (not a map flag; bits 1-16 are taken).
-STATUS_DEGENERATE = int(Status.DEGENERATE)  # the tangent or the twin separation vanished
 
 
 class FTLE(NamedTuple):
@@ -176,7 +173,7 @@ def _propagate(fleet, a, horizons, burn_in, method, direction, max_events):
         frame = jnp.where(ok, pushed / safe_scale, frame)
         log_growth = log_growth + jnp.log(safe_scale)
         time = time + jnp.where(ok, info.return_time, 0)
-        status = status | info.status | jnp.where(ok | (info.status != 0) | (status != 0), 0, STATUS_DEGENERATE)
+        status = status | info.status | jnp.where(ok | (info.status != 0) | (status != 0), 0, int(Status.DEGENERATE))
         # σ_max (an SVD) only where a rate is read.
         top, along = jax.lax.cond(mark, measure, lambda f: (jnp.zeros((), dtype), jnp.zeros((), dtype)), frame)
         record = (log_growth + top, log_growth + along, time)
@@ -205,7 +202,7 @@ def ftle(
 
     Args:
       fleet: a single `Fleet` (batch shape ()), N >= 2, jobs 1..N-1 in firing order.
-      a: (N-1,) starting gap coordinates (see `ckpt_jax.gap_return_map`, `random_gaps`).
+      a: (N-1,) starting gap coordinates (see `ckpt_jax.maps.gap_return_map`, `random_gaps`).
       n_cycles: K >= 1 map iterations (static under jit).
       method: ``"jacobian"``: rate = (1/K) log σ_max(J_K ⋯ J_1), the largest growth over
         all perturbations, from the full Jacobian of every cycle (`jax.jacfwd`, N − 1
@@ -365,7 +362,7 @@ def ftle_twin(
             jnp.where(ok, y + separation * (distance / safe_size), x_twin),
             log_growth + jnp.log(safe_size / distance),
             time + jnp.where(ok, info.return_time, 0),
-            status | flags | jnp.where(ok | (flags != 0) | (status != 0), 0, STATUS_DEGENERATE),
+            status | flags | jnp.where(ok | (flags != 0) | (status != 0), 0, int(Status.DEGENERATE)),
         ), None
 
     start = (a, twin, jnp.zeros((), dtype), jnp.zeros((), dtype), jnp.zeros((), jnp.int32))

@@ -36,10 +36,6 @@ __all__ = [
     "BRANCH_OVERLAPPING",
     "BRANCH_COLLISION_FREE",
     "BRANCH_MIXED",
-    "STATUS_ORDER_CHANGED",
-    "STATUS_OUT_OF_DOMAIN",
-    "STATUS_UNSUPPORTED",
-    "STATUS_NOT_SMOOTH",
     "section_carry",
 ]
 
@@ -47,21 +43,8 @@ BRANCH_OVERLAPPING = 0  # all N write windows overlap, then all N compute window
 BRANCH_COLLISION_FREE = 1  # never two writers at once during the cycle
 BRANCH_MIXED = 2  # anything in between
 
-STATUS_ORDER_CHANGED = int(Status.ORDER_CHANGED)  # some job fired 0 or 2+ times, or out of order
-STATUS_OUT_OF_DOMAIN = int(Status.OUT_OF_DOMAIN)  # the input point is not a valid coordinate
-# The maps are defined for the base model: with a controller delay the state at a firing
-# includes the pending updates, and with asynchronous checkpoints a draining job's compute
-# progress; neither is a function of the section coordinates (use `ckpt_jax.coupling`).
-STATUS_UNSUPPORTED = int(Status.UNSUPPORTED)
-# Events of two distinct jobs coincided during the cycle (two jobs switched in one step).
-# The map is piecewise smooth and such points lie on the boundary between pieces: the
-# synchronous state a = 0, gaps equal to a write (a firing as another write ends), a job
-# firing together with job 0. The value is still returned; its Jacobian there is the
-# derivative of one piece only, so `spectrum` reports it but it is not "the" linearisation.
-STATUS_NOT_SMOOTH = int(Status.NOT_SMOOTH)
-
 # Status bits that make a map's value undefined (NaN): everything but a kink.
-_FATAL = ~STATUS_NOT_SMOOTH
+_FATAL = ~int(Status.NOT_SMOOTH)
 
 
 class MapInfo(NamedTuple):
@@ -71,8 +54,8 @@ class MapInfo(NamedTuple):
       branch: `BRANCH_*` code of the cycle the map followed: overlapping when at some
         instant all N jobs write and at another all N compute; collision-free when never
         two write at once; mixed otherwise.
-      status: 0, or bit flags (`cj.Status`: the engine's, `STATUS_ORDER_CHANGED`, `STATUS_OUT_OF_DOMAIN`,
-        `STATUS_UNSUPPORTED` for fleets with delay > 0 or async_fraction > 0).
+      status: 0, or bit flags (`cj.Status`: the loop's, `Status.ORDER_CHANGED`, `Status.OUT_OF_DOMAIN`,
+        `Status.UNSUPPORTED` for fleets with delay > 0 or async_fraction > 0).
       return_time: time from job 0's firing to its next firing.
       max_writers: the largest number of concurrent writers during that cycle.
       n_events: events stepped.
@@ -183,15 +166,21 @@ def _section_step(fleet: Fleet, u, max_events: int):
     final, most = _run_to_next_firing(params, carry, max_events, sharing)
     u_next = jnp.where(final.draining, final.write_left, 0) + final.compute_left
     status = final.status  # `advance_to_firing` flags a missed firing (MAX_EVENTS)
-    status = status | flag(~in_domain, STATUS_OUT_OF_DOMAIN)
-    status = status | flag((params.delay > 0) | (params.async_fraction > 0), STATUS_UNSUPPORTED)
+    status = status | flag(~in_domain, Status.OUT_OF_DOMAIN)
+    # The maps are defined for the base model: with a controller delay the state at a firing
+    # includes the pending updates, and with asynchronous checkpoints a draining job's compute
+    # progress; neither is a function of the section coordinates (use `ckpt_jax.coupling`).
+    status = status | flag((params.delay > 0) | (params.async_fraction > 0), Status.UNSUPPORTED)
     # Each other job must fire exactly once, in its section order (claim 3's order).
     fired_once = jnp.all(~params.active[1:] | (final.fire_count[1:] == 1))
-    status = status | flag(~fired_once, STATUS_ORDER_CHANGED)
+    status = status | flag(~fired_once, Status.ORDER_CHANGED)
     # A kink: two jobs switched in one step, or the section point itself sits on an event
     # of another job (it fires with job 0, u = 0 or T + d, or its write ends there, u = T).
+    # The map is piecewise smooth and such points lie on the boundary between pieces: the
+    # value is still returned; its Jacobian there is the derivative of one piece only, so
+    # `spectrum` reports it but it is not "the" linearisation.
     on_edge = params.active[1:] & ((u == 0) | (u == params.compute[1:] + params.write[1:]) | (u == params.compute[1:]))
-    status = status | flag((most[2] > 1) | jnp.any(on_edge), STATUS_NOT_SMOOTH)
+    status = status | flag((most[2] > 1) | jnp.any(on_edge), Status.NOT_SMOOTH)
     n_active = jnp.sum(params.active)
     most_writers, most_computing = most[0], most[1]
     overlapping = (most_writers >= n_active) & (most_computing >= n_active)
@@ -237,7 +226,7 @@ def section_map(fleet: Fleet, u, *, max_events: int | None = None):
     """
     max_events = _budget(fleet, max_events)
     _, _, u_next, info = _section_step(fleet, u, max_events)
-    fatal = info.status & ~(STATUS_ORDER_CHANGED | STATUS_NOT_SMOOTH)
+    fatal = info.status & ~int(Status.ORDER_CHANGED | Status.NOT_SMOOTH)
     return jnp.where(fatal == 0, u_next, jnp.nan), info
 
 
@@ -255,7 +244,7 @@ def gap_return_map(fleet: Fleet, a, *, max_events: int | None = None):
     Returns:
       ``(a_next, info)``; ``a_next`` is NaN, with a status flag, where the firing order
       changed (the map is undefined there), the input is out of domain or the loop failed.
-      At a kink of the map (`STATUS_NOT_SMOOTH`: a = 0, a job firing with job 0, a gap
+      At a kink of the map (`Status.NOT_SMOOTH`: a = 0, a job firing with job 0, a gap
       equal to a write, ...) the value is returned and the flag set: it is continuous
       there but not differentiable.
     """
@@ -274,8 +263,8 @@ def gap_return_map(fleet: Fleet, a, *, max_events: int | None = None):
     # late its raw firing time: it ranks before every job that fired in between.
     fire_order = jnp.where(active, jnp.where(with_job0, -jnp.inf, final.fire_times[1:, 0]), jnp.inf)
     order_kept = jnp.all(~active | (a_next >= 0)) & jnp.all(fire_order[1:] >= fire_order[:-1])
-    status = info.status | flag(~jnp.all(a >= 0), STATUS_OUT_OF_DOMAIN)
-    status = status | flag(~order_kept, STATUS_ORDER_CHANGED)
+    status = info.status | flag(~jnp.all(a >= 0), Status.OUT_OF_DOMAIN)
+    status = status | flag(~order_kept, Status.ORDER_CHANGED)
     info = info._replace(status=status.astype(jnp.int32))
     a_next = jnp.where(active, a_next, 0)  # padding slots: 0, so Jacobians stay finite
     return jnp.where((status & _FATAL) == 0, a_next, jnp.nan), info
@@ -285,7 +274,7 @@ def work_done(fleet: Fleet, u, time, *, max_events: int | None = None):
     """Cycle position θ (work since the last firing; write first, then compute) of every
     job at a fixed ``time`` after the section point ``u``. Used to check event-time
     derivatives against the implicit-function theorem. Base model only: NaN for fleets
-    with delay > 0 or async_fraction > 0 (see `STATUS_UNSUPPORTED`)."""
+    with delay > 0 or async_fraction > 0 (see `Status.UNSUPPORTED`)."""
     params = _single_fleet_params(fleet)
     u = _check_coordinates("u", u, fleet.n_jobs)
     max_events = _budget(fleet, max_events)
@@ -314,7 +303,7 @@ def spectrum(fleet: Fleet, a, *, rtol: float = 1e-9) -> Spectrum:
 
     Returns:
       A `Spectrum`. Check ``info.status``: 0 means the map is smooth at ``a`` and the
-      Jacobian is its derivative. `STATUS_NOT_SMOOTH` means ``a`` lies on a kink (the
+      Jacobian is its derivative. `Status.NOT_SMOOTH` means ``a`` lies on a kink (the
       synchronous fixed point a = 0, a branch boundary such as a gap equal to one write):
       the Jacobian that `jax.jacfwd` returns there is one piece's, and it can be singular
       (det 0 at a = 0). To linearise at the synchronous state, take a point of the

@@ -2,7 +2,7 @@
 
 Everything here runs on the host, on concrete values, *before* any tracing: this is
 where bad input becomes a `ValueError` that names the argument and the allowed range
-(docs/model.md §1). The engine (`ckpt_jax.engine`) only ever sees validated, broadcast arrays.
+(docs/model.md §1). The loops (`ckpt_jax._loops`) only ever see validated, broadcast arrays.
 
 Shapes: a fleet has batch shape ``B`` (any number of leading axes, possibly none) and
 ``N`` job slots. Every array field is stored broadcast to the full batch shape.

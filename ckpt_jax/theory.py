@@ -19,7 +19,6 @@ from .model import Throughput, throughput_table
 __all__ = [
     "gap_eigenvalues",
     "n_expanding",
-    "synchronous_period",
     "renewal_cycle_time",
     "renewal_cycle_moments",
     "renewal_waste",
@@ -54,13 +53,6 @@ def gap_eigenvalues(n_jobs: int, throughput: Throughput = None) -> np.ndarray:
 def n_expanding(n_jobs: int) -> int:
     """Number of expanding directions of the synchronous state, ⌈N/2⌉ − 1 (claim 2)."""
     return math.ceil(n_jobs / 2) - 1
-
-
-def synchronous_period(compute: float, write: float, n_jobs: int, cap=None, throughput: Throughput = None) -> float:
-    """Cycle time of N identical jobs all in phase: N compute at min(1, C/N), N write at f(N)/N."""
-    f = throughput_table(throughput, int(n_jobs))
-    speed = 1.0 if cap is None else min(1.0, cap / n_jobs)
-    return compute / speed + write * n_jobs / f[n_jobs]
 
 
 # --- Failures and checkpoint intervals (docs/model.md §1c, claim 10) -------------------------

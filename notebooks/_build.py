@@ -59,7 +59,7 @@ display(fig)'''),
         new_code_cell('''batch = cj.Fleet(compute=np.full((256, 8), 10.0), write=np.full((256, 8), 1.5), cap=6.0)
 traces = cj.simulate(batch, cj.random_state(batch, jax.random.key(1)), n_fires=10 if SMOKE else 100)
 print("all ok:", bool(traces.ok.all()), " fleet-events:", int(traces.n_events.sum()))
-times, counts = cj.writer_count(np.asarray(traces.fire_times[0]), np.asarray(traces.end_times[0]))
+times, counts = cj.analysis.writer_count(np.asarray(traces.fire_times[0]), np.asarray(traces.end_times[0]))
 plt.step(times, counts, where="post"); plt.xlim(0, 200)   # the first 200 time units (about 15 cycles)
 plt.xlabel("time"); plt.ylabel("writers n_w"); plt.show()'''),
         new_markdown_cell("Jitter is reproducible from a key; the same key gives the same trace on any batch layout."),
@@ -78,12 +78,12 @@ print("identical:", bool((a.fire_times == b.fire_times).all()))'''),
 n_jobs = 6 if SMOKE else 16
 fleet = overlapping_fleet(n_jobs, "shared")
 a = np.full(n_jobs - 1, 0.05 * float(fleet.write[0]) / n_jobs)   # small gaps: all writes overlap
-result = cj.spectrum(fleet, a)
+result = cj.maps.spectrum(fleet, a)
 print("branch:", int(result.info.branch), "(0 = fully overlapping)  det:", result.determinant)
 print("expanding directions:", result.n_expanding, " theory:", cj.theory.n_expanding(n_jobs))'''),
         new_code_cell('''j = np.arange(1, n_jobs)
 for throughput in ["shared", "sqrt", "degrading"]:
-    res = cj.spectrum(overlapping_fleet(n_jobs, throughput), a)
+    res = cj.maps.spectrum(overlapping_fleet(n_jobs, throughput), a)
     eig = np.sort(res.eigenvalues.real)[::-1]
     plt.semilogy(j, eig, "o", label=f"jacfwd, f={throughput}")
     plt.semilogy(j, np.sort(cj.theory.gap_eigenvalues(n_jobs, throughput))[::-1], "k-", lw=0.8)
@@ -95,7 +95,7 @@ print("λ_j λ_(N-j):", np.round(np.diag(J) * np.diag(J)[::-1], 12))'''),
         new_markdown_cell("Pairwise neutrality (claim 1): for two identical jobs the pair map is the identity for every δ."),
         new_code_cell('''pair = cj.Fleet(compute=[10.0, 10.0], write=[3.0, 3.0], cap=0.8, throughput="sqrt")
 deltas = np.linspace(0.1, 12.9, 9 if SMOKE else 60)
-nxt, info = jax.vmap(lambda d: cj.section_map(pair, d[None]))(deltas)
+nxt, info = jax.vmap(lambda d: cj.maps.section_map(pair, d[None]))(deltas)
 print("max |P(δ) - δ| =", float(np.abs(np.asarray(nxt)[:, 0] - deltas).max()))'''),
         new_markdown_cell(
             "## Coupling returns when jobs have sizes\n\n"
@@ -151,7 +151,7 @@ print("distinct long-run lags / P:", np.unique(np.round(run.phase_lags[:, -1] % 
         new_code_cell('''n_jobs = 4
 for storage in ["fcfs", "fair"]:
     fleet = cj.Fleet(compute=np.full(n_jobs, 10.0), write=np.full(n_jobs, 0.5), storage_policy=storage)
-    res = cj.spectrum(fleet, np.full(n_jobs - 1, 0.01))
+    res = cj.maps.spectrum(fleet, np.full(n_jobs - 1, 0.01))
     print(f"{storage}: status {int(res.info.status)}, branch {int(res.info.branch)}, det {res.determinant:.3g}, "
           f"|eigenvalues| {np.round(np.abs(res.eigenvalues), 3)}")'''),
     ],

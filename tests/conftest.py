@@ -17,7 +17,7 @@ Each test module's compiled programs are dropped when the module ends (`jax.clea
 XLA:CPU maps every compiled executable's code into the process, and the whole default tier
 in one process compiles enough programs to exhaust the kernel's limit on memory mappings
 (vm.max_map_count, 65530 here), which ends the run with a segmentation fault in the compiler.
-Without this, two modules (test_engine, test_fast) leave 8,758 mappings; with it, 598.
+Without this, two modules (test_simulate, test_methods) leave 8,758 mappings; with it, 598.
 ``CKPT_JAX_REPORT_MAPPINGS=1 pytest -s`` prints the count after each module.
 """
 

@@ -238,10 +238,10 @@ def test_writer_excursions_ignore_a_handover():
 
 def _excursions_one_fleet(fire, end, levels):
     """Per-fleet oracle from `writer_count`: rises to >= k inside the observed interval."""
-    t_start, t_stop = cj.observed_interval(fire, end)
+    t_start, t_stop = cj.analysis.observed_interval(fire, end)
     if not t_stop > t_start:
         return np.zeros(len(levels), int)
-    times, counts = cj.writer_count(fire, end)
+    times, counts = cj.analysis.writer_count(fire, end)
     before = np.concatenate([[0], counts[:-1]])
     inside = (times > t_start) & (times <= t_stop)
     return np.array([np.sum((before < k) & (counts >= k) & inside) for k in levels])
@@ -259,5 +259,5 @@ def test_batched_excursions_and_bounds_equal_the_per_fleet_definitions():
     want = np.stack([_excursions_one_fleet(f, e, levels) for f, e in zip(fire, end)])
     np.testing.assert_array_equal(cj.analysis.writer_excursions(fire, end, levels), want)
     t_start, t_stop = cj.analysis.observed_bounds(fire, end)
-    bounds = np.array([cj.observed_interval(f, e) for f, e in zip(fire, end)])
+    bounds = np.array([cj.analysis.observed_interval(f, e) for f, e in zip(fire, end)])
     np.testing.assert_array_equal(np.stack([t_start, t_stop], -1), bounds)

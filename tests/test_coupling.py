@@ -14,7 +14,7 @@ from ckpt_jax.coupling import coupling_function, stagger_lifetime
 N_CYCLES = 3  # one shape for every call below, so the coupling loop compiles once
 N_DELTAS = 11
 
-_batched_section_map = jax.jit(jax.vmap(cj.section_map, in_axes=(None, 0)))
+_batched_section_map = jax.jit(jax.vmap(cj.maps.section_map, in_axes=(None, 0)))
 
 
 def _deltas(length):

@@ -224,7 +224,7 @@ HAND_CASES = {
 }
 
 
-# The fast paths (`ckpt_jax.fast`: virtual clocks with a FIFO ring or a per-phase argmin)
+# The fast paths (`ckpt_jax._loops`: virtual clocks with a FIFO ring or a per-phase argmin)
 # must meet the same oracle: `method="auto"` sends fleets of at least 8 jobs to them.
 
 @SETTINGS
@@ -286,7 +286,7 @@ def test_jitter_matches_reference_with_the_same_draws(seed, method):
     k-th firing (docs/model.md section 1)."""
     import jax
 
-    from ckpt_jax.engine import flat_params
+    from ckpt_jax.loop import flat_params
 
     compute, write = [2.0, 1.4, 2.6, 0.9], [0.5, 0.8, 0.3, 0.6]
     phase, remaining = [1, 0, 0, 1], [0.2, 0.7, 2.0, 0.6]
@@ -297,7 +297,7 @@ def test_jitter_matches_reference_with_the_same_draws(seed, method):
     job_keys = flat_params(fleet, sigma, key).job_keys[0]
 
     def compute_work(job, cycle):
-        return float(cj.jitter_work(job_keys[job], fleet.compute[job], np.float64(sigma), cycle))
+        return float(cj.loop.jitter_work(job_keys[job], fleet.compute[job], np.float64(sigma), cycle))
 
     assert compute_work(0, 1) != compute[0]  # the draws do jitter
     fire_times, end_times = simulate_reference(

@@ -1,4 +1,4 @@
-"""Long ensembles in chunks (`ckpt_jax.run_ensemble`): same results as one call, resumable.
+"""Long ensembles in chunks (`ckpt_jax.ensemble.run_ensemble`): same results as one call, resumable.
 
 Every run here has N = 4 jobs, K = 4 firings and chunks of 4 fleets, so the engine compiles
 once per path (with and without jitter) and every test reuses it.
@@ -28,7 +28,7 @@ JITTER_KEY = jax.random.key(8)
 
 
 def launches():
-    return cj.random_launches(np.full(N_JOBS, 0.8), np.full(N_JOBS, 0.2), key=LAUNCH_KEY)
+    return cj.ensemble.random_launches(np.full(N_JOBS, 0.8), np.full(N_JOBS, 0.2), key=LAUNCH_KEY)
 
 
 class Recorder:
@@ -68,7 +68,7 @@ def files(out) -> list:
 
 def run(make_chunk=None, **kwargs):
     kwargs = {"chunk_size": CHUNK, "progress": False, **kwargs}
-    return cj.run_ensemble(make_chunk or launches(), N_FLEETS, N_FIRES, **kwargs)
+    return cj.ensemble.run_ensemble(make_chunk or launches(), N_FLEETS, N_FIRES, **kwargs)
 
 
 # -- same results as one call ---------------------------------------------------------------
@@ -308,10 +308,10 @@ def test_a_different_ensemble_in_out_dir_raises_and_restart_discards_it(tmp_path
         run(out_dir=tmp_path, config={"load": 0.9})
     assert info.value.differences == ["config['load']: saved 0.8, now 0.9"]
     with pytest.raises(ValueError, match="n_fires"):
-        cj.run_ensemble(launches(), N_FLEETS, N_FIRES + 1, chunk_size=CHUNK, out_dir=tmp_path,
+        cj.ensemble.run_ensemble(launches(), N_FLEETS, N_FIRES + 1, chunk_size=CHUNK, out_dir=tmp_path,
                         config={"load": 0.8})
     with pytest.raises(ValueError, match="make_chunk"):
-        other = cj.random_launches(np.full(N_JOBS, 0.7), np.full(N_JOBS, 0.3), key=LAUNCH_KEY)
+        other = cj.ensemble.random_launches(np.full(N_JOBS, 0.7), np.full(N_JOBS, 0.3), key=LAUNCH_KEY)
         run(other, out_dir=tmp_path, config={"load": 0.8})
 
     restarted = run(out_dir=tmp_path, config={"load": 0.9}, resume=False)
@@ -335,7 +335,7 @@ def test_fleets_with_failures_are_refused():
 
 # -- what is kept -------------------------------------------------------------------------------
 def test_custom_reduce_keeps_per_fleet_arrays(tmp_path):
-    gap = jax.jit(cj.smallest_gap)
+    gap = jax.jit(cj.analysis.smallest_gap)
 
     def reduce(trace):
         return {"smallest_gap": gap(trace.fire_times), "n_events": trace.n_events}
@@ -343,7 +343,7 @@ def test_custom_reduce_keeps_per_fleet_arrays(tmp_path):
     result = run(reduce=reduce, out_dir=tmp_path)
     trace = reference()
     assert result.arrays.keys() == {"smallest_gap", "n_events"}
-    np.testing.assert_array_equal(result.arrays["smallest_gap"], np.asarray(cj.smallest_gap(trace.fire_times)))
+    np.testing.assert_array_equal(result.arrays["smallest_gap"], np.asarray(cj.analysis.smallest_gap(trace.fire_times)))
     np.testing.assert_array_equal(result.arrays["n_events"], np.asarray(trace.n_events))
     assert result.ok.shape == (N_FLEETS,) and result.ok.all()
 
@@ -352,7 +352,7 @@ def test_fleets_that_did_not_complete_are_kept_and_counted(tmp_path):
     with pytest.warns(RuntimeWarning, match=f"{N_FLEETS} of {N_FLEETS} fleets did not complete"):
         result = run(out_dir=tmp_path, max_events=3)
     assert result.n_bad == N_FLEETS and not result.ok.any()
-    assert (result.status & cj.STATUS_MAX_EVENTS).all()
+    assert (result.status & cj.Status.MAX_EVENTS).all()
     assert np.isnan(result.arrays["end_times"]).any()
     with pytest.warns(RuntimeWarning, match="did not complete"):
         loaded = run(out_dir=tmp_path, max_events=3)
@@ -395,7 +395,7 @@ def test_bad_arguments_raise_before_anything_runs(tmp_path, changes, what):
     kwargs = {"make_chunk": make_chunk, "n_fleets": N_FLEETS, "n_fires": N_FIRES, "chunk_size": CHUNK, "out_dir": tmp_path}
     kwargs.update(changes)
     with pytest.raises(ValueError, match=what):
-        cj.run_ensemble(kwargs.pop("make_chunk"), kwargs.pop("n_fleets"), kwargs.pop("n_fires"), **kwargs)
+        cj.ensemble.run_ensemble(kwargs.pop("make_chunk"), kwargs.pop("n_fleets"), kwargs.pop("n_fires"), **kwargs)
     assert make_chunk.calls == [] and not list(tmp_path.iterdir())
 
 
@@ -432,9 +432,9 @@ def test_chunk_bounds_cover_every_fleet_once(n_fleets, chunk_size):
 @given(n_fleets=st.integers(max_value=0), chunk_size=st.integers(max_value=0))
 def test_nonpositive_sizes_are_rejected(n_fleets, chunk_size):
     with pytest.raises(ValueError, match="n_fleets"):
-        cj.run_ensemble(launches(), n_fleets, N_FIRES, chunk_size=CHUNK)
+        cj.ensemble.run_ensemble(launches(), n_fleets, N_FIRES, chunk_size=CHUNK)
     with pytest.raises(ValueError, match="chunk_size"):
-        cj.run_ensemble(launches(), N_FLEETS, N_FIRES, chunk_size=chunk_size)
+        cj.ensemble.run_ensemble(launches(), N_FLEETS, N_FIRES, chunk_size=chunk_size)
 
 
 # -- command line ---------------------------------------------------------------------------------
@@ -553,7 +553,7 @@ def test_cli_save_writers_gaps_jobs_keeps_every_observer(tmp_path, capsys):
         assert chunk["jobs_writes"].shape == (2, N_JOBS) and chunk["smallest_gap"].shape == (2, N_FIRES)
         assert "fire_times" not in chunk.files
     # The same observers as one simulate call of those fleets (fleets 4 and 5).
-    fleet, state = cj.random_launches(np.full(N_JOBS, 0.8), np.full(N_JOBS, 0.2),
+    fleet, state = cj.ensemble.random_launches(np.full(N_JOBS, 0.8), np.full(N_JOBS, 0.2),
                                       key=jax.random.fold_in(jax.random.key(0), 0))(0, 6)
     trace = cj.simulate(fleet, state, N_FIRES, save=cj.SaveAt(trace=False, writers=True, gaps=True, jobs=True))
     with np.load(out / "chunk-000001.npz") as chunk:

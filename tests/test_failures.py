@@ -199,7 +199,7 @@ def test_a_run_that_exhausts_the_event_budget_reports_it():
     out = cj.simulate(fleet, cj.initial_state(fleet), n_fires=None, until=1000.0, max_events=50,
                       save=cj.SaveAt(trace=False, jobs=True), key=jax.random.key(0))
     assert not np.any(out.ok)
-    assert np.all(np.asarray(out.status) & cj.STATUS_MAX_EVENTS)
+    assert np.all(np.asarray(out.status) & cj.Status.MAX_EVENTS)
     assert np.all(np.isnan(out.jobs.waste))
 
 

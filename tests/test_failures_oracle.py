@@ -30,7 +30,7 @@ import pytest
 from hypothesis import HealthCheck, assume, currently_in_test_context, event, given, settings, strategies as st
 
 import ckpt_jax as cj
-from ckpt_jax.engine import flat_params
+from ckpt_jax.loop import flat_params
 from reference import THROUGHPUT_KINDS, simulate_failures_reference
 
 N_SLOTS = 4
@@ -186,7 +186,7 @@ def jitter_of(specs):
 @jax.jit
 def _draws(job_keys, compute, sigma):
     """(B, N, N_DRAWS) the engine's jitter draws of compute phases 0..N_DRAWS - 1."""
-    per_cycle = jax.vmap(cj.jitter_work, in_axes=(None, None, None, 0))
+    per_cycle = jax.vmap(cj.loop.jitter_work, in_axes=(None, None, None, 0))
     per_job = jax.vmap(per_cycle, in_axes=(0, 0, None, None))
     return jax.vmap(per_job, in_axes=(0, 0, 0, None))(job_keys, compute, sigma, jnp.arange(N_DRAWS))
 

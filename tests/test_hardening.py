@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 import ckpt_jax as cj
 from ckpt_jax import _simulate
+from ckpt_jax._validate import value_range
 
 FAST = settings(max_examples=25, deadline=None)
 
@@ -41,7 +42,7 @@ def test_time_that_stops_advancing_ends_the_run_flagged(method):
     status = int(trace.status)
     # The clock path counts switches at one instant (STALLED); the general engine counts
     # every step as an event (the budget).
-    assert status & (cj.STATUS_STALLED if method == "clock" else cj.STATUS_MAX_EVENTS)
+    assert status & (cj.Status.STALLED if method == "clock" else cj.Status.MAX_EVENTS)
     assert int(trace.n_events) <= 200
     assert "ok" != cj.describe_status(status)
 
@@ -54,7 +55,7 @@ def test_fifo_stall_is_bounded_too():
     state = cj.initial_state(fleet, phase=np.ones(8, int), remaining=np.linspace(0.5, 1.0, 8))
     trace = cj.simulate(fleet, state, 3, method="fifo", max_events=500)
     assert not bool(trace.ok)
-    assert int(trace.status) & cj.STATUS_STALLED
+    assert int(trace.status) & cj.Status.STALLED
 
 
 # -- dtypes ------------------------------------------------------------------------------------
@@ -71,7 +72,7 @@ def test_unsupported_dtype_is_refused(dtype):
 @given(exponent=st.one_of(st.integers(-1074, -300), st.integers(300, 308)))
 def test_values_outside_the_engine_range_are_refused(dtype, field, exponent):
     value = math.ldexp(1.0, exponent) if exponent < 0 else float(f"1e{exponent}")
-    low, high = cj.value_range(dtype)
+    low, high = value_range(dtype)
     kwargs = dict(compute=np.full(4, 10.0), write=np.full(4, 1.0))
     if field in ("compute", "write"):
         kwargs[field] = np.array([value, 10.0, 10.0, 10.0])
@@ -127,7 +128,7 @@ def test_a_non_finite_time_is_never_ok(method, monkeypatch):
     fleet = cj.Fleet(np.full(n_jobs, 1.0), np.full(n_jobs, 1e200), throughput=table)
     trace = cj.simulate(fleet, cj.initial_state(fleet), 4, method=method)
     assert not bool(trace.ok)
-    assert int(trace.status) & cj.STATUS_NONFINITE
+    assert int(trace.status) & cj.Status.NONFINITE
 
 
 # -- a State built by hand ----------------------------------------------------------------------
@@ -190,16 +191,16 @@ def test_fleet_indexing_is_numpy_like_and_checked():
 # -- spectra at kinks -----------------------------------------------------------------------------
 def test_spectrum_says_where_the_map_is_not_differentiable():
     fleet = _fleet(4)
-    at_sync = cj.spectrum(fleet, jnp.zeros(3))
-    assert int(at_sync.info.status) & cj.STATUS_NOT_SMOOTH
-    boundary = cj.spectrum(fleet, jnp.array([1.0, 2.0, 3.0]))  # gaps equal to one write
-    assert int(boundary.info.status) & cj.STATUS_NOT_SMOOTH
+    at_sync = cj.maps.spectrum(fleet, jnp.zeros(3))
+    assert int(at_sync.info.status) & cj.Status.NOT_SMOOTH
+    boundary = cj.maps.spectrum(fleet, jnp.array([1.0, 2.0, 3.0]))  # gaps equal to one write
+    assert int(boundary.info.status) & cj.Status.NOT_SMOOTH
     # Next to the synchronous state, on the overlapping branch: smooth, claim 2's spectrum.
-    near = cj.spectrum(fleet, jnp.full(3, 1e-3))
+    near = cj.maps.spectrum(fleet, jnp.full(3, 1e-3))
     assert int(near.info.status) == 0
     np.testing.assert_allclose(np.sort(near.eigenvalues.real), np.sort(cj.theory.gap_eigenvalues(4)), rtol=1e-12)
     # The kink does not make the value undefined: a = 0 is still the fixed point.
-    value, info = cj.gap_return_map(_fleet(3), jnp.zeros(2))
+    value, info = cj.maps.gap_return_map(_fleet(3), jnp.zeros(2))
     np.testing.assert_array_equal(np.asarray(value), [0.0, 0.0])
 
 
@@ -213,26 +214,26 @@ def test_smallest_gap_is_never_negative(offsets, steps):
     # Any firing times of 3 jobs over 4 cycles, monotone per job (jobs may overtake).
     fire = np.asarray(offsets).reshape(3, 4) + np.cumsum(np.tile(steps, (3, 1)) * 4, axis=1)
     fire = np.sort(fire, axis=1)
-    gaps = np.asarray(cj.smallest_gap(fire))
+    gaps = np.asarray(cj.analysis.smallest_gap(fire))
     assert np.all(np.isnan(gaps) | (gaps >= 0))
-    interleaved = np.asarray(cj.cycles_interleaved(fire))
+    interleaved = np.asarray(cj.analysis.cycles_interleaved(fire))
     assert np.all(np.isnan(gaps[interleaved]))
 
 
 def test_smallest_gap_with_jitter_flags_order_changes():
     fleet = _fleet(8, batch=(16,))
     trace = cj.simulate(fleet, cj.random_state(fleet, jax.random.key(3)), 30, jitter=1.5, key=jax.random.key(4))
-    gaps = np.asarray(cj.smallest_gap(trace.fire_times))
+    gaps = np.asarray(cj.analysis.smallest_gap(trace.fire_times))
     assert np.all(np.isnan(gaps) | (gaps >= 0))
-    assert np.asarray(cj.cycles_interleaved(trace.fire_times)).any()  # the order did change
+    assert np.asarray(cj.analysis.cycles_interleaved(trace.fire_times)).any()  # the order did change
 
 
 def test_smallest_gap_refuses_a_period_that_gives_negative_gaps():
     fire = [[0.0, 10.0], [1.0, 11.5], [4.0, 14.0]]
     with pytest.raises(ValueError, match="period is shorter"):
-        cj.smallest_gap(fire, period=3.0)
+        cj.analysis.smallest_gap(fire, period=3.0)
     with pytest.raises(ValueError, match="period must be finite"):
-        cj.smallest_gap(fire, period=-1.0)
+        cj.analysis.smallest_gap(fire, period=-1.0)
 
 
 # -- sizes and budgets ----------------------------------------------------------------------------
@@ -252,9 +253,9 @@ def test_buffers_larger_than_memory_are_refused_with_an_estimate():
 @pytest.mark.parametrize("max_events", [0, -1, -10, 1.5, "x", True])
 def test_bad_map_budgets_name_max_events(max_events):
     with pytest.raises(ValueError, match="max_events"):
-        cj.gap_return_map(_fleet(), jnp.zeros(2), max_events=max_events)
+        cj.maps.gap_return_map(_fleet(), jnp.zeros(2), max_events=max_events)
     with pytest.raises(ValueError, match="max_events"):
-        cj.section_map(_fleet(), jnp.ones(2), max_events=max_events)
+        cj.maps.section_map(_fleet(), jnp.ones(2), max_events=max_events)
 
 
 # -- keys and offsets -------------------------------------------------------------------------------
@@ -295,9 +296,9 @@ def test_bad_fleet_offsets_are_refused(offset):
         (lambda: cj.Fleet([10.0, 10.0], ["a", 1.0]), "write"),
         (lambda: _fleet(cap=1j), "cap"),
         (lambda: cj.random_state("x", jax.random.key(0)), "fleet"),
-        (lambda: cj.section_map("x", jnp.ones(2)), "fleet"),
-        (lambda: cj.spectrum("x", jnp.ones(2)), "fleet"),
-        (lambda: cj.gap_return_map(_fleet(), "x"), "a must"),
+        (lambda: cj.maps.section_map("x", jnp.ones(2)), "fleet"),
+        (lambda: cj.maps.spectrum("x", jnp.ones(2)), "fleet"),
+        (lambda: cj.maps.gap_return_map(_fleet(), "x"), "a must"),
         (lambda: cj.simulate(_fleet(), "state", 2), "state"),
         (lambda: cj.simulate(_fleet(), cj.initial_state(_fleet()), 2, throw="yes"), "throw"),
     ],

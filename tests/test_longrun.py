@@ -76,7 +76,7 @@ def test_a_budget_the_caller_chose_still_stops_a_long_run():
     fleet = cj.Fleet(np.full(4, 10.0), np.full(4, 1.0))
     out = cj.simulate(fleet, cj.initial_state(fleet), None, until=1e15, max_events=50,
                       save=cj.SaveAt(trace=False, jobs=True), method="general")
-    assert not bool(out.ok) and int(out.status) & cj.STATUS_MAX_EVENTS
+    assert not bool(out.ok) and int(out.status) & cj.Status.MAX_EVENTS
 
 
 def test_the_event_estimate_counts_cycles_and_failures():

@@ -8,8 +8,7 @@ import numpy as np
 import pytest
 
 import ckpt_jax as cj
-from ckpt_jax.lyapunov import STATUS_DEGENERATE, ftle, ftle_horizons, ftle_twin, random_gaps
-from ckpt_jax.maps import STATUS_OUT_OF_DOMAIN
+from ckpt_jax.lyapunov import ftle, ftle_horizons, ftle_twin, random_gaps
 
 THROUGHPUTS = ["shared", "sqrt", "degrading"]
 
@@ -94,8 +93,8 @@ def test_twin_trajectories_agree_with_autodiff(n_jobs, load):
 def test_jacobian_rate_is_log_sigma_max_of_the_product():
     fleet = _loaded(5, 1.0)
     a = random_gaps(fleet, jax.random.key(11))
-    jac = jax.jit(jax.jacfwd(cj.gap_return_map, argnums=1, has_aux=True))
-    step = jax.jit(cj.gap_return_map)
+    jac = jax.jit(jax.jacfwd(cj.maps.gap_return_map, argnums=1, has_aux=True))
+    step = jax.jit(cj.maps.gap_return_map)
     product = np.eye(4)
     x = a
     for _ in range(3):
@@ -135,14 +134,14 @@ def test_problems_give_nan_and_a_flag():
     runs = _three_estimates(fleets, points)
     for result in runs:
         assert np.isnan(float(result.rate[0])) and np.isnan(float(result.tangent_rate[0]))
-        assert int(result.status[0]) & STATUS_OUT_OF_DOMAIN
+        assert int(result.status[0]) & cj.Status.OUT_OF_DOMAIN
         assert np.all(np.isnan(np.asarray(result.final[0])))
         # Flagged lanes do not spoil their neighbours under vmap.
         assert int(result.status[1]) == 0 and np.isfinite(float(result.rate[1]))
     # A twin displaced out of the domain (ε larger than a gap, pointing into it) is flagged.
     twin = ftle_twin(fleet, good, 40, eps=1e-3, direction=jnp.array([0.0, -1.0, 0.0]))
-    assert np.isnan(float(twin.rate)) and int(twin.status) & STATUS_OUT_OF_DOMAIN
-    assert STATUS_DEGENERATE not in (cj.STATUS_MAX_EVENTS, cj.STATUS_NONFINITE, cj.STATUS_QUEUE_OVERFLOW)
+    assert np.isnan(float(twin.rate)) and int(twin.status) & cj.Status.OUT_OF_DOMAIN
+    assert cj.Status.DEGENERATE not in (cj.Status.MAX_EVENTS, cj.Status.NONFINITE, cj.Status.QUEUE_OVERFLOW)
 
 
 @pytest.mark.parametrize("method", ["jacobian", "tangent"])
@@ -173,7 +172,7 @@ def test_horizons_read_one_run_as_the_separate_runs_would(method):
 def test_horizons_flag_a_bad_launch_and_refuse_bad_arguments():
     fleet = _loaded(4, 1.0)
     result = ftle_horizons(fleet, jnp.array([0.1, -0.05, 0.2]), (2, 4), burn_in=3)
-    assert int(result.status) & STATUS_OUT_OF_DOMAIN
+    assert int(result.status) & cj.Status.OUT_OF_DOMAIN
     assert np.all(np.isnan(np.asarray(result.rate))) and np.isnan(float(result.launch_rate))
     a = jnp.full(3, 0.2)
     for horizons in [(), 3, (0, 2), (2.5,), (True,)]:

@@ -22,7 +22,7 @@ def _identical(n_jobs, throughputs, compute=10.0):
 
 
 _batched_jacobian = jax.jit(
-    jax.vmap(jax.jacfwd(cj.gap_return_map, argnums=1, has_aux=True), in_axes=(0, None))
+    jax.vmap(jax.jacfwd(cj.maps.gap_return_map, argnums=1, has_aux=True), in_axes=(0, None))
 )
 
 
@@ -32,7 +32,7 @@ def test_claim2_reciprocal_spectrum_by_autodiff(n_jobs):
     # Small positive gaps: all N write windows overlap (the fully overlapping branch).
     a = np.random.default_rng(n_jobs).uniform(0.2, 1.0, n_jobs - 1) * (0.1 * float(fleets.write.min()) / n_jobs)
     jacobians, info = _batched_jacobian(fleets, a)
-    assert np.all(np.asarray(info.branch) == cj.BRANCH_OVERLAPPING)
+    assert np.all(np.asarray(info.branch) == cj.maps.BRANCH_OVERLAPPING)
     assert np.all(np.asarray(info.status) == 0)
     for jacobian, throughput in zip(np.asarray(jacobians), THROUGHPUTS):
         eigenvalues = np.linalg.eigvals(jacobian)
@@ -52,10 +52,10 @@ def test_claim2_reciprocal_spectrum_by_autodiff(n_jobs):
 
 def test_spectrum_function_matches_theory():
     fleet = cj.Fleet(compute=np.full(7, 10.0), write=np.full(7, 3.0), throughput="sqrt")
-    result = cj.spectrum(fleet, np.full(6, 0.1))
+    result = cj.maps.spectrum(fleet, np.full(6, 0.1))
     np.testing.assert_allclose(np.sort(result.eigenvalues.real), np.sort(cj.theory.gap_eigenvalues(7, "sqrt")), rtol=1e-9)
     assert abs(result.determinant - 1) < 1e-9
-    assert result.n_expanding == 3 and int(result.info.branch) == cj.BRANCH_OVERLAPPING
+    assert result.n_expanding == 3 and int(result.info.branch) == cj.maps.BRANCH_OVERLAPPING
 
 
 @pytest.mark.parametrize(
@@ -69,15 +69,15 @@ def test_spectrum_function_matches_theory():
 def test_jacobian_agrees_with_central_differences(cap, throughput, a):
     fleet = cj.Fleet(compute=np.full(4, 10.0), write=np.full(4, 3.0), cap=cap, throughput=throughput)
     a = np.asarray(a)
-    jacobian, info = jax.jacfwd(cj.gap_return_map, argnums=1, has_aux=True)(fleet, a)
+    jacobian, info = jax.jacfwd(cj.maps.gap_return_map, argnums=1, has_aux=True)(fleet, a)
     assert int(info.status) == 0
     step = 1e-6
     columns = []
     for j in range(a.size):
         e = np.zeros_like(a)
         e[j] = step
-        plus, _ = cj.gap_return_map(fleet, a + e)
-        minus, _ = cj.gap_return_map(fleet, a - e)
+        plus, _ = cj.maps.gap_return_map(fleet, a + e)
+        minus, _ = cj.maps.gap_return_map(fleet, a - e)
         columns.append((np.asarray(plus) - np.asarray(minus)) / (2 * step))
     np.testing.assert_allclose(np.asarray(jacobian), np.stack(columns, axis=1), rtol=1e-6, atol=1e-7)
 
@@ -86,18 +86,18 @@ def test_return_time_derivative_matches_implicit_function_theorem():
     # t* solves G(t, u) = θ_0(t; u) − (d_0 + T_0) = 0, so dt*/du = −(∂θ_0/∂u) / (∂θ_0/∂t).
     fleet = cj.Fleet(compute=[10.0, 9.0, 12.0], write=[3.0, 2.0, 4.0], cap=1.5, throughput="sqrt")
     u = jnp.array([4.0, 13.0])
-    dt_du = jax.jacfwd(lambda x: cj.section_map(fleet, x)[1].return_time)(u)
-    t_star = float(cj.section_map(fleet, u)[1].return_time)
+    dt_du = jax.jacfwd(lambda x: cj.maps.section_map(fleet, x)[1].return_time)(u)
+    t_star = float(cj.maps.section_map(fleet, u)[1].return_time)
     probe = t_star * (1 - 1e-7)  # inside the last constant-rate interval before the firing
-    dtheta_du = jax.jacfwd(lambda x: cj.work_done(fleet, x, probe)[0])(u)
+    dtheta_du = jax.jacfwd(lambda x: cj.maps.work_done(fleet, x, probe)[0])(u)
     h = t_star * 1e-8
-    rate = (cj.work_done(fleet, u, probe)[0] - cj.work_done(fleet, u, probe - h)[0]) / h
+    rate = (cj.maps.work_done(fleet, u, probe)[0] - cj.maps.work_done(fleet, u, probe - h)[0]) / h
     assert 0 < float(rate) < 1  # the cap binds there, so this is not a trivial rate-1 case
     np.testing.assert_allclose(np.asarray(dt_du), -np.asarray(dtheta_du) / float(rate), rtol=1e-6)
     assert np.any(np.abs(np.asarray(dt_du)) > 1e-3)
 
 
-_pair_map = jax.jit(jax.vmap(cj.section_map, in_axes=(0, 0)))
+_pair_map = jax.jit(jax.vmap(cj.maps.section_map, in_axes=(0, 0)))
 
 
 @pytest.mark.parametrize("write", [1.0, 4.0, 9.5])
@@ -138,19 +138,19 @@ def test_claim1_pair_map_moves_for_heterogeneous_jobs_under_binding_cap():
 def test_map_flags_order_change_with_nan():
     # A much faster job 1 fires twice before job 0 returns: the gap map is undefined there.
     fleet = cj.Fleet(compute=[10.0, 2.0, 10.0], write=[1.0, 0.5, 1.0])
-    a_next, info = cj.gap_return_map(fleet, jnp.array([1.0, 3.0]))
+    a_next, info = cj.maps.gap_return_map(fleet, jnp.array([1.0, 3.0]))
     assert np.all(np.isnan(np.asarray(a_next)))
-    assert int(info.status) & cj.maps.STATUS_ORDER_CHANGED
-    bad, info = cj.gap_return_map(fleet, jnp.array([-1.0, 3.0]))
-    assert np.all(np.isnan(np.asarray(bad))) and int(info.status) & cj.maps.STATUS_OUT_OF_DOMAIN
+    assert int(info.status) & cj.Status.ORDER_CHANGED
+    bad, info = cj.maps.gap_return_map(fleet, jnp.array([-1.0, 3.0]))
+    assert np.all(np.isnan(np.asarray(bad))) and int(info.status) & cj.Status.OUT_OF_DOMAIN
 
 
 def test_map_rejects_batched_fleet_and_wrong_shape():
     fleet = cj.Fleet(compute=np.full((2, 3), 10.0), write=np.full((2, 3), 1.0))
     with pytest.raises(ValueError, match="single fleet"):
-        cj.gap_return_map(fleet, jnp.zeros(2))
+        cj.maps.gap_return_map(fleet, jnp.zeros(2))
     with pytest.raises(ValueError, match="shape"):
-        cj.gap_return_map(fleet[0], jnp.zeros(3))
+        cj.maps.gap_return_map(fleet[0], jnp.zeros(3))
 
 
 def _cyclic_order_kept(fire_times):
@@ -218,8 +218,8 @@ def test_maps_refuse_delayed_and_async_fleets_with_nan_and_flag():
     # silently wrong number (the base-model map would be returned otherwise).
     for options in (dict(delay=2.0), dict(async_fraction=0.5)):
         fleet = cj.Fleet(compute=[10.0, 10.0], write=[3.0, 3.0], cap=1.0, throughput="linear", **options)
-        value, info = cj.section_map(fleet, jnp.array([4.0]))
-        assert np.isnan(float(value[0])) and int(info.status) & cj.maps.STATUS_UNSUPPORTED
-        value, info = cj.gap_return_map(fleet, jnp.array([4.0]))
-        assert np.isnan(float(value[0])) and int(info.status) & cj.maps.STATUS_UNSUPPORTED
-        assert np.isnan(float(cj.work_done(fleet, jnp.array([4.0]), 1.0)[0]))
+        value, info = cj.maps.section_map(fleet, jnp.array([4.0]))
+        assert np.isnan(float(value[0])) and int(info.status) & cj.Status.UNSUPPORTED
+        value, info = cj.maps.gap_return_map(fleet, jnp.array([4.0]))
+        assert np.isnan(float(value[0])) and int(info.status) & cj.Status.UNSUPPORTED
+        assert np.isnan(float(cj.maps.work_done(fleet, jnp.array([4.0]), 1.0)[0]))

@@ -12,7 +12,7 @@ Points include a = 0, jobs firing together with job 0 (at the start and at the r
 exact ties between events (every time-like input on a dyadic grid, integer f and caps, so
 ties are exact in the oracle), points on the domain's edges and outside it, identical and
 heterogeneous, capped and uncapped fleets. Values must agree to 1e-9 relative; the status
-must carry STATUS_ORDER_CHANGED / STATUS_OUT_OF_DOMAIN exactly where the exact map says so
+must carry Status.ORDER_CHANGED / Status.OUT_OF_DOMAIN exactly where the exact map says so
 (other bits, such as one for points where the map is not differentiable, are not judged).
 
 25 hypothesis examples per property in the default tier; the slow tier
@@ -35,8 +35,8 @@ from reference import simulate_reference, state_at_first_firing
 N_SLOTS = 5  # every fleet is padded to this many job slots (padding after the active jobs)
 RTOL = 1e-9
 ATOL_OF_SCALE = 1e-12  # absolute tolerance, relative to the fleet's longest solo cycle
-ORDER = cj.maps.STATUS_ORDER_CHANGED
-DOMAIN = cj.maps.STATUS_OUT_OF_DOMAIN
+ORDER = cj.Status.ORDER_CHANGED
+DOMAIN = cj.Status.OUT_OF_DOMAIN
 # Exactly distinct events closer than this (relative to the cycle) are below what float64
 # can separate (the engine snaps events within a few ulps of the clock together).
 RESOLUTION = 1e-12
@@ -46,8 +46,8 @@ DEFAULT = settings(max_examples=25, **_common)
 MANY = settings(max_examples=500, **_common)
 
 # One compiled program per map: every fleet has N_SLOTS slots, a cap array and an f table.
-_section = jax.jit(cj.section_map)
-_gap = jax.jit(cj.gap_return_map)
+_section = jax.jit(cj.maps.section_map)
+_gap = jax.jit(cj.maps.gap_return_map)
 
 
 # --- fleets ---------------------------------------------------------------------------------
@@ -156,8 +156,8 @@ def exact_section(spec, u):
     scale = max(instants[-1], max(T[j] + d[j] for j in range(n)))
     resolvable = all(b - a > RESOLUTION * scale for a, b in zip(instants, instants[1:]))
     writers, computing = state["most_writing"], state["most_computing"]
-    branch = (cj.BRANCH_OVERLAPPING if writers >= n and computing >= n
-              else cj.BRANCH_COLLISION_FREE if writers <= 1 else cj.BRANCH_MIXED)
+    branch = (cj.maps.BRANCH_OVERLAPPING if writers >= n and computing >= n
+              else cj.maps.BRANCH_COLLISION_FREE if writers <= 1 else cj.maps.BRANCH_MIXED)
     return dict(u_next=u_next, time=state["time"], fire_times=fire_times, start=u,
                 fired_once=all(len(fire_times[j]) == 1 for j in range(1, n)), resolvable=resolvable,
                 n_events=state["n_events"], max_writers=writers, branch=branch)
@@ -319,18 +319,18 @@ def test_exact_map_by_hand():
     assert exact["time"] == 14 and exact["u_next"] == [12, 3] and exact["a_next"] == [0, 3]
     assert exact["order_kept"] and exact["fire_times"][1:] == [[14], [5]]
     assert exact["n_events"] == 4 and exact["max_writers"] == 2  # t = 4, 5, 7, 14
-    assert exact["branch"] == cj.BRANCH_MIXED
+    assert exact["branch"] == cj.maps.BRANCH_MIXED
     # All three together (the fixed point a = 0; the same state listed with u = T + d):
     # three writers drain at 1/3 until t = 6, compute 10, fire together at 16.
     for a in ([0.0, 0.0], [12.0, 0.0]):
         exact = exact_gap(SYNC3, a)
         assert exact["time"] == 16 and exact["a_next"] == [0, 0] and exact["order_kept"]
-        assert exact["branch"] == cj.BRANCH_OVERLAPPING and exact["n_events"] == 2
+        assert exact["branch"] == cj.maps.BRANCH_OVERLAPPING and exact["n_events"] == 2
     # Job 2 just fired with job 0 but is listed last: at the return it leads, order changed.
     assert not exact_gap(SYNC3, [5.0, 7.0])["order_kept"]
     # Collision-free stagger, write windows touching: gaps kept exactly.
     exact = exact_gap(SYNC3, [2.0, 2.0])
-    assert exact["a_next"] == [2, 2] and exact["order_kept"] and exact["branch"] == cj.BRANCH_COLLISION_FREE
+    assert exact["a_next"] == [2, 2] and exact["order_kept"] and exact["branch"] == cj.maps.BRANCH_COLLISION_FREE
     assert exact_gap(SYNC3, [-0.125, 1.0]) is None and exact_gap(SYNC3, [6.0, 6.125]) is None
 
 

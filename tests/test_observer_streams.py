@@ -86,7 +86,7 @@ def test_gaps_observer_on_any_time_ordered_stream(seed, n_jobs, n_cycles, spread
     final = FinalView(time=jnp.array([np.nanmax(fire)]), async_fraction=jnp.zeros(1), active=jnp.asarray(active)[None],
                       horizon=None, n_writers=jnp.zeros(1, jnp.int32), fire_count=_fire_counts(fire))
     got = np.asarray(observer.finalize(state, final, jnp.ones(1, bool)))[0]
-    want = np.asarray(cj.smallest_gap(fire))
+    want = np.asarray(cj.analysis.smallest_gap(fire))
     np.testing.assert_array_equal(got, want)
 
 
@@ -106,7 +106,7 @@ def test_a_cycle_that_ends_as_the_next_begins_has_a_zero_gap_in_either_order():
     # Job 1's first firing and job 0's second share t = 1: cycle 0 closes with a gap of
     # zero (no interleaving: `smallest_gap` compares strictly), whichever the loop sees first.
     fire = np.array([[0.0, 1.0, 2.5], [1.0, 2.0, 3.0]])
-    want = np.asarray(cj.smallest_gap(fire))
+    want = np.asarray(cj.analysis.smallest_gap(fire))
     assert want.tolist()[:2] == [0.0, 0.5]
     for stream in ([(0.0, 0), (1.0, 1), (1.0, 0), (2.0, 1), (2.5, 2), (3.0, 2)],
                    [(0.0, 0), (1.0, 0), (1.0, 1), (2.0, 1), (2.5, 2), (3.0, 2)]):
@@ -117,7 +117,7 @@ def test_a_cycle_that_interleaves_with_the_one_before_is_nan():
     # Job 0 fires cycle 1 (t = 0.9) before job 1 fires cycle 0 (t = 1): cycles 0 and 1
     # interleave, so both are NaN although cycle 1 alone looks fine; cycle 2 is valid.
     fire = np.array([[0.0, 0.9, 2.0, 3.0], [1.0, 1.5, 2.5, 3.5]])
-    want = np.asarray(cj.smallest_gap(fire))
+    want = np.asarray(cj.analysis.smallest_gap(fire))
     np.testing.assert_array_equal(want, [np.nan, np.nan, 0.5, np.nan])
     jobs, cycles = np.nonzero(np.isfinite(fire))
     stream = sorted(zip(fire[jobs, cycles], cycles))
@@ -129,7 +129,7 @@ def test_two_late_firings_of_one_cycle_at_one_instant_keep_the_cycle_before_vali
     # interleaves (NaN) but is full, so cycle 0 keeps its gap of 1. One iteration with a
     # column per job, as the general engine switches an instant.
     fire = np.array([[0.0, 4.0, 5.0, 6.0], [1.0, 4.5, 5.5, 6.5], [2.0, 7.0, np.nan, np.nan], [3.0, 7.0, np.nan, np.nan]])
-    want = np.asarray(cj.smallest_gap(fire))
+    want = np.asarray(cj.analysis.smallest_gap(fire))
     assert want[0] == 1.0 and np.all(np.isnan(want[1:]))
     observer = GapsObserver(4, 4)
     state = observer.init(1, jnp.float64)
@@ -166,7 +166,7 @@ def test_ordered_gaps_observer_on_cyclically_ordered_streams(seed, n_jobs, n_cyc
     final = FinalView(time=jnp.array([np.nanmax(fire)]), async_fraction=jnp.zeros(1), active=jnp.ones((1, n_jobs), bool),
                       horizon=None, n_writers=jnp.zeros(1, jnp.int32), fire_count=_fire_counts(fire))
     got = np.asarray(observer.finalize(state, final, jnp.ones(1, bool)))[0]
-    np.testing.assert_array_equal(got, np.asarray(cj.smallest_gap(fire)))
+    np.testing.assert_array_equal(got, np.asarray(cj.analysis.smallest_gap(fire)))
 
 
 def test_the_streams_reach_every_case():
@@ -180,6 +180,6 @@ def test_the_streams_reach_every_case():
         cycle = np.unravel_index(order, fire.shape)[1]
         deep |= bool(np.any(np.maximum.accumulate(cycle) - cycle >= 2))
         ties |= bool(np.any(np.isin(fire[:, 1:], fire[:, :-1])))
-        gaps = np.asarray(cj.smallest_gap(fire))[:-1]
+        gaps = np.asarray(cj.analysis.smallest_gap(fire))[:-1]
         mixed |= bool(np.isnan(gaps).any() and np.isfinite(gaps).any())
     assert deep and ties and mixed

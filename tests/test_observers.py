@@ -43,7 +43,7 @@ def _rel_close(got, want):
 
 def _count_on(fire, end, t_start, t_stop):
     """(time at each count, max count) of one fleet's trace on [t_start, t_stop]."""
-    times, counts = cj.writer_count(fire, end)
+    times, counts = cj.analysis.writer_count(fire, end)
     edges = np.concatenate([[-np.inf], times, [np.inf]])
     values = np.concatenate([[0], counts])
     spent = np.zeros(N_JOBS + 1)
@@ -61,7 +61,7 @@ def _check_against_trace(fleet, trace, horizon=None):
     if horizon is not None:  # writes still open at the horizon count up to it
         end = np.where(np.isfinite(fire) & np.isnan(end), horizon, end)
     assert np.all(np.asarray(trace.ok))
-    np.testing.assert_array_equal(np.asarray(trace.gaps), np.asarray(cj.smallest_gap(fire)))
+    np.testing.assert_array_equal(np.asarray(trace.gaps), np.asarray(cj.analysis.smallest_gap(fire)))
     t_start, t_stop = cj.analysis.observed_bounds(fire, end)
     if horizon is not None:
         t_start = np.max(np.where(np.asarray(fleet.active), fire[..., 0], -np.inf), axis=-1)
@@ -74,7 +74,8 @@ def _check_against_trace(fleet, trace, horizon=None):
         assert int(trace.writers.max[b]) == most
     if horizon is None:
         np.testing.assert_array_equal(trace.writers.excursions, cj.analysis.writer_excursions(fire, end, levels))
-        _rel_close(trace.writers.time / np.diff(trace.writers.window, axis=1), cj.writer_distribution(fire, end))
+        _rel_close(trace.writers.time / np.diff(trace.writers.window, axis=1),
+                   cj.analysis.writer_distribution(fire, end))
 
 
 @settings(max_examples=6, deadline=None)

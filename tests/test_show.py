@@ -41,7 +41,7 @@ def test_ensemble_with_jitter_needs_a_key():
         return fleet, cj.initial_state(fleet)
 
     with pytest.raises(ValueError, match=r"^key is needed.*jitter"):
-        cj.run_ensemble(chunk, 3, 3, chunk_size=3, jitter=0.1, progress=False)
+        cj.ensemble.run_ensemble(chunk, 3, 3, chunk_size=3, jitter=0.1, progress=False)
 
 
 # -- per-job fields accept scalars alike -----------------------------------------------------

@@ -244,7 +244,7 @@ def test_unit_size_fleet_batched_with_sized_fleets_is_unchanged(delay, alpha):
 # --- routing ----------------------------------------------------------------------------------
 
 def test_auto_routes_sized_and_fcfs_fleets_to_the_general_engine():
-    from ckpt_jax.fast import choose_paths
+    from ckpt_jax._loops import choose_paths
 
     sizes = np.ones((3, 8))
     sizes[1, 2] = 2.0
@@ -300,9 +300,9 @@ def test_fleet_indexing_and_pytree_keep_sizes_and_policies():
 def test_random_launches_records_sizes_and_policies_only_where_not_default():
     import jax
 
-    plain = cj.random_launches(np.full(3, 2.0), np.ones(3), key=jax.random.key(0))
+    plain = cj.ensemble.random_launches(np.full(3, 2.0), np.ones(3), key=jax.random.key(0))
     assert "size" not in plain.config and "storage_policy" not in plain.config
-    sized = cj.random_launches(np.full(3, 2.0), np.ones(3), key=jax.random.key(0), size=[1.0, 2.0, 4.0],
+    sized = cj.ensemble.random_launches(np.full(3, 2.0), np.ones(3), key=jax.random.key(0), size=[1.0, 2.0, 4.0],
                                storage_policy="fcfs")
     assert sized.config["size"] == [1.0, 2.0, 4.0] and sized.config["storage_policy"] == "fcfs"
     fleet, state = sized(0, 2)
@@ -317,11 +317,11 @@ def test_return_maps_and_coupling_follow_sizes():
     # Unequal sizes under a binding cap: the pair is no longer neutral (claim 9a), and
     # the map is differentiable through the size-aware loop.
     pair = cj.Fleet([10.0, 10.0], [1.0, 1.0], cap=1.5, size=[1.0, 2.0])
-    a_next, info = cj.gap_return_map(pair, jnp.array([3.0]))
+    a_next, info = cj.maps.gap_return_map(pair, jnp.array([3.0]))
     assert int(info.status) == 0 and abs(float(a_next[0]) - 3.0) > 1e-3
-    jacobian, _ = jax.jacfwd(cj.gap_return_map, argnums=1, has_aux=True)(pair, jnp.array([3.0]))
+    jacobian, _ = jax.jacfwd(cj.maps.gap_return_map, argnums=1, has_aux=True)(pair, jnp.array([3.0]))
     assert np.isfinite(np.asarray(jacobian)).all()
     equal = cj.Fleet([10.0, 10.0], [1.0, 1.0], cap=1.5, size=[2.0, 2.0])
-    np.testing.assert_allclose(cj.gap_return_map(equal, jnp.array([3.0]))[0], [3.0], rtol=1e-12)
+    np.testing.assert_allclose(cj.maps.gap_return_map(equal, jnp.array([3.0]))[0], [3.0], rtol=1e-12)
     # The coupling function follows sizes too (claim 9a): non-zero for the unequal pair.
-    assert np.max(np.abs(np.asarray(cj.coupling_function(pair, np.array([1.0, 4.0])).coupling))) > 1e-3
+    assert np.max(np.abs(np.asarray(cj.coupling.coupling_function(pair, np.array([1.0, 4.0])).coupling))) > 1e-3

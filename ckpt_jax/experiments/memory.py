@@ -164,11 +164,6 @@ def order_only_curve(lags, partners: int) -> np.ndarray:
     return same_cycle / partners
 
 
-def _bootstrap_se(values: np.ndarray, n_boot: int, rng: np.random.Generator) -> float:
-    """Bootstrap standard error of the mean of per-launch values (B,)."""
-    return bootstrap_interval(values, n_boot, rng)[2]
-
-
 def bootstrap_interval(values: np.ndarray, n_boot: int, rng: np.random.Generator):
     """Percentile interval (`rules.CONFIDENCE`) and standard error of the mean of (B,) values."""
     draws = rng.integers(0, values.size, (n_boot, values.size))

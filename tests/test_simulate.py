@@ -1,5 +1,5 @@
-"""Engine behaviour: exact simultaneity, claim 1 (pairwise neutrality), batching, jitter,
-bounded loops and input validation. The oracle comparison lives in test_engine_oracle.py."""
+"""`simulate`: exact simultaneity, claim 1 (pairwise neutrality), batching, jitter, bounded
+loops and input validation. The oracle comparison lives in test_engine_oracle.py."""
 
 import math
 
@@ -159,10 +159,10 @@ def test_jitter_reproducible_on_any_batch_layout():
 
 def test_jitter_work_is_positive_and_has_the_right_spread():
     keys = jax.vmap(jax.random.fold_in, in_axes=(None, 0))(jax.random.key(1), jnp.arange(4000))
-    work = jax.vmap(cj.jitter_work, in_axes=(0, None, None, None))(keys, jnp.float64(1.0), jnp.float64(0.2), 3)
+    work = jax.vmap(cj.loop.jitter_work, in_axes=(0, None, None, None))(keys, jnp.float64(1.0), jnp.float64(0.2), 3)
     assert float(work.min()) > 0
     assert abs(float(work.mean()) - 1.0) < 0.02 and abs(float(work.std()) - 0.2) < 0.02
-    heavy = jax.vmap(cj.jitter_work, in_axes=(0, None, None, None))(keys, jnp.float64(1.0), jnp.float64(5.0), 3)
+    heavy = jax.vmap(cj.loop.jitter_work, in_axes=(0, None, None, None))(keys, jnp.float64(1.0), jnp.float64(5.0), 3)
     assert float(heavy.min()) > 0  # truncated: the work stays positive
 
 
@@ -172,7 +172,7 @@ def test_max_events_stops_with_ok_false_and_can_raise():
     trace = cj.simulate(fleet, state, n_fires=10, max_events=25)
     # The staggered fleet needs ~60 events; the synchronous one needs 20.
     assert np.asarray(trace.ok).tolist() == [False, True]
-    assert int(trace.status[0]) & cj.STATUS_MAX_EVENTS
+    assert int(trace.status[0]) & cj.Status.MAX_EVENTS
     assert int(trace.n_events[0]) == 25
     with pytest.raises(RuntimeError, match="max_events"):
         cj.simulate(fleet, state, n_fires=10, max_events=25, throw=True)

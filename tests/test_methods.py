@@ -1,12 +1,14 @@
-"""The FIFO path (`ckpt_jax.fast`) against the general engine: same traces, same exact
-simultaneity, and `method="auto"` choosing it per fleet only where it is exact."""
+"""`simulate`'s fast methods (FIFO and clock, `ckpt_jax._loops`) against the general engine:
+same traces, same exact simultaneity, and `method="auto"` choosing them per fleet only where
+they are exact."""
 
 import jax
 import numpy as np
 import pytest
 
 import ckpt_jax as cj
-from ckpt_jax import fast, sharding
+from ckpt_jax import _loops, sharding
+from ckpt_jax._loops.fifo import ring_ranks
 
 THROUGHPUTS = [None, "sqrt", "degrading", "linear", "saturating"]
 
@@ -121,7 +123,7 @@ def test_clock_path_rejects_delay_and_async():
         with pytest.raises(ValueError, match="clock"):
             cj.simulate(fleet, cj.initial_state(fleet), 3, method="clock")
     fleet = cj.Fleet(np.full((2, 9), 5.0) + np.arange(9), np.ones((2, 9)), delay=np.array([0.0, 0.5]))
-    np.testing.assert_array_equal(fast.choose_paths(fleet, None, "auto"), ["clock", "general"])
+    np.testing.assert_array_equal(_loops.choose_paths(fleet, None, "auto"), ["clock", "general"])
 
 
 @pytest.mark.parametrize("cap, throughput", [(None, "shared"), (None, "sqrt"), (1.3, "linear"), (0.8, "shared"), (1.2, "degrading")])
@@ -167,12 +169,12 @@ def test_eligibility_is_decided_per_fleet():
     compute = np.array([[5.0, 5.0, 5.0], [5.0, 6.0, 5.0], [4.0, 4.0, 1.0], [3.0, 3.0, 3.0]])
     active = np.array([[True] * 3, [True] * 3, [True, True, False], [True] * 3])
     fleet = cj.Fleet(compute, np.ones((4, 3)), active=active, delay=[0.0, 0.0, 0.0, 0.5])
-    np.testing.assert_array_equal(fast.fifo_eligible(fleet), [True, False, True, False])
-    assert not fast.fifo_applies(fleet)
-    assert not fast.fifo_eligible(fleet, jitter=0.1).any()
+    np.testing.assert_array_equal(_loops.fifo_eligible(fleet), [True, False, True, False])
+    assert not bool(np.all(_loops.fifo_eligible(fleet)))
+    assert not _loops.fifo_eligible(fleet, jitter=0.1).any()
     async_fleet = cj.Fleet(np.full(3, 5.0), np.ones(3), async_fraction=0.5)
-    assert not fast.fifo_applies(async_fleet)
-    assert fast.fifo_applies(cj.Fleet(np.full(3, 5.0), np.ones(3)), jitter=0.0)
+    assert not bool(np.all(_loops.fifo_eligible(async_fleet)))
+    assert bool(np.all(_loops.fifo_eligible(cj.Fleet(np.full(3, 5.0), np.ones(3)), jitter=0.0)))
 
 
 def test_auto_decides_per_fleet_and_matches_each_fleet_alone():
@@ -188,7 +190,7 @@ def test_auto_decides_per_fleet_and_matches_each_fleet_alone():
     state = cj.random_state(fleet, jax.random.key(4))
     batch = cj.simulate(fleet, state, 20)
     expected = ["fifo", "clock", "general", "fifo"]
-    assert fast.FIFO_MIN_JOBS == 8
+    assert _loops.FIFO_MIN_JOBS == 8
     for b in range(4):
         alone_state = cj.State(state.phase[b], state.remaining[b])
         alone = cj.simulate(fleet[b], alone_state, 20)
@@ -214,7 +216,7 @@ def test_fast_path_event_budget_stops_with_ok_false(method):
     fleet = cj.Fleet(np.full(4, 5.0), np.ones(4))
     state = cj.state_from_positions(fleet, [0.0, 1.5, 3.0, 4.5])
     trace = cj.simulate(fleet, state, 10, method=method, max_events=7)
-    assert not bool(trace.ok) and int(trace.status) & cj.STATUS_MAX_EVENTS
+    assert not bool(trace.ok) and int(trace.status) & cj.Status.MAX_EVENTS
     assert int(trace.n_events) == 7
     # It stops after exactly those 7 events: the general engine's partial trace, bit for bit.
     general = cj.simulate(fleet, state, 10, method="general", max_events=7)
@@ -264,7 +266,7 @@ def test_ring_ranks_are_a_stable_lexsort(n_jobs):
     rng = np.random.default_rng(n_jobs)
     group = rng.integers(0, 3, (40, n_jobs))
     remaining = rng.choice([0.0, 0.5, 1.0, 2.0, 1e-300, 3.3, np.nextafter(3.3, 4)], (40, n_jobs))
-    got = np.asarray(fast.ring_ranks(jnp.asarray(group), jnp.asarray(remaining)))
+    got = np.asarray(ring_ranks(jnp.asarray(group), jnp.asarray(remaining)))
     key = np.where(group == 2, 0.0, remaining)  # padding (group 2) in index order
     order = np.array([np.lexsort((np.arange(n_jobs), key[b], group[b])) for b in range(40)])
     np.testing.assert_array_equal(got, np.argsort(order, axis=1))
