@@ -156,11 +156,10 @@ def check_agreement():
     import numpy as np
 
     import ckpt_jax as cj
+    from ckpt_jax._snapping import SNAP_ULPS
     from numba_engine import _SNAP_ULPS, simulate_numba
 
-    from ckpt_jax import engine
-
-    assert _SNAP_ULPS == engine._SNAP_ULPS, "numba_engine._SNAP_ULPS must match the engine"
+    assert _SNAP_ULPS == SNAP_ULPS, "numba_engine._SNAP_ULPS must match the engine"
     rng = np.random.default_rng(1)
     n_fleets, n_jobs, n_fires = 40, 6, 25
     results = {}
@@ -228,13 +227,14 @@ def worker(config, repeats):
     import numpy as np
 
     import ckpt_jax as cj
+    from ckpt_jax._validate import default_max_events
     from numba_engine import simulate_numba
 
     n_fires = config["n_fires"]
     row = dict(config)
     row["rss_start_mb"] = max_rss_mb()
     fleet, state = build(config)
-    max_events = cj.engine.default_max_events(fleet.n_jobs, n_fires, fleet)
+    max_events = default_max_events(fleet.n_jobs, n_fires, fleet)
     big = config["n_fleets"] * config["n_jobs"] ** 2 * n_fires >= 3e6
     reps = 2 if big else repeats  # 2: the first steady call also pays first-touch page faults
     traces = {}

@@ -2,7 +2,9 @@
 moved to `ckpt_jax._loops` and the front door to `ckpt_jax._simulate`. Use the names of
 `ckpt_jax` itself (`cj.simulate`, `cj.Trace`, `cj.STATUS_*`) or `ckpt_jax.loop`."""
 
-from ._params import SNAP_ULPS, check_method, default_max_events, flat_params, jitter_work, time_bound, trace_bytes
+from ._params import flat_params, jitter_work
+from ._snapping import SNAP_ULPS
+from ._validate import check_method, default_max_events, time_bound, trace_bytes
 from ._simulate import (
     STATUS_MAX_EVENTS,
     STATUS_NONFINITE,

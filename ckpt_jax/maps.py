@@ -21,6 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import loop
+from ._rates import variants
 from ._status import flag
 from ._status import Status
 from ._validate import check_int
@@ -184,7 +185,7 @@ def _section_step(fleet: Fleet, u, max_events: int):
     u_next = jnp.where(final.draining, final.write_left, 0) + final.compute_left
     status = final.status  # `advance_to_firing` flags a missed firing (MAX_EVENTS)
     status = status | flag(~in_domain, STATUS_OUT_OF_DOMAIN)
-    status = status | flag((params.delay > 0) | (params.async_fraction > 0), STATUS_UNSUPPORTED)
+    status = status | flag(~variants(fleet).instant_blocking, STATUS_UNSUPPORTED)
     # Each other job must fire exactly once, in its section order (claim 3's order).
     fired_once = jnp.all(~params.active[1:] | (final.fire_count[1:] == 1))
     status = status | flag(~fired_once, STATUS_ORDER_CHANGED)
@@ -299,8 +300,7 @@ def work_done(fleet: Fleet, u, time, *, max_events: int | None = None):
         params.write - final.write_left,
         params.write + params.compute - final.compute_left,
     )
-    unsupported = (params.delay > 0) | (params.async_fraction > 0)
-    return jnp.where(unsupported, jnp.nan, theta)
+    return jnp.where(variants(fleet).instant_blocking, theta, jnp.nan)
 
 
 def spectrum(fleet: Fleet, a, *, rtol: float = 1e-9) -> Spectrum:

@@ -149,7 +149,7 @@ def _simulate(args) -> int:
     jitter_key = jax.random.fold_in(seed_key(args.seed), 1)
     work = n_fleets * n_jobs * n_cycles
     if args.horizon is not None:  # the horizon, not the trace's cycles, says how long the run is
-        from .._params import horizon_events
+        from .._validate import horizon_events
 
         work = max(work, n_fleets * float(np.max(horizon_events(fleet, args.horizon))) / 2)
     devices, n_devices = devices_for(args.device_info, n_fleets)
