@@ -158,7 +158,7 @@ def check_agreement():
     from numba_engine import _SNAP_ULPS, simulate_numba
 
     import ckpt_jax as cj
-    from ckpt_jax._params import SNAP_ULPS
+    from ckpt_jax._snapping import SNAP_ULPS
 
     assert _SNAP_ULPS == SNAP_ULPS, "numba_engine._SNAP_ULPS must match ckpt_jax's SNAP_ULPS"
     rng = np.random.default_rng(1)
@@ -229,7 +229,7 @@ def worker(config, repeats):
     from numba_engine import simulate_numba
 
     import ckpt_jax as cj
-    from ckpt_jax._params import default_max_events
+    from ckpt_jax._validate import default_max_events
 
     n_fires = config["n_fires"]
     row = dict(config)

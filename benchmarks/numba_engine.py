@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-# Must equal ckpt_jax._params.SNAP_ULPS (checked by bench.py's agreement test).
+# Must equal ckpt_jax._snapping.SNAP_ULPS (checked by bench.py's agreement test).
 _SNAP_ULPS = 8
 STATUS_MAX_EVENTS = 1  # int(ckpt_jax.Status.MAX_EVENTS): Numba code takes plain ints
 STATUS_NONFINITE = 2  # int(ckpt_jax.Status.NONFINITE)

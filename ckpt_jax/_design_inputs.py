@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._params import check_horizon_events
+from ._validate import check_horizon_events
 from .model import Fleet
 
 __all__ = ["LAUNCHES", "interval_from_theta", "offset_from_theta", "theta_from_interval", "labels_of", "check_inputs",

@@ -16,13 +16,13 @@ import numpy as np
 from . import _observe, sharding
 from ._loops import LoopResult, PATHS, choose_paths, general, virtual
 from ._observe import JobStats, SaveAt, WriterStats
-from ._params import (
-    MAX_FIRES, check_failure_times, check_horizon, check_horizon_events, check_method, check_time_bound,
-    check_trace_memory, default_max_events, fires_before, flat_params, horizon_events, listed_failure_events,
-)
-from ._sharing import Sharing, sharing_for, sized
+from ._params import flat_params
+from ._rates import Sharing, sharing_for, variants
 from ._status import Status, describe_status, flag
-from ._validate import check_int, check_key_given
+from ._validate import (
+    MAX_FIRES, check_failure_times, check_horizon, check_horizon_events, check_int, check_key_given, check_method,
+    check_time_bound, check_trace_memory, default_max_events, fires_before, horizon_events, listed_failure_events,
+)
 from .model import Fleet, State, check_state
 
 __all__ = ["Trace", "simulate", "STATUS_OK", "STATUS_MAX_EVENTS", "STATUS_NONFINITE", "STATUS_QUEUE_OVERFLOW", "STATUS_STALLED"]
@@ -250,15 +250,16 @@ def simulate(
         raise ValueError(f"throw must be True or False, got {throw!r}")
     devices = sharding.resolve_devices(devices)
     params = flat_params(fleet, jitter, key, fleet_offset, failure_times)  # validates jitter, key and offset
+    uses = variants(fleet, jitter)
     n_fleets = params.compute.shape[0]
     if horizon is None:
         check_time_bound(fleet, n_fires, jitter)
     elif default_budget:  # a budget the caller chose may stop the run on purpose
         check_horizon_events(fleet, horizon, jitter, max_events)
     trace_len = n_fires if save.trace else 0
-    check_trace_memory(fleet, trace_len, queue_size if np.any(np.asarray(fleet.delay) > 0) else 1, devices)
+    check_trace_memory(fleet, trace_len, queue_size if np.any(uses.delay) else 1, devices)
     path = choose_paths(fleet, jitter, "general" if failure_times is not None else method).reshape(n_fleets)
-    use_jitter = jitter is not None and bool(np.any(np.asarray(jitter) > 0))  # validated by flat_params
+    use_jitter = bool(np.any(uses.jitter))
     check_key_given(key, use_jitter, drawn_failures=fleet.has_failures and failure_times is None)
     options = dict(
         n_fires=MAX_FIRES if horizon is not None else n_fires,
@@ -269,8 +270,8 @@ def simulate(
         max_events=max_events,
         queue_size=queue_size,
         use_jitter=use_jitter,
-        use_delay=bool(np.any(np.asarray(fleet.delay) > 0)),
-        use_async=bool(np.any(np.asarray(fleet.async_fraction) > 0)),
+        use_delay=bool(np.any(uses.delay)),
+        use_async=bool(np.any(uses.asynchronous)),
         use_failures=use_failures,
         progress=progress,
         devices=devices,
@@ -282,7 +283,7 @@ def simulate(
     remaining = jnp.reshape(state.remaining, params.compute.shape).astype(fleet.dtype)
     # "auto" decides per fleet, so a fleet's trace never depends on what it is batched with;
     # on the general engine, unit-size fleets run apart from sized ones (`sharing_for`).
-    with_sizes = sized(fleet).reshape(n_fleets)
+    with_sizes = uses.sized.reshape(n_fleets)
     groups = [(name, path == name, Sharing()) for name in PATHS if name != "general"]
     groups += [("general", (path == "general") & (with_sizes == has_sizes), sharing_for(fleet, has_sizes))
                for has_sizes in (False, True)]

@@ -23,7 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import loop
-from ._sharing import compute_speed, controller_load
+from ._rates import compute_speed, controller_load, variants
 from ._status import Status, describe_status
 from ._validate import check_int
 from .model import Fleet
@@ -355,7 +355,7 @@ def coupling_function(
     compute_np = np.asarray(fleet_pair.compute, np.float64)
     period = np.asarray(fleet_pair.write, np.float64) / write_speed + compute_np / speed
     solo_return_time = float(solo_return)
-    if float(params.delay) == 0 and float(params.async_fraction) == 0:
+    if variants(fleet_pair).instant_blocking:
         phase_lags = time_phase(lags, compute_np[1], write_speed, speed[1])
         phase_coupling = _wrap(np.diff(phase_lags, axis=1) + solo_return_time, period[1])
     else:

@@ -52,9 +52,8 @@ import numpy as np
 
 from . import _manifest
 from ._io import atomic_write
-from ._validate import check_int, check_key_given
-from ._params import check_method
-from ._sharing import non_default_sharing
+from ._rates import non_default_sharing
+from ._validate import check_int, check_key_given, check_method
 from .model import Fleet, State, random_state
 
 if TYPE_CHECKING:

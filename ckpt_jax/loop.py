@@ -39,8 +39,8 @@ Example: the time until job 0 of a synchronous pair fires again.
 
 from ._loops.general import Carry, advance, advance_to_firing, init_carry, step
 from ._observe import EventView, FinalView, GapsObserver, JobsObserver, WritersObserver
-from ._params import Params, computing_mask, flat_params, jitter_work
-from ._sharing import Sharing, sharing_for
+from ._params import Params, flat_params, jitter_work
+from ._rates import Sharing, computing_mask, sharing_for
 
 __all__ = [
     "Carry", "Params", "Sharing", "flat_params", "init_carry", "step", "advance", "advance_to_firing", "computing_mask",

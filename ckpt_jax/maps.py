@@ -21,6 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import loop
+from ._rates import variants
 from ._status import flag
 from ._status import Status
 from ._validate import check_int
@@ -170,7 +171,7 @@ def _section_step(fleet: Fleet, u, max_events: int):
     # The maps are defined for the base model: with a controller delay the state at a firing
     # includes the pending updates, and with asynchronous checkpoints a draining job's compute
     # progress; neither is a function of the section coordinates (use `ckpt_jax.coupling`).
-    status = status | flag((params.delay > 0) | (params.async_fraction > 0), Status.UNSUPPORTED)
+    status = status | flag(~variants(fleet).instant_blocking, Status.UNSUPPORTED)
     # Each other job must fire exactly once, in its section order (claim 3's order).
     fired_once = jnp.all(~params.active[1:] | (final.fire_count[1:] == 1))
     status = status | flag(~fired_once, Status.ORDER_CHANGED)
@@ -288,8 +289,7 @@ def work_done(fleet: Fleet, u, time, *, max_events: int | None = None):
         params.write - final.write_left,
         params.write + params.compute - final.compute_left,
     )
-    unsupported = (params.delay > 0) | (params.async_fraction > 0)
-    return jnp.where(unsupported, jnp.nan, theta)
+    return jnp.where(variants(fleet).instant_blocking, theta, jnp.nan)
 
 
 def spectrum(fleet: Fleet, a, *, rtol: float = 1e-9) -> Spectrum:

@@ -345,7 +345,7 @@ class Fleet:
         estimate, as `ckpt_jax.fleetfile.FleetSpec.events`, to size a run to ``until=H``
         (its ``max_events``, whether it shows a progress bar): simultaneous switches count
         once, and contention slows the cycles."""
-        from ._params import horizon_events  # _params builds on this module
+        from ._validate import horizon_events  # _validate builds on this module
 
         return horizon_events(self, horizon)
 

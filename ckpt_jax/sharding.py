@@ -188,7 +188,7 @@ def run_blocks(params: Params, phase, remaining, horizon, event_limit, *, progre
     The batch is padded with inert fleets (copies of fleet 0 with no active job) to whole
     blocks. Without a progress bar all blocks run in one compiled program; with one, one
     call per group of blocks, so the bar moves. ``expected_events``: with ``until``, about
-    how many events the busiest fleet steps (`ckpt_jax._params.horizon_events`), which
+    how many events the busiest fleet steps (`ckpt_jax._validate.horizon_events`), which
     decides whether a bar is shown. Returns the `LoopResult` of all fleets.
     """
     n_fleets = params.compute.shape[0]

@@ -22,7 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._observe import FinalView
-from .._sharing import needs_general
+from .._rates import variants
 from ..model import Fleet
 
 __all__ = ["LoopResult", "record", "FIFO_MIN_JOBS", "PATHS", "choose_paths", "clock_eligible", "fifo_applies", "fifo_eligible"]
@@ -61,12 +61,8 @@ def fifo_eligible(fleet: Fleet, jitter=None) -> np.ndarray:
     """Per fleet (batch shape), whether the FIFO path is exact for it: all its active jobs
     share T and d, and it has no jitter, τ = 0 and α = 0, all sizes 1 and a storage policy
     other than "fcfs" (docs/model.md §1b). Decided on the host."""
-    batch = fleet.batch_shape
-    ok = ~needs_general(fleet)
-    if jitter is not None:
-        ok &= np.broadcast_to(np.asarray(jitter) == 0, batch)
-    ok &= np.asarray(fleet.delay) == 0
-    ok &= np.asarray(fleet.async_fraction) == 0
+    uses = variants(fleet, jitter)
+    ok = uses.virtual_clock & ~uses.jitter
     active = np.asarray(fleet.active)
     first = np.argmax(active, axis=-1)[..., None]
     for values in (np.asarray(fleet.compute), np.asarray(fleet.write)):
@@ -87,7 +83,7 @@ def clock_eligible(fleet: Fleet) -> np.ndarray:
     """Per fleet (batch shape), whether the clock path is exact for it: τ = 0, α = 0, all
     sizes 1 and a storage policy other than "fcfs" (then every writer drains at one rate
     and every computing job works at one rate, docs/model.md §1b)."""
-    return (np.asarray(fleet.delay) == 0) & (np.asarray(fleet.async_fraction) == 0) & ~needs_general(fleet)
+    return variants(fleet).virtual_clock
 
 
 def choose_paths(fleet: Fleet, jitter, method: str) -> np.ndarray:
@@ -132,10 +128,11 @@ def choose_paths(fleet: Fleet, jitter, method: str) -> np.ndarray:
 
 def sharing_reason(fleet: Fleet) -> str:
     """Why the fast loops cannot serve some fleet of the batch (docs/model.md §1b), or ""."""
-    if fleet.storage_policy == "fcfs":
+    uses = variants(fleet)
+    if uses.fcfs:
         return ("storage_policy='fcfs' (one writer drains at a time, so writers do not share one "
                 "rate and the virtual clocks do not apply)")
-    unequal = needs_general(fleet)
+    unequal = ~uses.one_rate
     if np.any(unequal):
         first = tuple(int(i) for i in np.argwhere(np.atleast_1d(unequal))[0]) if fleet.batch_shape else ()
         return (f"job sizes other than 1 (fleet {first}): under power_policy={fleet.power_policy!r} and "

@@ -43,7 +43,8 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from .._params import Params, jitter_work, snapped
+from .._params import Params, jitter_work
+from .._snapping import snapped
 
 __all__ = ["FAILURE_STREAM", "WorkCarry", "init", "up_params", "event_times", "switch"]
 

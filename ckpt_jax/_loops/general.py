@@ -25,8 +25,9 @@ import numpy as np
 
 from .. import _observe, _progress
 from .._observe import FinalView, SaveAt, observers_for
-from .._params import Params, computing_mask, jitter_work, phase_rates, snapped, to_horizon, horizon_clock
-from .._sharing import Sharing, compute_speed, controller_load, fcfs_head, write_rates
+from .._params import Params, jitter_work
+from .._rates import Sharing, compute_speed, computing_mask, controller_load, fcfs_head, phase_rates, write_rates
+from .._snapping import horizon_clock, snapped, to_horizon
 from .._status import Status, flag
 from . import LoopResult, failures
 from .events import Instant
@@ -181,7 +182,7 @@ def step(
     no inf − inf — and it must write nothing: their carry is returned unchanged.
 
     ``sharing`` (static) selects the rate rules of job sizes and sharing policies
-    (`ckpt_jax._sharing.sharing_for`; default: the base model's anonymous rates);
+    (`ckpt_jax._rates.sharing_for`; default: the base model's anonymous rates);
     ``use_failures`` (static) adds failures and restarts (docs/model.md §1c; the carry
     must come from `init_carry` with ``use_failures=True``).
     """
@@ -467,7 +468,7 @@ def run_chunked(params, state, max_events, progress, n_fleets, expected_events=N
     """Runs the loop in chunks of events so long runs can show a progress bar: in cycles
     (the slowest job's completed writes) or, with ``until``, in simulated time (percent of
     the horizon reached by the slowest fleet). ``expected_events``: with ``until``, about
-    how many events the busiest fleet steps (`ckpt_jax._params.horizon_events`); it sizes
+    how many events the busiest fleet steps (`ckpt_jax._validate.horizon_events`); it sizes
     the chunks and decides whether a bar is shown.
 
     The event limit is a traced argument, so every chunk reuses one compiled loop.

@@ -43,7 +43,9 @@ import numpy as np
 
 from .. import _observe
 from .._observe import FinalView, SaveAt
-from .._params import Params, horizon_clock, jitter_work, phase_rates, snapped, to_horizon
+from .._params import Params, jitter_work
+from .._rates import phase_rates
+from .._snapping import horizon_clock, snapped, to_horizon
 from .._status import Status
 from . import LoopResult, record
 from . import clock as clock_loop

@@ -1,0 +1,254 @@
+"""The rate rule of every policy (docs/model.md §1, §1b): how fast each computing job works
+and each writer drains, given who computes and who writes; and which variants of the model a
+fleet uses (`variants`), which decides the rules a run traces and the loops that are exact.
+
+The base model's anonymous rule is `phase_rates`: f(n_w)/n_w per writer and min(1, C/n_c)
+per computing job, written once for every loop (general, FIFO, clock), so the three agree bit
+for bit where they overlap. Job sizes and sharing policies (§1b) refine it on the general
+engine, which traces one `Sharing` per group of fleets, decided on the host (`sharing_for`):
+``Sharing()`` is the base rule and costs nothing extra. `simulate` runs the fleets whose
+sizes are all 1 on it, so with unit sizes ``"maxmin"``, ``"uniform"`` and ``"weighted"`` are
+the base model's results bit for bit, whatever the batch. The size-aware rules give the same
+values for unit sizes too (``"maxmin"``: λ = C/n_c exactly), and the same bits where the
+rates keep their shape (see `sharing_for` for the one exception).
+
+The per-job rules act on ONE fleet (arrays of shape (N,)); the loops `vmap` them. When a
+phase ends is the snapping rule, `ckpt_jax._snapping`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, NamedTuple, Optional
+
+import jax.numpy as jnp
+import numpy as np
+from jax.core import Tracer
+
+if TYPE_CHECKING:  # annotations only: the rate rule imports nothing of the package
+    from ._params import Params
+    from .model import Fleet
+
+__all__ = [
+    "Variants", "variants", "Sharing", "sharing_for", "non_default_sharing", "phase_rates", "computing_mask",
+    "controller_load", "maxmin_level", "compute_speed", "write_rates", "fcfs_head",
+]
+
+
+class Variants(NamedTuple):
+    """Which variants of the model the fleets of a batch use (docs/model.md §1, §1b, §1c):
+    boolean arrays of the batch shape, one flag per fleet, and the storage policy's one flag
+    for the batch. From `variants`, the one test of the variants a fleet uses: a run's static
+    flags, the loops that are exact for a fleet and the rules it traces all follow from it.
+
+    Attributes:
+      delay: τ > 0, the power controller acts on the load of τ earlier.
+      asynchronous: α > 0, a draining job keeps computing at α of its speed.
+      jitter: σ > 0, compute works drawn per cycle.
+      sized: some active job has a size other than 1.
+      failures: some job fails (a finite ``mtbf``).
+      fcfs: storage_policy ``"fcfs"``, one writer drains at a time (the whole batch).
+    """
+
+    delay: Any
+    asynchronous: Any
+    jitter: Any
+    sized: Any
+    failures: Any
+    fcfs: bool
+
+    @property
+    def instant_blocking(self):
+        """Where τ = 0 and α = 0: the controller acts at once and a job blocks while it
+        writes (the return maps' and the phase coupling's base model)."""
+        return ~self.delay & ~self.asynchronous
+
+    @property
+    def one_rate(self):
+        """Where every writer drains at one rate and every computing job works at one rate:
+        all sizes 1 and a storage policy other than ``"fcfs"``. Unequal sizes break that
+        under ``"maxmin"`` and ``"weighted"``, and under ``"uniform"`` the common speed
+        min(1, C/Σ_S w_j) depends on *which* jobs compute; ``"fcfs"`` drains one writer at
+        a time. Elsewhere only the general engine is exact."""
+        return np.logical_not(self.sized | self.fcfs)
+
+    @property
+    def virtual_clock(self):
+        """Where the virtual clocks of the fast loops (FIFO, clock) are exact: τ = 0, α = 0
+        and one rate per phase (`one_rate`); the base model exactly."""
+        return self.instant_blocking & self.one_rate
+
+
+def variants(fleet: Fleet, jitter=None) -> Variants:
+    """Which variants of the model each fleet of ``fleet`` uses (`Variants`), with the jitter
+    σ ``jitter`` (None: none; a validated scalar or batch-shaped σ otherwise).
+
+    Decided on the host for concrete fleets (NumPy arrays). A `Fleet` traced by `jax.vmap`
+    or `jax.jit` (as the return maps allow) gets traced flags for τ, α and failures, and for
+    sizes the flag `Fleet` recorded when it was built."""
+    arrays = (fleet.delay, fleet.async_fraction, fleet.mtbf, jitter)
+    xp = jnp if any(isinstance(x, Tracer) for x in arrays) else np
+    sigma = xp.zeros(fleet.batch_shape) if jitter is None else xp.asarray(jitter)
+    return Variants(
+        delay=xp.asarray(fleet.delay) > 0,
+        asynchronous=xp.asarray(fleet.async_fraction) > 0,
+        jitter=xp.broadcast_to(sigma > 0, fleet.batch_shape),
+        sized=_sized(fleet),
+        failures=xp.any(xp.isfinite(xp.asarray(fleet.mtbf)), axis=-1),
+        fcfs=fleet.storage_policy == "fcfs",
+    )
+
+
+def _sized(fleet: Fleet) -> np.ndarray:
+    """Per fleet (batch shape), whether some active job has a size other than 1.
+
+    Under tracing (a `Fleet` passed through `jax.vmap` or `jax.jit`, as the return maps
+    allow) the sizes are unknown; the answer is then the flag `Fleet` recorded, as static
+    data, when it was built (True for the whole batch if any fleet of it was sized: the
+    size-aware rules are exact for unit sizes too, only slower)."""
+    if isinstance(fleet.size, Tracer) or isinstance(fleet.active, Tracer):
+        return np.full(fleet.batch_shape, getattr(fleet, "_sized", True))
+    return np.any(np.asarray(fleet.active) & (np.asarray(fleet.size) != 1), axis=-1)
+
+
+class Sharing(NamedTuple):
+    """The rate rules one call traces (static, hashable).
+
+    Attributes:
+      power: ``"count"`` (min(1, C/n_c), the base rule: every size is 1), ``"maxmin"`` or
+        ``"uniform"``.
+      storage: ``"fair"``, ``"weighted"`` or ``"fcfs"``.
+    """
+
+    power: str = "count"
+    storage: str = "fair"
+
+
+def sharing_for(fleet: Fleet, any_sized: Optional[bool] = None) -> Sharing:
+    """The `Sharing` the general engine traces for ``fleet`` (decided on the host).
+
+    ``any_sized``: whether the fleets it will run include one with a size other than 1
+    (default: `Variants.sized` over the whole batch). `simulate` runs the unit-size fleets of a
+    batch apart from the sized ones, so they trace the base rule itself: per-job rates
+    ("weighted") let XLA fuse a product into a subtraction (one FMA) where the base rule's
+    per-fleet rate does not, which would move unit-size fleets by an ulp.
+    """
+    if any_sized is None:
+        any_sized = bool(np.any(variants(fleet).sized))
+    power = fleet.power_policy if any_sized else "count"
+    storage = fleet.storage_policy
+    if storage == "weighted" and not any_sized:
+        storage = "fair"
+    return Sharing(power, storage)
+
+
+def non_default_sharing(fleet: Fleet) -> dict:
+    """The sizes and policies of ``fleet`` that differ from the defaults (for manifests and
+    summaries, which then stay as they were for base-model fleets)."""
+    entries = {}
+    if bool(np.any(np.asarray(fleet.size) != 1)):
+        entries["size"] = np.asarray(fleet.size).tolist()
+    if fleet.power_policy != "maxmin":
+        entries["power_policy"] = fleet.power_policy
+    if fleet.storage_policy != "fair":
+        entries["storage_policy"] = fleet.storage_policy
+    return entries
+
+
+def phase_rates(throughput_at_writers, n_writers, n_computing, cap, dtype):
+    """The rate rule (docs/model.md §1), written once for every loop: each of ``n_writers``
+    writers drains at f(n_w)/n_w and each computing job works at min(1, C/n_c).
+
+    ``n_computing`` is a float in the dtype; the safe denominators keep lanes with no
+    writer or no computing job finite (their rate is then unused)."""
+    write_rate = throughput_at_writers / jnp.maximum(n_writers, 1).astype(dtype)
+    # The cap binds only where n_c > C.
+    speed = jnp.where(n_computing > cap, cap / jnp.maximum(n_computing, 1), 1.0).astype(dtype)
+    return write_rate, speed
+
+
+def computing_mask(params: Params, draining, waiting, use_async: bool = True):
+    """Jobs that draw compute power (docs/model.md §1: a draining job counts when α > 0).
+
+    ``use_async=False`` is a static promise that α = 0 in every fleet: then no job ever
+    waits and a draining job never computes, and the simpler expressions give the same
+    bits with fewer passes over the (B, N) arrays.
+    """
+    if not use_async:
+        return params.active & ~draining
+    return params.active & ~waiting & (~draining | (params.async_fraction > 0))
+
+
+def controller_load(sharing: Sharing, size, computing, cap):
+    """The one number the power controller acts on (docs/model.md §1b): the computing
+    count n_c (``"count"``), the computing size Σ_S w_j (``"uniform"``) or the
+    water-filling level λ (``"maxmin"``, inf where the cap does not bind). The delayed
+    controller (τ > 0) applies the value from τ earlier."""
+    dtype = size.dtype
+    if sharing.power == "count":
+        return jnp.sum(computing).astype(dtype)
+    if sharing.power == "uniform":
+        return jnp.sum(jnp.where(computing, size, 0)).astype(dtype)
+    return maxmin_level(size, computing, cap)
+
+
+def maxmin_level(size, computing, cap):
+    """The level λ with Σ_{j∈S} min(w_j, λ) = C, or inf where Σ_S w_j ≤ C (no job throttled).
+
+    Sizes of the computing jobs are sorted ascending, s_0 ≤ s_1 ≤ ... ≤ s_{m-1}. If the
+    k smallest run at full power, the other m − k share what is left equally:
+    λ_k = (C − Σ_{j<k} s_j) / (m − k). The level is λ_k for the first k with λ_k ≤ s_k
+    (job k is the smallest throttled one; every smaller job fits under λ). Fixed shape:
+    one sort and one prefix sum over the N slots. With all sizes 1 the first k is 0 and
+    λ = C / m, the base rule's C / n_c bit for bit.
+    """
+    dtype = size.dtype
+    n_jobs = size.shape[0]
+    inf = jnp.asarray(jnp.inf, dtype)
+    ordered = jnp.sort(jnp.where(computing, size, inf))
+    m = jnp.sum(computing).astype(jnp.int32)
+    k = jnp.arange(n_jobs, dtype=jnp.int32)
+    in_set = k < m
+    served = jnp.where(in_set, ordered, 0)
+    total = jnp.sum(served)
+    before = jnp.concatenate([jnp.zeros((1,), dtype), jnp.cumsum(served)[:-1]])
+    level = (cap - before) / jnp.maximum(m - k, 1).astype(dtype)
+    fits = in_set & (level <= ordered)
+    # Rounding can leave no k exactly fitting when C is within an ulp of Σ_S w: then the
+    # largest job alone is throttled, to what is left, which is its size to rounding.
+    first = jnp.where(jnp.any(fits), jnp.argmax(fits), jnp.maximum(m - 1, 0))
+    return jnp.where(total > cap, level[first], inf).astype(dtype)
+
+
+def compute_speed(sharing: Sharing, load, size, cap):
+    """Each computing job's speed from the controller's `controller_load` (not for
+    ``"count"``, which is `phase_rates`): ``"uniform"`` min(1, C/W), one factor for all;
+    ``"maxmin"`` min(w_i, λ) / w_i, shape (N,)."""
+    dtype = size.dtype
+    if sharing.power == "uniform":
+        binds = load > cap
+        return jnp.where(binds, cap / jnp.where(binds, load, 1), 1).astype(dtype)
+    return jnp.where(size <= load, 1, load / size).astype(dtype)
+
+
+def write_rates(sharing: Sharing, throughput, writers, size, fair_rate, head):
+    """Each writer's drain rate: ``"fair"`` f(n_w)/n_w (``fair_rate``, from `phase_rates`),
+    ``"weighted"`` f(n_w)·w_i / Σ_W w_j, ``"fcfs"`` f(1) for the ``head`` and 0 for the
+    writers queued behind it. ``throughput`` is the table f(0..N)."""
+    dtype = size.dtype
+    if sharing.storage == "fair":
+        return fair_rate
+    if sharing.storage == "weighted":
+        n_writers = jnp.sum(writers)
+        weight = jnp.sum(jnp.where(writers, size, 0))
+        # f·w_i first, then / Σ w: with unit sizes this is f(n_w)/n_w to the bit.
+        return (throughput[n_writers] * size / jnp.where(weight > 0, weight, 1)).astype(dtype)
+    return jnp.where(head, throughput[1], 0).astype(dtype)
+
+
+def fcfs_head(writers, queued_at):
+    """The writer ``"fcfs"`` serves: the earliest firing (``queued_at``, -inf for writes
+    in progress at t = 0), ties by job index; no job where nobody writes."""
+    n_jobs = writers.shape[0]
+    key = jnp.where(writers, queued_at, jnp.inf)
+    first = writers & (key == jnp.min(key))
+    return first & (jnp.arange(n_jobs) == jnp.argmax(first))
