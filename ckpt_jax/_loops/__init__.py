@@ -1,12 +1,18 @@
-"""The event loops, behind one protocol, and the choice of loop per fleet.
+"""The event loops, behind one protocol (`driver.Loop`), and the choice of loop per fleet.
 
-Every loop (`general`, `fifo`, `clock`) has ``init`` → carry, a step that advances each
-running fleet and hands the observers an `EventView` of the event just taken, and a
-result in job order (`LoopResult`) that `ckpt_jax._simulate` turns into a `Trace`.
+Every loop is a strategy: ``init`` → carry, ``step(carry, running)`` → (carry, event),
+``unfinished(carry)``, ``view(event)`` → the observers' `EventView`, and ``final(carry)`` →
+a result in job order (`LoopResult`) that `ckpt_jax._simulate` turns into a `Trace`. One
+driver runs them all.
 
-* `general` — the exact O(N) step for every variant (delay, asynchronous checkpoints);
+* `config` — `RunConfig`, everything static about a run, the one static argument;
+* `driver` — the masked batched while_loop, observers, budget, status, progress, CPU
+  blocks and sharding, for every loop;
+* `general` — `GeneralLoop`, the exact O(N) step for every variant (delay, asynchronous
+  checkpoints, sizes and sharing policies, failures), and the one-fleet stepping primitive;
+* `failures` — the general loop's failure state and work accounting;
 * `events` — what a loop keeps of an iteration for its observers (read one iteration late);
-* `virtual` — the virtual-clock machinery shared by the two fast loops:
+* `virtual` — `VirtualLoop`, the virtual-clock loop, with a heads strategy:
   * `fifo` — identical deterministic jobs: a fixed ring, O(1) per switch;
   * `clock` — any T_i, d_i and jitter: a per-phase argmin.
 
@@ -15,7 +21,7 @@ result in job order (`LoopResult`) that `ckpt_jax._simulate` turns into a `Trace
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
@@ -29,16 +35,17 @@ __all__ = ["LoopResult", "record", "FIFO_MIN_JOBS", "PATHS", "choose_paths", "cl
 
 
 class LoopResult(NamedTuple):
-    """What every loop hands to `_flat_trace` (flattened fleets, job order)."""
+    """What every loop hands to `ckpt_jax._simulate.flat_trace` (flattened fleets, job order)."""
 
     time: jax.Array
     fire_times: jax.Array  # (B, N, K) or (B, N, 0) without a trace
     end_times: jax.Array
     done: jax.Array  # (B,) every job finished K writes, or the horizon was reached
     n_events: jax.Array
-    status: jax.Array
-    observers: tuple  # observer states after the loop
+    status: jax.Array  # (B,) the loop's flags; the driver adds MAX_EVENTS and NONFINITE
+    observers: Any  # the driver's: {name: output} of every observer (the loop's: ())
     final: FinalView
+    ok: Optional[jax.Array] = None  # (B,) set by the driver: done and no status flag
 
 
 def record(flat, cell, value, write):
