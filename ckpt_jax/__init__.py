@@ -8,6 +8,7 @@ from ._simulate import STATUS_STALLED as STATUS_STALLED
 from ._status import Status as Status
 from ._validate import value_range as value_range
 from ._observe import JobStats as JobStats
+from ._observe import Observer as Observer
 from ._observe import SaveAt as SaveAt
 from ._observe import WriterStats as WriterStats
 from ._simulate import Trace as Trace
@@ -64,6 +65,7 @@ __all__ = [
     "State",
     "Trace",
     "SaveAt",
+    "Observer",
     "WriterStats",
     "JobStats",
     "initial_state",
