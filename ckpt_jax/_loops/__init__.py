@@ -28,10 +28,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._observe import FinalView
+from .._params import jitter_work
 from .._sharing import needs_general
 from ..model import Fleet
 
-__all__ = ["LoopResult", "record", "FIFO_MIN_JOBS", "PATHS", "choose_paths", "clock_eligible", "fifo_applies", "fifo_eligible"]
+__all__ = ["LoopResult", "jitter_works", "record", "FIFO_MIN_JOBS", "PATHS", "choose_paths", "clock_eligible", "fifo_applies", "fifo_eligible"]
 
 
 class LoopResult(NamedTuple):
@@ -46,6 +47,14 @@ class LoopResult(NamedTuple):
     observers: Any  # the driver's: {name: output} of every observer (the loop's: ())
     final: FinalView
     ok: Optional[jax.Array] = None  # (B,) set by the driver: done and no status flag
+
+
+def jitter_works(job_keys, compute, jitter, cycle):
+    """`jitter_work` of many jobs at once, the one batched jitter draw of every loop: the
+    keys and base works batched along their first axis, ``jitter`` and ``cycle`` either
+    batched alike or one value for all (a draw depends only on its job key and cycle)."""
+    in_axes = (0, 0, 0 if jnp.ndim(jitter) else None, 0 if jnp.ndim(cycle) else None)
+    return jax.vmap(jitter_work, in_axes=in_axes)(job_keys, compute, jitter, cycle)
 
 
 def record(flat, cell, value, write):

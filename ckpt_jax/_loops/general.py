@@ -25,10 +25,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._observe import EventView, FinalView, LoopInfo, completed_writes
-from .._params import Params, computing_mask, jitter_work, phase_rates, snapped, to_horizon, horizon_clock
+from .._params import Params, computing_mask, phase_rates, snapped, to_horizon, horizon_clock
 from .._sharing import Sharing, compute_speed, controller_load, fcfs_head, write_rates
 from .._status import Status, flag
-from . import LoopResult, failures
+from . import LoopResult, failures, jitter_works
 from . import record as record_cells
 from .config import RunConfig
 from .events import Instant
@@ -56,7 +56,7 @@ class Carry(NamedTuple):
       queue_time, queue_count: (Q,) ring buffer of pending controller updates.
       queue_head, queue_size: ring-buffer cursor and occupancy.
       n_events: int32 events stepped.
-      status: int32 bit flags (`STATUS_*`).
+      status: int32 bit flags (`Status`).
       work: the failure state and work accounting (`failures.WorkCarry`, docs/model.md
         §1c), or None where the run neither fails nor reports the jobs' work.
     """
@@ -89,9 +89,7 @@ def init_carry(params: Params, state_phase, state_remaining, n_fires: int, queue
     n_jobs = params.compute.shape[0]
     draining = params.active & (state_phase == 1)
     if use_jitter:
-        first_work = jax.vmap(jitter_work, in_axes=(0, 0, None, None))(
-            params.job_keys, params.compute, params.jitter, 0
-        )
+        first_work = jitter_works(params.job_keys, params.compute, params.jitter, 0)
     else:
         first_work = params.compute
     compute_left = jnp.where(draining, first_work, state_remaining)
@@ -296,9 +294,7 @@ def switch(params: Params, carry: Carry, running, n_fires: int, use_delay: bool,
     fire_count = carry.fire_count + fires.astype(jnp.int32)
     draining = draining | fires
     if use_jitter:
-        next_work = jax.vmap(jitter_work, in_axes=(0, 0, None, 0))(
-            params.job_keys, params.compute, params.jitter, fire_count
-        )
+        next_work = jitter_works(params.job_keys, params.compute, params.jitter, fire_count)
     else:
         next_work = params.compute
     write_left = jnp.where(fires, params.write, jnp.where(ends, 0, write_left))

@@ -46,9 +46,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._observe import EventView, FinalView, LoopInfo, completed_writes
-from .._params import Params, horizon_clock, jitter_work, phase_rates, snapped, to_horizon
+from .._params import Params, horizon_clock, phase_rates, snapped, to_horizon
 from .._status import Status
-from . import LoopResult, record
+from . import LoopResult, jitter_works, record
 from . import clock as clock_loop
 from . import fifo as fifo_loop
 from .config import RunConfig
@@ -284,7 +284,7 @@ def switch(constants, params, carry: VirtualCarry, running, event_limit, n_fires
     # fires starts writing (write clock + d). FIFO: both are already at that ring spot.
     if use_jitter:  # compute phase number `count` of that job (`jitter_work`)
         keys = params.job_keys[jnp.arange(n_fleets), write_pos]
-        next_compute = jax.vmap(jitter_work)(keys, next_compute, params.jitter, count)
+        next_compute = jitter_works(keys, next_compute, params.jitter, count)
     target_hi, target_lo = dw_add(
         jnp.where(ends, compute_hi, write_hi), jnp.where(ends, compute_lo, write_lo), jnp.where(ends, next_compute, next_write)
     )
