@@ -27,12 +27,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._observe import FinalView
+from .._observe import FinalView, completed_writes
 from .._params import jitter_work
 from .._sharing import needs_general
 from ..model import Fleet
 
-__all__ = ["LoopResult", "jitter_works", "record", "FIFO_MIN_JOBS", "PATHS", "choose_paths", "clock_eligible", "fifo_applies", "fifo_eligible"]
+__all__ = ["LoopResult", "loop_result", "jitter_works", "record", "FIFO_MIN_JOBS", "PATHS", "choose_paths", "clock_eligible", "fifo_applies", "fifo_eligible"]
 
 
 class LoopResult(NamedTuple):
@@ -47,6 +47,32 @@ class LoopResult(NamedTuple):
     observers: Any  # the driver's: {name: output} of every observer (the loop's: ())
     final: FinalView
     ok: Optional[jax.Array] = None  # (B,) set by the driver: done and no status flag
+
+
+def loop_result(params, horizon, *, time, fire_times, end_times, complete, n_events, status, n_writers, fire_count,
+                writing, abandons: bool = False, work=None) -> LoopResult:
+    """The `LoopResult` of every loop's ``final`` (flattened fleets, job order).
+
+    ``complete``: (B,) every active job completed K writes (with a ``horizon``, done means
+    the horizon is reached instead). The completed writes (`FinalView.writes`) are the
+    firings less the write still open, unless failures can abandon writes (``abandons``:
+    the jobs observer counts them itself). ``work``: the general loop's work accounting
+    (`failures.WorkCarry`), or None."""
+    final = FinalView(
+        time=time,
+        async_fraction=params.async_fraction,
+        active=params.active,
+        horizon=horizon,
+        n_writers=n_writers,
+        fire_count=fire_count,
+        writes=None if abandons else completed_writes(fire_count, writing),
+        writing=writing,
+        **({} if work is None else dict(useful_work=work.useful_work, lost_work=work.lost_work, failures=work.failures,
+                                        down_time=work.down_time)),
+    )
+    done = complete if horizon is None else time >= horizon
+    return LoopResult(time=time, fire_times=fire_times, end_times=end_times, done=done, n_events=n_events, status=status,
+                      observers=(), final=final)
 
 
 def jitter_works(job_keys, compute, jitter, cycle):

@@ -24,11 +24,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._observe import EventView, FinalView, LoopInfo, completed_writes
+from .._observe import EventView, LoopInfo
 from .._params import Params, computing_mask, phase_rates, snapped, to_horizon, horizon_clock
 from .._sharing import Sharing, compute_speed, controller_load, fcfs_head, write_rates
 from .._status import Status, flag
-from . import LoopResult, failures, jitter_works
+from . import LoopResult, failures, jitter_works, loop_result
 from . import record as record_cells
 from .config import RunConfig
 from .events import Instant
@@ -442,21 +442,12 @@ class GeneralLoop:
     def final(self, carry: Carry) -> LoopResult:
         """The `LoopResult` of the final carry. Without failures the completed writes are the
         firings less the write still open (`FinalView.writes`)."""
-        params, horizon = self.params, self.horizon
+        params = self.params
         writing = params.active & carry.draining
-        finished = ~self.unfinished(carry, None) if horizon is None else carry.time >= horizon
-        final = FinalView(
-            time=carry.time,
-            async_fraction=params.async_fraction,
-            active=params.active,
-            horizon=horizon,
-            n_writers=jnp.sum(writing, axis=1).astype(jnp.int32),
-            fire_count=carry.fire_count,
-            writes=None if self.config.use_failures else completed_writes(carry.fire_count, writing),
-            writing=writing,
-            **({} if carry.work is None else dict(
-                useful_work=carry.work.useful_work, lost_work=carry.work.lost_work, failures=carry.work.failures,
-                down_time=carry.work.down_time)),
+        complete = jax.vmap(done, in_axes=(0, 0, None))(carry, params.active, self.config.n_fires)
+        return loop_result(
+            params, self.horizon, time=carry.time, fire_times=carry.fire_times, end_times=carry.end_times,
+            complete=complete, n_events=carry.n_events, status=carry.status,
+            n_writers=jnp.sum(writing, axis=1).astype(jnp.int32), fire_count=carry.fire_count, writing=writing,
+            abandons=self.config.use_failures, work=carry.work,
         )
-        return LoopResult(time=carry.time, fire_times=carry.fire_times, end_times=carry.end_times, done=finished,
-                          n_events=carry.n_events, status=carry.status, observers=(), final=final)

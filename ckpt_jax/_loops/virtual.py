@@ -45,10 +45,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._observe import EventView, FinalView, LoopInfo, completed_writes
+from .._observe import EventView, LoopInfo
 from .._params import Params, horizon_clock, phase_rates, snapped, to_horizon
 from .._status import Status
-from . import LoopResult, jitter_works, record
+from . import LoopResult, jitter_works, loop_result, record
 from . import clock as clock_loop
 from . import fifo as fifo_loop
 from .config import RunConfig
@@ -373,32 +373,14 @@ class VirtualLoop:
 
     def final(self, carry: VirtualCarry) -> LoopResult:
         """The final state in job order."""
-        params, horizon = self.params, self.horizon
         n_fleets, n_jobs = carry.position.shape
         trace_len = carry.trace.shape[0] // max(1, 2 * n_fleets * n_jobs)
         trace = carry.trace.reshape(n_fleets, n_jobs, trace_len, 2)
         slots = carry.slots.reshape(n_fleets, n_jobs, -1)
         position = carry.position if self.config.path == "fifo" else None  # ring position -> job
         trace, slots = job_order(trace, position), job_order(slots, position)
-        writing = slots[..., 3] > 0
-        fire_count = slots[..., 2].astype(jnp.int32)
-        done = carry.time >= horizon if horizon is not None else carry.n_finished >= carry.n_active
-        return LoopResult(
-            time=carry.time,
-            fire_times=trace[..., 0],
-            end_times=trace[..., 1],
-            done=done,
-            n_events=carry.n_events,
-            status=carry.status,
-            observers=(),
-            final=FinalView(
-                time=carry.time,
-                async_fraction=params.async_fraction,
-                active=params.active,
-                horizon=horizon,
-                n_writers=carry.n_writers,
-                fire_count=fire_count,
-                writes=completed_writes(fire_count, writing),
-                writing=writing,
-            ),
+        return loop_result(
+            self.params, self.horizon, time=carry.time, fire_times=trace[..., 0], end_times=trace[..., 1],
+            complete=carry.n_finished >= carry.n_active, n_events=carry.n_events, status=carry.status,
+            n_writers=carry.n_writers, fire_count=slots[..., 2].astype(jnp.int32), writing=slots[..., 3] > 0,
         )
