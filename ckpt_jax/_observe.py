@@ -140,6 +140,11 @@ class SaveAt:
     def any_observer(self) -> bool:
         return self.writers or self.gaps or self.jobs or bool(self.observers)
 
+    def flags(self) -> dict:
+        """The built-in choices, ``{"trace": ..., "writers": ..., "gaps": ..., "jobs": ...}``
+        (what an ensemble's manifest records)."""
+        return {name: getattr(self, name) for name in ("trace",) + BUILT_IN}
+
 
 class WriterStats(NamedTuple):
     """The writer count n_w(t) on the observation window, per fleet.
