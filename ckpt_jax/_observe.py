@@ -34,7 +34,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["SaveAt", "Observer", "LoopInfo", "WriterStats", "JobStats", "EventView", "FinalView", "observers_of",
+__all__ = ["SaveAt", "Observer", "LoopInfo", "WriterStats", "JobStats", "EventView", "FinalView", "job_order", "observers_of",
            "finalize"]
 
 
@@ -220,6 +220,12 @@ class EventView(NamedTuple):
       first_fires: (B,) int jobs that fired for the first time at ``time``.
       last_ends: (B,) int jobs that ended the write of their K-th firing at ``time``.
       n_active: (B,) int active jobs of the fleet.
+      slot: (B, M) int, or None where it is ``job``: a key of each column's job that is
+        fixed for the run, in the loop's own layout (the FIFO loop's ring position).
+        `FinalView.slot_position` maps jobs to slots. An observer that scatters into
+        per-job rows every iteration may key them by slot and put them in job order once,
+        after the loop (`job_order`): on the FIFO loop that saves a gather per iteration
+        (the jobs observer: 7% of a run with all three observers).
     """
 
     time: jax.Array
@@ -238,6 +244,7 @@ class EventView(NamedTuple):
     first_fires: jax.Array
     last_ends: jax.Array
     n_active: jax.Array
+    slot: Optional[jax.Array] = None
 
 
 class FinalView(NamedTuple):
@@ -251,6 +258,7 @@ class FinalView(NamedTuple):
     fire_count: Optional[jax.Array] = None  # (B, N) int firings since t = 0 (the gaps observer's fullness)
     writes: Optional[jax.Array] = None  # (B, N) int completed writes, where the loop knows them
     writing: Optional[jax.Array] = None  # (B, N) bool writing at the stop (the jobs observer's open writes)
+    slot_position: Optional[jax.Array] = None  # (B, N) slot of each job (`EventView.slot`; None: slots are jobs)
     # The general engine's work accounting (docs/model.md §1c), else None.
     useful_work: Optional[jax.Array] = None  # (B, N) compute work saved by a completed write
     lost_work: Optional[jax.Array] = None  # (B, N) compute work lost to failures
@@ -272,6 +280,16 @@ def row_reductions(*terms):
         return tuple(x + y if k == "sum" else jnp.minimum(x, y) for x, y, k in zip(a, b, kinds))
 
     return jax.lax.reduce(values, init, combine, (1,))
+
+
+def job_order(per_slot, position):
+    """(B, N, ...) rows kept per slot (`EventView.slot`), in job order: job j's row is the
+    one at its slot ``position[b, j]`` (`FinalView.slot_position`; None: the slots are the
+    jobs)."""
+    if position is None:
+        return per_slot
+    index = position.reshape(position.shape + (1,) * (per_slot.ndim - 2))
+    return jnp.take_along_axis(per_slot, index, axis=1)
 
 
 @jax.tree_util.register_dataclass
@@ -537,8 +555,8 @@ class JobsObserver(Observer):
     of a write in progress at t = 0 (E), the firings (S) and the latest firing (L). Write
     time = A + E − S (+ t_stop while writing), completed-write time = A − S (+ L, the
     firing of a write still open). The fast paths (`LoopInfo.one_switch`) add each
-    switch's time to one of three sums of the switching job in one scatter, and keep the
-    time of each job's latest switch in a second one. The general engine keeps A − S, E and L as three dense arrays, each updated from its own old value
+    switch's time to one of three sums of the switching job's slot (`EventView.slot`) in
+    one scatter, and keep the time of each slot's latest switch in a second one. The general engine keeps A − S, E and L as three dense arrays, each updated from its own old value
     only (XLA then copies none of them per iteration).
 
     With failures a write can be abandoned (the job fails and fires again before the write
@@ -573,10 +591,11 @@ class JobsObserver(Observer):
 
     @staticmethod
     def _update(state, info: LoopInfo, view: EventView):
-        if info.one_switch:  # one switch per lane: its time goes to one sum of its job
+        if info.one_switch:  # one switch per lane: its time goes to one sum of its job's slot
             n_fleets, n_jobs = view.time.shape[0], info.n_jobs
             switched = (view.ended[:, 0] | view.fired[:, 0]) & view.running
-            cell = jnp.where(switched, jnp.arange(n_fleets) * n_jobs + view.job[:, 0], n_fleets * n_jobs)
+            slot = view.job if view.slot is None else view.slot
+            cell = jnp.where(switched, jnp.arange(n_fleets) * n_jobs + slot[:, 0], n_fleets * n_jobs)
             which = jnp.where(view.fired[:, 0], 2, jnp.where(view.recorded_end[:, 0], 0, 1))
             times = jnp.where(which[:, None] == jnp.arange(3)[None, :], view.time[:, None], 0)
             flat = state["sums"].reshape(n_fleets * n_jobs, 3)  # flat scatters (`ckpt_jax._loops.record`)
@@ -609,11 +628,11 @@ class JobsObserver(Observer):
 
     def finalize(self, bound, final: FinalView):
         state, info = bound.arrays, bound.info
-        if info.one_switch:
-            sums = state["sums"]
+        if info.one_switch:  # per slot: in job order
+            sums = job_order(state["sums"], final.slot_position)
             ends, initial, fires = sums[..., 0], sums[..., 1], sums[..., 2]
-            state = dict(ends_less_fires=ends - fires, initial=initial, latest=state["latest"],
-                         waiting_time=jnp.zeros_like(ends))
+            latest = job_order(state["latest"], final.slot_position)
+            state = dict(ends_less_fires=ends - fires, initial=initial, latest=latest, waiting_time=jnp.zeros_like(ends))
         if not info.abandons:  # from switch times: the fast paths, the general engine without failures
             writing = final.writing
             opened = writing & (final.fire_count >= 1)  # its write was started by a firing

@@ -50,14 +50,15 @@ class LoopResult(NamedTuple):
 
 
 def loop_result(params, horizon, *, time, fire_times, end_times, complete, n_events, status, n_writers, fire_count,
-                writing, abandons: bool = False, work=None) -> LoopResult:
+                writing, abandons: bool = False, work=None, slot_position=None) -> LoopResult:
     """The `LoopResult` of every loop's ``final`` (flattened fleets, job order).
 
     ``complete``: (B,) every active job completed K writes (with a ``horizon``, done means
     the horizon is reached instead). The completed writes (`FinalView.writes`) are the
     firings less the write still open, unless failures can abandon writes (``abandons``:
     the jobs observer counts them itself). ``work``: the general loop's work accounting
-    (`failures.WorkCarry`), or None."""
+    (`failures.WorkCarry`), or None. ``slot_position``: (B, N) the slot of each job
+    (`EventView.slot`), or None where the slots are the jobs."""
     final = FinalView(
         time=time,
         async_fraction=params.async_fraction,
@@ -67,6 +68,7 @@ def loop_result(params, horizon, *, time, fire_times, end_times, complete, n_eve
         fire_count=fire_count,
         writes=None if abandons else completed_writes(fire_count, writing),
         writing=writing,
+        slot_position=slot_position,
         **({} if work is None else dict(useful_work=work.useful_work, lost_work=work.lost_work, failures=work.failures,
                                         down_time=work.down_time)),
     )

@@ -61,10 +61,10 @@ class Switch(NamedTuple):
         the slots are the jobs)."""
         flags, count = self.flags, self.count
         fires, ends = (flags & 4) > 0, (flags & 8) > 0
-        job = flags >> 4
-        if job_of_slot is not None:
+        slot = job = flags >> 4
+        if job_of_slot is not None:  # a gather per iteration, which XLA drops where no observer reads ``job``
             n_fleets = job.shape[0]
-            job = job_of_slot[jnp.arange(n_fleets, dtype=jnp.int32) * (job_of_slot.shape[0] // n_fleets) + job]
+            job = job_of_slot[jnp.arange(n_fleets, dtype=jnp.int32) * (job_of_slot.shape[0] // n_fleets) + slot]
         return EventView(
             time=after.time,
             dt=self.dt,
@@ -82,6 +82,7 @@ class Switch(NamedTuple):
             first_fires=(fires & (count == 0)).astype(jnp.int32),
             last_ends=(ends & (count == n_fires)).astype(jnp.int32),
             n_active=after.n_active,
+            slot=None if job_of_slot is None else slot[:, None],
         )
 
 

@@ -45,7 +45,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._observe import EventView, LoopInfo
+from .._observe import EventView, LoopInfo, job_order
 from .._params import Params, horizon_clock, phase_rates, snapped, to_horizon
 from .._status import Status
 from . import LoopResult, jitter_works, loop_result, record
@@ -321,15 +321,6 @@ def switch(constants, params, carry: VirtualCarry, running, event_limit, n_fires
     ), event
 
 
-def job_order(per_slot, position):
-    """(B, N, ...) rows kept per slot, in job order: job j's row is the one at its slot
-    ``position[b, j]`` (the FIFO ring). ``position`` None: the slots are the jobs."""
-    if position is None:
-        return per_slot
-    index = position.reshape(position.shape + (1,) * (per_slot.ndim - 2))
-    return jnp.take_along_axis(per_slot, index, axis=1)
-
-
 class VirtualLoop:
     """The FIFO and clock paths as a `ckpt_jax._loops.driver.Loop`: one job switches per
     iteration in each running fleet; the heads strategy is ``STRATEGIES[config.path]``."""
@@ -383,4 +374,5 @@ class VirtualLoop:
             self.params, self.horizon, time=carry.time, fire_times=trace[..., 0], end_times=trace[..., 1],
             complete=carry.n_finished >= carry.n_active, n_events=carry.n_events, status=carry.status,
             n_writers=carry.n_writers, fire_count=slots[..., 2].astype(jnp.int32), writing=slots[..., 3] > 0,
+            slot_position=position,
         )
