@@ -32,7 +32,8 @@ from .._params import jitter_work
 from .._sharing import needs_general
 from ..model import Fleet
 
-__all__ = ["LoopResult", "loop_result", "jitter_works", "record", "FIFO_MIN_JOBS", "PATHS", "choose_paths", "clock_eligible", "fifo_applies", "fifo_eligible"]
+__all__ = ["LoopResult", "loop_result", "jitter_works", "record", "FIFO_MIN_JOBS", "PATHS", "choose_paths",
+           "clock_eligible", "fifo_applies", "fifo_eligible"]
 
 
 class LoopResult(NamedTuple):
