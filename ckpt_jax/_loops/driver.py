@@ -193,6 +193,9 @@ def run(config: RunConfig, part, *, max_events: int, progress=None, devices=None
         firings = n_fleets * (expected_events / 2 if config.until else n_jobs * config.n_fires)
         long_run = n_blocks > 1 and firings >= 10 * _progress.LONG_RUN
     if not (long_run if progress is None else progress):
+        if by_events:  # three programs, as a chunked run: the loop's state is donated and updated in
+            # place (one program for all three ran the general loop with observers 8% slower)
+            return finish_jit(config, part, advance_jit(config, part, start_jit(config, part), limit))
         return sharding.unpad(run_blocks(config, part, limit, n_blocks=n_blocks), n_fleets)
     if by_events:
         return _events_with_progress(config, part, max_events, events)
