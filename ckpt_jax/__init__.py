@@ -9,6 +9,7 @@ spectra), `cj.analysis` (statistics of traces), `cj.coupling` (two-job coupling 
 """
 
 from ._observe import JobStats as JobStats
+from ._observe import Observer as Observer
 from ._observe import SaveAt as SaveAt
 from ._observe import WriterStats as WriterStats
 from ._simulate import Trace as Trace
@@ -43,6 +44,7 @@ __all__ = [
     "State",
     "Trace",
     "SaveAt",
+    "Observer",
     "WriterStats",
     "JobStats",
     "Status",

@@ -3,7 +3,6 @@ as canonical JSON values with a fingerprint, and how a saved manifest differs fr
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 
@@ -35,7 +34,7 @@ def manifest(n_fleets, chunk_size, n_fires, jitter, key, options, chunk_config, 
         "config": config,
     }
     if save is not None:
-        fields["save"] = dataclasses.asdict(save)
+        fields["save"] = save.flags()
     try:
         fields = jsonable(fields)
     except (TypeError, ValueError) as err:
@@ -48,7 +47,7 @@ def differences(saved: dict, current: dict) -> list:
     if saved.get("format") != FORMAT:
         return [f"format {saved.get('format')!r} != {FORMAT!r}"]
     # A field left out where it has its default value (``save``) compares as that value.
-    defaults = {"save": jsonable(dataclasses.asdict(SaveAt()))}
+    defaults = {"save": jsonable(SaveAt().flags())}
     lines = []
     names = list(current) + [name for name in saved if name not in current]
     for name in names:

@@ -11,10 +11,13 @@ would not:
 * ``jobs`` — `JobStats`: per job, time writing, time computing, completed writes, and the
   work accounting of docs/model.md §1c (useful and lost work, failures, time down, waste).
 
-Every loop (general, FIFO, clock) describes each iteration by an `EventView` and calls
-`update` of each observer; an observer is three pure functions over batched arrays
-(leading axis B): ``init`` (buffers sized once, before the loop), ``update(state, view)``
-and ``finalize(state, final) -> output``. A new observer is one more such class.
+Every loop (general, FIFO, clock) describes each iteration by an `EventView` and the
+driver (`ckpt_jax._loops.driver`) calls ``update`` of each observer. An observer is an
+`Observer`: three pure functions over batched arrays (leading axis B), ``init(info)``
+(buffers sized once, before the loop, from the run's `LoopInfo`), ``update(state, view)``
+and ``finalize(state, final) -> output``. The three built-in observers are written with
+that same interface; a user's observer is one more such class, passed to
+``SaveAt(observers=...)``, and its output is ``trace.observed[observer.name]``.
 
 The window: from the instant every active job has fired once (before that, a write in
 progress at t = 0 hides in the state) to the instant the first job ends the write started
@@ -25,13 +28,76 @@ the same run's trace.
 from __future__ import annotations
 
 import dataclasses
-from typing import NamedTuple, Optional
+from typing import Any, NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["SaveAt", "WriterStats", "JobStats", "EventView", "FinalView", "observers_for", "finalize"]
+__all__ = ["SaveAt", "Observer", "LoopInfo", "WriterStats", "JobStats", "EventView", "FinalView", "job_order", "observers_of",
+           "finalize"]
+
+
+class LoopInfo(NamedTuple):
+    """What an observer is told about the run it observes, before the loop (static, hashable).
+
+    Attributes:
+      n_fleets: B, the fleets of the block the loop runs (the observer's leading axis).
+      n_jobs: N, job slots per fleet.
+      dtype: the fleets' float dtype.
+      stop_fires: the K whose first write end closes the observation window (None: the
+        horizon ``until`` closes it).
+      gap_fires: the cycles K the trace (and the gaps observer) keeps.
+      one_switch: the loop switches one job per iteration (the FIFO and clock loops: every
+        `EventView` has one column, M = 1); else every job due at an instant switches in
+        one iteration (M = N columns, the general loop).
+      ordered: the jobs fire in one fixed cyclic order (the FIFO loop, claim 3).
+      abandons: a write can end without completing (failures, docs/model.md §1c).
+    """
+
+    n_fleets: int
+    n_jobs: int
+    dtype: Any
+    stop_fires: Optional[int] = None
+    gap_fires: Optional[int] = None
+    one_switch: bool = False
+    ordered: bool = False
+    abandons: bool = False
+
+
+class Observer:
+    """The observer interface of `SaveAt` (diffrax's ``SubSaveAt(fn=...)``, for event loops).
+
+    An observer accumulates a statistic inside the event loop, so nothing of size (N, K) has
+    to be stored to compute it. Subclass it and define ``name`` (the key of its output in
+    ``Trace.observed``) and three pure functions over batched arrays (leading axis B, the
+    fleets of one loop):
+
+    * ``init(info: LoopInfo) -> state``: the state before the first event (a pytree of
+      arrays sized once: they cannot grow inside the loop);
+    * ``update(state, view: EventView) -> state``: once per loop iteration; lanes with
+      ``view.running`` False did nothing in it and must leave their state unchanged;
+    * ``finalize(state, final: FinalView) -> output``: a pytree of (B, ...) arrays.
+
+    Instances must be hashable (they are part of the static `SaveAt`; the default identity
+    hash will do). `WritersObserver`, `GapsObserver` and `JobsObserver` (``SaveAt(writers=,
+    gaps=, jobs=)``) are written with this interface; docs/guide/observers.md has a user's
+    observer in ten lines.
+    """
+
+    name: str = ""
+
+    def init(self, info: LoopInfo):
+        raise NotImplementedError
+
+    def update(self, state, view: "EventView"):
+        raise NotImplementedError
+
+    def finalize(self, state, final: "FinalView"):
+        raise NotImplementedError
+
+
+BUILT_IN = ("writers", "gaps", "jobs")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,24 +107,43 @@ class SaveAt:
     Args:
       trace: the (B, N, K) ``fire_times`` / ``end_times`` buffers (default True).
       writers: `WriterStats` of the writer count n_w on the observation window.
-      gaps: (B, K) smallest phase gap per cycle, as `ckpt_jax.smallest_gap` of the trace.
+      gaps: (B, K) smallest phase gap per cycle, as `ckpt_jax.analysis.smallest_gap` of the trace.
       jobs: `JobStats`: per job, time writing, time computing, completed writes.
+      observers: a tuple of user observers (`Observer`), each accumulated inside the loop;
+        their outputs are ``trace.observed[observer.name]``.
     """
 
     trace: bool = True
     writers: bool = False
     gaps: bool = False
     jobs: bool = False
+    observers: tuple = ()
 
     def __post_init__(self):
-        for field in dataclasses.fields(self):
-            value = getattr(self, field.name)
+        for name in ("trace",) + BUILT_IN:
+            value = getattr(self, name)
             if not isinstance(value, (bool, np.bool_)):
-                raise ValueError(f"SaveAt.{field.name} must be True or False, got {value!r}")
+                raise ValueError(f"SaveAt.{name} must be True or False, got {value!r}")
+        if isinstance(self.observers, Observer) or not isinstance(self.observers, (tuple, list)):
+            raise ValueError(f"SaveAt.observers must be a tuple of ckpt_jax.Observer, got {self.observers!r}")
+        object.__setattr__(self, "observers", tuple(self.observers))
+        names = set(BUILT_IN)
+        for observer in self.observers:
+            if not isinstance(observer, Observer):
+                raise ValueError(f"SaveAt.observers must hold ckpt_jax.Observer instances, got {observer!r}")
+            if not isinstance(observer.name, str) or not observer.name or observer.name in names:
+                raise ValueError(f"every observer needs its own non-empty name (not one of {sorted(names)}), "
+                                 f"got {observer.name!r}")
+            names.add(observer.name)
 
     @property
     def any_observer(self) -> bool:
-        return self.writers or self.gaps or self.jobs
+        return self.writers or self.gaps or self.jobs or bool(self.observers)
+
+    def flags(self) -> dict:
+        """The built-in choices, ``{"trace": ..., "writers": ..., "gaps": ..., "jobs": ...}``
+        (what an ensemble's manifest records)."""
+        return {name: getattr(self, name) for name in ("trace",) + BUILT_IN}
 
 
 class WriterStats(NamedTuple):
@@ -128,13 +213,19 @@ class EventView(NamedTuple):
       n_writers_after: (B,) int writers after the switches.
       fired, ended: (B, M) bool: a firing / a write end at ``time``.
       recorded_end: (B, M) bool, ended and that write was started by a firing after t = 0.
-      job: (B, M) int job index of each column (the fast paths: its slot, a ring position
-        on the FIFO path; they keep per-job totals in their own per-slot rows).
+      job: (B, M) int job index of each column.
       cycle: (B, M) int, where fired, the cycle of that firing (0-based fire count).
       draining, waiting: (B, N) bool during the interval (general engine only, else None;
         ``waiting`` is None, too, where no fleet checkpoints asynchronously).
       first_fires: (B,) int jobs that fired for the first time at ``time``.
       last_ends: (B,) int jobs that ended the write of their K-th firing at ``time``.
+      n_active: (B,) int active jobs of the fleet.
+      slot: (B, M) int, or None where it is ``job``: a key of each column's job that is
+        fixed for the run, in the loop's own layout (the FIFO loop's ring position).
+        `FinalView.slot_position` maps jobs to slots. An observer that scatters into
+        per-job rows every iteration may key them by slot and put them in job order once,
+        after the loop (`job_order`): on the FIFO loop that saves a gather per iteration
+        (the jobs observer: 7% of a run with all three observers).
     """
 
     time: jax.Array
@@ -152,6 +243,8 @@ class EventView(NamedTuple):
     waiting: Optional[jax.Array]
     first_fires: jax.Array
     last_ends: jax.Array
+    n_active: jax.Array
+    slot: Optional[jax.Array] = None
 
 
 class FinalView(NamedTuple):
@@ -165,13 +258,13 @@ class FinalView(NamedTuple):
     fire_count: Optional[jax.Array] = None  # (B, N) int firings since t = 0 (the gaps observer's fullness)
     writes: Optional[jax.Array] = None  # (B, N) int completed writes, where the loop knows them
     writing: Optional[jax.Array] = None  # (B, N) bool writing at the stop (the jobs observer's open writes)
-    # The fast paths (one switch per iteration, per-slot observer rows), else None:
-    slot_position: Optional[jax.Array] = None  # (B, N) slot of each job (the FIFO ring; None: slots are jobs)
+    slot_position: Optional[jax.Array] = None  # (B, N) slot of each job (`EventView.slot`; None: slots are jobs)
     # The general engine's work accounting (docs/model.md §1c), else None.
     useful_work: Optional[jax.Array] = None  # (B, N) compute work saved by a completed write
     lost_work: Optional[jax.Array] = None  # (B, N) compute work lost to failures
     failures: Optional[jax.Array] = None  # (B, N) int failures
     down_time: Optional[jax.Array] = None  # (B, N) time spent restarting
+    ok: Optional[jax.Array] = None  # (B,) bool the run completed (`Trace.ok`), set before ``finalize``
 
 
 def row_reductions(*terms):
@@ -190,12 +283,24 @@ def row_reductions(*terms):
 
 
 def job_order(per_slot, position):
-    """(B, N, ...) rows kept per slot, in job order: job j's row is the one at its slot
-    ``position[b, j]`` (the FIFO ring). ``position`` None: the slots are the jobs."""
+    """(B, N, ...) rows kept per slot (`EventView.slot`), in job order: job j's row is the
+    one at its slot ``position[b, j]`` (`FinalView.slot_position`; None: the slots are the
+    jobs)."""
     if position is None:
         return per_slot
     index = position.reshape(position.shape + (1,) * (per_slot.ndim - 2))
     return jnp.take_along_axis(per_slot, index, axis=1)
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class Bound:
+    """A built-in observer's loop state: its arrays, and the `LoopInfo` of the loop they
+    were sized for (static). The observers read the loop's facts (one switch per iteration,
+    a fixed firing order, abandoned writes) from here, not from flags of their own."""
+
+    arrays: dict
+    info: LoopInfo = dataclasses.field(metadata=dict(static=True))
 
 
 def _window_state(n_fleets, dtype):
@@ -219,7 +324,8 @@ class _Window:
         return _window_state(n_fleets, dtype)
 
     @staticmethod
-    def update(state, view: EventView, n_active, has_stop: bool):
+    def update(state, view: EventView, has_stop: bool):
+        n_active = view.n_active
         # t_stop is set (not NaN) from the iteration of the first K-th write end on.
         open_before = (state["n_fired"] >= n_active) & (jnp.isnan(state["t_stop"]) | (not has_stop))
         n_fired = state["n_fired"] + jnp.where(view.running, view.first_fires, 0)
@@ -233,7 +339,7 @@ class _Window:
         return new, open_before
 
 
-class WritersObserver:
+class WritersObserver(Observer):
     """`WriterStats`, accumulated per interval (time at each count) and per switch.
 
     Rises are netted over every switch at one instant, as `analysis.writer_count` nets
@@ -246,23 +352,20 @@ class WritersObserver:
 
     name = "writers"
 
-    def __init__(self, n_jobs: int, n_fires: Optional[int]):
-        self.n_jobs = n_jobs
-        self.has_stop = n_fires is not None
-
-    def init(self, n_fleets, dtype):
-        size = self.n_jobs + 1
-        return dict(
+    def init(self, info: LoopInfo):
+        n_fleets, dtype, size = info.n_fleets, info.dtype, info.n_jobs + 1
+        return Bound(info=info, arrays=dict(
             window=_Window.init(n_fleets, dtype),
             time=jnp.zeros((n_fleets, size), dtype),
             rises=jnp.zeros((n_fleets, size), jnp.int32),  # entries into n_w >= k
             max=jnp.full(n_fleets, -1, jnp.int32),
             instant_start=jnp.zeros(n_fleets, jnp.int32),  # n_w when the current instant began
             instant_open=jnp.zeros(n_fleets, bool),  # window open strictly before it
-        )
+        ))
 
-    def update(self, state, view: EventView, n_active):
-        window, open_before = _Window.update(state["window"], view, n_active, self.has_stop)
+    def update(self, bound, view: EventView):
+        state, info = bound.arrays, bound.info
+        window, open_before = _Window.update(state["window"], view, info.stop_fires is not None)
         fleets = jnp.arange(view.time.shape[0])
         in_interval = view.running & open_before & (view.dt > 0)
         time = state["time"].at[fleets, view.n_writers].add(jnp.where(in_interval, view.dt, 0))
@@ -273,7 +376,7 @@ class WritersObserver:
         instant_open = jnp.where(begins, open_before, state["instant_open"])
         counted = instant_open & view.running
         a, b, rises = view.n_writers, view.n_writers_after, state["rises"]
-        if view.draining is not None:  # the general engine: n_w jumps a -> b, levels in bulk
+        if not info.one_switch:  # the general engine: n_w jumps a -> b, levels in bulk
             k = jnp.arange(rises.shape[1])[None, :]
             a, b, s = a[:, None], b[:, None], start[:, None]
             crossed = ((k > a) & (k <= b)).astype(rises.dtype) - ((k > b) & (k <= a)).astype(rises.dtype)
@@ -282,14 +385,16 @@ class WritersObserver:
             level = jnp.maximum(a, b)
             step = jnp.where(counted & (level > start), b - a, 0)
             rises = rises.at[fleets, level].add(step.astype(rises.dtype), mode="drop")
-        return dict(window=window, time=time, rises=rises, max=most, instant_start=start, instant_open=instant_open)
+        return Bound(info=info, arrays=dict(window=window, time=time, rises=rises, max=most, instant_start=start,
+                                            instant_open=instant_open))
 
-    def finalize(self, state, final: FinalView, complete):
+    def finalize(self, bound, final: FinalView):
+        state = bound.arrays
         window = state["window"]
         if final.horizon is None:
             t_stop = window["t_stop"]  # NaN if the first K-th write never ended
         else:
-            t_stop = jnp.where(complete, final.horizon, jnp.nan)
+            t_stop = jnp.where(final.ok, final.horizon, jnp.nan)
         usable = jnp.isfinite(window["t_start"]) & jnp.isfinite(t_stop) & (t_stop > window["t_start"])
         nan = jnp.asarray(jnp.nan, state["time"].dtype)
         return WriterStats(
@@ -300,7 +405,7 @@ class WritersObserver:
         )
 
 
-class GapsObserver:
+class GapsObserver(Observer):
     """(B, K) smallest phase gap per cycle (`analysis.smallest_gap` of the trace).
 
     Firings arrive in time order, and cycles begin in order (a job fires cycle c + 1 only
@@ -323,24 +428,20 @@ class GapsObserver:
 
     name = "gaps"
 
-    def __init__(self, n_jobs: int, n_fires: int, ordered: bool = False):
-        self.n_jobs = n_jobs
-        self.n_fires = n_fires
-        self.ordered = ordered  # the FIFO path: the cyclic firing order is fixed (claim 3)
-
-    def init(self, n_fleets, dtype):
+    def init(self, info: LoopInfo):
+        n_fleets, dtype, k = info.n_fleets, info.dtype, info.gap_fires
         zero, inf = jnp.zeros(n_fleets, dtype), jnp.full(n_fleets, jnp.inf, dtype)
         no = jnp.zeros(n_fleets, bool)
-        if self.ordered:
-            return dict(smallest=jnp.full((n_fleets, self.n_fires), jnp.nan, dtype), cur=jnp.full(n_fleets, -1, jnp.int32),
-                        last=zero, inner=inf)
-        return dict(
-            smallest=jnp.full((n_fleets, self.n_fires), jnp.nan, dtype),
+        if info.ordered:  # the FIFO loop: the cyclic firing order is fixed (claim 3)
+            return Bound(info=info, arrays=dict(smallest=jnp.full((n_fleets, k), jnp.nan, dtype),
+                                                cur=jnp.full(n_fleets, -1, jnp.int32), last=zero, inner=inf))
+        return Bound(info=info, arrays=dict(
+            smallest=jnp.full((n_fleets, k), jnp.nan, dtype),
             cur=jnp.full(n_fleets, -1, jnp.int32),  # newest cycle begun (-1: none)
             first=zero, last=zero, inner=inf,  # cycle cur
             prev_last=zero, prev_inner=inf,  # cycle cur - 1
             prev_ahead=no,  # a firing of cur - 1 came after cur's first: they interleave
-        )
+        ))
 
     @staticmethod
     def _written(state):
@@ -349,11 +450,12 @@ class GapsObserver:
         closing = state["first"] - state["prev_last"]
         return jnp.where(state["prev_ahead"], -jnp.inf, jnp.minimum(state["prev_inner"], closing))
 
-    def _update_ordered(self, state, view: EventView):
+    @staticmethod
+    def _update_ordered(state, view: EventView, k: int):
         # The FIFO ring fires the jobs in one fixed cyclic order: cycle c + 1 begins only
         # after every job fired cycle c, and no firing is ever late. So cycle c is final
         # when c + 1 begins: one float cell, three scalars.
-        t, cur, k = view.time, state["cur"], self.n_fires
+        t, cur = view.time, state["cur"]
         fired = view.fired[:, 0] & view.running & (view.cycle[:, 0] < k)
         begins = fired & (view.cycle[:, 0] == cur + 1)
         gap = t - state["last"]
@@ -368,11 +470,12 @@ class GapsObserver:
             inner=jnp.where(begins, jnp.inf, jnp.where(same, jnp.minimum(state["inner"], gap), state["inner"])),
         )
 
-    def update(self, state, view: EventView, n_active):
-        if self.ordered:
-            return self._update_ordered(state, view)
+    def update(self, bound, view: EventView):
+        state, info = bound.arrays, bound.info
+        if info.ordered:
+            return Bound(info=info, arrays=self._update_ordered(state, view, info.gap_fires))
         n_fleets, width = view.fired.shape
-        k, t, cur = self.n_fires, view.time, state["cur"]
+        k, t, cur = info.gap_fires, view.time, state["cur"]
         fired = view.fired & view.running[:, None] & (view.cycle < k)
         offset = view.cycle - cur[:, None]
 
@@ -420,9 +523,10 @@ class GapsObserver:
             prev_last=state["last"], prev_inner=state["inner"], prev_ahead=jnp.zeros_like(prev_ahead),
         )
         state = {name: jnp.where(begins, shifted[name], value) if name in shifted else value for name, value in state.items()}
-        return dict(state, smallest=smallest)
+        return Bound(info=info, arrays=dict(state, smallest=smallest))
 
-    def finalize(self, state, final: FinalView, complete):
+    def finalize(self, bound, final: FinalView):
+        state = bound.arrays
         n_fleets, k = state["smallest"].shape
         cycles = jnp.arange(k)[None, :]
         cur = state["cur"][:, None]
@@ -430,7 +534,7 @@ class GapsObserver:
         # fire count exceeds c + 1), which implies the cycle itself is.
         fewest = jnp.min(jnp.where(final.active, final.fire_count, np.iinfo(np.int32).max), axis=1)
         next_full = (cycles + 1 < fewest[:, None]) & (cycles + 1 < k)
-        if self.ordered:  # every cycle before cur is written out; cur has no next
+        if bound.info.ordered:  # every cycle before cur is written out; cur has no next
             return jnp.where((cycles < cur) & next_full, state["smallest"], jnp.nan)
         # The two cycles still in the scalars: cur - 1 as if cur + 1 began, cur (no next).
         smallest = jnp.where(cycles == cur - 1, self._written(state)[:, None], state["smallest"])
@@ -441,19 +545,18 @@ class GapsObserver:
         return jnp.where(valid, smallest, jnp.nan)
 
 
-class JobsObserver:
+class JobsObserver(Observer):
     """`JobStats`: write time and completed-write time from the switch times, or, with
-    failures (general engine, ``count_writes``: writes can be abandoned), per interval;
+    failures (`LoopInfo.abandons`: writes can be abandoned), per interval;
     completed writes; compute time as the stop time minus the time not computing (writing
     with α = 0, waiting with α > 0, accumulated per interval).
 
     From the switch times: per job, the write ends of writes a firing started (A), the end
     of a write in progress at t = 0 (E), the firings (S) and the latest firing (L). Write
     time = A + E − S (+ t_stop while writing), completed-write time = A − S (+ L, the
-    firing of a write still open). The fast paths (``per_switch``: one switch per
-    iteration) add each switch's time to one of three sums of the switching slot in one
-    scatter, and keep the time of each slot's latest switch in a second one. The general
-    engine keeps A − S, E and L as three dense arrays, each updated from its own old value
+    firing of a write still open). The fast paths (`LoopInfo.one_switch`) add each
+    switch's time to one of three sums of the switching job's slot (`EventView.slot`) in
+    one scatter, and keep the time of each slot's latest switch in a second one. The general engine keeps A − S, E and L as three dense arrays, each updated from its own old value
     only (XLA then copies none of them per iteration).
 
     With failures a write can be abandoned (the job fails and fires again before the write
@@ -462,40 +565,47 @@ class JobsObserver:
     recorded write end and reset at a firing, so an abandoned write, or one still open at
     the stop, adds nothing; and it counts completed writes per end. Otherwise the loop
     hands them to ``finalize`` (`FinalView.writes`: every firing starts a write, and all
-    but the one still open have ended)."""
+    but the one still open have ended).
+
+    The three ways keep three state layouts: they are not interchangeable bit for bit (a
+    difference of sums rounds otherwise than a sum of differences), and each is the
+    fastest for its loop."""
 
     name = "jobs"
 
-    def __init__(self, n_jobs: int, count_writes: bool = True, per_switch: bool = False):
-        self.n_jobs = n_jobs
-        self.count_writes = count_writes
-        self.per_switch = per_switch
+    def init(self, info: LoopInfo):
+        n_fleets, n_jobs, dtype = info.n_fleets, info.n_jobs, info.dtype
+        if info.one_switch:  # per job: the sums A, E, S of the class docstring
+            arrays = dict(sums=jnp.zeros((n_fleets, n_jobs, 3), dtype), latest=jnp.zeros((n_fleets, n_jobs), dtype))
+        elif not info.abandons:  # no failures: every write ends or is open at the stop
+            zeros = jnp.zeros((n_fleets, n_jobs), dtype)
+            arrays = dict(ends_less_fires=zeros, initial=zeros, latest=zeros, waiting_time=zeros)
+        else:
+            zeros = jnp.zeros((n_fleets, n_jobs), dtype)
+            arrays = dict(write_time=zeros, waiting_time=zeros, completed_write_time=zeros, open_write=zeros,
+                          writes=jnp.zeros((n_fleets, n_jobs), jnp.int32))
+        return Bound(info=info, arrays=arrays)
 
-    def init(self, n_fleets, dtype):
-        if self.per_switch:  # per slot: the sums A, E, S of the class docstring
-            return dict(sums=jnp.zeros((n_fleets, self.n_jobs, 3), dtype), latest=jnp.zeros((n_fleets, self.n_jobs), dtype))
-        zeros = jnp.zeros((n_fleets, self.n_jobs), dtype)
-        if not self.count_writes:  # no failures: every write ends or is open at the stop
-            return dict(ends_less_fires=zeros, initial=zeros, latest=zeros, waiting_time=zeros)
-        return dict(write_time=zeros, waiting_time=zeros, completed_write_time=zeros, open_write=zeros,
-                    writes=jnp.zeros((n_fleets, self.n_jobs), jnp.int32))
+    def update(self, bound, view: EventView):
+        return Bound(info=bound.info, arrays=self._update(bound.arrays, bound.info, view))
 
-    def update(self, state, view: EventView, n_active):
-        if self.per_switch:  # one switch per lane: its time goes to one sum of its slot
-            n_fleets = view.time.shape[0]
+    @staticmethod
+    def _update(state, info: LoopInfo, view: EventView):
+        if info.one_switch:  # one switch per lane: its time goes to one sum of its job's slot
+            n_fleets, n_jobs = view.time.shape[0], info.n_jobs
             switched = (view.ended[:, 0] | view.fired[:, 0]) & view.running
-            slot = jnp.where(switched, jnp.arange(n_fleets) * self.n_jobs + view.job[:, 0], n_fleets * self.n_jobs)
+            slot = view.job if view.slot is None else view.slot
+            cell = jnp.where(switched, jnp.arange(n_fleets) * n_jobs + slot[:, 0], n_fleets * n_jobs)
             which = jnp.where(view.fired[:, 0], 2, jnp.where(view.recorded_end[:, 0], 0, 1))
             times = jnp.where(which[:, None] == jnp.arange(3)[None, :], view.time[:, None], 0)
-            flat = state["sums"].reshape(n_fleets * self.n_jobs, 3)  # flat scatters (`record`)
-            flat = flat.at[slot].add(times, mode="drop", unique_indices=True)
-            latest = state["latest"].reshape(-1).at[slot].set(view.time, mode="drop", unique_indices=True)
+            flat = state["sums"].reshape(n_fleets * n_jobs, 3)  # flat scatters (`ckpt_jax._loops.record`)
+            flat = flat.at[cell].add(times, mode="drop", unique_indices=True)
+            latest = state["latest"].reshape(-1).at[cell].set(view.time, mode="drop", unique_indices=True)
             return dict(sums=flat.reshape(state["sums"].shape), latest=latest.reshape(state["latest"].shape))
-        # The general engine's masks are dense anyway (its columns are the jobs, in job
-        # order).
+        # The general engine's masks are dense anyway (its columns are the jobs).
         dt = jnp.where(view.running, view.dt, 0)[:, None]
         waiting_time = state["waiting_time"] if view.waiting is None else state["waiting_time"] + jnp.where(view.waiting, dt, 0)
-        if not self.count_writes:  # no failures: the switch times, as on the fast paths
+        if not info.abandons:  # no failures: the switch times, as on the fast paths
             t = view.time[:, None]
             fired, ended = view.fired & view.running[:, None], view.ended & view.running[:, None]
             recorded = view.recorded_end & view.running[:, None]
@@ -516,13 +626,14 @@ class JobsObserver:
         return dict(write_time=write_time, waiting_time=waiting_time, completed_write_time=completed, open_write=open_write,
                     writes=state["writes"] + ended.astype(jnp.int32))
 
-    def finalize(self, state, final: FinalView, complete):
-        if "sums" in state:  # per_switch (`finalize` below builds observers without it)
+    def finalize(self, bound, final: FinalView):
+        state, info = bound.arrays, bound.info
+        if info.one_switch:  # per slot: in job order
             sums = job_order(state["sums"], final.slot_position)
-            latest = job_order(state["latest"], final.slot_position)
             ends, initial, fires = sums[..., 0], sums[..., 1], sums[..., 2]
+            latest = job_order(state["latest"], final.slot_position)
             state = dict(ends_less_fires=ends - fires, initial=initial, latest=latest, waiting_time=jnp.zeros_like(ends))
-        if "ends_less_fires" in state:  # from switch times: the fast paths, the general engine without failures
+        if not info.abandons:  # from switch times: the fast paths, the general engine without failures
             writing = final.writing
             opened = writing & (final.fire_count >= 1)  # its write was started by a firing
             difference = state["ends_less_fires"]
@@ -539,7 +650,7 @@ class JobsObserver:
         idle = jnp.where(final.async_fraction[:, None] > 0, state["waiting_time"], write_time)
         down_time = zeros if final.down_time is None else final.down_time
         compute_time = final.time[:, None] - idle - down_time
-        ok = final.active & complete[:, None]
+        ok = final.active & final.ok[:, None]
         # The fast paths keep no work accounting: `_simulate` fills in their useful work.
         useful = jnp.full_like(write_time, jnp.nan) if final.useful_work is None else final.useful_work
         lost = zeros if final.lost_work is None else final.lost_work
@@ -558,26 +669,17 @@ class JobsObserver:
         )
 
 
-def observers_for(save: SaveAt, n_jobs: int, stop_fires: Optional[int], gap_fires: Optional[int],
-                  ordered: bool = False, count_writes: bool = True, per_switch: bool = False) -> tuple:
-    """The observer objects a `SaveAt` asks for, in a fixed order (static per run).
-
-    ``stop_fires``: the K whose first write end closes the window (None: the horizon
-    closes it); ``gap_fires``: the cycles the gaps observer keeps; ``ordered``: the loop
-    fires the jobs in a fixed cyclic order (the FIFO path); ``count_writes``: a write can be
-    abandoned (failures), so the jobs observer counts completed writes and accumulates
-    write time per interval itself (False: every write ends or is open at the stop; the
-    loop reports the completed writes in `FinalView.writes` and the times come from the
-    switch times); ``per_switch``: the loop switches one job per iteration (the
-    fast paths)."""
+def observers_of(save: SaveAt) -> tuple:
+    """The observers a `SaveAt` asks for, in a fixed order (static per run): the built-in
+    ones it switches on, then the user's."""
     chosen = []
     if save.writers:
-        chosen.append(WritersObserver(n_jobs, stop_fires))
+        chosen.append(WritersObserver())
     if save.gaps:
-        chosen.append(GapsObserver(n_jobs, gap_fires, ordered))
+        chosen.append(GapsObserver())
     if save.jobs:
-        chosen.append(JobsObserver(n_jobs, count_writes, per_switch))
-    return tuple(chosen)
+        chosen.append(JobsObserver())
+    return tuple(chosen) + save.observers
 
 
 def completed_writes(fire_count, writing):
@@ -595,17 +697,10 @@ def state_bytes(save: SaveAt, n_jobs: int, gap_fires: Optional[int], itemsize: i
         total += (gap_fires or 0) * itemsize + 5 * itemsize + 8
     if save.jobs:  # the fast paths: four sums per job (the general engine: four or five)
         total += 5 * n_jobs * itemsize
-    return total
+    return total  # a user's observers are not counted
 
 
-def init(save: SaveAt, n_jobs: int, stop_fires, gap_fires, n_fleets: int, dtype, ordered: bool = False,
-         count_writes: bool = True, per_switch: bool = False) -> tuple:
-    """The observers' initial states (buffers sized once, before the loop)."""
-    observers = observers_for(save, n_jobs, stop_fires, gap_fires, ordered, count_writes, per_switch)
-    return tuple(o.init(n_fleets, dtype) for o in observers)
-
-
-def finalize(save: SaveAt, n_jobs: int, stop_fires, gap_fires, states, final: FinalView, ok, ordered: bool = False) -> dict:
-    """``{name: output}`` of every observer of ``save`` from its state after the loop."""
-    observers = observers_for(save, n_jobs, stop_fires, gap_fires, ordered)
-    return {o.name: o.finalize(state, final, ok) for o, state in zip(observers, states)}
+def finalize(save: SaveAt, states, final: FinalView) -> dict:
+    """``{name: output}`` of every observer of ``save`` from its state after the loop
+    (``final.ok`` set)."""
+    return {o.name: o.finalize(state, final) for o, state in zip(observers_of(save), states)}

@@ -1,6 +1,7 @@
-"""The front door: `simulate` validates its input, chooses a loop per fleet, runs each
-group of fleets (on CPU blocks or sharded over devices), and merges the results into one
-`Trace` in batch order. The loops themselves are in `ckpt_jax._loops`.
+"""The front door: `simulate` validates its input, builds the run's one static
+configuration (`RunConfig`), chooses a loop per fleet, runs each group of fleets through
+the driver (`ckpt_jax._loops.driver`: on CPU blocks or sharded over devices), and merges
+the results into one `Trace` in batch order. The loops themselves are in `ckpt_jax._loops`.
 """
 
 from __future__ import annotations
@@ -13,31 +14,20 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _observe, sharding
-from ._loops import LoopResult, PATHS, choose_paths, general, virtual
+from . import sharding
+from ._loops import LoopResult, PATHS, choose_paths, driver
+from ._loops.config import RunConfig
 from ._observe import JobStats, SaveAt, WriterStats
 from ._params import flat_params
 from ._rates import Sharing, sharing_for, variants
-from ._status import Status, describe_status, flag
+from ._status import describe_status
 from ._validate import (
     MAX_FIRES, check_failure_times, check_horizon, check_horizon_events, check_int, check_key_given, check_method,
     check_time_bound, check_trace_memory, default_max_events, fires_before, horizon_events, listed_failure_events,
 )
 from .model import Fleet, State, check_state
 
-__all__ = ["Trace", "simulate", "STATUS_OK", "STATUS_MAX_EVENTS", "STATUS_NONFINITE", "STATUS_QUEUE_OVERFLOW", "STATUS_STALLED"]
-
-# Status bit flags (jax-md style): OR-ed together, 0 means a clean completion. All bits
-# and their messages live in one registry, `ckpt_jax._status`.
-STATUS_OK = int(Status.OK)
-
-STATUS_MAX_EVENTS = int(Status.MAX_EVENTS)  # the event budget ran out before every job fired K times
-
-STATUS_NONFINITE = int(Status.NONFINITE)  # a non-finite time (e.g. times overflowed)
-
-STATUS_QUEUE_OVERFLOW = int(Status.QUEUE_OVERFLOW)  # the delayed controller's queue was full
-
-STATUS_STALLED = int(Status.STALLED)  # fast paths: time stopped advancing
+__all__ = ["Trace", "simulate"]
 
 
 @jax.tree_util.register_dataclass
@@ -56,12 +46,14 @@ class Trace:
         failure abandoned (docs/model.md §1c: it keeps its fire time, the job's next
         firing takes the next column).
       ok: (*B,) True where the run completed (every active job fired and finished K writes).
-      status: (*B,) int32 bit flags (`STATUS_*`); 0 where ``ok``.
+      status: (*B,) int32 bit flags (`Status`); 0 where ``ok``.
       n_events: (*B,) number of event instants stepped (simultaneous switches count once).
       time: (*B,) simulated time at which the fleet stopped.
       writers, gaps, jobs: what `SaveAt` asked for (`WriterStats`, (*B, K) smallest gap per
         cycle, `JobStats`), else None; ``fire_times``/``end_times`` are None with
         ``SaveAt(trace=False)``.
+      observed: ``{name: output}`` of the user's observers (``SaveAt(observers=...)``),
+        else None.
     """
 
     fire_times: Optional[jax.Array]
@@ -73,6 +65,7 @@ class Trace:
     writers: Optional[WriterStats] = None
     gaps: Optional[jax.Array] = None
     jobs: Optional[JobStats] = None
+    observed: Optional[dict] = None
 
     @property
     def batch_shape(self) -> tuple:
@@ -121,6 +114,8 @@ class Trace:
         parts.append(f"n_events<={int(np.max(self.n_events))}" if np.size(self.n_events) else "n_events=[]")
         parts += [f"{name}={type(getattr(self, name)).__name__ if name != 'gaps' else np.shape(self.gaps)}"
                   for name in ("writers", "gaps", "jobs") if getattr(self, name) is not None]
+        if self.observed:
+            parts.append(f"observed={sorted(self.observed)}")
         return f"Trace({', '.join(parts)})"
 
 
@@ -153,7 +148,7 @@ def simulate(
         need ``until`` (a `ValueError` otherwise), as a failure abandons a write and K
         completed writes may never come.
       max_events: event budget per fleet; a fleet that exhausts it stops with
-        ``ok = False`` and status `STATUS_MAX_EVENTS`. Default: `default_max_events`;
+        ``ok = False`` and status `Status.MAX_EVENTS`. Default: `default_max_events`;
         with it, a horizon that cannot be reached within the budget (about 2³¹ events) is
         refused with a `ValueError` before the run starts.
       jitter: compute-work standard deviation σ >= 0, scalar or (*B,) (docs/model.md §1).
@@ -184,8 +179,8 @@ def simulate(
         device), ``"all"`` (every local device), an int n (the first n) or a sequence of
         devices. Results are identical to one device.
       save: what to record, a `SaveAt` (default: the full trace only). Observers
-        (``writers``, ``gaps``, ``jobs``) are accumulated inside the loop; with
-        ``trace=False`` no (B, N, K) buffer exists anywhere.
+        (``writers``, ``gaps``, ``jobs`` and the user's ``observers``) are accumulated
+        inside the loop; with ``trace=False`` no (B, N, K) buffer exists anywhere.
       until: a time horizon H > 0 (scalar or (*B,)): every fleet stops at t = H exactly,
         after every switch at an instant <= H (those at H too; a job due within the
         snapping tolerance of H switches at H, docs/model.md §1), and is ok if it got
@@ -261,23 +256,24 @@ def simulate(
     path = choose_paths(fleet, jitter, "general" if failure_times is not None else method).reshape(n_fleets)
     use_jitter = bool(np.any(uses.jitter))
     check_key_given(key, use_jitter, drawn_failures=fleet.has_failures and failure_times is None)
-    options = dict(
+    use_delay = bool(np.any(uses.delay))
+    # Everything static about the run, once: each group of fleets below runs it with its
+    # own loop and rate rules.
+    config = RunConfig(
         n_fires=MAX_FIRES if horizon is not None else n_fires,
         trace_len=trace_len,
         save=save,
         stop_fires=n_fires if horizon is None else None,
         gap_fires=n_fires,
-        max_events=max_events,
-        queue_size=queue_size,
+        queue_size=queue_size if use_delay else 1,
         use_jitter=use_jitter,
-        use_delay=bool(np.any(uses.delay)),
+        use_delay=use_delay,
         use_async=bool(np.any(uses.asynchronous)),
         use_failures=use_failures,
-        progress=progress,
-        devices=devices,
-        # What a progress bar of a run to a horizon counts down: the busiest fleet's events.
-        expected_events=None if horizon is None else int(min(np.max(horizon_events(fleet, horizon)), max_events)),
+        until=horizon is not None,
     )
+    # What a progress bar of a run to a horizon counts down: the busiest fleet's events.
+    expected_events = None if horizon is None else int(min(np.max(horizon_events(fleet, horizon)), max_events))
     horizon_flat = None if horizon is None else jnp.asarray(horizon.reshape(n_fleets), fleet.dtype)
     phase = jnp.reshape(state.phase, params.compute.shape)
     remaining = jnp.reshape(state.remaining, params.compute.shape).astype(fleet.dtype)
@@ -295,10 +291,12 @@ def simulate(
         part = (params, phase, remaining, horizon_flat)
         if index.size < n_fleets:
             part = jax.tree_util.tree_map(lambda x: x[index], part)
-        result = run(*part, path=name, sharing=sharing, **options)
-        piece = flat_trace(result, save=save, stop_fires=options["stop_fires"], gap_fires=n_fires, ordered=name == "fifo")
-        if save.jobs and (name != "general" or not general.tracks_work(save, options["use_jitter"], use_failures)):
-            piece = dataclasses.replace(piece, jobs=fast_useful_work(piece.jobs, *part, use_jitter=options["use_jitter"]))
+        group = dataclasses.replace(config, path=name, sharing=sharing)
+        result = driver.run(group, part, max_events=max_events, progress=progress, devices=devices,
+                            expected_events=expected_events)
+        piece = flat_trace(result, save=save)
+        if save.jobs and not group.track_work:
+            piece = dataclasses.replace(piece, jobs=fast_useful_work(piece.jobs, *part, use_jitter=use_jitter))
         pieces.append((index, piece))
     flat = pieces[0][1] if len(pieces) == 1 else merge(pieces, n_fleets)
     batch = fleet.batch_shape
@@ -312,44 +310,10 @@ def simulate(
     return trace
 
 
-def run(params, phase, remaining, horizon, *, path, n_fires, trace_len, save, stop_fires, gap_fires, max_events, queue_size, use_jitter, use_delay, use_async, progress, devices, sharing=Sharing(), use_failures=False,
-        expected_events=None) -> LoopResult:
-    """Runs flattened fleets (leading axis B) on one path, optionally sharded; returns the
-    `LoopResult` (job order) that `flat_trace` turns into a `Trace`."""
-    n_fleets = params.compute.shape[0]
-    until = horizon is not None
-    if horizon is None:
-        horizon = jnp.full((n_fleets,), jnp.inf, params.compute.dtype)
-    if devices is not None:
-        params, phase, remaining, horizon = sharding.pad_inert(params, phase, remaining, len(devices), horizon)
-        params, phase, remaining, horizon = sharding.place((params, phase, remaining, horizon), devices)
-    limit = jnp.int32(max_events)
-    observe = dict(save=save, until=until, stop_fires=stop_fires, gap_fires=gap_fires, trace_len=trace_len)
-    if path != "general":
-        clock = path == "clock"
-        static = dict(n_fires=n_fires, clock=clock, use_jitter=use_jitter and clock, **observe)
-        if devices is None:
-            return sharding.run_blocks(params, phase, remaining, horizon, limit, progress=progress,
-                                       expected_events=expected_events, **static)
-        loop = sharding.sharded_loop(virtual.init_and_advance, devices, **static)
-        return sharding.unpad(loop((params, phase, remaining, horizon), limit), n_fleets)
-    static = dict(n_fires=n_fires, use_delay=use_delay, use_jitter=use_jitter, use_async=use_async, sharing=sharing,
-                  use_failures=use_failures, **observe)
-    queue = queue_size if use_delay else 1
-    if devices is None:
-        state = general.init_jit(params, phase, remaining, horizon, queue_size=queue, **static)
-        state = general.run_chunked(params, state, max_events, progress, n_fleets, expected_events, **static)
-        return general.result(params, *state, **{k: static[k] for k in ("n_fires", "until", "use_failures")})
-    loop = sharding.sharded_loop(general.init_and_advance, devices, queue_size=queue, **static)
-    return sharding.unpad(loop((params, phase, remaining, horizon), limit), n_fleets)
-
-
 @functools.partial(jax.jit, static_argnames=("use_jitter",))
-
-
 def fast_useful_work(jobs: JobStats, params, phase, remaining, horizon, *, use_jitter: bool) -> JobStats:
     """The useful work of fleets run without the work accounting (the fast paths, and the
-    general engine without failures or jitter: `general.tracks_work`; docs/model.md §1c):
+    general engine without failures or jitter: `RunConfig.track_work`; docs/model.md §1c):
     each completed write saved one full compute phase T_i, but the first write of an
     initially computing job saved only its ``remaining`` work (work before t = 0 counts
     nowhere). With jitter the phases' works are not kept: NaN."""
@@ -375,29 +339,20 @@ def merge(pieces, n_fleets: int) -> Trace:
     return jax.tree_util.tree_map(merge, *(trace for _, trace in pieces))
 
 
-@functools.partial(jax.jit, static_argnames=("save", "stop_fires", "gap_fires", "ordered"))
-
-
-def flat_trace(result: LoopResult, *, save: SaveAt, stop_fires, gap_fires, ordered: bool = False) -> Trace:
-    """The `Trace` of flattened fleets (leading axis B) from a loop's result (any path;
-    ``ordered``: the FIFO path's, whose observers rely on its fixed firing order)."""
-    active = result.final.active
-    # The budget is the reason only where nothing else stopped the run.
-    status = jnp.where(result.done | (result.status != 0), result.status, result.status | STATUS_MAX_EVENTS)
-    # A non-finite time is never ok, whichever loop produced it.
-    status = status | flag(~jnp.isfinite(result.time), STATUS_NONFINITE)
-    # Any flag means the numbers cannot be trusted, so ok requires status == 0.
-    ok = result.done & (status == STATUS_OK)
-    mask = active[:, :, None]
-    observed = _observe.finalize(save, active.shape[1], stop_fires, gap_fires, result.observers, result.final, ok, ordered)
+@functools.partial(jax.jit, static_argnames=("save",))
+def flat_trace(result: LoopResult, *, save: SaveAt) -> Trace:
+    """The `Trace` of flattened fleets (leading axis B) from the driver's result (any loop)."""
+    mask = result.final.active[:, :, None]
+    observed = result.observers
     return Trace(
         fire_times=jnp.where(mask, result.fire_times, jnp.nan) if save.trace else None,
         end_times=jnp.where(mask, result.end_times, jnp.nan) if save.trace else None,
-        ok=ok,
-        status=status,
+        ok=result.ok,
+        status=result.status,
         n_events=result.n_events,
         time=result.time,
         writers=observed.get("writers"),
         gaps=observed.get("gaps"),
         jobs=observed.get("jobs"),
+        observed={o.name: observed[o.name] for o in save.observers} or None,
     )

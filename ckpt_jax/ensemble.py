@@ -618,6 +618,9 @@ def _check_save(save):
         return None
     if not isinstance(save, SaveAt):
         raise ValueError(f"save must be None or a ckpt_jax.SaveAt, got {save!r}")
+    if save.observers:
+        raise ValueError("run_ensemble stores the trace and the built-in observers (writers, gaps, jobs) in its "
+                         "chunks, not a user's observers: use simulate for SaveAt(observers=...)")
     return None if save == SaveAt() else save
 
 

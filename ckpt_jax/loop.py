@@ -3,7 +3,10 @@
 `ckpt_jax.simulate` runs whole batches; the return maps (`ckpt_jax.maps`), coupling
 functions (`ckpt_jax.coupling`) and FTLE (`ckpt_jax.lyapunov`) instead follow one fleet
 from a chosen state to a chosen event, and differentiate through it. They use this
-module, which is public and stable:
+module. The functions below are public; the loop state they pass around (`Carry`, a
+`NamedTuple` of the general loop's per-job rows) is documented for reading, but its
+fields may change with the loop (new variants add rows): build it with `init_carry`,
+not by hand.
 
 * `flat_params(fleet)` — a validated `Fleet` as flat per-fleet arrays (`Params`, leading
   axis B); take ``jax.tree_util.tree_map(lambda x: x[0], params)`` for one fleet;
@@ -20,10 +23,11 @@ module, which is public and stable:
 * `sharing_for(fleet)` — the static rate rules (`Sharing`) of a fleet with job sizes or
   sharing policies (docs/model.md §1b), to pass as ``sharing=`` to `init_carry`, `step`,
   `advance` and `advance_to_firing` (their default is the base model's anonymous rates);
-* the observer protocol of `ckpt_jax.SaveAt`: each loop iteration is an `EventView`, the
-  state after the loop a `FinalView`, and an observer (`WritersObserver`,
-  `GapsObserver`, `JobsObserver`) is ``init(n_fleets, dtype)``, ``update(state, view,
-  n_active)`` and ``finalize(state, final, complete)`` over batched arrays.
+* the observers of `ckpt_jax.SaveAt` (`ckpt_jax.Observer`): each loop iteration is an
+  `EventView`, the state after the loop a `FinalView`, the loop described by a
+  `LoopInfo`; an observer (the built-in `WritersObserver`, `GapsObserver`,
+  `JobsObserver`, or a user's) is ``init(info)``, ``update(state, view)`` and
+  ``finalize(state, final)`` over batched arrays.
 
 Example: the time until job 0 of a synchronous pair fires again.
 
@@ -38,11 +42,12 @@ Example: the time until job 0 of a synchronous pair fires again.
 """
 
 from ._loops.general import Carry, advance, advance_to_firing, init_carry, step
-from ._observe import EventView, FinalView, GapsObserver, JobsObserver, WritersObserver
+from ._observe import EventView, FinalView, GapsObserver, JobsObserver, LoopInfo, Observer, WritersObserver
 from ._params import Params, flat_params, jitter_work
 from ._rates import Sharing, computing_mask, sharing_for
 
 __all__ = [
     "Carry", "Params", "Sharing", "flat_params", "init_carry", "step", "advance", "advance_to_firing", "computing_mask",
-    "jitter_work", "sharing_for", "EventView", "FinalView", "WritersObserver", "GapsObserver", "JobsObserver",
+    "jitter_work", "sharing_for", "EventView", "FinalView", "LoopInfo", "Observer", "WritersObserver", "GapsObserver",
+    "JobsObserver",
 ]

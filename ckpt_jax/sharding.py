@@ -8,8 +8,8 @@ fleet 0 with every job slot inactive), which are dropped afterwards. Results are
 bit-identical to a single device: every fleet computes exactly the same operations.
 
 On a CPU the two fast loops also run a big batch in cache-sized blocks of fleets, one
-after another (`run_blocks`). Multi-host use (`jax.distributed`) is described in
-``docs/multihost.md``.
+after another (`block_size`; the driver, `ckpt_jax._loops.driver`, runs them).
+Multi-host use (`jax.distributed`) is described in ``docs/multihost.md``.
 """
 
 from __future__ import annotations
@@ -22,11 +22,10 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from . import _observe, _progress
-from ._loops import virtual
-from ._observe import SaveAt
+from . import _observe
+from ._params import Params
 
-__all__ = ["FLEET_AXIS", "resolve_devices", "fleet_sharding", "pad_fleets", "pad_inert", "run_blocks", "sharded_loop"]
+__all__ = ["FLEET_AXIS", "resolve_devices", "fleet_sharding", "pad_fleets", "pad_inert", "block_size", "sharded"]
 
 FLEET_AXIS = "fleets"
 
@@ -96,36 +95,33 @@ def unpad(tree, n_fleets: int):
 
 
 @functools.lru_cache(maxsize=64)
+def sharded(run, config, devices: tuple):
+    """``run(config, part, event_limit)`` per device block, jitted.
 
-
-def sharded_loop(run, devices: tuple, **static):
-    """``run(part, event_limit, **static)`` per device block, jitted.
-
-    ``run`` initialises and runs a batched event loop on its block of fleets
-    (`ckpt_jax._loops.general.init_and_advance` or `ckpt_jax._loops.virtual.init_and_advance`): ``part`` is
-    a pytree of arrays with a leading fleet axis; each device stops when its own fleets
-    are done.
+    ``run`` starts and runs a batched event loop on its block of fleets
+    (`ckpt_jax._loops.driver.run_part`): ``part`` is a pytree of arrays with a leading
+    fleet axis; each device stops when its own fleets are done. ``config`` (a
+    `ckpt_jax._loops.config.RunConfig`) is static.
     """
     spec = PartitionSpec(FLEET_AXIS)
 
     def local(part, event_limit):
-        return run(part, event_limit, **static)
+        return run(config, part, event_limit)
 
     mapped = jax.shard_map(local, mesh=_mesh(devices), in_specs=(spec, PartitionSpec()), out_specs=spec, check_vma=False)
     return jax.jit(mapped)
 
 
-def pad_inert(params, phase, remaining, multiple: int, horizon=None):
+def pad_inert(params, phase, remaining, horizon, multiple: int):
     """Pads flattened fleets (leading axis B) to a multiple of ``multiple`` with inert
-    fleets: copies of fleet 0 with no active job, done before their first step (with a
-    horizon: a horizon of 0, so they are done at t = 0 too)."""
+    fleets: copies of fleet 0 with no active job and a horizon of 0, done before their
+    first step. Returns ``(params, phase, remaining, horizon)``."""
     n_fleets = params.compute.shape[0]
-    tree = (params, phase, remaining) if horizon is None else (params, phase, remaining, horizon)
-    tree, n_pad = pad_fleets(tree, n_fleets, multiple)
+    tree, n_pad = pad_fleets((params, phase, remaining, horizon), n_fleets, multiple)
     if n_pad:
-        tree = (tree[0]._replace(active=tree[0].active.at[n_fleets:].set(False)),) + tuple(tree[1:])
-        if horizon is not None:
-            tree = tree[:3] + (tree[3].at[n_fleets:].set(0),)
+        params, phase, remaining, horizon = tree
+        tree = (params._replace(active=params.active.at[n_fleets:].set(False)), phase, remaining,
+                horizon.at[n_fleets:].set(0))
     return tree
 
 
@@ -149,71 +145,16 @@ CPU_MIN_BLOCK = 1024
 CPU_MAX_BLOCK = {"fifo": 2048, "clock": 1024}
 
 
-def block_size(params: Params, trace_len: int, save: SaveAt = SaveAt(), gap_fires=None, clock: bool = False) -> int:
-    """Fleets per CPU block: as many as keep the loop state (per-job rows, the trace and
-    the observers' state) within `CPU_BLOCK_BYTES`, at most `CPU_MAX_BLOCK` of the path
-    (``clock``: the clock path, else FIFO); all fleets on other platforms."""
+def block_size(params: Params, config) -> int:
+    """Fleets per CPU block of a virtual-clock loop: as many as keep the loop state (per-job
+    rows, the trace and the observers' state) within `CPU_BLOCK_BYTES`, at most
+    `CPU_MAX_BLOCK` of the path; all fleets on other platforms. ``config``: the run's
+    `ckpt_jax._loops.config.RunConfig`."""
     n_fleets, n_jobs = params.compute.shape
     platforms = {device.platform for device in params.compute.devices()}
     if platforms != {"cpu"}:
         return n_fleets
     itemsize = params.compute.dtype.itemsize
-    per_fleet = n_jobs * (2 * trace_len + 5) * itemsize + _observe.state_bytes(save, n_jobs, gap_fires, itemsize)
-    largest = CPU_MAX_BLOCK["clock" if clock else "fifo"]
-    return min(n_fleets, largest, max(CPU_MIN_BLOCK, CPU_BLOCK_BYTES // per_fleet))
-
-
-def advance_blocks(params: Params, phase, remaining, horizon, event_limit, *, n_blocks: int, **static) -> LoopResult:
-    """`init_and_advance` over ``n_blocks`` equal blocks of fleets, one after another
-    (`jax.lax.map`), in one compiled program."""
-
-    def run(part):
-        return virtual.init_and_advance(part, event_limit, **static)
-
-    # Explicit sizes, not -1: a trace of length K = 0 has zero-size arrays.
-    blocks = jax.tree_util.tree_map(
-        lambda x: x.reshape((n_blocks, x.shape[0] // n_blocks) + x.shape[1:]), (params, phase, remaining, horizon)
-    )
-    result = jax.lax.map(run, blocks)
-    return jax.tree_util.tree_map(lambda x: x.reshape((x.shape[0] * x.shape[1],) + x.shape[2:]), result)
-
-advance_blocks_jit = jax.jit(advance_blocks, static_argnames=("n_blocks",) + virtual.STATIC)
-
-
-def run_blocks(params: Params, phase, remaining, horizon, event_limit, *, progress=None, expected_events=None,
-               **static) -> LoopResult:
-    """Runs flattened fleets (leading axis B) on the FIFO or clock path on one device, in
-    blocks of fleets (`block_size`: on a CPU) so each block's state stays in cache.
-
-    The batch is padded with inert fleets (copies of fleet 0 with no active job) to whole
-    blocks. Without a progress bar all blocks run in one compiled program; with one, one
-    call per group of blocks, so the bar moves. ``expected_events``: with ``until``, about
-    how many events the busiest fleet steps (`ckpt_jax._validate.horizon_events`), which
-    decides whether a bar is shown. Returns the `LoopResult` of all fleets.
-    """
-    n_fleets = params.compute.shape[0]
-    block = block_size(params, static["trace_len"], static["save"], static["gap_fires"], static["clock"])
-    n_blocks = -(-n_fleets // block)
-    block = -(-n_fleets // n_blocks)  # equal blocks: pad by fewer than n_blocks inert fleets
-    params, phase, remaining, horizon = pad_inert(params, phase, remaining, block, horizon)
-    if progress is None:
-        # Firings: N per cycle, or about half the events to a horizon.
-        firings = expected_events / 2 if static["until"] else params.compute.shape[1] * static["n_fires"]
-        progress = n_blocks > 1 and n_fleets * firings >= 10 * _progress.LONG_RUN
-    if not progress:
-        result = advance_blocks_jit(params, phase, remaining, horizon, event_limit, n_blocks=n_blocks, **static)
-        return jax.tree_util.tree_map(lambda x: x[:n_fleets], result)
-    # About 20 updates: each call runs a group of blocks (one compile for every full group).
-    per_call = max(1, n_blocks // 20)
-    pieces = []
-    with _progress.progress_bar(total=n_fleets, desc=f"ckpt_jax.simulate ({'clock' if static['clock'] else 'fifo'})", unit="fleet") as bar:
-        for first in range(0, n_blocks, per_call):
-            count = min(per_call, n_blocks - first)
-            part = jax.tree_util.tree_map(
-                lambda x: x[first * block : (first + count) * block],  # noqa: B023
-                (params, phase, remaining, horizon),
-            )
-            # Waits for the group (dispatch is asynchronous), so the bar shows work done.
-            pieces.append(jax.block_until_ready(advance_blocks_jit(*part, event_limit, n_blocks=count, **static)))
-            bar.update(min(n_fleets, (first + count) * block) - bar.n)
-    return jax.tree_util.tree_map(lambda *leaves: jnp.concatenate(leaves)[:n_fleets], *pieces)
+    per_fleet = (n_jobs * (2 * config.trace_len + 5) * itemsize
+                 + _observe.state_bytes(config.save, n_jobs, config.gap_fires, itemsize))
+    return min(n_fleets, CPU_MAX_BLOCK[config.path], max(CPU_MIN_BLOCK, CPU_BLOCK_BYTES // per_fleet))

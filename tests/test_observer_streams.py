@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import ckpt_jax as cj
-from ckpt_jax.loop import EventView, FinalView, GapsObserver
+from ckpt_jax.loop import EventView, FinalView, GapsObserver, LoopInfo
 
 
 def _fire_times(rng, n_jobs, n_cycles, spread, grid, padded):
@@ -40,7 +40,7 @@ def _fire_counts(fire):
     return jnp.asarray(np.sum(np.isfinite(fire), axis=1), jnp.int32)[None]
 
 
-def _view(time, fired, cycle):
+def _view(time, fired, cycle, n_active):
     width = fired.shape[0]
     zeros = jnp.zeros(1, jnp.int32)
     return EventView(
@@ -48,8 +48,14 @@ def _view(time, fired, cycle):
         n_writers=zeros, n_writers_after=zeros, fired=jnp.asarray(fired)[None], ended=jnp.zeros((1, width), bool),
         recorded_end=jnp.zeros((1, width), bool), job=jnp.arange(width, dtype=jnp.int32)[None],
         cycle=jnp.asarray(cycle, jnp.int32)[None], draining=None, waiting=None,
-        first_fires=zeros, last_ends=zeros,
+        first_fires=zeros, last_ends=zeros, n_active=n_active,
     )
+
+
+def _init(observer, n_jobs, n_cycles, ordered=False):
+    """The observer's state for one fleet of ``n_jobs`` jobs, ``n_cycles`` cycles."""
+    return observer.init(LoopInfo(n_fleets=1, n_jobs=n_jobs, dtype=jnp.float64, gap_fires=n_cycles,
+                                  one_switch=ordered, ordered=ordered))
 
 
 @settings(max_examples=20, deadline=None)
@@ -68,8 +74,8 @@ def test_gaps_observer_on_any_time_ordered_stream(seed, n_jobs, n_cycles, spread
     fire = _fire_times(rng, n_jobs, n_cycles, spread, grid, padded)
     if cut:
         fire = _cut(rng, fire)
-    observer = GapsObserver(n_jobs, n_cycles)
-    state = observer.init(1, jnp.float64)
+    observer = GapsObserver()
+    state = _init(observer, n_jobs, n_cycles)
     active = ~np.isnan(fire[:, 0])
     n_active = jnp.array([active.sum()], jnp.int32)
     jobs, cycles = np.nonzero(np.isfinite(fire))
@@ -79,13 +85,14 @@ def test_gaps_observer_on_any_time_ordered_stream(seed, n_jobs, n_cycles, spread
         if per_instant:  # the general engine: one iteration, one column per job
             fired, cycle = np.zeros(n_jobs, bool), np.zeros(n_jobs, np.int32)
             fired[jobs[at]], cycle[jobs[at]] = True, cycles[at]
-            state = observer.update(state, _view(t, fired, cycle), n_active)
+            state = observer.update(state, _view(t, fired, cycle, n_active))
         else:  # the fast paths: one firing per iteration, any order within the instant
             for i in rng.permutation(at):
-                state = observer.update(state, _view(t, np.ones(1, bool), [cycles[i]]), n_active)
+                state = observer.update(state, _view(t, np.ones(1, bool), [cycles[i]], n_active))
     final = FinalView(time=jnp.array([np.nanmax(fire)]), async_fraction=jnp.zeros(1), active=jnp.asarray(active)[None],
-                      horizon=None, n_writers=jnp.zeros(1, jnp.int32), fire_count=_fire_counts(fire))
-    got = np.asarray(observer.finalize(state, final, jnp.ones(1, bool)))[0]
+                      horizon=None, n_writers=jnp.zeros(1, jnp.int32), fire_count=_fire_counts(fire),
+                      ok=jnp.ones(1, bool))
+    got = np.asarray(observer.finalize(state, final))[0]
     want = np.asarray(cj.analysis.smallest_gap(fire))
     np.testing.assert_array_equal(got, want)
 
@@ -93,13 +100,14 @@ def test_gaps_observer_on_any_time_ordered_stream(seed, n_jobs, n_cycles, spread
 def _gaps_of_stream(fire, stream, n_cycles):
     """The observer's gaps after a given stream of single firings [(time, cycle), ...]."""
     n_jobs = fire.shape[0]
-    observer = GapsObserver(n_jobs, n_cycles)
-    state = observer.init(1, jnp.float64)
+    observer = GapsObserver()
+    state = _init(observer, n_jobs, n_cycles)
     for t, c in stream:
-        state = observer.update(state, _view(t, np.ones(1, bool), [c]), jnp.array([n_jobs], jnp.int32))
+        state = observer.update(state, _view(t, np.ones(1, bool), [c], jnp.array([n_jobs], jnp.int32)))
     final = FinalView(time=jnp.array([np.max(fire)]), async_fraction=jnp.zeros(1), active=jnp.ones((1, n_jobs), bool),
-                      horizon=None, n_writers=jnp.zeros(1, jnp.int32), fire_count=_fire_counts(fire))
-    return np.asarray(observer.finalize(state, final, jnp.ones(1, bool)))[0]
+                      horizon=None, n_writers=jnp.zeros(1, jnp.int32), fire_count=_fire_counts(fire),
+                      ok=jnp.ones(1, bool))
+    return np.asarray(observer.finalize(state, final))[0]
 
 
 def test_a_cycle_that_ends_as_the_next_begins_has_a_zero_gap_in_either_order():
@@ -131,17 +139,18 @@ def test_two_late_firings_of_one_cycle_at_one_instant_keep_the_cycle_before_vali
     fire = np.array([[0.0, 4.0, 5.0, 6.0], [1.0, 4.5, 5.5, 6.5], [2.0, 7.0, np.nan, np.nan], [3.0, 7.0, np.nan, np.nan]])
     want = np.asarray(cj.analysis.smallest_gap(fire))
     assert want[0] == 1.0 and np.all(np.isnan(want[1:]))
-    observer = GapsObserver(4, 4)
-    state = observer.init(1, jnp.float64)
+    observer = GapsObserver()
+    state = _init(observer, 4, 4)
     jobs, cycles = np.nonzero(np.isfinite(fire))
     for t in np.unique(fire[jobs, cycles]):
         at = fire[jobs, cycles] == t
         fired, cycle = np.zeros(4, bool), np.zeros(4, np.int32)
         fired[jobs[at]], cycle[jobs[at]] = True, cycles[at]
-        state = observer.update(state, _view(t, fired, cycle), jnp.array([4], jnp.int32))
+        state = observer.update(state, _view(t, fired, cycle, jnp.array([4], jnp.int32)))
     final = FinalView(time=jnp.array([7.0]), async_fraction=jnp.zeros(1), active=jnp.ones((1, 4), bool),
-                      horizon=None, n_writers=jnp.zeros(1, jnp.int32), fire_count=_fire_counts(fire))
-    np.testing.assert_array_equal(np.asarray(observer.finalize(state, final, jnp.ones(1, bool)))[0], want)
+                      horizon=None, n_writers=jnp.zeros(1, jnp.int32), fire_count=_fire_counts(fire),
+                      ok=jnp.ones(1, bool))
+    np.testing.assert_array_equal(np.asarray(observer.finalize(state, final))[0], want)
 
 
 @settings(max_examples=30, deadline=None)
@@ -157,15 +166,16 @@ def test_ordered_gaps_observer_on_cyclically_ordered_streams(seed, n_jobs, n_cyc
         fire = np.round(fire / grid) * grid
     if cut:  # a horizon after every job's first firing: the last cycles are incomplete
         fire[fire > rng.uniform(fire[:, 0].max(), fire.max())] = np.nan
-    observer = GapsObserver(n_jobs, n_cycles, ordered=True)
-    state = observer.init(1, jnp.float64)
+    observer = GapsObserver()
+    state = _init(observer, n_jobs, n_cycles, ordered=True)
     n_active = jnp.array([n_jobs], jnp.int32)
     jobs, cycles = np.nonzero(np.isfinite(fire))
     for i in np.lexsort((jobs, cycles, fire[jobs, cycles])):
-        state = observer.update(state, _view(fire[jobs[i], cycles[i]], np.ones(1, bool), [cycles[i]]), n_active)
+        state = observer.update(state, _view(fire[jobs[i], cycles[i]], np.ones(1, bool), [cycles[i]], n_active))
     final = FinalView(time=jnp.array([np.nanmax(fire)]), async_fraction=jnp.zeros(1), active=jnp.ones((1, n_jobs), bool),
-                      horizon=None, n_writers=jnp.zeros(1, jnp.int32), fire_count=_fire_counts(fire))
-    got = np.asarray(observer.finalize(state, final, jnp.ones(1, bool)))[0]
+                      horizon=None, n_writers=jnp.zeros(1, jnp.int32), fire_count=_fire_counts(fire),
+                      ok=jnp.ones(1, bool))
+    got = np.asarray(observer.finalize(state, final))[0]
     np.testing.assert_array_equal(got, np.asarray(cj.analysis.smallest_gap(fire)))
 
 

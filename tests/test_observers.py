@@ -6,7 +6,10 @@ trace (`smallest_gap`, `writer_distribution`, `writer_excursions`, `observed_int
 horizon (`until`). Shapes are fixed per path so each path compiles once.
 """
 
+from pathlib import Path
+
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -228,3 +231,67 @@ def test_bad_observer_requests_are_refused_before_tracing(kwargs, match):
     n_fires = kwargs.pop("n_fires", K)
     with pytest.raises(ValueError, match=match):
         cj.simulate(fleet, state, n_fires, **kwargs)
+
+
+def _documented_user_observer():
+    """The code of the user's observer in docs/guide/observers.md (the block after its marker)."""
+    text = (Path(__file__).parent.parent / "docs" / "guide" / "observers.md").read_text()
+    block = text.split("<!-- user-observer -->", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    return block
+
+
+@pytest.mark.parametrize("path", ["general", "clock", "fifo"])
+def test_the_documented_user_observer_equals_the_trace(path):
+    fleet = _fleets(path, 11, True, False)
+    rng = np.random.default_rng(11)
+    # Launched computing (no write hides in the state at t = 0), K enough for every firing.
+    remaining = np.asarray(fleet.compute) * rng.uniform(0.01, 1, (N_FLEETS, N_JOBS))
+    state = cj.initial_state(fleet, phase=0, remaining=remaining)
+    names = {"cj": cj, "fleet": fleet, "state": state}
+    exec(_documented_user_observer(), names)  # the page's example runs as written
+    assert np.asarray(names["out"].observed["writing_time"]).shape == (N_FLEETS,)
+    horizon = 40.0
+    save = cj.SaveAt(trace=True, observers=(names["WritingTime"](),))
+    trace = cj.simulate(fleet, state, 40, method=path, save=save, until=horizon)
+    fire, end = np.asarray(trace.fire_times), np.asarray(trace.end_times)
+    assert np.isnan(fire[..., -1]).all() and np.all(np.asarray(trace.ok))  # K was enough
+    end = np.where(np.isfinite(fire) & np.isnan(end), horizon, end)
+    want = [_count_on(fire[b], end[b], 0.0, horizon)[0][1:].sum() for b in range(N_FLEETS)]
+    _rel_close(trace.observed["writing_time"], want)
+
+
+class _Count(cj.Observer):
+    name = "firings"
+
+    def init(self, info):
+        return jnp.zeros((info.n_fleets, info.n_jobs), jnp.int32)
+
+    def update(self, count, view):
+        fired = view.fired & view.running[:, None]
+        fleets = jnp.broadcast_to(jnp.arange(count.shape[0])[:, None], fired.shape)
+        return count.at[fleets, view.job].add(fired.astype(jnp.int32))
+
+    def finalize(self, count, final):
+        return count
+
+
+@pytest.mark.parametrize("path", ["general", "clock", "fifo"])
+def test_a_user_observer_sees_jobs_in_job_order_on_every_path(path):
+    # The views' columns name jobs (not FIFO ring slots): per-job firing counts equal the trace's.
+    fleet = _fleets(path, 5, False, True)
+    state = cj.random_state(fleet, jax.random.key(5))
+    trace = cj.simulate(fleet, state, K, method=path, save=cj.SaveAt(observers=(_Count(),)))
+    fired = np.isfinite(np.asarray(trace.fire_times)).sum(axis=-1)
+    counted = np.asarray(trace.observed["firings"])
+    # The trace keeps K firings per job; a job may fire once more before the slowest is done.
+    assert np.all((counted == fired) | ((fired == K) & (counted >= K)))
+    assert np.all(counted[~np.asarray(fleet.active)] == 0)
+
+
+def test_user_observers_need_distinct_names():
+    with pytest.raises(ValueError, match="own non-empty name"):
+        cj.SaveAt(observers=(_Count(), _Count()))
+    with pytest.raises(ValueError, match="own non-empty name"):
+        cj.SaveAt(observers=(type("Jobs", (_Count,), {"name": "jobs"})(),))
+    with pytest.raises(ValueError, match="ckpt_jax.Observer"):
+        cj.SaveAt(observers=(lambda view: view,))

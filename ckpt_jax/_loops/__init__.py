@@ -1,12 +1,18 @@
-"""The event loops, behind one protocol, and the choice of loop per fleet.
+"""The event loops, behind one protocol (`driver.Loop`), and the choice of loop per fleet.
 
-Every loop (`general`, `fifo`, `clock`) has ``init`` → carry, a step that advances each
-running fleet and hands the observers an `EventView` of the event just taken, and a
-result in job order (`LoopResult`) that `ckpt_jax._simulate` turns into a `Trace`.
+Every loop is a strategy: ``init`` → carry, ``step(carry, running)`` → (carry, event),
+``unfinished(carry)``, ``view(event)`` → the observers' `EventView`, and ``final(carry)`` →
+a result in job order (`LoopResult`) that `ckpt_jax._simulate` turns into a `Trace`. One
+driver runs them all.
 
-* `general` — the exact O(N) step for every variant (delay, asynchronous checkpoints);
+* `config` — `RunConfig`, everything static about a run, the one static argument;
+* `driver` — the masked batched while_loop, observers, budget, status, progress, CPU
+  blocks and sharding, for every loop;
+* `general` — `GeneralLoop`, the exact O(N) step for every variant (delay, asynchronous
+  checkpoints, sizes and sharing policies, failures), and the one-fleet stepping primitive;
+* `failures` — the general loop's failure state and work accounting;
 * `events` — what a loop keeps of an iteration for its observers (read one iteration late);
-* `virtual` — the virtual-clock machinery shared by the two fast loops:
+* `virtual` — `VirtualLoop`, the virtual-clock loop, with a heads strategy:
   * `fifo` — identical deterministic jobs: a fixed ring, O(1) per switch;
   * `clock` — any T_i, d_i and jitter: a per-phase argmin.
 
@@ -15,30 +21,69 @@ result in job order (`LoopResult`) that `ckpt_jax._simulate` turns into a `Trace
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._observe import FinalView
+from .._observe import FinalView, completed_writes
+from .._params import jitter_work
 from .._rates import variants
 from ..model import Fleet
 
-__all__ = ["LoopResult", "record", "FIFO_MIN_JOBS", "PATHS", "choose_paths", "clock_eligible", "fifo_applies", "fifo_eligible"]
+__all__ = ["LoopResult", "loop_result", "jitter_works", "record", "FIFO_MIN_JOBS", "PATHS", "choose_paths",
+           "clock_eligible", "fifo_applies", "fifo_eligible"]
 
 
 class LoopResult(NamedTuple):
-    """What every loop hands to `_flat_trace` (flattened fleets, job order)."""
+    """What every loop hands to `ckpt_jax._simulate.flat_trace` (flattened fleets, job order)."""
 
     time: jax.Array
     fire_times: jax.Array  # (B, N, K) or (B, N, 0) without a trace
     end_times: jax.Array
     done: jax.Array  # (B,) every job finished K writes, or the horizon was reached
     n_events: jax.Array
-    status: jax.Array
-    observers: tuple  # observer states after the loop
+    status: jax.Array  # (B,) the loop's flags; the driver adds MAX_EVENTS and NONFINITE
+    observers: Any  # the driver's: {name: output} of every observer (the loop's: ())
     final: FinalView
+    ok: Optional[jax.Array] = None  # (B,) set by the driver: done and no status flag
+
+
+def loop_result(params, horizon, *, time, fire_times, end_times, complete, n_events, status, n_writers, fire_count,
+                writing, abandons: bool = False, work=None, slot_position=None) -> LoopResult:
+    """The `LoopResult` of every loop's ``final`` (flattened fleets, job order).
+
+    ``complete``: (B,) every active job completed K writes (with a ``horizon``, done means
+    the horizon is reached instead). The completed writes (`FinalView.writes`) are the
+    firings less the write still open, unless failures can abandon writes (``abandons``:
+    the jobs observer counts them itself). ``work``: the general loop's work accounting
+    (`failures.WorkCarry`), or None. ``slot_position``: (B, N) the slot of each job
+    (`EventView.slot`), or None where the slots are the jobs."""
+    final = FinalView(
+        time=time,
+        async_fraction=params.async_fraction,
+        active=params.active,
+        horizon=horizon,
+        n_writers=n_writers,
+        fire_count=fire_count,
+        writes=None if abandons else completed_writes(fire_count, writing),
+        writing=writing,
+        slot_position=slot_position,
+        **({} if work is None else dict(useful_work=work.useful_work, lost_work=work.lost_work, failures=work.failures,
+                                        down_time=work.down_time)),
+    )
+    done = complete if horizon is None else time >= horizon
+    return LoopResult(time=time, fire_times=fire_times, end_times=end_times, done=done, n_events=n_events, status=status,
+                      observers=(), final=final)
+
+
+def jitter_works(job_keys, compute, jitter, cycle):
+    """`jitter_work` of many jobs at once, the one batched jitter draw of every loop: the
+    keys and base works batched along their first axis, ``jitter`` and ``cycle`` either
+    batched alike or one value for all (a draw depends only on its job key and cycle)."""
+    in_axes = (0, 0, 0 if jnp.ndim(jitter) else None, 0 if jnp.ndim(cycle) else None)
+    return jax.vmap(jitter_work, in_axes=in_axes)(job_keys, compute, jitter, cycle)
 
 
 def record(flat, cell, value, write):

@@ -1,8 +1,8 @@
 """The clock loop's own part: heterogeneous jobs (any T_i, d_i, jitter) under τ = 0 and
 α = 0. Every job of a phase moves at one rate, so a job's end is a fixed clock value from
 the moment it enters the phase; the next to finish is a per-phase argmin (one variadic
-row reduction per switch, O(N)). The shared virtual-clock machinery is in
-`ckpt_jax._loops.virtual`.
+row reduction per switch, O(N)). This module is the clock heads strategy of
+`ckpt_jax._loops.virtual.VirtualLoop`.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-__all__ = ["oldest_heads", "works", "slots", "heads"]
+__all__ = ["oldest_heads", "works", "slots", "job_of_slot", "heads", "next_write_head"]
 
 
 def oldest_heads(slots, n_jobs: int):
@@ -59,3 +59,13 @@ def heads(works, slots, write_head, n_writers, n_active, fleet, n_jobs):
     compute, write = head_work[:n_fleets, 0], head_work[n_fleets:, 1]  # the heads' own works
     next_compute, next_write = head_work[n_fleets:, 0], head_work[:n_fleets, 1]
     return write_pos, compute_pos, compute, write, next_compute, next_write
+
+
+def job_of_slot(position):
+    """Slots are jobs: no map (None)."""
+    return None
+
+
+def next_write_head(write_head, ends, n_active):
+    """No writer queue: the heads are found by argmin, the head cursor is unused."""
+    return write_head

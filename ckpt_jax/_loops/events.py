@@ -11,6 +11,9 @@ observers on the clock path went from 0.76 to 1.06-1.11 of the trace's events/s
 
 * `Switch` — the fast paths (`ckpt_jax._loops.virtual`): one job switches per iteration;
 * `Instant` — the general engine (`ckpt_jax._loops.general`): every due job of an instant.
+
+Both build the same `EventView`, in job order; the driver (`ckpt_jax._loops.driver`) keeps
+the pending event and dispatches it to the observers.
 """
 
 from __future__ import annotations
@@ -52,11 +55,16 @@ class Switch(NamedTuple):
         """(B,) the lane advanced time or switched a job in this iteration."""
         return (self.flags & 14) > 0
 
-    def view(self, after, n_fires) -> EventView:
+    def view(self, after, n_fires, job_of_slot=None) -> EventView:
         """The `EventView` of the iteration that led to the loop carry ``after`` (one
-        column: M = 1; ``job`` is the slot, a ring position on the FIFO path)."""
+        column: M = 1). ``job_of_slot`` (B N,): the job at each slot (the FIFO ring; None:
+        the slots are the jobs)."""
         flags, count = self.flags, self.count
         fires, ends = (flags & 4) > 0, (flags & 8) > 0
+        slot = job = flags >> 4
+        if job_of_slot is not None:  # a gather per iteration, which XLA drops where no observer reads ``job``
+            n_fleets = job.shape[0]
+            job = job_of_slot[jnp.arange(n_fleets, dtype=jnp.int32) * (job_of_slot.shape[0] // n_fleets) + slot]
         return EventView(
             time=after.time,
             dt=self.dt,
@@ -67,12 +75,14 @@ class Switch(NamedTuple):
             fired=fires[:, None],
             ended=ends[:, None],
             recorded_end=(ends & (count >= 1))[:, None],
-            job=(flags >> 4)[:, None],
+            job=job[:, None],
             cycle=count[:, None],
             draining=None,
             waiting=None,
             first_fires=(fires & (count == 0)).astype(jnp.int32),
             last_ends=(ends & (count == n_fires)).astype(jnp.int32),
+            n_active=after.n_active,
+            slot=None if job_of_slot is None else slot[:, None],
         )
 
 
@@ -96,7 +106,7 @@ class Instant(NamedTuple):
         flags = sum(bit.astype(jnp.int8) << i for i, bit in enumerate(bits))
         return Instant(time=before.time, running=running, flags=flags.astype(jnp.int8))
 
-    def view(self, params, after, n_fires: int, use_async: bool = True) -> EventView:
+    def view(self, params, after, n_fires: int, n_active, use_async: bool = True) -> EventView:
         """The `EventView` of the iteration that led to the loop carry ``after``: one
         instant, all N jobs (``waiting`` is None without asynchronous checkpoints). The
         carry before it is ``after`` with the flagged masks, the time before, and one
@@ -129,4 +139,5 @@ class Instant(NamedTuple):
             waiting=params.active & ((self.flags & 8) > 0) if use_async else None,
             first_fires=first_fires,
             last_ends=last_ends,
+            n_active=n_active,
         )

@@ -43,8 +43,9 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from .._params import Params, jitter_work
+from .._params import Params
 from .._snapping import snapped
+from . import jitter_works
 
 __all__ = ["FAILURE_STREAM", "WorkCarry", "init", "up_params", "event_times", "switch"]
 
@@ -174,7 +175,7 @@ def switch(params: Params, work: WorkCarry, *, time, dt, running, completes, fir
         # The lost cycle again from the start, with the draw it had (docs/model.md §1c).
         cycle = jnp.maximum(fire_count - draining.astype(jnp.int32), 0)
         if use_jitter:
-            redo = jax.vmap(jitter_work, in_axes=(0, 0, None, 0))(params.job_keys, params.compute, params.jitter, cycle)
+            redo = jitter_works(params.job_keys, params.compute, params.jitter, cycle)
         else:
             redo = params.compute
         if params.failure_times is None:

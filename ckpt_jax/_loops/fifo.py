@@ -3,7 +3,7 @@ entered it, and their cyclic firing order never changes (claim 3), so one ring o
 active jobs in cyclic order holds the writers (oldest first, from ``write_head``) followed
 by the computing jobs. A job leaving one phase joins the tail of the other, which is
 already its neighbour in the ring: only ``write_head`` and ``n_writers`` move, O(1) per
-switch. The shared virtual-clock machinery is in `ckpt_jax._loops.virtual`.
+switch. This module is the FIFO heads strategy of `ckpt_jax._loops.virtual.VirtualLoop`.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-__all__ = ["ring_ranks", "works", "slots", "heads", "next_write_head"]
+__all__ = ["ring_ranks", "works", "slots", "job_of_slot", "heads", "next_write_head"]
 
 
 def ring_ranks(group, remaining):
@@ -65,6 +65,15 @@ def slots(params, writing, remaining):
     return position, target, writing
 
 
+def job_of_slot(position):
+    """(B N,) the job at each ring position (the inverse of ``position``, flat), so the
+    observers see job indices."""
+    n_fleets, n_jobs = position.shape
+    fleet = jnp.arange(n_fleets)[:, None]
+    jobs = jnp.broadcast_to(jnp.arange(n_jobs, dtype=jnp.int32), position.shape)
+    return jnp.zeros_like(position).at[fleet, position].set(jobs, unique_indices=True).reshape(-1)
+
+
 def heads(works, slots, write_head, n_writers, n_active, fleet, n_jobs):
     """The oldest writer (at ``write_head``) and the oldest computing job (just after the
     writers in the ring), and their works (the fleet's common T and d)."""
@@ -75,6 +84,6 @@ def heads(works, slots, write_head, n_writers, n_active, fleet, n_jobs):
     return write_pos, compute_pos, compute, write, compute, write
 
 
-def next_write_head(write_pos, ends, n_active):
+def next_write_head(write_head, ends, n_active):
     """A writer that ends leaves the head of the ring's writer queue to its neighbour."""
-    return jnp.where(ends, jnp.where(write_pos + 1 >= n_active, 0, write_pos + 1), write_pos)
+    return jnp.where(ends, jnp.where(write_head + 1 >= n_active, 0, write_head + 1), write_head)

@@ -5,9 +5,11 @@ event to the next exactly: the next event is the smallest time-to-empty over all
 current phases (and pending controller updates); everything advances linearly to it, and
 *every* job that empties at that instant switches in the same step.
 
-A batch of B fleets is advanced by one masked `jax.lax.while_loop`: the body steps every
-fleet that is still running (a `vmap` of the single-fleet step) and masks the rest, so a
-finished fleet costs a few selects per iteration and its trace buffers are never touched.
+`GeneralLoop` is this loop for a batch of B fleets, run by the driver's masked
+`jax.lax.while_loop` (`ckpt_jax._loops.driver`): each iteration steps every fleet that is
+still running (a `vmap` of the single-fleet step) and masks the rest, so a finished fleet
+costs a few selects per iteration and its trace buffers are never touched. `advance` is
+the same step for one fleet, for code that drives it (`ckpt_jax.loop`).
 
 Per-job state is kept general enough for asynchronous checkpoints (docs/model.md §1): a job has
 ``write_left`` (its background drain, while ``draining``) and ``compute_left`` (work of the
@@ -16,30 +18,23 @@ current cycle). With α = 0 a draining job computes nothing, which is the blocki
 
 from __future__ import annotations
 
-import math
 from typing import NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import _observe, _progress
-from .._observe import FinalView, SaveAt, observers_for
-from .._params import Params, jitter_work
+from .._observe import EventView, LoopInfo
+from .._params import Params
 from .._rates import Sharing, compute_speed, computing_mask, controller_load, fcfs_head, phase_rates, write_rates
 from .._snapping import horizon_clock, snapped, to_horizon
 from .._status import Status, flag
-from . import LoopResult, failures
-from .events import Instant
+from . import LoopResult, failures, jitter_works, loop_result
 from . import record as record_cells
+from .config import RunConfig
+from .events import Instant
 
-__all__ = ["Carry", "init_carry", "step", "advance", "advance_to_firing", "batched_advance", "run_chunked", "init_and_advance",
-           "tracks_work"]
-
-STATUS_OK = int(Status.OK)
-STATUS_NONFINITE = int(Status.NONFINITE)
-STATUS_QUEUE_OVERFLOW = int(Status.QUEUE_OVERFLOW)
-STATUS_MAX_EVENTS = int(Status.MAX_EVENTS)
+__all__ = ["Carry", "GeneralLoop", "init_carry", "step", "advance", "advance_to_firing"]
 
 
 class Carry(NamedTuple):
@@ -62,7 +57,7 @@ class Carry(NamedTuple):
       queue_time, queue_count: (Q,) ring buffer of pending controller updates.
       queue_head, queue_size: ring-buffer cursor and occupancy.
       n_events: int32 events stepped.
-      status: int32 bit flags (`STATUS_*`).
+      status: int32 bit flags (`Status`).
       work: the failure state and work accounting (`failures.WorkCarry`, docs/model.md
         §1c), or None where the run neither fails nor reports the jobs' work.
     """
@@ -95,9 +90,7 @@ def init_carry(params: Params, state_phase, state_remaining, n_fires: int, queue
     n_jobs = params.compute.shape[0]
     draining = params.active & (state_phase == 1)
     if use_jitter:
-        first_work = jax.vmap(jitter_work, in_axes=(0, 0, None, None))(
-            params.job_keys, params.compute, params.jitter, 0
-        )
+        first_work = jitter_works(params.job_keys, params.compute, params.jitter, 0)
     else:
         first_work = params.compute
     compute_left = jnp.where(draining, first_work, state_remaining)
@@ -218,7 +211,7 @@ def advance(params: Params, carry: Carry, *, max_events, stop=None, horizon=None
 
     def cond(state):
         c, o = state
-        return ~stopped(c, o) & (c.status == STATUS_OK) & (c.n_events < max_events)
+        return ~stopped(c, o) & (c.status == Status.OK) & (c.n_events < max_events)
 
     def body(state):
         c, o = state
@@ -226,8 +219,8 @@ def advance(params: Params, carry: Carry, *, max_events, stop=None, horizon=None
         return new, (o if observe is None else observe(o, c, new))
 
     carry, observed = jax.lax.while_loop(cond, body, (carry, observed))
-    short = ~stopped(carry, observed) & (carry.status == STATUS_OK)
-    return carry._replace(status=(carry.status | flag(short, STATUS_MAX_EVENTS)).astype(jnp.int32)), observed
+    short = ~stopped(carry, observed) & (carry.status == Status.OK)
+    return carry._replace(status=(carry.status | flag(short, Status.MAX_EVENTS)).astype(jnp.int32)), observed
 
 
 def advance_to_firing(params: Params, carry: Carry, job: int, *, max_events, use_delay: bool = False,
@@ -302,9 +295,7 @@ def switch(params: Params, carry: Carry, running, n_fires: int, use_delay: bool,
     fire_count = carry.fire_count + fires.astype(jnp.int32)
     draining = draining | fires
     if use_jitter:
-        next_work = jax.vmap(jitter_work, in_axes=(0, 0, None, 0))(
-            params.job_keys, params.compute, params.jitter, fire_count
-        )
+        next_work = jitter_works(params.job_keys, params.compute, params.jitter, fire_count)
     else:
         next_work = params.compute
     write_left = jnp.where(fires, params.write, jnp.where(ends, 0, write_left))
@@ -342,8 +333,8 @@ def switch(params: Params, carry: Carry, running, n_fires: int, use_delay: bool,
         queue_time = jnp.where(push & ~overflow, queue_time.at[slot].set(time + params.delay), queue_time)
         queue_count = jnp.where(push & ~overflow, queue_count.at[slot].set(new_computing), queue_count)
         queue_size = queue_size + (push & ~overflow).astype(jnp.int32)
-        status = status | flag(overflow, STATUS_QUEUE_OVERFLOW)
-    status = status | flag(running & ~finite, STATUS_NONFINITE)
+        status = status | flag(overflow, Status.QUEUE_OVERFLOW)
+    status = status | flag(running & ~finite, Status.NONFINITE)
 
     def keep(new, old):
         return jnp.where(running, new, old)
@@ -388,181 +379,76 @@ def record(buffer, slot, time):
     return flat.reshape(buffer.shape)
 
 
-def still_running(params: Params, carry: Carry, n_fires: int, event_limit, horizon=None):
-    """Lanes still to step: not done (every job K writes, or the horizon reached), no
-    flag, within the event budget."""
-    if horizon is None:
-        unfinished = ~jax.vmap(done, in_axes=(0, 0, None))(carry, params.active, n_fires)
-    else:
-        unfinished = carry.time < horizon
-    return unfinished & (carry.status == STATUS_OK) & (carry.n_events < event_limit)
+class GeneralLoop:
+    """The general loop as a `ckpt_jax._loops.driver.Loop`: a batch of fleets (leading
+    axis B), every fleet stepped by the vmapped single-fleet `switch`, the trace written by
+    one flat scatter per field (`record`)."""
 
+    def __init__(self, config: RunConfig, params: Params, horizon):
+        self.config, self.params = config, params
+        self.horizon = horizon if config.until else None
+        self.n_active = jnp.sum(params.active, axis=1).astype(jnp.int32)
 
-def batched_advance(
-    params: Params,
-    state,
-    event_limit,
-    n_fires: int,
-    use_delay: bool,
-    use_jitter: bool,
-    use_async: bool = True,
-    save: SaveAt = SaveAt(),
-    until: bool = False,
-    stop_fires: Optional[int] = None,
-    gap_fires: Optional[int] = None,
-    sharing: Sharing = Sharing(),
-    use_failures: bool = False,
-):
-    """Steps a batch of fleets (leading axis B) until each is done, failed or at event_limit.
+    def info(self) -> LoopInfo:
+        config = self.config
+        n_fleets, n_jobs = self.params.compute.shape
+        return LoopInfo(n_fleets=n_fleets, n_jobs=n_jobs, dtype=self.params.compute.dtype, stop_fires=config.stop_fires,
+                        gap_fires=config.gap_fires, abandons=config.use_failures)
 
-    ``state`` is ``(carry, observer states, horizon)``; the observers (`ckpt_jax._observe`)
-    are updated once per step, inside the loop, one iteration late (`events.Instant`).
-    ``n_fires`` is the stop count K (or a huge count with ``until``); ``stop_fires`` the K
-    the observers' window closes at (None: the horizon closes it).
-    """
-    switch_all = jax.vmap(switch, in_axes=(0, 0, 0, None, None, None, 0 if until else None, None, None, None))
-    observers = observers_for(save, params.compute.shape[1], stop_fires, gap_fires, count_writes=use_failures)
-    n_active = jnp.sum(params.active, axis=1).astype(jnp.int32)
+    def init(self, phase, remaining) -> Carry:
+        """The carry at t = 0: with the work accounting where `RunConfig.track_work`."""
+        config = self.config
+        return jax.vmap(init_carry, in_axes=(0, 0, 0, None, None, None, None, None, None))(
+            self.params, phase, remaining, config.trace_len, config.queue_size, config.use_jitter, config.sharing,
+            config.track_work, config.use_failures,
+        )
 
-    def still(carry, horizon):
-        return still_running(params, carry, n_fires, event_limit, horizon if until else None)
-
-    def cond(loop):
-        return jnp.any(loop[-1])
-
-    def observe(obs, event, after):
-        view = event.view(params, after, n_fires, use_async)
-        return tuple(o.update(state_o, view, n_active) for o, state_o in zip(observers, obs))
-
-    def body(loop):
-        # The running mask is computed once per iteration and carried to the next test.
-        carry, obs, horizon, event, running = loop
-        if observers:  # the previous iteration's event, now read from the loop state
-            obs = observe(obs, event, carry)
+    def step(self, carry: Carry, running, event_limit):
+        """Every running fleet to its next event instant; returns ``(carry, events.Instant)``."""
+        config = self.config
+        switch_all = jax.vmap(switch, in_axes=(0, 0, 0, None, None, None, None if self.horizon is None else 0, None,
+                                               None, None))
         new, fire_slot, end_slot, fires, ends = switch_all(
-            params, carry, running, n_fires, use_delay, use_jitter, horizon if until else None, use_async, sharing,
-            use_failures,
+            self.params, carry, running, config.n_fires, config.use_delay, config.use_jitter, self.horizon,
+            config.use_async, config.sharing, config.use_failures,
         )
         new = new._replace(
             fire_times=record(new.fire_times, fire_slot, new.time),
             end_times=record(new.end_times, end_slot, new.time),
         )
-        if observers:
-            event = Instant.of(carry, running, fires, ends)
-        return new, obs, horizon, event, still(new, horizon)
+        return new, Instant.of(carry, running, fires, ends)
 
-    carry, obs, horizon = state
-    carry, obs, horizon, event, _ = jax.lax.while_loop(
-        cond, body, (carry, obs, horizon, Instant.none(carry), still(carry, horizon)))
-    if observers:  # the last iteration's event
-        obs = observe(obs, event, carry)
-    return carry, obs, horizon
+    def no_event(self, carry: Carry) -> Instant:
+        return Instant.none(carry)
 
-STATIC = ("n_fires", "use_delay", "use_jitter", "use_async", "save", "until", "stop_fires", "gap_fires", "sharing",
-          "use_failures")
+    def view(self, event: Instant, after: Carry) -> EventView:
+        return event.view(self.params, after, self.config.n_fires, self.n_active, self.config.use_async)
 
-advance_jit = jax.jit(batched_advance, static_argnames=STATIC, donate_argnums=(1,))
+    def unfinished(self, carry: Carry, event: Instant):
+        """Not done: every job completed K writes, or the horizon is reached."""
+        if self.horizon is not None:
+            return carry.time < self.horizon
+        return ~jax.vmap(done, in_axes=(0, 0, None))(carry, self.params.active, self.config.n_fires)
 
+    def within_budget(self, carry: Carry, event_limit):
+        return carry.n_events < event_limit
 
-def run_chunked(params, state, max_events, progress, n_fleets, expected_events=None, **static):
-    """Runs the loop in chunks of events so long runs can show a progress bar: in cycles
-    (the slowest job's completed writes) or, with ``until``, in simulated time (percent of
-    the horizon reached by the slowest fleet). ``expected_events``: with ``until``, about
-    how many events the busiest fleet steps (`ckpt_jax._validate.horizon_events`); it sizes
-    the chunks and decides whether a bar is shown.
+    def progress(self, carry: Carry):
+        """How far the slowest fleet got: with ``until`` the fraction of its horizon, else the
+        fewest completed writes of an active job (what a progress bar shows)."""
+        if self.horizon is not None:
+            return jnp.min(carry.time / self.horizon)
+        return jnp.min(jnp.where(self.params.active, carry.end_count, self.config.n_fires))
 
-    The event limit is a traced argument, so every chunk reuses one compiled loop.
-    """
-    n_fires = static["n_fires"]
-    until = static["until"]
-    n_jobs = params.compute.shape[1]
-    if until:
-        events = max(1, min(max_events, expected_events or max_events))
-    else:
-        events = min(max_events, 2 * n_jobs * (n_fires + 2))
-    if progress is None:
-        progress = n_fleets * events / 2 >= _progress.LONG_RUN
-    static = {k: v for k, v in static.items() if k != "trace_len"}
-    if not progress:
-        return advance_jit(params, state, jnp.int32(max_events), **static)
-
-    chunk = max(1, math.ceil(events / 50))
-    limit = 0
-    if until:  # simulated time: the percent of its horizon the slowest fleet reached
-        shown = dict(total=100, unit="% of H", bar_format="{l_bar}{bar}| {n:.0f}/{total} {unit} [{elapsed}<{remaining}]")
-    else:
-        shown = dict(total=n_fires, unit="cycle")
-    with _progress.progress_bar(desc="ckpt_jax.simulate", **shown) as bar:
-        while True:
-            limit = min(limit + chunk, max_events)
-            state = advance_jit(params, state, jnp.int32(limit), **static)
-            carry, _, horizon = state
-            if until:
-                bar.update(100 * min(1.0, float(jnp.min(carry.time / horizon))) - bar.n)
-            else:
-                bar.update(int(jnp.min(jnp.where(params.active, carry.end_count, n_fires))) - bar.n)
-            still = still_running(params, carry, n_fires, max_events, horizon if until else None)
-            if limit >= max_events or not bool(jnp.any(still)):
-                return state
-
-
-def tracks_work(save: SaveAt, use_jitter: bool, use_failures: bool) -> bool:
-    """Whether the loop keeps the work accounting (`failures.WorkCarry`, ten per-job rows
-    stepped every iteration): with failures, or where the jobs observer reports useful work
-    of jittered phases. Without either, every completed write saves one full phase, and
-    `ckpt_jax._simulate.fast_useful_work` derives the useful work from the write counts."""
-    return use_failures or (save.jobs and use_jitter)
-
-
-def init_state(params, phase, remaining, horizon, *, queue_size, n_fires, trace_len, use_jitter, save, stop_fires, gap_fires,
-               sharing=Sharing(), use_failures=False, **_):
-    """The general loop's state (carry, observer states, horizon) at t = 0: with the work
-    accounting where `tracks_work`."""
-    carry = jax.vmap(init_carry, in_axes=(0, 0, 0, None, None, None, None, None, None))(
-        params, phase, remaining, trace_len, queue_size, use_jitter, sharing, tracks_work(save, use_jitter, use_failures), use_failures
-    )
-    n_fleets, n_jobs = params.compute.shape
-    observers = _observe.init(save, n_jobs, stop_fires, gap_fires, n_fleets, params.compute.dtype,
-                              count_writes=use_failures)
-    return carry, observers, horizon
-
-init_jit = jax.jit(init_state, static_argnames=("queue_size", "n_fires", "trace_len", "use_jitter", "save", "stop_fires", "gap_fires", "use_delay", "use_async", "until", "sharing", "use_failures"))
-
-
-def result(params, carry, observers, horizon, *, n_fires, until, use_failures=False) -> LoopResult:
-    """The `LoopResult` of the general loop's final state. Without failures the completed
-    writes are the firings less the write still open (`FinalView.writes`)."""
-    writing = params.active & carry.draining
-    finished = carry.time >= horizon if until else jax.vmap(done, in_axes=(0, 0, None))(carry, params.active, n_fires)
-    final = FinalView(
-        time=carry.time,
-        async_fraction=params.async_fraction,
-        active=params.active,
-        horizon=horizon if until else None,
-        n_writers=jnp.sum(writing, axis=1).astype(jnp.int32),
-        fire_count=carry.fire_count,
-        writes=None if use_failures else _observe.completed_writes(carry.fire_count, writing),
-        writing=writing,
-        **({} if carry.work is None else dict(
-            useful_work=carry.work.useful_work, lost_work=carry.work.lost_work, failures=carry.work.failures,
-            down_time=carry.work.down_time)),
-    )
-    return LoopResult(
-        time=carry.time,
-        fire_times=carry.fire_times,
-        end_times=carry.end_times,
-        done=finished,
-        n_events=carry.n_events,
-        status=carry.status,
-        observers=observers,
-        final=final,
-    )
-
-
-def init_and_advance(part, event_limit, *, queue_size, **static):
-    """Init, loop and result in one function, for `sharding.sharded_loop`."""
-    params, phase, remaining, horizon = part
-    state = init_state(params, phase, remaining, horizon, queue_size=queue_size, **static)
-    loop_static = {k: v for k, v in static.items() if k != "trace_len"}
-    state = batched_advance(params, state, event_limit, **loop_static)
-    return result(params, *state, n_fires=static["n_fires"], until=static["until"], use_failures=static["use_failures"])
+    def final(self, carry: Carry) -> LoopResult:
+        """The `LoopResult` of the final carry. Without failures the completed writes are the
+        firings less the write still open (`FinalView.writes`)."""
+        params = self.params
+        writing = params.active & carry.draining
+        complete = jax.vmap(done, in_axes=(0, 0, None))(carry, params.active, self.config.n_fires)
+        return loop_result(
+            params, self.horizon, time=carry.time, fire_times=carry.fire_times, end_times=carry.end_times,
+            complete=complete, n_events=carry.n_events, status=carry.status,
+            n_writers=jnp.sum(writing, axis=1).astype(jnp.int32), fire_count=carry.fire_count, writing=writing,
+            abandons=self.config.use_failures, work=carry.work,
+        )

@@ -29,34 +29,37 @@ advance time), as in `ckpt_jax.engine`. The two paths differ in how they find th
 * **clock path** (any T_i, d_i, jitter): the heads are a per-phase argmin over the targets,
   one row reduction per switch: O(N), but far cheaper than the general engine's step.
 
-`ckpt_jax.simulate` (``method="auto"``) picks a path per fleet (`choose_paths`). On a CPU,
-big batches run in cache-sized blocks of fleets (`run_blocks`).
+Both are one loop, `VirtualLoop`, with a **heads strategy**: `ckpt_jax._loops.fifo` or
+`ckpt_jax._loops.clock` say how the slots are laid out at t = 0 (``slots``), what each
+job's works are (``works``), which writer and computing job lead their phases
+(``heads``) and where the writer queue's head moves (``next_write_head``).
+`ckpt_jax.simulate` (``method="auto"``) picks a path per fleet (`choose_paths`); the driver
+(`ckpt_jax._loops.driver`) runs big batches on a CPU in cache-sized blocks of fleets.
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import _observe
-from .._observe import FinalView, SaveAt
-from .._params import Params, jitter_work
+from .._observe import EventView, LoopInfo, job_order
+from .._params import Params
 from .._rates import phase_rates
 from .._snapping import horizon_clock, snapped, to_horizon
 from .._status import Status
-from . import LoopResult, record
+from . import LoopResult, jitter_works, loop_result, record
 from . import clock as clock_loop
-from .events import Switch
 from . import fifo as fifo_loop
+from .config import RunConfig
+from .events import Switch
 
-__all__ = ["VirtualCarry", "init_carry", "advance", "init_and_advance", "STATIC"]
+__all__ = ["VirtualCarry", "VirtualLoop", "STRATEGIES", "init_carry"]
 
-STATUS_OK = int(Status.OK)
-STATUS_NONFINITE = int(Status.NONFINITE)
-STATUS_STALLED = int(Status.STALLED)
+# The heads strategy of each virtual-clock path.
+STRATEGIES = {"fifo": fifo_loop, "clock": clock_loop}
 
 
 class VirtualCarry(NamedTuple):
@@ -64,8 +67,8 @@ class VirtualCarry(NamedTuple):
 
     Per-job values are stored by **slot**: on the FIFO path a slot is a ring position
     (the ring never changes, so a slot holds the same job for the whole run, and
-    `advance` maps the trace back to job order once, after the loop); on the clock path a
-    slot is a job.
+    `VirtualLoop.final` maps the trace back to job order once, after the loop); on the
+    clock path a slot is a job.
 
     Attributes:
       time: (B,) current time.
@@ -74,6 +77,8 @@ class VirtualCarry(NamedTuple):
       compute_hi, compute_lo: (B,) the compute clock, likewise.
       position: (B, N) int32 ring position of each job (FIFO; the identity on the clock
         path).
+      job_of_slot: (B N,) int32 the job at each ring position (FIFO; None on the clock
+        path), for the observers' views, which are in job order.
       slots: (B N, 4) per slot (FIFO: ring position; clock: job): the clock value
         (double-word: columns 0, 1) at which that job's phase ends, its fire count so far
         (column 2, exact in floats) and whether it writes (column 3: 1.0 or 0.0).
@@ -84,11 +89,11 @@ class VirtualCarry(NamedTuple):
       n_active: (B,) int32 active jobs (on the FIFO path, the ring's length).
       n_finished: (B,) int32 active jobs whose K-th write has ended (done when = n_active).
       n_events: (B,) int32 event instants stepped.
-      status: (B,) int32 bit flags (`STATUS_*`).
-      halted: (B,) bool, stopped at the event budget (`STATUS_MAX_EVENTS` is set later).
+      status: (B,) int32 bit flags (`Status`).
+      halted: (B,) bool, stopped at the event budget (`Status.MAX_EVENTS` is set later).
       stall: (B,) int32 switches since time last advanced. Each job switches at most once
         per instant when the fleet's times are resolved by its dtype, so more than 2 N
-        means time has stopped advancing (`STATUS_STALLED`): every iteration counts
+        means time has stopped advancing (`Status.STALLED`): every iteration counts
         against a bound, even those that do not advance time.
     """
 
@@ -108,6 +113,7 @@ class VirtualCarry(NamedTuple):
     status: jax.Array
     halted: jax.Array
     stall: jax.Array
+    job_of_slot: Optional[jax.Array] = None
 
 
 def two_sum(a, b):
@@ -124,17 +130,16 @@ def dw_add(hi, lo, y):
     return two_sum(s, e + lo)
 
 
-def fleet_constants(params: Params, clock: bool):
+def fleet_constants(params: Params, strategy):
     """Per fleet (batched), computed once per run: the phase works and the flat
     throughput table f (B (N + 1),).
 
     ``works``: FIFO: (B, 2) the common (T, d); clock: (B N, 2) every job's (T_i, d_i).
     """
-    works = (clock_loop if clock else fifo_loop).works(params)
-    return works, params.throughput.reshape(-1), params.cap
+    return strategy.works(params), params.throughput.reshape(-1), params.cap
 
 
-def init_carry(params: Params, state_phase, state_remaining, n_fires: int, clock: bool = False) -> VirtualCarry:
+def init_carry(params: Params, state_phase, state_remaining, n_fires: int, strategy=fifo_loop) -> VirtualCarry:
     """The batched carry (leading axis B) at t = 0.
 
     FIFO: slots are ring positions. Ring order: writers by remaining volume, then
@@ -147,7 +152,7 @@ def init_carry(params: Params, state_phase, state_remaining, n_fires: int, clock
     n_fleets, n_jobs = params.compute.shape
     writing = params.active & (state_phase == 1)
     remaining = state_remaining.astype(dtype)
-    position, target, writing = (clock_loop if clock else fifo_loop).slots(params, writing, remaining)
+    position, target, writing = strategy.slots(params, writing, remaining)
     zeros = jnp.zeros_like(target)
     columns = [target, zeros, zeros, writing.astype(dtype)]
     slots = jnp.stack(columns, axis=-1)
@@ -170,6 +175,7 @@ def init_carry(params: Params, state_phase, state_remaining, n_fires: int, clock
         status=int_zero,
         halted=jnp.zeros(n_fleets, bool),
         stall=int_zero,
+        job_of_slot=strategy.job_of_slot(position),
     )
 
 
@@ -185,12 +191,8 @@ def index_dtype(size: int):
     return jnp.int64
 
 
-def still_running(carry: VirtualCarry):
-    return (carry.n_finished < carry.n_active) & (carry.status == STATUS_OK) & ~carry.halted
-
-
-def switch(constants, params, carry: VirtualCarry, running, event_limit, n_fires: int, clock: bool, use_jitter: bool,
-            horizon=None):
+def switch(constants, params, carry: VirtualCarry, running, event_limit, n_fires: int, strategy, use_jitter: bool,
+           horizon=None):
     """Switches one job in each running fleet (advancing time first if no job is due now).
 
     Lanes that are not running take dt = 0, switch nobody and write nothing (their
@@ -199,7 +201,9 @@ def switch(constants, params, carry: VirtualCarry, running, event_limit, n_fires
     at the horizon it switches the jobs due there by the snapping rule, one per
     iteration, then does nothing (no event counted) once none is due.
 
-    Returns ``(carry, event)``, this iteration's `events.Switch` for the observers.
+    ``strategy``: the heads strategy (`STRATEGIES`); ``use_jitter``: draw the jittered
+    compute works (the clock path only). Returns ``(carry, event)``, this iteration's
+    `events.Switch` for the observers.
     """
     works, throughput, cap = constants
     dtype = carry.time.dtype
@@ -216,7 +220,7 @@ def switch(constants, params, carry: VirtualCarry, running, event_limit, n_fires
     n_active = jnp.maximum(carry.n_active, 1)  # safe wrap on finished (all-padding) lanes
     # The heads (the writer and the computing job that leave their phase next) and their
     # works: where the two loops differ.
-    write_pos, compute_pos, compute, write, next_compute, next_write = (clock_loop if clock else fifo_loop).heads(
+    write_pos, compute_pos, compute, write, next_compute, next_write = strategy.heads(
         works, carry.slots, carry.write_head, n_writers, n_active, fleet, n_jobs
     )
     heads = carry.slots[jnp.concatenate([fleet * n_jobs + write_pos, fleet * n_jobs + compute_pos])]
@@ -280,9 +284,9 @@ def switch(constants, params, carry: VirtualCarry, running, event_limit, n_fires
 
     # A writer that ends starts computing (target: compute clock + its work), a job that
     # fires starts writing (write clock + d). FIFO: both are already at that ring spot.
-    if clock and use_jitter:  # compute phase number `count` of that job (`jitter_work`)
+    if use_jitter:  # compute phase number `count` of that job (`jitter_work`)
         keys = params.job_keys[jnp.arange(n_fleets), write_pos]
-        next_compute = jax.vmap(jitter_work)(keys, next_compute, params.jitter, count)
+        next_compute = jitter_works(keys, next_compute, params.jitter, count)
     target_hi, target_lo = dw_add(
         jnp.where(ends, compute_hi, write_hi), jnp.where(ends, compute_lo, write_lo), jnp.where(ends, next_compute, next_write)
     )
@@ -292,7 +296,7 @@ def switch(constants, params, carry: VirtualCarry, running, event_limit, n_fires
     slots = carry.slots.at[jnp.where(switched, fleet * n_jobs + pos, n_fleets * n_jobs)].set(
         row, mode="drop", unique_indices=True
     )
-    write_head = carry.write_head if clock else fifo_loop.next_write_head(write_pos, ends, n_active)
+    write_head = strategy.next_write_head(carry.write_head, ends, n_active)
     n_writers_after = n_writers - ends.astype(jnp.int32) + fires.astype(jnp.int32)
     last_end = ends & (count == n_fires)
     event = Switch.of(dt=dt, count=count, slot=pos, running=running, advanced=advance, fired=fires, ended=ends)
@@ -303,6 +307,7 @@ def switch(constants, params, carry: VirtualCarry, running, event_limit, n_fires
         compute_hi=compute_hi,
         compute_lo=compute_lo,
         position=carry.position,
+        job_of_slot=carry.job_of_slot,
         slots=slots,
         trace=trace,
         write_head=write_head,
@@ -311,97 +316,65 @@ def switch(constants, params, carry: VirtualCarry, running, event_limit, n_fires
         n_finished=carry.n_finished + last_end.astype(jnp.int32),
         n_events=carry.n_events + advance.astype(jnp.int32),
         status=carry.status
-        | jnp.where(running & ~due & ~finite, STATUS_NONFINITE, 0).astype(jnp.int32)
-        | jnp.where(running & (stall > 2 * carry.n_active), STATUS_STALLED, 0).astype(jnp.int32),
+        | jnp.where(running & ~due & ~finite, Status.NONFINITE, 0).astype(jnp.int32)
+        | jnp.where(running & (stall > 2 * carry.n_active), Status.STALLED, 0).astype(jnp.int32),
         halted=halted,
         stall=stall,
     ), event
 
 
-def advance(
-    params: Params,
-    carry: VirtualCarry,
-    event_limit,
-    n_fires: int,
-    clock: bool = False,
-    use_jitter: bool = False,
-    horizon=None,
-    save: SaveAt = SaveAt(),
-    until: bool = False,
-    stop_fires=None,
-    gap_fires=None,
-) -> LoopResult:
-    """Switches jobs of a batch of fleets (leading axis B) until each is done or stopped
-    (with ``until``: at its horizon), updating the observers once per iteration; returns
-    the final state in job order.
+class VirtualLoop:
+    """The FIFO and clock paths as a `ckpt_jax._loops.driver.Loop`: one job switches per
+    iteration in each running fleet; the heads strategy is ``STRATEGIES[config.path]``."""
 
-    The observers see each iteration's switch one iteration later, from the loop state
-    (`events.Switch`), and the last one after the loop."""
-    constants = fleet_constants(params, clock)
-    n_fleets, n_jobs = carry.position.shape
-    observers = _observe.observers_for(save, n_jobs, stop_fires, gap_fires, ordered=not clock, per_switch=True)
-    obs = _observe.init(save, n_jobs, stop_fires, gap_fires, n_fleets, carry.time.dtype, ordered=not clock, per_switch=True)
-    n_active = carry.n_active
+    def __init__(self, config: RunConfig, params: Params, horizon):
+        self.config, self.params = config, params
+        self.horizon = horizon if config.until else None
+        self.strategy = STRATEGIES[config.path]
+        self.use_jitter = config.use_jitter and config.path == "clock"
+        self.constants = fleet_constants(params, self.strategy)
 
-    def still(c, event):
-        if until:  # at the horizon while the last iteration did something: more may be due
-            return ((c.time < horizon) | event.acted) & (c.status == STATUS_OK) & ~c.halted
-        return still_running(c)
+    def info(self) -> LoopInfo:
+        config = self.config
+        n_fleets, n_jobs = self.params.compute.shape
+        return LoopInfo(n_fleets=n_fleets, n_jobs=n_jobs, dtype=self.params.compute.dtype, stop_fires=config.stop_fires,
+                        gap_fires=config.gap_fires, one_switch=True, ordered=config.path == "fifo")
 
-    def cond(state):
-        return jnp.any(state[2])
+    def init(self, phase, remaining) -> VirtualCarry:
+        return init_carry(self.params, phase, remaining, self.config.trace_len, self.strategy)
 
-    def observe(obs, event, carry):
-        view = event.view(carry, n_fires)
-        return tuple(o.update(state_o, view, n_active) for o, state_o in zip(observers, obs))
+    def step(self, carry: VirtualCarry, running, event_limit):
+        return switch(self.constants, self.params, carry, running, event_limit, self.config.n_fires, self.strategy,
+                      self.use_jitter, self.horizon)
 
-    def body(state):
-        carry, obs, running, event = state
-        if observers:  # the previous iteration's event, now read from the loop state
-            obs = observe(obs, event, carry)
-        carry, new_event = switch(constants, params, carry, running, event_limit, n_fires, clock, use_jitter,
-                                  horizon if until else None)
-        return carry, obs, still(carry, new_event), (new_event if observers else event)
+    def no_event(self, carry: VirtualCarry) -> Switch:
+        return Switch.none(carry.time.shape[0], carry.time.dtype)
 
-    none = Switch.none(n_fleets, carry.time.dtype)
-    carry, obs, _, event = jax.lax.while_loop(cond, body, (carry, obs, still(carry, none), none))
-    if observers:  # the last iteration's event
-        obs = observe(obs, event, carry)
-    trace_len = carry.trace.shape[0] // max(1, 2 * n_fleets * n_jobs)
-    trace = carry.trace.reshape(n_fleets, n_jobs, trace_len, 2)
-    slots = carry.slots.reshape(n_fleets, n_jobs, -1)
-    position = None if clock else carry.position  # ring position -> job
-    trace, slots = _observe.job_order(trace, position), _observe.job_order(slots, position)
-    writing = slots[..., 3] > 0
-    fire_count = slots[..., 2].astype(jnp.int32)
-    done = carry.time >= horizon if until else carry.n_finished >= carry.n_active
-    return LoopResult(
-        time=carry.time,
-        fire_times=trace[..., 0],
-        end_times=trace[..., 1],
-        done=done,
-        n_events=carry.n_events,
-        status=carry.status,
-        observers=obs,
-        final=FinalView(
-            time=carry.time,
-            async_fraction=params.async_fraction,
-            active=params.active,
-            horizon=horizon if until else None,
-            n_writers=carry.n_writers,
-            fire_count=fire_count,
-            writes=_observe.completed_writes(fire_count, writing),
-            writing=writing,
+    def view(self, event: Switch, after: VirtualCarry) -> EventView:
+        return event.view(after, self.config.n_fires, after.job_of_slot)
+
+    def unfinished(self, carry: VirtualCarry, event: Switch):
+        """Not done: some active job has not completed K writes; with ``until``, before the
+        horizon, or at it while the last iteration did something (more may be due)."""
+        if self.horizon is not None:
+            return (carry.time < self.horizon) | event.acted
+        return carry.n_finished < carry.n_active
+
+    def within_budget(self, carry: VirtualCarry, event_limit):
+        # The budget is enforced in `switch`: past it a fleet finishes its instant, then halts.
+        return ~carry.halted
+
+    def final(self, carry: VirtualCarry) -> LoopResult:
+        """The final state in job order."""
+        n_fleets, n_jobs = carry.position.shape
+        trace_len = carry.trace.shape[0] // max(1, 2 * n_fleets * n_jobs)
+        trace = carry.trace.reshape(n_fleets, n_jobs, trace_len, 2)
+        slots = carry.slots.reshape(n_fleets, n_jobs, -1)
+        position = carry.position if self.config.path == "fifo" else None  # ring position -> job
+        trace, slots = job_order(trace, position), job_order(slots, position)
+        return loop_result(
+            self.params, self.horizon, time=carry.time, fire_times=trace[..., 0], end_times=trace[..., 1],
+            complete=carry.n_finished >= carry.n_active, n_events=carry.n_events, status=carry.status,
+            n_writers=carry.n_writers, fire_count=slots[..., 2].astype(jnp.int32), writing=slots[..., 3] > 0,
             slot_position=position,
-        ),
-    )
-
-STATIC = ("n_fires", "clock", "use_jitter", "save", "until", "stop_fires", "gap_fires", "trace_len")
-
-
-def init_and_advance(part, event_limit, *, trace_len: int, **static) -> LoopResult:
-    """`init_carry` + `advance` of one block of fleets ``part = (params, phase,
-    remaining, horizon)``; also what `sharding.sharded_loop` runs per device."""
-    params, phase, remaining, horizon = part
-    carry = init_carry(params, phase, remaining, trace_len, static["clock"])
-    return advance(params, carry, event_limit, horizon=horizon, **static)
+        )

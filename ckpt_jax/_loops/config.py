@@ -1,0 +1,63 @@
+"""One run's static configuration: what `simulate` decided after validation, in one value.
+
+Everything a loop's program depends on besides its arrays (the loop, the trace's length,
+what to observe, which variants the fleets use, the rate rules) is a field of one frozen,
+hashable `RunConfig`. It is the single static argument of every jitted loop, block and
+sharded program (``static_argnames=("config",)``): two runs with equal configurations
+share their compiled programs, and a new variant is one more field here, not one more
+flag threaded through every signature.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional
+
+from .._observe import SaveAt
+from .._rates import Sharing
+
+__all__ = ["RunConfig"]
+
+
+@dataclasses.dataclass(frozen=True)
+class RunConfig:
+    """The static configuration of one run of one loop (hashable).
+
+    Attributes:
+      path: the loop, ``"general"``, ``"fifo"`` or ``"clock"`` (`ckpt_jax._loops.choose_paths`).
+      n_fires: the stop count K: a fleet is done when every active job completed K writes
+        (with ``until`` a count never reached, `ckpt_jax._params.MAX_FIRES`).
+      trace_len: the trace's length K (0: no trace buffer).
+      save: what `simulate` records (`ckpt_jax.SaveAt`).
+      stop_fires: the K whose first write end closes the observers' window (None: the
+        horizon closes it).
+      gap_fires: the cycles the gaps observer keeps.
+      queue_size: capacity of the delayed controller's queue (1 where no fleet has τ > 0).
+      use_jitter, use_delay, use_async, use_failures: whether some fleet of the run has
+        jitter, τ > 0, α > 0, failures (the variants' code is traced only where used).
+      until: the run stops at a per-fleet time horizon instead of at K writes.
+      sharing: the rate rules of job sizes and sharing policies (`ckpt_jax._rates.Sharing`).
+    """
+
+    path: str = "general"
+    n_fires: int = 1
+    trace_len: int = 0
+    save: SaveAt = SaveAt()
+    stop_fires: Optional[int] = None
+    gap_fires: Optional[int] = None
+    queue_size: int = 1
+    use_jitter: bool = False
+    use_delay: bool = False
+    use_async: bool = False
+    use_failures: bool = False
+    until: bool = False
+    sharing: Sharing = Sharing()
+
+    @property
+    def track_work(self) -> bool:
+        """Whether the general loop keeps the work accounting (`failures.WorkCarry`, ten
+        per-job rows stepped every iteration): with failures, or where the jobs observer
+        reports useful work of jittered phases. Without either, every completed write saves
+        one full phase, and `ckpt_jax._simulate.fast_useful_work` derives the useful work
+        from the write counts."""
+        return self.path == "general" and (self.use_failures or (self.save.jobs and self.use_jitter))
