@@ -401,7 +401,9 @@ def print_table(rows):
         num = row.get("numba", {})
         ref = row.get("reference", {})
         compile_s = max((v["compile_s"] for v in (gen, clock, fifo) if "compile_s" in v), default=None)
-        first_s = max((v["first_call_limit1_s"] for v in (gen, clock, fifo) if "first_call_limit1_s" in v), default=None)
+        first_s = max(
+            (v["first_call_limit1_s"] for v in (gen, clock, fifo) if "first_call_limit1_s" in v), default=None
+        )
         rss = max(v.get("rss_after_mb", 0) for v in (gen, clock, fifo, num))
         print(
             f"{row['n_fleets']:>6} {row['n_jobs']:>5} {row['n_fires']:>3} {row['jobs']:<13} "
@@ -420,8 +422,13 @@ def scaling(rows):
     for row in rows:
         if "error" in row or row["n_jobs"] == 32:
             continue
-        base = [r for r in rows if "error" not in r and r["n_jobs"] == 32 and
-                all(r.get(k, 1) == row.get(k, 1) for k in ("n_fleets", "jobs", "capped", "host_devices"))]
+        base = [
+            r
+            for r in rows
+            if "error" not in r
+            and r["n_jobs"] == 32
+            and all(r.get(k, 1) == row.get(k, 1) for k in ("n_fleets", "jobs", "capped", "host_devices"))
+        ]
         if not base:
             continue
         entry = {k: row[k] for k in ("n_fleets", "n_jobs", "jobs", "capped")}
@@ -479,7 +486,7 @@ def main(argv=None):
             print(f"config {config} failed:\n{proc.stderr[-3000:]}", flush=True)
             rows.append(dict(config, error=proc.stderr[-3000:]))
             continue
-        row = json.loads(lines[-1][len("RESULT "):])
+        row = json.loads(lines[-1][len("RESULT ") :])
         row["wall_s"] = time.perf_counter() - start
         rows.append(row)
         print_table([row])
@@ -492,8 +499,14 @@ def main(argv=None):
         os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
         with open(args.out, "w") as fh:
             json.dump(
-                dict(environment=env, agreement=agreement, quick=args.quick, cycles=cycles, rows=rows,
-                     scaling_vs_n32=scaling(rows)),
+                dict(
+                    environment=env,
+                    agreement=agreement,
+                    quick=args.quick,
+                    cycles=cycles,
+                    rows=rows,
+                    scaling_vs_n32=scaling(rows),
+                ),
                 fh,
                 indent=1,
             )

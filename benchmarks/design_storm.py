@@ -24,8 +24,16 @@ import ckpt_jax as cj  # noqa: E402
 
 def storm_fleet():
     size = np.repeat([1.0, 2.0, 4.0, 8.0], 8)
-    fleet = cj.Fleet(np.ones(32), 0.5 * size, cap=0.5 * size.sum(), throughput="saturating", size=size,
-                     mtbf=200.0 / size, restart=1.0, dtype="float64")
+    fleet = cj.Fleet(
+        np.ones(32),
+        0.5 * size,
+        cap=0.5 * size.sum(),
+        throughput="saturating",
+        size=size,
+        mtbf=200.0 / size,
+        restart=1.0,
+        dtype="float64",
+    )
     return fleet, np.repeat(np.arange(4), 8)
 
 
@@ -39,20 +47,33 @@ def main():
     args = parser.parse_args()
     fleet, groups = storm_fleet()
     start = time.perf_counter()
-    result = cj.design.checkpoint_intervals(fleet, bounds=(1.0, 200.0), horizon=args.horizon, n_draws=args.draws,
-                                            n_pairs=args.pairs, key=jax.random.key(0), groups=groups,
-                                            steps=args.steps, launch=args.launch, progress=True)
+    result = cj.design.checkpoint_intervals(
+        fleet,
+        bounds=(1.0, 200.0),
+        horizon=args.horizon,
+        n_draws=args.draws,
+        n_pairs=args.pairs,
+        key=jax.random.key(0),
+        groups=groups,
+        steps=args.steps,
+        launch=args.launch,
+        progress=True,
+    )
     elapsed = time.perf_counter() - start
     print(f"{len(result.history.objective)} steps (stopped early: {result.stopped_early}), {elapsed:.0f} s")
     per_group = lambda t: " ".join(f"{x:7.2f}" for x in np.asarray(t)[::8])  # noqa: E731
-    print(f"{'design':16s} T per group {per_group(result.intervals)}  waste {result.waste.mean:.4f} "
-          f"[{result.waste.low:.4f}, {result.waste.high:.4f}]")
+    print(
+        f"{'design':16s} T per group {per_group(result.intervals)}  waste {result.waste.mean:.4f} "
+        f"[{result.waste.low:.4f}, {result.waste.high:.4f}]"
+    )
     for name, baseline in result.baselines.items():
         saved = baseline.saved
         verdict = "outside the noise" if saved.low > 0 or saved.high < 0 else "within the noise"
-        print(f"{name:16s} T per group {per_group(baseline.intervals)}  waste {baseline.waste.mean:.4f} "
-              f"[{baseline.waste.low:.4f}, {baseline.waste.high:.4f}]  saved {saved.mean:+.4f} "
-              f"[{saved.low:+.4f}, {saved.high:+.4f}] ({verdict})")
+        print(
+            f"{name:16s} T per group {per_group(baseline.intervals)}  waste {baseline.waste.mean:.4f} "
+            f"[{baseline.waste.low:.4f}, {baseline.waste.high:.4f}]  saved {saved.mean:+.4f} "
+            f"[{saved.low:+.4f}, {saved.high:+.4f}] ({verdict})"
+        )
 
 
 if __name__ == "__main__":

@@ -22,8 +22,7 @@ STATUS_NONFINITE = 2  # int(ckpt_jax.Status.NONFINITE)
 
 
 @njit(cache=True)
-def _run_fleet(compute, write, cap, table, active, phase, remaining, n_fires, max_events, snap,
-               fire_times, end_times):
+def _run_fleet(compute, write, cap, table, active, phase, remaining, n_fires, max_events, snap, fire_times, end_times):
     """Integrates one fleet; fills its (N, K) trace rows. Returns (n_events, status, time)."""
     n_jobs = compute.shape[0]
     draining = np.zeros(n_jobs, np.bool_)
@@ -100,12 +99,38 @@ def _run_fleet(compute, write, cap, table, active, phase, remaining, n_fires, ma
 
 
 @njit(parallel=True, cache=True)
-def _run_batch(compute, write, cap, table, active, phase, remaining, n_fires, max_events, snap,
-               fire_times, end_times, n_events, status, time):
+def _run_batch(
+    compute,
+    write,
+    cap,
+    table,
+    active,
+    phase,
+    remaining,
+    n_fires,
+    max_events,
+    snap,
+    fire_times,
+    end_times,
+    n_events,
+    status,
+    time,
+):
     for b in prange(compute.shape[0]):
         n_events[b], status[b], time[b] = _run_fleet(
-            compute[b], write[b], cap[b], table[b], active[b], phase[b], remaining[b],
-            n_fires, max_events, snap, fire_times[b], end_times[b])
+            compute[b],
+            write[b],
+            cap[b],
+            table[b],
+            active[b],
+            phase[b],
+            remaining[b],
+            n_fires,
+            max_events,
+            snap,
+            fire_times[b],
+            end_times[b],
+        )
 
 
 def simulate_numba(compute, write, cap, table, active, phase, remaining, n_fires, max_events):
@@ -139,6 +164,13 @@ def simulate_numba(compute, write, cap, table, active, phase, remaining, n_fires
         np.ascontiguousarray(active, np.bool_),
         np.ascontiguousarray(phase, np.int64),
         np.ascontiguousarray(remaining, np.float64),
-        int(n_fires), int(max_events), snap, fire_times, end_times, n_events, status, time,
+        int(n_fires),
+        int(max_events),
+        snap,
+        fire_times,
+        end_times,
+        n_events,
+        status,
+        time,
     )
     return dict(fire_times=fire_times, end_times=end_times, n_events=n_events, status=status, time=time)

@@ -91,8 +91,9 @@ def make(n_fleets: int, variant: str):
             old = rows.at[cell].get(mode="fill", fill_value=0)
             inner = jnp.minimum(old[:, 2], jnp.where(old[:, 3] > 0, t - old[:, 1], jnp.inf))
             first = jnp.where(old[:, 3] > 0, old[:, 0], t)
-            return rows.at[cell].set(jnp.stack([first, t, inner, old[:, 3] + 1], axis=-1), mode="drop",
-                                     unique_indices=True)
+            return rows.at[cell].set(
+                jnp.stack([first, t, inner, old[:, 3] + 1], axis=-1), mode="drop", unique_indices=True
+            )
         raise ValueError(variant)
 
     def body(state):
@@ -121,8 +122,20 @@ def make(n_fleets: int, variant: str):
     return lambda: jax.block_until_ready(run(buf))
 
 
-VARIANTS = ["base", "trace_set", "count_scatter", "count_flat", "count_gather_set", "count_onehot", "rises_scatter",
-            "jobs_scatter", "jobs_gather_set", "jobs_onehot", "gaps_4ops", "gaps_2ops"]
+VARIANTS = [
+    "base",
+    "trace_set",
+    "count_scatter",
+    "count_flat",
+    "count_gather_set",
+    "count_onehot",
+    "rises_scatter",
+    "jobs_scatter",
+    "jobs_gather_set",
+    "jobs_onehot",
+    "gaps_4ops",
+    "gaps_2ops",
+]
 
 
 def measure(n_fleets: int) -> dict:
@@ -142,5 +155,8 @@ if __name__ == "__main__":
     for n_fleets in [int(x) for x in sys.argv[1:]] or [2500, 10000]:
         row = measure(n_fleets)
         print(json.dumps(row), flush=True)
-        print(f"B = {n_fleets}: base {row['base_ns']:.1f} ns per fleet-iteration; extra: "
-              + ", ".join(f"{k} {v:.1f}" for k, v in row["extra_ns"].items()), flush=True)
+        print(
+            f"B = {n_fleets}: base {row['base_ns']:.1f} ns per fleet-iteration; extra: "
+            + ", ".join(f"{k} {v:.1f}" for k, v in row["extra_ns"].items()),
+            flush=True,
+        )

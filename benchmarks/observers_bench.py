@@ -140,8 +140,12 @@ def environment():
     import jax
 
     try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "ckpt_jax"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+        commit = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--", "ckpt_jax"], cwd=ROOT, capture_output=True, text=True
+        ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         commit, dirty = "unknown", None
     total_mb = None
@@ -189,7 +193,7 @@ def spawn(args, timeout):
         stdout, stderr = out.read(), err.read()
     peak = usage.ru_maxrss / 1024  # Linux: KiB
     rows = [line for line in stdout.splitlines() if line.startswith("RESULT ")]
-    row = json.loads(rows[-1][len("RESULT "):]) if rows else None
+    row = json.loads(rows[-1][len("RESULT ") :]) if rows else None
     if seconds > timeout:
         return row, peak, seconds, f"timed out after {timeout} s\n" + stderr[-3000:]
     if proc.returncode != 0 or row is None:
@@ -246,12 +250,14 @@ def trace_statistics(trace, n_jobs: int) -> dict:
     import ckpt_jax as cj
 
     fire, end = np.asarray(trace.fire_times), np.asarray(trace.end_times)
-    return jax.block_until_ready(dict(
-        distribution=cj.analysis.writer_distribution(fire, end),
-        excursions=cj.analysis.writer_excursions(fire, end, list(range(n_jobs + 1))),
-        gaps=cj.analysis.smallest_gap(fire),
-        write_time=np.nansum(end - fire, axis=-1),
-    ))
+    return jax.block_until_ready(
+        dict(
+            distribution=cj.analysis.writer_distribution(fire, end),
+            excursions=cj.analysis.writer_excursions(fire, end, list(range(n_jobs + 1))),
+            gaps=cj.analysis.smallest_gap(fire),
+            write_time=np.nansum(end - fire, axis=-1),
+        )
+    )
 
 
 def worker_throughput(config):
@@ -310,8 +316,15 @@ def worker_throughput(config):
             wall, cpu, _ = call(name)
             walls[name].append(wall)
             cpus[name].append(cpu)
-    row = dict(config, events=events, ok=ok, warmup=warmup, wall_s=walls, cpu_s=cpus,
-               child_ru_maxrss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+    row = dict(
+        config,
+        events=events,
+        ok=ok,
+        warmup=warmup,
+        wall_s=walls,
+        cpu_s=cpus,
+        child_ru_maxrss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    )
     print("RESULT " + json.dumps(row), flush=True)
 
 
@@ -324,7 +337,9 @@ def worker_kernels(config):
 
     fleet, state = make_fleet(config["n_fleets"], config["n_jobs"], config["jobs"])
     save = cj.SaveAt(**CONFIGS[config["config"]])
-    jax.block_until_ready(cj.simulate(fleet, state, config["n_fires"], method=config["method"], save=save, progress=False))
+    jax.block_until_ready(
+        cj.simulate(fleet, state, config["n_fires"], method=config["method"], save=save, progress=False)
+    )
     print("RESULT " + json.dumps(dict(config, child_ru_maxrss_mb=0)), flush=True)
 
 
@@ -351,11 +366,18 @@ def loop_body_kernels(dump_dir) -> dict:
     import re
 
     files = glob.glob(os.path.join(dump_dir, "*cpu_after_optimizations.txt")) or glob.glob(
-        os.path.join(dump_dir, "*after_optimizations.txt"))
+        os.path.join(dump_dir, "*after_optimizations.txt")
+    )
     path = max(files, key=os.path.getsize)
     comps = _computations(open(path).read())
-    bodies = [m.group(1) for lines in comps.values() for line in lines
-              if " while(" in line for m in [re.search(r"body=%?([\w.\-]+)", line)] if m]
+    bodies = [
+        m.group(1)
+        for lines in comps.values()
+        for line in lines
+        if " while(" in line
+        for m in [re.search(r"body=%?([\w.\-]+)", line)]
+        if m
+    ]
     inner = [b for b in bodies if b in comps and not any(" while(" in line for line in comps[b])]
     body = max(inner, key=lambda b: len(comps[b]))
     counts = collections.Counter()
@@ -382,7 +404,9 @@ def run_kernels(args):
         for name in names:
             if "/" in name or name == "trace+stats":  # the same loop as another configuration
                 continue
-            config = dict(kind="kernels", method=method, jobs=jobs, config=name, n_fleets=64, n_jobs=args.jobs, n_fires=11)
+            config = dict(
+                kind="kernels", method=method, jobs=jobs, config=name, n_fleets=64, n_jobs=args.jobs, n_fires=11
+            )
             with tempfile.TemporaryDirectory() as dump:
                 flags = os.environ.get("XLA_FLAGS", "") + f" --xla_dump_to={dump} --xla_dump_hlo_as_text"
                 os.environ["XLA_FLAGS"], old = flags.strip(), os.environ.get("XLA_FLAGS")
@@ -395,22 +419,38 @@ def run_kernels(args):
                         os.environ["XLA_FLAGS"] = old
                 row = dict(config, **(loop_body_kernels(dump) if not error else dict(error=error)))
             rows.append(row)
-            print(f"kernels {method:<8} {name:<10} {row.get('kernels')} per iteration: "
-                  f"{row.get('by_kind', row.get('error'))}", flush=True)
+            print(
+                f"kernels {method:<8} {name:<10} {row.get('kernels')} per iteration: "
+                f"{row.get('by_kind', row.get('error'))}",
+                flush=True,
+            )
     return rows
 
 
 # --------------------------------------------------------------------------- drivers
 def run_memory(args):
     rows = []
-    sizes = [(int(b), int(k)) for b, k in (s.split(",") for s in args.sizes)] if args.sizes else [(args.fleets, args.cycles)]
+    sizes = (
+        [(int(b), int(k)) for b, k in (s.split(",") for s in args.sizes)]
+        if args.sizes
+        else [(args.fleets, args.cycles)]
+    )
     for n_fleets, n_fires in sizes:
-        config = dict(kind="memory", n_fleets=n_fleets, n_jobs=args.jobs, n_fires=n_fires, method="fifo",
-                      save=dict(trace=False, writers=True, jobs=True), load=LOAD)
+        config = dict(
+            kind="memory",
+            n_fleets=n_fleets,
+            n_jobs=args.jobs,
+            n_fires=n_fires,
+            method="fifo",
+            save=dict(trace=False, writers=True, jobs=True),
+            load=LOAD,
+        )
         load_before = load_average()
         row, peak, seconds, error = spawn(["--worker-memory", json.dumps(config)], args.timeout)
         row = dict(config) if row is None else row
-        row.update(peak_rss_mb=peak, process_s=seconds, load_average_before=load_before, load_average_after=load_average())
+        row.update(
+            peak_rss_mb=peak, process_s=seconds, load_average_before=load_before, load_average_after=load_average()
+        )
         if error:
             row["error"] = error
         rows.append(row)
@@ -421,7 +461,10 @@ def run_memory(args):
                 f"memory B={n_fleets} N={args.jobs} K={n_fires}: peak RSS {peak:.0f} MB, "
                 f"simulate {row['wall_s']:.1f} s "
                 f"({row['events']:.3g} events, {row['events_per_s']:.3g} ev/s incl. compile), ok={row['ok']}, "
-                f"stages (VmRSS/VmHWM MB): " + ", ".join(f"{k} {v.get('vmrss', 0):.0f}/{v.get('vmhwm', 0):.0f}" for k, v in row["stages_mb"].items()),
+                f"stages (VmRSS/VmHWM MB): "
+                + ", ".join(
+                    f"{k} {v.get('vmrss', 0):.0f}/{v.get('vmhwm', 0):.0f}" for k, v in row["stages_mb"].items()
+                ),
                 flush=True,
             )
     return rows
@@ -432,8 +475,17 @@ def run_throughput(args):
     names = args.configs.split(",")
     for method in args.methods.split(","):
         jobs = "identical" if args.identical_everywhere else PATH_JOBS[method]
-        config = dict(kind="throughput", method=method, jobs=jobs, n_fleets=args.fleets, n_jobs=args.jobs,
-                      n_fires=args.cycles, repeats=args.repeats, configs=names, load=LOAD)
+        config = dict(
+            kind="throughput",
+            method=method,
+            jobs=jobs,
+            n_fleets=args.fleets,
+            n_jobs=args.jobs,
+            n_fires=args.cycles,
+            repeats=args.repeats,
+            configs=names,
+            load=LOAD,
+        )
         load_before = load_average()
         row, peak, seconds, error = spawn(["--worker-throughput", json.dumps(config)], args.timeout)
         row = dict(config) if row is None else row
@@ -448,21 +500,30 @@ def run_throughput(args):
         row["events_per_cpu_s"] = {n: summary([events[n] / t for t in row["cpu_s"][n]]) for n in names}
         if "trace" in names:  # paired per round: same load
             row["ratio_vs_trace"] = {
-                n: summary([tt / tn for tt, tn in zip(row["wall_s"]["trace"], row["wall_s"][n])]) for n in names if n != "trace"
+                n: summary([tt / tn for tt, tn in zip(row["wall_s"]["trace"], row["wall_s"][n])])
+                for n in names
+                if n != "trace"
             }
             row["cpu_ratio_vs_trace"] = {
-                n: summary([tt / tn for tt, tn in zip(row["cpu_s"]["trace"], row["cpu_s"][n])]) for n in names if n != "trace"
+                n: summary([tt / tn for tt, tn in zip(row["cpu_s"]["trace"], row["cpu_s"][n])])
+                for n in names
+                if n != "trace"
             }
         rows.append(row)
-        print(f"throughput {method} ({jobs}, B={args.fleets}, N={args.jobs}, K={args.cycles}, "
-              f"{row['events'][names[0]]:.3g} events/call, {args.repeats} rounds):", flush=True)
+        print(
+            f"throughput {method} ({jobs}, B={args.fleets}, N={args.jobs}, K={args.cycles}, "
+            f"{row['events'][names[0]]:.3g} events/call, {args.repeats} rounds):",
+            flush=True,
+        )
         for n in names:
             e = row["events_per_s"][n]
             line = f"  {n:<10} events/s min {e['min']:.3g} median {e['median']:.3g} max {e['max']:.3g}"
             if n != "trace" and "ratio_vs_trace" in row:
                 r, c = row["ratio_vs_trace"][n], row["cpu_ratio_vs_trace"][n]
-                line += (f" | vs trace: wall {r['median']:.3f} ({r['min']:.3f}-{r['max']:.3f}),"
-                         f" cpu {c['median']:.3f} ({c['min']:.3f}-{c['max']:.3f})")
+                line += (
+                    f" | vs trace: wall {r['median']:.3f} ({r['min']:.3f}-{r['max']:.3f}),"
+                    f" cpu {c['median']:.3f} ({c['min']:.3f}-{c['max']:.3f})"
+                )
             print(line, flush=True)
     return rows
 
@@ -473,7 +534,9 @@ def main(argv=None):
     parser.add_argument("--fleets", type=int, default=None, help="B (default: memory 1e5, throughput 1e4)")
     parser.add_argument("--jobs", type=int, default=32, help="N")
     parser.add_argument("--cycles", type=int, default=None, help="K (default: memory 1000, throughput 11)")
-    parser.add_argument("--sizes", nargs="*", default=None, help="memory: several B,K pairs, e.g. 10000,100 100000,1000")
+    parser.add_argument(
+        "--sizes", nargs="*", default=None, help="memory: several B,K pairs, e.g. 10000,100 100000,1000"
+    )
     parser.add_argument("--repeats", type=int, default=7, help="throughput rounds")
     parser.add_argument("--methods", default="fifo,clock,general")
     parser.add_argument("--configs", default=",".join(CONFIGS))

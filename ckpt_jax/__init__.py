@@ -8,6 +8,15 @@ spectra), `cj.analysis` (statistics of traces), `cj.coupling` (two-job coupling 
 `cj.loop` (the stepping primitive).
 """
 
+from . import analysis as analysis
+from . import coupling as coupling
+from . import design as design
+from . import ensemble as ensemble
+from . import fleetfile as fleetfile
+from . import loop as loop
+from . import lyapunov as lyapunov
+from . import maps as maps
+from . import theory as theory
 from ._observe import JobStats as JobStats
 from ._observe import Observer as Observer
 from ._observe import SaveAt as SaveAt
@@ -27,15 +36,6 @@ from .model import initial_state as initial_state
 from .model import random_state as random_state
 from .model import state_from_positions as state_from_positions
 from .model import throughput_table as throughput_table
-from . import analysis as analysis
-from . import coupling as coupling
-from . import design as design
-from . import ensemble as ensemble
-from . import fleetfile as fleetfile
-from . import loop as loop
-from . import lyapunov as lyapunov
-from . import maps as maps
-from . import theory as theory
 
 __version__ = "0.1.0"
 

@@ -12,8 +12,15 @@ import numpy as np
 from ._validate import check_horizon_events
 from .model import Fleet
 
-__all__ = ["LAUNCHES", "interval_from_theta", "offset_from_theta", "theta_from_interval", "labels_of", "check_inputs",
-           "job_bounds"]
+__all__ = [
+    "LAUNCHES",
+    "interval_from_theta",
+    "offset_from_theta",
+    "theta_from_interval",
+    "labels_of",
+    "check_inputs",
+    "job_bounds",
+]
 
 LAUNCHES = ("synchronous", "random")
 
@@ -50,8 +57,9 @@ def labels_of(groups, n_jobs: int, name: str) -> np.ndarray:
         return np.arange(n_jobs)
     groups = np.asarray(groups)
     if groups.shape != (n_jobs,) or not np.issubdtype(groups.dtype, np.integer):
-        raise ValueError(f"{name} must be None or an integer array of shape ({n_jobs},), got "
-                         f"{groups.dtype} of shape {groups.shape}")
+        raise ValueError(
+            f"{name} must be None or an integer array of shape ({n_jobs},), got {groups.dtype} of shape {groups.shape}"
+        )
     return np.unique(groups, return_inverse=True)[1].reshape(n_jobs)
 
 
@@ -62,8 +70,10 @@ def check_inputs(fleet, bounds, horizon, n_draws, n_pairs, groups, launch):
         raise ValueError(f"fleet must be a single fleet (batch shape ()), got batch shape {fleet.batch_shape}")
     mtbf = np.asarray(fleet.mtbf)[np.asarray(fleet.active)]
     if not np.all(np.isfinite(mtbf)):
-        raise ValueError("fleet must have a finite mtbf for every active job (Fleet(..., mtbf=M)): "
-                         "without failures there is nothing to checkpoint against")
+        raise ValueError(
+            "fleet must have a finite mtbf for every active job (Fleet(..., mtbf=M)): "
+            "without failures there is nothing to checkpoint against"
+        )
     n_jobs = fleet.n_jobs
     lo, hi = job_bounds(bounds, n_jobs)
     try:

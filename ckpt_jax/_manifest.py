@@ -95,7 +95,11 @@ def array_description(value):
     value = np.asarray(value)
     if value.size <= 16:
         return value.tolist()
-    return {"shape": list(value.shape), "dtype": str(value.dtype), "sha256": hashlib.sha256(value.tobytes()).hexdigest()}
+    return {
+        "shape": list(value.shape),
+        "dtype": str(value.dtype),
+        "sha256": hashlib.sha256(value.tobytes()).hexdigest(),
+    }
 
 
 def key_description(key):

@@ -28,14 +28,24 @@ the same run's trace.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, NamedTuple, Optional
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["SaveAt", "Observer", "LoopInfo", "WriterStats", "JobStats", "EventView", "FinalView", "job_order", "observers_of",
-           "finalize"]
+__all__ = [
+    "SaveAt",
+    "Observer",
+    "LoopInfo",
+    "WriterStats",
+    "JobStats",
+    "EventView",
+    "FinalView",
+    "job_order",
+    "observers_of",
+    "finalize",
+]
 
 
 class LoopInfo(NamedTuple):
@@ -58,8 +68,8 @@ class LoopInfo(NamedTuple):
     n_fleets: int
     n_jobs: int
     dtype: Any
-    stop_fires: Optional[int] = None
-    gap_fires: Optional[int] = None
+    stop_fires: int | None = None
+    gap_fires: int | None = None
     one_switch: bool = False
     ordered: bool = False
     abandons: bool = False
@@ -90,10 +100,10 @@ class Observer:
     def init(self, info: LoopInfo):
         raise NotImplementedError
 
-    def update(self, state, view: "EventView"):
+    def update(self, state, view: EventView):
         raise NotImplementedError
 
-    def finalize(self, state, final: "FinalView"):
+    def finalize(self, state, final: FinalView):
         raise NotImplementedError
 
 
@@ -132,8 +142,9 @@ class SaveAt:
             if not isinstance(observer, Observer):
                 raise ValueError(f"SaveAt.observers must hold ckpt_jax.Observer instances, got {observer!r}")
             if not isinstance(observer.name, str) or not observer.name or observer.name in names:
-                raise ValueError(f"every observer needs its own non-empty name (not one of {sorted(names)}), "
-                                 f"got {observer.name!r}")
+                raise ValueError(
+                    f"every observer needs its own non-empty name (not one of {sorted(names)}), got {observer.name!r}"
+                )
             names.add(observer.name)
 
     @property
@@ -188,12 +199,12 @@ class JobStats(NamedTuple):
     write_time: jax.Array
     compute_time: jax.Array
     writes: jax.Array
-    useful_work: Optional[jax.Array] = None
-    lost_work: Optional[jax.Array] = None
-    failures: Optional[jax.Array] = None
-    down_time: Optional[jax.Array] = None
-    waste: Optional[jax.Array] = None
-    completed_write_time: Optional[jax.Array] = None
+    useful_work: jax.Array | None = None
+    lost_work: jax.Array | None = None
+    failures: jax.Array | None = None
+    down_time: jax.Array | None = None
+    waste: jax.Array | None = None
+    completed_write_time: jax.Array | None = None
 
 
 class EventView(NamedTuple):
@@ -239,12 +250,12 @@ class EventView(NamedTuple):
     recorded_end: jax.Array
     job: jax.Array
     cycle: jax.Array
-    draining: Optional[jax.Array]
-    waiting: Optional[jax.Array]
+    draining: jax.Array | None
+    waiting: jax.Array | None
     first_fires: jax.Array
     last_ends: jax.Array
     n_active: jax.Array
-    slot: Optional[jax.Array] = None
+    slot: jax.Array | None = None
 
 
 class FinalView(NamedTuple):
@@ -253,18 +264,18 @@ class FinalView(NamedTuple):
     time: jax.Array  # (B,) stop time
     async_fraction: jax.Array  # (B,)
     active: jax.Array  # (B, N)
-    horizon: Optional[jax.Array]  # (B,) or None
+    horizon: jax.Array | None  # (B,) or None
     n_writers: jax.Array  # (B,) writers at the stop
-    fire_count: Optional[jax.Array] = None  # (B, N) int firings since t = 0 (the gaps observer's fullness)
-    writes: Optional[jax.Array] = None  # (B, N) int completed writes, where the loop knows them
-    writing: Optional[jax.Array] = None  # (B, N) bool writing at the stop (the jobs observer's open writes)
-    slot_position: Optional[jax.Array] = None  # (B, N) slot of each job (`EventView.slot`; None: slots are jobs)
+    fire_count: jax.Array | None = None  # (B, N) int firings since t = 0 (the gaps observer's fullness)
+    writes: jax.Array | None = None  # (B, N) int completed writes, where the loop knows them
+    writing: jax.Array | None = None  # (B, N) bool writing at the stop (the jobs observer's open writes)
+    slot_position: jax.Array | None = None  # (B, N) slot of each job (`EventView.slot`; None: slots are jobs)
     # The general engine's work accounting (docs/model.md §1c), else None.
-    useful_work: Optional[jax.Array] = None  # (B, N) compute work saved by a completed write
-    lost_work: Optional[jax.Array] = None  # (B, N) compute work lost to failures
-    failures: Optional[jax.Array] = None  # (B, N) int failures
-    down_time: Optional[jax.Array] = None  # (B, N) time spent restarting
-    ok: Optional[jax.Array] = None  # (B,) bool the run completed (`Trace.ok`), set before ``finalize``
+    useful_work: jax.Array | None = None  # (B, N) compute work saved by a completed write
+    lost_work: jax.Array | None = None  # (B, N) compute work lost to failures
+    failures: jax.Array | None = None  # (B, N) int failures
+    down_time: jax.Array | None = None  # (B, N) time spent restarting
+    ok: jax.Array | None = None  # (B,) bool the run completed (`Trace.ok`), set before ``finalize``
 
 
 def row_reductions(*terms):
@@ -273,8 +284,12 @@ def row_reductions(*terms):
     ``terms``: ``(values, "sum" | "min")`` pairs; returns one (B,) array per term."""
     values = tuple(v for v, _ in terms)
     kinds = tuple(k for _, k in terms)
-    init = tuple(jnp.zeros((), v.dtype) if k == "sum" else jnp.array(jnp.iinfo(v.dtype).max if jnp.issubdtype(v.dtype, jnp.integer)
-                 else jnp.inf, v.dtype) for v, k in terms)
+    init = tuple(
+        jnp.zeros((), v.dtype)
+        if k == "sum"
+        else jnp.array(jnp.iinfo(v.dtype).max if jnp.issubdtype(v.dtype, jnp.integer) else jnp.inf, v.dtype)
+        for v, k in terms
+    )
 
     def combine(a, b):
         return tuple(x + y if k == "sum" else jnp.minimum(x, y) for x, y, k in zip(a, b, kinds))
@@ -354,14 +369,17 @@ class WritersObserver(Observer):
 
     def init(self, info: LoopInfo):
         n_fleets, dtype, size = info.n_fleets, info.dtype, info.n_jobs + 1
-        return Bound(info=info, arrays=dict(
-            window=_Window.init(n_fleets, dtype),
-            time=jnp.zeros((n_fleets, size), dtype),
-            rises=jnp.zeros((n_fleets, size), jnp.int32),  # entries into n_w >= k
-            max=jnp.full(n_fleets, -1, jnp.int32),
-            instant_start=jnp.zeros(n_fleets, jnp.int32),  # n_w when the current instant began
-            instant_open=jnp.zeros(n_fleets, bool),  # window open strictly before it
-        ))
+        return Bound(
+            info=info,
+            arrays=dict(
+                window=_Window.init(n_fleets, dtype),
+                time=jnp.zeros((n_fleets, size), dtype),
+                rises=jnp.zeros((n_fleets, size), jnp.int32),  # entries into n_w >= k
+                max=jnp.full(n_fleets, -1, jnp.int32),
+                instant_start=jnp.zeros(n_fleets, jnp.int32),  # n_w when the current instant began
+                instant_open=jnp.zeros(n_fleets, bool),  # window open strictly before it
+            ),
+        )
 
     def update(self, bound, view: EventView):
         state, info = bound.arrays, bound.info
@@ -385,8 +403,12 @@ class WritersObserver(Observer):
             level = jnp.maximum(a, b)
             step = jnp.where(counted & (level > start), b - a, 0)
             rises = rises.at[fleets, level].add(step.astype(rises.dtype), mode="drop")
-        return Bound(info=info, arrays=dict(window=window, time=time, rises=rises, max=most, instant_start=start,
-                                            instant_open=instant_open))
+        return Bound(
+            info=info,
+            arrays=dict(
+                window=window, time=time, rises=rises, max=most, instant_start=start, instant_open=instant_open
+            ),
+        )
 
     def finalize(self, bound, final: FinalView):
         state = bound.arrays
@@ -433,15 +455,28 @@ class GapsObserver(Observer):
         zero, inf = jnp.zeros(n_fleets, dtype), jnp.full(n_fleets, jnp.inf, dtype)
         no = jnp.zeros(n_fleets, bool)
         if info.ordered:  # the FIFO loop: the cyclic firing order is fixed (claim 3)
-            return Bound(info=info, arrays=dict(smallest=jnp.full((n_fleets, k), jnp.nan, dtype),
-                                                cur=jnp.full(n_fleets, -1, jnp.int32), last=zero, inner=inf))
-        return Bound(info=info, arrays=dict(
-            smallest=jnp.full((n_fleets, k), jnp.nan, dtype),
-            cur=jnp.full(n_fleets, -1, jnp.int32),  # newest cycle begun (-1: none)
-            first=zero, last=zero, inner=inf,  # cycle cur
-            prev_last=zero, prev_inner=inf,  # cycle cur - 1
-            prev_ahead=no,  # a firing of cur - 1 came after cur's first: they interleave
-        ))
+            return Bound(
+                info=info,
+                arrays=dict(
+                    smallest=jnp.full((n_fleets, k), jnp.nan, dtype),
+                    cur=jnp.full(n_fleets, -1, jnp.int32),
+                    last=zero,
+                    inner=inf,
+                ),
+            )
+        return Bound(
+            info=info,
+            arrays=dict(
+                smallest=jnp.full((n_fleets, k), jnp.nan, dtype),
+                cur=jnp.full(n_fleets, -1, jnp.int32),  # newest cycle begun (-1: none)
+                first=zero,
+                last=zero,
+                inner=inf,  # cycle cur
+                prev_last=zero,
+                prev_inner=inf,  # cycle cur - 1
+                prev_ahead=no,  # a firing of cur - 1 came after cur's first: they interleave
+            ),
+        )
 
     @staticmethod
     def _written(state):
@@ -461,7 +496,9 @@ class GapsObserver(Observer):
         gap = t - state["last"]
         cell = jnp.where(begins & (cur >= 0), cur, k)
         fleets = jnp.arange(t.shape[0])
-        smallest = state["smallest"].at[fleets, cell].set(jnp.minimum(state["inner"], gap), mode="drop", unique_indices=True)
+        smallest = (
+            state["smallest"].at[fleets, cell].set(jnp.minimum(state["inner"], gap), mode="drop", unique_indices=True)
+        )
         same = fired & ~begins
         return dict(
             smallest=smallest,
@@ -485,14 +522,20 @@ class GapsObserver(Observer):
             return ((mask & fired).astype(jnp.int32), "sum")
 
         n_prev, n_cur, n_next, lowest = row_reductions(
-            how_many(offset == -1), how_many(offset == 0), how_many(offset == 1),
-            (jnp.where(late, view.cycle, k).astype(jnp.int32), "min"))
+            how_many(offset == -1),
+            how_many(offset == 0),
+            how_many(offset == 1),
+            (jnp.where(late, view.cycle, k).astype(jnp.int32), "min"),
+        )
         # Cycle cur - 1 at t >= first: interleaved if later, else a tie (a gap of zero).
         tie = t == state["first"]
         prev_ahead = state["prev_ahead"] | ((n_prev > 0) & ~tie)
         tied = (n_prev > 0) & tie
-        prev_inner = jnp.where(tied, jnp.minimum(state["prev_inner"], jnp.where(n_prev > 1, 0, t - state["prev_last"])),
-                               state["prev_inner"])
+        prev_inner = jnp.where(
+            tied,
+            jnp.minimum(state["prev_inner"], jnp.where(n_prev > 1, 0, t - state["prev_last"])),
+            state["prev_inner"],
+        )
         prev_last = jnp.where(tied, t, state["prev_last"])
         # Cycle cur (begun, so it has a firing, wherever cur >= 0).
         seen = n_cur > 0
@@ -519,10 +562,17 @@ class GapsObserver(Observer):
             fleets = jnp.concatenate([fleets, fleets])
         smallest = state["smallest"].at[fleets, cell].set(value, mode="drop", unique_indices=width == 1)
         shifted = dict(
-            cur=cur + 1, first=t, last=t, inner=jnp.where(n_next > 1, jnp.zeros_like(t), jnp.inf),
-            prev_last=state["last"], prev_inner=state["inner"], prev_ahead=jnp.zeros_like(prev_ahead),
+            cur=cur + 1,
+            first=t,
+            last=t,
+            inner=jnp.where(n_next > 1, jnp.zeros_like(t), jnp.inf),
+            prev_last=state["last"],
+            prev_inner=state["inner"],
+            prev_ahead=jnp.zeros_like(prev_ahead),
         )
-        state = {name: jnp.where(begins, shifted[name], value) if name in shifted else value for name, value in state.items()}
+        state = {
+            name: jnp.where(begins, shifted[name], value) if name in shifted else value for name, value in state.items()
+        }
         return Bound(info=info, arrays=dict(state, smallest=smallest))
 
     def finalize(self, bound, final: FinalView):
@@ -582,8 +632,13 @@ class JobsObserver(Observer):
             arrays = dict(ends_less_fires=zeros, initial=zeros, latest=zeros, waiting_time=zeros)
         else:
             zeros = jnp.zeros((n_fleets, n_jobs), dtype)
-            arrays = dict(write_time=zeros, waiting_time=zeros, completed_write_time=zeros, open_write=zeros,
-                          writes=jnp.zeros((n_fleets, n_jobs), jnp.int32))
+            arrays = dict(
+                write_time=zeros,
+                waiting_time=zeros,
+                completed_write_time=zeros,
+                open_write=zeros,
+                writes=jnp.zeros((n_fleets, n_jobs), jnp.int32),
+            )
         return Bound(info=info, arrays=arrays)
 
     def update(self, bound, view: EventView):
@@ -604,7 +659,9 @@ class JobsObserver(Observer):
             return dict(sums=flat.reshape(state["sums"].shape), latest=latest.reshape(state["latest"].shape))
         # The general engine's masks are dense anyway (its columns are the jobs).
         dt = jnp.where(view.running, view.dt, 0)[:, None]
-        waiting_time = state["waiting_time"] if view.waiting is None else state["waiting_time"] + jnp.where(view.waiting, dt, 0)
+        waiting_time = (
+            state["waiting_time"] if view.waiting is None else state["waiting_time"] + jnp.where(view.waiting, dt, 0)
+        )
         if not info.abandons:  # no failures: the switch times, as on the fast paths
             t = view.time[:, None]
             fired, ended = view.fired & view.running[:, None], view.ended & view.running[:, None]
@@ -623,8 +680,13 @@ class JobsObserver(Observer):
         completed = state["completed_write_time"] + jnp.where(ended, open_write, 0)
         # A write end and the next firing can share an instant: the end counts first.
         open_write = jnp.where(view.fired & view.running[:, None], 0, open_write)
-        return dict(write_time=write_time, waiting_time=waiting_time, completed_write_time=completed, open_write=open_write,
-                    writes=state["writes"] + ended.astype(jnp.int32))
+        return dict(
+            write_time=write_time,
+            waiting_time=waiting_time,
+            completed_write_time=completed,
+            open_write=open_write,
+            writes=state["writes"] + ended.astype(jnp.int32),
+        )
 
     def finalize(self, bound, final: FinalView):
         state, info = bound.arrays, bound.info
@@ -632,7 +694,9 @@ class JobsObserver(Observer):
             sums = job_order(state["sums"], final.slot_position)
             ends, initial, fires = sums[..., 0], sums[..., 1], sums[..., 2]
             latest = job_order(state["latest"], final.slot_position)
-            state = dict(ends_less_fires=ends - fires, initial=initial, latest=latest, waiting_time=jnp.zeros_like(ends))
+            state = dict(
+                ends_less_fires=ends - fires, initial=initial, latest=latest, waiting_time=jnp.zeros_like(ends)
+            )
         if not info.abandons:  # from switch times: the fast paths, the general engine without failures
             writing = final.writing
             opened = writing & (final.fire_count >= 1)  # its write was started by a firing
@@ -688,7 +752,7 @@ def completed_writes(fire_count, writing):
     return fire_count - (writing & (fire_count >= 1)).astype(fire_count.dtype)
 
 
-def state_bytes(save: SaveAt, n_jobs: int, gap_fires: Optional[int], itemsize: int) -> int:
+def state_bytes(save: SaveAt, n_jobs: int, gap_fires: int | None, itemsize: int) -> int:
     """Bytes per fleet of the observers' loop state (what a CPU block must keep in cache)."""
     total = 0
     if save.writers:  # time and rises at N + 1 levels, the window and instant scalars

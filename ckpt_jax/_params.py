@@ -9,7 +9,7 @@ the loops compute from them are `ckpt_jax._rates`; the checks of the host, `ckpt
 from __future__ import annotations
 
 import functools
-from typing import NamedTuple, Optional
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -37,7 +37,7 @@ class Params(NamedTuple):
     mtbf: jax.Array  # (N,) mean time between failures M_i (docs/model.md §1c), inf: none
     restart: jax.Array  # (N,) restart time R_i after a failure
     # (N, F) explicit failure times replacing the draws (docs/model.md §1c), or None
-    failure_times: Optional[jax.Array] = None
+    failure_times: jax.Array | None = None
 
 
 def jitter_work(job_key: jax.Array, compute: jax.Array, jitter: jax.Array, cycle) -> jax.Array:
@@ -78,8 +78,9 @@ def flat_params(fleet: Fleet, jitter=None, key=None, fleet_offset: int = 0, fail
         size=flat(fleet.size, (n_jobs,)),
         mtbf=flat(fleet.mtbf, (n_jobs,)),
         restart=flat(fleet.restart, (n_jobs,)),
-        failure_times=None if failure_times is None else jnp.asarray(
-            np.reshape(failure_times, (n_fleets, n_jobs, -1)), fleet.dtype),
+        failure_times=None
+        if failure_times is None
+        else jnp.asarray(np.reshape(failure_times, (n_fleets, n_jobs, -1)), fleet.dtype),
     )
 
 

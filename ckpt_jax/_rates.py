@@ -18,7 +18,7 @@ phase ends is the snapping rule, `ckpt_jax._snapping`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, NamedTuple, Optional
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import jax.numpy as jnp
 import numpy as np
@@ -29,8 +29,18 @@ if TYPE_CHECKING:  # annotations only: the rate rule imports nothing of the pack
     from .model import Fleet
 
 __all__ = [
-    "Variants", "variants", "Sharing", "sharing_for", "non_default_sharing", "phase_rates", "computing_mask",
-    "controller_load", "maxmin_level", "compute_speed", "write_rates", "fcfs_head",
+    "Variants",
+    "variants",
+    "Sharing",
+    "sharing_for",
+    "non_default_sharing",
+    "phase_rates",
+    "computing_mask",
+    "controller_load",
+    "maxmin_level",
+    "compute_speed",
+    "write_rates",
+    "fcfs_head",
 ]
 
 
@@ -123,7 +133,7 @@ class Sharing(NamedTuple):
     storage: str = "fair"
 
 
-def sharing_for(fleet: Fleet, any_sized: Optional[bool] = None) -> Sharing:
+def sharing_for(fleet: Fleet, any_sized: bool | None = None) -> Sharing:
     """The `Sharing` the general engine traces for ``fleet`` (decided on the host).
 
     ``any_sized``: whether the fleets it will run include one with a size other than 1

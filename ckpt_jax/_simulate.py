@@ -8,22 +8,32 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Optional
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from . import sharding
-from ._loops import LoopResult, PATHS, choose_paths, driver
+from ._loops import PATHS, LoopResult, choose_paths, driver
 from ._loops.config import RunConfig
 from ._observe import JobStats, SaveAt, WriterStats
 from ._params import flat_params
 from ._rates import Sharing, sharing_for, variants
 from ._status import describe_status
 from ._validate import (
-    MAX_FIRES, check_failure_times, check_horizon, check_horizon_events, check_int, check_key_given, check_method,
-    check_time_bound, check_trace_memory, default_max_events, fires_before, horizon_events, listed_failure_events,
+    MAX_FIRES,
+    check_failure_times,
+    check_horizon,
+    check_horizon_events,
+    check_int,
+    check_key_given,
+    check_method,
+    check_time_bound,
+    check_trace_memory,
+    default_max_events,
+    fires_before,
+    horizon_events,
+    listed_failure_events,
 )
 from .model import Fleet, State, check_state
 
@@ -56,23 +66,23 @@ class Trace:
         else None.
     """
 
-    fire_times: Optional[jax.Array]
-    end_times: Optional[jax.Array]
+    fire_times: jax.Array | None
+    end_times: jax.Array | None
     ok: jax.Array
     status: jax.Array
     n_events: jax.Array
     time: jax.Array
-    writers: Optional[WriterStats] = None
-    gaps: Optional[jax.Array] = None
-    jobs: Optional[JobStats] = None
-    observed: Optional[dict] = None
+    writers: WriterStats | None = None
+    gaps: jax.Array | None = None
+    jobs: JobStats | None = None
+    observed: dict | None = None
 
     @property
     def batch_shape(self) -> tuple:
         """The leading batch shape (*B,)."""
         return tuple(np.shape(self.ok))
 
-    def __getitem__(self, index) -> "Trace":
+    def __getitem__(self, index) -> Trace:
         """The trace of the fleets ``index`` picks from the batch axes, as NumPy indexes
         (``trace[3]``, slices, integer arrays, boolean masks, ``...``).
 
@@ -92,7 +102,7 @@ class Trace:
         take = chosen.reshape(-1)
 
         def pick(x):
-            rest = np.shape(x)[len(batch):]
+            rest = np.shape(x)[len(batch) :]
             return x.reshape((-1,) + rest)[take].reshape(chosen.shape + rest)
 
         return jax.tree_util.tree_map(pick, self)
@@ -110,10 +120,17 @@ class Trace:
             parts.append(f"fire_times/end_times={np.shape(self.fire_times)} {np.asarray(self.fire_times).dtype}")
         time = np.asarray(self.time, np.float64)
         if time.size:
-            parts.append(f"time=[{np.nanmin(time):.6g}, {np.nanmax(time):.6g}]" if time.size > 1 else f"time={float(time.ravel()[0]):.6g}")
+            parts.append(
+                f"time=[{np.nanmin(time):.6g}, {np.nanmax(time):.6g}]"
+                if time.size > 1
+                else f"time={float(time.ravel()[0]):.6g}"
+            )
         parts.append(f"n_events<={int(np.max(self.n_events))}" if np.size(self.n_events) else "n_events=[]")
-        parts += [f"{name}={type(getattr(self, name)).__name__ if name != 'gaps' else np.shape(self.gaps)}"
-                  for name in ("writers", "gaps", "jobs") if getattr(self, name) is not None]
+        parts += [
+            f"{name}={type(getattr(self, name)).__name__ if name != 'gaps' else np.shape(self.gaps)}"
+            for name in ("writers", "gaps", "jobs")
+            if getattr(self, name) is not None
+        ]
         if self.observed:
             parts.append(f"observed={sorted(self.observed)}")
         return f"Trace({', '.join(parts)})"
@@ -122,18 +139,18 @@ class Trace:
 def simulate(
     fleet: Fleet,
     state: State,
-    n_fires: Optional[int],
+    n_fires: int | None,
     *,
-    max_events: Optional[int] = None,
+    max_events: int | None = None,
     jitter=None,
-    key: Optional[jax.Array] = None,
+    key: jax.Array | None = None,
     throw: bool = False,
-    progress: Optional[bool] = None,
+    progress: bool | None = None,
     queue_size: int = 64,
     fleet_offset: int = 0,
     method: str = "auto",
     devices=None,
-    save: Optional[SaveAt] = None,
+    save: SaveAt | None = None,
     until=None,
     failure_times=None,
 ) -> Trace:
@@ -213,12 +230,16 @@ def simulate(
         if horizon is None:
             raise ValueError("n_fires must be an integer >= 1 (it may be None only with until=)")
         if save.trace or save.gaps:
-            raise ValueError("n_fires is needed to size the trace and the gaps observer; pass n_fires or save=SaveAt(trace=False, gaps=False)")
+            raise ValueError(
+                "n_fires is needed to size the trace and the gaps observer; pass n_fires or save=SaveAt(trace=False, gaps=False)"
+            )
     if failure_times is not None:
         failure_times = check_failure_times(failure_times, fleet)
         if method in ("fifo", "clock"):
-            raise ValueError(f"method={method!r} cannot serve failure_times (failures are events of the general "
-                             "engine only, docs/model.md §1c); use 'general' or 'auto'")
+            raise ValueError(
+                f"method={method!r} cannot serve failure_times (failures are events of the general "
+                "engine only, docs/model.md §1c); use 'general' or 'auto'"
+            )
     use_failures = fleet.has_failures or failure_times is not None
     if use_failures and horizon is None:
         # Without a horizon the run would stop at K completed writes per job, which a fleet
@@ -228,7 +249,8 @@ def simulate(
             "failure_times): a failure abandons the write in progress, so K completed writes per job may "
             "never come (docs/model.md §1c). Pass until=H, a time horizon: the run stops at t = H and "
             "n_fires only sizes the trace (each job's first K firings up to H, a write a failure abandoned "
-            "keeping its fire time with a NaN end time)")
+            "keeping its fire time with a NaN end time)"
+        )
     # Counters and trace columns are int32: K stays well inside it.
     n_fires = None if n_fires is None else check_int("n_fires", n_fires, 1, MAX_FIRES)
     state = check_state(fleet, state)  # a State built by hand is validated here too
@@ -281,8 +303,10 @@ def simulate(
     # on the general engine, unit-size fleets run apart from sized ones (`sharing_for`).
     with_sizes = uses.sized.reshape(n_fleets)
     groups = [(name, path == name, Sharing()) for name in PATHS if name != "general"]
-    groups += [("general", (path == "general") & (with_sizes == has_sizes), sharing_for(fleet, has_sizes))
-               for has_sizes in (False, True)]
+    groups += [
+        ("general", (path == "general") & (with_sizes == has_sizes), sharing_for(fleet, has_sizes))
+        for has_sizes in (False, True)
+    ]
     pieces = []
     for name, chosen, sharing in groups:
         index = np.flatnonzero(chosen)
@@ -292,8 +316,9 @@ def simulate(
         if index.size < n_fleets:
             part = jax.tree_util.tree_map(lambda x: x[index], part)
         group = dataclasses.replace(config, path=name, sharing=sharing)
-        result = driver.run(group, part, max_events=max_events, progress=progress, devices=devices,
-                            expected_events=expected_events)
+        result = driver.run(
+            group, part, max_events=max_events, progress=progress, devices=devices, expected_events=expected_events
+        )
         piece = flat_trace(result, save=save)
         if save.jobs and not group.track_work:
             piece = dataclasses.replace(piece, jobs=fast_useful_work(piece.jobs, *part, use_jitter=use_jitter))
@@ -304,9 +329,7 @@ def simulate(
     if throw and not bool(np.all(trace.ok)):
         bad = np.asarray(trace.status)[~np.asarray(trace.ok)]
         codes = np.bitwise_or.reduce(bad.ravel())
-        raise RuntimeError(
-            f"{bad.size} of {np.size(trace.ok)} fleets did not complete: {describe_status(int(codes))}"
-        )
+        raise RuntimeError(f"{bad.size} of {np.size(trace.ok)} fleets did not complete: {describe_status(int(codes))}")
     return trace
 
 

@@ -74,8 +74,10 @@ def describe_status(status) -> str:
       '2 of 4 not ok: hit the event budget (max_events) before the run completed (2 of 4)'
     """
     codes = np.asarray(status)
-    if codes.dtype == bool or not (np.issubdtype(codes.dtype, np.integer) or
-                                   (np.issubdtype(codes.dtype, np.floating) and np.all(np.mod(codes, 1) == 0))):
+    if codes.dtype == bool or not (
+        np.issubdtype(codes.dtype, np.integer)
+        or (np.issubdtype(codes.dtype, np.floating) and np.all(np.mod(codes, 1) == 0))
+    ):
         raise ValueError(f"status must be an integer status code or an array of them, got {status!r:.80}")
     codes = codes.astype(np.int64)
     if codes.ndim == 0:
@@ -83,8 +85,9 @@ def describe_status(status) -> str:
     if not codes.any():
         return "ok"
     n, n_bad = codes.size, int(np.count_nonzero(codes))
-    parts = [f"{text} ({int(np.count_nonzero(codes & bit))} of {n})" for bit, text in MESSAGES.items()
-             if np.any(codes & bit)]
+    parts = [
+        f"{text} ({int(np.count_nonzero(codes & bit))} of {n})" for bit, text in MESSAGES.items() if np.any(codes & bit)
+    ]
     unknown = int(np.bitwise_or.reduce(codes.ravel())) & ~sum(int(bit) for bit in MESSAGES)
     if unknown:
         parts.append(f"unknown status bits {unknown:#x}")

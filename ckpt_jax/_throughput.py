@@ -44,9 +44,7 @@ def throughput_table(throughput: Throughput, n_jobs: int, batch_shape=()) -> np.
         table = np.ones(n_jobs + 1)
     elif isinstance(throughput, str):
         if throughput not in THROUGHPUT_PRESETS:
-            raise ValueError(
-                f"throughput preset must be one of {sorted(THROUGHPUT_PRESETS)}, got {throughput!r}"
-            )
+            raise ValueError(f"throughput preset must be one of {sorted(THROUGHPUT_PRESETS)}, got {throughput!r}")
         return throughput_table(THROUGHPUT_PRESETS[throughput], n_jobs, batch_shape)
     elif callable(throughput):
         values = []
@@ -69,7 +67,6 @@ def throughput_table(throughput: Throughput, n_jobs: int, batch_shape=()) -> np.
     if bad.any():
         n = int(np.argwhere(bad)[0][-1]) + 1
         raise ValueError(
-            f"throughput f(n) must be finite and > 0 for n = 1..{n_jobs}; f({n}) = "
-            f"{table[..., n].ravel()[0]!r}"
+            f"throughput f(n) must be finite and > 0 for n = 1..{n_jobs}; f({n}) = {table[..., n].ravel()[0]!r}"
         )
     return table

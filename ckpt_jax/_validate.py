@@ -16,7 +16,7 @@ bound (`time_bound`) would overflow.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING
 
 import jax
 import jax.numpy as jnp
@@ -126,7 +126,7 @@ def check_range(name: str, values: np.ndarray, dtype, mask=None) -> None:
         )
 
 
-def check_int(name: str, value, low: int, high: Optional[int] = None) -> int:
+def check_int(name: str, value, low: int, high: int | None = None) -> int:
     """``value`` as an int in [low, high]; `ValueError` naming ``name`` otherwise."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
         raise ValueError(f"{name} must be an integer >= {low}, got {_short(value)}")
@@ -144,9 +144,7 @@ def check_key(key, batch_shape: tuple = (), name: str = "key") -> jax.Array:
     Returns the typed key array (shape () or ``batch_shape``).
     """
     if isinstance(key, (int, np.integer, float, str, bytes)) or key is None:
-        raise ValueError(
-            f"{name} must be a JAX PRNG key (e.g. jax.random.key(0)), got {_short(key)}"
-        )
+        raise ValueError(f"{name} must be a JAX PRNG key (e.g. jax.random.key(0)), got {_short(key)}")
     try:
         dtype = key.dtype
     except AttributeError:
@@ -161,16 +159,14 @@ def check_key(key, batch_shape: tuple = (), name: str = "key") -> jax.Array:
             )
         impl_shape = jax.random.key_data(jax.random.key(0)).shape
         shape = tuple(np.shape(key))
-        if shape[len(shape) - len(impl_shape):] != impl_shape:
+        if shape[len(shape) - len(impl_shape) :] != impl_shape:
             raise ValueError(
-                f"raw {name} data must have a trailing shape {impl_shape} (jax.random.PRNGKey), "
-                f"got shape {shape}"
+                f"raw {name} data must have a trailing shape {impl_shape} (jax.random.PRNGKey), got shape {shape}"
             )
         typed = jax.random.wrap_key_data(jnp.asarray(key, jnp.uint32))
     if typed.shape not in ((), tuple(batch_shape)):
         raise ValueError(
-            f"{name} must be a single PRNG key or one per fleet (batch shape {tuple(batch_shape)}), "
-            f"got {typed.shape}"
+            f"{name} must be a single PRNG key or one per fleet (batch shape {tuple(batch_shape)}), got {typed.shape}"
         )
     return typed
 
@@ -180,9 +176,9 @@ def check_fleet_offset(fleet_offset, n_fleets: int) -> int:
     return check_int("fleet_offset", fleet_offset, 0, 2**32 - max(1, n_fleets))
 
 
-def available_bytes(devices=None) -> Optional[int]:
+def available_bytes(devices=None) -> int | None:
     """Memory a run may use: the accelerator's limit, or the host's available memory."""
-    device = (devices[0] if devices else jax.devices()[0])
+    device = devices[0] if devices else jax.devices()[0]
     if device.platform != "cpu":
         try:
             stats = device.memory_stats() or {}
@@ -230,8 +226,10 @@ def check_key_given(key, jittered: bool, drawn_failures: bool) -> None:
     run the same draws."""
     if key is None and (jittered or drawn_failures):
         reason = "jitter > 0" if jittered else "failures drawn from Fleet(mtbf=...)"
-        raise ValueError(f"key is needed: this run draws random numbers ({reason}); pass key=jax.random.key(seed) "
-                         "(one key, or one per fleet of the batch shape)")
+        raise ValueError(
+            f"key is needed: this run draws random numbers ({reason}); pass key=jax.random.key(seed) "
+            "(one key, or one per fleet of the batch shape)"
+        )
 
 
 MAX_FIRES = 2**30
@@ -254,7 +252,9 @@ def check_horizon(until, batch_shape, dtype, name: str = "until") -> np.ndarray:
     try:
         horizon = np.broadcast_to(horizon, batch_shape)
     except ValueError:
-        raise ValueError(f"{name} must be a scalar or have the batch shape {batch_shape}, got {np.shape(until)}") from None
+        raise ValueError(
+            f"{name} must be a scalar or have the batch shape {batch_shape}, got {np.shape(until)}"
+        ) from None
     low, high = value_range(dtype)
     bad = ~(np.isfinite(horizon) & (horizon > 0) & (horizon <= high))
     with np.errstate(over="ignore"):
@@ -271,9 +271,13 @@ def check_jitter(jitter, batch_shape, dtype) -> np.ndarray:
     try:
         sigma = np.broadcast_to(sigma, batch_shape)
     except ValueError:
-        raise ValueError(f"jitter must be a scalar or have the batch shape {batch_shape}, got {np.shape(jitter)}") from None
+        raise ValueError(
+            f"jitter must be a scalar or have the batch shape {batch_shape}, got {np.shape(jitter)}"
+        ) from None
     if not (np.isfinite(sigma) & (sigma >= 0)).all():
-        raise ValueError(f"jitter must be finite and >= 0, got {float(sigma[~(np.isfinite(sigma) & (sigma >= 0))].ravel()[0])}")
+        raise ValueError(
+            f"jitter must be finite and >= 0, got {float(sigma[~(np.isfinite(sigma) & (sigma >= 0))].ravel()[0])}"
+        )
     low, high = value_range(dtype)
     positive = sigma > 0
     if np.any(positive & ((sigma.astype(dtype) == 0) | (sigma > high))):
@@ -287,13 +291,17 @@ def check_failure_times(failure_times, fleet: Fleet) -> np.ndarray:
     and padded at its end with +inf (a row of only +inf: the job never fails)."""
     times = real_array("failure_times", failure_times)
     if times.ndim < 2:
-        raise ValueError(f"failure_times must have shape (*B, N, F) = {fleet.batch_shape + (fleet.n_jobs,)} + (F,), "
-                         f"got {times.shape}")
+        raise ValueError(
+            f"failure_times must have shape (*B, N, F) = {fleet.batch_shape + (fleet.n_jobs,)} + (F,), "
+            f"got {times.shape}"
+        )
     try:
         times = np.broadcast_to(times, fleet.batch_shape + (fleet.n_jobs, times.shape[-1]))
     except ValueError:
-        raise ValueError(f"failure_times must have shape (*B, N, F) = {fleet.batch_shape + (fleet.n_jobs,)} + (F,), "
-                         f"got {times.shape}") from None
+        raise ValueError(
+            f"failure_times must have shape (*B, N, F) = {fleet.batch_shape + (fleet.n_jobs,)} + (F,), "
+            f"got {times.shape}"
+        ) from None
     if np.any(np.isnan(times)) or np.any(times < 0):
         raise ValueError("failure_times must be >= 0 and not NaN (pad a job's row with +inf)")
     _, high = value_range(fleet.dtype)
@@ -302,15 +310,17 @@ def check_failure_times(failure_times, fleet: Fleet) -> np.ndarray:
     cast = times.astype(fleet.dtype)
     earlier, later = cast[..., :-1], cast[..., 1:]
     if np.any((later <= earlier) & ~(np.isinf(earlier) & np.isinf(later))):
-        raise ValueError(f"failure_times must be strictly increasing along each job's row in "
-                         f"{np.dtype(fleet.dtype)}, padded at the end with +inf")
+        raise ValueError(
+            f"failure_times must be strictly increasing along each job's row in "
+            f"{np.dtype(fleet.dtype)}, padded at the end with +inf"
+        )
     return cast
 
 
 # -- budgets: the events, time and memory a run may take, sized and refused before it starts
 
 
-def default_max_events(n_jobs: int, n_fires: int, fleet: Optional[Fleet] = None) -> int:
+def default_max_events(n_jobs: int, n_fires: int, fleet: Fleet | None = None) -> int:
     """A generous event budget: two switches per job per cycle, plus slack for
     heterogeneous fleets whose fast jobs cycle more often than the slowest one."""
     ratio = 1.0
@@ -426,8 +436,13 @@ def check_time_bound(fleet: Fleet, n_fires: int, jitter) -> None:
 
 def horizon_events(fleet: Fleet, horizon) -> np.ndarray:
     """About how many events each fleet steps up to the horizon H (*B,) (`events_to`)."""
-    return events_to(horizon, np.asarray(fleet.period, np.float64), np.asarray(fleet.mtbf, np.float64),
-                     np.asarray(fleet.restart, np.float64), np.asarray(fleet.active))
+    return events_to(
+        horizon,
+        np.asarray(fleet.period, np.float64),
+        np.asarray(fleet.mtbf, np.float64),
+        np.asarray(fleet.restart, np.float64),
+        np.asarray(fleet.active),
+    )
 
 
 def events_to(horizon, period, mtbf, restart, active) -> np.ndarray:
@@ -467,7 +482,8 @@ def check_events(name: str, horizon, least, estimate, n_jobs: int, failures: boo
     raise ValueError(
         f"{name} = {float(horizon[worst]):.6g} cannot finish within the event budget: it needs about "
         f"{float(np.ravel(estimate)[worst]):.3g} events per fleet ({n_jobs} jobs x H / cycle"
-        + (" + failures" if failures else "") + f"), at least {least[worst]:.3g}, beyond the budget of "
+        + (" + failures" if failures else "")
+        + f"), at least {least[worst]:.3g}, beyond the budget of "
         f"{max_events} events; lower {name} (or rescale the time unit)"
     )
 

@@ -42,8 +42,7 @@ def _one_fleet(fire_times, end_times):
     end = np.asarray(end_times, dtype=np.float64)
     if fire.shape != end.shape or fire.ndim != 2:
         raise ValueError(
-            "fire_times and end_times must both have shape (N, K) for one fleet, got "
-            f"{fire.shape} and {end.shape}"
+            f"fire_times and end_times must both have shape (N, K) for one fleet, got {fire.shape} and {end.shape}"
         )
     return fire, end
 
@@ -454,8 +453,13 @@ def _excursions(fire, end, t_start, t_stop, levels) -> np.ndarray:
     at its last event."""
     valid = np.isfinite(fire) & np.isfinite(end)
     n_fleets = fire.shape[0]
-    times = np.concatenate([np.where(valid, fire, np.inf).reshape(n_fleets, -1), np.where(valid, end, np.inf).reshape(n_fleets, -1)], axis=1)
-    steps = np.concatenate([valid.reshape(n_fleets, -1), -valid.reshape(n_fleets, -1).astype(np.int64)], axis=1).astype(np.int64)
+    times = np.concatenate(
+        [np.where(valid, fire, np.inf).reshape(n_fleets, -1), np.where(valid, end, np.inf).reshape(n_fleets, -1)],
+        axis=1,
+    )
+    steps = np.concatenate([valid.reshape(n_fleets, -1), -valid.reshape(n_fleets, -1).astype(np.int64)], axis=1).astype(
+        np.int64
+    )
     order = np.argsort(times, axis=1, kind="stable")
     times = np.take_along_axis(times, order, axis=1)
     running = np.cumsum(np.take_along_axis(steps, order, axis=1), axis=1)

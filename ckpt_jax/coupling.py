@@ -28,7 +28,15 @@ from ._status import Status, describe_status
 from ._validate import check_int
 from .model import Fleet
 
-__all__ = ["Coupling", "coupling_function", "launch_carry", "shared_slowdown", "solo_speed", "stagger_lifetime", "time_phase"]
+__all__ = [
+    "Coupling",
+    "coupling_function",
+    "launch_carry",
+    "shared_slowdown",
+    "solo_speed",
+    "stagger_lifetime",
+    "time_phase",
+]
 
 
 class Coupling(NamedTuple):
@@ -153,8 +161,9 @@ def _cycles(params, carry, n_cycles: int, use_delay: bool, event_budget: int, sh
     and times at each, and the final status."""
 
     def one_cycle(carry, k):
-        carry, _ = loop.advance_to_firing(params, carry, 0, max_events=event_budget * (k + 1), use_delay=use_delay,
-                                          sharing=sharing)
+        carry, _ = loop.advance_to_firing(
+            params, carry, 0, max_events=event_budget * (k + 1), use_delay=use_delay, sharing=sharing
+        )
         return carry, (_section_coordinate(carry), carry.time)
 
     carry, (coordinates, times) = jax.lax.scan(one_cycle, carry, jnp.arange(n_cycles))
@@ -183,8 +192,14 @@ def _burn_in(params, carry, until, use_delay: bool, event_budget: int, sharing: 
         return jnp.where(after.fire_count[0] > before.fire_count[0], after.time, last)
 
     carry, _ = loop.advance(
-        params, carry, max_events=event_budget, stop=lambda c, last: last >= until, use_delay=use_delay,
-        observe=last_firing, observed=jnp.zeros((), carry.time.dtype), sharing=sharing,
+        params,
+        carry,
+        max_events=event_budget,
+        stop=lambda c, last: last >= until,
+        use_delay=use_delay,
+        observe=last_firing,
+        observed=jnp.zeros((), carry.time.dtype),
+        sharing=sharing,
     )
     return carry._replace(fire_count=jnp.zeros_like(carry.fire_count), n_events=jnp.zeros_like(carry.n_events))
 
@@ -193,8 +208,7 @@ def _solo_advance(params, u, horizon, use_delay: bool, queue_size: int, event_bu
     """Job 1 alone, launched at coordinate u, run for ``horizon``: its coordinate then."""
     solo = _solo(params, 1)
     carry = launch_carry(solo, jnp.reshape(u, (1,)), queue_size, sharing)
-    carry, _ = loop.advance(solo, carry, max_events=event_budget, horizon=horizon, use_delay=use_delay,
-                            sharing=sharing)
+    carry, _ = loop.advance(solo, carry, max_events=event_budget, horizon=horizon, use_delay=use_delay, sharing=sharing)
     return _section_coordinate(carry)[1], carry.status
 
 
@@ -205,7 +219,9 @@ _USE_DELAY = True
 
 
 @functools.partial(jax.jit, static_argnames=("n_cycles", "queue_size", "sharing"))
-def _coupling_arrays(params, deltas, history_until, event_budget, n_cycles: int, queue_size: int, sharing: loop.Sharing):
+def _coupling_arrays(
+    params, deltas, history_until, event_budget, n_cycles: int, queue_size: int, sharing: loop.Sharing
+):
     use_delay = _USE_DELAY
     uncoupled_sharing = sharing._replace(storage="fair")  # with f(n) = n f(1): every writer at f(1)
 
@@ -335,15 +351,19 @@ def coupling_function(
     # The uncoupled history runs until job 0 fires at a time >= τ; 0 means no burn-in.
     history_until = params.delay if history == "uncoupled" else jnp.zeros_like(params.delay)
     starts, lags, return_times, solo_lags, solo_return, status = _coupling_arrays(
-        params, deltas_jax, history_until, jnp.int32(max_events), n_cycles=n_cycles, queue_size=queue_size,
+        params,
+        deltas_jax,
+        history_until,
+        jnp.int32(max_events),
+        n_cycles=n_cycles,
+        queue_size=queue_size,
         sharing=sharing,
     )
     status = np.asarray(status)
     ok = status == Status.OK
     if not ok.all():
         raise RuntimeError(
-            f"{int((~ok).sum())} of {ok.size} launches failed: "
-            f"{describe_status(int(np.bitwise_or.reduce(status)))}"
+            f"{int((~ok).sum())} of {ok.size} launches failed: {describe_status(int(np.bitwise_or.reduce(status)))}"
         )
     lags = np.concatenate([np.asarray(starts, np.float64)[:, None], np.asarray(lags, np.float64)], axis=1)
     solo_lags = np.asarray(solo_lags, np.float64)
@@ -399,7 +419,9 @@ def shared_slowdown(fleet_pair: Fleet) -> np.ndarray:
     if sharing.power == "count":
         together = jnp.full(2, jnp.minimum(1.0, params.cap / 2))
     else:
-        together = compute_speed(sharing, controller_load(sharing, params.size, both, params.cap), params.size, params.cap)
+        together = compute_speed(
+            sharing, controller_load(sharing, params.size, both, params.cap), params.size, params.cap
+        )
         together = jnp.broadcast_to(together, (2,))
     return np.asarray(together / solo_speed(params), np.float64)
 
@@ -456,9 +478,7 @@ def stagger_lifetime(fire_times, end_times) -> tuple[np.ndarray, np.ndarray]:
     fire = np.asarray(fire_times, dtype=np.float64)
     end = np.asarray(end_times, dtype=np.float64)
     if fire.shape != end.shape or fire.ndim < 2:
-        raise ValueError(
-            f"fire_times and end_times must both have shape (..., N, K), got {fire.shape} and {end.shape}"
-        )
+        raise ValueError(f"fire_times and end_times must both have shape (..., N, K), got {fire.shape} and {end.shape}")
     *batch, n_jobs, n_fires = fire.shape
     flat_fire = fire.reshape(-1, n_jobs * n_fires)
     flat_end = end.reshape(-1, n_jobs * n_fires)

@@ -194,8 +194,17 @@ def _run(fleet: Fleet, intervals: np.ndarray, draw_keys, horizon: float, jitter,
     keys = jnp.broadcast_to(draw_keys, batch + (n_draws,))
     batched = _batched(fleet, np.ascontiguousarray(grid))
     state = _launch_state(batched, keys.reshape(-1), launch, offsets)
-    out = simulate(batched, state, None, until=horizon, key=keys, jitter=jitter, throw=True, progress=False,
-                   save=SaveAt(trace=False, jobs=True))
+    out = simulate(
+        batched,
+        state,
+        None,
+        until=horizon,
+        key=keys,
+        jitter=jitter,
+        throw=True,
+        progress=False,
+        save=SaveAt(trace=False, jobs=True),
+    )
     assert out.jobs is not None  # recorded: SaveAt(jobs=True)
     return out.jobs
 
@@ -205,8 +214,9 @@ def _weighted(fleet: Fleet, per_job):
     return np.asarray(per_job, np.float64) @ weight / weight.sum()
 
 
-def fleet_waste(fleet: Fleet, intervals, *, horizon, keys, jitter=None, launch: str = "synchronous",
-                offsets=None) -> np.ndarray:
+def fleet_waste(
+    fleet: Fleet, intervals, *, horizon, keys, jitter=None, launch: str = "synchronous", offsets=None
+) -> np.ndarray:
     """Fleet waste ``Σ_i w_i·waste_i / Σ_i w_i`` of ``fleet`` run with compute intervals
     ``intervals`` over [0, H], by the exact simulator, under each failure draw.
 
@@ -251,8 +261,9 @@ def _split(theta, labels, offset_labels, bounds):
     return intervals, np.asarray(offset_from_theta(theta[..., n_groups:]))[..., offset_labels]
 
 
-def _population_waste(fleet, theta, key, *, bounds, labels, offset_labels, horizon, n_pairs, n_draws, smoothing,
-                      jitter, launch):
+def _population_waste(
+    fleet, theta, key, *, bounds, labels, offset_labels, horizon, n_pairs, n_draws, smoothing, jitter, launch
+):
     theta = np.asarray(theta, np.float64)
     expected = int(labels.max()) + 1 + (0 if offset_labels is None else int(offset_labels.max()) + 1)
     if theta.shape != (expected,):
@@ -260,8 +271,9 @@ def _population_waste(fleet, theta, key, *, bounds, labels, offset_labels, horiz
         raise ValueError(f"theta must have shape ({expected},) (one per group{per_offset}), got {theta.shape}")
     directions, population, draws = _population(theta, key, n_pairs, n_draws, smoothing)
     intervals, offsets = _split(population, labels, offset_labels, bounds)
-    return directions, fleet_waste(fleet, intervals, horizon=horizon, keys=draws, jitter=jitter, launch=launch,
-                                   offsets=offsets)
+    return directions, fleet_waste(
+        fleet, intervals, horizon=horizon, keys=draws, jitter=jitter, launch=launch, offsets=offsets
+    )
 
 
 class _Settings(TypedDict):
@@ -277,8 +289,9 @@ class _Settings(TypedDict):
     launch: str
 
 
-def _settings(fleet, bounds, horizon, n_draws, n_pairs, groups, launch, smoothing, offsets=False,
-              offset_groups=None) -> tuple[_Settings, tuple[np.ndarray, np.ndarray]]:
+def _settings(
+    fleet, bounds, horizon, n_draws, n_pairs, groups, launch, smoothing, offsets=False, offset_groups=None
+) -> tuple[_Settings, tuple[np.ndarray, np.ndarray]]:
     """The checked settings; ``bounds`` per group (G,) each, ``job_bounds`` per job (N,)."""
     job_bounds, bounds, horizon, labels = check_inputs(fleet, bounds, horizon, n_draws, n_pairs, groups, launch)
     if not (0 < float(smoothing) < math.inf):
@@ -288,12 +301,34 @@ def _settings(fleet, bounds, horizon, n_draws, n_pairs, groups, launch, smoothin
     if offset_groups is not None and not offsets:
         raise ValueError("offset_groups needs offsets=True")
     offset_labels = labels_of(offset_groups, fleet.n_jobs, "offset_groups") if offsets else None
-    return _Settings(bounds=bounds, labels=labels, offset_labels=offset_labels, horizon=horizon, n_pairs=n_pairs,
-                     n_draws=n_draws, smoothing=float(smoothing), launch=launch), job_bounds
+    return _Settings(
+        bounds=bounds,
+        labels=labels,
+        offset_labels=offset_labels,
+        horizon=horizon,
+        n_pairs=n_pairs,
+        n_draws=n_draws,
+        smoothing=float(smoothing),
+        launch=launch,
+    ), job_bounds
 
 
-def smoothed_objective(fleet: Fleet, theta, key, *, bounds, horizon, n_draws, n_pairs=4, groups=None,
-                       smoothing=0.1, jitter=None, launch="synchronous", offsets=False, offset_groups=None) -> float:
+def smoothed_objective(
+    fleet: Fleet,
+    theta,
+    key,
+    *,
+    bounds,
+    horizon,
+    n_draws,
+    n_pairs=4,
+    groups=None,
+    smoothing=0.1,
+    jitter=None,
+    launch="synchronous",
+    offsets=False,
+    offset_groups=None,
+) -> float:
     """Monte-Carlo estimate of J_σ(θ) = E_z E_ω[fleet waste at T(θ + σz)], from the same
     directions z and draws ω that `smoothed_gradient` derives from ``key``: finite differences
     of it, with one ``key``, are finite differences of the very estimate whose gradient
@@ -309,9 +344,22 @@ def smoothed_objective(fleet: Fleet, theta, key, *, bounds, horizon, n_draws, n_
     return float(waste.mean())
 
 
-def smoothed_gradient(fleet: Fleet, theta, key, *, bounds, horizon, n_draws, n_pairs=4, groups=None,
-                      smoothing=0.1, jitter=None, launch="synchronous", offsets=False,
-                      offset_groups=None) -> GradientEstimate:
+def smoothed_gradient(
+    fleet: Fleet,
+    theta,
+    key,
+    *,
+    bounds,
+    horizon,
+    n_draws,
+    n_pairs=4,
+    groups=None,
+    smoothing=0.1,
+    jitter=None,
+    launch="synchronous",
+    offsets=False,
+    offset_groups=None,
+) -> GradientEstimate:
     """Antithetic Gaussian-smoothing estimate of ∇_θ J_σ with common random numbers, from one
     batched `simulate` call of shape (2P, S, N).
 
@@ -356,8 +404,9 @@ def _solo_write(fleet: Fleet) -> np.ndarray:
     return np.asarray(fleet.write, np.float64) / float(np.asarray(fleet.throughput)[1])
 
 
-def contended_young(fleet: Fleet, *, horizon, keys, start=None, max_iter=10, rtol=1e-3, jitter=None,
-                    launch="synchronous") -> tuple:
+def contended_young(
+    fleet: Fleet, *, horizon, keys, start=None, max_iter=10, rtol=1e-3, jitter=None, launch="synchronous"
+) -> tuple:
     """Young's interval with the write time *as contended in the simulator*: the fixed point
     of T ← √(2·D(T)·M), D_i(T) each job's mean duration of a completed write, firing to end
     (`JobStats.completed_write_time` / `JobStats.writes`, over the draws ``keys``), when the
@@ -402,21 +451,25 @@ def _flat_reason(fleet: Fleet, job_bounds, horizon: float, launch: str, offsets:
     solo_write = _solo_write(fleet)
     shortest = float(np.min(job_bounds[0] + solo_write))
     if launch == "synchronous" and not offsets and horizon <= shortest:
-        return (f"the horizon H = {horizon:g} is no longer than the shortest cycle T + d / f(1) = {shortest:g} "
-                "(at the lower bound), so no job completes a checkpoint before H; lengthen the horizon")
+        return (
+            f"the horizon H = {horizon:g} is no longer than the shortest cycle T + d / f(1) = {shortest:g} "
+            "(at the lower bound), so no job completes a checkpoint before H; lengthen the horizon"
+        )
     if not np.all(np.asarray(waste) == 1):
         return f"the waste was the same for every interval tried ({float(np.mean(waste)):.6g}); widen the bounds"
     reasons = []
     mtbf = np.asarray(fleet.mtbf, np.float64)
     if np.all(mtbf + np.asarray(fleet.restart, np.float64) < job_bounds[0] + solo_write):
-        reasons.append(f"every job fails more often (MTBF {float(mtbf.max()):.3g}) than its shortest cycle "
-                       f"({shortest:.3g})")
+        reasons.append(
+            f"every job fails more often (MTBF {float(mtbf.max()):.3g}) than its shortest cycle ({shortest:.3g})"
+        )
     cap = float(np.asarray(fleet.cap))
     size = np.where(np.asarray(fleet.active), np.asarray(fleet.size, np.float64), 0.0)
     if cap < size.sum():
         reasons.append(f"the power cap C = {cap:g} slows compute to about {cap / size.sum():.3g} of full speed")
-    return ("no job saved any work before H in any draw (waste 1 everywhere)"
-            + (": " + "; ".join(reasons) if reasons else ""))
+    return "no job saved any work before H in any draw (waste 1 everywhere)" + (
+        ": " + "; ".join(reasons) if reasons else ""
+    )
 
 
 # -- the design loop -------------------------------------------------------------------
@@ -480,8 +533,9 @@ def checkpoint_intervals(
     """
     import optax  # imported here so that `import ckpt_jax` stays light
 
-    settings, job_bounds = _settings(fleet, bounds, horizon, n_draws, n_pairs, groups, launch, smoothing, offsets,
-                                     offset_groups)
+    settings, job_bounds = _settings(
+        fleet, bounds, horizon, n_draws, n_pairs, groups, launch, smoothing, offsets, offset_groups
+    )
     for name, value in (("steps", steps), ("patience", patience), ("window", window)):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
             raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
@@ -496,8 +550,12 @@ def checkpoint_intervals(
     start = young if init is None else np.asarray(init, np.float64)
     if start.shape != (fleet.n_jobs,) or not np.all(np.isfinite(start) & (start > 0)):
         raise ValueError(f"init must be None or ({fleet.n_jobs},) positive finite intervals, got {init!r}")
-    theta = np.array([theta_from_interval(np.exp(np.log(start[labels == g]).mean()), (bounds[0][g], bounds[1][g]))
-                      for g in range(n_groups)])
+    theta = np.array(
+        [
+            theta_from_interval(np.exp(np.log(start[labels == g]).mean()), (bounds[0][g], bounds[1][g]))
+            for g in range(n_groups)
+        ]
+    )
     offset_labels = settings["offset_labels"]
     if offset_labels is not None:
         n_offsets = int(offset_labels.max()) + 1
@@ -517,11 +575,21 @@ def checkpoint_intervals(
         bar = progress_bar(total=int(steps), desc="ckpt_jax.design", unit="step")
     try:
         for step in range(int(steps)):
-            estimate = smoothed_gradient(fleet, theta, jax.random.fold_in(train_key, step), groups=labels,
-                                         bounds=job_bounds, horizon=settings["horizon"], n_draws=n_draws,
-                                         n_pairs=n_pairs, smoothing=settings["smoothing"], jitter=jitter,
-                                         launch=launch, offsets=offsets,
-                                         offset_groups=None if offset_labels is None else offset_labels)
+            estimate = smoothed_gradient(
+                fleet,
+                theta,
+                jax.random.fold_in(train_key, step),
+                groups=labels,
+                bounds=job_bounds,
+                horizon=settings["horizon"],
+                n_draws=n_draws,
+                n_pairs=n_pairs,
+                smoothing=settings["smoothing"],
+                jitter=jitter,
+                launch=launch,
+                offsets=offsets,
+                offset_groups=None if offset_labels is None else offset_labels,
+            )
             objective.append(estimate.objective)
             stderr.append(estimate.stderr)
             grad_norm.append(float(np.linalg.norm(estimate.gradient)))
@@ -551,13 +619,23 @@ def checkpoint_intervals(
     intervals, fractions = _split(tail, labels, offset_labels, bounds)
     path_intervals, path_fractions = _split(np.asarray(thetas), labels, offset_labels, bounds)
     write = np.asarray(fleet.write, np.float64)
-    history = History(np.asarray(objective), np.asarray(stderr), np.asarray(grad_norm), path_intervals,
-                      None if fractions is None else cycle_positions(path_fractions, write + path_intervals))
+    history = History(
+        np.asarray(objective),
+        np.asarray(stderr),
+        np.asarray(grad_norm),
+        path_intervals,
+        None if fractions is None else cycle_positions(path_fractions, write + path_intervals),
+    )
 
     # The contended fixed point uses its own draws; all four designs are then evaluated
     # on the same fresh draws, never the training ones.
-    contended, _, _ = contended_young(fleet, horizon=settings["horizon"], keys=jax.random.split(calibration_key, eval_draws),
-                                      jitter=jitter, launch=launch)
+    contended, _, _ = contended_young(
+        fleet,
+        horizon=settings["horizon"],
+        keys=jax.random.split(calibration_key, eval_draws),
+        jitter=jitter,
+        launch=launch,
+    )
     candidates = {
         "young": young,
         "daly": np.asarray(theory.daly_interval(_solo_write(fleet), mtbf), np.float64),
@@ -569,18 +647,38 @@ def checkpoint_intervals(
         waste = fleet_waste(fleet, table, horizon=settings["horizon"], keys=eval_keys, jitter=jitter, launch=launch)
     else:  # the baselines keep their launch; the design takes its offsets
         table = np.stack(list(candidates.values()))
-        waste = np.concatenate([
-            fleet_waste(fleet, intervals[None], horizon=settings["horizon"], keys=eval_keys, jitter=jitter,
-                        offsets=fractions[None]),
-            fleet_waste(fleet, table, horizon=settings["horizon"], keys=eval_keys, jitter=jitter, launch=launch),
-        ])
-    baselines = {name: Baseline(candidates[name], _mean_ci(waste[i + 1]), _mean_ci(waste[i + 1] - waste[0]))
-                 for i, name in enumerate(candidates)}
+        waste = np.concatenate(
+            [
+                fleet_waste(
+                    fleet,
+                    intervals[None],
+                    horizon=settings["horizon"],
+                    keys=eval_keys,
+                    jitter=jitter,
+                    offsets=fractions[None],
+                ),
+                fleet_waste(fleet, table, horizon=settings["horizon"], keys=eval_keys, jitter=jitter, launch=launch),
+            ]
+        )
+    baselines = {
+        name: Baseline(candidates[name], _mean_ci(waste[i + 1]), _mean_ci(waste[i + 1] - waste[0]))
+        for i, name in enumerate(candidates)
+    }
     if not np.any(np.asarray(grad_norm) > 0):
         # Every perturbed interval set of every step measured the same waste: the intervals
         # returned are the starting ones, and the comparison with the baselines is empty.
         reason = _flat_reason(fleet, job_bounds, settings["horizon"], launch, offsets, waste)
-        warnings.warn(f"checkpoint_intervals: the objective is flat, nothing was designed: {reason}; the "
-                      "intervals returned are the starting ones", RuntimeWarning, stacklevel=2)
-    return DesignResult(intervals, _mean_ci(waste[0]), baselines, history, stopped_early,
-                        None if fractions is None else cycle_positions(fractions, write + intervals))
+        warnings.warn(
+            f"checkpoint_intervals: the objective is flat, nothing was designed: {reason}; the "
+            "intervals returned are the starting ones",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+    return DesignResult(
+        intervals,
+        _mean_ci(waste[0]),
+        baselines,
+        history,
+        stopped_early,
+        None if fractions is None else cycle_positions(fractions, write + intervals),
+    )

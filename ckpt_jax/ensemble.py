@@ -59,8 +59,16 @@ from .model import Fleet, State, random_state
 if TYPE_CHECKING:
     from . import Trace
 
-__all__ = ["LOCK", "MANIFEST", "EnsembleBusyError", "EnsembleMismatchError", "EnsembleResult", "locked",
-           "random_launches", "run_ensemble"]
+__all__ = [
+    "LOCK",
+    "MANIFEST",
+    "EnsembleBusyError",
+    "EnsembleMismatchError",
+    "EnsembleResult",
+    "locked",
+    "random_launches",
+    "run_ensemble",
+]
 
 MANIFEST = "manifest.json"
 LOCK = ".lock"
@@ -101,8 +109,10 @@ class EnsembleBusyError(OSError):
     """
 
     def __init__(self, out_dir: Path):
-        super().__init__(f"{out_dir} is in use by another ckpt_jax ensemble run (it holds {Path(out_dir) / LOCK}); "
-                         "wait for it to finish, or use another out_dir")
+        super().__init__(
+            f"{out_dir} is in use by another ckpt_jax ensemble run (it holds {Path(out_dir) / LOCK}); "
+            "wait for it to finish, or use another out_dir"
+        )
         self.out_dir = out_dir
 
 
@@ -166,8 +176,20 @@ class EnsembleResult:
         return kind(**{f: self.arrays[f"{prefix}_{f}"] for f in kind._fields if f"{prefix}_{f}" in self.arrays})
 
 
-def random_launches(compute, write, *, key: jax.Array, cap=None, throughput=None, delay=0.0, async_fraction=0.0,
-                    size=1.0, power_policy="maxmin", storage_policy="fair", dtype=None) -> Callable[[int, int], tuple]:
+def random_launches(
+    compute,
+    write,
+    *,
+    key: jax.Array,
+    cap=None,
+    throughput=None,
+    delay=0.0,
+    async_fraction=0.0,
+    size=1.0,
+    power_policy="maxmin",
+    storage_policy="fair",
+    dtype=None,
+) -> Callable[[int, int], tuple]:
     """A ``make_chunk`` for `run_ensemble`: the same jobs in every fleet, random launches.
 
     Fleet ``i`` (global index) starts from `random_state` with its own key
@@ -185,8 +207,18 @@ def random_launches(compute, write, *, key: jax.Array, cap=None, throughput=None
       Its ``config`` attribute (a JSON-able dict of everything above) is recorded in the
       ensemble's manifest, so resuming with other jobs or another key raises.
     """
-    template = Fleet(compute, write, cap, throughput, delay=delay, async_fraction=async_fraction, size=size,
-                     power_policy=power_policy, storage_policy=storage_policy, dtype=dtype)
+    template = Fleet(
+        compute,
+        write,
+        cap,
+        throughput,
+        delay=delay,
+        async_fraction=async_fraction,
+        size=size,
+        power_policy=power_policy,
+        storage_policy=storage_policy,
+        dtype=dtype,
+    )
     if template.batch_shape != ():
         raise ValueError(f"compute and write must have shape (N,), got {template.compute.shape}")
     key = _typed_key(key, "key")
@@ -199,16 +231,20 @@ def random_launches(compute, write, *, key: jax.Array, cap=None, throughput=None
         keys = jax.vmap(jax.random.fold_in, in_axes=(None, 0))(key, index)
         return fleet, random_state(fleet, keys)
 
-    make_chunk.config = _manifest.jsonable({
-        "make_chunk": "random_launches",
-        "compute": template.compute, "write": template.write,
-        "cap": None if np.isinf(template.cap) else template.cap,
-        "throughput": template.throughput,
-        "delay": template.delay, "async_fraction": template.async_fraction,
-        "dtype": str(template.dtype),
-        "key": _manifest.key_description(key),
-        **non_default_sharing(template),  # absent for defaults: older manifests still match
-    })
+    make_chunk.config = _manifest.jsonable(
+        {
+            "make_chunk": "random_launches",
+            "compute": template.compute,
+            "write": template.write,
+            "cap": None if np.isinf(template.cap) else template.cap,
+            "throughput": template.throughput,
+            "delay": template.delay,
+            "async_fraction": template.async_fraction,
+            "dtype": str(template.dtype),
+            "key": _manifest.key_description(key),
+            **non_default_sharing(template),  # absent for defaults: older manifests still match
+        }
+    )
     return make_chunk
 
 
@@ -306,16 +342,32 @@ def run_ensemble(
         key = _typed_key(key, "key")
         if key.shape not in ((), (n_fleets,)):
             raise ValueError(f"key must be a single PRNG key or have shape ({n_fleets},), got {key.shape}")
-    manifest = _manifest.manifest(n_fleets, chunk_size, n_fires, jitter, key, options, getattr(make_chunk, "config", None), config, save)
+    manifest = _manifest.manifest(
+        n_fleets, chunk_size, n_fires, jitter, key, options, getattr(make_chunk, "config", None), config, save
+    )
 
     out = None if out_dir is None else Path(out_dir)
     with contextlib.nullcontext() if out is None else locked(out):
-        return _run(make_chunk, n_fleets, n_fires, chunk_size, out, key, jitter, resume, progress, reduce, save,
-                    options, manifest)
+        return _run(
+            make_chunk,
+            n_fleets,
+            n_fires,
+            chunk_size,
+            out,
+            key,
+            jitter,
+            resume,
+            progress,
+            reduce,
+            save,
+            options,
+            manifest,
+        )
 
 
-def _run(make_chunk, n_fleets, n_fires, chunk_size, out, key, jitter, resume, progress, reduce, save, options,
-         manifest) -> EnsembleResult:
+def _run(
+    make_chunk, n_fleets, n_fires, chunk_size, out, key, jitter, resume, progress, reduce, save, options, manifest
+) -> EnsembleResult:
     """`run_ensemble` after its checks, holding ``out``'s lock."""
     bounds = chunk_bounds(n_fleets, chunk_size)
     chunks: list = [None] * len(bounds)
@@ -330,15 +382,18 @@ def _run(make_chunk, n_fleets, n_fires, chunk_size, out, key, jitter, resume, pr
     show = len(bounds) > 1 if progress is None else progress
     done = sum(stop - start for chunk, (start, stop) in zip(chunks, bounds) if chunk is not None)
     n_bad = sum(int(np.sum(~chunk["ok"])) for chunk in chunks if chunk is not None)
-    with progress_bar(total=n_fleets, initial=done, unit="fleet", desc="ckpt_jax.ensemble.run_ensemble",
-                      disable=not show) as bar:
+    with progress_bar(
+        total=n_fleets, initial=done, unit="fleet", desc="ckpt_jax.ensemble.run_ensemble", disable=not show
+    ) as bar:
         for index, (start, stop) in enumerate(bounds):
             if chunks[index] is not None:
                 continue
             chunk = _run_chunk(make_chunk, start, stop, chunk_size, n_fires, key, jitter, reduce, options, save)
             if out is not None:
                 tags = {"chunk_index": np.int64(index), "fingerprint": np.str_(manifest["fingerprint"])}
-                atomic_write(out / _chunk_name(index), lambda handle, arrays=chunk: _write_npz(handle, {**arrays, **tags}))
+                atomic_write(
+                    out / _chunk_name(index), lambda handle, arrays=chunk: _write_npz(handle, {**arrays, **tags})
+                )
             chunks[index] = chunk
             n_bad += int(np.sum(~chunk["ok"]))
             bar.update(stop - start)
@@ -356,8 +411,9 @@ def _run(make_chunk, n_fleets, n_fires, chunk_size, out, key, jitter, resume, pr
             RuntimeWarning,
             stacklevel=3,
         )
-    return EnsembleResult(arrays, ok, status, n_computed=len(bounds) - n_loaded, n_loaded=n_loaded,
-                          fingerprint=manifest["fingerprint"])
+    return EnsembleResult(
+        arrays, ok, status, n_computed=len(bounds) - n_loaded, n_loaded=n_loaded, fingerprint=manifest["fingerprint"]
+    )
 
 
 # -- chunks ----------------------------------------------------------------------------
@@ -395,12 +451,16 @@ def _run_chunk(make_chunk, start, stop, chunk_size, n_fires, key, jitter, reduce
             f"({type(fleet).__name__}, {type(state).__name__})"
         )
     if fleet.batch_shape != (size,):
-        raise ValueError(f"make_chunk({start}, {stop}) must return {size} fleets (batch shape ({size},)), got {fleet.batch_shape}")
+        raise ValueError(
+            f"make_chunk({start}, {stop}) must return {size} fleets (batch shape ({size},)), got {fleet.batch_shape}"
+        )
     if fleet.has_failures:
         # simulate needs until= for them (docs/model.md §1c), and an ensemble runs K cycles.
-        raise ValueError(f"make_chunk({start}, {stop}) returned fleets with failures (mtbf): run_ensemble runs "
-                         "n_fires cycles per job, which failures may never complete; use "
-                         "cj.simulate(..., until=H) (or cj.design.fleet_waste) for them")
+        raise ValueError(
+            f"make_chunk({start}, {stop}) returned fleets with failures (mtbf): run_ensemble runs "
+            "n_fires cycles per job, which failures may never complete; use "
+            "cj.simulate(..., until=H) (or cj.design.fleet_waste) for them"
+        )
     # Copies of the last fleet fill the chunk: every chunk has one shape, so one compile.
     rows = np.minimum(np.arange(chunk_size), size - 1)
     fleet, state = jax.tree_util.tree_map(lambda x: x[rows], (fleet, state))
@@ -410,8 +470,9 @@ def _run_chunk(make_chunk, start, stop, chunk_size, n_fires, key, jitter, reduce
         jitter = jitter[start + rows]
     from . import simulate
 
-    trace = simulate(fleet, state, n_fires, jitter=jitter, key=key, fleet_offset=start, progress=False, save=save,
-                     **options)
+    trace = simulate(
+        fleet, state, n_fires, jitter=jitter, key=key, fleet_offset=start, progress=False, save=save, **options
+    )
     arrays = _trace_arrays(trace) if reduce is None else _reduced(reduce(trace), chunk_size)
     arrays.update(ok=np.asarray(trace.ok), status=np.asarray(trace.status))
     return {name: value[:size] for name, value in arrays.items()}
@@ -427,12 +488,15 @@ def _reduced(output, chunk_size: int) -> dict:
         try:
             value = np.asarray(value)
         except (TypeError, ValueError) as err:  # ragged lists, objects numpy cannot convert
-            raise ValueError(f"reduce's {name!r} must be an array (one row per fleet), got "
-                             f"{type(value).__name__}: {err}") from None
+            raise ValueError(
+                f"reduce's {name!r} must be an array (one row per fleet), got {type(value).__name__}: {err}"
+            ) from None
         if value.dtype.hasobject:
             # A chunk file holds no pickles (np.load(allow_pickle=False)): it could not be read back.
-            raise ValueError(f"reduce's {name!r} has dtype object, which a chunk file cannot store: return "
-                             "numeric, boolean or string arrays")
+            raise ValueError(
+                f"reduce's {name!r} has dtype object, which a chunk file cannot store: return "
+                "numeric, boolean or string arrays"
+            )
         if value.ndim < 1 or value.shape[0] != chunk_size:
             raise ValueError(
                 f"reduce's {name!r} must have a leading axis of {chunk_size} (one row per fleet of "
@@ -545,8 +609,9 @@ def check_files(out: Path, names=()) -> None:
             continue
         if not stat.S_ISREG(mode):
             kind = "a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "not a regular file"
-            raise EnsembleMismatchError(f"{path} is {kind}, not a file run_ensemble wrote: remove it, or use another "
-                                        "out_dir", out)
+            raise EnsembleMismatchError(
+                f"{path} is {kind}, not a file run_ensemble wrote: remove it, or use another out_dir", out
+            )
 
 
 def _strays(out: Path) -> list:
@@ -569,7 +634,9 @@ def _prepare(out: Path, manifest: dict, resume: bool) -> None:
         try:
             saved = json.loads(path.read_text())
         except (OSError, ValueError, RecursionError) as err:
-            raise EnsembleMismatchError(f"{path} is unreadable ({err}); rerun with resume=False to start over", out) from None
+            raise EnsembleMismatchError(
+                f"{path} is unreadable ({err}); rerun with resume=False to start over", out
+            ) from None
         differences = _manifest.differences(saved, manifest) if isinstance(saved, dict) else ["not a JSON object"]
         if differences:
             raise EnsembleMismatchError(
@@ -580,7 +647,9 @@ def _prepare(out: Path, manifest: dict, resume: bool) -> None:
             )
         return
     elif any(out.glob("chunk-*.npz")):
-        raise EnsembleMismatchError(f"{out} holds chunk files but no {MANIFEST}; rerun with resume=False to discard them", out)
+        raise EnsembleMismatchError(
+            f"{out} holds chunk files but no {MANIFEST}; rerun with resume=False to discard them", out
+        )
     atomic_write(path, lambda handle: handle.write((json.dumps(manifest, indent=2) + "\n").encode()))
 
 
@@ -600,7 +669,9 @@ def _check_simulate_kwargs(kwargs: dict) -> dict:
         raise ValueError("fleet_offset is set by run_ensemble (each chunk's first global fleet index)")
     unknown = sorted(set(kwargs) - set(_SIMULATE_OPTIONS))
     if unknown:
-        raise TypeError(f"run_ensemble got unexpected keyword arguments {unknown}; simulate options: {_SIMULATE_OPTIONS}")
+        raise TypeError(
+            f"run_ensemble got unexpected keyword arguments {unknown}; simulate options: {_SIMULATE_OPTIONS}"
+        )
     if kwargs.get("max_events") is not None:
         check_int("max_events", kwargs["max_events"], 1, 2**31 - 1)
     if "queue_size" in kwargs:
@@ -619,8 +690,10 @@ def _check_save(save):
     if not isinstance(save, SaveAt):
         raise ValueError(f"save must be None or a ckpt_jax.SaveAt, got {save!r}")
     if save.observers:
-        raise ValueError("run_ensemble stores the trace and the built-in observers (writers, gaps, jobs) in its "
-                         "chunks, not a user's observers: use simulate for SaveAt(observers=...)")
+        raise ValueError(
+            "run_ensemble stores the trace and the built-in observers (writers, gaps, jobs) in its "
+            "chunks, not a user's observers: use simulate for SaveAt(observers=...)"
+        )
     return None if save == SaveAt() else save
 
 

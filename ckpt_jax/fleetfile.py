@@ -39,13 +39,30 @@ from typing import NamedTuple
 
 import numpy as np
 
-__all__ = ["FleetFileError", "Group", "DesignSettings", "FleetSpec", "load", "loads", "dumps",
-           "DESIGN_DEFAULTS", "COUNT_MAX", "SEED_MAX"]
+__all__ = [
+    "FleetFileError",
+    "Group",
+    "DesignSettings",
+    "FleetSpec",
+    "load",
+    "loads",
+    "dumps",
+    "DESIGN_DEFAULTS",
+    "COUNT_MAX",
+    "SEED_MAX",
+]
 
 COUNT_MAX = 100_000  # jobs per group, and in the whole fleet
 SEED_MAX = 2**64 - 1
-DESIGN_DEFAULTS = {"horizon": 1000.0, "draws": 16, "pairs": 4, "steps": 100, "seed": 0, "launch": "random",
-                   "offsets": False}
+DESIGN_DEFAULTS = {
+    "horizon": 1000.0,
+    "draws": 16,
+    "pairs": 4,
+    "steps": 100,
+    "seed": 0,
+    "launch": "random",
+    "offsets": False,
+}
 
 
 class FleetFileError(ValueError):
@@ -120,8 +137,9 @@ class FleetSpec:
 
     def per_job(self, field: str) -> np.ndarray:
         """(N,) float64 values of a group field, repeated over each group's jobs."""
-        return np.repeat(np.asarray([getattr(g, field) for g in self.groups], np.float64),
-                         [group.count for group in self.groups])
+        return np.repeat(
+            np.asarray([getattr(g, field) for g in self.groups], np.float64), [group.count for group in self.groups]
+        )
 
     def solo_write_time(self) -> np.ndarray:
         """(N,) write time alone, d / f(1)."""
@@ -134,8 +152,9 @@ class FleetSpec:
     def intervals(self) -> np.ndarray:
         """(N,) compute intervals: each group's ``compute``, else Young's."""
         young = self.young()
-        given = np.repeat([math.nan if g.compute is None else g.compute for g in self.groups],
-                          [group.count for group in self.groups])
+        given = np.repeat(
+            [math.nan if g.compute is None else g.compute for g in self.groups], [group.count for group in self.groups]
+        )
         return np.where(np.isnan(given), young, given)
 
     def bounds(self) -> tuple:
@@ -164,8 +183,9 @@ class FleetSpec:
 
         horizon = self.design.horizon if horizon is None else horizon
         period = self.intervals() + self.solo_write_time()
-        return float(events_to(horizon, period, self.per_job("mtbf"), self.per_job("restart"),
-                               np.ones(self.n_jobs, bool)))
+        return float(
+            events_to(horizon, period, self.per_job("mtbf"), self.per_job("restart"), np.ones(self.n_jobs, bool))
+        )
 
     def _f1(self) -> float:
         if isinstance(self.throughput, str):
@@ -216,8 +236,9 @@ class FleetSpec:
             "delay": self.delay,
             "async_fraction": self.async_fraction,
             "design": {**self.design._asdict(), "bounds": list(self.bounds())},
-            "groups": [{**group._asdict(), "bounds": list(bounds)}
-                       for group, bounds in zip(self.groups, self.group_bounds())],
+            "groups": [
+                {**group._asdict(), "bounds": list(bounds)} for group, bounds in zip(self.groups, self.group_bounds())
+            ],
         }
 
 
@@ -244,10 +265,10 @@ class _Reader:
             if key not in table:
                 self.fail(f"{where}{key}", "missing (required)")
 
-    def number(self, value, field: str, *, low: float = 0.0, strict: bool = True,
-               high: float = math.inf) -> float:
+    def number(self, value, field: str, *, low: float = 0.0, strict: bool = True, high: float = math.inf) -> float:
         rule = f"a finite number {'>' if strict else '>='} {_num(low)}" + (
-            f" and <= {_num(high)}" if high < math.inf else "")
+            f" and <= {_num(high)}" if high < math.inf else ""
+        )
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             self.fail(field, f"must be {rule}, got {_show(value)}")
         value = float(value)
@@ -311,8 +332,9 @@ def _group(reader: _Reader, table, index: int) -> Group:
     if not isinstance(name, str) or not name.strip() or len(name) > 40:
         reader.fail(f"{field}.name", f"must be a non-empty string of at most 40 characters, got {_show(name)}")
     if not name.isprintable():  # `dumps` could not write it back (TOML strings hold no controls)
-        reader.fail(f"{field}.name", f"must be printable text (no newline, tab or other control character), "
-                    f"got {_show(name)}")
+        reader.fail(
+            f"{field}.name", f"must be printable text (no newline, tab or other control character), got {_show(name)}"
+        )
     compute = table.get("compute")
     return Group(
         name=name,
@@ -366,8 +388,10 @@ def _parse(data: dict, path: str) -> FleetSpec:
     throughput = data["throughput"]
     if isinstance(throughput, list):
         if len(throughput) != n_jobs:
-            reader.fail("throughput", f"a list must give f(1), ..., f(N) for the N = {n_jobs} jobs, "
-                        f"got {len(throughput)} values")
+            reader.fail(
+                "throughput",
+                f"a list must give f(1), ..., f(N) for the N = {n_jobs} jobs, got {len(throughput)} values",
+            )
         throughput = tuple(reader.number(v, f"throughput[{i}]") for i, v in enumerate(throughput))
     else:
         throughput = reader.choice(throughput, "throughput", sorted(THROUGHPUT_PRESETS))
@@ -375,7 +399,7 @@ def _parse(data: dict, path: str) -> FleetSpec:
     if isinstance(cap, str) and cap.strip().lower() in ("none", "inf"):
         cap = None
     elif isinstance(cap, str):
-        reader.fail("cap", f"must be a finite number > 0 or \"none\" (uncapped), got {_show(cap)}")
+        reader.fail("cap", f'must be a finite number > 0 or "none" (uncapped), got {_show(cap)}')
     else:
         cap = reader.number(cap, "cap")
     async_fraction = reader.number(data.get("async_fraction", 0.0), "async_fraction", strict=False, high=1.0)
@@ -496,9 +520,16 @@ def _toml(value) -> str:
 
 def dumps(spec: FleetSpec) -> str:
     """TOML text that `loads` reads back as ``spec`` (defaults written out; the path aside)."""
-    lines = [f"throughput = {_toml(spec.throughput)}", f"cap = {_toml('none' if spec.cap is None else spec.cap)}",
-             f"power_policy = {_toml(spec.power_policy)}", f"storage_policy = {_toml(spec.storage_policy)}",
-             f"delay = {_toml(spec.delay)}", f"async_fraction = {_toml(spec.async_fraction)}", "", "[design]"]
+    lines = [
+        f"throughput = {_toml(spec.throughput)}",
+        f"cap = {_toml('none' if spec.cap is None else spec.cap)}",
+        f"power_policy = {_toml(spec.power_policy)}",
+        f"storage_policy = {_toml(spec.storage_policy)}",
+        f"delay = {_toml(spec.delay)}",
+        f"async_fraction = {_toml(spec.async_fraction)}",
+        "",
+        "[design]",
+    ]
     for key, value in spec.design._asdict().items():
         if value is not None:
             lines.append(f"{key} = {_toml(value)}")

@@ -130,7 +130,9 @@ def locked_lags(deltas, displacement, length: float, tol: float = 0.0) -> list:
     deltas = np.asarray(deltas, np.float64)
     shift = np.asarray(displacement, np.float64)
     if deltas.shape != shift.shape or deltas.ndim != 1 or deltas.size < 2:
-        raise ValueError(f"deltas and displacement must be 1-D of one length >= 2, got {deltas.shape} and {shift.shape}")
+        raise ValueError(
+            f"deltas and displacement must be 1-D of one length >= 2, got {deltas.shape} and {shift.shape}"
+        )
     zero = np.abs(shift) <= tol
     n = deltas.size
     if zero.all():
@@ -157,8 +159,9 @@ def locked_lags(deltas, displacement, length: float, tol: float = 0.0) -> list:
         step = deltas[j] - deltas[i] + (length if j == 0 else 0.0)
         where = deltas[i] - a * step / (b - a)
         slope = 1 + (b - a) / step
-        found.append(FixedPoint(float(where % length), float(where % length), float(slope), bool(abs(slope) < 1),
-                                "isolated"))
+        found.append(
+            FixedPoint(float(where % length), float(where % length), float(slope), bool(abs(slope) < 1), "isolated")
+        )
     return sorted(found, key=lambda p: p.lag)
 
 
@@ -175,5 +178,7 @@ def settled_fraction(final_lags, fixed_points, length: float, radius: float) -> 
                 near |= circle_distance(final, point.lag, length) <= radius
         else:
             width = (point.end - point.lag) % length
-            near |= ((final - point.lag) % length <= width + radius) | (circle_distance(final, point.lag, length) <= radius)
+            near |= ((final - point.lag) % length <= width + radius) | (
+                circle_distance(final, point.lag, length) <= radius
+            )
     return float(np.mean(near))

@@ -47,7 +47,22 @@ from ._params import Params, flat_params, jitter_work
 from ._rates import Sharing, computing_mask, sharing_for
 
 __all__ = [
-    "Carry", "Params", "Sharing", "flat_params", "init_carry", "step", "advance", "advance_to_firing", "computing_mask",
-    "jitter_work", "sharing_for", "EventView", "FinalView", "LoopInfo", "Observer", "WritersObserver", "GapsObserver",
+    "Carry",
+    "Params",
+    "Sharing",
+    "flat_params",
+    "init_carry",
+    "step",
+    "advance",
+    "advance_to_firing",
+    "computing_mask",
+    "jitter_work",
+    "sharing_for",
+    "EventView",
+    "FinalView",
+    "LoopInfo",
+    "Observer",
+    "WritersObserver",
+    "GapsObserver",
     "JobsObserver",
 ]

@@ -181,7 +181,8 @@ def _propagate(fleet, a, horizons, burn_in, method, direction, max_events):
 
     init = (a, basis, jnp.zeros((), dtype), jnp.zeros((), dtype), jnp.zeros((), jnp.int32), a)
     (x, _, _, _, status, start), (top, along, time) = jax.lax.scan(
-        body, init, (jnp.asarray(is_mark), jnp.asarray(is_restart)))
+        body, init, (jnp.asarray(is_mark), jnp.asarray(is_restart))
+    )
     index = np.asarray(marks)
     return top[index], along[index], time[index], start, status, x
 

@@ -22,8 +22,7 @@ import numpy as np
 
 from . import loop
 from ._rates import variants
-from ._status import flag
-from ._status import Status
+from ._status import Status, flag
 from ._validate import check_int
 from .model import Fleet
 
@@ -155,8 +154,9 @@ def _run_to_next_firing(params: loop.Params, carry: loop.Carry, max_events: int,
         return jnp.maximum(most, counts(after, jnp.sum(changed)))
 
     start = counts(carry, jnp.zeros((), jnp.int32))
-    return loop.advance_to_firing(params, carry, 0, max_events=max_events, observe=observe, observed=start,
-                                  sharing=sharing)
+    return loop.advance_to_firing(
+        params, carry, 0, max_events=max_events, observe=observe, observed=start, sharing=sharing
+    )
 
 
 def _section_step(fleet: Fleet, u, max_events: int):

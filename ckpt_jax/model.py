@@ -58,9 +58,7 @@ def _float_dtype(dtype, *arrays) -> np.dtype:
                 "jax.config.update('jax_enable_x64', True) first (or pass dtype=float32)"
             )
         return dtype
-    explicit64 = any(
-        isinstance(a, (np.ndarray, jax.Array)) and a.dtype == np.float64 for a in arrays
-    )
+    explicit64 = any(isinstance(a, (np.ndarray, jax.Array)) and a.dtype == np.float64 for a in arrays)
     if explicit64 and not x64:
         warnings.warn(
             "float64 inputs given but jax_enable_x64 is off: ckpt_jax computes in float32. "
@@ -169,8 +167,7 @@ class Fleet:
             job_shape = np.broadcast_shapes(compute_np.shape, write_np.shape)
         except ValueError:
             raise ValueError(
-                f"compute and write shapes must broadcast to (..., N): got {compute_np.shape} "
-                f"and {write_np.shape}"
+                f"compute and write shapes must broadcast to (..., N): got {compute_np.shape} and {write_np.shape}"
             ) from None
         n_jobs = job_shape[-1]
         if n_jobs < 1:
@@ -185,8 +182,7 @@ class Fleet:
                 job_shape = np.broadcast_shapes(job_shape, active_np.shape)
             except ValueError:
                 raise ValueError(
-                    f"active shape {active_np.shape} does not broadcast to the fleet shape "
-                    f"{job_shape}"
+                    f"active shape {active_np.shape} does not broadcast to the fleet shape {job_shape}"
                 ) from None
             if job_shape[-1] != n_jobs:
                 raise ValueError(f"active must have N = {n_jobs} job slots, got {active_np.shape}")
@@ -209,8 +205,7 @@ class Fleet:
                 return np.broadcast_to(arr, batch_shape)
             except ValueError:
                 raise ValueError(
-                    f"{name} must be a scalar or have the batch shape {batch_shape}, got shape "
-                    f"{arr.shape}"
+                    f"{name} must be a scalar or have the batch shape {batch_shape}, got shape {arr.shape}"
                 ) from None
 
         if cap is not None and not np.isscalar(cap) and not isinstance(cap, (np.ndarray, jax.Array)):
@@ -238,8 +233,7 @@ class Fleet:
             table = np.broadcast_to(table, batch_shape + (n_jobs + 1,))
         except ValueError:
             raise ValueError(
-                f"throughput table shape {table.shape} does not match the batch shape "
-                f"{batch_shape}"
+                f"throughput table shape {table.shape} does not match the batch shape {batch_shape}"
             ) from None
 
         active_np = np.broadcast_to(active_np, job_shape)
@@ -306,13 +300,18 @@ class Fleet:
             return f"{name}={low:.6g}" if low == high else f"{name}=[{low:.6g}..{high:.6g}]"
 
         fields = ["compute", "write", "size", "cap", "throughput"]
-        fields += [name for name, default in (("delay", 0.0), ("async_fraction", 0.0), ("restart", 0.0))
-                   if np.any(np.asarray(getattr(self, name)) != default)]
+        fields += [
+            name
+            for name, default in (("delay", 0.0), ("async_fraction", 0.0), ("restart", 0.0))
+            if np.any(np.asarray(getattr(self, name)) != default)
+        ]
         fields += ["mtbf"] if self.has_failures else []
         n_active = int(np.asarray(self.active).sum())
-        return (f"Fleet(batch_shape={self.batch_shape}, n_jobs={self.n_jobs}, active={n_active}, "
-                f"dtype={np.dtype(self.dtype).name}, {', '.join(summary(name) for name in fields)}, "
-                f"power_policy={self.power_policy!r}, storage_policy={self.storage_policy!r})")
+        return (
+            f"Fleet(batch_shape={self.batch_shape}, n_jobs={self.n_jobs}, active={n_active}, "
+            f"dtype={np.dtype(self.dtype).name}, {', '.join(summary(name) for name in fields)}, "
+            f"power_policy={self.power_policy!r}, storage_policy={self.storage_policy!r})"
+        )
 
     # -- convenience ---------------------------------------------------------------
     @property
@@ -372,8 +371,8 @@ class Fleet:
         take = jnp.asarray(chosen.reshape(-1))
 
         def pick(x):
-            flat_x = jnp.reshape(x, (-1,) + x.shape[len(batch):])
-            return jnp.reshape(flat_x[take], chosen.shape + x.shape[len(batch):])
+            flat_x = jnp.reshape(x, (-1,) + x.shape[len(batch) :])
+            return jnp.reshape(flat_x[take], chosen.shape + x.shape[len(batch) :])
 
         return _replace(
             self,
@@ -381,7 +380,18 @@ class Fleet:
         )
 
 
-_FLEET_FIELDS = ("compute", "write", "cap", "throughput", "delay", "async_fraction", "active", "size", "mtbf", "restart")
+_FLEET_FIELDS = (
+    "compute",
+    "write",
+    "cap",
+    "throughput",
+    "delay",
+    "async_fraction",
+    "active",
+    "size",
+    "mtbf",
+    "restart",
+)
 
 
 def _failure_arrays(mtbf, restart, job_shape, dtype):
@@ -393,22 +403,29 @@ def _failure_arrays(mtbf, restart, job_shape, dtype):
         try:
             arr = np.broadcast_to(arr, job_shape)
         except ValueError:
-            raise ValueError(f"{name} must be a scalar or broadcast to the fleet shape {job_shape}, "
-                             f"got shape {arr.shape}") from None
+            raise ValueError(
+                f"{name} must be a scalar or broadcast to the fleet shape {job_shape}, got shape {arr.shape}"
+            ) from None
         arrays.append(np.asarray(arr, np.float64))
     mtbf_np, restart_np = arrays
     if mtbf is not None:
         bad = ~(np.isfinite(mtbf_np) & (mtbf_np > 0))
         if bad.any():
-            raise ValueError(f"mtbf must be finite and > 0 (or None for no failures); found "
-                             f"{float(mtbf_np[bad].ravel()[0])!r} at index {tuple(int(i) for i in np.argwhere(bad)[0])}")
+            raise ValueError(
+                f"mtbf must be finite and > 0 (or None for no failures); found "
+                f"{float(mtbf_np[bad].ravel()[0])!r} at index {tuple(int(i) for i in np.argwhere(bad)[0])}"
+            )
         check_range("mtbf", mtbf_np, dtype)
     bad = ~(np.isfinite(restart_np) & (restart_np >= 0))
     if bad.any():
-        raise ValueError(f"restart must be finite and >= 0; found {float(restart_np[bad].ravel()[0])!r} "
-                         f"at index {tuple(int(i) for i in np.argwhere(bad)[0])}")
+        raise ValueError(
+            f"restart must be finite and >= 0; found {float(restart_np[bad].ravel()[0])!r} "
+            f"at index {tuple(int(i) for i in np.argwhere(bad)[0])}"
+        )
     check_range("restart", np.where(restart_np > 0, restart_np, 1.0), dtype)
     return mtbf_np, restart_np
+
+
 _FLEET_STATIC = ("power_policy", "storage_policy", "_sized")
 
 
@@ -499,9 +516,7 @@ def initial_state(fleet: Fleet, phase: ArrayLike = 0, remaining: ArrayLike | Non
         try:
             remaining_np = np.broadcast_to(remaining_np, shape)
         except ValueError:
-            raise ValueError(
-                f"remaining must have the fleet shape {shape}, got {remaining_np.shape}"
-            ) from None
+            raise ValueError(f"remaining must have the fleet shape {shape}, got {remaining_np.shape}") from None
         # A relative slack of a few ulps lets users pass remaining = T computed in another dtype.
         slack = 4 * np.finfo(np.dtype(fleet.dtype)).eps * full
         cast = remaining_np.astype(fleet.dtype)

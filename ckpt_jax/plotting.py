@@ -127,9 +127,7 @@ def plot_trace(
     if ax is None:
         gantt_height = float(np.clip(0.3 * n_jobs, 2.0, 7.0))
         fig = Figure(figsize=(10, gantt_height + 2.5), layout="constrained")
-        gantt_ax, count_ax = fig.subplots(
-            2, 1, sharex=True, gridspec_kw={"height_ratios": [gantt_height, 2.5]}
-        )
+        gantt_ax, count_ax = fig.subplots(2, 1, sharex=True, gridspec_kw={"height_ratios": [gantt_height, 2.5]})
     else:
         gantt_ax, count_ax = ax
         fig = gantt_ax.figure
@@ -162,10 +160,20 @@ def plot_trace(
     # Firings with no recorded end: abandoned at a failure, or open at the stop.
     open_jobs, open_slots = np.nonzero(np.isfinite(fire) & np.isnan(end))
     if open_jobs.size:
-        gantt_ax.plot(fire[open_jobs, open_slots], open_jobs, ls="none", marker="|", ms=9, mew=1.6,
-                      color=_OPEN_COLOR, zorder=3, label="write with no end (abandoned at a failure, or open at the stop)")
-        gantt_ax.legend(loc="lower right", bbox_to_anchor=(1.0, 1.0), fontsize="small", frameon=False,
-                        borderaxespad=0.2)
+        gantt_ax.plot(
+            fire[open_jobs, open_slots],
+            open_jobs,
+            ls="none",
+            marker="|",
+            ms=9,
+            mew=1.6,
+            color=_OPEN_COLOR,
+            zorder=3,
+            label="write with no end (abandoned at a failure, or open at the stop)",
+        )
+        gantt_ax.legend(
+            loc="lower right", bbox_to_anchor=(1.0, 1.0), fontsize="small", frameon=False, borderaxespad=0.2
+        )
     gantt_ax.set_ylim(n_jobs - 0.5, -0.5)  # job 0 on top
     if groups is not None:
         labels, names = np.asarray(groups[0]), list(groups[1])
@@ -186,34 +194,57 @@ def plot_trace(
             notes.append(", ".join(parts))
         size = "x-small" if n_jobs > 12 else "small"
         for job, note in enumerate(notes):
-            gantt_ax.annotate(note, (1.0, job), xycoords=("axes fraction", "data"), xytext=(4, 0),
-                              textcoords="offset points", va="center", fontsize=size, annotation_clip=False)
+            gantt_ax.annotate(
+                note,
+                (1.0, job),
+                xycoords=("axes fraction", "data"),
+                xytext=(4, 0),
+                textcoords="offset points",
+                va="center",
+                fontsize=size,
+                annotation_clip=False,
+            )
     gantt_ax.set_title("write windows (bar: firing → end of its write)", fontsize="medium", loc="left")
 
     steps_t = np.concatenate([[0.0], times])
     steps_n = np.concatenate([[0], counts])
     if times.size > _MAX_STEPS:
         edges, mean, top = _binned(times, counts, t_end, _BINS)
-        count_ax.stairs(top, edges, fill=True, color="tab:red", alpha=0.25, lw=0, zorder=2,
-                        label=f"largest $n_w$ per bin of {edges[1]:.3g}")
+        count_ax.stairs(
+            top,
+            edges,
+            fill=True,
+            color="tab:red",
+            alpha=0.25,
+            lw=0,
+            zorder=2,
+            label=f"largest $n_w$ per bin of {edges[1]:.3g}",
+        )
         count_ax.stairs(mean, edges, color="tab:red", lw=1.0, zorder=2, label="$n_w$ averaged per bin")
     else:
-        count_ax.step(steps_t, steps_n, where="post", color="tab:red", lw=1.2, zorder=2,
-                      label="writers $n_w(t)$ (recorded windows)")
+        count_ax.step(
+            steps_t,
+            steps_n,
+            where="post",
+            color="tab:red",
+            lw=1.2,
+            zorder=2,
+            label="writers $n_w(t)$ (recorded windows)",
+        )
     if unobserved != [(0.0, t_end)] and times.size:
         # Time average over the interval where the recorded windows are all the writes.
         edges = np.clip(np.append(steps_t, t_end), t_start, t_stop)
         mean = float(np.sum(np.diff(edges) * steps_n) / (t_stop - t_start))
-        count_ax.axhline(mean, color="k", ls="--", lw=1, zorder=3,
-                         label=f"time average = {mean:.2f}")
+        count_ax.axhline(mean, color="k", ls="--", lw=1, zorder=3, label=f"time average = {mean:.2f}")
     count_ax.set_ylim(-0.1, max(int(counts.max()) if counts.size else 1, 1) + 0.3)
     count_ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     count_ax.set_ylabel("writers $n_w$")
     count_ax.set_xlabel("time")
     count_ax.set_xlim(0.0, t_end)
     # Above the panel, not on it: the step line fills the whole axes for long traces.
-    count_ax.legend(loc="lower right", bbox_to_anchor=(1.0, 1.0), ncols=4, fontsize="small",
-                    frameon=False, borderaxespad=0.2)
+    count_ax.legend(
+        loc="lower right", bbox_to_anchor=(1.0, 1.0), ncols=4, fontsize="small", frameon=False, borderaxespad=0.2
+    )
     if title:
         fig.suptitle(_literal(title))
     return fig

@@ -22,8 +22,8 @@ import json
 import os
 import platform
 import time
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable, Optional
 
 from ._io import atomic_write_bytes
 from .experiments import (
@@ -126,6 +126,7 @@ def _stored(out_dir: Path, name: str) -> tuple:
 
 def _malformed(result, name: str) -> str | None:
     """Why ``result`` is not a result the report can show, or None."""
+
     def wrong(where, value, kind) -> str | None:
         if isinstance(value, kind) and not isinstance(value, bool):
             return None
@@ -147,13 +148,24 @@ def _malformed(result, name: str) -> str | None:
         if entry.get("verdict") not in VERDICTS:
             problems.append(f"verdicts[{k}].verdict is {entry.get('verdict')!r}, not one of {list(VERDICTS)}")
         text = (str, type(None))  # the report shows None as nothing
-        entry_fields = {"claim": int, "sub_claim": str, "why": str, "title": text, "headline": text, "rule": text,
-                        "thresholds": dict, "figures": list, "measured": dict}
+        entry_fields = {
+            "claim": int,
+            "sub_claim": str,
+            "why": str,
+            "title": text,
+            "headline": text,
+            "rule": text,
+            "thresholds": dict,
+            "figures": list,
+            "measured": dict,
+        }
         problems += [wrong(f"verdicts[{k}].{key}", entry.get(key), kind) for key, kind in entry_fields.items()]
         problems += [wrong(f"verdicts[{k}].figures[{j}]", f, str) for j, f in enumerate(entry.get("figures") or [])]
         table = entry.get("table")
         if table is not None and not (
-            isinstance(table, dict) and isinstance(table.get("columns"), list) and isinstance(table.get("rows"), list)
+            isinstance(table, dict)
+            and isinstance(table.get("columns"), list)
+            and isinstance(table.get("rows"), list)
             and all(isinstance(row, list) and len(row) == len(table["columns"]) for row in table["rows"])
         ):
             problems.append(f"verdicts[{k}].table is not columns and rows of one cell per column")
@@ -195,8 +207,10 @@ def _conflict_message(out_dir: Path, conflicts: dict, size: str) -> str:
         listed = ", ".join(f"{n}.json: {detail}" for n, detail in by_kind["parameters"])
         parts.append(f"results of other parameters ({listed})")
     version = provenance(_experiment(next(iter(conflicts))), size)["version"]
-    return (f"{out_dir} holds {'; '.join(parts)}; a {size!r} run of ckpt_jax {version} would overwrite them: use "
-            "another --out, or --restart to discard them")
+    return (
+        f"{out_dir} holds {'; '.join(parts)}; a {size!r} run of ckpt_jax {version} would overwrite them: use "
+        "another --out, or --restart to discard them"
+    )
 
 
 def _discard(out_dir: Path, results: dict) -> None:
@@ -212,7 +226,7 @@ def _discard(out_dir: Path, results: dict) -> None:
 def reproduce(
     out_dir: Path,
     size: str = "quick",
-    only: Optional[Iterable[str]] = None,
+    only: Iterable[str] | None = None,
     progress: bool = True,
     resume: bool = True,
     log=print,
@@ -400,8 +414,15 @@ def write_report(out_dir: Path, results: dict, size: str) -> Path:
         overall = rules.combine(e["verdict"] for _, _, e in entries)
         for k, (experiment, _, entry) in enumerate(entries):
             label = f"{claim} {name}: **{overall}**" if k == 0 else ""
-            rows.append([label, entry.get("sub_claim", str(claim)) + (f": {entry['title']}" if entry.get("title") else ""),
-                         f"**{entry['verdict']}**", entry.get("headline") or "", f"`{experiment}`"])
+            rows.append(
+                [
+                    label,
+                    entry.get("sub_claim", str(claim)) + (f": {entry['title']}" if entry.get("title") else ""),
+                    f"**{entry['verdict']}**",
+                    entry.get("headline") or "",
+                    f"`{experiment}`",
+                ]
+            )
     lines += _table(["claim: verdict", "sub-claim", "verdict", "deciding numbers", "experiment"], rows)
     lines += [
         "",
@@ -436,8 +457,14 @@ def write_report(out_dir: Path, results: dict, size: str) -> Path:
         for experiment, result, entry in entries:
             sub = entry.get("sub_claim", str(claim))
             heading = f"### {sub}" + (f": {entry['title']}" if entry.get("title") else "")
-            lines += [heading, "", f"**{entry['verdict']}** (experiment `{experiment}`, size `{result.get('size')}`)",
-                      "", entry["why"], ""]
+            lines += [
+                heading,
+                "",
+                f"**{entry['verdict']}** (experiment `{experiment}`, size `{result.get('size')}`)",
+                "",
+                entry["why"],
+                "",
+            ]
             if entry.get("rule"):
                 lines += [f"*Rule.* {entry['rule']}", ""]
             if entry.get("thresholds"):
@@ -453,4 +480,3 @@ def write_report(out_dir: Path, results: dict, size: str) -> Path:
     path = Path(out_dir) / "report.md"
     atomic_write_bytes(path, ("\n".join(lines).rstrip() + "\n").encode())
     return path
-

@@ -15,7 +15,8 @@ Multi-host use (`jax.distributed`) is described in ``docs/multihost.md``.
 from __future__ import annotations
 
 import functools
-from typing import Optional, Sequence, Union
+from collections.abc import Sequence
+from typing import Union
 
 import jax
 import jax.numpy as jnp
@@ -32,7 +33,7 @@ FLEET_AXIS = "fleets"
 Devices = Union[None, str, int, Sequence[jax.Device]]
 
 
-def resolve_devices(devices: Devices) -> Optional[tuple]:
+def resolve_devices(devices: Devices) -> tuple | None:
     """The devices to shard over, or None for the default single-device run.
 
     Args:
@@ -108,7 +109,9 @@ def sharded(run, config, devices: tuple):
     def local(part, event_limit):
         return run(config, part, event_limit)
 
-    mapped = jax.shard_map(local, mesh=_mesh(devices), in_specs=(spec, PartitionSpec()), out_specs=spec, check_vma=False)
+    mapped = jax.shard_map(
+        local, mesh=_mesh(devices), in_specs=(spec, PartitionSpec()), out_specs=spec, check_vma=False
+    )
     return jax.jit(mapped)
 
 
@@ -120,8 +123,12 @@ def pad_inert(params, phase, remaining, horizon, multiple: int):
     tree, n_pad = pad_fleets((params, phase, remaining, horizon), n_fleets, multiple)
     if n_pad:
         params, phase, remaining, horizon = tree
-        tree = (params._replace(active=params.active.at[n_fleets:].set(False)), phase, remaining,
-                horizon.at[n_fleets:].set(0))
+        tree = (
+            params._replace(active=params.active.at[n_fleets:].set(False)),
+            phase,
+            remaining,
+            horizon.at[n_fleets:].set(0),
+        )
     return tree
 
 
@@ -155,6 +162,7 @@ def block_size(params: Params, config) -> int:
     if platforms != {"cpu"}:
         return n_fleets
     itemsize = params.compute.dtype.itemsize
-    per_fleet = (n_jobs * (2 * config.trace_len + 5) * itemsize
-                 + _observe.state_bytes(config.save, n_jobs, config.gap_fires, itemsize))
+    per_fleet = n_jobs * (2 * config.trace_len + 5) * itemsize + _observe.state_bytes(
+        config.save, n_jobs, config.gap_fires, itemsize
+    )
     return min(n_fleets, CPU_MAX_BLOCK[config.path], max(CPU_MIN_BLOCK, CPU_BLOCK_BYTES // per_fleet))

@@ -27,8 +27,16 @@ CAP = 0.9 * N  # power cap, in jobs at full speed
 # per-fleet outputs can join it.
 TRACE_ARRAYS = ("fire_times", "end_times", "ok", "status", "n_events", "time")
 # Observers accumulated inside the loop (no trace needed for them; here both are kept).
-OBSERVED_ARRAYS = ("writers.time", "writers.window", "writers.excursions", "writers.max", "gaps",
-                   "jobs.write_time", "jobs.compute_time", "jobs.writes")
+OBSERVED_ARRAYS = (
+    "writers.time",
+    "writers.window",
+    "writers.excursions",
+    "writers.max",
+    "gaps",
+    "jobs.write_time",
+    "jobs.compute_time",
+    "jobs.writes",
+)
 COMPARED = TRACE_ARRAYS + OBSERVED_ARRAYS
 
 
@@ -52,6 +60,7 @@ def save_at():
 
 def results(trace) -> dict:
     """The compared arrays of one slice's trace and observers, as host NumPy arrays."""
+
     def get(name):
         value = trace
         for part in name.split("."):
@@ -63,8 +72,9 @@ def results(trace) -> dict:
 
 def _parse(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("num_processes", type=int, nargs="?",
-                        help="process count (omit both on SLURM, Open MPI or Cloud TPU)")
+    parser.add_argument(
+        "num_processes", type=int, nargs="?", help="process count (omit both on SLURM, Open MPI or Cloud TPU)"
+    )
     parser.add_argument("process_id", type=int, nargs="?", help="this process's id, 0 .. NUM_PROCESSES-1")
     parser.add_argument("--host", default="127.0.0.1", help="process 0's host (default: %(default)s)")
     parser.add_argument("--port", type=int, default=12355, help="coordinator port on --host (default: %(default)s)")
@@ -82,8 +92,12 @@ def main(argv=None) -> None:
     if args.num_processes is None:
         jax.distributed.initialize()  # peers found from the environment (SLURM, ...)
     else:
-        jax.distributed.initialize(f"{args.host}:{args.port}", num_processes=args.num_processes,
-                                   process_id=args.process_id, initialization_timeout=120)
+        jax.distributed.initialize(
+            f"{args.host}:{args.port}",
+            num_processes=args.num_processes,
+            process_id=args.process_id,
+            initialization_timeout=120,
+        )
     jax.config.update("jax_enable_x64", True)
     from jax.experimental import multihost_utils
 
@@ -99,16 +113,27 @@ def main(argv=None) -> None:
     lo, hi = rank * TOTAL // size, (rank + 1) * TOTAL // size
     fleet = cj.Fleet(compute[lo:hi], write[lo:hi], cap=CAP)
     state = cj.state_from_positions(fleet, position[lo:hi])
-    trace = cj.simulate(fleet, state, K, jitter=SIGMA, key=jax.random.key(SEED),
-                        fleet_offset=lo, devices="all", throw=True, save=save_at())
+    trace = cj.simulate(
+        fleet,
+        state,
+        K,
+        jitter=SIGMA,
+        key=jax.random.key(SEED),
+        fleet_offset=lo,
+        devices="all",
+        throw=True,
+        save=save_at(),
+    )
     mine = results(trace)
 
     # A collective: every process calls it, and every process gets the (TOTAL, ...) arrays.
     gathered = {name: np.asarray(multihost_utils.process_allgather(a, tiled=True)) for name, a in mine.items()}
     if rank == 0:
         period = np.nanmean(np.diff(gathered["fire_times"], axis=-1))
-        print(f"{size} processes, {jax.device_count()} devices: {int(gathered['ok'].sum())}/{TOTAL} "
-              f"fleets ok, mean period {period:.6f}")
+        print(
+            f"{size} processes, {jax.device_count()} devices: {int(gathered['ok'].sum())}/{TOTAL} "
+            f"fleets ok, mean period {period:.6f}"
+        )
         if args.out:
             np.savez(args.out, **gathered)
     jax.distributed.shutdown()

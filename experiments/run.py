@@ -17,8 +17,12 @@ from ckpt_jax.experiments import EXPERIMENTS, SIZES
 def main(argv=None) -> int:
     by_name = {experiment.name: experiment for experiment in EXPERIMENTS}
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], formatter_class=argparse.RawTextHelpFormatter)
-    parser.add_argument("name", choices=by_name, metavar="NAME",
-                        help="the experiment, one of:\n" + "\n".join(f"  {e.name}: {e.title}" for e in EXPERIMENTS))
+    parser.add_argument(
+        "name",
+        choices=by_name,
+        metavar="NAME",
+        help="the experiment, one of:\n" + "\n".join(f"  {e.name}: {e.title}" for e in EXPERIMENTS),
+    )
     parser.add_argument("--out", required=True, help="directory for NAME.json and its figures")
     parser.add_argument("--size", choices=SIZES, default="quick", help="smoke (seconds), quick (CPU), full (GPU)")
     args = parser.parse_args(argv)

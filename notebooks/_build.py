@@ -33,44 +33,54 @@ FIGURES = DOCS / "notebooks"  # docs/notebooks/<notebook>-<n>.png
 KERNEL = {"name": "python3", "display_name": "Python 3", "language": "python"}
 WIDGET = "application/vnd.jupyter.widget-view+json"
 
-SETUP = '''%matplotlib inline
+SETUP = """%matplotlib inline
 import os
 import jax
 jax.config.update("jax_enable_x64", True)
 import numpy as np
 import matplotlib.pyplot as plt
 import ckpt_jax as cj
-SMOKE = os.environ.get("CKPT_JAX_SMOKE") == "1"   # the tests run every notebook small'''
+SMOKE = os.environ.get("CKPT_JAX_SMOKE") == "1"   # the tests run every notebook small"""
 
 NOTEBOOKS = {
     "01_quickstart.ipynb": [
-        new_markdown_cell("# ckpt_jax quick start\n\nSimulate a fleet of checkpointing jobs exactly, plot its writes, then run a batch of fleets at once."),
+        new_markdown_cell(
+            "# ckpt_jax quick start\n\nSimulate a fleet of checkpointing jobs exactly, plot its writes, then run a batch of fleets at once."
+        ),
         new_code_cell(SETUP),
-        new_markdown_cell("One fleet of 8 identical jobs: compute T = 10, write d = 1.5 sharing one unit of storage bandwidth (f ≡ 1), and a power cap of 6 jobs."),
-        new_code_cell('''fleet = cj.Fleet(compute=np.full(8, 10.0), write=np.full(8, 1.5), cap=6.0)
+        new_markdown_cell(
+            "One fleet of 8 identical jobs: compute T = 10, write d = 1.5 sharing one unit of storage bandwidth (f ≡ 1), and a power cap of 6 jobs."
+        ),
+        new_code_cell("""fleet = cj.Fleet(compute=np.full(8, 10.0), write=np.full(8, 1.5), cap=6.0)
 state = cj.random_state(fleet, jax.random.key(0))
 trace = cj.simulate(fleet, state, n_fires=10 if SMOKE else 40)
-print("ok:", bool(trace.ok), "events:", int(trace.n_events))'''),
-        new_markdown_cell("Its write windows (one row per job) above the number of concurrent writers n_w(t). `plot_trace` returns a matplotlib `Figure`; `display` shows it."),
-        new_code_cell('''from ckpt_jax.plotting import plot_trace
+print("ok:", bool(trace.ok), "events:", int(trace.n_events))"""),
+        new_markdown_cell(
+            "Its write windows (one row per job) above the number of concurrent writers n_w(t). `plot_trace` returns a matplotlib `Figure`; `display` shows it."
+        ),
+        new_code_cell("""from ckpt_jax.plotting import plot_trace
 fig = plot_trace(np.asarray(trace.fire_times), np.asarray(trace.end_times), title="8 jobs, cap 6")
-display(fig)'''),
-        new_markdown_cell("A batch: 256 random launches in one call (same compiled loop). The concurrent-writer count over time for one of them:"),
-        new_code_cell('''batch = cj.Fleet(compute=np.full((256, 8), 10.0), write=np.full((256, 8), 1.5), cap=6.0)
+display(fig)"""),
+        new_markdown_cell(
+            "A batch: 256 random launches in one call (same compiled loop). The concurrent-writer count over time for one of them:"
+        ),
+        new_code_cell("""batch = cj.Fleet(compute=np.full((256, 8), 10.0), write=np.full((256, 8), 1.5), cap=6.0)
 traces = cj.simulate(batch, cj.random_state(batch, jax.random.key(1)), n_fires=10 if SMOKE else 100)
 print("all ok:", bool(traces.ok.all()), " fleet-events:", int(traces.n_events.sum()))
 times, counts = cj.analysis.writer_count(np.asarray(traces.fire_times[0]), np.asarray(traces.end_times[0]))
 plt.step(times, counts, where="post"); plt.xlim(0, 200)   # the first 200 time units (about 15 cycles)
-plt.xlabel("time"); plt.ylabel("writers n_w"); plt.show()'''),
+plt.xlabel("time"); plt.ylabel("writers n_w"); plt.show()"""),
         new_markdown_cell("Jitter is reproducible from a key; the same key gives the same trace on any batch layout."),
-        new_code_cell('''a = cj.simulate(batch, cj.random_state(batch, jax.random.key(1)), n_fires=10, jitter=0.3, key=jax.random.key(7))
+        new_code_cell("""a = cj.simulate(batch, cj.random_state(batch, jax.random.key(1)), n_fires=10, jitter=0.3, key=jax.random.key(7))
 b = cj.simulate(batch, cj.random_state(batch, jax.random.key(1)), n_fires=10, jitter=0.3, key=jax.random.key(7))
-print("identical:", bool((a.fire_times == b.fire_times).all()))'''),
+print("identical:", bool((a.fire_times == b.fire_times).all()))"""),
     ],
     "02_spectrum_autodiff.ipynb": [
-        new_markdown_cell("# The reciprocal spectrum by autodiff\n\ndocs/model.md, claim 2: in the fully overlapping branch the gap return map of N identical jobs has eigenvalues λ_j = (N−j) f(j) / (j f(N−j)). We differentiate *through the event loop* with `jax.jacfwd` and compare."),
+        new_markdown_cell(
+            "# The reciprocal spectrum by autodiff\n\ndocs/model.md, claim 2: in the fully overlapping branch the gap return map of N identical jobs has eigenvalues λ_j = (N−j) f(j) / (j f(N−j)). We differentiate *through the event loop* with `jax.jacfwd` and compare."
+        ),
         new_code_cell(SETUP),
-        new_code_cell('''def overlapping_fleet(n_jobs, throughput):
+        new_code_cell("""def overlapping_fleet(n_jobs, throughput):
     f = cj.throughput_table(throughput, n_jobs)
     write = 0.2 * 10.0 * f[n_jobs] / n_jobs          # N writers drain in a fifth of T
     return cj.Fleet(compute=np.full(n_jobs, 10.0), write=np.full(n_jobs, write), throughput=throughput)
@@ -80,23 +90,27 @@ fleet = overlapping_fleet(n_jobs, "shared")
 a = np.full(n_jobs - 1, 0.05 * float(fleet.write[0]) / n_jobs)   # small gaps: all writes overlap
 result = cj.maps.spectrum(fleet, a)
 print("branch:", int(result.info.branch), "(0 = fully overlapping)  det:", result.determinant)
-print("expanding directions:", result.n_expanding, " theory:", cj.theory.n_expanding(n_jobs))'''),
-        new_code_cell('''j = np.arange(1, n_jobs)
+print("expanding directions:", result.n_expanding, " theory:", cj.theory.n_expanding(n_jobs))"""),
+        new_code_cell("""j = np.arange(1, n_jobs)
 for throughput in ["shared", "sqrt", "degrading"]:
     res = cj.maps.spectrum(overlapping_fleet(n_jobs, throughput), a)
     eig = np.sort(res.eigenvalues.real)[::-1]
     plt.semilogy(j, eig, "o", label=f"jacfwd, f={throughput}")
     plt.semilogy(j, np.sort(cj.theory.gap_eigenvalues(n_jobs, throughput))[::-1], "k-", lw=0.8)
-plt.axhline(1, color="grey", ls=":"); plt.xlabel("j"); plt.ylabel("λ_j"); plt.legend(); plt.show()'''),
-        new_markdown_cell("The Jacobian itself is diagonal; the map is volume preserving (det = 1) because λ_j λ_{N−j} = 1:"),
-        new_code_cell('''J = result.jacobian
+plt.axhline(1, color="grey", ls=":"); plt.xlabel("j"); plt.ylabel("λ_j"); plt.legend(); plt.show()"""),
+        new_markdown_cell(
+            "The Jacobian itself is diagonal; the map is volume preserving (det = 1) because λ_j λ_{N−j} = 1:"
+        ),
+        new_code_cell("""J = result.jacobian
 print("largest off-diagonal entry:", np.abs(J - np.diag(np.diag(J))).max())
-print("λ_j λ_(N-j):", np.round(np.diag(J) * np.diag(J)[::-1], 12))'''),
-        new_markdown_cell("Pairwise neutrality (claim 1): for two identical jobs the pair map is the identity for every δ."),
-        new_code_cell('''pair = cj.Fleet(compute=[10.0, 10.0], write=[3.0, 3.0], cap=0.8, throughput="sqrt")
+print("λ_j λ_(N-j):", np.round(np.diag(J) * np.diag(J)[::-1], 12))"""),
+        new_markdown_cell(
+            "Pairwise neutrality (claim 1): for two identical jobs the pair map is the identity for every δ."
+        ),
+        new_code_cell("""pair = cj.Fleet(compute=[10.0, 10.0], write=[3.0, 3.0], cap=0.8, throughput="sqrt")
 deltas = np.linspace(0.1, 12.9, 9 if SMOKE else 60)
 nxt, info = jax.vmap(lambda d: cj.maps.section_map(pair, d[None]))(deltas)
-print("max |P(δ) - δ| =", float(np.abs(np.asarray(nxt)[:, 0] - deltas).max()))'''),
+print("max |P(δ) - δ| =", float(np.abs(np.asarray(nxt)[:, 0] - deltas).max()))"""),
         new_markdown_cell(
             "## Coupling returns when jobs have sizes\n\n"
             "Neutrality needs *anonymous* rates (claim 9). Give the two jobs sizes w = 1 and 2 (their full-speed power "
@@ -106,7 +120,7 @@ print("max |P(δ) - δ| =", float(np.abs(np.asarray(nxt)[:, 0] - deltas).max()))
             "time-phase coordinates (time to the next solo firing), against each job run alone. Equal sizes under a "
             "binding cap stay neutral."
         ),
-        new_code_cell('''from ckpt_jax.coupling import coupling_function, shared_slowdown
+        new_code_cell("""from ckpt_jax.coupling import coupling_function, shared_slowdown
 
 def sized_pair(sizes, cap, policy):
     speed = np.minimum(1.0, cap / np.asarray(sizes))          # each job's solo speed
@@ -124,13 +138,13 @@ for sizes, cap, policy, style in [([1.0, 2.0], 1.5, "maxmin", "o-"), ([1.0, 2.0]
           f"max |c| = {np.abs(c).max():.3g} P, mean {c.mean():+.3g} P, peak-to-peak {np.ptp(c):.3g} P")
     plt.plot(result.phase_lags[:, 0] / period, c, style, ms=4, mfc="none", label=f"w = {sizes}, C = {cap}, {policy}")
 plt.axhline(0, color="grey", lw=0.7); plt.xlabel("launch lag φ / P (time phase)")
-plt.ylabel("coupling c / P"); plt.legend(loc="center", bbox_to_anchor=(0.5, 0.27)); plt.show()'''),
+plt.ylabel("coupling c / P"); plt.legend(loc="center", bbox_to_anchor=(0.5, 0.27)); plt.show()"""),
         new_markdown_cell(
             "The coupling is mostly a shift (its mean: a detuning); its peak-to-peak is the width of the 1:1 locking "
             "range. Shorten job 1's solo period by the mean and the pair locks: `locked_lags` finds the zeros of its "
             "lag map and their slopes (stable when |slope| < 1)."
         ),
-        new_code_cell('''from ckpt_jax.locking import locked_lags
+        new_code_cell("""from ckpt_jax.locking import locked_lags
 
 pair = sized_pair([1.0, 2.0], 1.5, "maxmin")
 first = coupling_function(pair, grid * float(pair.compute[1] + pair.write[1]))
@@ -142,21 +156,23 @@ period = run.solo_period[1]
 shift = (run.phase_lags[:, 1] - run.phase_lags[:, 0] + period / 2) % period - period / 2
 for point in locked_lags(run.phase_lags[:, 0], shift, period):
     print(f"locked lag {point.lag / period:.3f} P, slope {point.slope:.3f}: {'stable' if point.stable else 'unstable'}")
-print("distinct long-run lags / P:", np.unique(np.round(run.phase_lags[:, -1] % period / period, 3)))'''),
+print("distinct long-run lags / P:", np.unique(np.round(run.phase_lags[:, -1] % period / period, 3)))"""),
         new_markdown_cell(
             "First-come-first-served storage is not anonymous even for identical jobs: a write that overlaps job 0's "
             "waits for it, and after one cycle the two windows touch. The gap map is then locally constant on its "
             "overlapping branch: `jacfwd` gives det = 0, where fair sharing of the same f gives claim 2's det = 1."
         ),
-        new_code_cell('''n_jobs = 4
+        new_code_cell("""n_jobs = 4
 for storage in ["fcfs", "fair"]:
     fleet = cj.Fleet(compute=np.full(n_jobs, 10.0), write=np.full(n_jobs, 0.5), storage_policy=storage)
     res = cj.maps.spectrum(fleet, np.full(n_jobs - 1, 0.01))
     print(f"{storage}: status {int(res.info.status)}, branch {int(res.info.branch)}, det {res.determinant:.3g}, "
-          f"|eigenvalues| {np.round(np.abs(res.eigenvalues), 3)}")'''),
+          f"|eigenvalues| {np.round(np.abs(res.eigenvalues), 3)}")"""),
     ],
     "03_checkpoint_storms.ipynb": [
-        new_markdown_cell("# Checkpoint storms: ensembles, bursts, jitter\n\nThousands of random launches at once: do checkpoints cluster (claim 5), how heavy are write bursts compared with independent phases (claim 6), and how long does a stagger survive compute jitter (claim 7)?"),
+        new_markdown_cell(
+            "# Checkpoint storms: ensembles, bursts, jitter\n\nThousands of random launches at once: do checkpoints cluster (claim 5), how heavy are write bursts compared with independent phases (claim 6), and how long does a stagger survive compute jitter (claim 7)?"
+        ),
         new_code_cell(SETUP + "\nfrom ckpt_jax import analysis\nfrom ckpt_jax.coupling import stagger_lifetime"),
         new_markdown_cell(
             "## An ensemble of random launches\n\n16 identical jobs, T = 10, d = 1, shared storage. Per cycle, the smallest gap "
@@ -166,7 +182,7 @@ for storage in ["fcfs", "fair"]:
             "to cycle. "
             "Identical jobs keep their firing order (claim 3), so no gap is negative."
         ),
-        new_code_cell('''n_fleets, n_jobs, n_cycles = (32, 8, 30) if SMOKE else (1000, 16, 300)
+        new_code_cell("""n_fleets, n_jobs, n_cycles = (32, 8, 30) if SMOKE else (1000, 16, 300)
 fleet = cj.Fleet(compute=np.full((n_fleets, n_jobs), 10.0), write=np.full((n_fleets, n_jobs), 1.0))
 trace = cj.simulate(fleet, cj.random_state(fleet, jax.random.key(0)), n_fires=n_cycles)
 cycles = np.diff(np.asarray(trace.fire_times), axis=-1)   # each job's cycle lengths
@@ -178,16 +194,20 @@ assert not (gaps < 0).any(), "a negative gap: the firing order changed"
 q10, q50, q90 = np.nanquantile(gaps, [0.1, 0.5, 0.9], axis=0)
 k = np.arange(gaps.shape[-1])
 plt.fill_between(k, q10, q90, alpha=0.3, label="10 % to 90 % of fleets"); plt.plot(k, q50, label="median")
-plt.yscale("log"); plt.xlabel("cycle"); plt.ylabel("smallest gap (time units)"); plt.legend(loc="lower right"); plt.show()'''),
-        new_markdown_cell("## Bursts without synchrony\n\nThe time-weighted distribution of the number of concurrent writers, against Binomial(N, p̄) with the same mean writing fraction:"),
-        new_code_cell('''dist = np.nanmean(np.asarray(analysis.writer_distribution(trace.fire_times, trace.end_times)), axis=0)
+plt.yscale("log"); plt.xlabel("cycle"); plt.ylabel("smallest gap (time units)"); plt.legend(loc="lower right"); plt.show()"""),
+        new_markdown_cell(
+            "## Bursts without synchrony\n\nThe time-weighted distribution of the number of concurrent writers, against Binomial(N, p̄) with the same mean writing fraction:"
+        ),
+        new_code_cell("""dist = np.nanmean(np.asarray(analysis.writer_distribution(trace.fire_times, trace.end_times)), axis=0)
 p_bar = float(analysis.mean_writing_fraction(dist))
 baseline = np.asarray(analysis.binomial_baseline(n_jobs, p_bar))
 tail = np.cumsum(dist[::-1])[::-1]; base_tail = np.cumsum(baseline[::-1])[::-1]
 plt.semilogy(tail, "o-", label="ensemble"); plt.semilogy(base_tail, "k--", label=f"Binomial(N, {p_bar:.3f})")
-plt.xlabel("k"); plt.ylabel("P(n_w >= k)"); plt.legend(); plt.show()'''),
-        new_markdown_cell("## Jitter sets the stagger lifetime\n\nEvenly staggered fleets of 4 (margin m between write windows) under compute jitter σ: cycles until two windows first overlap."),
-        new_code_cell('''n_stag, jobs4, compute, write = (64, 4, 10.0, 1.0) if SMOKE else (500, 4, 10.0, 1.0)
+plt.xlabel("k"); plt.ylabel("P(n_w >= k)"); plt.legend(); plt.show()"""),
+        new_markdown_cell(
+            "## Jitter sets the stagger lifetime\n\nEvenly staggered fleets of 4 (margin m between write windows) under compute jitter σ: cycles until two windows first overlap."
+        ),
+        new_code_cell("""n_stag, jobs4, compute, write = (64, 4, 10.0, 1.0) if SMOKE else (500, 4, 10.0, 1.0)
 cycle = compute + write
 margin = cycle / jobs4 - write
 staggered = cj.Fleet(compute=np.full((n_stag, jobs4), compute), write=np.full((n_stag, jobs4), write))
@@ -203,7 +223,7 @@ for ratio in ratios:
     print(f"m/σ = {ratio:5.1f}: median lifetime {np.median(life):8.1f} cycles, censored {censored.mean():.0%}")
 plt.loglog(ratios, medians, "o-", label="median lifetime")
 plt.loglog(ratios, medians[0] * (ratios / ratios[0])**2, "k:", label="slope 2")
-plt.xlabel("m / σ"); plt.ylabel("cycles"); plt.legend(); plt.show()'''),
+plt.xlabel("m / σ"); plt.ylabel("cycles"); plt.legend(); plt.show()"""),
     ],
     "04_checkpoint_intervals.ipynb": [
         new_markdown_cell(
@@ -221,14 +241,14 @@ plt.xlabel("m / σ"); plt.ylabel("cycles"); plt.legend(); plt.show()'''),
             "(`cj.theory.renewal_waste`); its exact minimiser is `cj.theory.optimal_interval`. Young's interval is its "
             "first-order approximation, Daly's the next orders."
         ),
-        new_code_cell('''D, M, R = 1.0, 10.0, 0.5
+        new_code_cell("""D, M, R = 1.0, 10.0, 0.5
 T = np.geomspace(1.0, 15.0, 200)
 plt.plot(T, cj.theory.renewal_waste(T, D, M, R), label="renewal formula W(T)")
 for name, t, color, style in [("exact T*", cj.theory.optimal_interval(D, M, R), "k", "-"),
                               ("Young", cj.theory.young_interval(D, M), "C1", "--"),
                               ("Daly", cj.theory.daly_interval(D, M), "C2", ":")]:
     plt.axvline(float(t), color=color, ls=style, label=f"{name}: T = {float(t):.3f}")
-plt.xscale("log"); plt.xlabel("checkpoint interval T"); plt.ylabel("waste"); plt.legend(); plt.show()'''),
+plt.xscale("log"); plt.xlabel("checkpoint interval T"); plt.ylabel("waste"); plt.legend(); plt.show()"""),
         new_markdown_cell(
             "## Your fleet\n\n"
             "Describe the fleet as groups of identical jobs. Here: four groups of sizes 1, 2, 4 and 8 (power draw at full "
@@ -236,20 +256,20 @@ plt.xscale("log"); plt.xlabel("checkpoint interval T"); plt.ylabel("waste"); plt
             "saturates at 4 concurrent writers (f(n) = min(n, 4)) and a power cap at half the fleet's full draw. Every "
             "job's Young interval is the same, √200 ≈ 14.1."
         ),
-        new_code_cell('''per_group = 2 if SMOKE else 4
+        new_code_cell("""per_group = 2 if SMOKE else 4
 size = np.repeat([1.0, 2.0, 4.0, 8.0], per_group)
 groups = np.repeat(np.arange(4), per_group)        # jobs of one group share one interval
 fleet = cj.Fleet(np.ones(size.size), 0.5 * size, cap=0.5 * size.sum(), throughput="saturating", size=size,
                  mtbf=200.0 / size, restart=1.0, dtype="float64")
 print(f"{fleet.n_jobs} jobs; Young's intervals per group:",
-      np.round(np.sqrt(2 * np.asarray(fleet.write) * np.asarray(fleet.mtbf))[::per_group], 2))'''),
+      np.round(np.sqrt(2 * np.asarray(fleet.write) * np.asarray(fleet.mtbf))[::per_group], 2))"""),
         new_markdown_cell(
             "## Design\n\n"
             "Each step simulates 2P·S fleets at once (P antithetic directions, S failure draws shared by all of them) "
-            "over the horizon H and takes one Adam step on the log-intervals. `launch=\"random\"` starts the jobs at "
+            'over the horizon H and takes one Adam step on the log-intervals. `launch="random"` starts the jobs at '
             "random points of their cycles. The result is evaluated, with the baselines, on fresh draws."
         ),
-        new_code_cell('''settings = (dict(horizon=100.0, n_draws=2, n_pairs=2, steps=3, eval_draws=8) if SMOKE
+        new_code_cell("""settings = (dict(horizon=100.0, n_draws=2, n_pairs=2, steps=3, eval_draws=8) if SMOKE
             else dict(horizon=400.0, n_draws=8, n_pairs=4, steps=40, eval_draws=64))
 result = cj.design.checkpoint_intervals(fleet, bounds=(1.0, 200.0), key=jax.random.key(0), groups=groups,
                                         launch="random", progress=False, **settings)
@@ -258,11 +278,11 @@ print(f"{'design':16s} T per group {np.round(result.intervals[::per_group], 2)} 
 for name, b in result.baselines.items():
     noise = "outside the noise" if b.saved.low > 0 or b.saved.high < 0 else "within the noise"
     print(f"{name:16s} T per group {np.round(b.intervals[::per_group], 2)}  waste {b.waste.mean:.4f}  "
-          f"saved {b.saved.mean:+.4f} [{b.saved.low:+.4f}, {b.saved.high:+.4f}] ({noise})")'''),
+          f"saved {b.saved.mean:+.4f} [{b.saved.low:+.4f}, {b.saved.high:+.4f}] ({noise})")"""),
         new_markdown_cell(
             "The optimisation: the smoothed objective per step (with ±2 standard errors) and each group's interval."
         ),
-        new_code_cell('''history = result.history
+        new_code_cell("""history = result.history
 steps = np.arange(len(history.objective))
 fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4), layout="constrained")
 left.fill_between(steps, history.objective - 2 * history.stderr, history.objective + 2 * history.stderr, alpha=0.3)
@@ -271,19 +291,19 @@ for g, s in enumerate([1, 2, 4, 8]):
     right.plot(steps, history.intervals[:, g * per_group], label=f"size {s}")
 right.axhline(np.sqrt(200.0), color="grey", ls="--", label="Young (every group)")
 right.set_yscale("log"); right.set_xlabel("step"); right.set_ylabel("interval T"); right.legend(fontsize=8)
-plt.show()'''),
+plt.show()"""),
         new_markdown_cell(
             "Waste saved against each baseline, paired on the same fresh draws (95% intervals). Above zero, the design "
             "is better than the baseline; an interval that contains zero is within the noise: run more draws, "
             "a longer horizon or more steps before concluding."
         ),
-        new_code_cell('''names = list(result.baselines)
+        new_code_cell("""names = list(result.baselines)
 saved = [result.baselines[n].saved for n in names]
 y = np.arange(len(names))
 plt.errorbar([s.mean for s in saved], y, xerr=[[s.mean - s.low for s in saved], [s.high - s.mean for s in saved]],
              fmt="o", capsize=5)
 plt.axvline(0, color="k", lw=0.8); plt.yticks(y, names); plt.ylim(-0.5, len(names) - 0.5)
-plt.xlabel("waste saved by the design (baseline − design)"); plt.show()'''),
+plt.xlabel("waste saved by the design (baseline − design)"); plt.show()"""),
     ],
 }
 
@@ -294,8 +314,14 @@ def build() -> dict:
     notebooks = {}
     for name, cells in NOTEBOOKS.items():
         stem = Path(name).stem
-        fresh = [nbformat.from_dict(nbformat.v4.new_code_cell(c.source) if c.cell_type == "code"
-                                    else nbformat.v4.new_markdown_cell(c.source)) for c in cells]
+        fresh = [
+            nbformat.from_dict(
+                nbformat.v4.new_code_cell(c.source)
+                if c.cell_type == "code"
+                else nbformat.v4.new_markdown_cell(c.source)
+            )
+            for c in cells
+        ]
         for index, cell in enumerate(fresh):
             cell["id"] = f"{stem[:3]}-{index:02d}"
         notebooks[name] = new_notebook(cells=fresh, metadata={"kernelspec": dict(KERNEL)})
@@ -317,7 +343,9 @@ def execute(nb, *, smoke: bool, timeout: int = 1800):
     os.environ["CKPT_JAX_SMOKE"] = "1" if smoke else "0"
     os.environ.pop("MPLBACKEND", None)  # the kernel's inline backend draws the figures
     try:
-        NotebookClient(nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(HERE)}}).execute()
+        NotebookClient(
+            nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(HERE)}}
+        ).execute()
     finally:
         for name, value in saved.items():
             if value is None:
@@ -331,8 +359,10 @@ def figures(nb) -> list:
     """The PNG images of an executed notebook, in order: ``[(cell index, bytes), ...]``."""
     return [
         (index, base64.b64decode(output["data"]["image/png"]))
-        for index, cell in enumerate(nb.cells) if cell.cell_type == "code"
-        for output in cell.outputs if "image/png" in output.get("data", {})
+        for index, cell in enumerate(nb.cells)
+        if cell.cell_type == "code"
+        for output in cell.outputs
+        if "image/png" in output.get("data", {})
     ]
 
 
@@ -407,8 +437,13 @@ def publish(*, smoke: bool = False) -> None:
     for name, nb in build().items():
         print(f"running {name} ({'smoke' if smoke else 'full'} size) ...", flush=True)
         executed[name] = execute(nb, smoke=smoke)
-        noise = [o for c in executed[name].cells if c.cell_type == "code" for o in c.outputs
-                 if o.output_type == "stream" and o.name == "stderr"]
+        noise = [
+            o
+            for c in executed[name].cells
+            if c.cell_type == "code"
+            for o in c.outputs
+            if o.output_type == "stream" and o.name == "stderr"
+        ]
         for output in noise:
             print(f"  warning: {name} wrote to stderr: {output.text.strip()[:200]}", file=sys.stderr)
     page, images = render(executed, smoke=smoke)
@@ -424,8 +459,9 @@ def publish(*, smoke: bool = False) -> None:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--publish", action="store_true",
-                        help="also run the notebooks and write docs/notebooks.md and its figures")
+    parser.add_argument(
+        "--publish", action="store_true", help="also run the notebooks and write docs/notebooks.md and its figures"
+    )
     parser.add_argument("--smoke", action="store_true", help="with --publish: run at the tests' size")
     options = parser.parse_args()
     write_notebooks()

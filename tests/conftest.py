@@ -52,8 +52,9 @@ def pytest_collection_modifyitems(items):
         if chosen is None or id(test) in scaled:
             continue
         scaled.add(id(test))
-        test._hypothesis_internal_use_settings = settings(chosen, max_examples=chosen.max_examples * factor,
-                                                          derandomize=False, database=None)
+        test._hypothesis_internal_use_settings = settings(
+            chosen, max_examples=chosen.max_examples * factor, derandomize=False, database=None
+        )
 
 
 def _mappings() -> int:

@@ -38,10 +38,25 @@ def maxmin_level(sizes, cap):
     return left / len(rest)
 
 
-def simulate_reference(compute, write, phase, remaining, n_fires, cap=None, throughput=None,
-                       delay=0, async_fraction=0, compute_work=None, max_events=100000,
-                       exact=True, return_event_times=False, stop_at_fire_of=None,
-                       size=None, power_policy="maxmin", storage_policy="fair"):
+def simulate_reference(
+    compute,
+    write,
+    phase,
+    remaining,
+    n_fires,
+    cap=None,
+    throughput=None,
+    delay=0,
+    async_fraction=0,
+    compute_work=None,
+    max_events=100000,
+    exact=True,
+    return_event_times=False,
+    stop_at_fire_of=None,
+    size=None,
+    power_policy="maxmin",
+    storage_policy="fair",
+):
     """Integrates the fleet exactly, event by event, until every job has ``n_fires`` write ends.
 
     Args:
@@ -140,10 +155,10 @@ def simulate_reference(compute, write, phase, remaining, n_fires, cap=None, thro
         fire_times[i].append(now)
 
     t = zero
-    n_computing = count_computing()      # the current count n_c(t)
-    signal = power_signal()               # the current level (or computing size)
-    applied = signal                      # the one the controller sees, from t - tau
-    pending = []                          # controller changes (effective time, value), in order
+    n_computing = count_computing()  # the current count n_c(t)
+    signal = power_signal()  # the current level (or computing size)
+    applied = signal  # the one the controller sees, from t - tau
+    pending = []  # controller changes (effective time, value), in order
 
     event_times = []
     most_writing, most_computing = sum(draining), n_computing  # the largest counts seen
@@ -228,10 +243,17 @@ def simulate_reference(compute, write, phase, remaining, n_fires, cap=None, thro
         most_writing = max(most_writing, sum(draining))
         most_computing = max(most_computing, count_computing())
         if stop_at_fire_of is not None and fire_count[stop_at_fire_of] > 0:
-            return dict(time=t, fire_times=fire_times, draining=draining, waiting=waiting,
-                        write_left=write_left, compute_left=compute_left,
-                        n_events=len(event_times), most_writing=most_writing,
-                        most_computing=most_computing)
+            return dict(
+                time=t,
+                fire_times=fire_times,
+                draining=draining,
+                waiting=waiting,
+                write_left=write_left,
+                compute_left=compute_left,
+                n_events=len(event_times),
+                most_writing=most_writing,
+                most_computing=most_computing,
+            )
 
         new_count, new_signal = count_computing(), power_signal()
         if new_count != n_computing or new_signal != signal:
@@ -245,22 +267,37 @@ def simulate_reference(compute, write, phase, remaining, n_fires, cap=None, thro
     return result + (event_times,) if return_event_times else result
 
 
-def state_at_first_firing(compute, write, phase, remaining, job=0, cap=None, throughput=None,
-                          max_events=100000):
+def state_at_first_firing(compute, write, phase, remaining, job=0, cap=None, throughput=None, max_events=100000):
     """Integrates the base model exactly until ``job`` first fires, and returns the state
     there, after every switch at that instant: a dict with ``time``, ``fire_times`` (per job,
     every firing in (0, time]), ``draining``, ``write_left``, ``compute_left`` (per job),
     ``n_events`` (event instants stepped) and ``most_writing`` / ``most_computing`` (the
     largest numbers of jobs writing / computing at once, from t = 0 to just after ``time``).
     Arguments as for `simulate_reference`."""
-    return simulate_reference(compute, write, phase, remaining, 1, cap=cap, throughput=throughput,
-                              max_events=max_events, stop_at_fire_of=job)
+    return simulate_reference(
+        compute, write, phase, remaining, 1, cap=cap, throughput=throughput, max_events=max_events, stop_at_fire_of=job
+    )
 
 
-def simulate_failures_reference(compute, write, horizon, failure_times, restart, phase=None,
-                                remaining=None, cap=None, throughput=None, exact=True,
-                                max_events=1000000, size=None, power_policy="maxmin",
-                                storage_policy="fair", delay=0, async_fraction=0, compute_work=None):
+def simulate_failures_reference(
+    compute,
+    write,
+    horizon,
+    failure_times,
+    restart,
+    phase=None,
+    remaining=None,
+    cap=None,
+    throughput=None,
+    exact=True,
+    max_events=1000000,
+    size=None,
+    power_policy="maxmin",
+    storage_policy="fair",
+    delay=0,
+    async_fraction=0,
+    compute_work=None,
+):
     """Integrates the fleet with failures and restarts (docs/model.md §1c) exactly, event by
     event, from t = 0 to the horizon H, with the failure times given explicitly.
 
@@ -354,21 +391,29 @@ def simulate_failures_reference(compute, write, horizon, failure_times, restart,
             draining[i], write_left[i], compute_left[i] = True, left, work(i, 0)
         else:
             compute_left[i] = left
-    in_write = [zero] * n_jobs       # work the write in progress saves when it completes
-    since_firing = [zero] * n_jobs   # work done since the job's last firing (or t = 0)
+    in_write = [zero] * n_jobs  # work the write in progress saves when it completes
+    since_firing = [zero] * n_jobs  # work done since the job's last firing (or t = 0)
     queue = [i for i in range(n_jobs) if draining[i]]  # fcfs: writers in the order served
-    next_failure = [0] * n_jobs             # index of the job's next failure time to consider
-    out = {name: [zero] * n_jobs for name in ("useful_work", "lost_work", "compute_work",
-                                              "compute_time", "write_time", "down_time",
-                                              "completed_write_time")}
+    next_failure = [0] * n_jobs  # index of the job's next failure time to consider
+    out = {
+        name: [zero] * n_jobs
+        for name in (
+            "useful_work",
+            "lost_work",
+            "compute_work",
+            "compute_time",
+            "write_time",
+            "down_time",
+            "completed_write_time",
+        )
+    }
     out["failures"] = [0] * n_jobs
     for name in ("fire_times", "end_times", "failure_times", "restart_times"):
         out[name] = [[] for _ in range(n_jobs)]
     event_times = []
 
     def computing_jobs():
-        return [i for i in range(n_jobs)
-                if not down[i] and not waiting[i] and (not draining[i] or alpha > 0)]
+        return [i for i in range(n_jobs) if not down[i] and not waiting[i] and (not draining[i] or alpha > 0)]
 
     def power_signal():
         """What the power controller acts on: the level L (maxmin) or the computing size."""
@@ -393,8 +438,8 @@ def simulate_failures_reference(compute, write, horizon, failure_times, restart,
         out["fire_times"][i].append(now)
 
     n_computing, signal = len(computing_jobs()), power_signal()
-    applied = signal    # what the controller sees, from t - tau (the launch's, before t = 0)
-    pending = []        # controller changes (effective time, value), in order
+    applied = signal  # what the controller sees, from t - tau (the launch's, before t = 0)
+    pending = []  # controller changes (effective time, value), in order
 
     t = zero
     while t < H:
@@ -420,8 +465,11 @@ def simulate_failures_reference(compute, write, horizon, failure_times, restart,
         # changes and H are absolute.
         relative = [left / rate for left, rate in zip(write_left + compute_left, write_rate + compute_rate) if rate]
         absolute = [H] + [back[i] for i in range(n_jobs) if down[i]] + [p[0] for p in pending[:1]]
-        absolute += [failures_in[i][next_failure[i]] for i in range(n_jobs)
-                     if not down[i] and next_failure[i] < len(failures_in[i])]
+        absolute += [
+            failures_in[i][next_failure[i]]
+            for i in range(n_jobs)
+            if not down[i] and next_failure[i] < len(failures_in[i])
+        ]
         t_next = min(absolute)
         if relative and t + min(relative) <= t_next:
             dt = min(relative)
@@ -495,11 +543,11 @@ def simulate_failures_reference(compute, write, horizon, failure_times, restart,
             in_write[i], since_firing[i] = zero, zero
             lost_cycle = max(fire_count[i] - (1 if draining[i] else 0), 0)
             if draining[i]:
-                queue.remove(i)           # the write is abandoned
+                queue.remove(i)  # the write is abandoned
             draining[i], waiting[i], write_left[i] = False, False, zero
             compute_left[i] = work(i, lost_cycle)  # the lost cycle again, from its start
             back[i] = t + R[i]
-            next_failure[i] += 1          # this one, then any time inside the down period
+            next_failure[i] += 1  # this one, then any time inside the down period
             while next_failure[i] < len(times) and times[next_failure[i]] < back[i]:
                 next_failure[i] += 1
             if R[i] == 0:

@@ -34,8 +34,7 @@ def must_not_run(*args, **kwargs):
 @pytest.mark.parametrize("start", ["random", "sync", "stagger"])
 def test_simulate_writes_files_that_round_trip(tmp_path, start, capsys):
     out = tmp_path / "run"
-    argv = ["simulate", "--jobs", "4", "--cycles", "5", "--fleets", "2", "--start", start,
-            "--out", str(out)]
+    argv = ["simulate", "--jobs", "4", "--cycles", "5", "--fleets", "2", "--start", start, "--out", str(out)]
     assert main(argv) == 0
     assert "2/2 fleets ok" in capsys.readouterr().out
     for name in ("trace.csv", "trace.npz", "summary.json", "trace.png"):
@@ -59,8 +58,7 @@ def test_simulate_writes_files_that_round_trip(tmp_path, start, capsys):
 
 
 def test_simulate_sync_start_fires_together(tmp_path):
-    assert main(["simulate", "--jobs", "3", "--cycles", "2", "--start", "sync",
-                 "--out", str(tmp_path)]) == 0
+    assert main(["simulate", "--jobs", "3", "--cycles", "2", "--start", "sync", "--out", str(tmp_path)]) == 0
     fire = np.load(tmp_path / "trace.npz")["fire_times"][0]
     # f ≡ 1 shared by 3 writers: each write takes 3 d; all fire at T, then T + 3 d + T.
     np.testing.assert_allclose(fire, [[10.0, 23.0]] * 3, rtol=1e-12)
@@ -69,16 +67,14 @@ def test_simulate_sync_start_fires_together(tmp_path):
 def test_simulate_no_x64_restores_the_callers_setting(tmp_path):
     import jax
 
-    assert main(["simulate", "--jobs", "2", "--cycles", "2", "--no-x64",
-                 "--out", str(tmp_path)]) == 0
+    assert main(["simulate", "--jobs", "2", "--cycles", "2", "--no-x64", "--out", str(tmp_path)]) == 0
     assert json.loads((tmp_path / "summary.json").read_text())["dtype"] == "float32"
     assert jax.config.jax_enable_x64
 
 
 def test_simulate_exits_nonzero_when_a_fleet_fails(tmp_path, monkeypatch, capsys):
     simulate = ckpt_jax.simulate
-    monkeypatch.setattr(ckpt_jax, "simulate",
-                        lambda *args, **kwargs: simulate(*args, **kwargs, max_events=3))
+    monkeypatch.setattr(ckpt_jax, "simulate", lambda *args, **kwargs: simulate(*args, **kwargs, max_events=3))
     assert main(["simulate", "--jobs", "4", "--cycles", "5", "--out", str(tmp_path)]) == 1
     assert "failed" in capsys.readouterr().err
     summary = json.loads((tmp_path / "summary.json").read_text())
@@ -90,9 +86,19 @@ def test_simulate_exits_nonzero_when_a_fleet_fails(tmp_path, monkeypatch, capsys
 
 @pytest.mark.parametrize(
     "option, value",
-    [("--jobs", "1"), ("--compute", "0"), ("--write", "nan"), ("--cap", "-1"),
-     ("--jitter", "-0.5"), ("--cycles", "0"), ("--fleets", "x"), ("--throughput", "none"),
-     ("--start", "late"), ("--seed", "-1"), ("--seed", "18446744073709551616")],
+    [
+        ("--jobs", "1"),
+        ("--compute", "0"),
+        ("--write", "nan"),
+        ("--cap", "-1"),
+        ("--jitter", "-0.5"),
+        ("--cycles", "0"),
+        ("--fleets", "x"),
+        ("--throughput", "none"),
+        ("--start", "late"),
+        ("--seed", "-1"),
+        ("--seed", "18446744073709551616"),
+    ],
 )
 def test_simulate_rejects_bad_options_by_name(tmp_path, capsys, option, value):
     assert main(["simulate", option, value, "--out", str(tmp_path)]) == 2
@@ -102,7 +108,9 @@ def test_simulate_rejects_bad_options_by_name(tmp_path, capsys, option, value):
 def test_module_help_runs():
     result = subprocess.run(
         [sys.executable, "-m", "ckpt_jax", "simulate", "--help"],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert result.returncode == 0, result.stderr
     for option in ("--jobs", "--throughput", "--start", "--x64", "--out"):
@@ -177,8 +185,9 @@ def test_out_where_no_file_can_be_created_fails_before_simulating(tmp_path, caps
     assert one_error_line(capsys) == f"ckpt-jax: error: --out {tmp_path}: cannot write there (Permission denied)"
 
 
-@pytest.mark.parametrize("code, what", [(errno.ENOSPC, "no space left on device"),
-                                        (errno.EDQUOT, "disk quota exceeded")])
+@pytest.mark.parametrize(
+    "code, what", [(errno.ENOSPC, "no space left on device"), (errno.EDQUOT, "disk quota exceeded")]
+)
 def test_disk_full_is_one_line(tmp_path, capsys, monkeypatch, code, what):
     def full(handle, **arrays):
         raise OSError(code, os.strerror(code))
@@ -191,12 +200,18 @@ def test_disk_full_is_one_line(tmp_path, capsys, monkeypatch, code, what):
     assert not list(tmp_path.glob(".*.tmp"))  # nothing half written
 
 
-@pytest.mark.parametrize("failure, status, line", [
-    (OSError(errno.ENOSPC, "No space left on device", "DIR/report.md"), 2,
-     "ckpt-jax: error: no space left on device while writing (DIR/report.md); the files written before are "
-     "complete (none is half written): free some space, then rerun the same command to resume"),
-    (KeyboardInterrupt(), 130, "ckpt-jax: interrupted; rerun the same command to resume"),
-])
+@pytest.mark.parametrize(
+    "failure, status, line",
+    [
+        (
+            OSError(errno.ENOSPC, "No space left on device", "DIR/report.md"),
+            2,
+            "ckpt-jax: error: no space left on device while writing (DIR/report.md); the files written before are "
+            "complete (none is half written): free some space, then rerun the same command to resume",
+        ),
+        (KeyboardInterrupt(), 130, "ckpt-jax: interrupted; rerun the same command to resume"),
+    ],
+)
 def test_reproduce_disk_full_or_ctrl_c_says_a_rerun_resumes(tmp_path, capsys, monkeypatch, failure, status, line):
     import ckpt_jax.reproduce
 
@@ -214,9 +229,7 @@ def test_library_value_errors_are_one_line_with_plain_numbers(tmp_path, capsys, 
 
     monkeypatch.setattr(ckpt_jax, "simulate", refuses)
     assert main([*SMALL, "--out", str(tmp_path)]) == 2
-    assert one_error_line(capsys) == (
-        "ckpt-jax: error: the trace needs 1.6e+13 bytes (max_events=7, jitter=-1.0)"
-    )
+    assert one_error_line(capsys) == ("ckpt-jax: error: the trace needs 1.6e+13 bytes (max_events=7, jitter=-1.0)")
 
 
 def test_overflowing_period_is_one_line(tmp_path, capsys, monkeypatch):
@@ -288,8 +301,7 @@ def test_seed_key_is_jax_random_key_where_that_is_exact():
     import jax
 
     for seed in (0, 1, 2**32 - 1, 2**32, 2**63 - 1):
-        np.testing.assert_array_equal(jax.random.key_data(seed_key(seed)),
-                                      jax.random.key_data(jax.random.key(seed)))
+        np.testing.assert_array_equal(jax.random.key_data(seed_key(seed)), jax.random.key_data(jax.random.key(seed)))
     # Under float32 jax.random.key(2**32) wraps onto seed 0; the CLI's key does not.
     top = jax.random.key_data(seed_key(2**64 - 1))
     np.testing.assert_array_equal(top, [2**32 - 1, 2**32 - 1])
@@ -301,8 +313,9 @@ def cli_process(argv, **env):
     """``python -m ckpt_jax ARGV`` on CPU with the host device count left to the CLI."""
     environ = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "JAX_NUM_CPU_DEVICES")}
     environ.update(JAX_PLATFORMS="cpu", **env)
-    result = subprocess.run([sys.executable, "-m", "ckpt_jax", *argv], capture_output=True, text=True,
-                            timeout=300, env=environ)
+    result = subprocess.run(
+        [sys.executable, "-m", "ckpt_jax", *argv], capture_output=True, text=True, timeout=300, env=environ
+    )
     assert result.returncode == 0, result.stderr
     return result.stdout
 
@@ -324,8 +337,20 @@ def test_simulate_on_one_or_two_devices_gives_the_same_trace(tmp_path):
 
 
 def test_ensemble_resumes_on_another_device_count_with_the_same_chunks(tmp_path):
-    argv = ["ensemble", "--fleets", "8", "--chunk-size", "4", "--jobs", "4", "--fires", "5",
-            "--jitter", "0.1", "--no-progress"]
+    argv = [
+        "ensemble",
+        "--fleets",
+        "8",
+        "--chunk-size",
+        "4",
+        "--jobs",
+        "4",
+        "--fires",
+        "5",
+        "--jitter",
+        "0.1",
+        "--no-progress",
+    ]
     two, mixed = tmp_path / "two", tmp_path / "mixed"
     printed = cli_process([*argv, "--out", str(two)])  # default: one device per core
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
@@ -349,8 +374,24 @@ def test_devices_in_process_after_jax_started_uses_the_devices_there(tmp_path, c
     if jax.default_backend() != "cpu":
         pytest.skip("checks the CPU fallback")
     have = len(jax.local_devices())  # the backend is up
-    assert main(["simulate", "--fleets", "8", "--jobs", "2", "--cycles", "2",
-                 "--devices", str(have + 1), "--out", str(tmp_path)]) == 0
+    assert (
+        main(
+            [
+                "simulate",
+                "--fleets",
+                "8",
+                "--jobs",
+                "2",
+                "--cycles",
+                "2",
+                "--devices",
+                str(have + 1),
+                "--out",
+                str(tmp_path),
+            ]
+        )
+        == 0
+    )
     line = capsys.readouterr().out.splitlines()[0]
     word = "device" if have == 1 else "devices"
     assert line.startswith(f"ckpt-jax simulate: {min(have, 4)} CPU {word}"), line
@@ -391,8 +432,27 @@ def test_simulate_with_sizes_and_policies_matches_the_library(tmp_path, capsys):
     import ckpt_jax as cj
 
     out = tmp_path / "sized"
-    argv = ["simulate", "--jobs", "4", "--cycles", "3", "--fleets", "1", "--start", "stagger", "--cap", "2",
-            "--size", "1,2", "--power-policy", "uniform", "--storage-policy", "fcfs", "--out", str(out)]
+    argv = [
+        "simulate",
+        "--jobs",
+        "4",
+        "--cycles",
+        "3",
+        "--fleets",
+        "1",
+        "--start",
+        "stagger",
+        "--cap",
+        "2",
+        "--size",
+        "1,2",
+        "--power-policy",
+        "uniform",
+        "--storage-policy",
+        "fcfs",
+        "--out",
+        str(out),
+    ]
     assert main(argv) == 0
     summary = json.loads((out / "summary.json").read_text())
     assert summary["parameters"]["size"] == [1.0, 2.0, 1.0, 2.0]  # the list repeats over the jobs
@@ -401,19 +461,49 @@ def test_simulate_with_sizes_and_policies_matches_the_library(tmp_path, capsys):
     with np.load(out / "trace.npz") as npz:
         fire_times = npz["fire_times"]
     # The same run through the library: the CLI's stagger start is cycle positions i/N.
-    fleet = cj.Fleet(np.full((1, 4), 10.0), np.full((1, 4), 1.0), cap=2.0, size=[1.0, 2.0, 1.0, 2.0],
-                     power_policy="uniform", storage_policy="fcfs")
+    fleet = cj.Fleet(
+        np.full((1, 4), 10.0),
+        np.full((1, 4), 1.0),
+        cap=2.0,
+        size=[1.0, 2.0, 1.0, 2.0],
+        power_policy="uniform",
+        storage_policy="fcfs",
+    )
     state = cj.state_from_positions(fleet, np.full((1, 4), 11.0) * np.arange(4) / 4)
     np.testing.assert_allclose(fire_times, cj.simulate(fleet, state, 3).fire_times, rtol=1e-12)
-    assert main(["simulate", "--jobs", "4", "--cycles", "3", "--fleets", "1", "--start", "stagger", "--cap", "2",
-                 "--out", str(tmp_path / "plain")]) == 0
+    assert (
+        main(
+            [
+                "simulate",
+                "--jobs",
+                "4",
+                "--cycles",
+                "3",
+                "--fleets",
+                "1",
+                "--start",
+                "stagger",
+                "--cap",
+                "2",
+                "--out",
+                str(tmp_path / "plain"),
+            ]
+        )
+        == 0
+    )
     plain = json.loads((tmp_path / "plain" / "summary.json").read_text())["parameters"]
     assert not {"size", "power_policy", "storage_policy"} & set(plain)  # defaults: as before
 
 
-@pytest.mark.parametrize("value, message", [
-    ("1,,2", "argument --size: expected sizes > 0"), ("0", "argument --size: must be finite and > 0"),
-    ("1,nan", "argument --size: must be finite"), ("1,2,3", "--size lists 3 sizes but a fleet has only --jobs 2")])
+@pytest.mark.parametrize(
+    "value, message",
+    [
+        ("1,,2", "argument --size: expected sizes > 0"),
+        ("0", "argument --size: must be finite and > 0"),
+        ("1,nan", "argument --size: must be finite"),
+        ("1,2,3", "--size lists 3 sizes but a fleet has only --jobs 2"),
+    ],
+)
 def test_bad_sizes_are_one_line(tmp_path, capsys, value, message):
     assert main([*SMALL, "--size", value, "--out", str(tmp_path)]) == 2
     assert message in one_error_line(capsys)
@@ -427,8 +517,22 @@ def test_unknown_policies_are_one_line(tmp_path, capsys, option):
 
 def test_ensemble_records_sizes_and_refuses_to_resume_with_others(tmp_path, capsys):
     out = tmp_path / "ens"
-    argv = ["ensemble", "--fleets", "4", "--chunk-size", "2", "--jobs", "3", "--fires", "3", "--cap", "1.5",
-            "--no-progress", "--out", str(out)]
+    argv = [
+        "ensemble",
+        "--fleets",
+        "4",
+        "--chunk-size",
+        "2",
+        "--jobs",
+        "3",
+        "--fires",
+        "3",
+        "--cap",
+        "1.5",
+        "--no-progress",
+        "--out",
+        str(out),
+    ]
     assert main([*argv, "--size", "1,2,4", "--storage-policy", "weighted"]) == 0
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["config"]["parameters"]["size"] == [1.0, 2.0, 4.0]

@@ -85,7 +85,8 @@ def test_design_writes_report_json_and_figures(fleet_file, tmp_path, capsys):
     # Escaped: each group's rows keep their cells, no heading is injected.
     assert "| a\\|b \\*c\\* \\# d | 2 |" in report and "| \\$\\\\nosuchmacro{\\$ | 1 |" in report
     assert [line for line in report.splitlines() if line.startswith("#")] == [
-        line for line in report.splitlines() if line.startswith(("# Checkpoint", "## "))]
+        line for line in report.splitlines() if line.startswith(("# Checkpoint", "## "))
+    ]
     cells = [len(re.split(r"(?<!\\)\|", line)) if line.startswith("|") else None for line in report.splitlines()]
     for before, here in zip(cells, cells[1:]):
         assert before is None or here is None or before == here  # every row of a table has its header's cells
@@ -95,7 +96,8 @@ def test_design_offsets_and_group_bounds(fleet_file, tmp_path, capsys):
     # [design] offsets = true designs launch offsets (reported); a group's bounds hold its
     # interval; the schedule comes from a run with failures.
     text = TINY.replace("horizon = 40.0", "horizon = 40.0\noffsets = true").replace(
-        "mtbf = 10.0", "mtbf = 10.0\nbounds = [4.0, 8.0]")
+        "mtbf = 10.0", "mtbf = 10.0\nbounds = [4.0, 8.0]"
+    )
     fleet_file.write_text(text)
     out = tmp_path / "design"
     assert main(["design", str(fleet_file), "--quick", *FAST, "--out", str(out)]) == 0
@@ -116,8 +118,9 @@ def test_design_bad_fleet_file_is_one_error_line(fleet_file, tmp_path, capsys):
     assert line.startswith("ckpt-jax: error: fleet file ") and "groups[1].mtbf" in line and "> 0" in line
 
 
-@pytest.mark.parametrize("option, value", [("--steps", "0"), ("--draws", "1"), ("--horizon", "-1"),
-                                           ("--seed", "-1"), ("--pairs", "x")])
+@pytest.mark.parametrize(
+    "option, value", [("--steps", "0"), ("--draws", "1"), ("--horizon", "-1"), ("--seed", "-1"), ("--pairs", "x")]
+)
 def test_design_overrides_are_validated(fleet_file, tmp_path, capsys, option, value):
     assert main(["design", str(fleet_file), option, value, "--out", str(tmp_path / "o")]) == 2
     assert option in one_error_line(capsys)
@@ -125,8 +128,24 @@ def test_design_overrides_are_validated(fleet_file, tmp_path, capsys, option, va
 
 def test_simulate_fleet_file(fleet_file, tmp_path, capsys):
     out = tmp_path / "sim"
-    assert main(["simulate", "--fleet", str(fleet_file), "--cycles", "10", "--fleets", "2", "--devices", "1",
-                 "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "simulate",
+                "--fleet",
+                str(fleet_file),
+                "--cycles",
+                "10",
+                "--fleets",
+                "2",
+                "--devices",
+                "1",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     assert "2/2 fleets ok, N=3" in capsys.readouterr().out
     summary = json.loads((out / "summary.json").read_text())
     assert summary["parameters"]["fleet"]["groups"][1]["name"] == "big"
@@ -134,8 +153,17 @@ def test_simulate_fleet_file(fleet_file, tmp_path, capsys):
     assert (out / "trace.png").exists()
 
 
-@pytest.mark.parametrize("conflict", [["--jobs", "8"], ["--cap", "3"], ["--size", "1,2"],
-                                      ["--throughput", "shared"], ["--power-policy", "maxmin"], ["--compute", "10"]])
+@pytest.mark.parametrize(
+    "conflict",
+    [
+        ["--jobs", "8"],
+        ["--cap", "3"],
+        ["--size", "1,2"],
+        ["--throughput", "shared"],
+        ["--power-policy", "maxmin"],
+        ["--compute", "10"],
+    ],
+)
 def test_simulate_fleet_refuses_fleet_options(fleet_file, tmp_path, capsys, conflict):
     assert main(["simulate", "--fleet", str(fleet_file), *conflict, "--out", str(tmp_path / "o")]) == 2
     line = one_error_line(capsys)

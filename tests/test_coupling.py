@@ -77,15 +77,20 @@ def test_work_drift_differs_only_where_solo_rates_differ():
     # With f(1) = 1, C >= 1 every job always progresses at the same work rate as its
     # partner; C < 1 throttles a lone computing job, so the constant work drift is wrong.
     deltas = _deltas(10.0)
-    neutral = coupling_function(cj.Fleet(compute=[10.0, 7.0], write=[3.0, 3.0], cap=1.5, throughput="linear"), deltas, N_CYCLES)
-    throttled = coupling_function(cj.Fleet(compute=[10.0, 7.0], write=[3.0, 3.0], cap=0.6, throughput="linear"), deltas, N_CYCLES)
+    neutral = coupling_function(
+        cj.Fleet(compute=[10.0, 7.0], write=[3.0, 3.0], cap=1.5, throughput="linear"), deltas, N_CYCLES
+    )
+    throttled = coupling_function(
+        cj.Fleet(compute=[10.0, 7.0], write=[3.0, 3.0], cap=0.6, throughput="linear"), deltas, N_CYCLES
+    )
     assert np.abs(neutral.work_coupling).max() <= 1e-12
     assert np.abs(throttled.work_coupling).max() > 0.1
     assert np.abs(throttled.coupling).max() <= 1e-12
 
 
 @pytest.mark.parametrize(
-    "variant", [dict(delay=2.0, cap=1.0), dict(delay=0.7, cap=0.6), dict(async_fraction=0.5, cap=1.5), dict(async_fraction=1.0)]
+    "variant",
+    [dict(delay=2.0, cap=1.0), dict(delay=0.7, cap=0.6), dict(async_fraction=0.5, cap=1.5), dict(async_fraction=1.0)],
 )
 def test_return_times_match_simulate(variant):
     # Launches where job 1 computes are also plain `initial_state`s: the coupling loop
@@ -133,7 +138,9 @@ def test_async_launch_is_a_solo_periodic_state(alpha, compute, write):
     length = compute + write
     result = coupling_function(fleet, _deltas(length), N_CYCLES)
     assert np.all(_circle_distance(result.solo_lags, result.lags[:, :-1], length) <= 1e-12 * length)
-    np.testing.assert_allclose(result.solo_return_time, compute + (1 - alpha) * write if alpha * write < compute else write)
+    np.testing.assert_allclose(
+        result.solo_return_time, compute + (1 - alpha) * write if alpha * write < compute else write
+    )
 
 
 def test_async_short_writes_stay_neutral():
@@ -245,7 +252,9 @@ def _brute_force(fire, end):
 
 @settings(max_examples=60, deadline=None)
 @given(
-    st.integers(2, 4), st.integers(1, 6), st.integers(0, 2**31 - 1),
+    st.integers(2, 4),
+    st.integers(1, 6),
+    st.integers(0, 2**31 - 1),
 )
 def test_stagger_lifetime_matches_brute_force(n_jobs, n_fires, seed):
     rng = np.random.default_rng(seed)
@@ -273,8 +282,15 @@ def test_stagger_lifetime_on_simulated_fleets():
 
 
 def _sized_pair(sizes, cap, policy, compute=(10.0, 10.0), write=(3.0, 3.0), throughput="linear", storage="fair"):
-    return cj.Fleet(compute=list(compute), write=list(write), cap=cap, throughput=throughput, size=list(sizes),
-                    power_policy=policy, storage_policy=storage)
+    return cj.Fleet(
+        compute=list(compute),
+        write=list(write),
+        cap=cap,
+        throughput=throughput,
+        size=list(sizes),
+        power_policy=policy,
+        storage_policy=storage,
+    )
 
 
 SIZED_PAIRS = [
@@ -355,8 +371,14 @@ def test_time_phase_coupling_matches_simulated_firing_lags(policy):
     fleet = _sized_pair([1.0, 2.0], 1.5, policy, compute=compute, write=write)
     deltas = np.linspace(0.15, 4.4, N_DELTAS)  # job 1 computing, fires at δ / 0.75 < d_0
     result = coupling_function(fleet, deltas, N_CYCLES)
-    batch = cj.Fleet(compute=np.tile(compute, (N_DELTAS, 1)), write=np.tile(write, (N_DELTAS, 1)), cap=1.5,
-                     throughput="linear", size=[1.0, 2.0], power_policy=policy)
+    batch = cj.Fleet(
+        compute=np.tile(compute, (N_DELTAS, 1)),
+        write=np.tile(write, (N_DELTAS, 1)),
+        cap=1.5,
+        throughput="linear",
+        size=[1.0, 2.0],
+        power_policy=policy,
+    )
     state = cj.initial_state(batch, phase=[1, 0], remaining=np.stack([np.full(N_DELTAS, 6.0), deltas], axis=1))
     trace = cj.simulate(batch, state, n_fires=4)
     assert bool(np.all(trace.ok))
@@ -368,8 +390,12 @@ def test_time_phase_coupling_matches_simulated_firing_lags(policy):
     assert inside.sum() >= 4
     np.testing.assert_allclose(result.phase_lags[inside, :2], lag[inside], rtol=0, atol=1e-12)
     finite_difference = lag[inside, 1] - lag[inside, 0] + result.solo_return_time
-    np.testing.assert_allclose(result.phase_coupling[inside, 0],
-                               finite_difference - 13.0 * np.round(finite_difference / 13.0), rtol=0, atol=1e-12)
+    np.testing.assert_allclose(
+        result.phase_coupling[inside, 0],
+        finite_difference - 13.0 * np.round(finite_difference / 13.0),
+        rtol=0,
+        atol=1e-12,
+    )
     assert np.abs(result.phase_coupling[:, 0]).max() > 0.1
 
 
@@ -392,18 +418,22 @@ def test_uncoupled_history_refuses_throttled_solo_jobs_and_fcfs():
     with pytest.raises(ValueError, match="C >= max w_i = 2"):
         coupling_function(_sized_pair([1.0, 2.0], 1.5, "maxmin", throughput="shared"), [1.0], history="uncoupled")
     with pytest.raises(ValueError, match="fcfs"):
-        coupling_function(cj.Fleet(compute=[10.0, 10.0], write=[3.0, 3.0], storage_policy="fcfs"), [1.0],
-                          history="uncoupled")
+        coupling_function(
+            cj.Fleet(compute=[10.0, 10.0], write=[3.0, 3.0], storage_policy="fcfs"), [1.0], history="uncoupled"
+        )
 
 
-@pytest.mark.parametrize("policy, cap, factors", [
-    ("maxmin", 0.8, (0.5, 0.5)),   # both throttled alone, equal power together: one factor
-    ("maxmin", 1.5, (0.75, 0.5)),
-    ("maxmin", 2.5, (1.0, 0.75)),
-    ("maxmin", None, (1.0, 1.0)),
-    ("uniform", 1.5, (0.5, 2 / 3)),
-    ("uniform", 2.5, (5 / 6, 5 / 6)),  # max w <= C < Σ w: binds on the pair, one factor
-])
+@pytest.mark.parametrize(
+    "policy, cap, factors",
+    [
+        ("maxmin", 0.8, (0.5, 0.5)),  # both throttled alone, equal power together: one factor
+        ("maxmin", 1.5, (0.75, 0.5)),
+        ("maxmin", 2.5, (1.0, 0.75)),
+        ("maxmin", None, (1.0, 1.0)),
+        ("uniform", 1.5, (0.5, 2 / 3)),
+        ("uniform", 2.5, (5 / 6, 5 / 6)),  # max w <= C < Σ w: binds on the pair, one factor
+    ],
+)
 def test_shared_slowdown_by_hand(policy, cap, factors):
     pair = cj.Fleet(compute=[10.0, 10.0], write=[3.0, 3.0], cap=cap, size=[1.0, 2.0], power_policy=policy)
     np.testing.assert_allclose(cj.coupling.shared_slowdown(pair), factors, rtol=1e-15)

@@ -55,7 +55,9 @@ def test_estimator_on_a_quadratic_objective_has_the_exact_value_and_gradient(pai
     estimate = design.smoothed_gradient(pair, theta, jax.random.key(0), **settings)
     (population,) = seen
     directions = (population[:n_pairs] - population[n_pairs:]) / (2 * smoothing)
-    np.testing.assert_allclose((population[:n_pairs] + population[n_pairs:]) / 2, np.tile(theta, (n_pairs, 1)), atol=1e-9)
+    np.testing.assert_allclose(
+        (population[:n_pairs] + population[n_pairs:]) / 2, np.tile(theta, (n_pairs, 1)), atol=1e-9
+    )
     exact = A @ theta + b
     np.testing.assert_allclose(estimate.gradient, directions.T @ (directions @ exact) / n_pairs, rtol=1e-8)
     np.testing.assert_allclose(estimate.gradient, exact, rtol=0.1)
@@ -70,10 +72,12 @@ def test_fleet_waste_is_the_size_weighted_simulator_waste(pair):
     intervals = np.array([[2.0, 5.0]])
     waste = design.fleet_waste(fleet, intervals, horizon=50.0, keys=keys)
     assert waste.shape == (1, 4)
-    batched = cj.Fleet(np.broadcast_to([2.0, 5.0], (4, 2)), [0.5, 1.0], mtbf=[10.0, 20.0], size=[1.0, 3.0],
-                       dtype="float64")
-    out = cj.simulate(batched, cj.initial_state(batched), None, until=50.0, key=keys,
-                      save=cj.SaveAt(trace=False, jobs=True))
+    batched = cj.Fleet(
+        np.broadcast_to([2.0, 5.0], (4, 2)), [0.5, 1.0], mtbf=[10.0, 20.0], size=[1.0, 3.0], dtype="float64"
+    )
+    out = cj.simulate(
+        batched, cj.initial_state(batched), None, until=50.0, key=keys, save=cj.SaveAt(trace=False, jobs=True)
+    )
     per_job = np.asarray(out.jobs.waste)
     np.testing.assert_allclose(waste[0], (per_job[:, 0] + 3 * per_job[:, 1]) / 4, rtol=1e-12)
 
@@ -139,8 +143,15 @@ def test_offset_gradient_matches_finite_differences_of_the_same_smoothed_objecti
 
 
 def test_designed_offsets_are_reproducible_and_in_the_cycle(pair):
-    run = lambda seed: design.checkpoint_intervals(pair, key=jax.random.key(seed), steps=3, window=2,  # noqa: E731
-                                                   offsets=True, progress=False, **SMALL)
+    run = lambda seed: design.checkpoint_intervals(
+        pair,
+        key=jax.random.key(seed),
+        steps=3,
+        window=2,  # noqa: E731
+        offsets=True,
+        progress=False,
+        **SMALL,
+    )
     first, again, other = run(0), run(0), run(1)
     np.testing.assert_array_equal(first.offsets, again.offsets)
     np.testing.assert_array_equal(first.intervals, again.intervals)
@@ -154,18 +165,34 @@ def test_designed_offsets_are_reproducible_and_in_the_cycle(pair):
     # The design's waste is that of its offsets; the baselines keep the synchronous launch.
     keys = jax.random.split(jax.random.split(jax.random.key(0), 3)[1], 2 * SMALL["n_pairs"] * SMALL["n_draws"])
     young = first.baselines["young"]
-    assert math.isclose(young.waste.mean, design.fleet_waste(pair, young.intervals[None], horizon=SMALL["horizon"],
-                                                             keys=keys).mean(), rel_tol=1e-12)
+    assert math.isclose(
+        young.waste.mean,
+        design.fleet_waste(pair, young.intervals[None], horizon=SMALL["horizon"], keys=keys).mean(),
+        rel_tol=1e-12,
+    )
     fractions = first.offsets / cycle
-    assert math.isclose(first.waste.mean, design.fleet_waste(pair, first.intervals[None], horizon=SMALL["horizon"],
-                                                             keys=keys, offsets=fractions[None]).mean(), rel_tol=1e-9)
-    assert design.checkpoint_intervals(pair, key=jax.random.key(0), steps=1, window=1, progress=False,
-                                       **SMALL).offsets is None
+    assert math.isclose(
+        first.waste.mean,
+        design.fleet_waste(
+            pair, first.intervals[None], horizon=SMALL["horizon"], keys=keys, offsets=fractions[None]
+        ).mean(),
+        rel_tol=1e-9,
+    )
+    assert (
+        design.checkpoint_intervals(pair, key=jax.random.key(0), steps=1, window=1, progress=False, **SMALL).offsets
+        is None
+    )
 
 
 def test_checkpoint_intervals_is_reproducible_from_its_key(pair):
-    run = lambda seed: design.checkpoint_intervals(pair, key=jax.random.key(seed), steps=4, window=2,  # noqa: E731
-                                                   progress=False, **SMALL)
+    run = lambda seed: design.checkpoint_intervals(
+        pair,
+        key=jax.random.key(seed),
+        steps=4,
+        window=2,  # noqa: E731
+        progress=False,
+        **SMALL,
+    )
     first, again, other = run(0), run(0), run(1)
     np.testing.assert_array_equal(first.intervals, again.intervals)
     np.testing.assert_array_equal(first.history.objective, again.history.objective)
@@ -183,8 +210,9 @@ def test_checkpoint_intervals_is_reproducible_from_its_key(pair):
 
 
 def test_groups_share_one_interval(pair):
-    result = design.checkpoint_intervals(pair, key=jax.random.key(0), steps=2, window=1, groups=[7, 7],
-                                         progress=False, **SMALL)
+    result = design.checkpoint_intervals(
+        pair, key=jax.random.key(0), steps=2, window=1, groups=[7, 7], progress=False, **SMALL
+    )
     assert result.intervals[0] == result.intervals[1]
     assert np.all(result.history.intervals[:, 0] == result.history.intervals[:, 1])
 
@@ -193,13 +221,21 @@ def test_per_job_bounds_hold_each_interval(pair):
     # Bounds far apart per job: every iterate of each job stays inside its own range, and a
     # group whose jobs share their bounds still shares one interval.
     bounds = (np.array([0.5, 12.0]), np.array([2.0, 40.0]))
-    result = design.checkpoint_intervals(pair, key=jax.random.key(0), steps=3, window=1, progress=False,
-                                         **dict(SMALL, bounds=bounds))
+    result = design.checkpoint_intervals(
+        pair, key=jax.random.key(0), steps=3, window=1, progress=False, **dict(SMALL, bounds=bounds)
+    )
     history = result.history.intervals
     assert np.all((history > bounds[0]) & (history < bounds[1])), history
     assert np.all((result.intervals > bounds[0]) & (result.intervals < bounds[1]))
-    shared = design.checkpoint_intervals(pair, key=jax.random.key(0), steps=2, window=1, groups=[4, 4], progress=False,
-                                         **dict(SMALL, bounds=([1.0, 1.0], [8.0, 8.0])))
+    shared = design.checkpoint_intervals(
+        pair,
+        key=jax.random.key(0),
+        steps=2,
+        window=1,
+        groups=[4, 4],
+        progress=False,
+        **dict(SMALL, bounds=([1.0, 1.0], [8.0, 8.0])),
+    )
     assert shared.intervals[0] == shared.intervals[1] and 1.0 < shared.intervals[0] < 8.0
 
 
@@ -269,11 +305,14 @@ def test_bad_input_names_the_argument(pair, change, name):
         design.checkpoint_intervals(pair, **args)
 
 
-@pytest.mark.parametrize("fleet, name", [
-    (cj.Fleet([1.0, 1.0], [0.5, 1.0], dtype="float64"), "mtbf"),
-    (cj.Fleet([[1.0, 1.0]], [0.5, 1.0], mtbf=10.0, dtype="float64"), "single fleet"),
-    ("fleet", "ckpt_jax.Fleet"),
-])
+@pytest.mark.parametrize(
+    "fleet, name",
+    [
+        (cj.Fleet([1.0, 1.0], [0.5, 1.0], dtype="float64"), "mtbf"),
+        (cj.Fleet([[1.0, 1.0]], [0.5, 1.0], mtbf=10.0, dtype="float64"), "single fleet"),
+        ("fleet", "ckpt_jax.Fleet"),
+    ],
+)
 def test_bad_fleet(fleet, name):
     with pytest.raises(ValueError, match=name):
         design.checkpoint_intervals(fleet, key=jax.random.key(0), progress=False, **SMALL)
@@ -283,8 +322,16 @@ def test_bad_fleet(fleet, name):
 def test_acceptance_one_job_matches_the_renewal_optimum():
     # (a) One job alone: D/M = 0.1, where Young is 17% off the exact optimum and Daly 0.04%.
     fleet = cj.Fleet([1.0], [1.0], mtbf=10.0, dtype="float64")
-    result = design.checkpoint_intervals(fleet, bounds=(0.5, 50.0), horizon=2000.0, n_draws=64, n_pairs=8,
-                                         key=jax.random.key(0), steps=150, progress=False)
+    result = design.checkpoint_intervals(
+        fleet,
+        bounds=(0.5, 50.0),
+        horizon=2000.0,
+        n_draws=64,
+        n_pairs=8,
+        key=jax.random.key(0),
+        steps=150,
+        progress=False,
+    )
     optimum = float(cj.theory.optimal_interval(1.0, 10.0))
     assert abs(result.intervals[0] / optimum - 1) < 0.05, (result.intervals, optimum)
     # Young's interval is measurably worse on the same fresh draws; Daly's is not.
@@ -313,25 +360,44 @@ def test_acceptance_two_jobs_sharing_storage_match_a_grid_search():
     # same (unsmoothed) objective, on independent draws.
     fleet = cj.Fleet([1.0, 1.0], [0.5, 1.0], mtbf=[10.0, 20.0], restart=0.2, dtype="float64")
     horizon = 1000.0
-    result = design.checkpoint_intervals(fleet, bounds=(0.5, 50.0), horizon=horizon, n_draws=64, n_pairs=8,
-                                         key=jax.random.key(1), steps=150, progress=False)
+    result = design.checkpoint_intervals(
+        fleet,
+        bounds=(0.5, 50.0),
+        horizon=horizon,
+        n_draws=64,
+        n_pairs=8,
+        key=jax.random.key(1),
+        steps=150,
+        progress=False,
+    )
     coarse, _ = _grid_minimum(fleet, horizon, 128, jax.random.key(2), result.baselines["young"].intervals, 0.7, 15)
     best, fitted = _grid_minimum(fleet, horizon, 512, jax.random.key(3), coarse, 0.15, 13)
     assert np.all(np.abs(result.intervals / fitted - 1) < 0.05), (result.intervals, fitted, best)
 
 
-@pytest.mark.parametrize("change, reason", [
-    (dict(horizon=0.4), r"the horizon H = 0.4 is no longer than the shortest cycle"),
-    (dict(mtbf=[1e-3, 1e-3]), r"no job saved any work .*every job fails more often"),
-    (dict(cap=0.001), r"no job saved any work .*the power cap C = 0.001"),
-], ids=["horizon shorter than a cycle", "failing constantly", "tiny cap"])
+@pytest.mark.parametrize(
+    "change, reason",
+    [
+        (dict(horizon=0.4), r"the horizon H = 0.4 is no longer than the shortest cycle"),
+        (dict(mtbf=[1e-3, 1e-3]), r"no job saved any work .*every job fails more often"),
+        (dict(cap=0.001), r"no job saved any work .*the power cap C = 0.001"),
+    ],
+    ids=["horizon shorter than a cycle", "failing constantly", "tiny cap"],
+)
 def test_a_flat_objective_is_said_with_its_reason(change, reason):
-    fleet = cj.Fleet([1.0, 1.0], [0.5, 1.0], mtbf=change.get("mtbf", [10.0, 20.0]), restart=0.2,
-                     cap=change.get("cap"), dtype="float64")
+    fleet = cj.Fleet(
+        [1.0, 1.0],
+        [0.5, 1.0],
+        mtbf=change.get("mtbf", [10.0, 20.0]),
+        restart=0.2,
+        cap=change.get("cap"),
+        dtype="float64",
+    )
     settings = dict(SMALL, horizon=change.get("horizon", SMALL["horizon"]))
     with pytest.warns(RuntimeWarning, match="the objective is flat, nothing was designed: " + reason):
-        result = design.checkpoint_intervals(fleet, key=jax.random.key(0), steps=2, window=1, progress=False,
-                                             **settings)
+        result = design.checkpoint_intervals(
+            fleet, key=jax.random.key(0), steps=2, window=1, progress=False, **settings
+        )
     assert np.all(result.history.grad_norm == 0)
     assert result.waste.mean == 1.0
 

@@ -17,11 +17,11 @@ import os
 
 import numpy as np
 import pytest
-from hypothesis import (HealthCheck, currently_in_test_context, event, example, given, note,
-                        settings, strategies as st)
+from hypothesis import HealthCheck, currently_in_test_context, event, example, given, note, settings
+from hypothesis import strategies as st
+from reference import THROUGHPUT_KINDS, simulate_reference
 
 import ckpt_jax as cj
-from reference import THROUGHPUT_KINDS, simulate_reference
 
 N_SLOTS = 6  # every fleet in the property tests is padded to this many job slots
 N_FIRES = 5
@@ -36,8 +36,11 @@ CONDITION_FACTOR = 1000
 RESOLUTION = 1e-12
 
 # A modest default for CI; CKPT_ORACLE_EXAMPLES=500 makes a thorough hunt.
-SETTINGS = settings(max_examples=int(os.environ.get("CKPT_ORACLE_EXAMPLES", 25)), deadline=None,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+SETTINGS = settings(
+    max_examples=int(os.environ.get("CKPT_ORACLE_EXAMPLES", 25)),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 
 
 @st.composite
@@ -84,7 +87,12 @@ def fleets(draw, grid=False, capped=None, delay=False, asynchronous=False, ident
     else:
         table = [1.0] + [THROUGHPUT_KINDS[kind](n) for n in range(1, N_SLOTS + 1)]
     return dict(
-        slots=slots, compute=compute, write=write, phase=phase, remaining=remaining, cap=cap,
+        slots=slots,
+        compute=compute,
+        write=write,
+        phase=phase,
+        remaining=remaining,
+        cap=cap,
         throughput=table,
         delay=draw(delays) if delay else 0.0,
         async_fraction=draw(fractions_async) if asynchronous else 0.0,
@@ -111,8 +119,11 @@ def engine_trace(spec, n_fires=N_FIRES, method="auto"):
         async_fraction=spec["async_fraction"],
         active=active,
     )
-    state = cj.initial_state(fleet, phase=np.array(pad(spec["phase"], spec["slots"], 1)),
-                             remaining=np.array(pad(spec["remaining"], spec["slots"], 0.5)))
+    state = cj.initial_state(
+        fleet,
+        phase=np.array(pad(spec["phase"], spec["slots"], 1)),
+        remaining=np.array(pad(spec["remaining"], spec["slots"], 0.5)),
+    )
     return cj.simulate(fleet, state, n_fires=n_fires, method=method)
 
 
@@ -122,9 +133,17 @@ def reference_trace(spec, n_fires=N_FIRES):
     n_active = len(spec["slots"])
     table = spec["throughput"]
     fire_times, end_times, event_times = simulate_reference(
-        spec["compute"], spec["write"], spec["phase"], spec["remaining"], n_fires,
-        cap=spec["cap"], throughput=None if table is None else table[:n_active + 1],
-        delay=spec["delay"], async_fraction=spec["async_fraction"], return_event_times=True)
+        spec["compute"],
+        spec["write"],
+        spec["phase"],
+        spec["remaining"],
+        n_fires,
+        cap=spec["cap"],
+        throughput=None if table is None else table[: n_active + 1],
+        delay=spec["delay"],
+        async_fraction=spec["async_fraction"],
+        return_event_times=True,
+    )
     return np.array(fire_times, dtype=float), np.array(end_times, dtype=float), event_times
 
 
@@ -170,8 +189,7 @@ def assert_agrees(spec, n_fires=N_FIRES, events=None, method="auto"):
     assert np.isnan(np.asarray(trace.fire_times)[inactive]).all(), "padding slots must stay NaN"
     assert np.isnan(np.asarray(trace.end_times)[inactive]).all(), "padding slots must stay NaN"
     ref_fire, ref_end, ref_event_times = reference_trace(spec, n_fires)
-    engine = np.concatenate([np.asarray(trace.fire_times)[spec["slots"]],
-                             np.asarray(trace.end_times)[spec["slots"]]])
+    engine = np.concatenate([np.asarray(trace.fire_times)[spec["slots"]], np.asarray(trace.end_times)[spec["slots"]]])
     exact = np.concatenate([ref_fire, ref_end])
     scale = max(np.max(ref_end), 1.0)
     error = np.abs(engine - exact)
@@ -179,23 +197,28 @@ def assert_agrees(spec, n_fires=N_FIRES, events=None, method="auto"):
         sensitivity = input_sensitivity(spec, ref_end, n_fires)
         if currently_in_test_context():  # inside a hypothesis example: report it
             event(f"engine off by more than {RTOL:g}: judged by its one-ulp sensitivity")
-            note(f"one-ulp input sensitivity {sensitivity:.3g}, engine error "
-                 f"{np.max(error) / scale:.3g} (relative to the largest time)")
+            note(
+                f"one-ulp input sensitivity {sensitivity:.3g}, engine error "
+                f"{np.max(error) / scale:.3g} (relative to the largest time)"
+            )
         bound = RTOL * np.abs(exact) + max(ATOL_OF_SCALE, CONDITION_FACTOR * sensitivity) * scale
         worst = np.unravel_index(np.argmax(error - bound), error.shape)
         assert np.all(error <= bound), (
             f"engine {engine[worst]!r} != exact {exact[worst]!r} at (job row, k) {worst} "
-            f"(rows: fire_times then end_times); one-ulp sensitivity {sensitivity:.3g}: {spec}")
+            f"(rows: fire_times then end_times); one-ulp sensitivity {sensitivity:.3g}: {spec}"
+        )
     n_events = int(trace.n_events)
     if events == "equal":
         assert n_events == len(ref_event_times), f"{n_events} event instants != {len(ref_event_times)}: {spec}"
     elif events == "bracketed":
         resolvable = resolvable_events(ref_event_times)
         assert resolvable <= n_events <= len(ref_event_times), (
-            f"{n_events} event instants, exact {len(ref_event_times)}, resolvable {resolvable}: {spec}")
+            f"{n_events} event instants, exact {len(ref_event_times)}, resolvable {resolvable}: {spec}"
+        )
 
 
 # --- the base model ---------------------------------------------------------------------
+
 
 @SETTINGS
 @given(spec=fleets())
@@ -215,17 +238,22 @@ HAND_CASES = {
     # name: (compute, write, phase, remaining, cap, throughput)
     "synchronous_pair": ([3.0, 3.0], [1.0, 1.0], [0, 0], [3.0, 3.0], None, None),
     "synchronous_six_capped": ([2.0] * 6, [1.0] * 6, [0] * 6, [2.0] * 6, 2.0, None),
-    "synchronous_writers_sqrt": ([2.0] * 4, [1.5] * 4, [1] * 4, [1.5] * 4, None,
-                                 [1.0] + [math.sqrt(n) for n in range(1, 7)]),
-    "staggered_thirds": ([2.0, 2.0, 2.0], [1.0, 1.0, 1.0], [0, 0, 0], [1 / 3, 2 / 3, 1.0], None,
-                         None),
-    "drain_meets_compute_end": ([3.0, 3.0], [1.0, 1.0], [1, 0], [0.5, 0.5], 1.0,
-                                [1.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0]),
+    "synchronous_writers_sqrt": (
+        [2.0] * 4,
+        [1.5] * 4,
+        [1] * 4,
+        [1.5] * 4,
+        None,
+        [1.0] + [math.sqrt(n) for n in range(1, 7)],
+    ),
+    "staggered_thirds": ([2.0, 2.0, 2.0], [1.0, 1.0, 1.0], [0, 0, 0], [1 / 3, 2 / 3, 1.0], None, None),
+    "drain_meets_compute_end": ([3.0, 3.0], [1.0, 1.0], [1, 0], [0.5, 0.5], 1.0, [1.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0]),
 }
 
 
 # The fast paths (`ckpt_jax._loops`: virtual clocks with a FIFO ring or a per-phase argmin)
 # must meet the same oracle: `method="auto"` sends fleets of at least 8 jobs to them.
+
 
 @SETTINGS
 @given(spec=fleets())
@@ -256,8 +284,17 @@ def test_fifo_path_matches_reference_with_simultaneous_events(spec):
 def test_engine_matches_reference_on_exact_ties(name, method):
     compute, write, phase, remaining, cap, table = HAND_CASES[name]
     n = len(compute)
-    spec = dict(slots=list(range(n)), compute=compute, write=write, phase=phase,
-                remaining=remaining, cap=cap, throughput=table, delay=0.0, async_fraction=0.0)
+    spec = dict(
+        slots=list(range(n)),
+        compute=compute,
+        write=write,
+        phase=phase,
+        remaining=remaining,
+        cap=cap,
+        throughput=table,
+        delay=0.0,
+        async_fraction=0.0,
+    )
     assert_agrees(spec, events="equal", method=method)
 
 
@@ -265,18 +302,20 @@ def test_callable_throughput_matches_table():
     compute, write = [2.0, 1.5, 2.5], [0.7, 1.1, 0.4]
     state_kwargs = dict(phase=[0, 1, 0], remaining=[0.3, 0.2, 1.9])
     by_callable = cj.Fleet(compute, write, cap=1.5, throughput=math.sqrt)
-    by_table = cj.Fleet(compute, write, cap=1.5,
-                        throughput=np.array([1.0] + [math.sqrt(n) for n in range(1, 4)]))
-    traces = [cj.simulate(fleet, cj.initial_state(fleet, **state_kwargs), n_fires=N_FIRES)
-              for fleet in (by_callable, by_table)]
+    by_table = cj.Fleet(compute, write, cap=1.5, throughput=np.array([1.0] + [math.sqrt(n) for n in range(1, 4)]))
+    traces = [
+        cj.simulate(fleet, cj.initial_state(fleet, **state_kwargs), n_fires=N_FIRES)
+        for fleet in (by_callable, by_table)
+    ]
     np.testing.assert_array_equal(traces[0].fire_times, traces[1].fire_times)
-    fire_times, _ = simulate_reference(compute, write, n_fires=N_FIRES, cap=1.5,
-                                       throughput=[0] + [math.sqrt(n) for n in range(1, 4)],
-                                       **state_kwargs)
+    fire_times, _ = simulate_reference(
+        compute, write, n_fires=N_FIRES, cap=1.5, throughput=[0] + [math.sqrt(n) for n in range(1, 4)], **state_kwargs
+    )
     np.testing.assert_allclose(traces[0].fire_times, np.array(fire_times, dtype=float), rtol=RTOL)
 
 
 # --- variants -----------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("method", ["general", "clock"])
 @pytest.mark.parametrize("seed", [0, 1, 2])
@@ -292,8 +331,14 @@ def test_jitter_matches_reference_with_the_same_draws(seed, method):
     phase, remaining = [1, 0, 0, 1], [0.2, 0.7, 2.0, 0.6]
     sigma, key = 0.3, jax.random.key(seed)
     fleet = cj.Fleet(compute, write, cap=2.5, throughput="sqrt")
-    trace = cj.simulate(fleet, cj.initial_state(fleet, phase=phase, remaining=remaining),
-                        n_fires=N_FIRES, jitter=sigma, key=key, method=method)
+    trace = cj.simulate(
+        fleet,
+        cj.initial_state(fleet, phase=phase, remaining=remaining),
+        n_fires=N_FIRES,
+        jitter=sigma,
+        key=key,
+        method=method,
+    )
     job_keys = flat_params(fleet, sigma, key).job_keys[0]
 
     def compute_work(job, cycle):
@@ -301,8 +346,15 @@ def test_jitter_matches_reference_with_the_same_draws(seed, method):
 
     assert compute_work(0, 1) != compute[0]  # the draws do jitter
     fire_times, end_times = simulate_reference(
-        compute, write, phase, remaining, N_FIRES, cap=2.5,
-        throughput=[0] + [math.sqrt(n) for n in range(1, 5)], compute_work=compute_work)
+        compute,
+        write,
+        phase,
+        remaining,
+        N_FIRES,
+        cap=2.5,
+        throughput=[0] + [math.sqrt(n) for n in range(1, 5)],
+        compute_work=compute_work,
+    )
     assert bool(trace.ok)
     np.testing.assert_allclose(trace.fire_times, np.array(fire_times, float), rtol=RTOL)
     np.testing.assert_allclose(trace.end_times, np.array(end_times, float), rtol=RTOL)
@@ -317,10 +369,19 @@ def test_async_engine_matches_reference(spec):
 @SETTINGS
 @given(spec=fleets(grid=True, asynchronous=True))
 # Exact arithmetic puts two instants 3 * 2**-52 apart at t = 24.37: the engine may merge them.
-@example(spec=dict(slots=[0, 1, 2, 3], compute=[0.25, 0.75, 1.5, 0.25],
-                   write=[0.25, 0.25, 0.5, 1.25], phase=[0, 0, 0, 0],
-                   remaining=[0.0625, 0.1875, 0.375, 0.0625], cap=None, throughput=None,
-                   delay=0.0, async_fraction=0.75))
+@example(
+    spec=dict(
+        slots=[0, 1, 2, 3],
+        compute=[0.25, 0.75, 1.5, 0.25],
+        write=[0.25, 0.25, 0.5, 1.25],
+        phase=[0, 0, 0, 0],
+        remaining=[0.0625, 0.1875, 0.375, 0.0625],
+        cap=None,
+        throughput=None,
+        delay=0.0,
+        async_fraction=0.75,
+    )
+)
 def test_async_engine_matches_reference_with_simultaneous_events(spec):
     assert_agrees(spec, events="bracketed")
 
@@ -342,10 +403,17 @@ def test_ill_conditioned_fleet_is_judged_by_its_conditioning():
     # that one ulp of input moves the exact end times by 1.6e-9 relative; the engine is off
     # by as much, which no float64 computation can avoid. assert_agrees loosens to 1000x the
     # one-ulp sensitivity only for such fleets.
-    spec = dict(slots=[0, 1, 2, 3, 4], compute=[1.0, 2.0, 0.5, 0.25, 1.0],
-                write=[1.0, 1.0, 1.0, 1.0, 2.0], phase=[0] * 5,
-                remaining=[1.0, 2.0, 0.375, 0.125, 1.0], cap=0.5,
-                throughput=[1.0, 2.5, 0.5, 2.0, 1.0, 1.0, 1.0], delay=1.0, async_fraction=0.0)
+    spec = dict(
+        slots=[0, 1, 2, 3, 4],
+        compute=[1.0, 2.0, 0.5, 0.25, 1.0],
+        write=[1.0, 1.0, 1.0, 1.0, 2.0],
+        phase=[0] * 5,
+        remaining=[1.0, 2.0, 0.375, 0.125, 1.0],
+        cap=0.5,
+        throughput=[1.0, 2.5, 0.5, 2.0, 1.0, 1.0, 1.0],
+        delay=1.0,
+        async_fraction=0.0,
+    )
     ref_end = reference_trace(spec)[1]
     assert input_sensitivity(spec, ref_end) > RTOL
     assert_agrees(spec)
@@ -362,11 +430,20 @@ def test_delayed_async_engine_matches_reference(spec):
 # spurious tiny step". These cases once split (per-job snapping only); the engine now also
 # snaps to the clock's resolution, and these guard that fix.
 
+
 def _grid_spec(compute, write, remaining, phase=None, cap=None, delay=0.0, async_fraction=0.0):
     n = len(compute)
-    return dict(slots=list(range(n)), compute=compute, write=write,
-                phase=phase or [0] * n, remaining=remaining, cap=cap, throughput=None,
-                delay=delay, async_fraction=async_fraction)
+    return dict(
+        slots=list(range(n)),
+        compute=compute,
+        write=write,
+        phase=phase or [0] * n,
+        remaining=remaining,
+        cap=cap,
+        throughput=None,
+        delay=delay,
+        async_fraction=async_fraction,
+    )
 
 
 def test_simultaneous_events_with_mixed_scales_are_one_step():
@@ -374,14 +451,14 @@ def test_simultaneous_events_with_mixed_scales_are_one_step():
 
 
 def test_async_simultaneous_events_are_one_step():
-    spec = _grid_spec([0.25] * 5 + [0.5], [1.5, 0.25, 0.25, 0.5, 0.75, 0.25],
-                      [0.0625] * 5 + [0.125], async_fraction=0.5)
+    spec = _grid_spec(
+        [0.25] * 5 + [0.5], [1.5, 0.25, 0.25, 0.5, 0.75, 0.25], [0.0625] * 5 + [0.125], async_fraction=0.5
+    )
     assert_agrees(spec, events="equal")
 
 
 def test_delayed_controller_update_at_a_firing_is_one_step():
-    spec = _grid_spec([0.25] * 3, [0.25] * 3, [0.0625] * 3, phase=[0, 0, 1], cap=2.0,
-                      delay=0.25)
+    spec = _grid_spec([0.25] * 3, [0.25] * 3, [0.0625] * 3, phase=[0, 0, 1], cap=2.0, delay=0.25)
     assert_agrees(spec, events="equal")
 
 
@@ -389,10 +466,15 @@ def _variant_batch(delay, async_fraction):
     """Two fleets in one batch: fleet 0 has the given variant parameters, fleet 1 is base."""
     compute = np.array([[2.0, 1.3, 2.7, 0.9], [2.0, 1.3, 2.7, 0.9]])
     write = np.array([[0.6, 1.2, 0.5, 0.8], [0.6, 1.2, 0.5, 0.8]])
-    fleet = cj.Fleet(compute, write, cap=np.array([1.5, 1.5]), throughput="sqrt",
-                     delay=np.array([delay, 0.0]), async_fraction=np.array([async_fraction, 0.0]))
-    state = cj.initial_state(fleet, phase=np.array([[0, 1, 0, 1]] * 2),
-                             remaining=np.array([[0.4, 0.3, 2.0, 0.1]] * 2))
+    fleet = cj.Fleet(
+        compute,
+        write,
+        cap=np.array([1.5, 1.5]),
+        throughput="sqrt",
+        delay=np.array([delay, 0.0]),
+        async_fraction=np.array([async_fraction, 0.0]),
+    )
+    state = cj.initial_state(fleet, phase=np.array([[0, 1, 0, 1]] * 2), remaining=np.array([[0.4, 0.3, 2.0, 0.1]] * 2))
     return cj.simulate(fleet, state, n_fires=N_FIRES)
 
 
@@ -402,9 +484,9 @@ def test_zero_delay_and_zero_async_are_the_base_model_bit_for_bit(delay, async_f
     fleets that switch on the delayed-controller queue or asynchronous writes."""
     batched = _variant_batch(delay, async_fraction)
     base_fleet = cj.Fleet([2.0, 1.3, 2.7, 0.9], [0.6, 1.2, 0.5, 0.8], cap=1.5, throughput="sqrt")
-    base = cj.simulate(base_fleet, cj.initial_state(base_fleet, phase=[0, 1, 0, 1],
-                                                    remaining=[0.4, 0.3, 2.0, 0.1]),
-                       n_fires=N_FIRES)
+    base = cj.simulate(
+        base_fleet, cj.initial_state(base_fleet, phase=[0, 1, 0, 1], remaining=[0.4, 0.3, 2.0, 0.1]), n_fires=N_FIRES
+    )
     assert bool(np.all(batched.ok)) and bool(base.ok)
     np.testing.assert_array_equal(batched.fire_times[1], base.fire_times)
     np.testing.assert_array_equal(batched.end_times[1], base.end_times)
@@ -413,6 +495,7 @@ def test_zero_delay_and_zero_async_are_the_base_model_bit_for_bit(delay, async_f
 
 
 # --- batching and padding are invisible ------------------------------------------------------
+
 
 def _batch_inputs(n_fleets=5, n_jobs=4, seed=0):
     rng = np.random.default_rng(seed)
@@ -433,17 +516,20 @@ def test_batching_is_invisible(variants):
     compute, write, cap, table, phase, remaining, delay, async_fraction = _batch_inputs()
     if not variants:
         delay, async_fraction = np.zeros_like(delay), np.zeros_like(async_fraction)
-    fleet = cj.Fleet(compute, write, cap=cap, throughput=table, delay=delay,
-                     async_fraction=async_fraction)
-    batched = cj.simulate(fleet, cj.initial_state(fleet, phase=phase, remaining=remaining),
-                          n_fires=N_FIRES)
+    fleet = cj.Fleet(compute, write, cap=cap, throughput=table, delay=delay, async_fraction=async_fraction)
+    batched = cj.simulate(fleet, cj.initial_state(fleet, phase=phase, remaining=remaining), n_fires=N_FIRES)
     assert batched.fire_times.shape == (len(compute), compute.shape[1], N_FIRES)
     assert bool(np.all(batched.ok))
     for b in range(len(compute)):
-        alone = cj.Fleet(compute[b], write[b], cap=None if cap[b] == UNCAPPED else cap[b],
-                         throughput=table[b], delay=delay[b], async_fraction=async_fraction[b])
-        trace = cj.simulate(alone, cj.initial_state(alone, phase=phase[b], remaining=remaining[b]),
-                            n_fires=N_FIRES)
+        alone = cj.Fleet(
+            compute[b],
+            write[b],
+            cap=None if cap[b] == UNCAPPED else cap[b],
+            throughput=table[b],
+            delay=delay[b],
+            async_fraction=async_fraction[b],
+        )
+        trace = cj.simulate(alone, cj.initial_state(alone, phase=phase[b], remaining=remaining[b]), n_fires=N_FIRES)
         assert bool(trace.ok)
         np.testing.assert_array_equal(batched.fire_times[b], trace.fire_times)
         np.testing.assert_array_equal(batched.end_times[b], trace.end_times)
@@ -452,21 +538,33 @@ def test_batching_is_invisible(variants):
 def test_batch_with_leading_axes_matches_reference():
     compute, write, cap, table, phase, remaining, delay, async_fraction = _batch_inputs(n_fleets=4)
     shape = (2, 2)
-    fleet = cj.Fleet(compute.reshape(shape + (4,)), write.reshape(shape + (4,)),
-                     cap=cap.reshape(shape), throughput=table.reshape(shape + (5,)),
-                     delay=delay.reshape(shape), async_fraction=async_fraction.reshape(shape))
-    trace = cj.simulate(fleet, cj.initial_state(fleet, phase=phase.reshape(shape + (4,)),
-                                                remaining=remaining.reshape(shape + (4,))),
-                        n_fires=N_FIRES)
+    fleet = cj.Fleet(
+        compute.reshape(shape + (4,)),
+        write.reshape(shape + (4,)),
+        cap=cap.reshape(shape),
+        throughput=table.reshape(shape + (5,)),
+        delay=delay.reshape(shape),
+        async_fraction=async_fraction.reshape(shape),
+    )
+    trace = cj.simulate(
+        fleet,
+        cj.initial_state(fleet, phase=phase.reshape(shape + (4,)), remaining=remaining.reshape(shape + (4,))),
+        n_fires=N_FIRES,
+    )
     for b in range(4):
         fire_times, end_times = simulate_reference(
-            compute[b], write[b], phase[b], remaining[b], N_FIRES,
-            cap=None if cap[b] == UNCAPPED else cap[b], throughput=list(table[b]),
-            delay=delay[b], async_fraction=async_fraction[b])
-        np.testing.assert_allclose(trace.fire_times[b // 2, b % 2], np.array(fire_times, float),
-                                   rtol=RTOL)
-        np.testing.assert_allclose(trace.end_times[b // 2, b % 2], np.array(end_times, float),
-                                   rtol=RTOL)
+            compute[b],
+            write[b],
+            phase[b],
+            remaining[b],
+            N_FIRES,
+            cap=None if cap[b] == UNCAPPED else cap[b],
+            throughput=list(table[b]),
+            delay=delay[b],
+            async_fraction=async_fraction[b],
+        )
+        np.testing.assert_allclose(trace.fire_times[b // 2, b % 2], np.array(fire_times, float), rtol=RTOL)
+        np.testing.assert_allclose(trace.end_times[b // 2, b % 2], np.array(end_times, float), rtol=RTOL)
 
 
 @pytest.mark.parametrize("slots", [(0, 1, 2), (3, 4, 5), (0, 2, 5)])
@@ -474,20 +572,19 @@ def test_batch_with_leading_axes_matches_reference():
 def test_padding_is_invisible(slots, variant):
     compute, write = [2.1, 0.8, 1.7], [0.9, 0.6, 1.4]
     phase, remaining = [1, 0, 0], [0.25, 0.8, 1.7]
-    kwargs = dict(base={}, capped_sqrt=dict(cap=1.2, throughput="sqrt"),
-                  async_delay=dict(cap=1.5, delay=0.4, async_fraction=0.5))[variant]
+    kwargs = dict(
+        base={}, capped_sqrt=dict(cap=1.2, throughput="sqrt"), async_delay=dict(cap=1.5, delay=0.4, async_fraction=0.5)
+    )[variant]
     small = cj.Fleet(compute, write, **kwargs)
-    reference = cj.simulate(small, cj.initial_state(small, phase=phase, remaining=remaining),
-                            n_fires=N_FIRES)
+    reference = cj.simulate(small, cj.initial_state(small, phase=phase, remaining=remaining), n_fires=N_FIRES)
 
     def padded(values, filler):
         return np.array(pad(values, slots, filler))
 
-    big = cj.Fleet(padded(compute, 0.3), padded(write, 2.5), active=padded([True] * 3, False),
-                   **kwargs)
-    trace = cj.simulate(big, cj.initial_state(big, phase=padded(phase, 1),
-                                              remaining=padded(remaining, 0.1)),
-                        n_fires=N_FIRES)
+    big = cj.Fleet(padded(compute, 0.3), padded(write, 2.5), active=padded([True] * 3, False), **kwargs)
+    trace = cj.simulate(
+        big, cj.initial_state(big, phase=padded(phase, 1), remaining=padded(remaining, 0.1)), n_fires=N_FIRES
+    )
     assert bool(trace.ok) and bool(reference.ok)
     np.testing.assert_array_equal(np.asarray(trace.fire_times)[list(slots)], reference.fire_times)
     np.testing.assert_array_equal(np.asarray(trace.end_times)[list(slots)], reference.end_times)

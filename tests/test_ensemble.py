@@ -99,8 +99,16 @@ def test_per_fleet_keys_and_jitter_array_follow_their_fleet(tmp_path):
 
 LEAN = cj.SaveAt(trace=False, writers=True, gaps=True, jobs=True)
 EVERYTHING = cj.SaveAt(writers=True, gaps=True, jobs=True)  # the trace and every observer
-OBSERVER_ARRAYS = {"writers_time", "writers_window", "writers_excursions", "writers_max", "gaps",
-                   "jobs_write_time", "jobs_compute_time", "jobs_writes"}
+OBSERVER_ARRAYS = {
+    "writers_time",
+    "writers_window",
+    "writers_excursions",
+    "writers_max",
+    "gaps",
+    "jobs_write_time",
+    "jobs_compute_time",
+    "jobs_writes",
+}
 
 
 def assert_same_observers(result, trace):
@@ -129,7 +137,8 @@ def test_observers_in_chunks_equal_one_simulate_call(save, jitter):
     fleet, state = launches()(0, N_FLEETS)
     assert_same_observers(result, cj.simulate(fleet, state, N_FIRES, jitter=jitter, key=JITTER_KEY, save=save))
     assert (save.trace and result.arrays["fire_times"].shape == (N_FLEETS, N_JOBS, N_FIRES)) or (
-        not save.trace and "fire_times" not in result.arrays)
+        not save.trace and "fire_times" not in result.arrays
+    )
     assert result.writers.time.shape == (N_FLEETS, N_JOBS + 1) and result.gaps.shape == (N_FLEETS, N_FIRES)
 
 
@@ -146,7 +155,11 @@ def test_an_interrupted_run_with_observers_resumes(tmp_path):
     with np.load(tmp_path / "chunk-000000.npz") as chunk:
         assert OBSERVER_ARRAYS <= set(chunk.files) and "fire_times" not in chunk.files
     assert json.loads((tmp_path / MANIFEST).read_text())["save"] == {
-        "trace": False, "writers": True, "gaps": True, "jobs": True}
+        "trace": False,
+        "writers": True,
+        "gaps": True,
+        "jobs": True,
+    }
 
     make_chunk = Recorder()
     resumed = run(make_chunk, save=LEAN, jitter=0.05, key=JITTER_KEY, out_dir=tmp_path)
@@ -308,8 +321,9 @@ def test_a_different_ensemble_in_out_dir_raises_and_restart_discards_it(tmp_path
         run(out_dir=tmp_path, config={"load": 0.9})
     assert info.value.differences == ["config['load']: saved 0.8, now 0.9"]
     with pytest.raises(ValueError, match="n_fires"):
-        cj.ensemble.run_ensemble(launches(), N_FLEETS, N_FIRES + 1, chunk_size=CHUNK, out_dir=tmp_path,
-                        config={"load": 0.8})
+        cj.ensemble.run_ensemble(
+            launches(), N_FLEETS, N_FIRES + 1, chunk_size=CHUNK, out_dir=tmp_path, config={"load": 0.8}
+        )
     with pytest.raises(ValueError, match="make_chunk"):
         other = cj.ensemble.random_launches(np.full(N_JOBS, 0.7), np.full(N_JOBS, 0.3), key=LAUNCH_KEY)
         run(other, out_dir=tmp_path, config={"load": 0.8})
@@ -392,7 +406,13 @@ def test_progress_bar_counts_fleets(capsys):
 )
 def test_bad_arguments_raise_before_anything_runs(tmp_path, changes, what):
     make_chunk = Recorder()
-    kwargs = {"make_chunk": make_chunk, "n_fleets": N_FLEETS, "n_fires": N_FIRES, "chunk_size": CHUNK, "out_dir": tmp_path}
+    kwargs = {
+        "make_chunk": make_chunk,
+        "n_fleets": N_FLEETS,
+        "n_fires": N_FIRES,
+        "chunk_size": CHUNK,
+        "out_dir": tmp_path,
+    }
     kwargs.update(changes)
     with pytest.raises(ValueError, match=what):
         cj.ensemble.run_ensemble(kwargs.pop("make_chunk"), kwargs.pop("n_fleets"), kwargs.pop("n_fires"), **kwargs)
@@ -440,8 +460,22 @@ def test_nonpositive_sizes_are_rejected(n_fleets, chunk_size):
 # -- command line ---------------------------------------------------------------------------------
 def test_cli_ensemble_runs_resumes_and_restarts(tmp_path, capsys):
     out = tmp_path / "ensemble"
-    argv = ["ensemble", "--out", str(out), "--fleets", "6", "--jobs", str(N_JOBS), "--fires", str(N_FIRES),
-            "--chunk-size", str(CHUNK), "--load", "0.8", "--no-progress"]
+    argv = [
+        "ensemble",
+        "--out",
+        str(out),
+        "--fleets",
+        "6",
+        "--jobs",
+        str(N_JOBS),
+        "--fires",
+        str(N_FIRES),
+        "--chunk-size",
+        str(CHUNK),
+        "--load",
+        "0.8",
+        "--no-progress",
+    ]
     assert main(argv) == 0
     assert "6/6 fleets ok" in capsys.readouterr().out
     assert files(out) == ["chunk-000000.npz", "chunk-000001.npz", MANIFEST, "summary.json"]
@@ -458,8 +492,10 @@ def test_cli_ensemble_runs_resumes_and_restarts(tmp_path, capsys):
 
     other = [a if a != "0.8" else "0.9" for a in argv]
     assert main(other) == 2
-    assert one_line(capsys).endswith("load: 0.8 saved, 0.9 now; compute: 0.8 saved, 0.775 now; write: 0.2 saved, "
-                                     "0.225 now; use --restart to start over")
+    assert one_line(capsys).endswith(
+        "load: 0.8 saved, 0.9 now; compute: 0.8 saved, 0.775 now; write: 0.2 saved, "
+        "0.225 now; use --restart to start over"
+    )
     assert main(other + ["--restart"]) == 0
     summary = json.loads((out / "summary.json").read_text())
     assert summary["chunks_computed"] == 2 and summary["load"] == pytest.approx(0.9)
@@ -475,8 +511,23 @@ def one_line(capsys) -> str:
 
 
 def cli_argv(out, *more):
-    return ["ensemble", "--out", str(out), "--fleets", "6", "--jobs", str(N_JOBS), "--fires", str(N_FIRES),
-            "--chunk-size", str(CHUNK), "--load", "0.8", "--no-progress", *more]
+    return [
+        "ensemble",
+        "--out",
+        str(out),
+        "--fleets",
+        "6",
+        "--jobs",
+        str(N_JOBS),
+        "--fires",
+        str(N_FIRES),
+        "--chunk-size",
+        str(CHUNK),
+        "--load",
+        "0.8",
+        "--no-progress",
+        *more,
+    ]
 
 
 def test_cli_resume_mismatch_speaks_in_options(tmp_path, capsys):
@@ -544,7 +595,9 @@ def test_cli_save_writers_gaps_jobs_keeps_every_observer(tmp_path, capsys):
     summary = json.loads((out / "summary.json").read_text())
     assert summary["save"] == ["writers", "gaps", "jobs"] and summary["parameters"]["save"] == "writers,gaps,jobs"
     dist = np.array(summary["writer_distribution_mean"])
-    assert dist.shape == (N_JOBS + 1,) and dist.sum() == pytest.approx(1.0) and summary["writer_distribution_fleets"] == 6
+    assert (
+        dist.shape == (N_JOBS + 1,) and dist.sum() == pytest.approx(1.0) and summary["writer_distribution_fleets"] == 6
+    )
     assert 1 <= summary["writers_max"] <= N_JOBS
     assert 0 < summary["write_time_fraction_mean"] < 1 and summary["writes_per_job_mean"] >= N_FIRES - 1
     assert 0 < summary["smallest_gap_min_mean"] < 1
@@ -553,8 +606,9 @@ def test_cli_save_writers_gaps_jobs_keeps_every_observer(tmp_path, capsys):
         assert chunk["jobs_writes"].shape == (2, N_JOBS) and chunk["smallest_gap"].shape == (2, N_FIRES)
         assert "fire_times" not in chunk.files
     # The same observers as one simulate call of those fleets (fleets 4 and 5).
-    fleet, state = cj.ensemble.random_launches(np.full(N_JOBS, 0.8), np.full(N_JOBS, 0.2),
-                                      key=jax.random.fold_in(jax.random.key(0), 0))(0, 6)
+    fleet, state = cj.ensemble.random_launches(
+        np.full(N_JOBS, 0.8), np.full(N_JOBS, 0.2), key=jax.random.fold_in(jax.random.key(0), 0)
+    )(0, 6)
     trace = cj.simulate(fleet, state, N_FIRES, save=cj.SaveAt(trace=False, writers=True, gaps=True, jobs=True))
     with np.load(out / "chunk-000001.npz") as chunk:
         np.testing.assert_array_equal(chunk["writers_time"], np.asarray(trace.writers.time)[4:])
@@ -575,16 +629,22 @@ def test_cli_save_writers_gaps_jobs_keeps_every_observer(tmp_path, capsys):
 def test_cli_bad_save_is_one_line_naming_the_allowed_names(tmp_path, capsys, value):
     assert main(cli_argv(tmp_path / "bad", "--save", value)) == 2
     line = one_line(capsys)
-    assert line.startswith("ckpt-jax: error: argument --save: expected a comma-separated list of "
-                           "writers, gaps, jobs, order, got ")
+    assert line.startswith(
+        "ckpt-jax: error: argument --save: expected a comma-separated list of writers, gaps, jobs, order, got "
+    )
     assert not (tmp_path / "bad").exists()
 
 
-@pytest.mark.parametrize("failure, status, message", [
-    (OSError(errno.ENOSPC, "No space left on device"), 2, "no space left on device while writing ("),
-    (KeyboardInterrupt(), 130, "ckpt-jax: interrupted; rerun the same command to resume"),
-])
-def test_cli_disk_full_or_ctrl_c_is_one_line_and_a_rerun_resumes(tmp_path, capsys, monkeypatch, failure, status, message):
+@pytest.mark.parametrize(
+    "failure, status, message",
+    [
+        (OSError(errno.ENOSPC, "No space left on device"), 2, "no space left on device while writing ("),
+        (KeyboardInterrupt(), 130, "ckpt-jax: interrupted; rerun the same command to resume"),
+    ],
+)
+def test_cli_disk_full_or_ctrl_c_is_one_line_and_a_rerun_resumes(
+    tmp_path, capsys, monkeypatch, failure, status, message
+):
     write_npz, calls = ensemble._write_npz, []
 
     def fails_on_the_second_chunk(handle, arrays):
@@ -640,10 +700,13 @@ def test_any_identifier_is_stored_under_its_own_name_and_resumes(tmp_path, name)
     np.testing.assert_array_equal(resumed.arrays[name], first.arrays[name])
 
 
-@pytest.mark.parametrize("value, what", [
-    (lambda trace: np.array([{"fleet": i} for i in range(CHUNK)], dtype=object), "dtype object"),
-    (lambda trace: [[1.0]] * (CHUNK - 1) + [[1.0, 2.0]], "must be an array"),
-])
+@pytest.mark.parametrize(
+    "value, what",
+    [
+        (lambda trace: np.array([{"fleet": i} for i in range(CHUNK)], dtype=object), "dtype object"),
+        (lambda trace: [[1.0]] * (CHUNK - 1) + [[1.0, 2.0]], "must be an array"),
+    ],
+)
 def test_what_a_chunk_cannot_store_is_refused_before_anything_is_saved(tmp_path, value, what):
     make_chunk = Recorder()
     with pytest.raises(ValueError, match=f"reduce's 'label' .*{what}"):
@@ -712,15 +775,26 @@ def test_cli_refuses_a_folder_another_process_holds_in_one_line(tmp_path, capsys
     out = tmp_path / "ensemble"
     out.mkdir()
     holder = subprocess.Popen(
-        [sys.executable, "-c", ("import sys, filelock; lock = filelock.FileLock(sys.argv[1]); lock.acquire(); "
-                                "print('held', flush=True); sys.stdin.read()"), str(out / LOCK)],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-c",
+            (
+                "import sys, filelock; lock = filelock.FileLock(sys.argv[1]); lock.acquire(); "
+                "print('held', flush=True); sys.stdin.read()"
+            ),
+            str(out / LOCK),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         assert holder.stdout.readline() == "held\n"
         assert main(cli_argv(out)) == 2
-        assert one_line(capsys) == (f"ckpt-jax: error: {out} is in use by another run (it holds {out / LOCK}); "
-                                    "wait for it to finish, or use another --out")
+        assert one_line(capsys) == (
+            f"ckpt-jax: error: {out} is in use by another run (it holds {out / LOCK}); "
+            "wait for it to finish, or use another --out"
+        )
         assert files(out) == []
     finally:
         holder.communicate("")

@@ -19,8 +19,15 @@ def test_memory_smoke(tmp_path):
     assert result["figures"] == ["memory.png", "memory_excess.png"]
     assert memory.EXPERIMENT.claims == (5,)
     item = result["verdicts"][0]
-    for key in ("cells", "cell_outcomes", "largest_late_excess", "decay_cycles", "late_excess_z", "control_r_end",
-                "detectable_memory"):
+    for key in (
+        "cells",
+        "cell_outcomes",
+        "largest_late_excess",
+        "decay_cycles",
+        "late_excess_z",
+        "control_r_end",
+        "detectable_memory",
+    ):
         assert key in item["measured"]
     assert item["sub_claim"] == "5 memory" and item["figures"] == result["figures"]
 
@@ -72,7 +79,8 @@ def test_order_only_curve_of_identical_launches_is_their_memory():
 
 
 def test_experiments_entry_point_lists_every_experiment():
-    done = subprocess.run([sys.executable, str(ROOT / "experiments" / "run.py"), "--help"],
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "experiments" / "run.py"), "--help"], capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0 and "--size" in done.stdout
     assert all(f"{e.name}: {e.title}" in done.stdout for e in EXPERIMENTS)

@@ -9,7 +9,6 @@ import pytest
 from experiment_checks import check_experiment_result
 
 import ckpt_jax as cj
-
 from ckpt_jax.experiments import bursts, ftle, no_clustering
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -75,21 +74,36 @@ def _synthetic_table(n_jobs_list, loads, falls: bool, horizon_drop: float):
     table, peaks = {}, {}
     for n in n_jobs_list:
         for load in loads:
-            shape = load if (load <= 0.75 or not falls) else 0.75 ** 2 / load
+            shape = load if (load <= 0.75 or not falls) else 0.75**2 / load
             mean = 0.1 * np.log2(n) * shape
             change = -horizon_drop * mean
             table[(n, load)] = dict(
-                mean=mean, mean_per_time=mean / max(1.0, load),
-                horizons=[dict(horizon=k, mean=mean * (1 - horizon_drop) ** (i - 1)) for i, k in enumerate((50, 100, 200))],
-                horizon_change=dict(change=change, ci=[1.2 * change - 1e-4, 0.8 * change + 1e-4], relative=-horizon_drop,
-                                    trend=ftle.horizon_trend(1.2 * change - 1e-4, 0.8 * change + 1e-4, mean)),
-                from_launch_excess=0.0, from_launch_excess_ci=[-0.01, 0.01])
+                mean=mean,
+                mean_per_time=mean / max(1.0, load),
+                horizons=[
+                    dict(horizon=k, mean=mean * (1 - horizon_drop) ** (i - 1)) for i, k in enumerate((50, 100, 200))
+                ],
+                horizon_change=dict(
+                    change=change,
+                    ci=[1.2 * change - 1e-4, 0.8 * change + 1e-4],
+                    relative=-horizon_drop,
+                    trend=ftle.horizon_trend(1.2 * change - 1e-4, 0.8 * change + 1e-4, mean),
+                ),
+                from_launch_excess=0.0,
+                from_launch_excess_ci=[-0.01, 0.01],
+            )
         for kind, key in (("per_cycle", "mean"), ("per_time", "mean_per_time")):
             values = [table[(n, load)][key] for load in loads]
             peaks.setdefault(n, {})[kind] = dict(**ftle.peak_location(loads, values), range=[0.75, 0.75])
     knee, top = 1.0, max(loads)
-    steps = {str(n): dict(change=table[(n, top)]["mean"] - table[(n, knee)]["mean"], ci=[0, 0],
-                          outcome=ftle.NOT_REPRODUCED if falls else ftle.REPRODUCED) for n in n_jobs_list}
+    steps = {
+        str(n): dict(
+            change=table[(n, top)]["mean"] - table[(n, knee)]["mean"],
+            ci=[0, 0],
+            outcome=ftle.NOT_REPRODUCED if falls else ftle.REPRODUCED,
+        )
+        for n in n_jobs_list
+    }
     low = [load for load in loads if load <= 1.0]
     high = [load for load in loads if load > 1.0]
     return ftle.regime_texts(table, peaks, steps, config, low, high, knee)
@@ -137,13 +151,16 @@ def test_ftle_peak_spread_counts_where_each_resample_peaks():
     assert spread["range"] == [0.5, 1.0]
 
 
-@pytest.mark.parametrize("low, high, reference, expected", [
-    (-0.05, -0.03, 0.2, "falling"),   # below −10 % of the rate
-    (-0.01, 0.01, 0.2, "settled"),    # inside ±10 %
-    (0.03, 0.05, 0.2, "rising"),
-    (-0.03, 0.0, 0.2, "undecided"),   # straddles −10 %
-    (float("nan"), 0.0, 0.2, "undecided"),
-])
+@pytest.mark.parametrize(
+    "low, high, reference, expected",
+    [
+        (-0.05, -0.03, 0.2, "falling"),  # below −10 % of the rate
+        (-0.01, 0.01, 0.2, "settled"),  # inside ±10 %
+        (0.03, 0.05, 0.2, "rising"),
+        (-0.03, 0.0, 0.2, "undecided"),  # straddles −10 %
+        (float("nan"), 0.0, 0.2, "undecided"),
+    ],
+)
 def test_ftle_horizon_trend(low, high, reference, expected):
     assert ftle.horizon_trend(low, high, reference) == expected
 
@@ -166,8 +183,9 @@ def test_bursts_smoke(tmp_path):
         assert np.all(np.diff(measured) <= 1e-12) and np.all(np.diff(baseline) <= 1e-12)
         assert 0 < cell["writing_fraction"] < 1
         assert all(k > cell["mean_writers"] for k in cell["top_levels"])
-        assert cell["level_outcomes"] == [bursts.level_verdict(lo, hi) for lo, hi in
-                                          zip(cell["top_ratio_lower"], cell["top_ratio_upper"])]
+        assert cell["level_outcomes"] == [
+            bursts.level_verdict(lo, hi) for lo, hi in zip(cell["top_ratio_lower"], cell["top_ratio_upper"])
+        ]
 
 
 @pytest.mark.parametrize("launches", [1, 2, 7, 40, 401])
@@ -193,9 +211,17 @@ def test_statistics_experiments_record_observers_not_traces_and_full_has_1e5_fle
 
 @pytest.mark.parametrize("name", ["no_clustering", "ftle", "bursts"])
 def test_entry_point_runs_each_by_name(name):
-    done = subprocess.run([sys.executable, str(ROOT / "experiments" / "run.py"), name, "--help"],
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "experiments" / "run.py"), name, "--help"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0 and "--size" in done.stdout
-    bad = subprocess.run([sys.executable, str(ROOT / "experiments" / "run.py"), "no_such_experiment", "--out", "x"],
-                         capture_output=True, text=True, timeout=120)
+    bad = subprocess.run(
+        [sys.executable, str(ROOT / "experiments" / "run.py"), "no_such_experiment", "--out", "x"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert bad.returncode == 2 and "invalid choice" in bad.stderr

@@ -23,10 +23,12 @@ def python(code: str, x64: bool) -> subprocess.CompletedProcess:
 
 @pytest.mark.parametrize("x64", [False, True])
 def test_importing_the_package_and_the_experiments_leaves_x64_as_it_was(x64):
-    code = ("import jax; before = jax.config.jax_enable_x64\n"
-            "import ckpt_jax, ckpt_jax.cli, ckpt_jax.experiments, ckpt_jax.reproduce\n"
-            "from ckpt_jax.experiments import EXPERIMENTS\n"
-            "print(before, jax.config.jax_enable_x64, len(EXPERIMENTS))")
+    code = (
+        "import jax; before = jax.config.jax_enable_x64\n"
+        "import ckpt_jax, ckpt_jax.cli, ckpt_jax.experiments, ckpt_jax.reproduce\n"
+        "from ckpt_jax.experiments import EXPERIMENTS\n"
+        "print(before, jax.config.jax_enable_x64, len(EXPERIMENTS))"
+    )
     assert python(code, x64).stdout.split() == [str(x64), str(x64), str(len(EXPERIMENTS))]
 
 
@@ -56,11 +58,13 @@ def test_in_float64_scopes_x64_to_the_run_and_restores_it_on_error():
 def test_a_run_started_without_x64_gives_the_numbers_of_a_float64_process(tmp_path):
     """The experiment computes in float64 whatever the caller's setting, and leaves it off."""
     here = pairwise_neutrality.EXPERIMENT.run(tmp_path / "here", size="smoke", progress=False)
-    code = ("import json, sys, jax\n"
-            "from ckpt_jax.experiments import pairwise_neutrality\n"
-            f"result = pairwise_neutrality.EXPERIMENT.run({str(tmp_path / 'there')!r}, size='smoke', progress=False)\n"
-            "assert not jax.config.jax_enable_x64\n"
-            "json.dump(result, sys.stdout)")
+    code = (
+        "import json, sys, jax\n"
+        "from ckpt_jax.experiments import pairwise_neutrality\n"
+        f"result = pairwise_neutrality.EXPERIMENT.run({str(tmp_path / 'there')!r}, size='smoke', progress=False)\n"
+        "assert not jax.config.jax_enable_x64\n"
+        "json.dump(result, sys.stdout)"
+    )
     there = json.loads(python(code, x64=False).stdout)
     for result in (here, there):
         result["numbers"].pop("seconds")

@@ -40,8 +40,12 @@ def test_quadratic_minimum_recovers_a_known_minimiser():
     points = points.reshape(-1, 2)
     x = np.log(points)
     target = np.array([0.9, 1.6])
-    values = 1 + (x[:, 0] - target[0]) ** 2 + 0.5 * (x[:, 0] - target[0]) * (x[:, 1] - target[1]) \
+    values = (
+        1
+        + (x[:, 0] - target[0]) ** 2
+        + 0.5 * (x[:, 0] - target[0]) * (x[:, 1] - target[1])
         + 2 * (x[:, 1] - target[1]) ** 2
+    )
     np.testing.assert_allclose(intervals.quadratic_minimum(points, values), np.exp(target), rtol=1e-10)
     assert intervals.quadratic_minimum(points, -values) is None  # a maximum is not a minimum
 

@@ -1,6 +1,5 @@
 """The experiments behind claims 7 and 8 (jitter, boundary) at smoke size."""
 
-
 import numpy as np
 import pytest
 from experiment_checks import check_experiment_result

@@ -50,15 +50,19 @@ def test_without_failures_the_engine_is_unchanged_bit_for_bit(variant, jitter):
     never = cj.simulate(_fleet(mtbf=1e200, restart=1.0, **variant), state, save=JOBS, **args)
     assert bool(np.all(base.ok))
     for out in (observed, never):
-        _same((base.fire_times, base.end_times, base.time, base.n_events, base.status),
-              (out.fire_times, out.end_times, out.time, out.n_events, out.status))
+        _same(
+            (base.fire_times, base.end_times, base.time, base.n_events, base.status),
+            (out.fire_times, out.end_times, out.time, out.n_events, out.status),
+        )
     # Without failures (or jittered phases) the loop keeps no work accounting: the useful
     # work is the completed writes times T_i, which the failure path sums phase by phase;
     # and the write times come from the switch times, which the failure path accumulates
     # per interval. Both agree to rounding; the counts exactly.
     sums = ("useful_work", "waste", "write_time", "compute_time", "completed_write_time")
-    _same(observed.jobs._replace(**{f: None for f in sums}),
-          never.jobs._replace(failures=observed.jobs.failures, **{f: None for f in sums}))
+    _same(
+        observed.jobs._replace(**{f: None for f in sums}),
+        never.jobs._replace(failures=observed.jobs.failures, **{f: None for f in sums}),
+    )
     for field in sums:
         np.testing.assert_allclose(getattr(observed.jobs, field), getattr(never.jobs, field), rtol=1e-13, atol=1e-15)
     assert np.all(never.jobs.failures == 0)
@@ -70,8 +74,7 @@ def test_without_failures_useful_work_is_completed_writes_times_t(method):
     fleet = cj.Fleet(np.full((2, n), 10.0), np.full((2, n), 1.0), cap=6.0)
     position = np.linspace(0, 10.9, n)[None, :] * np.ones((2, 1))
     state = cj.state_from_positions(fleet, position)
-    out = cj.simulate(fleet, state, n_fires=None, until=200.0, method=method,
-                      save=cj.SaveAt(trace=False, jobs=True))
+    out = cj.simulate(fleet, state, n_fires=None, until=200.0, method=method, save=cj.SaveAt(trace=False, jobs=True))
     jobs = out.jobs
     # Work before t = 0 counts nowhere: an initially computing job's first write saved only
     # the work it had left at t = 0.
@@ -86,8 +89,7 @@ def test_without_failures_useful_work_is_completed_writes_times_t(method):
 
 def test_without_failures_a_synchronous_start_saves_exactly_writes_times_t():
     fleet = _fleet(batch=2)
-    out = cj.simulate(fleet, cj.initial_state(fleet), n_fires=None, until=333.0,
-                      save=cj.SaveAt(trace=False, jobs=True))
+    out = cj.simulate(fleet, cj.initial_state(fleet), n_fires=None, until=333.0, save=cj.SaveAt(trace=False, jobs=True))
     np.testing.assert_array_equal(out.jobs.useful_work, out.jobs.writes * np.asarray(fleet.compute))
 
 
@@ -96,8 +98,15 @@ def test_without_failures_a_synchronous_start_saves_exactly_writes_times_t():
 def test_time_and_work_accounting(variant, restart):
     fleet = _fleet(batch=4, mtbf=[25.0, 40.0, 60.0], restart=restart, **variant)
     horizon = 400.0
-    out = cj.simulate(fleet, cj.random_state(fleet, jax.random.key(5)), n_fires=200, until=horizon,
-                      key=jax.random.key(7), jitter=0.3, save=JOBS)
+    out = cj.simulate(
+        fleet,
+        cj.random_state(fleet, jax.random.key(5)),
+        n_fires=200,
+        until=horizon,
+        key=jax.random.key(7),
+        jitter=0.3,
+        save=JOBS,
+    )
     jobs = out.jobs
     assert bool(np.all(out.ok)) and np.all(jobs.failures > 0)
     total = jobs.compute_time + jobs.write_time + jobs.down_time
@@ -137,8 +146,11 @@ def test_failures_are_reproducible_and_independent_of_the_batch_layout():
     _same(jax.tree_util.tree_map(single, whole), alone)
     middle = cj.simulate(fleet[2:5], jax.tree_util.tree_map(lambda x: x[2:5], state), fleet_offset=2, **args)
     _same(jax.tree_util.tree_map(lambda x: x[2:5], whole), middle)
-    reshaped = cj.simulate(_fleet(batch=6, mtbf=30.0, restart=1.5, cap=1.5)[np.arange(6).reshape(2, 3)],
-                           jax.tree_util.tree_map(lambda x: x.reshape((2, 3) + x.shape[1:]), state), **args)
+    reshaped = cj.simulate(
+        _fleet(batch=6, mtbf=30.0, restart=1.5, cap=1.5)[np.arange(6).reshape(2, 3)],
+        jax.tree_util.tree_map(lambda x: x.reshape((2, 3) + x.shape[1:]), state),
+        **args,
+    )
     _same(whole, jax.tree_util.tree_map(lambda x: x.reshape((6,) + x.shape[2:]), reshaped))
     on_devices = cj.simulate(fleet, state, devices=1, **args)
     _same(whole, on_devices)
@@ -162,8 +174,14 @@ def test_one_job_alone_has_the_renewal_formula_waste(mtbf, restart):
     compute, write, n_fleets = 10.0, 1.0, 2000
     horizon = 200 * (compute + write)
     fleet = cj.Fleet(np.full((n_fleets, 1), compute), np.full((n_fleets, 1), write), mtbf=mtbf, restart=restart)
-    out = cj.simulate(fleet, cj.initial_state(fleet), n_fires=None, until=horizon, key=jax.random.key(0),
-                      save=cj.SaveAt(trace=False, jobs=True))
+    out = cj.simulate(
+        fleet,
+        cj.initial_state(fleet),
+        n_fires=None,
+        until=horizon,
+        key=jax.random.key(0),
+        save=cj.SaveAt(trace=False, jobs=True),
+    )
     assert bool(np.all(out.ok))
     waste = np.asarray(out.jobs.waste)[:, 0]
     mean, var = _renewal(compute, write, mtbf, restart)
@@ -186,8 +204,14 @@ def test_one_job_alone_has_the_renewal_formula_waste(mtbf, restart):
 
 def test_float32_runs_with_failures():
     fleet = _fleet(batch=2, mtbf=30.0, restart=1.0, cap=1.5, dtype=jnp.float32)
-    out = cj.simulate(fleet, cj.initial_state(fleet), n_fires=None, until=300.0, key=jax.random.key(1),
-                      save=cj.SaveAt(trace=False, jobs=True))
+    out = cj.simulate(
+        fleet,
+        cj.initial_state(fleet),
+        n_fires=None,
+        until=300.0,
+        key=jax.random.key(1),
+        save=cj.SaveAt(trace=False, jobs=True),
+    )
     assert out.jobs.useful_work.dtype == jnp.float32
     assert bool(np.all(out.ok)) and np.all(out.jobs.failures > 0)
     total = out.jobs.compute_time + out.jobs.write_time + out.jobs.down_time
@@ -196,8 +220,15 @@ def test_float32_runs_with_failures():
 
 def test_a_run_that_exhausts_the_event_budget_reports_it():
     fleet = _fleet(batch=2, mtbf=5.0, restart=1.0)
-    out = cj.simulate(fleet, cj.initial_state(fleet), n_fires=None, until=1000.0, max_events=50,
-                      save=cj.SaveAt(trace=False, jobs=True), key=jax.random.key(0))
+    out = cj.simulate(
+        fleet,
+        cj.initial_state(fleet),
+        n_fires=None,
+        until=1000.0,
+        max_events=50,
+        save=cj.SaveAt(trace=False, jobs=True),
+        key=jax.random.key(0),
+    )
     assert not np.any(out.ok)
     assert np.all(np.asarray(out.status) & cj.Status.MAX_EVENTS)
     assert np.all(np.isnan(out.jobs.waste))
@@ -205,8 +236,14 @@ def test_a_run_that_exhausts_the_event_budget_reports_it():
 
 def test_the_default_budget_allows_for_frequent_failures():
     fleet = _fleet(batch=2, mtbf=3.0, restart=0.5)
-    out = cj.simulate(fleet, cj.initial_state(fleet), n_fires=None, until=2000.0,
-                      save=cj.SaveAt(trace=False, jobs=True), key=jax.random.key(0))
+    out = cj.simulate(
+        fleet,
+        cj.initial_state(fleet),
+        n_fires=None,
+        until=2000.0,
+        save=cj.SaveAt(trace=False, jobs=True),
+        key=jax.random.key(0),
+    )
     assert bool(np.all(out.ok)) and np.all(out.jobs.failures > 200)
 
 
@@ -222,18 +259,21 @@ def test_failures_route_to_the_general_engine_and_fast_methods_refuse_them():
             cj.simulate(fleet, state, n_fires=5, until=60.0, method=method)
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    (dict(mtbf=0.0), "mtbf must be finite and > 0"),
-    (dict(mtbf=-3.0), "mtbf must be finite and > 0"),
-    (dict(mtbf=np.inf), "mtbf must be finite and > 0"),
-    (dict(mtbf=np.nan), "mtbf must be finite and > 0"),
-    (dict(mtbf=[1.0, 0.0, 1.0]), "mtbf must be finite and > 0"),
-    (dict(mtbf="x"), "mtbf must be"),
-    (dict(mtbf=10.0, restart=-1.0), "restart must be finite and >= 0"),
-    (dict(mtbf=10.0, restart=np.inf), "restart must be finite and >= 0"),
-    (dict(mtbf=10.0, restart=np.nan), "restart must be finite and >= 0"),
-    (dict(mtbf=[1.0, 2.0]), "mtbf must be a scalar or broadcast"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(mtbf=0.0), "mtbf must be finite and > 0"),
+        (dict(mtbf=-3.0), "mtbf must be finite and > 0"),
+        (dict(mtbf=np.inf), "mtbf must be finite and > 0"),
+        (dict(mtbf=np.nan), "mtbf must be finite and > 0"),
+        (dict(mtbf=[1.0, 0.0, 1.0]), "mtbf must be finite and > 0"),
+        (dict(mtbf="x"), "mtbf must be"),
+        (dict(mtbf=10.0, restart=-1.0), "restart must be finite and >= 0"),
+        (dict(mtbf=10.0, restart=np.inf), "restart must be finite and >= 0"),
+        (dict(mtbf=10.0, restart=np.nan), "restart must be finite and >= 0"),
+        (dict(mtbf=[1.0, 2.0]), "mtbf must be a scalar or broadcast"),
+    ],
+)
 def test_bad_failure_parameters_name_the_argument(kwargs, match):
     with pytest.raises(ValueError, match=match):
         _fleet(**kwargs)

@@ -27,11 +27,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, assume, currently_in_test_context, event, given, settings, strategies as st
+from hypothesis import HealthCheck, assume, currently_in_test_context, event, given, settings
+from hypothesis import strategies as st
+from reference import THROUGHPUT_KINDS, simulate_failures_reference
 
 import ckpt_jax as cj
 from ckpt_jax.loop import flat_params
-from reference import THROUGHPUT_KINDS, simulate_failures_reference
 
 N_SLOTS = 4
 N_FLEETS = 2
@@ -52,8 +53,11 @@ POLICIES = [(power, storage) for power in ("maxmin", "uniform") for storage in (
 
 
 def _settings(examples):
-    return settings(max_examples=int(os.environ.get("CKPT_ORACLE_EXAMPLES", examples)), deadline=None,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    return settings(
+        max_examples=int(os.environ.get("CKPT_ORACLE_EXAMPLES", examples)),
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
 
 
 @st.composite
@@ -98,22 +102,45 @@ def fleet_specs(draw, sized, variants=()):
     phase = [draw(st.integers(0, 1)) for _ in range(n_active)]
     remaining = [draw(fraction) * (write[j] if phase[j] else compute[j]) for j in range(n_active)]
     function = THROUGHPUT_KINDS[kind]
-    return dict(grid=grid, slots=slots, compute=compute, write=write, restart=restart, size=size, phase=phase,
-                remaining=remaining, cap=cap if "delay" in variants else draw(st.sampled_from([cap, None])),
-                horizon=horizon, throughput=None if function is None else [1.0] + [function(n) for n in range(1, N_SLOTS + 1)],
-                delay=draw(delay) if "delay" in variants else 0.0,
-                async_fraction=draw(async_fraction) if "async" in variants else 0.0,
-                jitter=draw(st.floats(0.01, 0.2)) if "jitter" in variants else 0.0, draws=None)
+    return dict(
+        grid=grid,
+        slots=slots,
+        compute=compute,
+        write=write,
+        restart=restart,
+        size=size,
+        phase=phase,
+        remaining=remaining,
+        cap=cap if "delay" in variants else draw(st.sampled_from([cap, None])),
+        horizon=horizon,
+        throughput=None if function is None else [1.0] + [function(n) for n in range(1, N_SLOTS + 1)],
+        delay=draw(delay) if "delay" in variants else 0.0,
+        async_fraction=draw(async_fraction) if "async" in variants else 0.0,
+        jitter=draw(st.floats(0.01, 0.2)) if "jitter" in variants else 0.0,
+        draws=None,
+    )
 
 
 def reference(spec, failure_times, policies):
     """The exact run of one fleet (active jobs only)."""
     power, storage = policies
     return simulate_failures_reference(
-        spec["compute"], spec["write"], spec["horizon"], failure_times, spec["restart"], phase=spec["phase"],
-        remaining=spec["remaining"], cap=spec["cap"], throughput=spec["throughput"], size=spec["size"],
-        power_policy=power, storage_policy=storage, delay=spec["delay"], async_fraction=spec["async_fraction"],
-        compute_work=None if spec["draws"] is None else lambda job, cycle: spec["draws"][job][cycle])
+        spec["compute"],
+        spec["write"],
+        spec["horizon"],
+        failure_times,
+        spec["restart"],
+        phase=spec["phase"],
+        remaining=spec["remaining"],
+        cap=spec["cap"],
+        throughput=spec["throughput"],
+        size=spec["size"],
+        power_policy=power,
+        storage_policy=storage,
+        delay=spec["delay"],
+        async_fraction=spec["async_fraction"],
+        compute_work=None if spec["draws"] is None else lambda job, cycle: spec["draws"][job][cycle],
+    )
 
 
 def exact_float(t):
@@ -170,11 +197,19 @@ def batch_fleet(specs, policies):
     field = lambda name, filler: np.array([padded(s[name], s["slots"], filler) for s in specs])  # noqa: E731
     table = [s["throughput"] or [1.0] * (N_SLOTS + 1) for s in specs]
     active = np.array([padded([True] * len(s["slots"]), s["slots"], False) for s in specs])
-    fleet = cj.Fleet(field("compute", 1.25), field("write", 0.75), cap=[s["cap"] for s in specs],
-                     throughput=np.array(table), size=field("size", 1.0), restart=field("restart", 0.5),
-                     delay=np.array([s["delay"] for s in specs]),
-                     async_fraction=np.array([s["async_fraction"] for s in specs]),
-                     active=active, power_policy=power, storage_policy=storage)
+    fleet = cj.Fleet(
+        field("compute", 1.25),
+        field("write", 0.75),
+        cap=[s["cap"] for s in specs],
+        throughput=np.array(table),
+        size=field("size", 1.0),
+        restart=field("restart", 0.5),
+        delay=np.array([s["delay"] for s in specs]),
+        async_fraction=np.array([s["async_fraction"] for s in specs]),
+        active=active,
+        power_policy=power,
+        storage_policy=storage,
+    )
     return fleet, cj.initial_state(fleet, phase=field("phase", 0), remaining=field("remaining", 0.5))
 
 
@@ -199,8 +234,12 @@ def with_draws(specs, policies, seed):
         return specs
     params = flat_params(batch_fleet(specs, policies)[0], sigma, jax.random.key(seed))
     draws = np.asarray(_draws(params.job_keys, params.compute, params.jitter))
-    return [dict(spec, draws=None if spec["jitter"] == 0 else [[float(x) for x in draws[b, slot]] for slot in spec["slots"]])
-            for b, spec in enumerate(specs)]
+    return [
+        dict(
+            spec, draws=None if spec["jitter"] == 0 else [[float(x) for x in draws[b, slot]] for slot in spec["slots"]]
+        )
+        for b, spec in enumerate(specs)
+    ]
 
 
 def engine(specs, lists, policies, seed=0):
@@ -209,9 +248,17 @@ def engine(specs, lists, policies, seed=0):
     times = np.full((len(specs), N_SLOTS, N_LISTED), np.inf)
     for b, (spec, per_job) in enumerate(zip(specs, lists)):
         for job, slot in enumerate(spec["slots"]):
-            times[b, slot, :len(per_job[job])] = per_job[job]
-    return cj.simulate(fleet, state, n_fires=N_FIRES, until=np.array([s["horizon"] for s in specs]),
-                       failure_times=times, save=JOBS, jitter=jitter_of(specs), key=jax.random.key(seed))
+            times[b, slot, : len(per_job[job])] = per_job[job]
+    return cj.simulate(
+        fleet,
+        state,
+        n_fires=N_FIRES,
+        until=np.array([s["horizon"] for s in specs]),
+        failure_times=times,
+        save=JOBS,
+        jitter=jitter_of(specs),
+        key=jax.random.key(seed),
+    )
 
 
 def end_columns(fire_times, end_times):
@@ -289,15 +336,16 @@ def check(specs, lists, policies, seed=0):
         assert float(np.asarray(out.time)[b]) == horizon, f"fleet {b} stopped at {float(np.asarray(out.time)[b])!r}"
         if spec["grid"]:  # exact in float64: each exact instant is one step, no more, no fewer
             assert int(np.asarray(out.n_events)[b]) == len(exact["event_times"]), (
-                f"fleet {b}: {int(np.asarray(out.n_events)[b])} steps, {len(exact['event_times'])} instants")
+                f"fleet {b}: {int(np.asarray(out.n_events)[b])} steps, {len(exact['event_times'])} instants"
+            )
         np.testing.assert_array_equal(np.asarray(out.jobs.writes)[b, slots], [len(e) for e in exact["end_times"]])
         pairs = []
         for job, slot in enumerate(slots):
             fired = exact["fire_times"][job]
             assert len(fired) < N_FIRES
             want = np.full((2, N_FIRES), np.nan)
-            want[0, :len(fired)] = [float(t) for t in fired]
-            want[1, :len(fired)] = [float(t) for t in end_columns(fired, exact["end_times"][job])]
+            want[0, : len(fired)] = [float(t) for t in fired]
+            want[1, : len(fired)] = [float(t) for t in end_columns(fired, exact["end_times"][job])]
             got = np.stack([fire[slot], np.asarray(out.end_times)[b, slot]])
             np.testing.assert_array_equal(np.isnan(got), np.isnan(want), err_msg=f"fleet {b} job {job}: {spec}")
             pairs.append((got[~np.isnan(got)], want[~np.isnan(want)]))
@@ -309,7 +357,8 @@ def check(specs, lists, policies, seed=0):
         bound = RTOL * np.abs(want) + ATOL_OF_HORIZON * horizon
         assert np.all(error <= bound), (
             f"fleet {b}: engine {got[np.argmax(error - bound)]!r} != exact {want[np.argmax(error - bound)]!r}; "
-            f"{spec}, failure times {per_job}")
+            f"{spec}, failure times {per_job}"
+        )
         if currently_in_test_context():
             for kind in coverage(spec, exact, per_job):
                 event(kind)
@@ -363,8 +412,12 @@ VARIANTS = {
     "jitter": ("jitter",),
     "delay, async and jitter": ("delay", "async", "jitter"),
 }
-DEFAULT_VARIANTS = [("delay", ("uniform", "fcfs")), ("async", ("maxmin", "weighted")),
-                    ("jitter", ("maxmin", "fair")), ("delay, async and jitter", ("uniform", "weighted"))]
+DEFAULT_VARIANTS = [
+    ("delay", ("uniform", "fcfs")),
+    ("async", ("maxmin", "weighted")),
+    ("jitter", ("maxmin", "fair")),
+    ("delay, async and jitter", ("uniform", "weighted")),
+]
 
 
 @pytest.mark.parametrize("variant, policies", DEFAULT_VARIANTS, ids=[v for v, _ in DEFAULT_VARIANTS])
@@ -386,9 +439,24 @@ def test_engine_matches_the_failure_reference_with_variants_thoroughly(variant, 
 
 
 def _grid_fleet(**kw):
-    return dict(grid=True, slots=[0, 2], compute=[2.0, 3.0], write=[1.0, 1.0], restart=[1.0, 0.0], size=[1.0, 1.0],
-                phase=[0, 0], remaining=[2.0, 3.0], cap=None, horizon=12.0, throughput=None, delay=0.0,
-                async_fraction=0.0, jitter=0.0, draws=None, **kw)
+    return dict(
+        grid=True,
+        slots=[0, 2],
+        compute=[2.0, 3.0],
+        write=[1.0, 1.0],
+        restart=[1.0, 0.0],
+        size=[1.0, 1.0],
+        phase=[0, 0],
+        remaining=[2.0, 3.0],
+        cap=None,
+        horizon=12.0,
+        throughput=None,
+        delay=0.0,
+        async_fraction=0.0,
+        jitter=0.0,
+        draws=None,
+        **kw,
+    )
 
 
 # Job 0 (T = 2, R = 1) fires at 2 and writes alone until 3, when job 1 (T = 3, R = 0) fires.
@@ -410,21 +478,56 @@ def test_engine_matches_the_failure_reference_at_ties(lists):
 # 13.999999999999998 and a step of one ulp to 14 (found by hypothesis, maxmin power and
 # weighted storage on sized fleets, without and with failures; the snapping rule applies at
 # the horizon, docs/model.md §1).
-_SIZED = dict(grid=True, slots=[0, 1, 2, 3], phase=[0, 0, 0, 0], throughput=None, delay=0.0, async_fraction=0.0,
-              jitter=0.0, draws=None)
+_SIZED = dict(
+    grid=True,
+    slots=[0, 1, 2, 3],
+    phase=[0, 0, 0, 0],
+    throughput=None,
+    delay=0.0,
+    async_fraction=0.0,
+    jitter=0.0,
+    draws=None,
+)
 HORIZON_INSTANTS = {
     "a firing at H (no failures)": (
-        dict(_SIZED, compute=[1.75, 2.5, 2.25, 0.5], write=[0.25, 0.25, 0.25, 0.5], restart=[0.0] * 4,
-             size=[2.0, 1.0, 2.0, 1.0], remaining=[0.4375, 0.625, 0.5625, 0.125], cap=1.0, horizon=13.0),
-        [[], [], [], []]),
+        dict(
+            _SIZED,
+            compute=[1.75, 2.5, 2.25, 0.5],
+            write=[0.25, 0.25, 0.25, 0.5],
+            restart=[0.0] * 4,
+            size=[2.0, 1.0, 2.0, 1.0],
+            remaining=[0.4375, 0.625, 0.5625, 0.125],
+            cap=1.0,
+            horizon=13.0,
+        ),
+        [[], [], [], []],
+    ),
     "a firing at H (failures)": (
-        dict(_SIZED, compute=[2.25, 2.75, 2.75, 0.75], write=[0.25] * 4, restart=[0.5, 0.25, 1.75, 0.0],
-             size=[4.0, 4.0, 1.0, 1.0], remaining=[0.5625, 0.6875, 0.6875, 0.5625], cap=4.0, horizon=14.0),
-        [[0.5625, 7.375, 7.5], [0.0], [0.0, 6.25], []]),
+        dict(
+            _SIZED,
+            compute=[2.25, 2.75, 2.75, 0.75],
+            write=[0.25] * 4,
+            restart=[0.5, 0.25, 1.75, 0.0],
+            size=[4.0, 4.0, 1.0, 1.0],
+            remaining=[0.5625, 0.6875, 0.6875, 0.5625],
+            cap=4.0,
+            horizon=14.0,
+        ),
+        [[0.5625, 7.375, 7.5], [0.0], [0.0, 6.25], []],
+    ),
     "a write end and a failure at H": (
-        dict(_SIZED, compute=[2.25, 3.0, 2.75, 2.0], write=[2.0, 1.5, 0.5, 0.5], restart=[0.5, 0.25, 1.75, 1.0],
-             size=[4.0, 4.0, 1.0, 1.0], remaining=[1.6875, 1.5, 2.0625, 1.5], cap=8.0, horizon=14.25),
-        [[7.75, 8.125, 10.5, 10.625, 13.625], [3.0, 3.1875, 10.5, 13.375], [1.5, 6.25, 7.125, 13.75], [14.25]]),
+        dict(
+            _SIZED,
+            compute=[2.25, 3.0, 2.75, 2.0],
+            write=[2.0, 1.5, 0.5, 0.5],
+            restart=[0.5, 0.25, 1.75, 1.0],
+            size=[4.0, 4.0, 1.0, 1.0],
+            remaining=[1.6875, 1.5, 2.0625, 1.5],
+            cap=8.0,
+            horizon=14.25,
+        ),
+        [[7.75, 8.125, 10.5, 10.625, 13.625], [3.0, 3.1875, 10.5, 13.375], [1.5, 6.25, 7.125, 13.75], [14.25]],
+    ),
 }
 
 
@@ -439,7 +542,9 @@ def test_a_switch_at_the_horizon_is_one_instant(spec, lists):
 @pytest.mark.parametrize("r, horizon", [(0.347, 5.726), (0.184, 3.256)], ids=["short of H", "past H"])
 def test_the_step_to_the_horizon_lands_on_it(r, horizon):
     assert (r + 0.5) + (horizon - (r + 0.5)) != horizon
-    spec = dict(_grid_fleet(), compute=[20.0, 20.0], write=[0.25, 0.25], restart=[0.0, 0.0], remaining=[r, r], horizon=horizon)
+    spec = dict(
+        _grid_fleet(), compute=[20.0, 20.0], write=[0.25, 0.25], restart=[0.0, 0.0], remaining=[r, r], horizon=horizon
+    )
     check([spec, spec], [[[], []], [[], []]], ("maxmin", "fair"))
 
 
@@ -456,15 +561,18 @@ def test_the_fast_paths_land_on_the_horizon(method):
         np.testing.assert_array_equal(getattr(fast, name), getattr(general, name), err_msg=name)
 
 
-@pytest.mark.parametrize("times, match", [
-    (np.full((2, 3), 1.0), "strictly increasing"),
-    (np.array([[1.0, np.nan], [np.inf, np.inf]]), "NaN"),
-    (np.array([[-1.0, 2.0], [np.inf, np.inf]]), ">= 0"),
-    (np.array([[np.inf, 2.0], [np.inf, np.inf]]), "strictly increasing"),
-    (np.ones(2), "shape"),
-    (np.ones((3, 1)), "shape"),
-    ("x", "failure_times must be"),
-])
+@pytest.mark.parametrize(
+    "times, match",
+    [
+        (np.full((2, 3), 1.0), "strictly increasing"),
+        (np.array([[1.0, np.nan], [np.inf, np.inf]]), "NaN"),
+        (np.array([[-1.0, 2.0], [np.inf, np.inf]]), ">= 0"),
+        (np.array([[np.inf, 2.0], [np.inf, np.inf]]), "strictly increasing"),
+        (np.ones(2), "shape"),
+        (np.ones((3, 1)), "shape"),
+        ("x", "failure_times must be"),
+    ],
+)
 def test_bad_failure_times_name_the_argument(times, match):
     fleet = cj.Fleet([1.0, 2.0], [0.5, 0.5], restart=1.0)
     with pytest.raises(ValueError, match=match) as raised:

@@ -136,9 +136,11 @@ def _set(text: str, table: str, key: str, value: str) -> str:
     return "\n".join(lines[:start] + [f"{key} = {value}"] + body + lines[end:]) + "\n"
 
 
-CASES = ([("groups[1]", key, value) for key, values in GROUP_FIELDS.items() for value in values]
-         + [("", key, value) for key, values in TOP_FIELDS.items() for value in values]
-         + [("design", key, value) for key, values in DESIGN_FIELDS.items() for value in values])
+CASES = (
+    [("groups[1]", key, value) for key, values in GROUP_FIELDS.items() for value in values]
+    + [("", key, value) for key, values in TOP_FIELDS.items() for value in values]
+    + [("design", key, value) for key, values in DESIGN_FIELDS.items() for value in values]
+)
 
 
 @pytest.mark.parametrize("table, key, value", CASES)
@@ -150,14 +152,16 @@ def test_every_bad_field_names_file_and_field(table, key, value):
     field = f"{table}.{key}" if table else key
     assert "fleets/bad.toml" in message
     assert field in message, message
-    assert ("must" in message or "at most" in message or "unique" in message), message
+    assert "must" in message or "at most" in message or "unique" in message, message
 
 
 @pytest.mark.parametrize("table, key", [("", "troughput"), ("design", "horizn"), ("groups[1]", "mtfb")])
 def test_unknown_keys_are_errors(table, key):
     with pytest.raises(FleetFileError, match=r"unknown key \(allowed: "):
         loads(_set(TINY, table, key, "1.0"), "t.toml")
-    with pytest.raises(FleetFileError, match=(f"{table}.{key}" if table else key).replace("[", r"\[").replace("]", r"\]")):
+    with pytest.raises(
+        FleetFileError, match=(f"{table}.{key}" if table else key).replace("[", r"\[").replace("]", r"\]")
+    ):
         loads(_set(TINY, table, key, "1.0"), "t.toml")
 
 
@@ -212,12 +216,16 @@ def test_every_value_the_engine_refuses_names_file_and_field(table, key, value, 
     assert "must" in message or "cannot finish" in message, message
 
 
-@pytest.mark.parametrize("changes, field", [
-    # Young's interval √(2·d/f(1)·M), the interval the run uses without compute.
-    ({"write": "9e288", "mtbf": "9e288"}, r"groups\[1\]: Young's interval must lie in .*set groups\[1\]\.compute"),
-    # The solo period T + d / f(1), as cj.Fleet checks it.
-    ({"write": "9e288", "compute": "9e288"}, r"groups\[1\] \(its solo period T \+ d / f\(1\)\): must lie in"),
-], ids=["young", "solo period"])
+@pytest.mark.parametrize(
+    "changes, field",
+    [
+        # Young's interval √(2·d/f(1)·M), the interval the run uses without compute.
+        ({"write": "9e288", "mtbf": "9e288"}, r"groups\[1\]: Young's interval must lie in .*set groups\[1\]\.compute"),
+        # The solo period T + d / f(1), as cj.Fleet checks it.
+        ({"write": "9e288", "compute": "9e288"}, r"groups\[1\] \(its solo period T \+ d / f\(1\)\): must lie in"),
+    ],
+    ids=["young", "solo period"],
+)
 def test_what_fields_make_together_is_refused_naming_the_group(changes, field):
     text = TINY
     for key, value in changes.items():  # each in range alone
@@ -245,9 +253,14 @@ def test_a_horizon_within_the_budget_loads_and_says_its_events():
 def test_deeply_nested_arrays_are_an_error(where):
     nested = "[" * 5000 + "]" * 5000
     with pytest.raises(FleetFileError, match="t.toml: .*nested too deeply"):
-        loads(TINY + "\n" + where.format(nested) + "\n" if where.startswith("nested")
-              else _set(TINY, "", where.split()[0], nested) if where.startswith("cap")
-              else _set(TINY, "groups[1]", "mtbf", nested), "t.toml")
+        loads(
+            TINY + "\n" + where.format(nested) + "\n"
+            if where.startswith("nested")
+            else _set(TINY, "", where.split()[0], nested)
+            if where.startswith("cap")
+            else _set(TINY, "groups[1]", "mtbf", nested),
+            "t.toml",
+        )
 
 
 def test_a_utf8_byte_order_mark_is_accepted(tmp_path):
@@ -256,8 +269,11 @@ def test_a_utf8_byte_order_mark_is_accepted(tmp_path):
     assert load(path).names == ("small", "big")
 
 
-@pytest.mark.parametrize("name", ["two\nlines", "tab\there", "bell\x07", "del\x7f", "nul\x00", "sep\u2028"],
-                         ids=["newline", "tab", "bell", "delete", "nul", "line separator"])
+@pytest.mark.parametrize(
+    "name",
+    ["two\nlines", "tab\there", "bell\x07", "del\x7f", "nul\x00", "sep\u2028"],
+    ids=["newline", "tab", "bell", "delete", "nul", "line separator"],
+)
 def test_a_name_dumps_cannot_write_back_is_refused(name):
     escaped = "".join(c if c.isprintable() else f"\\u{ord(c):04x}" for c in name)  # TOML's escape
     text = TINY.replace('name = "big"', f'name = "{escaped}"')
@@ -267,7 +283,9 @@ def test_a_name_dumps_cannot_write_back_is_refused(name):
 
 @pytest.mark.parametrize("name", ['quote " and \\ backslash', "ünïcödé 🚀", "a | b"])
 def test_names_loads_accepts_are_written_back_by_dumps(name):
-    spec = loads(TINY.replace('name = "big"', 'name = "' + name.replace("\\", "\\\\").replace('"', '\\"') + '"'), "t.toml")
+    spec = loads(
+        TINY.replace('name = "big"', 'name = "' + name.replace("\\", "\\\\").replace('"', '\\"') + '"'), "t.toml"
+    )
     assert spec.names[1] == name
     assert loads(dumps(spec), "t.toml").names == spec.names
 

@@ -133,13 +133,13 @@ def test_a_non_finite_time_is_never_ok(method, monkeypatch):
 
 # -- a State built by hand ----------------------------------------------------------------------
 _BAD_STATES = [
-        ("remaining", -5.0, "remaining must lie"),
-        ("remaining", 0.0, "remaining must lie"),
-        ("remaining", 10.5, "remaining must lie"),  # above the compute work T = 10
-        ("remaining", float("nan"), "remaining must lie"),
-        ("remaining", float("inf"), "remaining must lie"),
-        ("phase", 2, "phase must be 0"),
-        ("phase", -1, "phase must be 0"),
+    ("remaining", -5.0, "remaining must lie"),
+    ("remaining", 0.0, "remaining must lie"),
+    ("remaining", 10.5, "remaining must lie"),  # above the compute work T = 10
+    ("remaining", float("nan"), "remaining must lie"),
+    ("remaining", float("inf"), "remaining must lie"),
+    ("phase", 2, "phase must be 0"),
+    ("phase", -1, "phase must be 0"),
 ]
 
 
@@ -259,9 +259,7 @@ def test_bad_map_budgets_name_max_events(max_events):
 
 
 # -- keys and offsets -------------------------------------------------------------------------------
-@pytest.mark.parametrize(
-    "key", [0, "seed", np.zeros(2), np.zeros(3, np.uint32), np.zeros((5, 2), np.float32), 1.5]
-)
+@pytest.mark.parametrize("key", [0, "seed", np.zeros(2), np.zeros(3, np.uint32), np.zeros((5, 2), np.float32), 1.5])
 def test_bad_keys_name_key(key):
     fleet = _fleet(batch=(2,))
     with pytest.raises(ValueError, match="key"):

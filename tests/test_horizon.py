@@ -12,10 +12,10 @@ compiles once for the whole module.
 
 import numpy as np
 import pytest
+from reference import simulate_reference
 
 import ckpt_jax as cj
 from ckpt_jax.cli import main
-from reference import simulate_reference
 
 N_JOBS, N_FIRES, N_INSTANTS = 8, 8, 3
 N_HORIZONS = 4 * N_INSTANTS  # per instant t: t - 1 ulp, t, t + 1 ulp, and before the next instant
@@ -24,8 +24,21 @@ RTOL = 1e-13
 # The loops decide alike: these agree bit for bit. The observers' sums of times are
 # accumulated in a different order on the fast paths (per switch, per kind) than in the
 # general engine (per instant), so those agree to rounding, as in any run.
-EXACT_FIELDS = ("fire_times", "end_times", "ok", "status", "n_events", "time", "gaps", "writers.window",
-                "writers.excursions", "writers.max", "jobs.writes", "jobs.useful_work", "jobs.waste")
+EXACT_FIELDS = (
+    "fire_times",
+    "end_times",
+    "ok",
+    "status",
+    "n_events",
+    "time",
+    "gaps",
+    "writers.window",
+    "writers.excursions",
+    "writers.max",
+    "jobs.writes",
+    "jobs.useful_work",
+    "jobs.waste",
+)
 SUMMED_FIELDS = ("writers.time", "jobs.write_time", "jobs.compute_time", "jobs.completed_write_time")
 
 
@@ -43,7 +56,12 @@ def _case(name):
     if name == "synchronous":  # all fire together, share f = 1 (write time 8 d)
         return cj.Fleet(compute, write), computing, compute, ("fifo", "clock")
     if name == "staggered":  # one job at a time, with f(n) = n: every instant exact
-        return cj.Fleet(compute, write, throughput="linear"), computing, 0.5 + 1.25 * np.arange(N_JOBS), ("fifo", "clock")
+        return (
+            cj.Fleet(compute, write, throughput="linear"),
+            computing,
+            0.5 + 1.25 * np.arange(N_JOBS),
+            ("fifo", "clock"),
+        )
     if name == "tied groups":  # groups of 3, 3 and 2 jobs, a cap and sqrt throughput
         remaining = compute * np.array([1.0] * 3 + [0.5] * 3 + [0.25] * 2)
         return cj.Fleet(compute, 1.5 * write, cap=3.0, throughput="sqrt"), computing, remaining, ("fifo", "clock")
@@ -72,21 +90,32 @@ def _batch(fleet, phase, remaining, horizons):
         cap=np.full(n, float(cap)) if np.isfinite(cap) else None,
         throughput=np.broadcast_to(np.asarray(fleet.throughput), (n, N_JOBS + 1)),
     )
-    state = cj.initial_state(batch, phase=np.broadcast_to(phase, (n, N_JOBS)), remaining=np.broadcast_to(remaining, (n, N_JOBS)))
+    state = cj.initial_state(
+        batch, phase=np.broadcast_to(phase, (n, N_JOBS)), remaining=np.broadcast_to(remaining, (n, N_JOBS))
+    )
     return batch, state
 
 
 def _run_all(fleet, phase, remaining, horizons, fast):
     batch, state = _batch(fleet, phase, remaining, horizons)
-    return {method: cj.simulate(batch, state, N_FIRES, method=method, until=np.asarray(horizons), save=SAVE)
-            for method in ("general",) + fast + ("auto",)}
+    return {
+        method: cj.simulate(batch, state, N_FIRES, method=method, until=np.asarray(horizons), save=SAVE)
+        for method in ("general",) + fast + ("auto",)
+    }
 
 
 def _reference(fleet, phase, remaining, n_fires):
     cap = float(np.asarray(fleet.cap))
-    return simulate_reference(np.asarray(fleet.compute), np.asarray(fleet.write), phase, remaining, n_fires,
-                              cap=cap if np.isfinite(cap) else None, throughput=list(np.asarray(fleet.throughput)),
-                              return_event_times=True)
+    return simulate_reference(
+        np.asarray(fleet.compute),
+        np.asarray(fleet.write),
+        phase,
+        remaining,
+        n_fires,
+        cap=cap if np.isfinite(cap) else None,
+        throughput=list(np.asarray(fleet.throughput)),
+        return_event_times=True,
+    )
 
 
 def _tied_instants(fire, end, instants, before):
@@ -106,8 +135,9 @@ def _assert_loops_agree(runs):
         for name in EXACT_FIELDS:
             np.testing.assert_array_equal(_field(trace, name), _field(general, name), err_msg=f"{method}: {name}")
         for name in SUMMED_FIELDS:
-            np.testing.assert_allclose(_field(trace, name), _field(general, name), rtol=RTOL, atol=0,
-                                       err_msg=f"{method}: {name}")
+            np.testing.assert_allclose(
+                _field(trace, name), _field(general, name), rtol=RTOL, atol=0, err_msg=f"{method}: {name}"
+            )
 
 
 def _up_to(times, horizon):
@@ -124,8 +154,9 @@ def _horizons(instant, next_instant):
     return [np.nextafter(at, 0), at, np.nextafter(at, np.inf), float((instant + next_instant) / 2)]
 
 
-@pytest.mark.parametrize("name", ["synchronous", "staggered", "tied groups", "writing at start", "heterogeneous",
-                                  "heterogeneous capped"])
+@pytest.mark.parametrize(
+    "name", ["synchronous", "staggered", "tied groups", "writing at start", "heterogeneous", "heterogeneous capped"]
+)
 def test_every_loop_processes_every_instant_up_to_the_horizon(name):
     fleet, phase, remaining, fast = _case(name)
     fire, end, instants = _reference(fleet, phase, remaining, N_FIRES + 2)

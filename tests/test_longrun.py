@@ -41,8 +41,9 @@ def bars(monkeypatch):
 def test_a_run_to_a_horizon_shows_progress_in_simulated_time(bars):
     # n_fires=None: nothing sizes a trace, the horizon alone says how long the run is.
     fleet = cj.Fleet(np.full(3, 10.0), np.full(3, 1.0), mtbf=np.full(3, 50.0))
-    out = cj.simulate(fleet, cj.initial_state(fleet), None, until=400.0, key=jax.random.key(0),
-                      save=cj.SaveAt(trace=False, jobs=True))
+    out = cj.simulate(
+        fleet, cj.initial_state(fleet), None, until=400.0, key=jax.random.key(0), save=cj.SaveAt(trace=False, jobs=True)
+    )
     assert bool(out.ok)
     assert len(bars) == 1, "a long run to a horizon shows a bar"
     bar = bars[0]
@@ -57,8 +58,9 @@ def test_a_fast_path_run_to_a_horizon_shows_progress(bars, monkeypatch):
     monkeypatch.setattr(sharding, "CPU_MAX_BLOCK", {"fifo": 2, "clock": 2})
     monkeypatch.setattr(sharding, "CPU_MIN_BLOCK", 2)
     fleet = cj.Fleet(np.full((4, 2), 10.0), np.full((4, 2), 1.0))
-    out = cj.simulate(fleet, cj.initial_state(fleet), None, until=50.0, method="clock",
-                      save=cj.SaveAt(trace=False, jobs=True))
+    out = cj.simulate(
+        fleet, cj.initial_state(fleet), None, until=50.0, method="clock", save=cj.SaveAt(trace=False, jobs=True)
+    )
     assert np.all(out.ok)
     assert len(bars) == 1 and bars[0].n == 4  # fleets done, block by block
 
@@ -67,15 +69,28 @@ def test_a_fast_path_run_to_a_horizon_shows_progress(bars, monkeypatch):
 def test_a_horizon_beyond_the_event_budget_is_refused_before_it_starts(mtbf):
     fleet = cj.Fleet(np.full(4, 10.0), np.full(4, 1.0), mtbf=None if mtbf is None else np.full(4, mtbf))
     with pytest.raises(ValueError, match=r"until = 1e\+15 cannot finish within the event budget.*lower until"):
-        cj.simulate(fleet, cj.initial_state(fleet), None, until=1e15, key=jax.random.key(0),
-                    save=cj.SaveAt(trace=False, jobs=True))
+        cj.simulate(
+            fleet,
+            cj.initial_state(fleet),
+            None,
+            until=1e15,
+            key=jax.random.key(0),
+            save=cj.SaveAt(trace=False, jobs=True),
+        )
 
 
 def test_a_budget_the_caller_chose_still_stops_a_long_run():
     # An explicit max_events is a request: the run stops flagged, it is not refused.
     fleet = cj.Fleet(np.full(4, 10.0), np.full(4, 1.0))
-    out = cj.simulate(fleet, cj.initial_state(fleet), None, until=1e15, max_events=50,
-                      save=cj.SaveAt(trace=False, jobs=True), method="general")
+    out = cj.simulate(
+        fleet,
+        cj.initial_state(fleet),
+        None,
+        until=1e15,
+        max_events=50,
+        save=cj.SaveAt(trace=False, jobs=True),
+        method="general",
+    )
     assert not bool(out.ok) and int(out.status) & cj.Status.MAX_EVENTS
 
 
@@ -94,5 +109,6 @@ def test_a_design_horizon_beyond_the_event_budget_is_refused_naming_it():
 
     fleet = cj.Fleet([1.0, 1.0], [0.5, 1.0], mtbf=[10.0, 20.0], restart=0.2)
     with pytest.raises(ValueError, match=r"^horizon = 1e\+12 cannot finish within the event budget"):
-        design.checkpoint_intervals(fleet, bounds=(0.5, 30.0), horizon=1e12, n_draws=2, key=jax.random.key(0),
-                                    progress=False)
+        design.checkpoint_intervals(
+            fleet, bounds=(0.5, 30.0), horizon=1e12, n_draws=2, key=jax.random.key(0), progress=False
+        )

@@ -21,9 +21,7 @@ def _identical(n_jobs, throughputs, compute=10.0):
     return cj.Fleet(compute=np.full(shape, compute), write=np.broadcast_to(write[:, None], shape), throughput=tables)
 
 
-_batched_jacobian = jax.jit(
-    jax.vmap(jax.jacfwd(cj.maps.gap_return_map, argnums=1, has_aux=True), in_axes=(0, None))
-)
+_batched_jacobian = jax.jit(jax.vmap(jax.jacfwd(cj.maps.gap_return_map, argnums=1, has_aux=True), in_axes=(0, None)))
 
 
 @pytest.mark.parametrize("n_jobs", list(range(2, 13)) + [64, 256])
@@ -53,7 +51,9 @@ def test_claim2_reciprocal_spectrum_by_autodiff(n_jobs):
 def test_spectrum_function_matches_theory():
     fleet = cj.Fleet(compute=np.full(7, 10.0), write=np.full(7, 3.0), throughput="sqrt")
     result = cj.maps.spectrum(fleet, np.full(6, 0.1))
-    np.testing.assert_allclose(np.sort(result.eigenvalues.real), np.sort(cj.theory.gap_eigenvalues(7, "sqrt")), rtol=1e-9)
+    np.testing.assert_allclose(
+        np.sort(result.eigenvalues.real), np.sort(cj.theory.gap_eigenvalues(7, "sqrt")), rtol=1e-9
+    )
     assert abs(result.determinant - 1) < 1e-9
     assert result.n_expanding == 3 and int(result.info.branch) == cj.maps.BRANCH_OVERLAPPING
 
@@ -102,13 +102,23 @@ _pair_map = jax.jit(jax.vmap(cj.maps.section_map, in_axes=(0, 0)))
 
 @pytest.mark.parametrize("write", [1.0, 4.0, 9.5])
 def test_claim1_pair_map_is_identity_across_the_cycle(write):
-    cases = [(None, "shared"), (None, "sqrt"), (0.6, "linear"), (1.0, "linear"), (1.4, "linear"), (0.8, "shared"), (1.3, "degrading")]
+    cases = [
+        (None, "shared"),
+        (None, "sqrt"),
+        (0.6, "linear"),
+        (1.0, "linear"),
+        (1.4, "linear"),
+        (0.8, "shared"),
+        (1.3, "degrading"),
+    ]
     compute = 10.0
     deltas = np.linspace(0, compute + write, 25)[1:-1]
     rows = [(c, t, x) for c, t in cases for x in deltas]
     caps = np.array([1e9 if c is None else c for c, _, _ in rows])
     tables = np.stack([cj.throughput_table(t, 2) for _, t, _ in rows])
-    fleets = cj.Fleet(compute=np.full((len(rows), 2), compute), write=np.full((len(rows), 2), write), cap=caps, throughput=tables)
+    fleets = cj.Fleet(
+        compute=np.full((len(rows), 2), compute), write=np.full((len(rows), 2), write), cap=caps, throughput=tables
+    )
     delta = np.array([[x] for _, _, x in rows])
     nxt, info = _pair_map(fleets, delta)
     assert np.all(np.asarray(info.status) == 0)
@@ -127,7 +137,9 @@ def test_claim1_pair_map_moves_for_heterogeneous_jobs_under_binding_cap():
     # (C < 1: a lone computing job is throttled while a lone writer is not; with C >= 1 and
     # f(1) = 1 both jobs always progress at equal rates and even unequal jobs stay neutral.)
     for cap in (0.6, 1e9):
-        fleets = cj.Fleet(compute=np.tile([10.0, 8.0], (7, 1)), write=np.tile([3.0, 3.0], (7, 1)), cap=cap, throughput="linear")
+        fleets = cj.Fleet(
+            compute=np.tile([10.0, 8.0], (7, 1)), write=np.tile([3.0, 3.0], (7, 1)), cap=cap, throughput="linear"
+        )
         nxt, info = _pair_map(fleets, delta)
         assert np.all(np.asarray(info.status) == 0)
         shifts[cap] = np.asarray(nxt) - delta
@@ -165,7 +177,12 @@ def _cyclic_order_kept(fire_times):
 @pytest.mark.parametrize("n_jobs", [3, 8, 64])
 def test_claim3_firing_order_is_invariant_and_phases_never_merge(n_jobs):
     batch = 8
-    fleet = cj.Fleet(compute=np.full((batch, n_jobs), 10.0), write=np.full((batch, n_jobs), 2.0), cap=[None] * 0 or None, throughput="sqrt")
+    fleet = cj.Fleet(
+        compute=np.full((batch, n_jobs), 10.0),
+        write=np.full((batch, n_jobs), 2.0),
+        cap=[None] * 0 or None,
+        throughput="sqrt",
+    )
     state = cj.random_state(fleet, jax.random.key(n_jobs))
     trace = cj.simulate(fleet, state, n_fires=500)
     assert bool(np.all(trace.ok))

@@ -26,11 +26,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from hypothesis import (HealthCheck, assume, currently_in_test_context, event, given, note, settings,
-                        strategies as st)
+from hypothesis import HealthCheck, assume, currently_in_test_context, event, given, note, settings
+from hypothesis import strategies as st
+from reference import simulate_reference, state_at_first_firing
 
 import ckpt_jax as cj
-from reference import simulate_reference, state_at_first_firing
 
 N_SLOTS = 5  # every fleet is padded to this many job slots (padding after the active jobs)
 RTOL = 1e-9
@@ -52,16 +52,20 @@ _gap = jax.jit(cj.maps.gap_return_map)
 
 # --- fleets ---------------------------------------------------------------------------------
 
+
 def make_fleet(spec):
     """The padded float64 `Fleet` of a spec (active jobs first, then inert padding)."""
     n = len(spec["compute"])
     pad = N_SLOTS - n
     table = spec["throughput"]
     table = np.ones(N_SLOTS + 1) if table is None else np.array(list(table) + [1.0] * pad)
-    return cj.Fleet(np.array(list(spec["compute"]) + [1.25] * pad),
-                    np.array(list(spec["write"]) + [0.75] * pad),
-                    cap=spec["cap"], throughput=table,
-                    active=np.arange(N_SLOTS) < n)
+    return cj.Fleet(
+        np.array(list(spec["compute"]) + [1.25] * pad),
+        np.array(list(spec["write"]) + [0.75] * pad),
+        cap=spec["cap"],
+        throughput=table,
+        active=np.arange(N_SLOTS) < n,
+    )
 
 
 def _pad(values, filler):
@@ -82,16 +86,22 @@ def fleet_specs(draw, grid, identical=None, capped=None):
     if grid:
         time_like = st.integers(1, 16).map(lambda k: k / 4)
         kind = draw(st.sampled_from(["shared", "linear", "saturating", "halving"]))
-        table = {"shared": None, "linear": [1.0] + [float(m) for m in range(1, n + 1)],
-                 "saturating": [1.0] + [float(min(m, 2)) for m in range(1, n + 1)],
-                 # storage that degrades fast: a writer's rate falls 80x from 1 to 5 writers
-                 "halving": [1.0] + [2.0 ** (1 - m) for m in range(1, n + 1)]}[kind]
+        table = {
+            "shared": None,
+            "linear": [1.0] + [float(m) for m in range(1, n + 1)],
+            "saturating": [1.0] + [float(min(m, 2)) for m in range(1, n + 1)],
+            # storage that degrades fast: a writer's rate falls 80x from 1 to 5 writers
+            "halving": [1.0] + [2.0 ** (1 - m) for m in range(1, n + 1)],
+        }[kind]
         cap = draw(st.integers(1, 2 * n).map(lambda k: k / 2)) if capped else None
     else:
         time_like = st.floats(0.3, 4.0)
         kind = draw(st.sampled_from(["shared", "sqrt", "random"]))
-        table = {"shared": None, "sqrt": [1.0] + [math.sqrt(m) for m in range(1, n + 1)],
-                 "random": [1.0] + [draw(st.floats(0.3, 3.0)) for _ in range(n)]}[kind]
+        table = {
+            "shared": None,
+            "sqrt": [1.0] + [math.sqrt(m) for m in range(1, n + 1)],
+            "random": [1.0] + [draw(st.floats(0.3, 3.0)) for _ in range(n)],
+        }[kind]
         cap = draw(st.floats(0.5, float(n))) if capped else None
     if identical:
         compute, write = [draw(time_like)] * n, [draw(time_like)] * n
@@ -103,9 +113,10 @@ def fleet_specs(draw, grid, identical=None, capped=None):
 
 # --- the exact maps -------------------------------------------------------------------------
 
+
 def _reference_throughput(spec):
     table = spec["throughput"]
-    return None if table is None else list(table)[:len(spec["compute"]) + 1]
+    return None if table is None else list(table)[: len(spec["compute"]) + 1]
 
 
 def exact_section(spec, u):
@@ -123,8 +134,7 @@ def exact_section(spec, u):
     n = len(T)
     # The float nearest T_j + d_j (what a float64 caller writes for "just fired") stands for
     # the exact T_j + d_j.
-    u = [T[j + 1] + d[j + 1] if float(x) == float(T[j + 1] + d[j + 1]) else Q(x)
-         for j, x in enumerate(u)]
+    u = [T[j + 1] + d[j + 1] if float(x) == float(T[j + 1] + d[j + 1]) else Q(x) for j, x in enumerate(u)]
     if not all(0 <= u[j - 1] <= T[j] + d[j] for j in range(1, n)):
         return None
     phase, remaining = [1], [d[0]]  # job 0 fires now: all of its write is left
@@ -140,27 +150,37 @@ def exact_section(spec, u):
             phase.append(0)
             remaining.append(uj)
     cap = None if spec["cap"] is None else Q(spec["cap"])
-    state = state_at_first_firing(T, d, phase, remaining, job=0, cap=cap,
-                                  throughput=_reference_throughput(spec))
-    u_next = [(state["write_left"][j] if state["draining"][j] else 0) + state["compute_left"][j]
-              for j in range(1, n)]
+    state = state_at_first_firing(T, d, phase, remaining, job=0, cap=cap, throughput=_reference_throughput(spec))
+    u_next = [(state["write_left"][j] if state["draining"][j] else 0) + state["compute_left"][j] for j in range(1, n)]
     fire_times = state["fire_times"]
     # Exactly distinct instants closer than float64 can separate (relative to the cycle)
     # may be merged by any float engine: such points are not judged. The run goes on to the
     # first instant after t* (an event just after job 0's return may merge into it).
-    *_, instants = simulate_reference(T, d, phase, remaining, 2, cap=cap,
-                                      throughput=_reference_throughput(spec),
-                                      return_event_times=True)
-    instants = [Q(0)] + [t for t in instants if t <= state["time"]] + [
-        next(t for t in instants if t > state["time"])]
+    *_, instants = simulate_reference(
+        T, d, phase, remaining, 2, cap=cap, throughput=_reference_throughput(spec), return_event_times=True
+    )
+    instants = [Q(0)] + [t for t in instants if t <= state["time"]] + [next(t for t in instants if t > state["time"])]
     scale = max(instants[-1], max(T[j] + d[j] for j in range(n)))
     resolvable = all(b - a > RESOLUTION * scale for a, b in zip(instants, instants[1:]))
     writers, computing = state["most_writing"], state["most_computing"]
-    branch = (cj.maps.BRANCH_OVERLAPPING if writers >= n and computing >= n
-              else cj.maps.BRANCH_COLLISION_FREE if writers <= 1 else cj.maps.BRANCH_MIXED)
-    return dict(u_next=u_next, time=state["time"], fire_times=fire_times, start=u,
-                fired_once=all(len(fire_times[j]) == 1 for j in range(1, n)), resolvable=resolvable,
-                n_events=state["n_events"], max_writers=writers, branch=branch)
+    branch = (
+        cj.maps.BRANCH_OVERLAPPING
+        if writers >= n and computing >= n
+        else cj.maps.BRANCH_COLLISION_FREE
+        if writers <= 1
+        else cj.maps.BRANCH_MIXED
+    )
+    return dict(
+        u_next=u_next,
+        time=state["time"],
+        fire_times=fire_times,
+        start=u,
+        fired_once=all(len(fire_times[j]) == 1 for j in range(1, n)),
+        resolvable=resolvable,
+        n_events=state["n_events"],
+        max_writers=writers,
+        branch=branch,
+    )
 
 
 def exact_gap(spec, a):
@@ -194,18 +214,19 @@ def exact_gap(spec, a):
     a_next = [u_next[0]] + [u_next[k] - u_next[k - 1] for k in range(1, n - 1)]
     start = section["start"]
     twin = [with_job0[k] and start[k] in (0, cycle[k + 1]) for k in range(n - 1)]
-    keys = [Q(0) if twin[k] else (fire_times[k + 1][0] if fire_times[k + 1] else None)
-            for k in range(n - 1)]
+    keys = [Q(0) if twin[k] else (fire_times[k + 1][0] if fire_times[k + 1] else None) for k in range(n - 1)]
     in_label_order = all(keys[k] <= keys[k + 1] for k in range(n - 2)) if section["fired_once"] else False
     order_kept = section["fired_once"] and in_label_order and all(x >= 0 for x in a_next)
     # The engine (before the fix reported in tests below) orders twins by their raw firing
     # time t*, which flags an order change when a later label fires before t*.
     twin_after_others = section["fired_once"] and any(
-        twin[k] and any(keys[m] < t_star for m in range(k + 1, n - 1)) for k in range(n - 1))
+        twin[k] and any(keys[m] < t_star for m in range(k + 1, n - 1)) for k in range(n - 1)
+    )
     return dict(section, a_next=a_next, order_kept=order_kept, twin_after_others=twin_after_others)
 
 
 # --- comparisons ----------------------------------------------------------------------------
+
 
 def _scale(spec):
     return max(c + w for c, w in zip(spec["compute"], spec["write"]))
@@ -236,9 +257,11 @@ def _require_resolvable(exact, where):
 def _assert_cycle_agrees(info, exact, where):
     """Return time, event count (exact ties are one step), most writers and branch."""
     assert abs(float(info.return_time) - float(exact["time"])) <= RTOL * float(exact["time"]), (
-        f"return time {float(info.return_time)} != exact {float(exact['time'])}: {where}")
+        f"return time {float(info.return_time)} != exact {float(exact['time'])}: {where}"
+    )
     assert int(info.n_events) == exact["n_events"], (
-        f"{int(info.n_events)} events != exact {exact['n_events']} instants: {where}")
+        f"{int(info.n_events)} events != exact {exact['n_events']} instants: {where}"
+    )
     assert int(info.max_writers) == exact["max_writers"], where
     assert int(info.branch) == exact["branch"], where
 
@@ -248,7 +271,7 @@ def assert_section_agrees(spec, u):
     n = len(spec["compute"])
     where = f"{spec}, u={u}"
     value, info = _section(make_fleet(spec), jnp.asarray(_pad(u, 1.0)))
-    value, status = np.asarray(value)[:n - 1], int(info.status)
+    value, status = np.asarray(value)[: n - 1], int(info.status)
     exact = exact_section(spec, u)
     _tell(message=f"engine {value}, status {status}; exact {exact and [float(x) for x in exact['u_next']]}")
     if exact is None:
@@ -260,10 +283,12 @@ def assert_section_agrees(spec, u):
     _tell("fired once" if exact["fired_once"] else "order changed")
     assert not status & DOMAIN, f"in domain, flagged out of it: {where}"
     assert bool(status & ORDER) == (not exact["fired_once"]), (
-        f"order-change flag {bool(status & ORDER)}, exact fired_once {exact['fired_once']}: {where}")
+        f"order-change flag {bool(status & ORDER)}, exact fired_once {exact['fired_once']}: {where}"
+    )
     # The coordinates stay defined where the order changes (only the flag says so).
     assert _close(value, exact["u_next"], spec), (
-        f"u_next {value} != exact {[float(x) for x in exact['u_next']]}: {where}")
+        f"u_next {value} != exact {[float(x) for x in exact['u_next']]}: {where}"
+    )
     _assert_cycle_agrees(info, exact, where)
 
 
@@ -280,8 +305,10 @@ def assert_gap_agrees(spec, a, known_bug=KNOWN_TWIN_ORDER_BUG):
     value, info = _gap(make_fleet(spec), jnp.asarray(_pad(a, 0.0)))
     value, status = np.asarray(value), int(info.status)
     exact = exact_gap(spec, a)
-    _tell(message=f"engine {value[:n - 1]}, status {status}; exact "
-         f"{exact and ([float(x) for x in exact['a_next']], exact['order_kept'])}")
+    _tell(
+        message=f"engine {value[: n - 1]}, status {status}; exact "
+        f"{exact and ([float(x) for x in exact['a_next']], exact['order_kept'])}"
+    )
     if exact is None:
         _tell("out of domain")
         assert status & DOMAIN, f"out of domain, not flagged: {where}"
@@ -301,9 +328,10 @@ def assert_gap_agrees(spec, a, known_bug=KNOWN_TWIN_ORDER_BUG):
     if not any(exact["a_next"]):
         _tell("synchronous")
     assert not status & ORDER, f"order kept, flagged as changed (status {status}): {where}"
-    assert _close(value[:n - 1], exact["a_next"], spec), (
-        f"a_next {value[:n - 1]} != exact {[float(x) for x in exact['a_next']]}: {where}")
-    assert np.all(value[n - 1:] == 0), f"padding slots must read 0: {value}"
+    assert _close(value[: n - 1], exact["a_next"], spec), (
+        f"a_next {value[: n - 1]} != exact {[float(x) for x in exact['a_next']]}: {where}"
+    )
+    assert np.all(value[n - 1 :] == 0), f"padding slots must read 0: {value}"
 
 
 # --- the oracle itself, by hand ---------------------------------------------------------------
@@ -336,8 +364,9 @@ def test_exact_map_by_hand():
 
 # --- hand-picked points, every run ---------------------------------------------------------------
 
-HETERO = dict(compute=[2.0, 1.5, 2.5, 1.75], write=[0.5, 0.75, 0.25, 0.5], cap=1.5,
-              throughput=[1.0, 1.0, 2.0, 3.0, 4.0])
+HETERO = dict(
+    compute=[2.0, 1.5, 2.5, 1.75], write=[0.5, 0.75, 0.25, 0.5], cap=1.5, throughput=[1.0, 1.0, 2.0, 3.0, 4.0]
+)
 CAPPED4 = dict(compute=[2.0] * 4, write=[0.75] * 4, cap=2.0, throughput=[1.0, 1.0, 1.0, 2.0, 2.0])
 FAST1 = dict(compute=[10.0, 2.0, 10.0], write=[1.0, 0.5, 1.0], cap=None, throughput=None)
 PAIR = dict(compute=[3.0, 3.0], write=[1.0, 1.0], cap=0.5, throughput=None)
@@ -427,9 +456,11 @@ def section_points(draw, spec):
     points = []
     for j in range(1, len(spec["compute"])):
         T, d = spec["compute"][j], spec["write"][j]
-        choices = [st.sampled_from([0.0, T, T + d]),
-                   st.integers(1, int((T + d) / EIGHTH)).map(lambda k: k * EIGHTH),
-                   st.floats(0.0, T + d)]
+        choices = [
+            st.sampled_from([0.0, T, T + d]),
+            st.integers(1, int((T + d) / EIGHTH)).map(lambda k: k * EIGHTH),
+            st.floats(0.0, T + d),
+        ]
         if outside:
             choices.append(st.sampled_from([-EIGHTH, T + d + EIGHTH]))
         points.append(draw(st.one_of(choices)))

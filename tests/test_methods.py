@@ -58,8 +58,11 @@ def test_fifo_matches_general_on_random_identical_fleets(throughput, capped):
             run = cj.simulate(fleet, moved, n_fires, method="general")
         else:
             bigger = cj.Fleet(
-                np.nextafter(np.asarray(fleet.compute), np.inf), fleet.write, cap=fleet.cap if capped else None,
-                throughput=np.asarray(fleet.throughput), active=fleet.active,
+                np.nextafter(np.asarray(fleet.compute), np.inf),
+                fleet.write,
+                cap=fleet.cap if capped else None,
+                throughput=np.asarray(fleet.throughput),
+                active=fleet.active,
             )
             run = cj.simulate(bigger, state, n_fires, method="general")
         nudged.append(_relative_error(general.fire_times, run.fire_times))
@@ -68,7 +71,9 @@ def test_fifo_matches_general_on_random_identical_fleets(throughput, capped):
     assert well_conditioned.sum() >= len(error) // 2
     assert np.all(error[well_conditioned] <= 1e-12), error[well_conditioned].max()
     assert np.all((error <= 1e-12) | (error <= 10 * sensitivity)), np.max(error / np.maximum(sensitivity, 1e-300))
-    np.testing.assert_array_equal(np.asarray(fifo.n_events)[well_conditioned], np.asarray(general.n_events)[well_conditioned])
+    np.testing.assert_array_equal(
+        np.asarray(fifo.n_events)[well_conditioned], np.asarray(general.n_events)[well_conditioned]
+    )
 
 
 def _heterogeneous_batch(seed, n_fleets=16, n_slots=10, capped=False, throughput=None):
@@ -126,7 +131,9 @@ def test_clock_path_rejects_delay_and_async():
     np.testing.assert_array_equal(_loops.choose_paths(fleet, None, "auto"), ["clock", "general"])
 
 
-@pytest.mark.parametrize("cap, throughput", [(None, "shared"), (None, "sqrt"), (1.3, "linear"), (0.8, "shared"), (1.2, "degrading")])
+@pytest.mark.parametrize(
+    "cap, throughput", [(None, "shared"), (None, "sqrt"), (1.3, "linear"), (0.8, "shared"), (1.2, "degrading")]
+)
 def test_fifo_matches_general_on_neutral_pairs_over_many_cycles(cap, throughput):
     # Identical pairs are neutral (claim 1), so rounding does not grow: 1e-12 over 200 cycles.
     offsets = np.linspace(0.3, 11.7, 9)

@@ -67,8 +67,9 @@ def run_processes(tmp_path: Path, out: Path) -> list:
             log.seek(0)
             texts.append(log.read().decode(errors="replace"))
             log.close()
-    report = "\n".join(f"--- process {r} (exit {p.returncode}):\n{t[-3000:]}"
-                       for r, (p, t) in enumerate(zip(processes, texts)))
+    report = "\n".join(
+        f"--- process {r} (exit {p.returncode}):\n{t[-3000:]}" for r, (p, t) in enumerate(zip(processes, texts))
+    )
     if any(p.returncode != 0 for p in processes):
         pytest.fail(f"a process failed or ran over {TIMEOUT_S} s (killed):\n{report}")
     return texts
@@ -87,12 +88,22 @@ def test_two_processes_give_the_one_process_result_bit_for_bit(tmp_path):
     state = cj.state_from_positions(fleet, position)
     key = jax.random.key(example.SEED)
     with jax.default_device(jax.devices("cpu")[0]):
-        one = example.results(cj.simulate(fleet, state, example.K, jitter=example.SIGMA, key=key, save=example.save_at()))
+        one = example.results(
+            cj.simulate(fleet, state, example.K, jitter=example.SIGMA, key=key, save=example.save_at())
+        )
         # The comparison sees the keys: process 1's slice drawn without its offset differs.
         half = example.TOTAL // N_PROCESSES
         second = cj.Fleet(compute[half:], write[half:], cap=example.CAP)
-        wrong = example.results(cj.simulate(second, cj.state_from_positions(second, position[half:]),
-                                            example.K, jitter=example.SIGMA, key=key, save=example.save_at()))
+        wrong = example.results(
+            cj.simulate(
+                second,
+                cj.state_from_positions(second, position[half:]),
+                example.K,
+                jitter=example.SIGMA,
+                key=key,
+                save=example.save_at(),
+            )
+        )
 
     with np.load(out) as saved:
         gathered = dict(saved)

@@ -44,18 +44,30 @@ def _view(time, fired, cycle, n_active):
     width = fired.shape[0]
     zeros = jnp.zeros(1, jnp.int32)
     return EventView(
-        time=jnp.array([time]), dt=jnp.zeros(1), advanced=jnp.ones(1, bool), running=jnp.ones(1, bool),
-        n_writers=zeros, n_writers_after=zeros, fired=jnp.asarray(fired)[None], ended=jnp.zeros((1, width), bool),
-        recorded_end=jnp.zeros((1, width), bool), job=jnp.arange(width, dtype=jnp.int32)[None],
-        cycle=jnp.asarray(cycle, jnp.int32)[None], draining=None, waiting=None,
-        first_fires=zeros, last_ends=zeros, n_active=n_active,
+        time=jnp.array([time]),
+        dt=jnp.zeros(1),
+        advanced=jnp.ones(1, bool),
+        running=jnp.ones(1, bool),
+        n_writers=zeros,
+        n_writers_after=zeros,
+        fired=jnp.asarray(fired)[None],
+        ended=jnp.zeros((1, width), bool),
+        recorded_end=jnp.zeros((1, width), bool),
+        job=jnp.arange(width, dtype=jnp.int32)[None],
+        cycle=jnp.asarray(cycle, jnp.int32)[None],
+        draining=None,
+        waiting=None,
+        first_fires=zeros,
+        last_ends=zeros,
+        n_active=n_active,
     )
 
 
 def _init(observer, n_jobs, n_cycles, ordered=False):
     """The observer's state for one fleet of ``n_jobs`` jobs, ``n_cycles`` cycles."""
-    return observer.init(LoopInfo(n_fleets=1, n_jobs=n_jobs, dtype=jnp.float64, gap_fires=n_cycles,
-                                  one_switch=ordered, ordered=ordered))
+    return observer.init(
+        LoopInfo(n_fleets=1, n_jobs=n_jobs, dtype=jnp.float64, gap_fires=n_cycles, one_switch=ordered, ordered=ordered)
+    )
 
 
 @settings(max_examples=20, deadline=None)
@@ -89,9 +101,15 @@ def test_gaps_observer_on_any_time_ordered_stream(seed, n_jobs, n_cycles, spread
         else:  # the fast paths: one firing per iteration, any order within the instant
             for i in rng.permutation(at):
                 state = observer.update(state, _view(t, np.ones(1, bool), [cycles[i]], n_active))
-    final = FinalView(time=jnp.array([np.nanmax(fire)]), async_fraction=jnp.zeros(1), active=jnp.asarray(active)[None],
-                      horizon=None, n_writers=jnp.zeros(1, jnp.int32), fire_count=_fire_counts(fire),
-                      ok=jnp.ones(1, bool))
+    final = FinalView(
+        time=jnp.array([np.nanmax(fire)]),
+        async_fraction=jnp.zeros(1),
+        active=jnp.asarray(active)[None],
+        horizon=None,
+        n_writers=jnp.zeros(1, jnp.int32),
+        fire_count=_fire_counts(fire),
+        ok=jnp.ones(1, bool),
+    )
     got = np.asarray(observer.finalize(state, final))[0]
     want = np.asarray(cj.analysis.smallest_gap(fire))
     np.testing.assert_array_equal(got, want)
@@ -104,9 +122,15 @@ def _gaps_of_stream(fire, stream, n_cycles):
     state = _init(observer, n_jobs, n_cycles)
     for t, c in stream:
         state = observer.update(state, _view(t, np.ones(1, bool), [c], jnp.array([n_jobs], jnp.int32)))
-    final = FinalView(time=jnp.array([np.max(fire)]), async_fraction=jnp.zeros(1), active=jnp.ones((1, n_jobs), bool),
-                      horizon=None, n_writers=jnp.zeros(1, jnp.int32), fire_count=_fire_counts(fire),
-                      ok=jnp.ones(1, bool))
+    final = FinalView(
+        time=jnp.array([np.max(fire)]),
+        async_fraction=jnp.zeros(1),
+        active=jnp.ones((1, n_jobs), bool),
+        horizon=None,
+        n_writers=jnp.zeros(1, jnp.int32),
+        fire_count=_fire_counts(fire),
+        ok=jnp.ones(1, bool),
+    )
     return np.asarray(observer.finalize(state, final))[0]
 
 
@@ -116,8 +140,10 @@ def test_a_cycle_that_ends_as_the_next_begins_has_a_zero_gap_in_either_order():
     fire = np.array([[0.0, 1.0, 2.5], [1.0, 2.0, 3.0]])
     want = np.asarray(cj.analysis.smallest_gap(fire))
     assert want.tolist()[:2] == [0.0, 0.5]
-    for stream in ([(0.0, 0), (1.0, 1), (1.0, 0), (2.0, 1), (2.5, 2), (3.0, 2)],
-                   [(0.0, 0), (1.0, 0), (1.0, 1), (2.0, 1), (2.5, 2), (3.0, 2)]):
+    for stream in (
+        [(0.0, 0), (1.0, 1), (1.0, 0), (2.0, 1), (2.5, 2), (3.0, 2)],
+        [(0.0, 0), (1.0, 0), (1.0, 1), (2.0, 1), (2.5, 2), (3.0, 2)],
+    ):
         np.testing.assert_array_equal(_gaps_of_stream(fire, stream, 3), want)
 
 
@@ -136,7 +162,9 @@ def test_two_late_firings_of_one_cycle_at_one_instant_keep_the_cycle_before_vali
     # Jobs 2 and 3 fire cycle 1 together at t = 7, after cycle 3 began (t = 6): cycle 1
     # interleaves (NaN) but is full, so cycle 0 keeps its gap of 1. One iteration with a
     # column per job, as the general engine switches an instant.
-    fire = np.array([[0.0, 4.0, 5.0, 6.0], [1.0, 4.5, 5.5, 6.5], [2.0, 7.0, np.nan, np.nan], [3.0, 7.0, np.nan, np.nan]])
+    fire = np.array(
+        [[0.0, 4.0, 5.0, 6.0], [1.0, 4.5, 5.5, 6.5], [2.0, 7.0, np.nan, np.nan], [3.0, 7.0, np.nan, np.nan]]
+    )
     want = np.asarray(cj.analysis.smallest_gap(fire))
     assert want[0] == 1.0 and np.all(np.isnan(want[1:]))
     observer = GapsObserver()
@@ -147,15 +175,26 @@ def test_two_late_firings_of_one_cycle_at_one_instant_keep_the_cycle_before_vali
         fired, cycle = np.zeros(4, bool), np.zeros(4, np.int32)
         fired[jobs[at]], cycle[jobs[at]] = True, cycles[at]
         state = observer.update(state, _view(t, fired, cycle, jnp.array([4], jnp.int32)))
-    final = FinalView(time=jnp.array([7.0]), async_fraction=jnp.zeros(1), active=jnp.ones((1, 4), bool),
-                      horizon=None, n_writers=jnp.zeros(1, jnp.int32), fire_count=_fire_counts(fire),
-                      ok=jnp.ones(1, bool))
+    final = FinalView(
+        time=jnp.array([7.0]),
+        async_fraction=jnp.zeros(1),
+        active=jnp.ones((1, 4), bool),
+        horizon=None,
+        n_writers=jnp.zeros(1, jnp.int32),
+        fire_count=_fire_counts(fire),
+        ok=jnp.ones(1, bool),
+    )
     np.testing.assert_array_equal(np.asarray(observer.finalize(state, final))[0], want)
 
 
 @settings(max_examples=30, deadline=None)
-@given(seed=st.integers(0, 2**31), n_jobs=st.integers(2, 5), n_cycles=st.integers(2, 6),
-       grid=st.sampled_from([None, 0.25]), cut=st.booleans())
+@given(
+    seed=st.integers(0, 2**31),
+    n_jobs=st.integers(2, 5),
+    n_cycles=st.integers(2, 6),
+    grid=st.sampled_from([None, 0.25]),
+    cut=st.booleans(),
+)
 def test_ordered_gaps_observer_on_cyclically_ordered_streams(seed, n_jobs, n_cycles, grid, cut):
     # The FIFO path's variant (``ordered``): identical periods, launch offsets within one
     # period, ties broken in ring order (cycle first), optionally cut at a horizon.
@@ -172,9 +211,15 @@ def test_ordered_gaps_observer_on_cyclically_ordered_streams(seed, n_jobs, n_cyc
     jobs, cycles = np.nonzero(np.isfinite(fire))
     for i in np.lexsort((jobs, cycles, fire[jobs, cycles])):
         state = observer.update(state, _view(fire[jobs[i], cycles[i]], np.ones(1, bool), [cycles[i]], n_active))
-    final = FinalView(time=jnp.array([np.nanmax(fire)]), async_fraction=jnp.zeros(1), active=jnp.ones((1, n_jobs), bool),
-                      horizon=None, n_writers=jnp.zeros(1, jnp.int32), fire_count=_fire_counts(fire),
-                      ok=jnp.ones(1, bool))
+    final = FinalView(
+        time=jnp.array([np.nanmax(fire)]),
+        async_fraction=jnp.zeros(1),
+        active=jnp.ones((1, n_jobs), bool),
+        horizon=None,
+        n_writers=jnp.zeros(1, jnp.int32),
+        fire_count=_fire_counts(fire),
+        ok=jnp.ones(1, bool),
+    )
     got = np.asarray(observer.finalize(state, final))[0]
     np.testing.assert_array_equal(got, np.asarray(cj.analysis.smallest_gap(fire)))
 

@@ -77,8 +77,9 @@ def _check_against_trace(fleet, trace, horizon=None):
         assert int(trace.writers.max[b]) == most
     if horizon is None:
         np.testing.assert_array_equal(trace.writers.excursions, cj.analysis.writer_excursions(fire, end, levels))
-        _rel_close(trace.writers.time / np.diff(trace.writers.window, axis=1),
-                   cj.analysis.writer_distribution(fire, end))
+        _rel_close(
+            trace.writers.time / np.diff(trace.writers.window, axis=1), cj.analysis.writer_distribution(fire, end)
+        )
 
 
 @settings(max_examples=6, deadline=None)
@@ -102,7 +103,9 @@ def test_observers_up_to_a_horizon_equal_the_trace(path, seed, capped):
     # the trace holds every firing before the horizon: phase times are then in the trace.
     fleet = _fleets(path, seed, capped, padded=False)
     rng = np.random.default_rng(seed)
-    state = cj.initial_state(fleet, phase=0, remaining=np.asarray(fleet.compute) * rng.uniform(0.01, 1, (N_FLEETS, N_JOBS)))
+    state = cj.initial_state(
+        fleet, phase=0, remaining=np.asarray(fleet.compute) * rng.uniform(0.01, 1, (N_FLEETS, N_JOBS))
+    )
     horizon = 40.0
     trace = cj.simulate(fleet, state, 40, method=path, save=ALL, until=horizon)
     np.testing.assert_array_equal(np.asarray(trace.time), horizon)
@@ -144,7 +147,9 @@ def test_without_a_trace_the_observers_are_the_same(path):
         for a, b in zip(jax.tree_util.tree_leaves(getattr(full, name)), jax.tree_util.tree_leaves(getattr(lean, name))):
             np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
     # A horizon without n_fires: no trace, no gaps.
-    horizon = cj.simulate(fleet, state, None, method=path, until=30.0, save=cj.SaveAt(trace=False, writers=True, jobs=True))
+    horizon = cj.simulate(
+        fleet, state, None, method=path, until=30.0, save=cj.SaveAt(trace=False, writers=True, jobs=True)
+    )
     assert np.all(np.asarray(horizon.ok)) and horizon.gaps is None
     np.testing.assert_array_equal(np.asarray(horizon.time), 30.0)
 
@@ -181,9 +186,15 @@ def test_observers_of_sized_fleets_equal_the_trace(policies):
     # Job sizes and sharing policies (general engine): the observers see the same events.
     rng = np.random.default_rng(11)
     shape = (N_FLEETS, N_JOBS)
-    fleet = cj.Fleet(rng.uniform(2, 10, shape), rng.uniform(0.2, 2, shape), cap=rng.uniform(2, 6, N_FLEETS),
-                     throughput="sqrt", size=rng.choice([1.0, 2.0, 4.0], shape),
-                     power_policy=policies[0], storage_policy=policies[1])
+    fleet = cj.Fleet(
+        rng.uniform(2, 10, shape),
+        rng.uniform(0.2, 2, shape),
+        cap=rng.uniform(2, 6, N_FLEETS),
+        throughput="sqrt",
+        size=rng.choice([1.0, 2.0, 4.0], shape),
+        power_policy=policies[0],
+        storage_policy=policies[1],
+    )
     state = cj.random_state(fleet, jax.random.key(11))
     trace = cj.simulate(fleet, state, K, save=ALL)
     _check_against_trace(fleet, trace)

@@ -69,7 +69,10 @@ def test_results_of_another_size_are_never_overwritten(tmp_path):
 
 def test_cli_refuses_a_folder_of_another_size_in_one_line(tmp_path, capsys):
     _fake_quick_result(tmp_path)
-    assert cli.main(["reproduce", "--smoke", "--no-progress", "--only", "pairwise_neutrality", "--out", str(tmp_path)]) == 2
+    assert (
+        cli.main(["reproduce", "--smoke", "--no-progress", "--only", "pairwise_neutrality", "--out", str(tmp_path)])
+        == 2
+    )
     error = capsys.readouterr().err.strip()
     assert len(error.splitlines()) == 1 and "'quick'" in error and "--restart" in error
 
@@ -77,8 +80,9 @@ def test_cli_refuses_a_folder_of_another_size_in_one_line(tmp_path, capsys):
 def test_restart_discards_results_of_another_size(tmp_path):
     _fake_quick_result(tmp_path)
     messages = []
-    results = reproduce(tmp_path, size="smoke", only=["pairwise_neutrality"], progress=False, resume=False,
-                        log=messages.append)
+    results = reproduce(
+        tmp_path, size="smoke", only=["pairwise_neutrality"], progress=False, resume=False, log=messages.append
+    )
     assert set(results) == {"pairwise_neutrality"}
     assert not (tmp_path / "spectrum.json").exists() and not (tmp_path / "spectrum_fig.png").exists()
     assert any("discarding 1 results of another size" in m for m in messages)
@@ -95,16 +99,43 @@ def test_console_names_sub_claims(tmp_path):
 def _synthetic_results():
     """Results of two made-up experiments: claim 5 in three sub-claims, claim 7 in one."""
     five = [
-        verdict(5, REPRODUCED, "gap ok", sub_claim="5 smallest gap", title="gap", headline="×0.98",
-                figures=["a.png"], table=dict(columns=["N", "value"], rows=[["4", "0.1"]])),
-        verdict(5, INCONCLUSIVE, "memory unclear", sub_claim="5 memory", title="memory", headline="0.03",
-                figures=["b.png"], some_list=[1, 2, 3], some_number=0.000123456),
+        verdict(
+            5,
+            REPRODUCED,
+            "gap ok",
+            sub_claim="5 smallest gap",
+            title="gap",
+            headline="×0.98",
+            figures=["a.png"],
+            table=dict(columns=["N", "value"], rows=[["4", "0.1"]]),
+        ),
+        verdict(
+            5,
+            INCONCLUSIVE,
+            "memory unclear",
+            sub_claim="5 memory",
+            title="memory",
+            headline="0.03",
+            figures=["b.png"],
+            some_list=[1, 2, 3],
+            some_number=0.000123456,
+        ),
     ]
-    seven = [verdict(7, NOT_REPRODUCED, "slope off", title="law", headline="slope 1.1", rule="CI inside 2 ± 0.2",
-                     thresholds={"SLOPE_MARGIN": 0.2})]
+    seven = [
+        verdict(
+            7,
+            NOT_REPRODUCED,
+            "slope off",
+            title="law",
+            headline="slope 1.1",
+            rule="CI inside 2 ± 0.2",
+            thresholds={"SLOPE_MARGIN": 0.2},
+        )
+    ]
     return {
-        "no_clustering": dict(name="no_clustering", size="smoke", verdicts=five, figures=["a.png", "b.png", "c.png"],
-                              wall_seconds=12.5),
+        "no_clustering": dict(
+            name="no_clustering", size="smoke", verdicts=five, figures=["a.png", "b.png", "c.png"], wall_seconds=12.5
+        ),
         "jitter": dict(name="jitter", size="smoke", verdicts=seven, figures=["d.png"], wall_seconds=3.0),
     }
 
@@ -131,7 +162,10 @@ def test_report_rows_per_sub_claim_combined_verdicts_and_no_raw_values(tmp_path)
 
 
 def test_reproduce_cli_only_and_bad_names(tmp_path, capsys):
-    assert cli.main(["reproduce", "--smoke", "--no-progress", "--only", "pairwise_neutrality", "--out", str(tmp_path)]) == 0
+    assert (
+        cli.main(["reproduce", "--smoke", "--no-progress", "--only", "pairwise_neutrality", "--out", str(tmp_path)])
+        == 0
+    )
     assert (tmp_path / "report.md").exists()
     assert cli.main(["reproduce", "--only", "nonsense", "--out", str(tmp_path)]) == 2
     with pytest.raises(ValueError, match="experiment must be one of"):
@@ -160,12 +194,17 @@ def _fake_result(out, experiment, **edits):
     return result
 
 
-@pytest.mark.parametrize("edits, what", [
-    ({"version": "0.0.1"}, "results of another version \\(spectrum.json: ckpt_jax 0.0.1\\)"),
-    ({"version": None}, "results of another version \\(spectrum.json: an unrecorded version\\)"),
-    ({"parameters": {**provenance(BY_NAME["spectrum"], "smoke")["parameters"], "n_jobs": [2, 3]}},
-     "results of other parameters \\(spectrum.json: n_jobs\\)"),
-])
+@pytest.mark.parametrize(
+    "edits, what",
+    [
+        ({"version": "0.0.1"}, "results of another version \\(spectrum.json: ckpt_jax 0.0.1\\)"),
+        ({"version": None}, "results of another version \\(spectrum.json: an unrecorded version\\)"),
+        (
+            {"parameters": {**provenance(BY_NAME["spectrum"], "smoke")["parameters"], "n_jobs": [2, 3]}},
+            "results of other parameters \\(spectrum.json: n_jobs\\)",
+        ),
+    ],
+)
 def test_results_of_another_version_or_parameters_are_refused_in_one_line(tmp_path, capsys, edits, what):
     _fake_result(tmp_path, "spectrum", **edits)
     before = (tmp_path / "spectrum.json").read_bytes()
@@ -189,16 +228,19 @@ def test_restart_discards_results_of_another_version(tmp_path):
     assert written["parameters"]["write_ratios"] == pytest.approx([0.05, 0.275, 0.5, 0.725, 0.95], abs=1e-15)
 
 
-@pytest.mark.parametrize("edits", [
-    {"verdicts": "reproduced"},
-    {"verdicts": [{"claim": "two", "verdict": REPRODUCED}]},
-    {"verdicts": [dict(verdict(2, REPRODUCED, "why"), verdict="great")]},
-    {"verdicts": [dict(verdict(2, REPRODUCED, "why"), table={"columns": ["a"], "rows": [[1, 2]]})]},
-    {"figures": [3]},
-    {"numbers": []},
-    {"size": ["smoke"]},
-    {"name": "memory"},
-])
+@pytest.mark.parametrize(
+    "edits",
+    [
+        {"verdicts": "reproduced"},
+        {"verdicts": [{"claim": "two", "verdict": REPRODUCED}]},
+        {"verdicts": [dict(verdict(2, REPRODUCED, "why"), verdict="great")]},
+        {"verdicts": [dict(verdict(2, REPRODUCED, "why"), table={"columns": ["a"], "rows": [[1, 2]]})]},
+        {"figures": [3]},
+        {"numbers": []},
+        {"size": ["smoke"]},
+        {"name": "memory"},
+    ],
+)
 def test_an_edited_result_is_one_line_and_left_out_never_a_traceback(tmp_path, edits):
     _fake_result(tmp_path, "pairwise_neutrality")  # reused: nothing runs
     _fake_result(tmp_path, "spectrum", **edits)
@@ -214,7 +256,10 @@ def test_an_edited_result_is_one_line_and_left_out_never_a_traceback(tmp_path, e
 def test_cli_runs_an_edited_result_again_in_one_line(tmp_path, capsys):
     _fake_result(tmp_path, "pairwise_neutrality", verdicts="reproduced")
     (tmp_path / "spectrum.json").write_text("[[[[" * 10_000)  # too deep for the JSON parser
-    assert cli.main(["reproduce", "--smoke", "--no-progress", "--only", "pairwise_neutrality", "--out", str(tmp_path)]) == 0
+    assert (
+        cli.main(["reproduce", "--smoke", "--no-progress", "--only", "pairwise_neutrality", "--out", str(tmp_path)])
+        == 0
+    )
     printed = capsys.readouterr()
     assert "Traceback" not in printed.err
     assert "pairwise_neutrality.json is not a result: verdicts is str, not list; running it again" in printed.out

@@ -76,12 +76,10 @@ def test_sharded_batch_is_identical_to_one_device():
     env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=4").strip()
     env["JAX_PLATFORMS"] = "cpu"
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    proc = subprocess.run(
-        [sys.executable, "-c", CHECK], env=env, cwd=root, capture_output=True, text=True, timeout=900
-    )
+    proc = subprocess.run([sys.executable, "-c", CHECK], env=env, cwd=root, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-4000:]
     line = [x for x in proc.stdout.splitlines() if x.startswith("RESULTS ")][-1]
-    results = json.loads(line[len("RESULTS "):])
+    results = json.loads(line[len("RESULTS ") :])
     assert len(results) == 17
     assert all(results.values()), {k: v for k, v in results.items() if not v}
 

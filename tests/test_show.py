@@ -69,8 +69,7 @@ def test_reprs_are_short_and_name_the_shapes():
     fleet = cj.Fleet(np.linspace(5.0, 20.0, 32), np.full(32, 1.0), mtbf=100.0, size=np.arange(1, 33))
     text = repr(fleet)
     assert len(text) < 300 and "n_jobs=32" in text and "compute=[5..20]" in text and "mtbf=100" in text
-    out = cj.simulate(fleet, cj.initial_state(fleet), 20, until=50.0, key=jax.random.key(1),
-                      save=cj.SaveAt(jobs=True))
+    out = cj.simulate(fleet, cj.initial_state(fleet), 20, until=50.0, key=jax.random.key(1), save=cj.SaveAt(jobs=True))
     text = repr(out)
     assert len(text) < 300 and "(32, 20)" in text and "JobStats" in text
 
@@ -112,9 +111,15 @@ def test_objective_figure_labels_the_interval_axis_and_stars_the_recommendation(
 
     steps = 8
     intervals = np.stack([np.linspace(14.1, 18.6, steps), np.linspace(14.1, 8.1, steps)], axis=1)  # within a decade
-    summary = {"history": {"objective": np.linspace(0.68, 0.63, steps).tolist(), "stderr": [0.005] * steps,
-                           "intervals": intervals.tolist()},
-               "groups": [{"design": 17.0}, {"design": 9.9}], "recommended_from_last_steps": 4}
+    summary = {
+        "history": {
+            "objective": np.linspace(0.68, 0.63, steps).tolist(),
+            "stderr": [0.005] * steps,
+            "intervals": intervals.tolist(),
+        },
+        "groups": [{"design": 17.0}, {"design": 9.9}],
+        "recommended_from_last_steps": 4,
+    }
     figure = figures.objective_figure(_spec(["1-gpu", "$\\nosuchmacro{$"]), summary)
     left, right = figure.axes[:2]
     assert len(_labels(right)) >= 4 and len(_labels(left)) >= 4
@@ -163,16 +168,22 @@ def test_headline_names_the_groups_that_gain_and_pay():
     estimate = lambda mean, half=0.004: {"mean": mean, "low": mean - half, "high": mean + half}  # noqa: E731
     names = ["1-gpu", "2-gpu", "8-gpu"]
     summary = {
-        "steps_taken": 60, "stopped_early": True, "settings": {"quick": False},
+        "steps_taken": 60,
+        "stopped_early": True,
+        "settings": {"quick": False},
         "baselines": {name: {"saved": estimate(0.02)} for name in BASELINES},
         "per_group_saved": {name: [estimate(-0.036), estimate(0.001), estimate(0.04)] for name in BASELINES},
-        "per_group": {"design": [estimate(0.124), estimate(0.2), estimate(0.5)],
-                      **{name: [estimate(0.088), estimate(0.2), estimate(0.54)] for name in BASELINES}},
+        "per_group": {
+            "design": [estimate(0.124), estimate(0.2), estimate(0.5)],
+            **{name: [estimate(0.088), estimate(0.2), estimate(0.54)] for name in BASELINES},
+        },
     }
     lines = headline(summary, names)
     assert lines[0].startswith("Converged")
-    assert lines[1] == ("Against Young: the design saves fleet waste (+0.0200 [+0.0160, +0.0240]); per group: "
-                        "8-gpu gain; 1-gpu (0.0880 -> 0.1240) pays; 2-gpu within the noise.")
+    assert lines[1] == (
+        "Against Young: the design saves fleet waste (+0.0200 [+0.0160, +0.0240]); per group: "
+        "8-gpu gain; 1-gpu (0.0880 -> 0.1240) pays; 2-gpu within the noise."
+    )
     summary.update(stopped_early=False, settings={"quick": True})
     assert headline(summary, names)[0].startswith("NOT CONVERGED: 60 steps (the --quick budget)")
 
@@ -186,8 +197,11 @@ def _windows(axis):
 
 
 def _shaded(axis):
-    return sorted((round(float(p.get_x()), 9), round(float(p.get_x() + p.get_width()), 9))
-                  for p in axis.patches if p.get_facecolor()[:3] == (0.9, 0.9, 0.9))
+    return sorted(
+        (round(float(p.get_x()), 9), round(float(p.get_x() + p.get_width()), 9))
+        for p in axis.patches
+        if p.get_facecolor()[:3] == (0.9, 0.9, 0.9)
+    )
 
 
 def test_every_write_window_keeps_a_drawn_width():
@@ -212,8 +226,11 @@ def test_a_long_writer_count_is_drawn_per_time_bin():
     end = fire + rng.uniform(0.05, 0.4, fire.shape)
     figure = plot_trace(fire, end)
     count_ax = figure.axes[1]
-    drawn = sum(len(p.vertices) for artist in count_ax.patches + count_ax.lines
-                for p in ([artist.get_path()] if hasattr(artist, "get_path") else []))
+    drawn = sum(
+        len(p.vertices)
+        for artist in count_ax.patches + count_ax.lines
+        for p in ([artist.get_path()] if hasattr(artist, "get_path") else [])
+    )
     assert drawn < 2 * 3200  # not one vertex pair per change of n_w (3,200 changes)
     labels = [t.get_text() for t in count_ax.get_legend().get_texts()]
     assert any("averaged per bin" in label for label in labels)
@@ -242,8 +259,15 @@ def test_horizon_run_is_shaded_only_where_it_is_not_recorded():
     fire[1, 0] = 100.0
     end = fire + 1.0
     end[0, 5] = np.nan  # abandoned at a failure
-    figure = plot_trace(fire, end, until=150.0, groups=([0, 1], ["a", "$\\nosuchmacro{$"]),
-                        failures=[1, 0], down_time=[0.5, 0.0], title="$\\x{$")
+    figure = plot_trace(
+        fire,
+        end,
+        until=150.0,
+        groups=([0, 1], ["a", "$\\nosuchmacro{$"]),
+        failures=[1, 0],
+        down_time=[0.5, 0.0],
+        title="$\\x{$",
+    )
     gantt = figure.axes[0]
     assert _shaded(gantt) == [(0.0, 100.0)]
     assert gantt.get_xlim() == (0.0, 150.0)

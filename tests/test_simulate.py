@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from reference import simulate_reference
 
 import ckpt_jax as cj
-from reference import simulate_reference
 
 
 def test_synchronous_fleet_stays_exactly_synchronous_500_cycles():
@@ -148,7 +148,9 @@ def test_jitter_reproducible_on_any_batch_layout():
     folded = cj.simulate(square, square_state, n_fires=10, jitter=0.8, key=key)
     np.testing.assert_array_equal(np.asarray(folded.fire_times).reshape(4, 5, 10), flat.fire_times)
     # One fleet alone, in a chunk that starts at its index: identical trace.
-    alone = cj.simulate(fleet[2], cj.State(state.phase[2], state.remaining[2]), n_fires=10, jitter=0.8, key=key, fleet_offset=2)
+    alone = cj.simulate(
+        fleet[2], cj.State(state.phase[2], state.remaining[2]), n_fires=10, jitter=0.8, key=key, fleet_offset=2
+    )
     np.testing.assert_array_equal(alone.fire_times, np.asarray(flat.fire_times)[2])
     # A different key gives a different trace; the jitter actually changes periods.
     other = cj.simulate(fleet, state, n_fires=10, jitter=0.8, key=jax.random.key(43))

@@ -15,10 +15,11 @@ import os
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from reference import maxmin_level, simulate_reference
 
 import ckpt_jax as cj
-from reference import maxmin_level, simulate_reference
 
 N_SLOTS = 5
 N_FIRES = 4
@@ -26,8 +27,11 @@ RTOL = 1e-9
 ATOL_OF_SCALE = 1e-12
 RESOLUTION = 1e-12  # exactly distinct instants closer than this (relative) may merge
 POLICIES = [(power, storage) for power in cj.POWER_POLICIES for storage in cj.STORAGE_POLICIES]
-SETTINGS = settings(max_examples=int(os.environ.get("CKPT_ORACLE_EXAMPLES", 12)), deadline=None,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+SETTINGS = settings(
+    max_examples=int(os.environ.get("CKPT_ORACLE_EXAMPLES", 12)),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 
 
 @st.composite
@@ -56,7 +60,11 @@ def sized_fleets(draw, grid=False, variants=False):
     remaining = [draw(fraction) * (write[j] if phase[j] else compute[j]) for j in range(n_active)]
     linear = draw(st.booleans())
     return dict(
-        slots=slots, compute=compute, write=write, phase=phase, remaining=remaining,
+        slots=slots,
+        compute=compute,
+        write=write,
+        phase=phase,
+        remaining=remaining,
         size=[draw(size) for _ in range(n_active)],
         cap=draw(cap) if draw(st.integers(0, 4)) else None,
         throughput=[1.0] + [float(n) if linear else 1.0 for n in range(1, N_SLOTS + 1)],
@@ -75,22 +83,40 @@ def pad(values, slots, filler):
 def engine_trace(spec, power, storage, method="auto"):
     slots = spec["slots"]
     fleet = cj.Fleet(
-        np.array(pad(spec["compute"], slots, 1.25)), np.array(pad(spec["write"], slots, 0.75)),
-        cap=spec["cap"], throughput=np.array(spec["throughput"]), delay=spec["delay"],
-        async_fraction=spec["async_fraction"], active=np.array(pad([True] * len(slots), slots, False)),
-        size=np.array(pad(spec["size"], slots, 3.0)), power_policy=power, storage_policy=storage,
+        np.array(pad(spec["compute"], slots, 1.25)),
+        np.array(pad(spec["write"], slots, 0.75)),
+        cap=spec["cap"],
+        throughput=np.array(spec["throughput"]),
+        delay=spec["delay"],
+        async_fraction=spec["async_fraction"],
+        active=np.array(pad([True] * len(slots), slots, False)),
+        size=np.array(pad(spec["size"], slots, 3.0)),
+        power_policy=power,
+        storage_policy=storage,
     )
-    state = cj.initial_state(fleet, phase=np.array(pad(spec["phase"], slots, 1)),
-                             remaining=np.array(pad(spec["remaining"], slots, 0.5)))
+    state = cj.initial_state(
+        fleet, phase=np.array(pad(spec["phase"], slots, 1)), remaining=np.array(pad(spec["remaining"], slots, 0.5))
+    )
     return cj.simulate(fleet, state, N_FIRES, method=method)
 
 
 def reference_run(spec, power, storage):
     n_active = len(spec["slots"])
     fire_times, end_times, instants = simulate_reference(
-        spec["compute"], spec["write"], spec["phase"], spec["remaining"], N_FIRES, cap=spec["cap"],
-        throughput=spec["throughput"][:n_active + 1], delay=spec["delay"], async_fraction=spec["async_fraction"],
-        size=spec["size"], power_policy=power, storage_policy=storage, return_event_times=True)
+        spec["compute"],
+        spec["write"],
+        spec["phase"],
+        spec["remaining"],
+        N_FIRES,
+        cap=spec["cap"],
+        throughput=spec["throughput"][: n_active + 1],
+        delay=spec["delay"],
+        async_fraction=spec["async_fraction"],
+        size=spec["size"],
+        power_policy=power,
+        storage_policy=storage,
+        return_event_times=True,
+    )
     return np.array(fire_times, float), np.array(end_times, float), instants
 
 
@@ -150,6 +176,7 @@ def test_policies_with_variants_on_a_grid_match_reference(power, storage, spec):
 
 # --- hand-checked rates ------------------------------------------------------------------
 
+
 def test_maxmin_water_filling_by_hand():
     # C = 3 over sizes 1, 2, 4: the smallest gets all of its 1, the others share 2 -> 1 each.
     assert maxmin_level([1, 2, 4], 3) == 1
@@ -192,6 +219,7 @@ def test_equal_sizes_are_the_base_model_with_a_rescaled_cap():
 
 # --- unit sizes are the base model, bit for bit ---------------------------------------------
 
+
 def _base_and_policies(n_jobs, heterogeneous, **kwargs):
     rng = np.random.default_rng(n_jobs)
     compute = rng.uniform(1, 3, n_jobs) if heterogeneous else np.full(n_jobs, 2.0)
@@ -199,13 +227,15 @@ def _base_and_policies(n_jobs, heterogeneous, **kwargs):
     fleets = [cj.Fleet(compute, write, **kwargs)]
     for power, storage in POLICIES:
         if storage != "fcfs":
-            fleets.append(cj.Fleet(compute, write, size=np.ones(n_jobs), power_policy=power,
-                                   storage_policy=storage, **kwargs))
+            fleets.append(
+                cj.Fleet(compute, write, size=np.ones(n_jobs), power_policy=power, storage_policy=storage, **kwargs)
+            )
     return fleets, rng.uniform(0, 1, n_jobs)
 
 
-@pytest.mark.parametrize("method, n_jobs, heterogeneous", [
-    ("general", 4, True), ("clock", 8, True), ("fifo", 8, False), ("auto", 8, False)])
+@pytest.mark.parametrize(
+    "method, n_jobs, heterogeneous", [("general", 4, True), ("clock", 8, True), ("fifo", 8, False), ("auto", 8, False)]
+)
 def test_unit_sizes_are_the_base_model_bit_for_bit_on_every_loop(method, n_jobs, heterogeneous):
     fleets, position = _base_and_policies(n_jobs, heterogeneous, cap=n_jobs / 3, throughput="sqrt")
     traces = []
@@ -220,8 +250,15 @@ def test_unit_sizes_are_the_base_model_bit_for_bit_on_every_loop(method, n_jobs,
 
 
 # The default tier runs the base rules and both variants together; the slow tier each alone.
-@pytest.mark.parametrize("delay, alpha", [(0.0, 0.0), pytest.param(0.7, 0.0, marks=pytest.mark.slow),
-                                          pytest.param(0.0, 0.4, marks=pytest.mark.slow), (0.7, 0.4)])
+@pytest.mark.parametrize(
+    "delay, alpha",
+    [
+        (0.0, 0.0),
+        pytest.param(0.7, 0.0, marks=pytest.mark.slow),
+        pytest.param(0.0, 0.4, marks=pytest.mark.slow),
+        (0.7, 0.4),
+    ],
+)
 def test_unit_size_fleet_batched_with_sized_fleets_is_unchanged(delay, alpha):
     # In a batch with a sized fleet the general engine traces the size-aware rules; the
     # unit-size fleet's trace must still be the base model's, bit for bit (a fleet's trace
@@ -232,8 +269,14 @@ def test_unit_size_fleet_batched_with_sized_fleets_is_unchanged(delay, alpha):
     state = dict(phase=[0, 1, 0, 1], remaining=[1.0, 0.3, 2.0, 0.9])
     alone = cj.simulate(base, cj.initial_state(base, **state), 8)
     for power in cj.POWER_POLICIES:
-        batch = cj.Fleet(np.stack([compute] * 2), np.stack([write] * 2), size=[[1.0] * 4, [1.0, 2.0, 0.5, 3.0]],
-                         power_policy=power, storage_policy="weighted", **kwargs)
+        batch = cj.Fleet(
+            np.stack([compute] * 2),
+            np.stack([write] * 2),
+            size=[[1.0] * 4, [1.0, 2.0, 0.5, 3.0]],
+            power_policy=power,
+            storage_policy="weighted",
+            **kwargs,
+        )
         trace = cj.simulate(batch, cj.initial_state(batch, **state), 8)
         assert bool(np.all(trace.ok))
         np.testing.assert_array_equal(trace.fire_times[0], alone.fire_times)
@@ -242,6 +285,7 @@ def test_unit_size_fleet_batched_with_sized_fleets_is_unchanged(delay, alpha):
 
 
 # --- routing ----------------------------------------------------------------------------------
+
 
 def test_auto_routes_sized_and_fcfs_fleets_to_the_general_engine():
     from ckpt_jax._loops import choose_paths
@@ -262,9 +306,14 @@ def test_auto_routes_sized_and_fcfs_fleets_to_the_general_engine():
 
 
 @pytest.mark.parametrize("method", ["fifo", "clock"])
-@pytest.mark.parametrize("kwargs, reason", [
-    (dict(size=[1.0, 2.0, 1.0]), "sizes"), (dict(size=[2.0] * 3, power_policy="uniform"), "sizes"),
-    (dict(storage_policy="fcfs"), "fcfs")])
+@pytest.mark.parametrize(
+    "kwargs, reason",
+    [
+        (dict(size=[1.0, 2.0, 1.0]), "sizes"),
+        (dict(size=[2.0] * 3, power_policy="uniform"), "sizes"),
+        (dict(storage_policy="fcfs"), "fcfs"),
+    ],
+)
 def test_explicit_fast_method_refuses_what_it_cannot_serve(method, kwargs, reason):
     fleet = cj.Fleet(np.full(3, 2.0), np.full(3, 0.5), cap=1.5, **kwargs)
     with pytest.raises(ValueError, match=f"method='{method}'.*{reason}"):
@@ -272,6 +321,7 @@ def test_explicit_fast_method_refuses_what_it_cannot_serve(method, kwargs, reaso
 
 
 # --- the rest of the API ----------------------------------------------------------------------
+
 
 def test_float32_sized_fleet_agrees_with_float64():
     kwargs = dict(cap=2.0, size=[1.0, 2.5, 0.5, 1.5], storage_policy="weighted", throughput="sqrt")
@@ -287,8 +337,13 @@ def test_float32_sized_fleet_agrees_with_float64():
 def test_fleet_indexing_and_pytree_keep_sizes_and_policies():
     import jax
 
-    fleet = cj.Fleet(np.full((3, 2), 2.0), np.ones((3, 2)), size=[[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]],
-                     power_policy="uniform", storage_policy="fcfs")
+    fleet = cj.Fleet(
+        np.full((3, 2), 2.0),
+        np.ones((3, 2)),
+        size=[[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]],
+        power_policy="uniform",
+        storage_policy="fcfs",
+    )
     one = fleet[1]
     np.testing.assert_array_equal(one.size, [3.0, 4.0])
     assert (one.power_policy, one.storage_policy) == ("uniform", "fcfs")
@@ -302,8 +357,9 @@ def test_random_launches_records_sizes_and_policies_only_where_not_default():
 
     plain = cj.ensemble.random_launches(np.full(3, 2.0), np.ones(3), key=jax.random.key(0))
     assert "size" not in plain.config and "storage_policy" not in plain.config
-    sized = cj.ensemble.random_launches(np.full(3, 2.0), np.ones(3), key=jax.random.key(0), size=[1.0, 2.0, 4.0],
-                               storage_policy="fcfs")
+    sized = cj.ensemble.random_launches(
+        np.full(3, 2.0), np.ones(3), key=jax.random.key(0), size=[1.0, 2.0, 4.0], storage_policy="fcfs"
+    )
     assert sized.config["size"] == [1.0, 2.0, 4.0] and sized.config["storage_policy"] == "fcfs"
     fleet, state = sized(0, 2)
     assert fleet.storage_policy == "fcfs" and fleet.size.shape == (2, 3)

@@ -18,14 +18,19 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from reference import simulate_failures_reference, simulate_reference
 
 import ckpt_jax as cj
-from reference import simulate_failures_reference, simulate_reference
 
 theory = cj.theory
 Z_LIMIT = 4.0  # Monte-Carlo agreement: within 4 standard errors (plus the bias bound)
-SETTINGS = settings(max_examples=int(os.environ.get("CKPT_FAILURE_EXAMPLES", 40)), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(
+    max_examples=int(os.environ.get("CKPT_FAILURE_EXAMPLES", 40)),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 
 
 def poisson_times(rng, mtbf, horizon):
@@ -39,6 +44,7 @@ def poisson_times(rng, mtbf, horizon):
 
 
 # --- the reference, by hand ------------------------------------------------------------------
+
 
 def test_single_job_by_hand():
     # T = 3, d = 1, R = 1/2. Failure at 2 (loses 2), down to 5/2; the failure at 9/4 falls in
@@ -60,11 +66,10 @@ def test_failing_writer_frees_storage_for_the_other():
     # left) drains alone at 1 and ends at 9/4. Job 1 is down until 5/2, computes until 9/2;
     # job 0 fires at 17/4 and drains alone (1/4) until 9/2, then both at 1/2: job 0 ends at 6,
     # job 1 (1/4 left) alone at 25/4.
-    out = simulate_failures_reference([2, 2], [1, 1], 7, [[], [Q(3, 2)]], 1,
-                                      phase=[0, 0], remaining=[1, 1])
+    out = simulate_failures_reference([2, 2], [1, 1], 7, [[], [Q(3, 2)]], 1, phase=[0, 0], remaining=[1, 1])
     assert out["fire_times"] == [[1, Q(17, 4)], [1, Q(9, 2)]]
     assert out["end_times"] == [[Q(9, 4), 6], [Q(25, 4)]]
-    assert out["useful_work"] == [3, 2]        # job 0: 1 (after t = 0) + 2; job 1: 2
+    assert out["useful_work"] == [3, 2]  # job 0: 1 (after t = 0) + 2; job 1: 2
     assert out["lost_work"] == [0, 1]
     assert out["write_time"] == [3, Q(9, 4)]
     assert out["down_time"] == [0, 1]
@@ -83,8 +88,9 @@ def test_fcfs_failing_head_hands_storage_to_the_next():
     # fcfs, f = 1: both fire at 1 (job 0 first by index) and job 1 waits. Job 0 fails at 3/2
     # (1/2 drained, abandoned): job 1 drains from 3/2 and ends at 5/2. Job 1 waited 1/2 in its
     # write phase: that counts as writing time.
-    out = simulate_failures_reference([2, 2], [1, 1], 3, [[Q(3, 2)], []], 10,
-                                      phase=[0, 0], remaining=[1, 1], storage_policy="fcfs")
+    out = simulate_failures_reference(
+        [2, 2], [1, 1], 3, [[Q(3, 2)], []], 10, phase=[0, 0], remaining=[1, 1], storage_policy="fcfs"
+    )
     assert out["end_times"] == [[], [Q(5, 2)]]
     assert out["write_time"] == [Q(1, 2), Q(3, 2)] and out["lost_work"] == [1, 0]
 
@@ -153,8 +159,9 @@ def test_redo_has_the_lost_cycles_work():
     # (fires at 15/2). The failure at 8 (R = 0) abandons that write: its cycle, 5/2, is lost
     # and redone with the same work, firing at 21/2.
     works = [3, Q(5, 2), Q(3, 2), 1]
-    out = simulate_failures_reference([2], [1], 11, [[8]], 0, phase=[1], remaining=[1],
-                                      compute_work=lambda i, k: works[k])
+    out = simulate_failures_reference(
+        [2], [1], 11, [[8]], 0, phase=[1], remaining=[1], compute_work=lambda i, k: works[k]
+    )
     assert out["fire_times"] == [[4, Q(15, 2), Q(21, 2)]] and out["end_times"] == [[5]]
     assert out["useful_work"] == [3] and out["lost_work"] == [Q(5, 2)]
 
@@ -177,8 +184,7 @@ def fleets(draw, with_failures, asynchronous=False):
     compute = [draw(GRID) for _ in range(n_jobs)]
     write = [draw(GRID) for _ in range(n_jobs)]
     phase = [draw(st.integers(0, 1)) for _ in range(n_jobs)]
-    remaining = [draw(st.integers(1, 4)) * (write[i] if phase[i] else compute[i]) / 4
-                 for i in range(n_jobs)]
+    remaining = [draw(st.integers(1, 4)) * (write[i] if phase[i] else compute[i]) / 4 for i in range(n_jobs)]
     cap = draw(st.sampled_from([None, Q(1, 2), Q(1), Q(3, 2), Q(2)]))
     throughput = draw(st.one_of(st.none(), st.lists(GRID, min_size=n_jobs, max_size=n_jobs)))
     horizon = draw(st.integers(4, 80).map(lambda k: Q(k, 4)))
@@ -191,12 +197,22 @@ def fleets(draw, with_failures, asynchronous=False):
     if with_failures:
         grid_times = st.integers(0, int(horizon * 8)).map(lambda k: Q(k, 8))
         failure_times = [sorted(set(draw(st.lists(grid_times, max_size=6)))) for _ in range(n_jobs)]
-    return dict(compute=compute, write=write, phase=phase, remaining=remaining, cap=cap,
-                throughput=None if throughput is None else [None] + throughput,
-                horizon=horizon, restart=restart, failure_times=failure_times, size=size,
-                power_policy=power_policy, storage_policy=storage_policy,
-                delay=draw(st.sampled_from([0, Q(1, 4), Q(1, 2), Q(3, 2)])),
-                async_fraction=draw(st.sampled_from([0, Q(1, 4), 1])) if asynchronous else 0)
+    return dict(
+        compute=compute,
+        write=write,
+        phase=phase,
+        remaining=remaining,
+        cap=cap,
+        throughput=None if throughput is None else [None] + throughput,
+        horizon=horizon,
+        restart=restart,
+        failure_times=failure_times,
+        size=size,
+        power_policy=power_policy,
+        storage_policy=storage_policy,
+        delay=draw(st.sampled_from([0, Q(1, 4), Q(1, 2), Q(3, 2)])),
+        async_fraction=draw(st.sampled_from([0, Q(1, 4), 1])) if asynchronous else 0,
+    )
 
 
 @SETTINGS
@@ -204,13 +220,22 @@ def fleets(draw, with_failures, asynchronous=False):
 def test_without_failures_equals_the_reference_integrator(fleet):
     out = simulate_failures_reference(**fleet)
     horizon = fleet["horizon"]
-    n_fires = int(horizon / min(fleet["compute"])) + 2   # more firings than fit before H
+    n_fires = int(horizon / min(fleet["compute"])) + 2  # more firings than fit before H
     fire_times, end_times, event_times = simulate_reference(
-        fleet["compute"], fleet["write"], fleet["phase"], fleet["remaining"], n_fires,
-        cap=fleet["cap"], throughput=fleet["throughput"], return_event_times=True,
-        size=fleet["size"], power_policy=fleet["power_policy"],
-        storage_policy=fleet["storage_policy"], delay=fleet["delay"],
-        async_fraction=fleet["async_fraction"])
+        fleet["compute"],
+        fleet["write"],
+        fleet["phase"],
+        fleet["remaining"],
+        n_fires,
+        cap=fleet["cap"],
+        throughput=fleet["throughput"],
+        return_event_times=True,
+        size=fleet["size"],
+        power_policy=fleet["power_policy"],
+        storage_policy=fleet["storage_policy"],
+        delay=fleet["delay"],
+        async_fraction=fleet["async_fraction"],
+    )
     for i in range(len(fleet["compute"])):
         assert len(out["fire_times"][i]) < n_fires
         assert out["fire_times"][i] == [t for t in fire_times[i] if t <= horizon]
@@ -234,10 +259,9 @@ def test_with_failures_conserves_work_and_time(fleet):
     horizon = fleet["horizon"]
     for i in range(len(fleet["compute"])):
         # Work: everything done is saved, lost, or still uncovered at H.
-        assert (out["useful_work"][i] + out["lost_work"][i] + out["uncovered_work"][i]
-                == out["compute_work"][i])
+        assert out["useful_work"][i] + out["lost_work"][i] + out["uncovered_work"][i] == out["compute_work"][i]
         assert out["useful_work"][i] + out["lost_work"][i] <= out["compute_work"][i]
-        assert out["compute_work"][i] <= out["compute_time"][i]          # speed <= 1
+        assert out["compute_work"][i] <= out["compute_time"][i]  # speed <= 1
         # Time: computing, writing or down, all the time (blocking writes: no waiting).
         assert out["compute_time"][i] + out["write_time"][i] + out["down_time"][i] == horizon
         # Failures: the listed ones that hit, none inside a down period, each down for R_i
@@ -254,13 +278,15 @@ def test_with_failures_conserves_work_and_time(fleet):
 
 # --- the renewal formula against a Monte-Carlo of the reference ------------------------------
 
+
 def monte_carlo(compute, write, mtbf, restart, horizon, n_draws, seed):
     """Waste and failure-compensator samples of one job alone (reference, float arithmetic)."""
     rng = np.random.default_rng(seed)
     waste, compensator = [], []
     for _ in range(n_draws):
-        out = simulate_failures_reference([compute], [write], horizon,
-                                          [poisson_times(rng, mtbf, horizon)], restart, exact=False)
+        out = simulate_failures_reference(
+            [compute], [write], horizon, [poisson_times(rng, mtbf, horizon)], restart, exact=False
+        )
         waste.append(1 - out["useful_work"][0] / horizon)
         # Failures come at rate 1/M while up: E[failures − up time / M] = 0 at any horizon.
         compensator.append(out["failures"][0] - (horizon - out["down_time"][0]) / mtbf)
@@ -300,10 +326,14 @@ def test_renewal_bounds_hold_at_short_horizons(horizon, n_draws):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("case", RENEWAL_CASES + [
-    (float(theory.optimal_interval(0.05, 5.0)), 0.05, 5.0, 0.5),   # at the optimum
-    (0.5, 1.0, 3.0, 2.0),                                           # write longer than compute
-])
+@pytest.mark.parametrize(
+    "case",
+    RENEWAL_CASES
+    + [
+        (float(theory.optimal_interval(0.05, 5.0)), 0.05, 5.0, 0.5),  # at the optimum
+        (0.5, 1.0, 3.0, 2.0),  # write longer than compute
+    ],
+)
 def test_renewal_waste_matches_monte_carlo_long(case):
     check_renewal(*case, horizon=20000.0, n_draws=48, seed=31)
 
@@ -327,6 +357,7 @@ def test_cycle_moments_match_direct_draws():
 
 # --- the formula's own properties ------------------------------------------------------------
 
+
 def test_renewal_limits_and_gradient():
     # No failures (M -> inf): waste -> d / (T + d). The formula's gradient is the finite one.
     assert float(theory.renewal_waste(3.0, 1.0, 1e12, 5.0)) == pytest.approx(0.25, rel=1e-9)
@@ -335,8 +366,10 @@ def test_renewal_limits_and_gradient():
     grad = jax.grad(theory.renewal_waste, argnums=(0, 1, 2, 3))(*args)
     for k in range(4):
         h = 1e-6
-        up = list(args); up[k] += h
-        down = list(args); down[k] -= h
+        up = list(args)
+        up[k] += h
+        down = list(args)
+        down[k] -= h
         fd = (float(theory.renewal_waste(*up)) - float(theory.renewal_waste(*down))) / (2 * h)
         assert float(grad[k]) == pytest.approx(fd, rel=1e-7)
     batched = jax.jit(theory.renewal_waste)(jnp.array([1.0, 2.0]), 0.1, jnp.array([[5.0], [9.0]]), 0.0)
@@ -388,10 +421,12 @@ def test_young_and_daly_approach_the_optimum():
     # Daly is higher order: closer than Young everywhere it applies (d < 2M), error O((d/M)^1.5).
     wide = np.array([1e-6, 1e-3, 0.1, 0.5, 1.0, 1.9])
     exact = np.asarray(theory.optimal_interval(wide, 1.0))
-    assert (np.abs(np.asarray(theory.daly_interval(wide, 1.0)) - exact)
-            < np.abs(np.asarray(theory.young_interval(wide, 1.0)) - exact)).all()
+    assert (
+        np.abs(np.asarray(theory.daly_interval(wide, 1.0)) - exact)
+        < np.abs(np.asarray(theory.young_interval(wide, 1.0)) - exact)
+    ).all()
     assert (daly <= ratios**1.5 + 1e-14).all()
-    assert float(theory.daly_interval(3.0, 1.0)) == 1.0   # d >= 2M: T = M
+    assert float(theory.daly_interval(3.0, 1.0)) == 1.0  # d >= 2M: T = M
 
 
 def test_theory_docstring_examples():
@@ -425,9 +460,12 @@ def test_bad_inputs_name_the_argument(function, name, bad):
 
 @pytest.mark.parametrize("function, name", CALLS)
 @settings(max_examples=5)
-@given(bad=st.one_of(st.floats(max_value=0.0),
-                     st.lists(st.sampled_from([1.0, -1.0, math.nan]), min_size=2).filter(
-                         lambda xs: not all(x == 1.0 for x in xs))))
+@given(
+    bad=st.one_of(
+        st.floats(max_value=0.0),
+        st.lists(st.sampled_from([1.0, -1.0, math.nan]), min_size=2).filter(lambda xs: not all(x == 1.0 for x in xs)),
+    )
+)
 def test_bad_inputs_in_a_range_name_the_argument(function, name, bad):
     _check_bad_input(function, name, bad)
 

@@ -32,8 +32,18 @@ from .._params import jitter_work
 from .._rates import variants
 from ..model import Fleet
 
-__all__ = ["LoopResult", "loop_result", "jitter_works", "record", "FIFO_MIN_JOBS", "PATHS", "choose_paths",
-           "clock_eligible", "fifo_applies", "fifo_eligible"]
+__all__ = [
+    "LoopResult",
+    "loop_result",
+    "jitter_works",
+    "record",
+    "FIFO_MIN_JOBS",
+    "PATHS",
+    "choose_paths",
+    "clock_eligible",
+    "fifo_applies",
+    "fifo_eligible",
+]
 
 
 class LoopResult(NamedTuple):
@@ -47,11 +57,26 @@ class LoopResult(NamedTuple):
     status: jax.Array  # (B,) the loop's flags; the driver adds MAX_EVENTS and NONFINITE
     observers: Any  # the driver's: {name: output} of every observer (the loop's: ())
     final: FinalView
-    ok: Optional[jax.Array] = None  # (B,) set by the driver: done and no status flag
+    ok: jax.Array | None = None  # (B,) set by the driver: done and no status flag
 
 
-def loop_result(params, horizon, *, time, fire_times, end_times, complete, n_events, status, n_writers, fire_count,
-                writing, abandons: bool = False, work=None, slot_position=None) -> LoopResult:
+def loop_result(
+    params,
+    horizon,
+    *,
+    time,
+    fire_times,
+    end_times,
+    complete,
+    n_events,
+    status,
+    n_writers,
+    fire_count,
+    writing,
+    abandons: bool = False,
+    work=None,
+    slot_position=None,
+) -> LoopResult:
     """The `LoopResult` of every loop's ``final`` (flattened fleets, job order).
 
     ``complete``: (B,) every active job completed K writes (with a ``horizon``, done means
@@ -70,12 +95,25 @@ def loop_result(params, horizon, *, time, fire_times, end_times, complete, n_eve
         writes=None if abandons else completed_writes(fire_count, writing),
         writing=writing,
         slot_position=slot_position,
-        **({} if work is None else dict(useful_work=work.useful_work, lost_work=work.lost_work, failures=work.failures,
-                                        down_time=work.down_time)),
+        **(
+            {}
+            if work is None
+            else dict(
+                useful_work=work.useful_work, lost_work=work.lost_work, failures=work.failures, down_time=work.down_time
+            )
+        ),
     )
     done = complete if horizon is None else time >= horizon
-    return LoopResult(time=time, fire_times=fire_times, end_times=end_times, done=done, n_events=n_events, status=status,
-                      observers=(), final=final)
+    return LoopResult(
+        time=time,
+        fire_times=fire_times,
+        end_times=end_times,
+        done=done,
+        n_events=n_events,
+        status=status,
+        observers=(),
+        final=final,
+    )
 
 
 def jitter_works(job_keys, compute, jitter, cycle):
@@ -120,6 +158,7 @@ def fifo_applies(fleet: Fleet, jitter=None) -> bool:
     """True where the FIFO path is exact for every fleet of the batch (`fifo_eligible`)."""
     return bool(np.all(fifo_eligible(fleet, jitter)))
 
+
 # The batched paths, in the order `simulate` runs them.
 PATHS = ("fifo", "clock", "general")
 
@@ -144,8 +183,10 @@ def choose_paths(fleet: Fleet, jitter, method: str) -> np.ndarray:
     if method == "general" or (method == "auto" and fleet.has_failures):
         return np.full(batch, "general", dtype=object)
     if fleet.has_failures:
-        raise ValueError(f"method={method!r} cannot serve failures (mtbf, docs/model.md §1c): they are events "
-                         "of the general engine only; use 'general' or 'auto'")
+        raise ValueError(
+            f"method={method!r} cannot serve failures (mtbf, docs/model.md §1c): they are events "
+            "of the general engine only; use 'general' or 'auto'"
+        )
     fifo = fifo_eligible(fleet, jitter)
     clock = clock_eligible(fleet)
     policy = sharing_reason(fleet)
@@ -162,7 +203,9 @@ def choose_paths(fleet: Fleet, jitter, method: str) -> np.ndarray:
         if policy:
             raise ValueError(f"method='clock' cannot serve {policy}; use 'general' or 'auto'")
         if not clock.all():
-            raise ValueError("method='clock' needs delay 0 and async_fraction 0 in every fleet; use 'general' or 'auto'")
+            raise ValueError(
+                "method='clock' needs delay 0 and async_fraction 0 in every fleet; use 'general' or 'auto'"
+            )
         return np.full(batch, "clock", dtype=object)
     n_active = np.asarray(fleet.active).sum(axis=-1)
     big = n_active >= FIFO_MIN_JOBS
@@ -175,12 +218,16 @@ def sharing_reason(fleet: Fleet) -> str:
     """Why the fast loops cannot serve some fleet of the batch (docs/model.md §1b), or ""."""
     uses = variants(fleet)
     if uses.fcfs:
-        return ("storage_policy='fcfs' (one writer drains at a time, so writers do not share one "
-                "rate and the virtual clocks do not apply)")
+        return (
+            "storage_policy='fcfs' (one writer drains at a time, so writers do not share one "
+            "rate and the virtual clocks do not apply)"
+        )
     unequal = ~uses.one_rate
     if np.any(unequal):
         first = tuple(int(i) for i in np.argwhere(np.atleast_1d(unequal))[0]) if fleet.batch_shape else ()
-        return (f"job sizes other than 1 (fleet {first}): under power_policy={fleet.power_policy!r} and "
-                f"storage_policy={fleet.storage_policy!r} the jobs of one phase do not share one rate, "
-                "so the virtual clocks do not apply")
+        return (
+            f"job sizes other than 1 (fleet {first}): under power_policy={fleet.power_policy!r} and "
+            f"storage_policy={fleet.storage_policy!r} the jobs of one phase do not share one rate, "
+            "so the virtual clocks do not apply"
+        )
     return ""

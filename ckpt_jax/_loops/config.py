@@ -11,7 +11,6 @@ flag threaded through every signature.
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional
 
 from .._observe import SaveAt
 from .._rates import Sharing
@@ -43,8 +42,8 @@ class RunConfig:
     n_fires: int = 1
     trace_len: int = 0
     save: SaveAt = SaveAt()
-    stop_fires: Optional[int] = None
-    gap_fires: Optional[int] = None
+    stop_fires: int | None = None
+    gap_fires: int | None = None
     queue_size: int = 1
     use_jitter: bool = False
     use_delay: bool = False

@@ -185,8 +185,11 @@ def run(config: RunConfig, part, *, max_events: int, progress=None, devices=None
     block = -(-n_fleets // n_blocks)  # equal blocks: pad by fewer than n_blocks inert fleets
     part = sharding.pad_inert(*part, multiple=block)
     if by_events:
-        events = max(1, min(max_events, expected_events or max_events)) if config.until else \
-            min(max_events, 2 * n_jobs * (config.n_fires + 2))
+        events = (
+            max(1, min(max_events, expected_events or max_events))
+            if config.until
+            else min(max_events, 2 * n_jobs * (config.n_fires + 2))
+        )
         firings = n_fleets * events / 2
         long_run = firings >= _progress.LONG_RUN
     else:  # firings: N per cycle, or about half the events to a horizon
@@ -210,8 +213,9 @@ def _events_with_progress(config: RunConfig, part, max_events: int, events: int)
     params, _, _, horizon = part
     loop = loop_for(config, params, horizon)
     if config.until:
-        shown = dict(total=100, unit="% of H",
-                     bar_format="{l_bar}{bar}| {n:.0f}/{total} {unit} [{elapsed}<{remaining}]")
+        shown = dict(
+            total=100, unit="% of H", bar_format="{l_bar}{bar}| {n:.0f}/{total} {unit} [{elapsed}<{remaining}]"
+        )
     else:
         shown = dict(total=config.n_fires, unit="cycle")
     chunk = max(1, math.ceil(events / 50))

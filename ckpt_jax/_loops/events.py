@@ -37,17 +37,22 @@ class Switch(NamedTuple):
     flags: jax.Array  # (B,) int32
 
     @staticmethod
-    def none(n_fleets, dtype) -> "Switch":
+    def none(n_fleets, dtype) -> Switch:
         """An iteration in which no lane ran: every observer leaves its state as it is."""
         int_zero = jnp.zeros(n_fleets, jnp.int32)
         return Switch(dt=jnp.zeros(n_fleets, dtype), count=int_zero, flags=int_zero)
 
     @staticmethod
-    def of(*, dt, count, slot, running, advanced, fired, ended) -> "Switch":
+    def of(*, dt, count, slot, running, advanced, fired, ended) -> Switch:
         """The iteration's switch, all (B,): ``count`` the switching job's fire count before
         it, ``slot`` its slot."""
-        flags = (running.astype(jnp.int32) | (advanced.astype(jnp.int32) << 1) | (fired.astype(jnp.int32) << 2)
-                 | (ended.astype(jnp.int32) << 3) | (slot.astype(jnp.int32) << 4))
+        flags = (
+            running.astype(jnp.int32)
+            | (advanced.astype(jnp.int32) << 1)
+            | (fired.astype(jnp.int32) << 2)
+            | (ended.astype(jnp.int32) << 3)
+            | (slot.astype(jnp.int32) << 4)
+        )
         return Switch(dt=dt, count=count, flags=flags)
 
     @property
@@ -95,13 +100,16 @@ class Instant(NamedTuple):
     flags: jax.Array  # (B, N) int8
 
     @staticmethod
-    def none(carry) -> "Instant":
+    def none(carry) -> Instant:
         """An iteration in which no lane ran: every observer leaves its state as it is."""
-        return Instant(time=carry.time, running=jnp.zeros(carry.time.shape, bool),
-                       flags=jnp.zeros(carry.fire_count.shape, jnp.int8))
+        return Instant(
+            time=carry.time,
+            running=jnp.zeros(carry.time.shape, bool),
+            flags=jnp.zeros(carry.fire_count.shape, jnp.int8),
+        )
 
     @staticmethod
-    def of(before, running, fires, ends) -> "Instant":
+    def of(before, running, fires, ends) -> Instant:
         bits = [fires, ends, before.draining, before.waiting]
         flags = sum(bit.astype(jnp.int8) << i for i, bit in enumerate(bits))
         return Instant(time=before.time, running=running, flags=flags.astype(jnp.int8))
@@ -120,8 +128,11 @@ class Instant(NamedTuple):
             return (mask.astype(jnp.int32), "sum")
 
         n_writers, n_writers_after, first_fires, last_ends = row_reductions(
-            count(writers), count(params.active & after.draining), count(fires & (fire_count == 0)),
-            count(ends & (fire_count == n_fires)))
+            count(writers),
+            count(params.active & after.draining),
+            count(fires & (fire_count == 0)),
+            count(ends & (fire_count == n_fires)),
+        )
         dt = after.time - self.time
         return EventView(
             time=after.time,

@@ -114,7 +114,9 @@ def init(params: Params, compute_left, use_failures: bool) -> WorkCarry:
     dtype = params.compute.dtype
     n_jobs = params.compute.shape[0]
     zeros = jnp.zeros(n_jobs, dtype)
-    first = failure_time(params, zeros, jnp.zeros(n_jobs, jnp.int32)) if use_failures else jnp.full(n_jobs, jnp.inf, dtype)
+    first = (
+        failure_time(params, zeros, jnp.zeros(n_jobs, jnp.int32)) if use_failures else jnp.full(n_jobs, jnp.inf, dtype)
+    )
     return WorkCarry(
         down=jnp.zeros(n_jobs, bool),
         up_at=zeros,
@@ -145,8 +147,26 @@ def event_times(params: Params, work: WorkCarry, time):
     return failure_dt, restart_dt
 
 
-def switch(params: Params, work: WorkCarry, *, time, dt, running, completes, fires, ends, draining, waiting,
-           write_left, compute_left, fire_count, use_failures: bool, use_jitter: bool, failure_dt=None, restart_dt=None):
+def switch(
+    params: Params,
+    work: WorkCarry,
+    *,
+    time,
+    dt,
+    running,
+    completes,
+    fires,
+    ends,
+    draining,
+    waiting,
+    write_left,
+    compute_left,
+    fire_count,
+    use_failures: bool,
+    use_jitter: bool,
+    failure_dt=None,
+    restart_dt=None,
+):
     """The accounting of one instant, after the loop's write ends and firings, then (with
     ``use_failures``) its restart ends and failures, in that order.
 
@@ -164,8 +184,9 @@ def switch(params: Params, work: WorkCarry, *, time, dt, running, completes, fir
     pending = jnp.where(fires, uncovered, pending)
     uncovered = jnp.where(fires, 0, uncovered)
     phase_work = jnp.where(fires | completes, compute_left, work.phase_work)
-    new = work._replace(phase_work=phase_work, uncovered=uncovered, pending=pending, useful_work=useful,
-                        down_time=down_time)
+    new = work._replace(
+        phase_work=phase_work, uncovered=uncovered, pending=pending, useful_work=useful, down_time=down_time
+    )
     if use_failures:
         restarts = running & work.down & snapped(restart_dt, 1.0, 0.0, dt, time, dtype)
         down = work.down & ~restarts

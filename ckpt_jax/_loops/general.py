@@ -18,7 +18,7 @@ current cycle). With α = 0 a draining job computes nothing, which is the blocki
 
 from __future__ import annotations
 
-from typing import NamedTuple, Optional
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -79,11 +79,20 @@ class Carry(NamedTuple):
     queue_size: jax.Array
     n_events: jax.Array
     status: jax.Array
-    work: Optional[failures.WorkCarry] = None
+    work: failures.WorkCarry | None = None
 
 
-def init_carry(params: Params, state_phase, state_remaining, n_fires: int, queue_size: int, use_jitter: bool,
-               sharing: Sharing = Sharing(), track_work: bool = False, use_failures: bool = False) -> Carry:
+def init_carry(
+    params: Params,
+    state_phase,
+    state_remaining,
+    n_fires: int,
+    queue_size: int,
+    use_jitter: bool,
+    sharing: Sharing = Sharing(),
+    track_work: bool = False,
+    use_failures: bool = False,
+) -> Carry:
     """The carry at t = 0; ``track_work`` (static) adds the work accounting, and
     ``use_failures`` (static) the failure state, of `failures.WorkCarry`."""
     dtype = params.compute.dtype
@@ -179,8 +188,9 @@ def step(
     ``use_failures`` (static) adds failures and restarts (docs/model.md §1c; the carry
     must come from `init_carry` with ``use_failures=True``).
     """
-    carry, fire_slot, end_slot, _, _ = switch(params, carry, running, n_fires, use_delay, use_jitter, horizon, use_async,
-                                              sharing, use_failures)
+    carry, fire_slot, end_slot, _, _ = switch(
+        params, carry, running, n_fires, use_delay, use_jitter, horizon, use_async, sharing, use_failures
+    )
     jobs = jnp.arange(params.compute.shape[0])
     return carry._replace(
         fire_times=carry.fire_times.at[jobs, fire_slot].set(carry.time, mode="drop"),
@@ -188,8 +198,18 @@ def step(
     )
 
 
-def advance(params: Params, carry: Carry, *, max_events, stop=None, horizon=None, use_delay: bool = False,
-            observe=None, observed=None, sharing: Sharing = Sharing()):
+def advance(
+    params: Params,
+    carry: Carry,
+    *,
+    max_events,
+    stop=None,
+    horizon=None,
+    use_delay: bool = False,
+    observe=None,
+    observed=None,
+    sharing: Sharing = Sharing(),
+):
     """The stepping primitive: advances ONE fleet (no batch axis) event by event.
 
     It stops where ``stop(carry, observed)`` becomes True, at ``horizon`` (the last step
@@ -223,19 +243,44 @@ def advance(params: Params, carry: Carry, *, max_events, stop=None, horizon=None
     return carry._replace(status=(carry.status | flag(short, Status.MAX_EVENTS)).astype(jnp.int32)), observed
 
 
-def advance_to_firing(params: Params, carry: Carry, job: int, *, max_events, use_delay: bool = False,
-                      observe=None, observed=None, sharing: Sharing = Sharing()):
+def advance_to_firing(
+    params: Params,
+    carry: Carry,
+    job: int,
+    *,
+    max_events,
+    use_delay: bool = False,
+    observe=None,
+    observed=None,
+    sharing: Sharing = Sharing(),
+):
     """`advance` until job ``job`` fires once more (the return maps' step: job 0's next
     firing is the Poincaré section, docs/model.md §2). Returns ``(carry, observed)``."""
     target = carry.fire_count[job] + 1
     return advance(
-        params, carry, max_events=max_events, stop=lambda c, _: c.fire_count[job] >= target,
-        use_delay=use_delay, observe=observe, observed=observed, sharing=sharing,
+        params,
+        carry,
+        max_events=max_events,
+        stop=lambda c, _: c.fire_count[job] >= target,
+        use_delay=use_delay,
+        observe=observe,
+        observed=observed,
+        sharing=sharing,
     )
 
 
-def switch(params: Params, carry: Carry, running, n_fires: int, use_delay: bool, use_jitter: bool, horizon, use_async: bool,
-           sharing: Sharing = Sharing(), use_failures: bool = False):
+def switch(
+    params: Params,
+    carry: Carry,
+    running,
+    n_fires: int,
+    use_delay: bool,
+    use_jitter: bool,
+    horizon,
+    use_async: bool,
+    sharing: Sharing = Sharing(),
+    use_failures: bool = False,
+):
     """`step` without writing the trace buffers: returns (carry, fire_slot, end_slot,
     fires, ends), the last two (N,) masks of the jobs that fired / ended a write.
 
@@ -303,10 +348,23 @@ def switch(params: Params, carry: Carry, running, n_fires: int, use_delay: bool,
     work = carry.work
     if work is not None:  # the accounting, then restart ends and failures (docs/model.md §1c)
         work, draining, waiting, write_left, compute_left = failures.switch(
-            params, work, time=time, dt=dt, running=running & finite, completes=completes, fires=fires, ends=ends,
-            draining=draining, waiting=waiting, write_left=write_left, compute_left=compute_left, fire_count=fire_count,
-            use_failures=use_failures, use_jitter=use_jitter,
-            **(dict(failure_dt=failure_dt, restart_dt=restart_dt) if use_failures else {}))
+            params,
+            work,
+            time=time,
+            dt=dt,
+            running=running & finite,
+            completes=completes,
+            fires=fires,
+            ends=ends,
+            draining=draining,
+            waiting=waiting,
+            write_left=write_left,
+            compute_left=compute_left,
+            fire_count=fire_count,
+            use_failures=use_failures,
+            use_jitter=use_jitter,
+            **(dict(failure_dt=failure_dt, restart_dt=restart_dt) if use_failures else {}),
+        )
         live = failures.up_params(params, work) if use_failures else params
 
     applied = carry.applied_computing
@@ -339,26 +397,34 @@ def switch(params: Params, carry: Carry, running, n_fires: int, use_delay: bool,
     def keep(new, old):
         return jnp.where(running, new, old)
 
-    return Carry(
-        time=time,
-        draining=keep(draining, carry.draining),
-        waiting=keep(waiting, carry.waiting),
-        write_left=keep(write_left, carry.write_left),
-        compute_left=keep(compute_left, carry.compute_left),
-        fire_count=fire_count,
-        end_count=end_count,
-        fire_times=carry.fire_times,
-        end_times=carry.end_times,
-        queued_at=keep(jnp.where(fires, time, carry.queued_at), carry.queued_at) if sharing.storage == "fcfs" else carry.queued_at,
-        applied_computing=applied,
-        queue_time=queue_time,
-        queue_count=queue_count,
-        queue_head=queue_head,
-        queue_size=queue_size,
-        n_events=carry.n_events + running.astype(jnp.int32),
-        status=status.astype(jnp.int32),
-        work=work,
-    ), fire_slot, end_slot, fires, ends
+    return (
+        Carry(
+            time=time,
+            draining=keep(draining, carry.draining),
+            waiting=keep(waiting, carry.waiting),
+            write_left=keep(write_left, carry.write_left),
+            compute_left=keep(compute_left, carry.compute_left),
+            fire_count=fire_count,
+            end_count=end_count,
+            fire_times=carry.fire_times,
+            end_times=carry.end_times,
+            queued_at=keep(jnp.where(fires, time, carry.queued_at), carry.queued_at)
+            if sharing.storage == "fcfs"
+            else carry.queued_at,
+            applied_computing=applied,
+            queue_time=queue_time,
+            queue_count=queue_count,
+            queue_head=queue_head,
+            queue_size=queue_size,
+            n_events=carry.n_events + running.astype(jnp.int32),
+            status=status.astype(jnp.int32),
+            work=work,
+        ),
+        fire_slot,
+        end_slot,
+        fires,
+        ends,
+    )
 
 
 def record(buffer, slot, time):
@@ -392,25 +458,47 @@ class GeneralLoop:
     def info(self) -> LoopInfo:
         config = self.config
         n_fleets, n_jobs = self.params.compute.shape
-        return LoopInfo(n_fleets=n_fleets, n_jobs=n_jobs, dtype=self.params.compute.dtype, stop_fires=config.stop_fires,
-                        gap_fires=config.gap_fires, abandons=config.use_failures)
+        return LoopInfo(
+            n_fleets=n_fleets,
+            n_jobs=n_jobs,
+            dtype=self.params.compute.dtype,
+            stop_fires=config.stop_fires,
+            gap_fires=config.gap_fires,
+            abandons=config.use_failures,
+        )
 
     def init(self, phase, remaining) -> Carry:
         """The carry at t = 0: with the work accounting where `RunConfig.track_work`."""
         config = self.config
         return jax.vmap(init_carry, in_axes=(0, 0, 0, None, None, None, None, None, None))(
-            self.params, phase, remaining, config.trace_len, config.queue_size, config.use_jitter, config.sharing,
-            config.track_work, config.use_failures,
+            self.params,
+            phase,
+            remaining,
+            config.trace_len,
+            config.queue_size,
+            config.use_jitter,
+            config.sharing,
+            config.track_work,
+            config.use_failures,
         )
 
     def step(self, carry: Carry, running, event_limit):
         """Every running fleet to its next event instant; returns ``(carry, events.Instant)``."""
         config = self.config
-        switch_all = jax.vmap(switch, in_axes=(0, 0, 0, None, None, None, None if self.horizon is None else 0, None,
-                                               None, None))
+        switch_all = jax.vmap(
+            switch, in_axes=(0, 0, 0, None, None, None, None if self.horizon is None else 0, None, None, None)
+        )
         new, fire_slot, end_slot, fires, ends = switch_all(
-            self.params, carry, running, config.n_fires, config.use_delay, config.use_jitter, self.horizon,
-            config.use_async, config.sharing, config.use_failures,
+            self.params,
+            carry,
+            running,
+            config.n_fires,
+            config.use_delay,
+            config.use_jitter,
+            self.horizon,
+            config.use_async,
+            config.sharing,
+            config.use_failures,
         )
         new = new._replace(
             fire_times=record(new.fire_times, fire_slot, new.time),
@@ -447,8 +535,17 @@ class GeneralLoop:
         writing = params.active & carry.draining
         complete = jax.vmap(done, in_axes=(0, 0, None))(carry, params.active, self.config.n_fires)
         return loop_result(
-            params, self.horizon, time=carry.time, fire_times=carry.fire_times, end_times=carry.end_times,
-            complete=complete, n_events=carry.n_events, status=carry.status,
-            n_writers=jnp.sum(writing, axis=1).astype(jnp.int32), fire_count=carry.fire_count, writing=writing,
-            abandons=self.config.use_failures, work=carry.work,
+            params,
+            self.horizon,
+            time=carry.time,
+            fire_times=carry.fire_times,
+            end_times=carry.end_times,
+            complete=complete,
+            n_events=carry.n_events,
+            status=carry.status,
+            n_writers=jnp.sum(writing, axis=1).astype(jnp.int32),
+            fire_count=carry.fire_count,
+            writing=writing,
+            abandons=self.config.use_failures,
+            work=carry.work,
         )

@@ -39,7 +39,7 @@ job's works are (``works``), which writer and computing job lead their phases
 
 from __future__ import annotations
 
-from typing import NamedTuple, Optional
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -113,7 +113,7 @@ class VirtualCarry(NamedTuple):
     status: jax.Array
     halted: jax.Array
     stall: jax.Array
-    job_of_slot: Optional[jax.Array] = None
+    job_of_slot: jax.Array | None = None
 
 
 def two_sum(a, b):
@@ -191,8 +191,9 @@ def index_dtype(size: int):
     return jnp.int64
 
 
-def switch(constants, params, carry: VirtualCarry, running, event_limit, n_fires: int, strategy, use_jitter: bool,
-           horizon=None):
+def switch(
+    constants, params, carry: VirtualCarry, running, event_limit, n_fires: int, strategy, use_jitter: bool, horizon=None
+):
     """Switches one job in each running fleet (advancing time first if no job is due now).
 
     Lanes that are not running take dt = 0, switch nobody and write nothing (their
@@ -288,7 +289,9 @@ def switch(constants, params, carry: VirtualCarry, running, event_limit, n_fires
         keys = params.job_keys[jnp.arange(n_fleets), write_pos]
         next_compute = jitter_works(keys, next_compute, params.jitter, count)
     target_hi, target_lo = dw_add(
-        jnp.where(ends, compute_hi, write_hi), jnp.where(ends, compute_lo, write_lo), jnp.where(ends, next_compute, next_write)
+        jnp.where(ends, compute_hi, write_hi),
+        jnp.where(ends, compute_lo, write_lo),
+        jnp.where(ends, next_compute, next_write),
     )
     columns = [target_hi, target_lo, (count + fires.astype(jnp.int32)).astype(dtype), fires.astype(dtype)]
     row = jnp.stack(columns, axis=-1)
@@ -337,15 +340,31 @@ class VirtualLoop:
     def info(self) -> LoopInfo:
         config = self.config
         n_fleets, n_jobs = self.params.compute.shape
-        return LoopInfo(n_fleets=n_fleets, n_jobs=n_jobs, dtype=self.params.compute.dtype, stop_fires=config.stop_fires,
-                        gap_fires=config.gap_fires, one_switch=True, ordered=config.path == "fifo")
+        return LoopInfo(
+            n_fleets=n_fleets,
+            n_jobs=n_jobs,
+            dtype=self.params.compute.dtype,
+            stop_fires=config.stop_fires,
+            gap_fires=config.gap_fires,
+            one_switch=True,
+            ordered=config.path == "fifo",
+        )
 
     def init(self, phase, remaining) -> VirtualCarry:
         return init_carry(self.params, phase, remaining, self.config.trace_len, self.strategy)
 
     def step(self, carry: VirtualCarry, running, event_limit):
-        return switch(self.constants, self.params, carry, running, event_limit, self.config.n_fires, self.strategy,
-                      self.use_jitter, self.horizon)
+        return switch(
+            self.constants,
+            self.params,
+            carry,
+            running,
+            event_limit,
+            self.config.n_fires,
+            self.strategy,
+            self.use_jitter,
+            self.horizon,
+        )
 
     def no_event(self, carry: VirtualCarry) -> Switch:
         return Switch.none(carry.time.shape[0], carry.time.dtype)
@@ -373,8 +392,16 @@ class VirtualLoop:
         position = carry.position if self.config.path == "fifo" else None  # ring position -> job
         trace, slots = job_order(trace, position), job_order(slots, position)
         return loop_result(
-            self.params, self.horizon, time=carry.time, fire_times=trace[..., 0], end_times=trace[..., 1],
-            complete=carry.n_finished >= carry.n_active, n_events=carry.n_events, status=carry.status,
-            n_writers=carry.n_writers, fire_count=slots[..., 2].astype(jnp.int32), writing=slots[..., 3] > 0,
+            self.params,
+            self.horizon,
+            time=carry.time,
+            fire_times=trace[..., 0],
+            end_times=trace[..., 1],
+            complete=carry.n_finished >= carry.n_active,
+            n_events=carry.n_events,
+            status=carry.status,
+            n_writers=carry.n_writers,
+            fire_count=slots[..., 2].astype(jnp.int32),
+            writing=slots[..., 3] > 0,
             slot_position=position,
         )

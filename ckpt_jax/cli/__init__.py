@@ -23,10 +23,22 @@ share in ``_common.py``.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Optional
 
-from ._common import CliError, INTERRUPTED, devices_for, seed_key, Parser, SMALLER, check_out_dir, fail, os_error_text, start_devices
+from ._common import (
+    INTERRUPTED,
+    SMALLER,
+    CliError,
+    Parser,
+    check_out_dir,
+    devices_for,
+    fail,
+    os_error_text,
+    seed_key,
+    start_devices,
+)
 from .design import add_design
 from .ensemble import add_ensemble
 from .reproduce import add_reproduce
@@ -36,6 +48,7 @@ __all__ = ["main", "build_parser", "CliError", "seed_key", "start_devices", "dev
 
 
 _SUBCOMMANDS = (add_simulate, add_reproduce, add_ensemble, add_design)
+
 
 def build_parser() -> argparse.ArgumentParser:
     """The `ckpt-jax` argument parser, one subparser per subcommand."""
@@ -51,7 +64,8 @@ def build_parser() -> argparse.ArgumentParser:
         add(subparsers)
     return parser
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+
+def main(argv: Sequence[str] | None = None) -> int:
     """Runs the CLI; returns the exit status: 0 when every fleet completed, 1 when some
     did not, 2 on an error (one ``ckpt-jax: error: ...`` line on stderr), 130 on Ctrl-C.
 

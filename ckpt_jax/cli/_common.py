@@ -11,9 +11,9 @@ import re
 import sys
 import tempfile
 from pathlib import Path
-from typing import NamedTuple, Optional
-import numpy as np
+from typing import NamedTuple
 
+import numpy as np
 
 # Runs with more firings than this (fleets × jobs × cycles) show a progress bar.
 PROGRESS_WORK = 200_000
@@ -42,7 +42,7 @@ class Parser(argparse.ArgumentParser):
 
 
 # -- option types: argparse turns ArgumentTypeError into "argument --opt: message" --------
-def integer(low: int, high: Optional[int] = None):
+def integer(low: int, high: int | None = None):
     def parse(text: str) -> int:
         try:
             value = int(text)
@@ -72,7 +72,7 @@ def real(*, positive: bool):
     return parse
 
 
-def _cap(text: str) -> Optional[float]:
+def _cap(text: str) -> float | None:
     if text.strip().lower() in ("none", "inf", "infinity"):
         return None
     try:
@@ -89,7 +89,7 @@ def _sizes(text: str) -> tuple:
     return tuple(real(positive=True)(part) for part in parts)
 
 
-def job_sizes(sizes: Optional[tuple], n_jobs: int) -> Optional[np.ndarray]:
+def job_sizes(sizes: tuple | None, n_jobs: int) -> np.ndarray | None:
     """The (N,) sizes of ``--size``: the list repeated over the N jobs (one value: every job;
     ``1,2,4`` with 6 jobs: 1, 2, 4, 1, 2, 4); None without ``--size``. A list longer than N
     is an error."""
@@ -153,7 +153,7 @@ _FLEETS_PER_DEVICE = 2
 _FORCE_FLAG = "xla_force_host_platform_device_count"
 
 
-def _device_count(text: str) -> Optional[int]:
+def _device_count(text: str) -> int | None:
     """``--devices``: an int in [1, _DEVICES_MAX], or None for ``all``."""
     if text.strip().lower() == "all":
         return None
@@ -167,19 +167,26 @@ def _device_count(text: str) -> Optional[int]:
 
 
 def add_devices(parser, *, shards: bool = True) -> None:
-    what = ("devices to split the fleets over" if shards
-            else "devices to set up (the experiments do not split over them yet)")
-    parser.add_argument("--devices", type=_device_count, default=None, metavar="N|all",
-                        help=f"{what}: 'all' = one CPU device per core on a CPU-only machine, "
-                        "every local GPU on a GPU machine; N = that many (default: all)")
+    what = (
+        "devices to split the fleets over"
+        if shards
+        else "devices to set up (the experiments do not split over them yet)"
+    )
+    parser.add_argument(
+        "--devices",
+        type=_device_count,
+        default=None,
+        metavar="N|all",
+        help=f"{what}: 'all' = one CPU device per core on a CPU-only machine, "
+        "every local GPU on a GPU machine; N = that many (default: all)",
+    )
 
 
 def add_fleet_options(parser, *, ensemble: bool = False) -> None:
     """The options of a fleet of identical jobs, shared by ``simulate`` and ``ensemble``."""
     from .. import POWER_POLICIES, STORAGE_POLICIES, THROUGHPUT_PRESETS
 
-    parser.add_argument("--jobs", type=integer(2), default=8, metavar="N",
-                        help="jobs per fleet (default: %(default)s)")
+    parser.add_argument("--jobs", type=integer(2), default=8, metavar="N", help="jobs per fleet (default: %(default)s)")
     if ensemble:
         # No default here: --compute/--write and --load exclude each other (_durations).
         compute_help = "solo compute duration (work) per cycle (default: 10, or from --load)"
@@ -187,35 +194,74 @@ def add_fleet_options(parser, *, ensemble: bool = False) -> None:
     else:
         compute_help = "solo compute duration (work) per cycle (default: %(default)g)"
         write_help = "solo write duration (volume) per checkpoint (default: %(default)g)"
-    parser.add_argument("--compute", type=real(positive=True), default=None if ensemble else 10.0,
-                        metavar="T", help=compute_help)
-    parser.add_argument("--write", type=real(positive=True), default=None if ensemble else 1.0,
-                        metavar="d", help=write_help)
-    parser.add_argument("--cap", type=_cap, default=None, metavar="C",
-                        help="power cap, in jobs at full speed; 'none' = uncapped (default: none)")
-    parser.add_argument("--throughput", choices=sorted(THROUGHPUT_PRESETS), default="shared",
-                        help="aggregate write throughput f(n) with n concurrent writers "
-                        "(default: %(default)s)")
-    parser.add_argument("--jitter", type=real(positive=False), default=0.0, metavar="SIGMA",
-                        help="standard deviation of each compute phase's work (default: 0)")
-    parser.add_argument("--delay", type=real(positive=False), default=0.0, metavar="TAU",
-                        help="controller delay: the cap acts on the computing count from TAU "
-                        "earlier (default: 0)")
-    parser.add_argument("--async-fraction", type=_fraction, default=0.0, metavar="ALPHA",
-                        help="asynchronous checkpoints: compute fraction kept while a write drains; "
-                        "0 = blocking (default: 0)")
-    parser.add_argument("--size", type=_sizes, default=None, metavar="W[,W...]",
-                        help="job sizes (full-speed power draw, in the units of --cap), comma-separated "
-                        "and repeated over the jobs: 1,2,4 with --jobs 6 is 1,2,4,1,2,4 (default: 1)")
-    parser.add_argument("--power-policy", choices=POWER_POLICIES, default="maxmin",
-                        help="how the cap is divided among computing jobs: maxmin (water-filling) or "
-                        "uniform (every job throttled alike) (default: %(default)s)")
-    parser.add_argument("--storage-policy", choices=STORAGE_POLICIES, default="fair",
-                        help="how f(n) is divided among writers: fair (equal shares), weighted (by "
-                        "size) or fcfs (one at a time, in firing order) (default: %(default)s)")
-    parser.add_argument("--seed", type=integer(0, _SEED_MAX), default=0,
-                        help=f"PRNG seed for the random start and the jitter, 0 to {_SEED_MAX} "
-                        "(default: 0)")
+    parser.add_argument(
+        "--compute", type=real(positive=True), default=None if ensemble else 10.0, metavar="T", help=compute_help
+    )
+    parser.add_argument(
+        "--write", type=real(positive=True), default=None if ensemble else 1.0, metavar="d", help=write_help
+    )
+    parser.add_argument(
+        "--cap",
+        type=_cap,
+        default=None,
+        metavar="C",
+        help="power cap, in jobs at full speed; 'none' = uncapped (default: none)",
+    )
+    parser.add_argument(
+        "--throughput",
+        choices=sorted(THROUGHPUT_PRESETS),
+        default="shared",
+        help="aggregate write throughput f(n) with n concurrent writers (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--jitter",
+        type=real(positive=False),
+        default=0.0,
+        metavar="SIGMA",
+        help="standard deviation of each compute phase's work (default: 0)",
+    )
+    parser.add_argument(
+        "--delay",
+        type=real(positive=False),
+        default=0.0,
+        metavar="TAU",
+        help="controller delay: the cap acts on the computing count from TAU earlier (default: 0)",
+    )
+    parser.add_argument(
+        "--async-fraction",
+        type=_fraction,
+        default=0.0,
+        metavar="ALPHA",
+        help="asynchronous checkpoints: compute fraction kept while a write drains; 0 = blocking (default: 0)",
+    )
+    parser.add_argument(
+        "--size",
+        type=_sizes,
+        default=None,
+        metavar="W[,W...]",
+        help="job sizes (full-speed power draw, in the units of --cap), comma-separated "
+        "and repeated over the jobs: 1,2,4 with --jobs 6 is 1,2,4,1,2,4 (default: 1)",
+    )
+    parser.add_argument(
+        "--power-policy",
+        choices=POWER_POLICIES,
+        default="maxmin",
+        help="how the cap is divided among computing jobs: maxmin (water-filling) or "
+        "uniform (every job throttled alike) (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--storage-policy",
+        choices=STORAGE_POLICIES,
+        default="fair",
+        help="how f(n) is divided among writers: fair (equal shares), weighted (by "
+        "size) or fcfs (one at a time, in firing order) (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--seed",
+        type=integer(0, _SEED_MAX),
+        default=0,
+        help=f"PRNG seed for the random start and the jitter, 0 to {_SEED_MAX} (default: 0)",
+    )
 
 
 # -- failures ---------------------------------------------------------------------------
@@ -249,8 +295,10 @@ def os_error_text(err: OSError, resumes: bool) -> str:
     if err.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)):
         what = "no space left on device" if err.errno == errno.ENOSPC else "disk quota exceeded"
         then = "rerun the same command to resume" if resumes else "rerun the same command"
-        return (f"{what} while writing{where}; the files written before are complete "
-                f"(none is half written): free some space, then {then}")
+        return (
+            f"{what} while writing{where}; the files written before are complete "
+            f"(none is half written): free some space, then {then}"
+        )
     return f"{err.strerror or err}{where}"
 
 
@@ -303,7 +351,7 @@ def seed_key(seed: int):
 class _DeviceInfo(NamedTuple):
     platform: str  # of the default backend: "cpu", "gpu", "tpu"
     available: int  # its local devices
-    requested: Optional[int]  # --devices N; None for all
+    requested: int | None  # --devices N; None for all
     why: str  # how the count came about, for the devices line
 
 
@@ -315,7 +363,7 @@ def _usable_cores() -> int:
         return os.cpu_count() or 1
 
 
-def start_devices(requested: Optional[int]) -> _DeviceInfo:
+def start_devices(requested: int | None) -> _DeviceInfo:
     """Sets the XLA host (CPU) device count, then starts JAX's backend.
 
     The count must be set before the backend starts (the first array or device query);
@@ -330,8 +378,11 @@ def start_devices(requested: Optional[int]) -> _DeviceInfo:
     started = False
     preset = jax.config.jax_num_cpu_devices  # -1: not set
     if requested is None and preset >= 0 and preset != cores:
-        why = ("as JAX_NUM_CPU_DEVICES sets it" if "JAX_NUM_CPU_DEVICES" in os.environ
-               else "as jax_num_cpu_devices is set in this process")
+        why = (
+            "as JAX_NUM_CPU_DEVICES sets it"
+            if "JAX_NUM_CPU_DEVICES" in os.environ
+            else "as jax_num_cpu_devices is set in this process"
+        )
     elif requested is None and preset < 0 and _FORCE_FLAG in os.environ.get("XLA_FLAGS", ""):
         why = f"as XLA_FLAGS --{_FORCE_FLAG} sets it"
     else:
@@ -346,13 +397,14 @@ def start_devices(requested: Optional[int]) -> _DeviceInfo:
     name = platform.upper()
     if platform != "cpu":
         if requested is not None and requested > available:
-            raise CliError(f"--devices {requested}: this machine has {available} {name} "
-                           f"device{'s' * (available != 1)}")
+            raise CliError(f"--devices {requested}: this machine has {available} {name} device{'s' * (available != 1)}")
         why = why if requested is not None else f"every local {name}"
     elif started and (available < requested if requested is not None else available != cores):
         asked = f"--devices {requested}" if requested is not None else f"one per core ({cores})"
-        why = (f"{asked} not possible: JAX had already started in this process with {available}; "
-               "run ckpt-jax as a process of its own")
+        why = (
+            f"{asked} not possible: JAX had already started in this process with {available}; "
+            "run ckpt-jax as a process of its own"
+        )
     return _DeviceInfo(platform, available, requested, why)
 
 
@@ -364,8 +416,15 @@ def devices_for(info: _DeviceInfo, batch: int) -> tuple:
     return (None if used == 1 else used), used
 
 
-def report_devices(command: str, info: _DeviceInfo, used: int, *, batch: Optional[int] = None,
-                    batch_text: str = "", detail: Optional[str] = None) -> dict:
+def report_devices(
+    command: str,
+    info: _DeviceInfo,
+    used: int,
+    *,
+    batch: int | None = None,
+    batch_text: str = "",
+    detail: str | None = None,
+) -> dict:
     """Prints the devices line; returns the devices entry of summary.json.
 
     ``batch``: fleets per simulate call (``batch_text`` names it), where the command splits them.
@@ -393,15 +452,15 @@ def report_devices(command: str, info: _DeviceInfo, used: int, *, batch: Optiona
 # -- simulate ---------------------------------------------------------------------------
 def check_period(compute: float, write: float) -> tuple:
     if not math.isfinite(compute + write):
-        raise CliError(f"--compute + --write overflows ({plain(compute)} + {plain(write)}): "
-                       "use smaller durations")
+        raise CliError(f"--compute + --write overflows ({plain(compute)} + {plain(write)}): use smaller durations")
     return compute, write
 
+
 SEED_KEY_TEXT = (
-    "key(seed): the threefry2x32 key with data [seed >> 32, seed & 0xFFFFFFFF], i.e. "
-    "jax.random.key(seed) under x64"
+    "key(seed): the threefry2x32 key with data [seed >> 32, seed & 0xFFFFFFFF], i.e. jax.random.key(seed) under x64"
 )
 
-def finite_or_none(value) -> Optional[float]:
+
+def finite_or_none(value) -> float | None:
     value = float(value)
     return value if math.isfinite(value) else None

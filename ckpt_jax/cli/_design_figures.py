@@ -27,8 +27,10 @@ def close(figure) -> None:
 def figure_text(text) -> str:
     """``text`` drawn literally: a ``$`` would start matplotlib's mathtext (and an unknown
     macro in it fails the figure), a control character would break the line."""
-    shown = "".join(c.encode("unicode_escape").decode("ascii") if unicodedata.category(c) in ("Cc", "Zl", "Zp")
-                    else c for c in str(text))
+    shown = "".join(
+        c.encode("unicode_escape").decode("ascii") if unicodedata.category(c) in ("Cc", "Zl", "Zp") else c
+        for c in str(text)
+    )
     return shown.replace("$", r"\$")
 
 
@@ -62,8 +64,9 @@ def objective_figure(spec, summary):
     figure, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2), constrained_layout=True)
     left.axvspan(*span, **shade, label=f"last {averaged} step{'s' * (averaged != 1)}: averaged for the recommendation")
     left.plot(steps, objective, color="k", lw=1.2, marker="o", ms=3, label="fleet waste (training draws)")
-    left.fill_between(steps, objective - stderr, objective + stderr, color="k", alpha=0.15, lw=0,
-                      label="± 1 standard error")
+    left.fill_between(
+        steps, objective - stderr, objective + stderr, color="k", alpha=0.15, lw=0, label="± 1 standard error"
+    )
     left.set(xlabel="optimisation step", ylabel="smoothed fleet waste", title="objective vs step")
     left.yaxis.set_major_locator(MaxNLocator(nbins=6))
     left.legend(loc="best", fontsize=8)
@@ -73,8 +76,17 @@ def objective_figure(spec, summary):
     right.axvspan(*span, **shade)
     for g, group in enumerate(spec.groups):
         right.plot(steps, intervals[:, g], color=colours[g], lw=1.4, label=figure_text(group.name))
-        right.plot([steps[-1] + 0.5], [recommended[g]], marker="*", ms=12, color=colours[g], mec="k", mew=0.6,
-                   ls="none", clip_on=False)
+        right.plot(
+            [steps[-1] + 0.5],
+            [recommended[g]],
+            marker="*",
+            ms=12,
+            color=colours[g],
+            mec="k",
+            mew=0.6,
+            ls="none",
+            clip_on=False,
+        )
     right.plot([], [], marker="*", ms=10, color="w", mec="k", ls="none", label="recommended")
     _interval_axis(right, np.concatenate([intervals.ravel(), recommended]))
     right.set_xlim(0.5, steps[-1] + 1)
@@ -99,12 +111,22 @@ def waste_figure(spec, per_group, names):
         mean = samples.mean(axis=0)
         half = 1.96 * samples.std(axis=0, ddof=1) / np.sqrt(samples.shape[0])
         top = max(top, float((mean + half).max()))
-        axis.bar(x + (k - (len(order) - 1) / 2) * width, mean, width, yerr=half, capsize=2,
-                 color=COLOURS[name], label=LABELS[name])
+        axis.bar(
+            x + (k - (len(order) - 1) / 2) * width,
+            mean,
+            width,
+            yerr=half,
+            capsize=2,
+            color=COLOURS[name],
+            label=LABELS[name],
+        )
     axis.set_xticks(x, [figure_text(name) for name in spec.names])
     axis.set_ylim(0, top * 1.25)
-    axis.set(xlabel="job group", ylabel="waste (1 − useful work / H)",
-             title="waste per job group: the baselines and the design")
+    axis.set(
+        xlabel="job group",
+        ylabel="waste (1 − useful work / H)",
+        title="waste per job group: the baselines and the design",
+    )
     axis.legend(loc="upper left", ncols=len(order), fontsize=8)
     return figure
 
@@ -128,10 +150,12 @@ def schedule_figure(spec, schedule):
         spans = list(zip(fire[job][ok], end[job][ok]))
         lost = abandoned[job][ok]
         axis.broken_barh([(start, stop - start)], (job - 0.4, 0.8), color=colours["compute"], lw=0)
-        axis.broken_barh(clipped([w for w, a in zip(spans, lost) if not a]), (job - 0.4, 0.8),
-                         color=colours["write"], lw=0)
-        axis.broken_barh(clipped([w for w, a in zip(spans, lost) if a]), (job - 0.4, 0.8),
-                         color=colours["abandoned"], lw=0)
+        axis.broken_barh(
+            clipped([w for w, a in zip(spans, lost) if not a]), (job - 0.4, 0.8), color=colours["write"], lw=0
+        )
+        axis.broken_barh(
+            clipped([w for w, a in zip(spans, lost) if a]), (job - 0.4, 0.8), color=colours["abandoned"], lw=0
+        )
         down = clipped(schedule["down"][job])
         axis.broken_barh(down, (job - 0.4, 0.8), color=colours["down"], lw=0)
         for t, _ in down:  # the failure instant, visible even when R is short
@@ -144,10 +168,17 @@ def schedule_figure(spec, schedule):
     axis.set_ylim(n_jobs - 0.5, -0.5)
     axis.set_xlim(start, stop)
     shown = schedule["failures_shown"]
-    axis.set(xlabel="time", title=f"one period ({schedule['period']:.3g}) of the recommended schedule, "
-             f"{shown} failure{'' if shown == 1 else 's'} in view")
-    names = {"compute": "compute", "write": "write", "abandoned": "write abandoned at a failure",
-             "down": "down (restart after a failure)"}
+    axis.set(
+        xlabel="time",
+        title=f"one period ({schedule['period']:.3g}) of the recommended schedule, "
+        f"{shown} failure{'' if shown == 1 else 's'} in view",
+    )
+    names = {
+        "compute": "compute",
+        "write": "write",
+        "abandoned": "write abandoned at a failure",
+        "down": "down (restart after a failure)",
+    }
     handles = [plt.Rectangle((0, 0), 1, 1, color=colours[k]) for k in names]
     axis.legend(handles, list(names.values()), loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8)
     return figure
@@ -169,14 +200,24 @@ def writers_figure(writers, names, draws=None):
             missing.append(LABELS[name])
             axis.bar([], [], color=COLOURS[name], label=f"{LABELS[name]}: no draw where every job fired")
             continue
-        axis.bar(levels + (k - 0.5) * 0.4, fraction[: last + 1], 0.4, color=COLOURS[name],
-                 label=LABELS[name] + count)
+        axis.bar(levels + (k - 0.5) * 0.4, fraction[: last + 1], 0.4, color=COLOURS[name], label=LABELS[name] + count)
     if missing:
-        axis.text(0.5, 0.5, f"{' and '.join(missing)}: undefined (some job never fired before H in every draw)",
-                  transform=axis.transAxes, ha="center", va="center", fontsize=9, wrap=True)
+        axis.text(
+            0.5,
+            0.5,
+            f"{' and '.join(missing)}: undefined (some job never fired before H in every draw)",
+            transform=axis.transAxes,
+            ha="center",
+            va="center",
+            fontsize=9,
+            wrap=True,
+        )
     axis.set_xticks(levels)
-    axis.set(xlabel="writers at once, n_w", ylabel="fraction of time",
-             title="writer count once every job has fired, Young and the design")
+    axis.set(
+        xlabel="writers at once, n_w",
+        ylabel="fraction of time",
+        title="writer count once every job has fired, Young and the design",
+    )
     axis.legend(loc="upper right", fontsize=8)
     return figure
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ._common import CliError, add_devices, add_x64, integer, real, report_devices, seed_key, SEED_KEY_TEXT
+from ._common import SEED_KEY_TEXT, CliError, add_devices, add_x64, integer, real, report_devices, seed_key
 
 # --quick: a small run that shows every output in well under a minute on a laptop CPU.
 QUICK = {"steps": 8, "draws": 4, "pairs": 2, "horizon_max": 200.0}
@@ -35,28 +35,60 @@ def add_design(subparsers) -> None:
             "Writes design.json, report.md and figures into --out."
         ),
     )
-    parser.add_argument("fleet_file", type=Path, metavar="FLEET.toml",
-                        help="the fleet file (see examples/fleet.toml)")
-    parser.add_argument("--steps", type=integer(1, 100_000), default=None, metavar="K",
-                        help="at most K optimisation steps (default: [design].steps of the file, else 100)")
-    parser.add_argument("--draws", type=integer(2, 100_000), default=None, metavar="S",
-                        help="failure draws per step (default: [design].draws, else 16)")
-    parser.add_argument("--pairs", type=integer(1, 1_000), default=None, metavar="P",
-                        help="antithetic directions per step (default: [design].pairs, else 4)")
-    parser.add_argument("--horizon", type=real(positive=True), default=None, metavar="H",
-                        help="time over which waste is measured (default: [design].horizon, else 1000)")
-    parser.add_argument("--seed", type=integer(0, SEED_MAX), default=None,
-                        help="PRNG seed for every draw (default: [design].seed, else 0)")
-    parser.add_argument("--offsets", action="store_const", const=True, default=None,
-                        help="design each job's launch offset too (default: [design].offsets, else off)")
-    parser.add_argument("--quick", action="store_true",
-                        help=f"a small fast run: {QUICK['steps']} steps, {QUICK['draws']} draws, "
-                        f"{QUICK['pairs']} pairs, horizon at most {QUICK['horizon_max']:g} (options given win)")
+    parser.add_argument("fleet_file", type=Path, metavar="FLEET.toml", help="the fleet file (see examples/fleet.toml)")
+    parser.add_argument(
+        "--steps",
+        type=integer(1, 100_000),
+        default=None,
+        metavar="K",
+        help="at most K optimisation steps (default: [design].steps of the file, else 100)",
+    )
+    parser.add_argument(
+        "--draws",
+        type=integer(2, 100_000),
+        default=None,
+        metavar="S",
+        help="failure draws per step (default: [design].draws, else 16)",
+    )
+    parser.add_argument(
+        "--pairs",
+        type=integer(1, 1_000),
+        default=None,
+        metavar="P",
+        help="antithetic directions per step (default: [design].pairs, else 4)",
+    )
+    parser.add_argument(
+        "--horizon",
+        type=real(positive=True),
+        default=None,
+        metavar="H",
+        help="time over which waste is measured (default: [design].horizon, else 1000)",
+    )
+    parser.add_argument(
+        "--seed",
+        type=integer(0, SEED_MAX),
+        default=None,
+        help="PRNG seed for every draw (default: [design].seed, else 0)",
+    )
+    parser.add_argument(
+        "--offsets",
+        action="store_const",
+        const=True,
+        default=None,
+        help="design each job's launch offset too (default: [design].offsets, else off)",
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help=f"a small fast run: {QUICK['steps']} steps, {QUICK['draws']} draws, "
+        f"{QUICK['pairs']} pairs, horizon at most {QUICK['horizon_max']:g} (options given win)",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_devices(parser, shards=False)
     add_x64(parser)
-    parser.add_argument("--out", type=Path, required=True, metavar="DIR",
-                        help="output directory, created if missing (required)")
+    parser.add_argument(
+        "--out", type=Path, required=True, metavar="DIR", help="output directory, created if missing (required)"
+    )
     parser.set_defaults(run=_design, check=_check, resumes=False)
 
 
@@ -64,22 +96,38 @@ def settings_for(args, spec) -> dict:
     """The run's settings: options, else --quick, else the file's [design]."""
     file = spec.design
     quick = args.quick
-    pick = lambda option, key: (option if option is not None  # noqa: E731
-                                else QUICK[key] if quick else getattr(file, key))
-    horizon = args.horizon if args.horizon is not None else (
-        min(file.horizon, QUICK["horizon_max"]) if quick else file.horizon)
-    return {"steps": pick(args.steps, "steps"), "draws": pick(args.draws, "draws"),
-            "pairs": pick(args.pairs, "pairs"), "horizon": horizon,
-            "seed": args.seed if args.seed is not None else file.seed,
-            "launch": file.launch, "offsets": args.offsets if args.offsets is not None else file.offsets,
-            "bounds": list(spec.bounds()),
-            "group_bounds": [list(bounds) for bounds in spec.group_bounds()], "quick": quick}
+    pick = lambda option, key: (
+        option
+        if option is not None  # noqa: E731
+        else QUICK[key]
+        if quick
+        else getattr(file, key)
+    )
+    horizon = (
+        args.horizon
+        if args.horizon is not None
+        else (min(file.horizon, QUICK["horizon_max"]) if quick else file.horizon)
+    )
+    return {
+        "steps": pick(args.steps, "steps"),
+        "draws": pick(args.draws, "draws"),
+        "pairs": pick(args.pairs, "pairs"),
+        "horizon": horizon,
+        "seed": args.seed if args.seed is not None else file.seed,
+        "launch": file.launch,
+        "offsets": args.offsets if args.offsets is not None else file.offsets,
+        "bounds": list(spec.bounds()),
+        "group_bounds": [list(bounds) for bounds in spec.group_bounds()],
+        "quick": quick,
+    }
 
 
 def _check(args) -> None:
     from ..fleetfile import load
 
-    args.spec = load(args.fleet_file, dtype=np.float64 if args.x64 else np.float32)  # FleetFileError is a ValueError: one error line
+    args.spec = load(
+        args.fleet_file, dtype=np.float64 if args.x64 else np.float32
+    )  # FleetFileError is a ValueError: one error line
     args.settings = settings_for(args, args.spec)
     young = args.spec.young()
     labels = args.spec.labels
@@ -87,8 +135,10 @@ def _check(args) -> None:
         field = "design.bounds" if group.bounds is None else f"groups[{g}].bounds"
         group_young = young[labels == g]
         if not (lo < group_young.max() * 100 and hi > group_young.min() / 100):
-            raise CliError(f"fleet file {args.fleet_file}: {field} [{lo:g}, {hi:g}] is far from the Young interval "
-                           f"of {group.name!r} ({group_young.min():.3g}): widen it")
+            raise CliError(
+                f"fleet file {args.fleet_file}: {field} [{lo:g}, {hi:g}] is far from the Young interval "
+                f"of {group.name!r} ({group_young.min():.3g}): widen it"
+            )
 
 
 def _estimate(samples) -> dict:
@@ -123,13 +173,26 @@ def _evaluate(spec, table: dict, *, horizon, n_draws, key, launch, dtype, offset
         position[names.index("design")] = np.asarray(offsets, np.float64)
     state = state_from_positions(fleet, position)
     keys = jax.numpy.broadcast_to(draw_keys, (n_sets, n_draws))
-    out = simulate(fleet, state, None, until=horizon, key=keys, throw=True, progress=False,
-                   save=SaveAt(trace=False, jobs=True, writers=True))
+    out = simulate(
+        fleet,
+        state,
+        None,
+        until=horizon,
+        key=keys,
+        throw=True,
+        progress=False,
+        save=SaveAt(trace=False, jobs=True, writers=True),
+    )
     waste = np.asarray(out.jobs.waste, np.float64)  # (D, S, N)
     size = spec.per_job("size")
     labels = spec.labels
-    per_group = np.stack([(waste[..., labels == g] * size[labels == g]).sum(-1) / size[labels == g].sum()
-                          for g in range(len(spec.groups))], axis=-1)  # (D, S, G)
+    per_group = np.stack(
+        [
+            (waste[..., labels == g] * size[labels == g]).sum(-1) / size[labels == g].sum()
+            for g in range(len(spec.groups))
+        ],
+        axis=-1,
+    )  # (D, S, G)
     fleet_waste = (waste * size).sum(-1) / size.sum()  # (D, S)
     writer_time = np.asarray(out.writers.time, np.float64)
     window = np.asarray(out.writers.window, np.float64)
@@ -169,7 +232,7 @@ def _failure_times(spec, until: float, seed: int):
     width = max(1, max(len(times) for times in rows))
     listed = np.full((len(rows), width), np.inf)
     for job, times in enumerate(rows):
-        listed[job, :len(times)] = times
+        listed[job, : len(times)] = times
     return listed, down
 
 
@@ -223,9 +286,16 @@ def _schedule(spec, intervals, *, seed: int, launch: str, dtype, offsets=None) -
         start = min(max(later[0] - period / 3, 0.0), max(stop - period, 0.0))
     else:
         start = max(stop - period, 0.0)
-    return {"fire": fire, "end": end_drawn, "abandoned": abandoned, "down": down, "start": start,
-            "stop": min(start + period, stop), "period": period,
-            "failures_shown": sum(start <= t < start + period for periods in down for t, _ in periods)}
+    return {
+        "fire": fire,
+        "end": end_drawn,
+        "abandoned": abandoned,
+        "down": down,
+        "start": start,
+        "stop": min(start + period, stop),
+        "period": period,
+        "failures_shown": sum(start <= t < start + period for periods in down for t, _ in periods),
+    }
 
 
 def _verdict(saved: dict) -> str:
@@ -243,8 +313,10 @@ def markdown_text(text) -> str:
     """``text`` as literal Markdown inline text: control characters shown as escapes (a
     newline would end a table row and could start a heading), Markdown's punctuation
     backslash-escaped (a ``|`` would split a table cell)."""
-    shown = "".join(c.encode("unicode_escape").decode("ascii") if unicodedata.category(c) in ("Cc", "Zl", "Zp")
-                    else c for c in str(text))
+    shown = "".join(
+        c.encode("unicode_escape").decode("ascii") if unicodedata.category(c) in ("Cc", "Zl", "Zp") else c
+        for c in str(text)
+    )
     return "".join("\\" + c if c in _MARKDOWN_SPECIAL else c for c in shown)
 
 
@@ -271,15 +343,22 @@ def headline(summary: dict, names: list, quote=str) -> list:
         lines.append(f"Converged: the objective stopped improving after {steps} steps (early stopping).")
     else:
         budget = "the --quick budget" if summary["settings"]["quick"] else "the step budget"
-        lines.append(f"NOT CONVERGED: {steps} steps ({budget}) ran out before the objective settled (no early stop); "
-                     "treat these intervals as a first guess and rerun with more steps"
-                     + (" (without --quick)." if summary["settings"]["quick"] else "."))
+        lines.append(
+            f"NOT CONVERGED: {steps} steps ({budget}) ran out before the objective settled (no early stop); "
+            "treat these intervals as a first guess and rerun with more steps"
+            + (" (without --quick)." if summary["settings"]["quick"] else ".")
+        )
     verdicts = _group_verdicts(summary, names)
     for name, label in BASELINES.items():
         saved = summary["baselines"][name]["saved"]
         verdict = verdicts[name]
-        fleet = ("saves fleet waste" if saved["low"] > 0 else "loses fleet waste" if saved["high"] < 0
-                 else "is within the noise on fleet waste")
+        fleet = (
+            "saves fleet waste"
+            if saved["low"] > 0
+            else "loses fleet waste"
+            if saved["high"] < 0
+            else "is within the noise on fleet waste"
+        )
         text = f"Against {label}: the design {fleet} ({saved['mean']:+.4f} [{saved['low']:+.4f}, {saved['high']:+.4f}])"
         parts = []
         if verdict["gain"]:
@@ -287,9 +366,13 @@ def headline(summary: dict, names: list, quote=str) -> list:
         if verdict["pay"]:
             cells = summary["per_group"]
             index = {n: g for g, n in enumerate(names)}
-            parts.append(", ".join(f"{quote(n)} ({cells[name][index[n]]['mean']:.4f} -> "
-                                   f"{cells['design'][index[n]]['mean']:.4f})" for n in verdict["pay"])
-                         + (" pays" if len(verdict["pay"]) == 1 else " pay"))
+            parts.append(
+                ", ".join(
+                    f"{quote(n)} ({cells[name][index[n]]['mean']:.4f} -> {cells['design'][index[n]]['mean']:.4f})"
+                    for n in verdict["pay"]
+                )
+                + (" pays" if len(verdict["pay"]) == 1 else " pay")
+            )
         if verdict["tie"]:
             parts.append(f"{', '.join(map(quote, verdict['tie']))} within the noise")
         lines.append(f"{text}; per group: {'; '.join(parts)}.")
@@ -300,81 +383,130 @@ def _report(spec, settings, result_json: dict, wall_s: float) -> str:
     groups = spec.names
     md = markdown_text
     lines = [f"# Checkpoint intervals for {md(spec.path)}", ""]
-    lines += [f"- **{line}**" if i == 0 and not result_json["stopped_early"] else f"- {line}"
-              for i, line in enumerate(headline(result_json, groups, quote=lambda name: f'"{md(name)}"'))]
-    lines += ["",
-             f"{spec.n_jobs} jobs in {len(groups)} groups; storage f = "
-             f"{spec.throughput if isinstance(spec.throughput, str) else 'list'}, cap = "
-             f"{'none' if spec.cap is None else f'{spec.cap:g}'}, power policy {spec.power_policy}, "
-             f"storage policy {spec.storage_policy}.",
-             f"Waste is 1 − useful work / H over the horizon H = {settings['horizon']:g}, weighted by job size, "
-             + (f"designed launch offsets (the baselines launch {settings['launch']}); " if settings["offsets"]
-                else f"launch {settings['launch']}; ")
-             + f"{result_json['steps_taken']} optimisation steps "
-             f"({'stopped early' if result_json['stopped_early'] else 'not stopped early, so not known to be converged'}), "
-             f"{settings['draws']} draws × {settings['pairs']} pairs per step, seed {settings['seed']}, "
-             f"{wall_s:.0f} s.", "",
-             "## Recommended intervals", "",
-             "| group | jobs | size | write | MTBF | **design** | Young | Daly | contended Young |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines += [
+        f"- **{line}**" if i == 0 and not result_json["stopped_early"] else f"- {line}"
+        for i, line in enumerate(headline(result_json, groups, quote=lambda name: f'"{md(name)}"'))
+    ]
+    lines += [
+        "",
+        f"{spec.n_jobs} jobs in {len(groups)} groups; storage f = "
+        f"{spec.throughput if isinstance(spec.throughput, str) else 'list'}, cap = "
+        f"{'none' if spec.cap is None else f'{spec.cap:g}'}, power policy {spec.power_policy}, "
+        f"storage policy {spec.storage_policy}.",
+        f"Waste is 1 − useful work / H over the horizon H = {settings['horizon']:g}, weighted by job size, "
+        + (
+            f"designed launch offsets (the baselines launch {settings['launch']}); "
+            if settings["offsets"]
+            else f"launch {settings['launch']}; "
+        )
+        + f"{result_json['steps_taken']} optimisation steps "
+        f"({'stopped early' if result_json['stopped_early'] else 'not stopped early, so not known to be converged'}), "
+        f"{settings['draws']} draws × {settings['pairs']} pairs per step, seed {settings['seed']}, "
+        f"{wall_s:.0f} s.",
+        "",
+        "## Recommended intervals",
+        "",
+        "| group | jobs | size | write | MTBF | **design** | Young | Daly | contended Young |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for g, group in enumerate(spec.groups):
         row = result_json["groups"][g]
-        lines.append(f"| {md(group.name)} | {group.count} | {group.size:g} | {group.write:g} | {group.mtbf:g} | "
-                     f"**{row['design']:.4g}** | {row['young']:.4g} | {row['daly']:.4g} | {row['young_contended']:.4g} |")
+        lines.append(
+            f"| {md(group.name)} | {group.count} | {group.size:g} | {group.write:g} | {group.mtbf:g} | "
+            f"**{row['design']:.4g}** | {row['young']:.4g} | {row['daly']:.4g} | {row['young_contended']:.4g} |"
+        )
     if result_json["offsets"] is not None:
         offsets = np.asarray(result_json["offsets"])
         cycle = np.asarray([row["design"] for row in result_json["groups"]])[spec.labels] + spec.per_job("write")
-        lines += ["", "## Launch offsets (designed)", "",
-                  "Each job's position in its cycle d + T at t = 0 (write first, then compute), and as a "
-                  "fraction of the cycle; the baselines keep the launch "
-                  f"{settings['launch']}.", "", "| group | offsets | fractions of the cycle |", "|---|---|---|"]
+        lines += [
+            "",
+            "## Launch offsets (designed)",
+            "",
+            "Each job's position in its cycle d + T at t = 0 (write first, then compute), and as a "
+            "fraction of the cycle; the baselines keep the launch "
+            f"{settings['launch']}.",
+            "",
+            "| group | offsets | fractions of the cycle |",
+            "|---|---|---|",
+        ]
         for g, group in enumerate(spec.groups):
             mine = spec.labels == g
-            lines.append(f"| {md(group.name)} | {', '.join(f'{x:.3g}' for x in offsets[mine])} | "
-                         f"{', '.join(f'{x:.2f}' for x in offsets[mine] / cycle[mine])} |")
+            lines.append(
+                f"| {md(group.name)} | {', '.join(f'{x:.3g}' for x in offsets[mine])} | "
+                f"{', '.join(f'{x:.2f}' for x in offsets[mine] / cycle[mine])} |"
+            )
     waste = result_json["waste"]
-    lines += ["", "## Fleet waste (fresh draws, 95% CIs)", "",
-              "| intervals | fleet waste | waste saved by the design | verdict |", "|---|---|---|---|",
-              f"| **design** | {waste['mean']:.4f} [{waste['low']:.4f}, {waste['high']:.4f}] | | |"]
+    lines += [
+        "",
+        "## Fleet waste (fresh draws, 95% CIs)",
+        "",
+        "| intervals | fleet waste | waste saved by the design | verdict |",
+        "|---|---|---|---|",
+        f"| **design** | {waste['mean']:.4f} [{waste['low']:.4f}, {waste['high']:.4f}] | | |",
+    ]
     as_good = []
     for name, label in BASELINES.items():
         base = result_json["baselines"][name]
         w, s = base["waste"], base["saved"]
-        lines.append(f"| {label} | {w['mean']:.4f} [{w['low']:.4f}, {w['high']:.4f}] | "
-                     f"{s['mean']:+.4f} [{s['low']:+.4f}, {s['high']:+.4f}] | {_verdict(s)} |")
+        lines.append(
+            f"| {label} | {w['mean']:.4f} [{w['low']:.4f}, {w['high']:.4f}] | "
+            f"{s['mean']:+.4f} [{s['low']:+.4f}, {s['high']:+.4f}] | {_verdict(s)} |"
+        )
         if s["low"] <= 0:
             as_good.append(label if s["high"] >= 0 else f"{label} (better, outside the noise)")
     lines.append("")
     if as_good:
-        lines.append(f"**Plainly: {', '.join(as_good)} {'is' if len(as_good) == 1 else 'are'} at least as good "
-                     "as the design here** (the waste saved is not positive outside the noise); the design buys nothing over "
-                     f"{'it' if len(as_good) == 1 else 'them'} for this fleet.")
+        lines.append(
+            f"**Plainly: {', '.join(as_good)} {'is' if len(as_good) == 1 else 'are'} at least as good "
+            "as the design here** (the waste saved is not positive outside the noise); the design buys nothing over "
+            f"{'it' if len(as_good) == 1 else 'them'} for this fleet."
+        )
     else:
         paying = sorted({n for v in _group_verdicts(result_json, groups).values() for n in v["pay"]}, key=groups.index)
-        lines.append("The design saves fleet waste against every baseline, outside the noise"
-                     + (f", but not in every group: {', '.join(map(md, paying))} "
-                        f"{'pays' if len(paying) == 1 else 'pay'} (see the waste per group)." if paying else
-                        ", and no group pays more, outside the noise."))
-    lines += ["", "## Waste per group (separate fresh draws, 95% CIs)", "",
-              "Positive: the design wastes less in this group than the baseline (paired over the same draws).", "",
-              "| group | " + " | ".join(f"saved against {label}" for label in BASELINES.values()) + " |",
-              "|---" * (1 + len(BASELINES)) + "|"]
+        lines.append(
+            "The design saves fleet waste against every baseline, outside the noise"
+            + (
+                f", but not in every group: {', '.join(map(md, paying))} "
+                f"{'pays' if len(paying) == 1 else 'pay'} (see the waste per group)."
+                if paying
+                else ", and no group pays more, outside the noise."
+            )
+        )
+    lines += [
+        "",
+        "## Waste per group (separate fresh draws, 95% CIs)",
+        "",
+        "Positive: the design wastes less in this group than the baseline (paired over the same draws).",
+        "",
+        "| group | " + " | ".join(f"saved against {label}" for label in BASELINES.values()) + " |",
+        "|---" * (1 + len(BASELINES)) + "|",
+    ]
     for g, group in enumerate(spec.groups):
         cells = [result_json["per_group_saved"][name][g] for name in BASELINES]
-        lines.append(f"| {md(group.name)} | " + " | ".join(f"{c['mean']:+.4f} [{c['low']:+.4f}, {c['high']:+.4f}]"
-                                                       for c in cells) + " |")
-    lines += ["",
-              "| group | design | " + " | ".join(BASELINES.values()) + " |", "|---" * (2 + len(BASELINES)) + "|"]
+        lines.append(
+            f"| {md(group.name)} | "
+            + " | ".join(f"{c['mean']:+.4f} [{c['low']:+.4f}, {c['high']:+.4f}]" for c in cells)
+            + " |"
+        )
+    lines += ["", "| group | design | " + " | ".join(BASELINES.values()) + " |", "|---" * (2 + len(BASELINES)) + "|"]
     for g, group in enumerate(spec.groups):
         cells = [result_json["per_group"][name][g] for name in ["design", *BASELINES]]
-        lines.append(f"| {md(group.name)} | " + " | ".join(f"{c['mean']:.4f} [{c['low']:.4f}, {c['high']:.4f}]"
-                                                       for c in cells) + " |")
-    lines += ["", "## Figures", "",
-              "- `objective.png`: the smoothed objective (training draws) and the intervals per step.",
-              "- `waste_by_group.png`: waste per job group, each baseline and the design.",
-              "- `schedule.png`: one period of the recommended schedule in a run with failures "
-              "(compute, writes, writes abandoned at a failure, and the time down restarting).",
-              "- `writers.png`: the distribution of the writer count n_w, Young and design.", ""]
+        lines.append(
+            f"| {md(group.name)} | "
+            + " | ".join(f"{c['mean']:.4f} [{c['low']:.4f}, {c['high']:.4f}]" for c in cells)
+            + " |"
+        )
+    lines += [
+        "",
+        "## Figures",
+        "",
+        "- `objective.png`: the smoothed objective (training draws) and the intervals per step.",
+        "- `waste_by_group.png`: waste per job group, each baseline and the design.",
+        "- `schedule.png`: one period of the recommended schedule in a run with failures "
+        "(compute, writes, writes abandoned at a failure, and the time down restarting).",
+        "- `writers.png`: the distribution of the writer count n_w, Young and design.",
+        "",
+    ]
     return "\n".join(lines)
 
 
@@ -389,57 +521,104 @@ def _design(args) -> int:
     spec, settings = args.spec, args.settings
     report_devices("design", args.device_info, 1)
     runs = 2 * settings["pairs"] * settings["draws"]
-    print(f"ckpt-jax design: {spec.n_jobs} jobs to H = {settings['horizon']:g}: about "
-          f"{spec.events(settings['horizon']):.2g} events per run (each O(N)), {runs} runs per step, "
-          f"up to {settings['steps']} steps")
+    print(
+        f"ckpt-jax design: {spec.n_jobs} jobs to H = {settings['horizon']:g}: about "
+        f"{spec.events(settings['horizon']):.2g} events per run (each O(N)), {runs} runs per step, "
+        f"up to {settings['steps']} steps"
+    )
     dtype = np.float64 if args.x64 else np.float32
     fleet = spec.fleet(dtype=dtype)
     key = seed_key(settings["seed"])
     design_key, eval_key = jax.random.split(key)
     started = time.perf_counter()
     window = min(10, settings["steps"])  # the recommendation: T at the mean θ of the last `window` steps
-    result = checkpoint_intervals(fleet, bounds=args.spec.job_bounds(), horizon=settings["horizon"],
-                                  n_draws=settings["draws"], n_pairs=settings["pairs"], steps=settings["steps"],
-                                  key=design_key, groups=spec.labels, launch=settings["launch"],
-                                  offsets=settings["offsets"], progress=not args.no_progress,
-                                  window=window)
+    result = checkpoint_intervals(
+        fleet,
+        bounds=args.spec.job_bounds(),
+        horizon=settings["horizon"],
+        n_draws=settings["draws"],
+        n_pairs=settings["pairs"],
+        steps=settings["steps"],
+        key=design_key,
+        groups=spec.labels,
+        launch=settings["launch"],
+        offsets=settings["offsets"],
+        progress=not args.no_progress,
+        window=window,
+    )
     table = {"design": result.intervals, **{name: result.baselines[name].intervals for name in BASELINES}}
     n_eval = 2 * settings["pairs"] * settings["draws"]
-    names, per_group, fleet_waste, writers, writers_draws = _evaluate(spec, table, horizon=settings["horizon"], n_draws=n_eval,
-                                                       key=eval_key, launch=settings["launch"], dtype=dtype,
-                                                       offsets=result.offsets)
-    schedule = _schedule(spec, result.intervals, seed=settings["seed"], launch=settings["launch"], dtype=dtype,
-                         offsets=result.offsets)
+    names, per_group, fleet_waste, writers, writers_draws = _evaluate(
+        spec,
+        table,
+        horizon=settings["horizon"],
+        n_draws=n_eval,
+        key=eval_key,
+        launch=settings["launch"],
+        dtype=dtype,
+        offsets=result.offsets,
+    )
+    schedule = _schedule(
+        spec, result.intervals, seed=settings["seed"], launch=settings["launch"], dtype=dtype, offsets=result.offsets
+    )
     wall_s = time.perf_counter() - started
 
     first = np.searchsorted(spec.labels, np.arange(len(spec.groups)))
     as_dict = lambda e: {"mean": e.mean, "low": e.low, "high": e.high}  # noqa: E731
     summary = {
-        "command": "design", "version": __version__, "fleet": spec.to_dict(), "settings": settings,
+        "command": "design",
+        "version": __version__,
+        "fleet": spec.to_dict(),
+        "settings": settings,
         "keys": {"seed": SEED_KEY_TEXT, "design": "split(key(seed))[0]", "per_group": "split(key(seed))[1]"},
-        "groups": [{"name": group.name, "design": float(result.intervals[first[g]]),
-                    **{name: float(result.baselines[name].intervals[first[g]]) for name in BASELINES}}
-                   for g, group in enumerate(spec.groups)],
+        "groups": [
+            {
+                "name": group.name,
+                "design": float(result.intervals[first[g]]),
+                **{name: float(result.baselines[name].intervals[first[g]]) for name in BASELINES},
+            }
+            for g, group in enumerate(spec.groups)
+        ],
         "offsets": None if result.offsets is None else [float(x) for x in result.offsets],
         "waste": as_dict(result.waste),
-        "baselines": {name: {"waste": as_dict(b.waste), "saved": as_dict(b.saved),
-                             "outside_noise": bool(b.saved.low > 0 or b.saved.high < 0)}
-                      for name, b in result.baselines.items()},
-        "per_group": {name: [_estimate(per_group[i, :, g]) for g in range(len(spec.groups))]
-                      for i, name in enumerate(names)},
-        "per_group_saved": {name: [_estimate(per_group[names.index(name), :, g] - per_group[names.index("design"), :, g])
-                                   for g in range(len(spec.groups))] for name in BASELINES},
+        "baselines": {
+            name: {
+                "waste": as_dict(b.waste),
+                "saved": as_dict(b.saved),
+                "outside_noise": bool(b.saved.low > 0 or b.saved.high < 0),
+            }
+            for name, b in result.baselines.items()
+        },
+        "per_group": {
+            name: [_estimate(per_group[i, :, g]) for g in range(len(spec.groups))] for i, name in enumerate(names)
+        },
+        "per_group_saved": {
+            name: [
+                _estimate(per_group[names.index(name), :, g] - per_group[names.index("design"), :, g])
+                for g in range(len(spec.groups))
+            ]
+            for name in BASELINES
+        },
         "per_group_fleet_waste": {name: _estimate(fleet_waste[i]) for i, name in enumerate(names)},
         "writers_fraction": {name: writers[i].tolist() for i, name in enumerate(names)},
         "writers_draws": {name: int(writers_draws[i]) for i, name in enumerate(names)},
-        "history": {"objective": result.history.objective.tolist(), "stderr": result.history.stderr.tolist(),
-                    "grad_norm": result.history.grad_norm.tolist(),
-                    "intervals": result.history.intervals[:, first].tolist()},
+        "history": {
+            "objective": result.history.objective.tolist(),
+            "stderr": result.history.stderr.tolist(),
+            "grad_norm": result.history.grad_norm.tolist(),
+            "intervals": result.history.intervals[:, first].tolist(),
+        },
         "recommended_from_last_steps": min(window, int(result.history.objective.size)),
-        "steps_taken": int(result.history.objective.size), "stopped_early": bool(result.stopped_early),
-        "schedule_period": schedule["period"], "schedule_window": [schedule["start"], schedule["stop"]],
-        "schedule_failures_shown": schedule["failures_shown"], "wall_time_s": wall_s, "backend": jax.default_backend(),
-        "python": platform.python_version(), "jax": jax.__version__, "files": FILES,
+        "steps_taken": int(result.history.objective.size),
+        "stopped_early": bool(result.stopped_early),
+        "schedule_period": schedule["period"],
+        "schedule_window": [schedule["start"], schedule["stop"]],
+        "schedule_failures_shown": schedule["failures_shown"],
+        "wall_time_s": wall_s,
+        "backend": jax.default_backend(),
+        "python": platform.python_version(),
+        "jax": jax.__version__,
+        "files": FILES,
     }
     out = Path(args.out)
     atomic_write_bytes(out / "design.json", (json.dumps(summary, indent=2) + "\n").encode())
@@ -449,8 +628,10 @@ def _design(args) -> int:
         figures.close(figure)
 
     recommended = ", ".join(f"{g['name']} {g['design']:.3g}" for g in summary["groups"])
-    print(f"ckpt-jax design: intervals {recommended}; fleet waste {result.waste.mean:.4f} "
-          f"[{result.waste.low:.4f}, {result.waste.high:.4f}]")
+    print(
+        f"ckpt-jax design: intervals {recommended}; fleet waste {result.waste.mean:.4f} "
+        f"[{result.waste.low:.4f}, {result.waste.high:.4f}]"
+    )
     for line in headline(summary, spec.names, quote=repr):
         print(f"ckpt-jax design: {line}")
     print(f"ckpt-jax design: {summary['steps_taken']} steps, {wall_s:.1f} s -> {out}")

@@ -8,9 +8,26 @@ import sys
 import time
 import warnings
 from pathlib import Path
+
 import numpy as np
 
-from ._common import add_devices, add_fleet_options, add_x64, check_period, CliError, devices_for, integer, fleet_keywords, plain, plain_text, policy_parameters, real, report_devices, seed_key, SEED_KEY_TEXT
+from ._common import (
+    SEED_KEY_TEXT,
+    CliError,
+    add_devices,
+    add_fleet_options,
+    add_x64,
+    check_period,
+    devices_for,
+    fleet_keywords,
+    integer,
+    plain,
+    plain_text,
+    policy_parameters,
+    real,
+    report_devices,
+    seed_key,
+)
 
 
 def add_ensemble(subparsers) -> None:
@@ -26,32 +43,62 @@ def add_ensemble(subparsers) -> None:
             "and records the manifest's fingerprint. One run per DIR at a time: a second is refused."
         ),
     )
-    parser.add_argument("--fleets", type=integer(1), required=True, metavar="B",
-                        help="ensemble size, independent random launches (required)")
+    parser.add_argument(
+        "--fleets",
+        type=integer(1),
+        required=True,
+        metavar="B",
+        help="ensemble size, independent random launches (required)",
+    )
     add_fleet_options(parser, ensemble=True)
-    parser.add_argument("--load", type=real(positive=True), default=None, metavar="RHO",
-                        help="load N d / (T + d) with T + d = 1, instead of --compute/--write "
-                        "(default: none, i.e. T = 10 and d = 1 unless given)")
-    parser.add_argument("--fires", "--cycles", dest="fires", type=integer(1), default=50, metavar="K",
-                        help="firings (checkpoints) recorded per job (default: %(default)s)")
-    parser.add_argument("--chunk-size", type=integer(1), default=1000, metavar="C",
-                        help="fleets per chunk, one saved file each (default: %(default)s)")
-    parser.add_argument("--save", type=_save_list, default=("gaps",), metavar="LIST",
-                        help="what each chunk keeps per fleet, comma-separated: writers (time at each "
-                        "writer count, excursions, largest count), gaps (smallest phase gap per cycle), "
-                        "jobs (time writing and computing, writes, per job), all recorded without the "
-                        "trace; order: gaps with an exact firing-order flag (two jobs swapping "
-                        "included), from each chunk's trace, held in memory, N x K per fleet "
-                        "(default: gaps)")
-    parser.add_argument("--restart", action="store_true",
-                        help="discard the chunks saved in DIR and start over")
+    parser.add_argument(
+        "--load",
+        type=real(positive=True),
+        default=None,
+        metavar="RHO",
+        help="load N d / (T + d) with T + d = 1, instead of --compute/--write "
+        "(default: none, i.e. T = 10 and d = 1 unless given)",
+    )
+    parser.add_argument(
+        "--fires",
+        "--cycles",
+        dest="fires",
+        type=integer(1),
+        default=50,
+        metavar="K",
+        help="firings (checkpoints) recorded per job (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--chunk-size",
+        type=integer(1),
+        default=1000,
+        metavar="C",
+        help="fleets per chunk, one saved file each (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--save",
+        type=_save_list,
+        default=("gaps",),
+        metavar="LIST",
+        help="what each chunk keeps per fleet, comma-separated: writers (time at each "
+        "writer count, excursions, largest count), gaps (smallest phase gap per cycle), "
+        "jobs (time writing and computing, writes, per job), all recorded without the "
+        "trace; order: gaps with an exact firing-order flag (two jobs swapping "
+        "included), from each chunk's trace, held in memory, N x K per fleet "
+        "(default: gaps)",
+    )
+    parser.add_argument("--restart", action="store_true", help="discard the chunks saved in DIR and start over")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_devices(parser)
     add_x64(parser)
-    parser.add_argument("--out", type=Path, required=True, metavar="DIR",
-                        help="output directory for the chunks, manifest.json and summary.json (required)")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        required=True,
+        metavar="DIR",
+        help="output directory for the chunks, manifest.json and summary.json (required)",
+    )
     parser.set_defaults(run=_ensemble, check=_durations, resumes=True)
-
 
 
 # -- ensemble ---------------------------------------------------------------------------
@@ -59,11 +106,24 @@ SUMMARY = "summary.json"
 
 # Option names of the ensemble's parameters, for messages ("chunk-size: 1000 saved, 500 now").
 _ENSEMBLE_OPTIONS = {
-    "fleets": "fleets", "jobs": "jobs", "fires": "fires", "chunk_size": "chunk-size",
-    "load": "load", "compute": "compute", "write": "write", "cap": "cap",
-    "throughput": "throughput", "jitter": "jitter", "delay": "delay", "size": "size",
-    "power_policy": "power-policy", "storage_policy": "storage-policy",
-    "async_fraction": "async-fraction", "seed": "seed", "x64": "x64", "save": "save",
+    "fleets": "fleets",
+    "jobs": "jobs",
+    "fires": "fires",
+    "chunk_size": "chunk-size",
+    "load": "load",
+    "compute": "compute",
+    "write": "write",
+    "cap": "cap",
+    "throughput": "throughput",
+    "jitter": "jitter",
+    "delay": "delay",
+    "size": "size",
+    "power_policy": "power-policy",
+    "storage_policy": "storage-policy",
+    "async_fraction": "async-fraction",
+    "seed": "seed",
+    "x64": "x64",
+    "save": "save",
 }
 
 # What an entry recorded only where it is not the default (`policy_parameters`) means when absent.
@@ -82,21 +142,23 @@ _SAVE_ARRAYS = {
     "order": [],
 }
 
+
 def _save_list(text: str) -> tuple:
     """``--save``: comma-separated names, returned in `_SAVE_NAMES` order (order adds gaps)."""
     names = [name.strip().lower() for name in text.split(",")]
     unknown = [name for name in names if name not in _SAVE_NAMES]
     if unknown or not any(names):
         got = ", ".join(repr(name) for name in unknown if name) or repr(text)
-        raise argparse.ArgumentTypeError(
-            f"expected a comma-separated list of {', '.join(_SAVE_NAMES)}, got {got}")
+        raise argparse.ArgumentTypeError(f"expected a comma-separated list of {', '.join(_SAVE_NAMES)}, got {got}")
     if "order" in names:
         names.append("gaps")
     return tuple(name for name in _SAVE_NAMES if name in names)
 
+
 def _ensemble_arrays(save: tuple) -> list:
     """The per-fleet arrays of each chunk file (besides ok and status), for ``--save``."""
     return [name for observer in save for name in _SAVE_ARRAYS[observer]] + ["n_events", "time"]
+
 
 def _durations(args) -> tuple:
     """(T, d) from --load (T + d = 1, d = ρ / N) or from --compute / --write."""
@@ -109,6 +171,7 @@ def _durations(args) -> tuple:
         raise CliError(f"--load must be < N = {args.jobs} (so that T = 1 - load/N > 0), got {plain(args.load)}")
     write = args.load / args.jobs
     return 1.0 - write, write
+
 
 def _gaps_and_order(fire_times):
     """Per fleet and cycle k: the smallest phase gap (time units, `ckpt_jax.analysis.smallest_gap`
@@ -140,6 +203,7 @@ def _gaps_and_order(fire_times):
     gaps = jnp.where(changed | (gaps < 0), jnp.nan, gaps)
     return gaps, changed
 
+
 def _order_changed(gaps, ok):
     """Per fleet and cycle k ≤ K − 2: the firing order changed there, as far as the smallest
     gaps tell (`ckpt_jax.SaveAt(gaps=True)`, i.e. `ckpt_jax.analysis.smallest_gap`).
@@ -156,6 +220,7 @@ def _order_changed(gaps, ok):
     changed = np.isnan(gaps) & np.asarray(ok, bool)[:, None]
     changed[:, -1] = False
     return changed
+
 
 def _ensemble_parameters(args, compute: float, write: float) -> dict:
     return {
@@ -177,6 +242,7 @@ def _ensemble_parameters(args, compute: float, write: float) -> dict:
         **policy_parameters(args),
     }
 
+
 def _check_saved_ensemble(out: Path, parameters: dict) -> None:
     """Raises `CliError` in the CLI's words when ``out`` holds another ensemble."""
     from ..ensemble import MANIFEST
@@ -191,8 +257,10 @@ def _check_saved_ensemble(out: Path, parameters: dict) -> None:
     config = saved.get("config") if isinstance(saved, dict) else None
     old = config.get("parameters") if isinstance(config, dict) and config.get("command") == "ensemble" else None
     if not isinstance(old, dict):
-        raise CliError(f"{out} holds an ensemble made by another version of ckpt-jax or by the Python "
-                       "API; use --restart to start over, or another --out")
+        raise CliError(
+            f"{out} holds an ensemble made by another version of ckpt-jax or by the Python "
+            "API; use --restart to start over, or another --out"
+        )
     now = json.loads(json.dumps(parameters))  # as it reads back from the manifest
     # Either side may lack an entry: sizes and policies are recorded only where not default.
     lines = [
@@ -203,6 +271,7 @@ def _check_saved_ensemble(out: Path, parameters: dict) -> None:
     ]
     if lines:
         raise CliError(f"{out} holds another ensemble: {'; '.join(lines)}; use --restart to start over")
+
 
 def _one_line_warnings(show):
     """A `warnings.showwarning` printing run_ensemble's RuntimeWarnings (a chunk file
@@ -216,6 +285,7 @@ def _one_line_warnings(show):
         return None
 
     return showwarning
+
 
 def _discard_stale_summary(out: Path, restart: bool) -> None:
     """Removes summary.json unless it describes the chunks the manifest accounts for: a run
@@ -253,8 +323,9 @@ def _ensemble(args) -> int:
         with locked(out):
             return _ensemble_locked(args, out, parameters, compute, write)
     except EnsembleBusyError as err:
-        raise CliError(f"{out} is in use by another run (it holds {out / LOCK}); wait for it to finish, or use "
-                       "another --out") from err
+        raise CliError(
+            f"{out} is in use by another run (it holds {out / LOCK}); wait for it to finish, or use another --out"
+        ) from err
 
 
 def _ensemble_locked(args, out: Path, parameters: dict, compute: float, write: float) -> int:
@@ -282,14 +353,19 @@ def _ensemble_locked(args, out: Path, parameters: dict, compute: float, write: f
     # The observers --save names, accumulated inside the event loop: no (B, N, K) trace,
     # unless order asks for one (to derive the gaps and the firing-order flag from it).
     exact_order = "order" in args.save
-    save = SaveAt(trace=exact_order, writers="writers" in args.save, gaps="gaps" in args.save and not exact_order,
-                  jobs="jobs" in args.save)
+    save = SaveAt(
+        trace=exact_order,
+        writers="writers" in args.save,
+        gaps="gaps" in args.save and not exact_order,
+        jobs="jobs" in args.save,
+    )
     gaps_and_order = jax.jit(_gaps_and_order)  # every chunk has one shape: compiled once
     # Every chunk is padded to the chunk size: that is the batch each simulate call splits.
     batch = min(args.chunk_size, args.fleets)
     devices, n_devices = devices_for(args.device_info, batch)
-    device_summary = report_devices("ensemble", args.device_info, n_devices, batch=batch,
-                                     batch_text=f"chunks of {batch} fleet{'s' * (batch != 1)}")
+    device_summary = report_devices(
+        "ensemble", args.device_info, n_devices, batch=batch, batch_text=f"chunks of {batch} fleet{'s' * (batch != 1)}"
+    )
 
     def reduce(trace):
         arrays = {}
@@ -326,8 +402,9 @@ def _ensemble_locked(args, out: Path, parameters: dict, compute: float, write: f
             )
     except EnsembleMismatchError as err:
         if err.differences:
-            raise CliError(f"{out} holds another ensemble ({'; '.join(err.differences)}); "
-                           "use --restart to start over") from None
+            raise CliError(
+                f"{out} holds another ensemble ({'; '.join(err.differences)}); use --restart to start over"
+            ) from None
         if "resume=False" not in str(err):  # not a matter of another ensemble: --restart would not help
             raise CliError(str(err).replace("out_dir", "--out")) from None
         reason = str(err).split("; rerun with resume=False")[0]
@@ -380,7 +457,8 @@ def _ensemble_locked(args, out: Path, parameters: dict, compute: float, write: f
             f"ckpt-jax: warning: the firing order changed in {summary['order_changed_cycles']} cycle(s) of "
             f"{summary['order_changed_fleets']} fleet(s) (jitter?): their smallest gaps are undefined and left "
             "out of smallest_gap_min_mean (see order_changed_* in summary.json"
-            + ("" if exact_order else "; --save order also flags two jobs swapping") + ")",
+            + ("" if exact_order else "; --save order also flags two jobs swapping")
+            + ")",
             file=sys.stderr,
         )
     if not ok.all():
@@ -388,11 +466,13 @@ def _ensemble_locked(args, out: Path, parameters: dict, compute: float, write: f
         return 1
     return 0
 
+
 def _gap_summary(arrays: dict, ok) -> dict:
     """summary.json's smallest-gap statistics (None without ``--save gaps``)."""
     if "smallest_gap" not in arrays:
-        return dict(smallest_gap_min_mean=None, smallest_gap_fleets=None, order_changed_cycles=None,
-                    order_changed_fleets=None)
+        return dict(
+            smallest_gap_min_mean=None, smallest_gap_fleets=None, order_changed_cycles=None, order_changed_fleets=None
+        )
     # Smallest gap ever seen per fleet (time units), over the cycles whose firing order held
     # (the last cycle has no closing gap): never negative.
     gaps = arrays["smallest_gap"][ok]
@@ -405,6 +485,7 @@ def _gap_summary(arrays: dict, ok) -> dict:
         order_changed_cycles=int(changed.sum()),
         order_changed_fleets=int(changed.any(axis=-1).sum()),
     )
+
 
 def _writer_summary(arrays: dict, ok) -> dict:
     """With ``--save writers``: the mean over ok fleets of the time-weighted writer-count
@@ -421,6 +502,7 @@ def _writer_summary(arrays: dict, ok) -> dict:
         writers_max=int(arrays["writers_max"][usable].max()) if usable.any() else None,
     )
 
+
 def _job_summary(arrays: dict, ok) -> dict:
     """With ``--save jobs``: the mean over ok fleets and jobs of the fraction of the run
     spent writing, and of the writes completed per job."""
@@ -431,6 +513,7 @@ def _job_summary(arrays: dict, ok) -> dict:
         write_time_fraction_mean=float(np.mean(arrays["jobs_write_time"][ok] / time_run)) if ok.any() else None,
         writes_per_job_mean=float(np.mean(arrays["jobs_writes"][ok])) if ok.any() else None,
     )
+
 
 def _ensemble_notes(save: tuple) -> str:
     """summary.json's notes: what each number is and what each chunk file holds."""

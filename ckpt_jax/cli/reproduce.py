@@ -23,33 +23,49 @@ def add_reproduce(subparsers) -> None:
         ),
     )
     sizes = parser.add_mutually_exclusive_group()
-    sizes.add_argument("--quick", dest="size", action="store_const", const="quick",
-                       help="about 2-4 minutes on a 2-core CPU (the default size)")
-    sizes.add_argument("--full", dest="size", action="store_const", const="full",
-                       help="sized for one GPU")
-    sizes.add_argument("--smoke", dest="size", action="store_const", const="smoke",
-                       help="seconds per experiment (what the tests run)")
+    sizes.add_argument(
+        "--quick",
+        dest="size",
+        action="store_const",
+        const="quick",
+        help="about 2-4 minutes on a 2-core CPU (the default size)",
+    )
+    sizes.add_argument("--full", dest="size", action="store_const", const="full", help="sized for one GPU")
+    sizes.add_argument(
+        "--smoke", dest="size", action="store_const", const="smoke", help="seconds per experiment (what the tests run)"
+    )
     parser.set_defaults(size="quick")
-    parser.add_argument("--only", action="append", choices=names, metavar="NAME",
-                        help=f"run only this experiment (repeatable; default: all): {', '.join(names)}")
-    parser.add_argument("--restart", action="store_true",
-                        help="run every experiment again; results of another size, another ckpt_jax version or "
-                        "other parameters in DIR are discarded first "
-                        "(without --restart such a folder is refused)")
+    parser.add_argument(
+        "--only",
+        action="append",
+        choices=names,
+        metavar="NAME",
+        help=f"run only this experiment (repeatable; default: all): {', '.join(names)}",
+    )
+    parser.add_argument(
+        "--restart",
+        action="store_true",
+        help="run every experiment again; results of another size, another ckpt_jax version or "
+        "other parameters in DIR are discarded first "
+        "(without --restart such a folder is refused)",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
     add_devices(parser, shards=False)
-    parser.add_argument("--out", type=Path, required=True, metavar="DIR",
-                        help="output directory, created if missing (required)")
+    parser.add_argument(
+        "--out", type=Path, required=True, metavar="DIR", help="output directory, created if missing (required)"
+    )
 
     def run(args):
         from .. import reproduce
 
         # Experiments do not take a device count yet: each runs on the default device.
-        report_devices("reproduce", args.device_info, args.device_info.available,
-                        detail="the experiments use the first only")
+        report_devices(
+            "reproduce", args.device_info, args.device_info.available, detail="the experiments use the first only"
+        )
         # A folder of other results (`reproduce.ResultConflict`, a ValueError) is one error line.
-        results = reproduce.reproduce(args.out, size=args.size, only=args.only, progress=not args.no_progress,
-                                      resume=not args.restart)
+        results = reproduce.reproduce(
+            args.out, size=args.size, only=args.only, progress=not args.no_progress, resume=not args.restart
+        )
         print(f"report: {Path(args.out) / 'report.md'}", file=sys.stderr)
         failed = [name for name, result in results.items() if not result.get("verdicts")]
         return 1 if failed else 0

@@ -7,9 +7,27 @@ import platform
 import sys
 import time
 from pathlib import Path
+
 import numpy as np
 
-from ._common import add_devices, add_fleet_options, add_x64, check_period, CliError, CSV_COLUMNS, devices_for, finite_or_none, integer, fleet_keywords, policy_parameters, PROGRESS_WORK, real, report_devices, seed_key, SEED_KEY_TEXT
+from ._common import (
+    CSV_COLUMNS,
+    PROGRESS_WORK,
+    SEED_KEY_TEXT,
+    CliError,
+    add_devices,
+    add_fleet_options,
+    add_x64,
+    check_period,
+    devices_for,
+    finite_or_none,
+    fleet_keywords,
+    integer,
+    policy_parameters,
+    real,
+    report_devices,
+    seed_key,
+)
 
 
 def add_simulate(subparsers) -> None:
@@ -23,33 +41,66 @@ def add_simulate(subparsers) -> None:
         ),
     )
     add_fleet_options(parser)
-    parser.add_argument("--fleet", type=Path, default=None, metavar="FLEET.toml",
-                        help="take the fleet (groups, sizes, writes, MTBF, restart, storage, cap, "
-                        "policies) from a fleet file (see examples/fleet.toml); excludes the options "
-                        "that describe the fleet (--jobs, --compute, --write, --cap, ...)")
+    parser.add_argument(
+        "--fleet",
+        type=Path,
+        default=None,
+        metavar="FLEET.toml",
+        help="take the fleet (groups, sizes, writes, MTBF, restart, storage, cap, "
+        "policies) from a fleet file (see examples/fleet.toml); excludes the options "
+        "that describe the fleet (--jobs, --compute, --write, --cap, ...)",
+    )
     _mark_defaults(parser)
-    parser.add_argument("--horizon", type=real(positive=True), default=None, metavar="H",
-                        help="stop every fleet at t = H; --cycles then only sizes the trace (default: "
-                        "none; with --fleet, whose jobs fail, the file's [design].horizon)")
-    parser.add_argument("--cycles", type=integer(1), default=50, metavar="K",
-                        help="firings (checkpoints) recorded per job (default: %(default)s)")
-    parser.add_argument("--fleets", type=integer(1), default=1, metavar="B",
-                        help="ensemble size (independent launches); the figure shows fleet 0 "
-                        "(default: %(default)s)")
-    parser.add_argument("--start", choices=("random", "sync", "stagger"), default="random",
-                        help="random: uniform cycle positions; sync: all start computing "
-                        "together; stagger: evenly spaced cycle positions (default: %(default)s)")
+    parser.add_argument(
+        "--horizon",
+        type=real(positive=True),
+        default=None,
+        metavar="H",
+        help="stop every fleet at t = H; --cycles then only sizes the trace (default: "
+        "none; with --fleet, whose jobs fail, the file's [design].horizon)",
+    )
+    parser.add_argument(
+        "--cycles",
+        type=integer(1),
+        default=50,
+        metavar="K",
+        help="firings (checkpoints) recorded per job (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--fleets",
+        type=integer(1),
+        default=1,
+        metavar="B",
+        help="ensemble size (independent launches); the figure shows fleet 0 (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--start",
+        choices=("random", "sync", "stagger"),
+        default="random",
+        help="random: uniform cycle positions; sync: all start computing "
+        "together; stagger: evenly spaced cycle positions (default: %(default)s)",
+    )
     add_devices(parser)
     add_x64(parser)
-    parser.add_argument("--out", type=Path, required=True, metavar="DIR",
-                        help="output directory, created if missing (required)")
+    parser.add_argument(
+        "--out", type=Path, required=True, metavar="DIR", help="output directory, created if missing (required)"
+    )
     parser.set_defaults(run=_simulate, check=_check, resumes=False)
 
 
 # The options that describe the fleet; --fleet takes all of them from the file.
-_FLEET_OPTIONS = {"jobs": "--jobs", "compute": "--compute", "write": "--write", "cap": "--cap",
-                  "throughput": "--throughput", "delay": "--delay", "async_fraction": "--async-fraction",
-                  "size": "--size", "power_policy": "--power-policy", "storage_policy": "--storage-policy"}
+_FLEET_OPTIONS = {
+    "jobs": "--jobs",
+    "compute": "--compute",
+    "write": "--write",
+    "cap": "--cap",
+    "throughput": "--throughput",
+    "delay": "--delay",
+    "async_fraction": "--async-fraction",
+    "size": "--size",
+    "power_policy": "--power-policy",
+    "storage_policy": "--storage-policy",
+}
 
 
 class _Default:
@@ -83,8 +134,10 @@ def _check(args) -> None:
     args.spec = None
     if args.fleet is not None:
         if given:
-            raise CliError(f"--fleet and {given[0]} both describe the fleet: the fleet file gives "
-                           f"{', '.join(_FLEET_OPTIONS.values())}; drop {' '.join(given)} or --fleet")
+            raise CliError(
+                f"--fleet and {given[0]} both describe the fleet: the fleet file gives "
+                f"{', '.join(_FLEET_OPTIONS.values())}; drop {' '.join(given)} or --fleet"
+            )
         from ..fleetfile import load
 
         args.spec = load(args.fleet, dtype=np.float64 if args.x64 else np.float32)
@@ -109,17 +162,21 @@ def _initial_state(fleet, start: str, seed: int):
     n_jobs = fleet.n_jobs
     return state_from_positions(fleet, cycle * np.arange(n_jobs) / n_jobs)
 
+
 def _write_csv(handle, fire_times: np.ndarray, end_times: np.ndarray) -> None:
     """One row per (fleet, job, cycle); %.17g round-trips float64 exactly, NaN as 'nan'."""
     n_fleets, n_jobs, n_cycles = fire_times.shape
-    fleet, job, cycle = np.meshgrid(
-        np.arange(n_fleets), np.arange(n_jobs), np.arange(n_cycles), indexing="ij"
+    fleet, job, cycle = np.meshgrid(np.arange(n_fleets), np.arange(n_jobs), np.arange(n_cycles), indexing="ij")
+    table = np.column_stack([fleet.ravel(), job.ravel(), cycle.ravel(), fire_times.ravel(), end_times.ravel()])
+    np.savetxt(
+        handle,
+        table,
+        fmt=["%d", "%d", "%d", "%.17g", "%.17g"],
+        delimiter=",",
+        header=",".join(CSV_COLUMNS),
+        comments="",
     )
-    table = np.column_stack(
-        [fleet.ravel(), job.ravel(), cycle.ravel(), fire_times.ravel(), end_times.ravel()]
-    )
-    np.savetxt(handle, table, fmt=["%d", "%d", "%d", "%.17g", "%.17g"], delimiter=",",
-               header=",".join(CSV_COLUMNS), comments="")
+
 
 def _simulate(args) -> int:
     import jax
@@ -132,8 +189,9 @@ def _simulate(args) -> int:
     n_fleets, n_jobs, n_cycles = args.fleets, args.jobs, args.cycles
     if args.spec is not None:
         one = args.spec.fleet(dtype=np.float64 if args.x64 else np.float32)
-        fleet = args.spec.fleet(np.broadcast_to(np.asarray(one.compute, np.float64), (n_fleets, n_jobs)),
-                                dtype=one.dtype)
+        fleet = args.spec.fleet(
+            np.broadcast_to(np.asarray(one.compute, np.float64), (n_fleets, n_jobs)), dtype=one.dtype
+        )
     else:
         fleet = Fleet(
             np.full((n_fleets, n_jobs), args.compute),
@@ -147,8 +205,9 @@ def _simulate(args) -> int:
     if args.horizon is not None:  # the horizon, not the trace's cycles, says how long the run is
         work = max(work, n_fleets * float(np.max(fleet.events(args.horizon))) / 2)
     devices, n_devices = devices_for(args.device_info, n_fleets)
-    device_summary = report_devices("simulate", args.device_info, n_devices, batch=n_fleets,
-                                     batch_text=f"{n_fleets} fleet{'s' * (n_fleets != 1)}")
+    device_summary = report_devices(
+        "simulate", args.device_info, n_devices, batch=n_fleets, batch_text=f"{n_fleets} fleet{'s' * (n_fleets != 1)}"
+    )
 
     started = time.perf_counter()
     trace = simulate(
@@ -169,15 +228,18 @@ def _simulate(args) -> int:
     out = Path(args.out)
     # Each file is written atomically: complete (this run's) or as it was before.
     atomic_write(out / "trace.csv", lambda handle: _write_csv(handle, trace.fire_times, trace.end_times))
-    atomic_write(out / "trace.npz", lambda handle: np.savez(
-        handle,
-        fire_times=trace.fire_times,
-        end_times=trace.end_times,
-        ok=trace.ok,
-        status=trace.status,
-        n_events=trace.n_events,
-        time=trace.time,
-    ))
+    atomic_write(
+        out / "trace.npz",
+        lambda handle: np.savez(
+            handle,
+            fire_times=trace.fire_times,
+            end_times=trace.end_times,
+            ok=trace.ok,
+            status=trace.status,
+            n_events=trace.n_events,
+            time=trace.time,
+        ),
+    )
 
     ok = trace.ok
     n_ok = int(ok.sum())
@@ -243,8 +305,10 @@ def _simulate(args) -> int:
         spec = args.spec
         cap = "uncapped" if spec.cap is None else f"C={spec.cap:g}"
         throughput = spec.throughput if isinstance(spec.throughput, str) else "list"
-        title = (f"fleet 0 of {n_fleets}: {Path(spec.path).name}, N={n_jobs} in {len(spec.groups)} groups, "
-                 f"{cap}, f={throughput}, σ={args.jitter:g}, start={args.start}, seed={args.seed}")
+        title = (
+            f"fleet 0 of {n_fleets}: {Path(spec.path).name}, N={n_jobs} in {len(spec.groups)} groups, "
+            f"{cap}, f={throughput}, σ={args.jitter:g}, start={args.start}, seed={args.seed}"
+        )
     else:
         cap = "uncapped" if args.cap is None else f"C={args.cap:g}"
         title = (
@@ -252,13 +316,19 @@ def _simulate(args) -> int:
             f"f={args.throughput}, σ={args.jitter:g}, start={args.start}, seed={args.seed}"
         )
         if args.size is not None:  # sizes and policies shape the picture: name them
-            title += (f"\nsizes {','.join(f'{w:g}' for w in args.size)}, {args.power_policy} power, "
-                      f"{args.storage_policy} storage")
-    shown = {} if args.spec is None else {
-        "groups": (args.spec.labels, args.spec.names),
-        "failures": trace.jobs.failures[0],
-        "down_time": trace.jobs.down_time[0],
-    }
+            title += (
+                f"\nsizes {','.join(f'{w:g}' for w in args.size)}, {args.power_policy} power, "
+                f"{args.storage_policy} storage"
+            )
+    shown = (
+        {}
+        if args.spec is None
+        else {
+            "groups": (args.spec.labels, args.spec.names),
+            "failures": trace.jobs.failures[0],
+            "down_time": trace.jobs.down_time[0],
+        }
+    )
     figure = plot_trace(trace.fire_times[0], trace.end_times[0], title=title, until=args.horizon, **shown)
     atomic_write(out / "trace.png", lambda handle: figure.savefig(handle, format="png", dpi=120))
 
@@ -267,7 +337,6 @@ def _simulate(args) -> int:
         f"{int(trace.n_events.sum())} events, {wall_s:.2f} s -> {out}"
     )
     if n_ok < n_fleets:
-        print(f"ckpt-jax simulate: {n_fleets - n_ok} fleet(s) failed: {describe_status(status_all)}",
-              file=sys.stderr)
+        print(f"ckpt-jax simulate: {n_fleets - n_ok} fleet(s) failed: {describe_status(status_all)}", file=sys.stderr)
         return 1
     return 0

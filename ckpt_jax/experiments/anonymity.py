@@ -105,8 +105,15 @@ def sized_pair(policy, sizes, cap, detuning: float = 0.0) -> Fleet:
     """w = ``sizes`` under ``policy``, T_i = s_i · (10 − detuning on job 1), d = 3, f(n) = n."""
     speed = np.minimum(1.0, (np.inf if cap is None else cap) / np.asarray(sizes))
     compute = speed * (SOLO_COMPUTE_TIME - np.array([0.0, detuning]))
-    return Fleet(compute=list(compute), write=[WRITE, WRITE], cap=cap, throughput=THROUGHPUT, size=list(sizes),
-                 power_policy=policy, dtype=np.float64)
+    return Fleet(
+        compute=list(compute),
+        write=[WRITE, WRITE],
+        cap=cap,
+        throughput=THROUGHPUT,
+        size=list(sizes),
+        power_policy=policy,
+        dtype=np.float64,
+    )
 
 
 def _measure(fleet, n_delta, n_cycles) -> dict:
@@ -115,11 +122,18 @@ def _measure(fleet, n_delta, n_cycles) -> dict:
     result = coupling_function(fleet, _lags(n_delta, length), n_cycles)
     period = float(result.solo_period[1])
     phase0 = result.phase_lags[:, 0]
-    row = dict(length=length, period=period, deltas=result.deltas, phases=phase0,
-               solo_speed=result.solo_speed, solo_period=result.solo_period,
-               work=coupling_stats(result.deltas, result.coupling, length),
-               phase=coupling_stats(phase0, result.phase_coupling[:, 0], period),
-               work_coupling=result.coupling, phase_coupling=result.phase_coupling[:, 0])
+    row = dict(
+        length=length,
+        period=period,
+        deltas=result.deltas,
+        phases=phase0,
+        solo_speed=result.solo_speed,
+        solo_period=result.solo_period,
+        work=coupling_stats(result.deltas, result.coupling, length),
+        phase=coupling_stats(phase0, result.phase_coupling[:, 0], period),
+        work_coupling=result.coupling,
+        phase_coupling=result.phase_coupling[:, 0],
+    )
     phase_shift = _wrap(result.phase_lags[:, 1] - phase0, period)
     work_shift = _wrap(result.lags[:, 1] - result.lags[:, 0], length)
     tol = CONTROL_TOL * period
@@ -142,8 +156,13 @@ def _sizes_part(config) -> dict:
     for policy, sizes, cap in COUPLED_CASES + (UNIFORM_WINDOW,):
         label = f"{policy}, w = {sizes[0]:g}, {sizes[1]:g}, C = {cap:g}"
         row = _measure(sized_pair(policy, sizes, cap), n_delta, n_cycles)
-        row.update(policy=policy, sizes=sizes, cap=cap, slowdown=shared_slowdown(sized_pair(policy, sizes, cap)),
-                   role="coupled" if (policy, sizes, cap) in COUPLED_CASES else "window")
+        row.update(
+            policy=policy,
+            sizes=sizes,
+            cap=cap,
+            slowdown=shared_slowdown(sized_pair(policy, sizes, cap)),
+            role="coupled" if (policy, sizes, cap) in COUPLED_CASES else "window",
+        )
         if row["phase"]["max_abs"] > COUPLING_TOL * row["period"]:
             # Shorten job 1's solo period by the mean coupling: the middle of the locking range.
             detuning = row["phase"]["mean"]
@@ -191,8 +210,12 @@ def _spectra(n_jobs_list, points, rng) -> dict:
         positions = np.sort(rng.uniform(0, length, (points - small.shape[0], n_jobs - 1)), axis=1)
         gaps = np.concatenate([small, np.diff(positions, axis=1, prepend=0.0)])
         for storage in ("fcfs", "fair"):
-            fleet = Fleet(compute=np.full(n_jobs, SPECTRUM_COMPUTE), write=np.full(n_jobs, write),
-                          storage_policy=storage, dtype=np.float64)
+            fleet = Fleet(
+                compute=np.full(n_jobs, SPECTRUM_COMPUTE),
+                write=np.full(n_jobs, write),
+                storage_policy=storage,
+                dtype=np.float64,
+            )
             jacobian, (_, info) = _gap_jacobians(fleet, jnp.asarray(gaps))
             jacobian = np.asarray(jacobian)
             status = np.asarray(info.status)
@@ -200,7 +223,11 @@ def _spectra(n_jobs_list, points, rng) -> dict:
             det = np.where(smooth, np.linalg.det(np.where(smooth[:, None, None], jacobian, 0.0)), np.nan)
             eig = [np.sort_complex(np.linalg.eigvals(j)) if s else None for j, s in zip(jacobian, smooth)]
             out[f"{storage} N={n_jobs}"] = dict(
-                storage=storage, n_jobs=n_jobs, branch=np.asarray(info.branch), smooth=smooth, determinant=det,
+                storage=storage,
+                n_jobs=n_jobs,
+                branch=np.asarray(info.branch),
+                smooth=smooth,
+                determinant=det,
                 small_gaps=np.arange(points) < n_small,
                 eigenvalue_moduli=[np.abs(e) if e is not None else None for e in eig],
             )
@@ -211,8 +238,14 @@ def _fcfs_part(config) -> dict:
     rows = {}
     length = FCFS_COMPUTE + FCFS_WRITE
     for label, storage, cap in FCFS_CASES:
-        fleet = Fleet(compute=[FCFS_COMPUTE] * 2, write=[FCFS_WRITE] * 2, cap=cap, throughput=FCFS_THROUGHPUT,
-                      storage_policy=storage, dtype=np.float64)
+        fleet = Fleet(
+            compute=[FCFS_COMPUTE] * 2,
+            write=[FCFS_WRITE] * 2,
+            cap=cap,
+            throughput=FCFS_THROUGHPUT,
+            storage_policy=storage,
+            dtype=np.float64,
+        )
         rows[label] = _measure(fleet, config["n_delta"], config["n_cycles"])
         rows[label]["storage"] = storage
     spectra = _spectra(config["n_jobs"], config["points"], np.random.default_rng(9))
@@ -227,8 +260,10 @@ def _small(value: float) -> str:
 def _fixed_text(points, period) -> str:
     isolated = [p for p in points if p["kind"] == "isolated"]
     intervals = [p for p in points if p["kind"] == "interval"]
-    parts = [f"{'stable' if p['stable'] else 'unstable'} lag {fmt(p['lag'] / period)} P (slope {fmt(p['slope'])})"
-             for p in isolated]
+    parts = [
+        f"{'stable' if p['stable'] else 'unstable'} lag {fmt(p['lag'] / period)} P (slope {fmt(p['slope'])})"
+        for p in isolated
+    ]
     parts += [f"neutral interval {fmt(p['lag'] / period)}–{fmt(p['end'] / period)} P" for p in intervals]
     if any(p["kind"] == "all" for p in points):
         return "every lag fixed"
@@ -240,15 +275,21 @@ def verdict_9a(sizes) -> tuple:
     coupled, controls, scan = sizes["coupled"], sizes["controls"], sizes["scan"]
     per_policy = {}
     for policy in POLICIES:
-        amps = [max(r["phase"]["max_abs"] / r["period"], r["work"]["max_abs"] / r["length"])
-                for r in coupled.values() if r["policy"] == policy and r["role"] == "coupled"]
+        amps = [
+            max(r["phase"]["max_abs"] / r["period"], r["work"]["max_abs"] / r["length"])
+            for r in coupled.values()
+            if r["policy"] == policy and r["role"] == "coupled"
+        ]
         per_policy[policy] = max(amps)
-    worst_control = max(max(r["phase"]["max_abs"] / r["period"], r["work"]["max_abs"] / r["length"])
-                        for r in controls.values())
+    worst_control = max(
+        max(r["phase"]["max_abs"] / r["period"], r["work"]["max_abs"] / r["length"]) for r in controls.values()
+    )
     window = next(r for r in coupled.values() if r["role"] == "window")
     window_amp = max(window["phase"]["max_abs"] / window["period"], window["work"]["max_abs"] / window["length"])
-    mismatches = {p: [float(c) for c, a, q in zip(s["caps"], s["amplitude"], s["predicted"]) if (a > COUPLING_TOL) != q]
-                  for p, s in scan.items()}
+    mismatches = {
+        p: [float(c) for c, a, q in zip(s["caps"], s["amplitude"], s["predicted"]) if (a > COUPLING_TOL) != q]
+        for p, s in scan.items()
+    }
     parts = [REPRODUCED if per_policy[p] > COUPLING_TOL else NOT_REPRODUCED for p in POLICIES]
     parts.append(REPRODUCED if worst_control < CONTROL_TOL else NOT_REPRODUCED)
     parts.append(REPRODUCED if not any(mismatches.values()) else NOT_REPRODUCED)
@@ -256,22 +297,47 @@ def verdict_9a(sizes) -> tuple:
     rows = []
     for label, r in list(coupled.items()) + list(controls.items()):
         ph, wk = r["phase"], r["work"]
-        rows.append([label, r.get("kind", "unequal sizes"), fmt(ph["max_abs"] / r["period"]), fmt(ph["mean"] / r["period"]),
-                     fmt(ph["peak_to_peak"] / r["period"]), fmt(ph["odd_amplitude"] / r["period"]),
-                     fmt(wk["max_abs"] / r["length"]), _fixed_text(r["phase_fixed"], r["period"]),
-                     _fixed_text(r["detuned"]["phase_fixed"], r["detuned"]["period"]) if "detuned" in r else "-",
-                     fmt(r["detuned"]["settled"]) if "detuned" in r else "-"])
-    table = dict(columns=["pair", "kind", "max |c| (/P)", "mean (/P)", "peak-to-peak (/P)", "odd part max (/P)",
-                          "max |c| work (/L)", "locked lags, equal solo periods", "locked lags, detuned by the mean",
-                          "detuned launches settled"], rows=rows)
+        rows.append(
+            [
+                label,
+                r.get("kind", "unequal sizes"),
+                fmt(ph["max_abs"] / r["period"]),
+                fmt(ph["mean"] / r["period"]),
+                fmt(ph["peak_to_peak"] / r["period"]),
+                fmt(ph["odd_amplitude"] / r["period"]),
+                fmt(wk["max_abs"] / r["length"]),
+                _fixed_text(r["phase_fixed"], r["period"]),
+                _fixed_text(r["detuned"]["phase_fixed"], r["detuned"]["period"]) if "detuned" in r else "-",
+                fmt(r["detuned"]["settled"]) if "detuned" in r else "-",
+            ]
+        )
+    table = dict(
+        columns=[
+            "pair",
+            "kind",
+            "max |c| (/P)",
+            "mean (/P)",
+            "peak-to-peak (/P)",
+            "odd part max (/P)",
+            "max |c| work (/L)",
+            "locked lags, equal solo periods",
+            "locked lags, detuned by the mean",
+            "detuned launches settled",
+        ],
+        rows=rows,
+    )
     detuned_text = "; ".join(
         f"{label}: {_fixed_text(r['detuned']['phase_fixed'], r['detuned']['period'])}, "
         f"{fmt(100 * r['detuned']['settled'], 3)} % of launches settled there"
-        for label, r in coupled.items() if "detuned" in r)
+        for label, r in coupled.items()
+        if "detuned" in r
+    )
     amplitude_text = "; ".join(
         f"{label}: max |c| = {fmt(r['phase']['max_abs'] / r['period'])} P, mean {fmt(r['phase']['mean'] / r['period'])} P, "
         f"peak-to-peak {fmt(r['phase']['peak_to_peak'] / r['period'])} P (work: {fmt(r['work']['max_abs'] / r['length'])} L)"
-        for label, r in coupled.items() if r["role"] == "coupled")
+        for label, r in coupled.items()
+        if r["role"] == "coupled"
+    )
     why = (
         f"Pairs of sizes w = {SIZES_PAIR[0]:g}, {SIZES_PAIR[1]:g} under a power cap (f(n) = n, d = {WRITE:g}, both jobs alone "
         f"computing for {SOLO_COMPUTE_TIME:g}, one solo period P), coupling against each job alone at its own solo speed. "
@@ -282,41 +348,66 @@ def verdict_9a(sizes) -> tuple:
         f"(C = {UNIFORM_WINDOW[2]:g}) the cap binds on the pair but both jobs slow by one factor: coupling "
         f"{window_amp:.1e}, none. Over {len(scan['maxmin']['caps'])} caps from {fmt(scan['maxmin']['caps'][0])} to "
         f"{fmt(scan['maxmin']['caps'][-1])} the pair coupled exactly where its two shared-compute slowdowns differ "
-        + ("at every cap, for both policies" if not any(mismatches.values()) else
-           f"except at C = {fmt_list([c for v in mismatches.values() for c in v])}")
+        + (
+            "at every cap, for both policies"
+            if not any(mismatches.values())
+            else f"except at C = {fmt_list([c for v in mismatches.values() for c in v])}"
+        )
         + " (maxmin: min w < C < Σ w; uniform: C < max w)."
     )
-    rule = (f"reproduced if, for each power policy, some unequal-size pair under a binding cap couples (max |c| > "
-            f"{COUPLING_TOL:.0e} of the circle in time phase or work), every control stays below {CONTROL_TOL:.0e}, "
-            "and over the cap scan the pair couples exactly where `shared_slowdown` gives two different factors; "
-            "the parts combine by the usual rule.")
-    headline = (f"max |c| = {fmt(per_policy['maxmin'])} (maxmin), {fmt(per_policy['uniform'])} (uniform) of the circle "
-                f"(P or L); controls ≤ {_small(worst_control)}")
-    measured = dict(max_coupling=per_policy, worst_control=worst_control, uniform_window_coupling=window_amp,
-                    scan_mismatches=mismatches)
+    rule = (
+        f"reproduced if, for each power policy, some unequal-size pair under a binding cap couples (max |c| > "
+        f"{COUPLING_TOL:.0e} of the circle in time phase or work), every control stays below {CONTROL_TOL:.0e}, "
+        "and over the cap scan the pair couples exactly where `shared_slowdown` gives two different factors; "
+        "the parts combine by the usual rule."
+    )
+    headline = (
+        f"max |c| = {fmt(per_policy['maxmin'])} (maxmin), {fmt(per_policy['uniform'])} (uniform) of the circle "
+        f"(P or L); controls ≤ {_small(worst_control)}"
+    )
+    measured = dict(
+        max_coupling=per_policy,
+        worst_control=worst_control,
+        uniform_window_coupling=window_amp,
+        scan_mismatches=mismatches,
+    )
     return outcome, why, rule, table, headline, measured
 
 
 def _spectrum_arrays(spectrum) -> dict:
-    return dict(spectrum, branch=np.asarray(spectrum["branch"], int), smooth=np.asarray(spectrum["smooth"], bool),
-                small_gaps=np.asarray(spectrum["small_gaps"], bool),
-                determinant=np.asarray(spectrum["determinant"], float))
+    return dict(
+        spectrum,
+        branch=np.asarray(spectrum["branch"], int),
+        smooth=np.asarray(spectrum["smooth"], bool),
+        small_gaps=np.asarray(spectrum["small_gaps"], bool),
+        determinant=np.asarray(spectrum["determinant"], float),
+    )
 
 
 def verdict_9b(fcfs) -> tuple:
     """9b's verdict from the measurements (`run`'s ``numbers["fcfs"]``, arrays or their JSON)."""
     cases = fcfs["cases"]
     spectra = {key: _spectrum_arrays(s) for key, s in fcfs["spectra"].items()}
-    amp = {label: max(r["phase"]["max_abs"] / r["period"], r["work"]["max_abs"] / r["length"]) for label, r in cases.items()}
+    amp = {
+        label: max(r["phase"]["max_abs"] / r["period"], r["work"]["max_abs"] / r["length"])
+        for label, r in cases.items()
+    }
     fcfs_amp = min(a for label, a in amp.items() if cases[label]["storage"] == "fcfs")
     control = max(a for label, a in amp.items() if cases[label]["storage"] != "fcfs")
     # Claim 2's statement: small gaps of identical jobs, the fully overlapping branch.
-    fair_dets = np.concatenate([s["determinant"][s["smooth"] & s["small_gaps"] & (s["branch"] == 0)]
-                                for s in spectra.values() if s["storage"] == "fair"])
+    fair_dets = np.concatenate(
+        [
+            s["determinant"][s["smooth"] & s["small_gaps"] & (s["branch"] == 0)]
+            for s in spectra.values()
+            if s["storage"] == "fair"
+        ]
+    )
     fair_err = float(np.max(np.abs(fair_dets - 1))) if fair_dets.size else float("nan")
-    parts = [REPRODUCED if fcfs_amp > COUPLING_TOL else NOT_REPRODUCED,
-             REPRODUCED if control < CONTROL_TOL else NOT_REPRODUCED,
-             REPRODUCED if fair_err < DET_TOL else NOT_REPRODUCED]
+    parts = [
+        REPRODUCED if fcfs_amp > COUPLING_TOL else NOT_REPRODUCED,
+        REPRODUCED if control < CONTROL_TOL else NOT_REPRODUCED,
+        REPRODUCED if fair_err < DET_TOL else NOT_REPRODUCED,
+    ]
     outcome = combine(parts)
     rows = []
     names = {0: "overlapping", 1: "collision-free", 2: "mixed"}
@@ -329,15 +420,37 @@ def verdict_9b(fcfs) -> tuple:
             dets = s["determinant"][keep]
             moduli = np.concatenate([m for m, k in zip(s["eigenvalue_moduli"], keep) if k])
             summary[f"{key} {name}"] = dict(n=int(keep.sum()), det_min=float(dets.min()), det_max=float(dets.max()))
-            rows.append([s["storage"], str(s["n_jobs"]), name, f"{int(keep.sum())} of {int((s['branch'] == branch).sum())}",
-                         f"{fmt(dets.min())} to {fmt(dets.max())}", f"{fmt(moduli.min())} to {fmt(moduli.max())}"])
+            rows.append(
+                [
+                    s["storage"],
+                    str(s["n_jobs"]),
+                    name,
+                    f"{int(keep.sum())} of {int((s['branch'] == branch).sum())}",
+                    f"{fmt(dets.min())} to {fmt(dets.max())}",
+                    f"{fmt(moduli.min())} to {fmt(moduli.max())}",
+                ]
+            )
     for label, r in cases.items():
-        rows.append([label, "2", "pair coupling", "-", f"max |c| = {fmt(amp[label])} P; mean {fmt(r['phase']['mean'] / r['period'])}; "
-                     f"p2p {fmt(r['phase']['peak_to_peak'] / r['period'])}", _fixed_text(r["phase_fixed"], r["period"])])
-    table = dict(columns=["storage", "N", "branch", "smooth points", "det", "|eigenvalues| (or: fixed points)"], rows=rows)
+        rows.append(
+            [
+                label,
+                "2",
+                "pair coupling",
+                "-",
+                f"max |c| = {fmt(amp[label])} P; mean {fmt(r['phase']['mean'] / r['period'])}; "
+                f"p2p {fmt(r['phase']['peak_to_peak'] / r['period'])}",
+                _fixed_text(r["phase_fixed"], r["period"]),
+            ]
+        )
+    table = dict(
+        columns=["storage", "N", "branch", "smooth points", "det", "|eigenvalues| (or: fixed points)"], rows=rows
+    )
     fcfs_over = [v for k, v in summary.items() if k.startswith("fcfs") and k.endswith("overlapping")]
-    fcfs_text = "; ".join(f"{k}: det {fmt(v['det_min'])} to {fmt(v['det_max'])} over {v['n']} points"
-                          for k, v in summary.items() if k.startswith("fcfs"))
+    fcfs_text = "; ".join(
+        f"{k}: det {fmt(v['det_min'])} to {fmt(v['det_max'])} over {v['n']} points"
+        for k, v in summary.items()
+        if k.startswith("fcfs")
+    )
     main = cases[FCFS_CASES[0][0]]
     why = (
         f"Identical pairs T = {FCFS_COMPUTE:g}, d = {FCFS_WRITE:g}, f ≡ 1. Under fcfs the coupling reaches "
@@ -351,14 +464,17 @@ def verdict_9b(fcfs) -> tuple:
         + f"; fair storage gives |det − 1| ≤ {_small(fair_err)} at the small-gap points of the overlapping branch (claim 2's "
         "det = 1; elsewhere its determinants are in the table)."
     )
-    rule = (f"reproduced if every fcfs identical pair couples (max |c| > {COUPLING_TOL:.0e} of the period), the fair "
-            f"control stays below {CONTROL_TOL:.0e}, and fair storage has |det − 1| < {DET_TOL:.0e} at every smooth "
-            "small-gap point of the overlapping branch (claim 2); the fcfs determinants are reported.")
+    rule = (
+        f"reproduced if every fcfs identical pair couples (max |c| > {COUPLING_TOL:.0e} of the period), the fair "
+        f"control stays below {CONTROL_TOL:.0e}, and fair storage has |det − 1| < {DET_TOL:.0e} at every smooth "
+        "small-gap point of the overlapping branch (claim 2); the fcfs determinants are reported."
+    )
     fcfs_dets = [v for k, v in summary.items() if k.startswith("fcfs")]
     headline = f"fcfs max |c| = {fmt(fcfs_amp)} P (fair: {_small(control)}); fair |det − 1| ≤ {_small(fair_err)}"
     if fcfs_dets:
-        headline += (f"; fcfs det {fmt(min(v['det_min'] for v in fcfs_dets))} to "
-                     f"{fmt(max(v['det_max'] for v in fcfs_dets))}")
+        headline += (
+            f"; fcfs det {fmt(min(v['det_min'] for v in fcfs_dets))} to {fmt(max(v['det_max'] for v in fcfs_dets))}"
+        )
     measured = dict(fcfs_coupling=fcfs_amp, fair_coupling=control, fair_det_error=fair_err, spectra=summary)
     return outcome, why, rule, table, headline, measured
 
@@ -377,18 +493,40 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
     out_dir, size, config, started = begin(out_dir, size, SIZES)
     sizes = _sizes_part(config)
     fcfs = _fcfs_part(config)
-    figures_a = [save_figure(figure_9a_coupling(sizes), out_dir / f"{NAME}_9a.png"),
-                 save_figure(figure_9a_locking(sizes), out_dir / f"{NAME}_9a_locking.png")]
+    figures_a = [
+        save_figure(figure_9a_coupling(sizes), out_dir / f"{NAME}_9a.png"),
+        save_figure(figure_9a_locking(sizes), out_dir / f"{NAME}_9a_locking.png"),
+    ]
     figure_b = save_figure(figure_9b(fcfs), out_dir / f"{NAME}_9b.png")
-    thresholds = dict(COUPLING_TOL=COUPLING_TOL, CONTROL_TOL=CONTROL_TOL, FACTOR_TOL=FACTOR_TOL, DET_TOL=DET_TOL,
-                      SETTLE_RADIUS=SETTLE_RADIUS)
-    titles = {"9a": "unequal job sizes under a binding cap couple a pair (maxmin and uniform power)",
-              "9b": "fcfs storage couples identical jobs"}
+    thresholds = dict(
+        COUPLING_TOL=COUPLING_TOL,
+        CONTROL_TOL=CONTROL_TOL,
+        FACTOR_TOL=FACTOR_TOL,
+        DET_TOL=DET_TOL,
+        SETTLE_RADIUS=SETTLE_RADIUS,
+    )
+    titles = {
+        "9a": "unequal job sizes under a binding cap couple a pair (maxmin and uniform power)",
+        "9b": "fcfs storage couples identical jobs",
+    }
     verdicts = []
     for sub, decide, data, figures in (("9a", verdict_9a, sizes, figures_a), ("9b", verdict_9b, fcfs, [figure_b])):
         outcome, why, rule, table, headline, measured = decide(data)
-        verdicts.append(verdict(9, outcome, why, sub_claim=sub, title=titles[sub], headline=headline, rule=rule,
-                                thresholds=thresholds, figures=figures, table=table, **measured))
+        verdicts.append(
+            verdict(
+                9,
+                outcome,
+                why,
+                sub_claim=sub,
+                title=titles[sub],
+                headline=headline,
+                rule=rule,
+                thresholds=thresholds,
+                figures=figures,
+                table=table,
+                **measured,
+            )
+        )
     numbers = dict(n_cycles=config["n_cycles"], sizes=sizes, fcfs=fcfs, seconds=time.perf_counter() - started)
     return finish(out_dir, EXPERIMENT, size, numbers, verdicts, figures_a + [figure_b])
 

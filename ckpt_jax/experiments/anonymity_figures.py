@@ -19,12 +19,32 @@ def figure_9a_coupling(sizes):
     for (label, row), (color, marker, line) in zip(sizes["coupled"].items(), CASE_STYLES):
         neutral = row["phase"]["max_abs"] <= COUPLING_TOL * row["period"]
         name = label + (" (neutral: one common slowdown)" if neutral else "")
-        phase_ax.plot(row["phases"] / row["period"], row["phase_coupling"] / row["period"], marker=marker, ls=line,
-                      color=color, ms=3.5, mfc="none", lw=1.0, label=name)
-        work_ax.plot(row["deltas"] / row["length"], row["work_coupling"] / row["length"], marker=marker, ls=line,
-                     color=color, ms=3.5, mfc="none", lw=1.0, label=name)
-    for ax, what, unit in ((phase_ax, "time phase φ (time to the next solo firing)", "P"),
-                           (work_ax, "work coordinate u (work left to the next firing)", "L")):
+        phase_ax.plot(
+            row["phases"] / row["period"],
+            row["phase_coupling"] / row["period"],
+            marker=marker,
+            ls=line,
+            color=color,
+            ms=3.5,
+            mfc="none",
+            lw=1.0,
+            label=name,
+        )
+        work_ax.plot(
+            row["deltas"] / row["length"],
+            row["work_coupling"] / row["length"],
+            marker=marker,
+            ls=line,
+            color=color,
+            ms=3.5,
+            mfc="none",
+            lw=1.0,
+            label=name,
+        )
+    for ax, what, unit in (
+        (phase_ax, "time phase φ (time to the next solo firing)", "P"),
+        (work_ax, "work coordinate u (work left to the next firing)", "L"),
+    ):
         ax.axhline(0, color="0.5", lw=0.7)
         ax.set_xlabel(f"launch lag of job 1 in {what} / {unit}")
         ax.set_ylabel(f"first-cycle coupling c / {unit}")
@@ -37,8 +57,15 @@ def figure_9a_coupling(sizes):
         scan_ax.semilogy(entry["caps"], amp, ls=line, color=color, lw=1.0)
         on = entry["predicted"]
         scan_ax.semilogy(entry["caps"][on], amp[on], marker, color=color, ms=size, label=f"{policy}: slowdowns differ")
-        scan_ax.semilogy(entry["caps"][~on], amp[~on], marker, color=color, ms=size, mfc="none",
-                         label=f"{policy}: one common slowdown")
+        scan_ax.semilogy(
+            entry["caps"][~on],
+            amp[~on],
+            marker,
+            color=color,
+            ms=size,
+            mfc="none",
+            label=f"{policy}: one common slowdown",
+        )
     for value, text in ((min(SIZES_PAIR), "min w"), (max(SIZES_PAIR), "max w"), (sum(SIZES_PAIR), "Σ w")):
         scan_ax.axvline(value, color="0.6", lw=0.8, ls=":")
         scan_ax.text(value, 1e-14, f" {text}", fontsize=8, color="0.35", rotation=90, va="bottom")
@@ -74,14 +101,27 @@ def figure_9a_locking(sizes):
         map_ax, hist_ax = axes[0, col], axes[1, col]
         detuned = row["detuned"]
         period = detuned["period"]
-        map_ax.plot(row["phases"] / row["period"], row["phase_displacement"] / row["period"], "-", color="0.55", lw=1.2,
-                    label="equal solo periods: no zero, the lag drifts")
-        map_ax.plot(detuned["phases"] / period, detuned["phase_displacement"] / period, "-", color="tab:red", lw=1.4,
-                    label="detuned by the mean coupling")
+        map_ax.plot(
+            row["phases"] / row["period"],
+            row["phase_displacement"] / row["period"],
+            "-",
+            color="0.55",
+            lw=1.2,
+            label="equal solo periods: no zero, the lag drifts",
+        )
+        map_ax.plot(
+            detuned["phases"] / period,
+            detuned["phase_displacement"] / period,
+            "-",
+            color="tab:red",
+            lw=1.4,
+            label="detuned by the mean coupling",
+        )
         for point in detuned["phase_fixed"]:
             if point["kind"] == "isolated":
-                map_ax.plot(point["lag"] / period, 0, "o", ms=8, color="tab:red",
-                            mfc="tab:red" if point["stable"] else "white")
+                map_ax.plot(
+                    point["lag"] / period, 0, "o", ms=8, color="tab:red", mfc="tab:red" if point["stable"] else "white"
+                )
         map_ax.plot([], [], "o", color="tab:red", ms=8, label="stable locked lag")
         map_ax.plot([], [], "o", color="tab:red", mfc="white", ms=8, label="unstable locked lag")
         map_ax.axhline(0, color="black", lw=0.7)
@@ -93,10 +133,15 @@ def figure_9a_locking(sizes):
             handles, names = map_ax.get_legend_handles_labels()
             fig.legend(handles, names, loc="outside lower center", ncols=len(names), fontsize=9, frameon=False)
         bins = np.linspace(0, 1, 41)
-        hist_ax.hist(row["final_phases"] / row["period"], bins=bins, color="0.6", alpha=0.8,
-                     label="equal solo periods")
-        hist_ax.hist(detuned["final_phases"] / period, bins=bins, color="tab:red", histtype="step", lw=1.6,
-                     label=f"detuned: {100 * detuned['settled']:.0f} % settled")
+        hist_ax.hist(row["final_phases"] / row["period"], bins=bins, color="0.6", alpha=0.8, label="equal solo periods")
+        hist_ax.hist(
+            detuned["final_phases"] / period,
+            bins=bins,
+            color="tab:red",
+            histtype="step",
+            lw=1.6,
+            label=f"detuned: {100 * detuned['settled']:.0f} % settled",
+        )
         hist_ax.set_xlabel(f"lag φ / P after {row['n_cycles']} cycles")
         hist_ax.legend(fontsize=8, loc="upper right", framealpha=0.9)
         if col == 0:
@@ -116,9 +161,17 @@ def figure_9b(fcfs):
     for k, ((label, row), (color, marker, line)) in enumerate(zip(fcfs["cases"].items(), CASE_STYLES)):
         neutral = row["phase"]["max_abs"] <= COUPLING_TOL * row["period"]
         same = k > 0 and np.allclose(row["work_coupling"], first["work_coupling"], rtol=0, atol=1e-12 * row["length"])
-        coupling_ax.plot(row["deltas"] / row["length"], row["work_coupling"] / row["length"], marker=marker, ls=line,
-                         color=color, ms=3.5 + 2.5 * (k == 0), mfc="none", lw=1.2 if not neutral else 1.8,
-                         label=label + (": exactly 0" if neutral else "") + (" (same curve as the first)" if same else ""))
+        coupling_ax.plot(
+            row["deltas"] / row["length"],
+            row["work_coupling"] / row["length"],
+            marker=marker,
+            ls=line,
+            color=color,
+            ms=3.5 + 2.5 * (k == 0),
+            mfc="none",
+            lw=1.2 if not neutral else 1.8,
+            label=label + (": exactly 0" if neutral else "") + (" (same curve as the first)" if same else ""),
+        )
     coupling_ax.axhline(0, color="0.5", lw=0.7)
     coupling_ax.set_xlabel("launch lag δ / L (work left to job 1's next firing)")
     coupling_ax.set_ylabel("first-cycle coupling c / L")
@@ -126,8 +179,9 @@ def figure_9b(fcfs):
     coupling_ax.legend(fontsize=8, loc="upper center", framealpha=0.9)
     bins = np.linspace(0, 1, 41)
     for (label, row), (color, _, line) in zip(fcfs["cases"].items(), CASE_STYLES):
-        hist_ax.hist(row["final_phases"] / row["period"], bins=bins, histtype="step", lw=1.6, color=color, ls=line,
-                     label=label)
+        hist_ax.hist(
+            row["final_phases"] / row["period"], bins=bins, histtype="step", lw=1.6, color=color, ls=line, label=label
+        )
     hist_ax.set_xlabel(f"lag / P after {first['n_cycles']} cycles")
     hist_ax.set_ylabel("launches (of a uniform grid)")
     hist_ax.set_title("fcfs empties the overlapping lags; fair keeps the launch grid", fontsize=10)
@@ -144,8 +198,15 @@ def figure_9b(fcfs):
                 continue
             x = spectrum["n_jobs"] + offsets[branch] + (0.06 if spectrum["storage"] == "fair" else -0.06)
             key = (spectrum["storage"], branch)
-            det_ax.plot(np.full(int(keep.sum()), x), spectrum["determinant"][keep], markers[spectrum["storage"]],
-                        color=colors[branch], ms=7, mfc="none", label=f"{spectrum['storage']}, {name}" if key not in seen else None)
+            det_ax.plot(
+                np.full(int(keep.sum()), x),
+                spectrum["determinant"][keep],
+                markers[spectrum["storage"]],
+                color=colors[branch],
+                ms=7,
+                mfc="none",
+                label=f"{spectrum['storage']}, {name}" if key not in seen else None,
+            )
             seen.add(key)
     det_ax.set_xticks(sorted({s["n_jobs"] for s in fcfs["spectra"].values()}))
     det_ax.set_ylim(-0.15, 1.75)

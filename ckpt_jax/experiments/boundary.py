@@ -136,14 +136,16 @@ def _delayed(n_delta, delays):
             fleet = _pair((DELAY_COMPUTE,) * 2, (DELAY_WRITE,) * 2, cap, DELAY_THROUGHPUT, delay=delay)
             result = coupling_function(fleet, deltas, N_CYCLES, history="uncoupled")
             steady = result.cycle_coupling[:, -STEADY_WINDOW:]
-            rows.append(dict(
-                delay=float(delay),
-                coupling=result.coupling,
-                amplitude=_amplitude(result.coupling),
-                odd_part=odd_part(deltas, result.coupling, length),
-                steady_amplitude=_amplitude(steady),
-                final_lags=result.lags[:, -1],
-            ))
+            rows.append(
+                dict(
+                    delay=float(delay),
+                    coupling=result.coupling,
+                    amplitude=_amplitude(result.coupling),
+                    odd_part=odd_part(deltas, result.coupling, length),
+                    steady_amplitude=_amplitude(steady),
+                    final_lags=result.lags[:, -1],
+                )
+            )
         per_cap[f"{cap:g}"] = rows
     return dict(length=length, deltas=deltas, caps=per_cap)
 
@@ -160,16 +162,18 @@ def _asynchronous(n_delta, fractions, cases):
             per_cycle = np.max(np.abs(result.cycle_coupling), axis=0)
             net = result.lags[:, -1] - result.lags[:, 0]
             net = net - length * np.round(net / length)
-            rows.append(dict(
-                alpha=float(alpha),
-                coupling=result.coupling,
-                steady_coupling=result.cycle_coupling[:, -1],
-                steady_lags=result.lags[:, -2],
-                first_amplitude=float(per_cycle[0]),
-                steady_amplitude=float(per_cycle[-STEADY_WINDOW:].max()),
-                net_shift_amplitude=_amplitude(net),
-                max_abs_coupling_per_cycle=per_cycle,
-            ))
+            rows.append(
+                dict(
+                    alpha=float(alpha),
+                    coupling=result.coupling,
+                    steady_coupling=result.cycle_coupling[:, -1],
+                    steady_lags=result.lags[:, -2],
+                    first_amplitude=float(per_cycle[0]),
+                    steady_amplitude=float(per_cycle[-STEADY_WINDOW:].max()),
+                    net_shift_amplitude=_amplitude(net),
+                    max_abs_coupling_per_cycle=per_cycle,
+                )
+            )
         out.append(dict(label=label, length=length, deltas=deltas, rows=rows))
     return out
 
@@ -197,13 +201,21 @@ def _verdict_a(hetero):
         "change of the solo rates, not an interaction. 8a needs non-anonymous sharing (job sizes, claim 9 of "
         "docs/model.md)."
     )
-    rule = (f"coupling = the pair's return map minus the uncoupled map; reproduced if its largest absolute value over "
-            f"all launch lags and cycles exceeds {COUPLING_TOL:.0e} L under a binding cap while it stays below "
-            "that uncapped; not reproduced otherwise.")
+    rule = (
+        f"coupling = the pair's return map minus the uncoupled map; reproduced if its largest absolute value over "
+        f"all launch lags and cycles exceeds {COUPLING_TOL:.0e} L under a binding cap while it stays below "
+        "that uncapped; not reproduced otherwise."
+    )
     table = dict(
         columns=["power cap", "coupling against each job alone (/L)", "lag change beyond the work drift (/L)"],
-        rows=[["uncapped" if c == "uncapped" else f"C = {c}", f"{caps[c]['amplitude_all_cycles'] / length:.1e}",
-               fmt(work[c])] for c in caps],
+        rows=[
+            [
+                "uncapped" if c == "uncapped" else f"C = {c}",
+                f"{caps[c]['amplitude_all_cycles'] / length:.1e}",
+                fmt(work[c]),
+            ]
+            for c in caps
+        ],
     )
     headline = f"coupling {dynamic:.0e} L against each job alone (threshold {COUPLING_TOL:.0e} L)"
     measured = dict(a_coupling_vs_solo=dynamic, a_coupling_vs_solo_uncapped=dynamic_free, a_work_coupling=work)
@@ -219,8 +231,12 @@ def _verdict_b(delayed):
         amp = np.array([r["amplitude"] for r in rows]) / length
         taus = np.array([r["delay"] for r in rows])
         per_cap[f"{cap:g}"] = dict(delays=taus, odd_part=odd, amplitude=amp)
-        signs[cap] = (bool(np.any(odd > SIGN_TOL)), bool(np.any(odd < -SIGN_TOL)), bool(np.any(amp[taus > 0] > COUPLING_TOL)),
-                      float(np.max(amp[taus == 0], initial=0.0)))
+        signs[cap] = (
+            bool(np.any(odd > SIGN_TOL)),
+            bool(np.any(odd < -SIGN_TOL)),
+            bool(np.any(amp[taus > 0] > COUPLING_TOL)),
+            float(np.max(amp[taus == 0], initial=0.0)),
+        )
     both = [cap for cap in DELAY_CAPS if signs[cap][0] and signs[cap][1]]
     nonzero = [cap for cap in DELAY_CAPS if signs[cap][2]]
     primary = DELAY_CAPS[0]
@@ -241,17 +257,26 @@ def _verdict_b(delayed):
         f"{fmt_list([f'{c:g}' for c in both]) or 'none'}; the verdict is taken at C = {primary:g} (the table gives "
         "both caps)."
     )
-    rule = (f"reproduced if at C = {primary:g} the odd part S of the first-cycle coupling exceeds {SIGN_TOL:.0e} L "
-            f"in both signs over the τ grid; partially if some τ > 0 gives a coupling above {COUPLING_TOL:.0e} L "
-            "without both signs; not reproduced otherwise.")
-    columns = ["delay τ", "τ / L"] + [f"S / L at C = {cap:g}" for cap in DELAY_CAPS] + [f"max |c| / L at C = {primary:g}"]
+    rule = (
+        f"reproduced if at C = {primary:g} the odd part S of the first-cycle coupling exceeds {SIGN_TOL:.0e} L "
+        f"in both signs over the τ grid; partially if some τ > 0 gives a coupling above {COUPLING_TOL:.0e} L "
+        "without both signs; not reproduced otherwise."
+    )
+    columns = (
+        ["delay τ", "τ / L"] + [f"S / L at C = {cap:g}" for cap in DELAY_CAPS] + [f"max |c| / L at C = {primary:g}"]
+    )
     rows = []
     for k, tau in enumerate(entry["delays"]):
-        rows.append([fmt(tau), fmt(tau / length, 2)] + [f"{per_cap[f'{cap:g}']['odd_part'][k]:+.4f}" for cap in DELAY_CAPS]
-                    + [fmt(entry["amplitude"][k], 2)])
+        rows.append(
+            [fmt(tau), fmt(tau / length, 2)]
+            + [f"{per_cap[f'{cap:g}']['odd_part'][k]:+.4f}" for cap in DELAY_CAPS]
+            + [fmt(entry["amplitude"][k], 2)]
+        )
     table = dict(columns=columns, rows=rows)
-    headline = (f"odd part S/L from {np.min(entry['odd_part']):+.3f} to {np.max(entry['odd_part']):+.3f} over τ "
-                f"at C = {primary:g} (sign threshold {SIGN_TOL:.0e})")
+    headline = (
+        f"odd part S/L from {np.min(entry['odd_part']):+.3f} to {np.max(entry['odd_part']):+.3f} over τ "
+        f"at C = {primary:g} (sign threshold {SIGN_TOL:.0e})"
+    )
     return outcome, why, rule, table, headline, dict(b_per_cap=per_cap, b_both_signs_caps=both)
 
 
@@ -300,15 +325,24 @@ def _verdict_c(asynchronous):
         f"launched at its solo state), in the last {STEADY_WINDOW} of {N_CYCLES} cycles (steady), and as the net lag "
         f"change over the run. Transient coupling (above {COUPLING_TOL:.0e} L in the first cycle or as a net shift, "
         f"not in the steady window): {named(transient)}. Persistent coupling: {named(persistent)}. "
-        + (f"The largest first-cycle coupling is {largest[0]:.1e} L ({largest[1]}, α = {fmt(largest[2])}). "
-           if largest else "")
+        + (
+            f"The largest first-cycle coupling is {largest[0]:.1e} L ({largest[1]}, α = {fmt(largest[2])}). "
+            if largest
+            else ""
+        )
         + f"Blocking writes (α = 0, the control) give {control:.1e} L. "
-        + ("So asynchronous checkpoints break neutrality only while the pair's drain/compute state relaxes from the "
-           "launch; afterwards every lag is again a fixed point." if outcome == PARTIALLY else "")
+        + (
+            "So asynchronous checkpoints break neutrality only while the pair's drain/compute state relaxes from the "
+            "launch; afterwards every lag is again a fixed point."
+            if outcome == PARTIALLY
+            else ""
+        )
     )
-    rule = (f"reproduced if some α > 0 keeps a coupling above {COUPLING_TOL:.0e} L in the steady window (persistent); "
-            f"partially if the coupling exceeds it only in the first cycle or as a net lag shift (transient); not "
-            "reproduced otherwise.")
+    rule = (
+        f"reproduced if some α > 0 keeps a coupling above {COUPLING_TOL:.0e} L in the steady window (persistent); "
+        f"partially if the coupling exceeds it only in the first cycle or as a net lag shift (transient); not "
+        "reproduced otherwise."
+    )
     table = dict(columns=["case", "α", "first cycle (/L)", "steady (/L)", "net lag shift (/L)", "coupling"], rows=rows)
     if persistent:
         headline = f"persistent coupling in {len(persistent)} (case, α)"
@@ -316,8 +350,14 @@ def _verdict_c(asynchronous):
         headline = f"transient only: up to {fmt(largest[0], 2)} L in the first cycle, ≤ {COUPLING_TOL:.0e} L steady"
     else:
         headline = f"no coupling above {COUPLING_TOL:.0e} L"
-    return outcome, why, rule, table, headline, dict(c_summary=summary, c_persistent=persistent,
-                                                   c_transient_only=transient)
+    return (
+        outcome,
+        why,
+        rule,
+        table,
+        headline,
+        dict(c_summary=summary, c_persistent=persistent, c_transient_only=transient),
+    )
 
 
 FLOOR = 1e-17  # exact zeros are drawn at this level on log axes (said on each axis)
@@ -333,27 +373,51 @@ def _figure_a(hetero):
         color, marker, line = styles.get(name, ("0.3", "x", "-"))
         label = "uncapped" if name == "uncapped" else f"C = {name}"
         x = row["deltas"] / length
-        solo_ax.semilogy(x, np.maximum(np.abs(row["coupling"]) / length, FLOOR), marker=marker, ls=line, color=color,
-                         ms=4, mfc="none", lw=0.8, label=label)
+        solo_ax.semilogy(
+            x,
+            np.maximum(np.abs(row["coupling"]) / length, FLOOR),
+            marker=marker,
+            ls=line,
+            color=color,
+            ms=4,
+            mfc="none",
+            lw=0.8,
+            label=label,
+        )
         work = row["work_coupling"] / length
         zero = bool(np.all(work == 0))
-        work_ax.plot(x, work, marker=marker, ls=line, color=color, ms=4, mfc="none", lw=1.0,
-                     label=label + (": exactly 0 at every δ" if zero else ""))
+        work_ax.plot(
+            x,
+            work,
+            marker=marker,
+            ls=line,
+            color=color,
+            ms=4,
+            mfc="none",
+            lw=1.0,
+            label=label + (": exactly 0 at every δ" if zero else ""),
+        )
     solo_ax.axhline(COUPLING_TOL, color="black", lw=1, ls="--", label=f"threshold {COUPLING_TOL:.0e}")
     solo_ax.set_ylim(FLOOR / 3, 1.0)
     solo_ax.set_xlabel("launch lag δ / L")
     solo_ax.set_ylabel(f"|c_1(δ)| / L against each job alone (0 drawn at {FLOOR:.0e})")
-    solo_ax.set_title("coupling: the pair's map minus the uncoupled map\n(rounding level: no coupling at any cap)",
-                      fontsize=10)
+    solo_ax.set_title(
+        "coupling: the pair's map minus the uncoupled map\n(rounding level: no coupling at any cap)", fontsize=10
+    )
     solo_ax.legend(fontsize=8, loc="upper right")
     work_ax.axhline(0, color="0.5", lw=0.7)
     work_ax.set_xlabel("launch lag δ / L")
     work_ax.set_ylabel("(u_1 − δ + T_0 + d_0) / L")
-    work_ax.set_title("not coupling: the change of the lag beyond the work drift T_0 + d_0\n"
-                      "(C < 1 slows a lone computing job: a change of its solo rate)", fontsize=10)
+    work_ax.set_title(
+        "not coupling: the change of the lag beyond the work drift T_0 + d_0\n"
+        "(C < 1 slows a lone computing job: a change of its solo rate)",
+        fontsize=10,
+    )
     work_ax.legend(fontsize=8, loc="lower center")
-    fig.suptitle(f"Claim 8a: heterogeneous pair T_0 = {HETERO_COMPUTE[0]:g}, T_1 = {HETERO_COMPUTE[1]:g}, d = {HETERO_WRITE[0]:g}, "
-                 "f(n) = n, under binding power caps")
+    fig.suptitle(
+        f"Claim 8a: heterogeneous pair T_0 = {HETERO_COMPUTE[0]:g}, T_1 = {HETERO_COMPUTE[1]:g}, d = {HETERO_WRITE[0]:g}, "
+        "f(n) = n, under binding power caps"
+    )
     return fig
 
 
@@ -367,9 +431,15 @@ def _figure_b(delayed):
     rows = delayed["caps"][f"{DELAY_CAPS[0]:g}"]
     cmap = colormaps["turbo"]  # ordered, and contrasted enough to tell ten delays apart
     for i, row in enumerate(rows):
-        curves_ax.plot(delayed["deltas"] / length, row["coupling"] / length, "-", color=cmap(i / max(len(rows) - 1, 1)),
-                       lw=2.0 if row["delay"] == 0 else 1.3, zorder=3 if row["delay"] == 0 else 2,
-                       label=f"τ = {row['delay']:.3g}" + (" (exactly 0)" if row["amplitude"] == 0 else ""))
+        curves_ax.plot(
+            delayed["deltas"] / length,
+            row["coupling"] / length,
+            "-",
+            color=cmap(i / max(len(rows) - 1, 1)),
+            lw=2.0 if row["delay"] == 0 else 1.3,
+            zorder=3 if row["delay"] == 0 else 2,
+            label=f"τ = {row['delay']:.3g}" + (" (exactly 0)" if row["amplitude"] == 0 else ""),
+        )
     curves_ax.axhline(0, color="0.5", lw=0.7)
     curves_ax.set_xlabel("launch lag δ / L")
     curves_ax.set_ylabel("first-cycle coupling c_1(δ) / L")
@@ -419,18 +489,37 @@ def _figure_c(asynchronous):
         length = case["length"]
         for row in case["rows"]:
             c = color[row["alpha"]]
-            shape_ax.plot(case["deltas"] / length, row["coupling"] / length, "-", color=c, lw=1.4,
-                          zorder=3 if row["alpha"] == 0 else 2)
-            decay_ax.semilogy(np.arange(1, N_CYCLES + 1), np.maximum(row["max_abs_coupling_per_cycle"] / length, FLOOR),
-                              "-", color=c, lw=1.4 if row["alpha"] == 0 else 1.0, marker="." if row["alpha"] == 0 else None)
+            shape_ax.plot(
+                case["deltas"] / length,
+                row["coupling"] / length,
+                "-",
+                color=c,
+                lw=1.4,
+                zorder=3 if row["alpha"] == 0 else 2,
+            )
+            decay_ax.semilogy(
+                np.arange(1, N_CYCLES + 1),
+                np.maximum(row["max_abs_coupling_per_cycle"] / length, FLOOR),
+                "-",
+                color=c,
+                lw=1.4 if row["alpha"] == 0 else 1.0,
+                marker="." if row["alpha"] == 0 else None,
+            )
         shape_ax.axhline(0, color="0.5", lw=0.7)
         quiet = all(row["first_amplitude"] <= COUPLING_TOL * length for row in case["rows"])
         if quiet:
             # Rounding noise only: keep the scale of the other cases instead of blowing it up.
             shape_ax.set_ylim(-0.05, 0.05)
-            shape_ax.text(0.5, 0.5, f"no coupling: |c_1| ≤ {COUPLING_TOL:.0e} L for every α\n(rounding level)",
-                          transform=shape_ax.transAxes, ha="center", va="center", fontsize=9,
-                          bbox=dict(facecolor="white", edgecolor="0.7"))
+            shape_ax.text(
+                0.5,
+                0.5,
+                f"no coupling: |c_1| ≤ {COUPLING_TOL:.0e} L for every α\n(rounding level)",
+                transform=shape_ax.transAxes,
+                ha="center",
+                va="center",
+                fontsize=9,
+                bbox=dict(facecolor="white", edgecolor="0.7"),
+            )
         shape_ax.set_title(case["label"], fontsize=10)
         shape_ax.set_xlabel("launch lag δ / L")
         decay_ax.axhline(COUPLING_TOL, color="black", lw=1, ls="--")
@@ -439,13 +528,23 @@ def _figure_c(asynchronous):
         if col == 0:
             shape_ax.set_ylabel("first-cycle coupling c_1(δ) / L")
             decay_ax.set_ylabel(f"max over δ of |c_k| / L (0 drawn at {FLOOR:.0e})")
-    handles = [Line2D([], [], color=color[a], lw=2, label=f"α = {a:g}" + (" (blocking: the control)" if a == 0 else ""))
-               for a in alphas]
+    handles = [
+        Line2D([], [], color=color[a], lw=2, label=f"α = {a:g}" + (" (blocking: the control)" if a == 0 else ""))
+        for a in alphas
+    ]
     handles.append(Line2D([], [], color="black", ls="--", label=f"threshold {COUPLING_TOL:.0e}"))
-    fig.legend(handles=handles, loc="outside lower center", ncols=len(handles), fontsize=9, frameon=False,
-               title="colour: α, the compute fraction kept while a write drains")
-    fig.suptitle("Claim 8c: asynchronous checkpoints couple pairs with long writes in the first cycles (top), "
-                 "then the coupling dies out (bottom)")
+    fig.legend(
+        handles=handles,
+        loc="outside lower center",
+        ncols=len(handles),
+        fontsize=9,
+        frameon=False,
+        title="colour: α, the compute fraction kept while a write drains",
+    )
+    fig.suptitle(
+        "Claim 8c: asynchronous checkpoints couple pairs with long writes in the first cycles (top), "
+        "then the coupling dies out (bottom)"
+    )
     return fig
 
 
@@ -473,11 +572,27 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
         "8c": "asynchronous checkpoints break neutrality",
     }
     verdicts = []
-    for sub, decide, data, figure in (("8a", _verdict_a, hetero, figure_a), ("8b", _verdict_b, delayed, figure_b),
-                                      ("8c", _verdict_c, asynchronous, figure_c)):
+    for sub, decide, data, figure in (
+        ("8a", _verdict_a, hetero, figure_a),
+        ("8b", _verdict_b, delayed, figure_b),
+        ("8c", _verdict_c, asynchronous, figure_c),
+    ):
         outcome, why, rule, table, headline, measured = decide(data)
-        verdicts.append(verdict(8, outcome, why, sub_claim=sub, title=titles[sub], headline=headline, rule=rule,
-                                thresholds=thresholds, figures=[figure], table=table, **measured))
+        verdicts.append(
+            verdict(
+                8,
+                outcome,
+                why,
+                sub_claim=sub,
+                title=titles[sub],
+                headline=headline,
+                rule=rule,
+                thresholds=thresholds,
+                figures=[figure],
+                table=table,
+                **measured,
+            )
+        )
     numbers = dict(
         n_cycles=N_CYCLES,
         steady_window=STEADY_WINDOW,

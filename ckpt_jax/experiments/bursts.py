@@ -170,19 +170,33 @@ def _figures(cells, n_jobs_list, loads):
                 ax.axvline(level, color="tab:green", lw=0.7, alpha=0.6)
             ax.set_ylim(floor, 2)
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-            ax.set_title(f"N = {n_jobs}, ρ = {load:g} (writing fraction p̄ = {cell['writing_fraction']:.3f})", fontsize=9)
+            ax.set_title(
+                f"N = {n_jobs}, ρ = {load:g} (writing fraction p̄ = {cell['writing_fraction']:.3f})", fontsize=9
+            )
             ax.set_xlabel("writer level k")
             ax.grid(True, which="major", alpha=0.3)
         axes[row, 0].set_ylabel("P(n_w ≥ k)")
     handles = [
         Line2D([], [], color="tab:red", marker="o", ms=3, label="measured"),
-        Line2D([], [], color="tab:blue", marker="s", mfc="none", ms=3, ls="--", label="Binomial(N, p), p per fleet (the baseline)"),
+        Line2D(
+            [],
+            [],
+            color="tab:blue",
+            marker="s",
+            mfc="none",
+            ms=3,
+            ls="--",
+            label="Binomial(N, p), p per fleet (the baseline)",
+        ),
         Line2D([], [], color="0.4", ls=":", label="Binomial(N, p̄), one pooled p̄"),
         Line2D([], [], color="tab:green", lw=0.7, label="levels the verdict uses"),
     ]
     if never:
-        handles.append(Line2D([], [], color="tab:red", marker="v", mfc="white", ls="none",
-                              label="measured P = 0: level never reached"))
+        handles.append(
+            Line2D(
+                [], [], color="tab:red", marker="v", mfc="white", ls="none", label="measured P = 0: level never reached"
+            )
+        )
     fig.legend(handles=handles, loc="outside lower center", ncols=len(handles), fontsize=8, frameon=False)
     fig.suptitle("Claim 6: upper tail of the concurrent-writer count against independent phases")
 
@@ -196,9 +210,16 @@ def _figures(cells, n_jobs_list, loads):
             if usable.size == 0:
                 continue
             low, high = cell["tail_ratio_ci"]
-            ax.errorbar(usable / n_jobs, cell["tail_ratio"][usable],
-                        yerr=[cell["tail_ratio"][usable] - low[usable], high[usable] - cell["tail_ratio"][usable]],
-                        color=color, marker="o", ms=3, capsize=2, label=f"N = {n_jobs}")
+            ax.errorbar(
+                usable / n_jobs,
+                cell["tail_ratio"][usable],
+                yerr=[cell["tail_ratio"][usable] - low[usable], high[usable] - cell["tail_ratio"][usable]],
+                color=color,
+                marker="o",
+                ms=3,
+                capsize=2,
+                label=f"N = {n_jobs}",
+            )
             top = cell["top_levels"]
             ax.plot(top / n_jobs, cell["tail_ratio"][top], "o", ms=8, mfc="none", mec=color)
         ax.axhline(1.0, color="0.4", lw=0.8, label="×1: as heavy as independent phases")
@@ -209,9 +230,13 @@ def _figures(cells, n_jobs_list, loads):
         ax.grid(True, which="both", alpha=0.3)
     ratio_axes[0].set_ylabel("tail ratio P(n_w ≥ k) / P_binomial(n_w ≥ k)")
     handles, labels = ratio_axes[0].get_legend_handles_labels()
-    handles.append(Line2D([], [], color="0.3", marker="o", ms=8, mfc="none", ls="none", label="levels the verdict uses"))
+    handles.append(
+        Line2D([], [], color="0.3", marker="o", ms=8, mfc="none", ls="none", label="levels the verdict uses")
+    )
     ratio_fig.legend(handles=handles, loc="outside lower center", ncols=len(handles), fontsize=8, frameon=False)
-    ratio_fig.suptitle(f"Claim 6: tail ratio against independent phases ({rules.CONFIDENCE:.0%} bootstrap interval over fleets)")
+    ratio_fig.suptitle(
+        f"Claim 6: tail ratio against independent phases ({rules.CONFIDENCE:.0%} bootstrap interval over fleets)"
+    )
     return fig, ratio_fig
 
 
@@ -247,8 +272,9 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
             usable = ok[index] & np.all(np.isfinite(dist[index]), axis=-1)
             cell = _cell(dist[index][usable], excursions[index][usable], config["bootstrap"], rng)
             cells[(n_jobs, load)] = cell
-            per_cell.append(dict(n_jobs=n_jobs, load=load, fleets=int(usable.sum()),
-                                 failed_runs=int((~ok[index]).sum()), **cell))
+            per_cell.append(
+                dict(n_jobs=n_jobs, load=load, fleets=int(usable.sum()), failed_runs=int((~ok[index]).sum()), **cell)
+            )
 
     figures = [
         save_figure(fig, out_dir / name)
@@ -262,18 +288,32 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
         return f"N = {c['n_jobs']}, ρ = {c['load']:g}"
 
     short = [c for c in per_cell if c["outcome"] != REPRODUCED]
-    smallest = min((c for c in per_cell if c["top_levels"].size), key=lambda c: c["top_ratio_lower"].min(), default=None)
+    smallest = min(
+        (c for c in per_cell if c["top_levels"].size), key=lambda c: c["top_ratio_lower"].min(), default=None
+    )
     why = (
         f"{len(per_cell)} cells (N = {fmt_list(config['n_jobs'])}; ρ = {fmt_list(LOADS)}), {config['fleets']} fleets × "
         f"{config['cycles']} cycles each; at each cell's top {TOP_LEVELS} levels above the mean with at least "
         f"{MIN_EXCURSIONS} excursions, the tail ratio P(n_w ≥ k) / P_binomial(n_w ≥ k): "
-        + ", ".join(f"{n} {kind}" for kind, n in sorted(counts.items())) + ". "
-        + (f"The least heavy tail is at {where(smallest)}: its interval at level k = {smallest['top_levels'][int(np.argmin(smallest['top_ratio_lower']))]} "
-           f"starts at ×{fmt(smallest['top_ratio_lower'].min(), 2)}. " if smallest is not None else "")
-        + (f"Cells not shown to exceed ×{MIN_TAIL_RATIO:g} at every top level: "
-           + "; ".join(f"{where(c)}: " + (", ".join(f"k = {k} {o}" for k, o in zip(c["top_levels"], c["level_outcomes"]))
-                                          or "no usable level") for c in short) + "."
-           if short else f"Every top level of every cell is more than ×{MIN_TAIL_RATIO:g} heavier than binomial.")
+        + ", ".join(f"{n} {kind}" for kind, n in sorted(counts.items()))
+        + ". "
+        + (
+            f"The least heavy tail is at {where(smallest)}: its interval at level k = {smallest['top_levels'][int(np.argmin(smallest['top_ratio_lower']))]} "
+            f"starts at ×{fmt(smallest['top_ratio_lower'].min(), 2)}. "
+            if smallest is not None
+            else ""
+        )
+        + (
+            f"Cells not shown to exceed ×{MIN_TAIL_RATIO:g} at every top level: "
+            + "; ".join(
+                f"{where(c)}: "
+                + (", ".join(f"k = {k} {o}" for k, o in zip(c["top_levels"], c["level_outcomes"])) or "no usable level")
+                for c in short
+            )
+            + "."
+            if short
+            else f"Every top level of every cell is more than ×{MIN_TAIL_RATIO:g} heavier than binomial."
+        )
     )
     rule = (
         f"at each of a cell's top {TOP_LEVELS} levels k above the mean writer count that the ensemble reaches at least "
@@ -283,16 +323,29 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
     )
     rows = []
     for c in per_cell:
-        for k, ratio, low, high, o in zip(c["top_levels"], c["top_ratios"], c["top_ratio_lower"], c["top_ratio_upper"],
-                                          c["level_outcomes"]):
-            rows.append([str(c["n_jobs"]), fmt(c["load"]), fmt(c["writing_fraction"]), str(int(k)),
-                         f"×{fmt(ratio, 3)}", f"×{fmt(low, 3)} to ×{fmt(high, 3)}", o])
+        for k, ratio, low, high, o in zip(
+            c["top_levels"], c["top_ratios"], c["top_ratio_lower"], c["top_ratio_upper"], c["level_outcomes"]
+        ):
+            rows.append(
+                [
+                    str(c["n_jobs"]),
+                    fmt(c["load"]),
+                    fmt(c["writing_fraction"]),
+                    str(int(k)),
+                    f"×{fmt(ratio, 3)}",
+                    f"×{fmt(low, 3)} to ×{fmt(high, 3)}",
+                    o,
+                ]
+            )
         if not c["top_levels"].size:
             rows.append([str(c["n_jobs"]), fmt(c["load"]), fmt(c["writing_fraction"]), "none", "-", "-", INCONCLUSIVE])
     table = dict(columns=["N", "ρ", "writing fraction p̄", "level k", "tail ratio", "interval", "verdict"], rows=rows)
-    headline = (f"tail ratio at the top levels ≥ ×{fmt(smallest['top_ratio_lower'].min(), 2)} (lower interval end; "
-                f"margin ×{MIN_TAIL_RATIO:g}); {counts.get(REPRODUCED, 0)} of {len(per_cell)} cells"
-                if smallest is not None else "no usable level")
+    headline = (
+        f"tail ratio at the top levels ≥ ×{fmt(smallest['top_ratio_lower'].min(), 2)} (lower interval end; "
+        f"margin ×{MIN_TAIL_RATIO:g}); {counts.get(REPRODUCED, 0)} of {len(per_cell)} cells"
+        if smallest is not None
+        else "no usable level"
+    )
     numbers = dict(
         n_jobs=list(config["n_jobs"]),
         loads=list(LOADS),
@@ -314,8 +367,12 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
             title="the writer count's upper tail is heavier than for independent phases",
             headline=headline,
             rule=rule,
-            thresholds=dict(MIN_TAIL_RATIO=MIN_TAIL_RATIO, TOP_LEVELS=TOP_LEVELS, MIN_EXCURSIONS=MIN_EXCURSIONS,
-                            CONFIDENCE=rules.CONFIDENCE),
+            thresholds=dict(
+                MIN_TAIL_RATIO=MIN_TAIL_RATIO,
+                TOP_LEVELS=TOP_LEVELS,
+                MIN_EXCURSIONS=MIN_EXCURSIONS,
+                CONFIDENCE=rules.CONFIDENCE,
+            ),
             figures=figures,
             table=table,
             cells=len(per_cell),

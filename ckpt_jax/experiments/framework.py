@@ -186,7 +186,7 @@ def fmt(value, digits: int = 3) -> str:
         return "0"
     if abs(value) < 1e-3 or abs(value) >= 1e5:
         return f"{value:.{max(digits - 1, 0)}e}"
-    if abs(value) >= 10 ** digits:  # 3966.5 → 3,970, not 3.97e+03
+    if abs(value) >= 10**digits:  # 3966.5 → 3,970, not 3.97e+03
         return f"{float(f'{value:.{digits}g}'):,.0f}"
     return f"{value:.{digits}g}"
 

@@ -91,12 +91,36 @@ HORIZON_MARGIN = 0.1
 LAUNCH_INFLATED_FRACTION = 0.2
 
 SIZES = {
-    "smoke": dict(n_jobs=(3, 4), loads=(0.25, 0.5, 1.0, 2.0), launches=4, burn_in=10, horizons=(5, 10, 20),
-                  main_horizon=10, twin_launches=4, bootstrap=100),
-    "quick": dict(n_jobs=(4, 8, 16, 32), loads=LOADS, launches=12, burn_in=50, horizons=(25, 50, 100, 200),
-                  main_horizon=100, twin_launches=4, bootstrap=1000),
-    "full": dict(n_jobs=(4, 8, 16, 32, 64), loads=LOADS + (3.0,), launches=128, burn_in=200,
-                 horizons=(50, 100, 200, 400, 800), main_horizon=400, twin_launches=32, bootstrap=2000),
+    "smoke": dict(
+        n_jobs=(3, 4),
+        loads=(0.25, 0.5, 1.0, 2.0),
+        launches=4,
+        burn_in=10,
+        horizons=(5, 10, 20),
+        main_horizon=10,
+        twin_launches=4,
+        bootstrap=100,
+    ),
+    "quick": dict(
+        n_jobs=(4, 8, 16, 32),
+        loads=LOADS,
+        launches=12,
+        burn_in=50,
+        horizons=(25, 50, 100, 200),
+        main_horizon=100,
+        twin_launches=4,
+        bootstrap=1000,
+    ),
+    "full": dict(
+        n_jobs=(4, 8, 16, 32, 64),
+        loads=LOADS + (3.0,),
+        launches=128,
+        burn_in=200,
+        horizons=(50, 100, 200, 400, 800),
+        main_horizon=400,
+        twin_launches=32,
+        bootstrap=2000,
+    ),
 }
 
 
@@ -105,7 +129,7 @@ def _identical_fleets(n_jobs: int, loads, launches: int) -> Fleet:
     return identical_fleets(n_jobs, loads, launches, flat=True)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _compiled(horizons: tuple, burn_in: int, twin_cycles: int):
     """Batched (over fleets and points) jitted rate functions; one compile per N."""
     launch = jax.jit(jax.vmap(random_gaps))
@@ -155,9 +179,9 @@ def peak_location(loads, means) -> dict:
     index = int(np.nanargmax(means))
     at_edge = index in (0, loads.size - 1)
     refined = loads[index]
-    if not at_edge and np.isfinite(means[index - 1:index + 2]).all():
-        x = np.log(loads[index - 1:index + 2])
-        y = means[index - 1:index + 2]
+    if not at_edge and np.isfinite(means[index - 1 : index + 2]).all():
+        x = np.log(loads[index - 1 : index + 2])
+        y = means[index - 1 : index + 2]
         curvature, slope, _ = np.polyfit(x, y, 2)
         if curvature < 0:
             refined = float(np.exp(np.clip(-slope / (2 * curvature), x[0], x[2])))
@@ -230,14 +254,17 @@ def _measure(n_jobs, config):
     result = rates(fleets, launch(fleets, keys))
     # The twin check runs from the point the burn-in reached, on the first launches of each cell.
     checked = np.zeros((len(loads), launches), bool)
-    checked[:, :config["twin_launches"]] = True
+    checked[:, : config["twin_launches"]] = True
     subset = checked.reshape(-1)
     check = twin(jax.tree_util.tree_map(lambda x: x[subset], fleets), result.start[subset])
     shape = (len(loads), launches)
 
     def cells(x):
-        return np.moveaxis(np.asarray(x).reshape(shape + np.shape(x)[1:]), -1, 0) if np.ndim(x) > 1 else \
-            np.asarray(x).reshape(shape)
+        return (
+            np.moveaxis(np.asarray(x).reshape(shape + np.shape(x)[1:]), -1, 0)
+            if np.ndim(x) > 1
+            else np.asarray(x).reshape(shape)
+        )
 
     twin_rate = np.full(shape, np.nan)
     twin_status = np.full(shape, -1)
@@ -245,10 +272,14 @@ def _measure(n_jobs, config):
     lengths = np.asarray(horizons, np.float64)[:, None, None]
     rate, time_ = cells(result.rate), cells(result.time)
     return dict(
-        rate=rate, per_time=rate * lengths / time_, tangent=cells(result.tangent_rate),
+        rate=rate,
+        per_time=rate * lengths / time_,
+        tangent=cells(result.tangent_rate),
         launch_rate=cells(result.launch_rate),
         launch_per_time=cells(result.launch_rate) * burn_in / cells(result.launch_time),
-        status=cells(result.status), twin_rate=twin_rate, twin_status=twin_status,
+        status=cells(result.status),
+        twin_rate=twin_rate,
+        twin_status=twin_status,
         main=horizons.index(main),
     )
 
@@ -277,23 +308,44 @@ def _cell(n_jobs, load, index, measured, config, rng):
     difference = np.abs(measured["tangent"][main, index][both] - measured["twin_rate"][index][both])
     values = measured["rate"][main, index][clean]
     row = dict(
-        n_jobs=n_jobs, load=load, launches=int(status.size), clean=count,
+        n_jobs=n_jobs,
+        load=load,
+        launches=int(status.size),
+        clean=count,
         failed_status=sorted({int(s) for s in status[~clean]}),
-        mean=mean, ci=ci, median=float(np.median(values)) if count else np.nan,
+        mean=mean,
+        ci=ci,
+        median=float(np.median(values)) if count else np.nan,
         std=float(values.std()) if count else np.nan,
-        mean_per_time=per_time, ci_per_time=ci_per_time,
+        mean_per_time=per_time,
+        ci_per_time=ci_per_time,
         tangent_mean=float(np.mean(measured["tangent"][main, index][clean])) if count else np.nan,
-        from_launch_mean=launch_mean, from_launch_ci=launch_ci,
+        from_launch_mean=launch_mean,
+        from_launch_ci=launch_ci,
         from_launch_mean_per_time=float(np.mean(measured["launch_per_time"][index][clean])) if count else np.nan,
-        from_launch_excess=excess, from_launch_excess_ci=excess_ci,
-        horizons=[dict(horizon=k, mean=stat(measured["rate"][h, index])[0],
-                       ci=stat(measured["rate"][h, index])[1],
-                       mean_per_time=stat(measured["per_time"][h, index])[0],
-                       tangent_mean=stat(measured["tangent"][h, index])[0]) for h, k in enumerate(horizons)],
-        horizon_change=dict(from_horizon=horizons[main], to_horizon=horizons[-1], change=change, ci=change_ci,
-                            relative=change / mean if mean else np.nan, trend=horizon_trend(*change_ci, mean)),
+        from_launch_excess=excess,
+        from_launch_excess_ci=excess_ci,
+        horizons=[
+            dict(
+                horizon=k,
+                mean=stat(measured["rate"][h, index])[0],
+                ci=stat(measured["rate"][h, index])[1],
+                mean_per_time=stat(measured["per_time"][h, index])[0],
+                tangent_mean=stat(measured["tangent"][h, index])[0],
+            )
+            for h, k in enumerate(horizons)
+        ],
+        horizon_change=dict(
+            from_horizon=horizons[main],
+            to_horizon=horizons[-1],
+            change=change,
+            ci=change_ci,
+            relative=change / mean if mean else np.nan,
+            trend=horizon_trend(*change_ci, mean),
+        ),
         twin_mean=float(np.mean(measured["twin_rate"][index][both])) if both.any() else np.nan,
-        twin_checked=int(both.sum()), twin_agreeing=int(np.sum(difference <= TWIN_TOLERANCE)),
+        twin_checked=int(both.sum()),
+        twin_agreeing=int(np.sum(difference <= TWIN_TOLERANCE)),
         twin_max_difference=float(difference.max()) if difference.size else np.nan,
     )
     return row, boot, boot_per_time
@@ -324,74 +376,107 @@ def regime_texts(table, peaks, steps, config, low_loads, high_loads, knee) -> di
         return "; ".join(
             f"ρ = {fmt(p['grid'])} (≈ {fmt(p['refined'], 2)}{', at the grid edge' if p['at_edge'] else ''}; "
             f"{rules.CONFIDENCE:.0%} bootstrap range {fmt(p['range'][0])}–{fmt(p['range'][1])}) at N = {n}"
-            for n, p in ((n, peaks[n][kind]) for n in n_jobs_list))
+            for n, p in ((n, peaks[n][kind]) for n in n_jobs_list)
+        )
 
     refined = [peaks[n]["per_cycle"]["refined"] for n in n_jobs_list]
-    regime = (f"Where the FTLE per cycle peaks: {peak_text('per_cycle')}. The growth with load therefore holds up to "
-              f"ρ ≈ {fmt(min(refined), 2)}–{fmt(max(refined), 2)}, around storage saturation (ρ = "
-              f"{fmt(SATURATION_LOAD)}).")
+    regime = (
+        f"Where the FTLE per cycle peaks: {peak_text('per_cycle')}. The growth with load therefore holds up to "
+        f"ρ ≈ {fmt(min(refined), 2)}–{fmt(max(refined), 2)}, around storage saturation (ρ = "
+        f"{fmt(SATURATION_LOAD)})."
+    )
     out = dict(regime=regime, beyond="", per_time="", horizon="", horizon_headline="")
     if not steps:
         return out
     falls = [n for n, st in steps.items() if st["outcome"] == NOT_REPRODUCED]
     grows = [n for n, st in steps.items() if st["outcome"] == REPRODUCED]
     if len(falls) == len(steps):
-        out["beyond"] = (f"It falls at every N: beyond its peak near saturation (the mean period tends to N·d) the "
-                         f"FTLE per cycle falls with load, so the claim's \"grows with load\" holds only up to the "
-                         f"peak, not beyond ρ = {fmt(SATURATION_LOAD)}.")
+        out["beyond"] = (
+            f"It falls at every N: beyond its peak near saturation (the mean period tends to N·d) the "
+            f'FTLE per cycle falls with load, so the claim\'s "grows with load" holds only up to the '
+            f"peak, not beyond ρ = {fmt(SATURATION_LOAD)}."
+        )
     else:
         undecided = [n for n in steps if n not in falls and n not in grows]
-        parts = [f"{word} at N = {fmt_list(group)}" for word, group in
-                 (("it falls", falls), ("it still grows", grows), ("it is undecided", undecided)) if group]
-        out["beyond"] = "Beyond saturation " + (", ".join(parts[:-1]) + " and " + parts[-1] if len(parts) > 1
-                                                 else parts[0]) + "."
-    steeper = all(table[(n, top)]["mean_per_time"] / table[(n, knee)]["mean_per_time"]
-                  < table[(n, top)]["mean"] / table[(n, knee)]["mean"] for n in n_jobs_list)
+        parts = [
+            f"{word} at N = {fmt_list(group)}"
+            for word, group in (("it falls", falls), ("it still grows", grows), ("it is undecided", undecided))
+            if group
+        ]
+        out["beyond"] = (
+            "Beyond saturation " + (", ".join(parts[:-1]) + " and " + parts[-1] if len(parts) > 1 else parts[0]) + "."
+        )
+    steeper = all(
+        table[(n, top)]["mean_per_time"] / table[(n, knee)]["mean_per_time"]
+        < table[(n, top)]["mean"] / table[(n, knee)]["mean"]
+        for n in n_jobs_list
+    )
     out["per_time"] = (
-        ("Per unit time the fall is steeper at every N, since a saturated cycle lasts longer: " if steeper else
-         "Per unit time: ")
+        (
+            "Per unit time the fall is steeper at every N, since a saturated cycle lasts longer: "
+            if steeper
+            else "Per unit time: "
+        )
         + f"from ρ = {fmt(knee)} to {fmt(top)} the rate per unit time goes "
-        + ", ".join(f"{fmt(table[(n, knee)]['mean_per_time'], 2)} → {fmt(table[(n, top)]['mean_per_time'], 2)} "
-                    f"at N = {n}" for n in n_jobs_list)
-        + f"; it peaks at {peak_text('per_time')}.")
+        + ", ".join(
+            f"{fmt(table[(n, knee)]['mean_per_time'], 2)} → {fmt(table[(n, top)]['mean_per_time'], 2)} at N = {n}"
+            for n in n_jobs_list
+        )
+        + f"; it peaks at {peak_text('per_time')}."
+    )
     changes = {n: table[(n, top)]["horizon_change"] for n in n_jobs_list}
 
     def count(cells):
         trends = [table[c]["horizon_change"]["trend"] for c in cells]
-        return ", ".join(f"{trends.count(t)} {t}" for t in ("falling", "settled", "rising", "undecided")
-                         if trends.count(t))
+        return ", ".join(
+            f"{trends.count(t)} {t}" for t in ("falling", "settled", "rising", "undecided") if trends.count(t)
+        )
 
     high_cells = [(n, load) for n in n_jobs_list for load in high_loads]
     low_cells = [(n, load) for n in n_jobs_list for load in low_loads]
     inflated = [c for c in table if table[c]["from_launch_excess_ci"][0] > 0]
     falling_top = [n for n in n_jobs_list if table[(n, top)]["horizon_change"]["trend"] == "falling"]
-    launch_text = (f"the rate from the launch lies above the rate after the burn-in (interval above 0) in "
-                   f"{len(inflated)} of {len(table)} cells")
+    launch_text = (
+        f"the rate from the launch lies above the rate after the burn-in (interval above 0) in "
+        f"{len(inflated)} of {len(table)} cells"
+    )
     if len(inflated) <= LAUNCH_INFLATED_FRACTION * len(table):
-        launch_text += (f", at most {LAUNCH_INFLATED_FRACTION:.0%}: the launch's transient does not inflate the rate"
-                        + ("; a short horizon does." if falling_top else "."))
+        launch_text += f", at most {LAUNCH_INFLATED_FRACTION:.0%}: the launch's transient does not inflate the rate" + (
+            "; a short horizon does." if falling_top else "."
+        )
     else:
         launch_text += f", more than {LAUNCH_INFLATED_FRACTION:.0%}: the launch's transient inflates the rate."
     out["horizon"] = (
         f"With the horizon: after the burn-in, the rate per cycle at ρ = {fmt(top)} over K = {fmt_list(horizons)} "
         "cycles is "
-        + "; ".join(" → ".join(fmt(h["mean"], 2) for h in table[(n, top)]["horizons"]) + f" at N = {n}"
-                    for n in n_jobs_list)
+        + "; ".join(
+            " → ".join(fmt(h["mean"], 2) for h in table[(n, top)]["horizons"]) + f" at N = {n}" for n in n_jobs_list
+        )
         + f". From K = {main} to {horizons[-1]} it changes by "
-        + ", ".join(f"{fmt(100 * c['relative'], 2)} % {fmt_interval(*c['ci'], 2)} ({c['trend']}) at N = {n}"
-                    for n, c in changes.items())
+        + ", ".join(
+            f"{fmt(100 * c['relative'], 2)} % {fmt_interval(*c['ci'], 2)} ({c['trend']}) at N = {n}"
+            for n, c in changes.items()
+        )
         + f". Of the {len(high_cells)} cells above saturation: {count(high_cells)}; of the {len(low_cells)} at or "
         f"below it: {count(low_cells)} (margin ±{HORIZON_MARGIN:.0%}). Measured from the launch instead, the "
         f"{burn_in}-cycle rate at ρ = {fmt(top)} differs from the {burn_in}-cycle rate after the burn-in by "
-        + ", ".join(f"{fmt(table[(n, top)]['from_launch_excess'], 2)} "
-                    f"{fmt_interval(*table[(n, top)]['from_launch_excess_ci'], 2)} at N = {n}" for n in n_jobs_list)
-        + f"; {launch_text}")
+        + ", ".join(
+            f"{fmt(table[(n, top)]['from_launch_excess'], 2)} "
+            f"{fmt_interval(*table[(n, top)]['from_launch_excess_ci'], 2)} at N = {n}"
+            for n in n_jobs_list
+        )
+        + f"; {launch_text}"
+    )
     falling = sum(table[c]["horizon_change"]["trend"] == "falling" for c in high_cells)
-    out["horizon_headline"] = (f"rate at ρ = {fmt(top)} from K = {horizons[0]} to {horizons[-1]}: "
-                               + ", ".join(f"{fmt(table[(n, top)]['horizons'][0]['mean'], 2)} → "
-                                           f"{fmt(table[(n, top)]['horizons'][-1]['mean'], 2)} (N = {n})"
-                                           for n in n_jobs_list)
-                               + f"; {falling} of {len(high_cells)} saturated cells still falling")
+    out["horizon_headline"] = (
+        f"rate at ρ = {fmt(top)} from K = {horizons[0]} to {horizons[-1]}: "
+        + ", ".join(
+            f"{fmt(table[(n, top)]['horizons'][0]['mean'], 2)} → "
+            f"{fmt(table[(n, top)]['horizons'][-1]['mean'], 2)} (N = {n})"
+            for n in n_jobs_list
+        )
+        + f"; {falling} of {len(high_cells)} saturated cells still falling"
+    )
     return out
 
 
@@ -428,10 +513,13 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
             cells.append(row)
         by_load = np.stack([boots[(n_jobs, load)] for load in loads], axis=1)
         peaks[n_jobs] = dict(
-            per_cycle=dict(**peak_location(loads, [table[(n_jobs, load)]["mean"] for load in loads]),
-                           **peak_spread(loads, by_load)),
-            per_time=dict(**peak_location(loads, [table[(n_jobs, load)]["mean_per_time"] for load in loads]),
-                          **peak_spread(loads, np.stack(per_time_boots, axis=1))),
+            per_cycle=dict(
+                **peak_location(loads, [table[(n_jobs, load)]["mean"] for load in loads]), **peak_spread(loads, by_load)
+            ),
+            per_time=dict(
+                **peak_location(loads, [table[(n_jobs, load)]["mean_per_time"] for load in loads]),
+                **peak_spread(loads, np.stack(per_time_boots, axis=1)),
+            ),
         )
 
     checked = sum(c["twin_checked"] for c in cells)
@@ -457,12 +545,18 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
 
     # ρ ≤ 1: positive, grows with N (at each ρ), grows with ρ (at each N), twins agree.
     low_cells = [(n, load) for n in n_jobs_list for load in low_loads]
-    rho_by_n, by_n = growth({fmt(load): [table[(n, load)]["mean"] for n in n_jobs_list] for load in low_loads},
-                            n_jobs_list)
-    rho_by_load, by_load = growth({str(n): [table[(n, load)]["mean"] for load in low_loads] for n in n_jobs_list},
-                                  low_loads)
-    low_parts = dict(positive=positive(low_cells) if low_cells else INCONCLUSIVE, grows_with_n=by_n,
-                     grows_with_load=by_load, twin_check=yes_no(twin_ok))
+    rho_by_n, by_n = growth(
+        {fmt(load): [table[(n, load)]["mean"] for n in n_jobs_list] for load in low_loads}, n_jobs_list
+    )
+    rho_by_load, by_load = growth(
+        {str(n): [table[(n, load)]["mean"] for load in low_loads] for n in n_jobs_list}, low_loads
+    )
+    low_parts = dict(
+        positive=positive(low_cells) if low_cells else INCONCLUSIVE,
+        grows_with_n=by_n,
+        grows_with_load=by_load,
+        twin_check=yes_no(twin_ok),
+    )
     outcome_low = rules.combine(low_parts.values())
 
     # ρ > 1: does it still grow with load? Per N, FTLE(top ρ) − FTLE(ρ = 1 or the top ρ ≤ 1).
@@ -477,8 +571,10 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
             steps[str(n)] = dict(change=change, ci=[low, high], outcome=rules.interval_verdict(low, high, 0.0))
         rho_high_by_n = spearman(n_jobs_list, [table[(n, top)]["mean"] for n in n_jobs_list])
         # The verdict is the growth with load alone; positivity there is reported, not decided.
-        high_parts = dict(grows_with_load=rules.combine(s["outcome"] for s in steps.values()),
-                          positive=positive([(n, top) for n in n_jobs_list]))
+        high_parts = dict(
+            grows_with_load=rules.combine(s["outcome"] for s in steps.values()),
+            positive=positive([(n, top) for n in n_jobs_list]),
+        )
         outcome_high = high_parts["grows_with_load"]
     else:
         knee = None
@@ -489,15 +585,19 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
     trends = {str(n): {fmt(load): table[(n, load)]["horizon_change"] for load in high_loads} for n in n_jobs_list}
     text = regime_texts(table, peaks, steps, config, low_loads, high_loads, knee)
     messages = panel_titles(table, peaks, config, SATURATION_LOAD, low_parts["grows_with_n"] == REPRODUCED, knee)
-    figures = [save_figure(growth_figure(table, peaks, config, SATURATION_LOAD, messages), out_dir / f"{NAME}.png"),
-               save_figure(regime_figure(table, config, SATURATION_LOAD, messages), out_dir / f"{NAME}_regime.png")]
+    figures = [
+        save_figure(growth_figure(table, peaks, config, SATURATION_LOAD, messages), out_dir / f"{NAME}.png"),
+        save_figure(regime_figure(table, config, SATURATION_LOAD, messages), out_dir / f"{NAME}_regime.png"),
+    ]
 
     def spearman_text(values, name):
         return ", ".join(f"{fmt(v, 2)} at {name} = {k}" for k, v in values.items()) or "not judged"
 
-    grid = (f"FTLE per cycle over K = {main} cycles after a {burn_in}-cycle burn-in, {launches} launches per cell, "
-            f"N = {fmt_list(n_jobs_list)} ({clean} of {total} launches ran clean); twin check {agreeing} of {checked} "
-            f"launches within {TWIN_TOLERANCE:g} (need {TWIN_AGREEMENT:.0%}).")
+    grid = (
+        f"FTLE per cycle over K = {main} cycles after a {burn_in}-cycle burn-in, {launches} launches per cell, "
+        f"N = {fmt_list(n_jobs_list)} ({clean} of {total} launches ran clean); twin check {agreeing} of {checked} "
+        f"launches within {TWIN_TOLERANCE:g} (need {TWIN_AGREEMENT:.0%})."
+    )
     low_range = [table[key]["mean"] for key in low_cells]
     why_low = (
         f"{grid} At ρ = {fmt_list(low_loads)} the mean FTLE is {fmt(min(low_range))} to {fmt(max(low_range))} per "
@@ -517,10 +617,16 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
         )
     else:
         why_high = f"No load above ρ = {fmt(SATURATION_LOAD)} at this size: the saturated regime was not measured."
-    thresholds = dict(SATURATION_LOAD=SATURATION_LOAD, MIN_SPEARMAN=MIN_SPEARMAN, MIN_GRID_POINTS=MIN_GRID_POINTS,
-                      TWIN_TOLERANCE=TWIN_TOLERANCE, TWIN_AGREEMENT=TWIN_AGREEMENT, HORIZON_MARGIN=HORIZON_MARGIN,
-                      LAUNCH_INFLATED_FRACTION=LAUNCH_INFLATED_FRACTION,
-                      CONFIDENCE=rules.CONFIDENCE)
+    thresholds = dict(
+        SATURATION_LOAD=SATURATION_LOAD,
+        MIN_SPEARMAN=MIN_SPEARMAN,
+        MIN_GRID_POINTS=MIN_GRID_POINTS,
+        TWIN_TOLERANCE=TWIN_TOLERANCE,
+        TWIN_AGREEMENT=TWIN_AGREEMENT,
+        HORIZON_MARGIN=HORIZON_MARGIN,
+        LAUNCH_INFLATED_FRACTION=LAUNCH_INFLATED_FRACTION,
+        CONFIDENCE=rules.CONFIDENCE,
+    )
     rule_low = (
         f"at ρ ≤ {fmt(SATURATION_LOAD)}: every cell's mean-FTLE interval above 0; Spearman correlation of the cell "
         f"means with N ≥ {MIN_SPEARMAN:g} at every ρ and with ρ ≥ {MIN_SPEARMAN:g} at every N (over at least "
@@ -546,47 +652,105 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
         row.append(f"{fmt(peaks[n]['per_cycle']['grid'])} (≈ {fmt(peaks[n]['per_cycle']['refined'], 2)})")
         table_rows.append(row)
     ftle_table = dict(columns=["N"] + [f"ρ = {fmt(load)}" for load in loads] + ["peak ρ"], rows=table_rows)
-    step_table = dict(
-        columns=["N", f"FTLE(ρ = {fmt(top)}) − FTLE(ρ = {fmt(knee)})", "interval", "verdict",
-                 f"per time at ρ = {fmt(top)}", f"K = {fmt_list(horizons)} at ρ = {fmt(top)}",
-                 f"from launch, K = {burn_in}"],
-        rows=[[n, fmt(st["change"], 3), fmt_interval(*st["ci"], 3), st["outcome"],
-               fmt(table[(int(n), top)]["mean_per_time"], 2),
-               " → ".join(fmt(h["mean"], 2) for h in table[(int(n), top)]["horizons"]),
-               fmt(table[(int(n), top)]["from_launch_mean"], 2)] for n, st in steps.items()],
-    ) if steps else None
+    step_table = (
+        dict(
+            columns=[
+                "N",
+                f"FTLE(ρ = {fmt(top)}) − FTLE(ρ = {fmt(knee)})",
+                "interval",
+                "verdict",
+                f"per time at ρ = {fmt(top)}",
+                f"K = {fmt_list(horizons)} at ρ = {fmt(top)}",
+                f"from launch, K = {burn_in}",
+            ],
+            rows=[
+                [
+                    n,
+                    fmt(st["change"], 3),
+                    fmt_interval(*st["ci"], 3),
+                    st["outcome"],
+                    fmt(table[(int(n), top)]["mean_per_time"], 2),
+                    " → ".join(fmt(h["mean"], 2) for h in table[(int(n), top)]["horizons"]),
+                    fmt(table[(int(n), top)]["from_launch_mean"], 2),
+                ]
+                for n, st in steps.items()
+            ],
+        )
+        if steps
+        else None
+    )
 
     def least(values):
         return f"≥ {fmt(min(values.values()), 2)}" if values else "not judged"
 
-    headline_low = (f"FTLE {fmt(min(low_range), 2)} to {fmt(max(low_range), 2)} per cycle; Spearman with N "
-                    f"{least(rho_by_n)}, with ρ {least(rho_by_load)} (threshold {MIN_SPEARMAN:g}); peak at ρ = "
-                    + ", ".join(f"{fmt(v)} (N = {k})" for k, v in peak_load.items()))
-    headline_high = (f"FTLE from ρ = {fmt(knee)} to {fmt(top)}: "
-                     + ", ".join(f"{fmt(st['change'], 2)} (N = {n})" for n, st in steps.items())
-                     + f"; {text['horizon_headline']}" if steps else "not measured")
+    headline_low = (
+        f"FTLE {fmt(min(low_range), 2)} to {fmt(max(low_range), 2)} per cycle; Spearman with N "
+        f"{least(rho_by_n)}, with ρ {least(rho_by_load)} (threshold {MIN_SPEARMAN:g}); peak at ρ = "
+        + ", ".join(f"{fmt(v)} (N = {k})" for k, v in peak_load.items())
+    )
+    headline_high = (
+        f"FTLE from ρ = {fmt(knee)} to {fmt(top)}: "
+        + ", ".join(f"{fmt(st['change'], 2)} (N = {n})" for n, st in steps.items())
+        + f"; {text['horizon_headline']}"
+        if steps
+        else "not measured"
+    )
     numbers = dict(
-        n_jobs=list(n_jobs_list), loads=list(loads), launches=launches, burn_in=burn_in, horizons=list(horizons),
-        main_horizon=main, twin_launches=config["twin_launches"], twin_eps=TWIN_EPS,
-        throughput="shared (f = 1)", cap=None, cycle_work="T + d = 1, d = rho / N",
-        spearman_vs_n=rho_by_n, spearman_vs_load=rho_by_load, change_beyond_saturation=steps,
-        peak_load=peak_load, peaks={str(n): v for n, v in peaks.items()}, horizon_trends=trends,
-        cells=cells, seconds=time.perf_counter() - started,
+        n_jobs=list(n_jobs_list),
+        loads=list(loads),
+        launches=launches,
+        burn_in=burn_in,
+        horizons=list(horizons),
+        main_horizon=main,
+        twin_launches=config["twin_launches"],
+        twin_eps=TWIN_EPS,
+        throughput="shared (f = 1)",
+        cap=None,
+        cycle_work="T + d = 1, d = rho / N",
+        spearman_vs_n=rho_by_n,
+        spearman_vs_load=rho_by_load,
+        change_beyond_saturation=steps,
+        peak_load=peak_load,
+        peaks={str(n): v for n, v in peaks.items()},
+        horizon_trends=trends,
+        cells=cells,
+        seconds=time.perf_counter() - started,
     )
     verdicts = [
         verdict(
-            5, outcome_low, why_low, sub_claim="5 FTLE, ρ ≤ 1",
+            5,
+            outcome_low,
+            why_low,
+            sub_claim="5 FTLE, ρ ≤ 1",
             title="nearby trajectories separate, faster for larger N and load (storage not saturated)",
-            headline=headline_low, rule=rule_low, thresholds=thresholds, figures=figures[:1], table=ftle_table,
-            parts=low_parts, spearman_vs_n=rho_by_n, spearman_vs_load=rho_by_load, peak_load=peak_load,
-            twin_agreement=agreeing / checked if checked else float("nan"), clean_launches=clean,
+            headline=headline_low,
+            rule=rule_low,
+            thresholds=thresholds,
+            figures=figures[:1],
+            table=ftle_table,
+            parts=low_parts,
+            spearman_vs_n=rho_by_n,
+            spearman_vs_load=rho_by_load,
+            peak_load=peak_load,
+            twin_agreement=agreeing / checked if checked else float("nan"),
+            clean_launches=clean,
         ),
         verdict(
-            5, outcome_high, why_high, sub_claim="5 FTLE, ρ > 1",
+            5,
+            outcome_high,
+            why_high,
+            sub_claim="5 FTLE, ρ > 1",
             title="the FTLE still grows with load once the storage saturates",
-            headline=headline_high, rule=rule_high if steps else "not measured at this size", thresholds=thresholds,
-            figures=figures[1:], table=step_table, parts=high_parts, change_beyond_saturation=steps,
-            spearman_vs_n_at_top_load=rho_high_by_n, peak_load=peak_load, horizon_trends=trends,
+            headline=headline_high,
+            rule=rule_high if steps else "not measured at this size",
+            thresholds=thresholds,
+            figures=figures[1:],
+            table=step_table,
+            parts=high_parts,
+            change_beyond_saturation=steps,
+            spearman_vs_n_at_top_load=rho_high_by_n,
+            peak_load=peak_load,
+            horizon_trends=trends,
         ),
     ]
     return finish(out_dir, EXPERIMENT, size, numbers, verdicts, figures)

@@ -57,8 +57,15 @@ def growth_figure(table, peaks, config, saturation, messages):
     low_loads = [load for load in loads if load <= saturation]
     colors = [colormaps["plasma"](x) for x in np.linspace(0.0, 0.85, len(low_loads))]
     for color, load, shift in zip(colors, low_loads, _offsets(len(low_loads))):
-        _errorbar(by_n, np.asarray(n_jobs_list) * shift, [table[(n, load)] for n in n_jobs_list], "mean", "ci",
-                  color=color, label=f"ρ = {load:g}")
+        _errorbar(
+            by_n,
+            np.asarray(n_jobs_list) * shift,
+            [table[(n, load)] for n in n_jobs_list],
+            "mean",
+            "ci",
+            color=color,
+            label=f"ρ = {load:g}",
+        )
     by_n.set_xscale("log", base=2)
     by_n.set_xticks(list(n_jobs_list), [str(n) for n in n_jobs_list])
     by_n.minorticks_off()
@@ -69,16 +76,33 @@ def growth_figure(table, peaks, config, saturation, messages):
     shades = [colormaps["viridis"](x) for x in np.linspace(0.0, 0.85, len(n_jobs_list))]
     _load_axis(by_load, loads, saturation)
     for color, n_jobs, shift in zip(shades, n_jobs_list, _offsets(len(n_jobs_list))):
-        _errorbar(by_load, np.asarray(loads) * shift, [table[(n_jobs, load)] for load in loads], "mean", "ci",
-                  color=color, label=f"N = {n_jobs}")
+        _errorbar(
+            by_load,
+            np.asarray(loads) * shift,
+            [table[(n_jobs, load)] for load in loads],
+            "mean",
+            "ci",
+            color=color,
+            label=f"N = {n_jobs}",
+        )
         peak = peaks[n_jobs]["per_cycle"]
-        by_load.plot(peak["grid"] * shift, table[(n_jobs, peak["grid"])]["mean"], "*", ms=14, color=color,
-                     mec="black", mew=0.6, zorder=5)
+        by_load.plot(
+            peak["grid"] * shift,
+            table[(n_jobs, peak["grid"])]["mean"],
+            "*",
+            ms=14,
+            color=color,
+            mec="black",
+            mew=0.6,
+            zorder=5,
+        )
     by_load.plot([], [], "*", ms=10, color="0.6", mec="black", mew=0.6, ls="none", label="peak of each N")
     by_load.set_title(messages["by_load"], fontsize=10)
     _finish_axes(by_load)
-    fig.suptitle(f"Claim 5, FTLE after a {config['burn_in']}-cycle burn-in: (1/K) log σ_max over K = {main} cycles "
-                 f"(mean over {config['launches']} launches, {rules.CONFIDENCE:.0%} interval)")
+    fig.suptitle(
+        f"Claim 5, FTLE after a {config['burn_in']}-cycle burn-in: (1/K) log σ_max over K = {main} cycles "
+        f"(mean over {config['launches']} launches, {rules.CONFIDENCE:.0%} interval)"
+    )
     return fig
 
 
@@ -97,21 +121,45 @@ def regime_figure(table, config, saturation, messages):
     shades = [colormaps["viridis"](x) for x in np.linspace(0.0, 0.85, len(n_jobs_list))]
     _load_axis(per_time, loads, saturation)
     for color, n_jobs, shift in zip(shades, n_jobs_list, _offsets(len(n_jobs_list))):
-        _errorbar(per_time, np.asarray(loads) * shift, [table[(n_jobs, load)] for load in loads], "mean_per_time",
-                  "ci_per_time", color=color, label=f"N = {n_jobs}")
+        _errorbar(
+            per_time,
+            np.asarray(loads) * shift,
+            [table[(n_jobs, load)] for load in loads],
+            "mean_per_time",
+            "ci_per_time",
+            color=color,
+            label=f"N = {n_jobs}",
+        )
     per_time.set_ylabel(f"FTLE per unit time over {main} cycles")
     per_time.set_title(messages["per_time"], fontsize=10)
     _finish_axes(per_time)
     for color, n_jobs, shift in zip(shades, n_jobs_list, _offsets(len(n_jobs_list), 0.04)):
         rows = table[(n_jobs, top)]["horizons"]
-        _errorbar(by_horizon, np.asarray(horizons) * shift, rows, "mean", "ci", color=color,
-                  label=f"N = {n_jobs}, after burn-in")
+        _errorbar(
+            by_horizon,
+            np.asarray(horizons) * shift,
+            rows,
+            "mean",
+            "ci",
+            color=color,
+            label=f"N = {n_jobs}, after burn-in",
+        )
         launch = table[(n_jobs, top)]
         # Beside, not on, the after-burn-in point at the same K, so that both stay visible.
-        by_horizon.errorbar([burn_in * shift * 1.12], [launch["from_launch_mean"]],
-                            yerr=[[launch["from_launch_mean"] - launch["from_launch_ci"][0]],
-                                  [launch["from_launch_ci"][1] - launch["from_launch_mean"]]],
-                            marker="o", mfc="white", ms=7, capsize=3, color=color, ls="none")
+        by_horizon.errorbar(
+            [burn_in * shift * 1.12],
+            [launch["from_launch_mean"]],
+            yerr=[
+                [launch["from_launch_mean"] - launch["from_launch_ci"][0]],
+                [launch["from_launch_ci"][1] - launch["from_launch_mean"]],
+            ],
+            marker="o",
+            mfc="white",
+            ms=7,
+            capsize=3,
+            color=color,
+            ls="none",
+        )
     by_horizon.plot([], [], "o", mfc="white", color="0.3", ls="none", label=f"from launch, K = {burn_in}")
     by_horizon.set_xscale("log", base=2)
     by_horizon.set_xticks(list(horizons), [str(k) for k in horizons])
@@ -120,8 +168,10 @@ def regime_figure(table, config, saturation, messages):
     by_horizon.set_ylabel("FTLE per cycle of job 0")
     by_horizon.set_title(messages["by_horizon"], fontsize=10)
     _finish_axes(by_horizon, 3)
-    fig.suptitle(f"Claim 5, FTLE beyond storage saturation ({config['burn_in']}-cycle burn-in; mean over "
-                 f"{config['launches']} launches, {rules.CONFIDENCE:.0%} interval)")
+    fig.suptitle(
+        f"Claim 5, FTLE beyond storage saturation ({config['burn_in']}-cycle burn-in; mean over "
+        f"{config['launches']} launches, {rules.CONFIDENCE:.0%} interval)"
+    )
     return fig
 
 
@@ -136,18 +186,25 @@ def panel_titles(table, peaks, config, saturation, grows_with_n: bool, knee) -> 
 
     relative = [100 * table[(n, top)]["horizon_change"]["relative"] for n in n_jobs_list]
     titles = dict(
-        by_n=(f"Below saturation (ρ ≤ {fmt(saturation)}) the FTLE grows with N at every load"
-              if grows_with_n else
-              f"Below saturation (ρ ≤ {fmt(saturation)}) the FTLE does not grow with N at every load"),
+        by_n=(
+            f"Below saturation (ρ ≤ {fmt(saturation)}) the FTLE grows with N at every load"
+            if grows_with_n
+            else f"Below saturation (ρ ≤ {fmt(saturation)}) the FTLE does not grow with N at every load"
+        ),
         by_load=f"Against load it peaks at ρ = {span([peaks[n]['per_cycle']['grid'] for n in n_jobs_list])} "
-                "(stars), then falls",
+        "(stars), then falls",
         per_time=f"Per unit time it peaks at ρ = {span([peaks[n]['per_time']['grid'] for n in n_jobs_list])}",
-        by_horizon=(f"At ρ = {fmt(top)} the rate changes by {fmt(min(relative), 2)} % to {fmt(max(relative), 2)} %\n"
-                    f"from K = {main} to K = {horizons[-1]} cycles after the burn-in"),
+        by_horizon=(
+            f"At ρ = {fmt(top)} the rate changes by {fmt(min(relative), 2)} % to {fmt(max(relative), 2)} %\n"
+            f"from K = {main} to K = {horizons[-1]} cycles after the burn-in"
+        ),
     )
     if knee is not None:
-        steeper = all(table[(n, top)]["mean_per_time"] / table[(n, knee)]["mean_per_time"]
-                      < table[(n, top)]["mean"] / table[(n, knee)]["mean"] for n in n_jobs_list)
+        steeper = all(
+            table[(n, top)]["mean_per_time"] / table[(n, knee)]["mean_per_time"]
+            < table[(n, top)]["mean"] / table[(n, knee)]["mean"]
+            for n in n_jobs_list
+        )
         if steeper:
             titles["per_time"] += "\nand beyond saturation falls faster than per cycle"
     return titles

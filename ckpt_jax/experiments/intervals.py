@@ -106,8 +106,16 @@ def storm_fleet(per_group: int = 8):
     Young interval is √200), restart 1, saturating storage f(n) = min(n, 4), cap half the full
     draw. Returns ``(fleet, groups)``, groups the (N,) size-group labels."""
     size = np.repeat(STORM_SIZES, per_group)
-    fleet = Fleet(np.ones(size.size), 0.5 * size, cap=0.5 * size.sum(), throughput="saturating", size=size,
-                  mtbf=200.0 / size, restart=1.0, dtype="float64")
+    fleet = Fleet(
+        np.ones(size.size),
+        0.5 * size,
+        cap=0.5 * size.sum(),
+        throughput="saturating",
+        size=size,
+        mtbf=200.0 / size,
+        restart=1.0,
+        dtype="float64",
+    )
     return fleet, np.repeat(np.arange(len(STORM_SIZES)), per_group)
 
 
@@ -131,8 +139,9 @@ def measure_single_job(config, key, progress: bool) -> dict:
     curve_key, design_key = jax.random.split(key)
     c = config["curve"]
     intervals = optimum * np.geomspace(0.4, 3.0, c["points"])
-    waste = design.fleet_waste(fleet, intervals[:, None], horizon=c["horizon"],
-                               keys=jax.random.split(curve_key, c["draws"]))
+    waste = design.fleet_waste(
+        fleet, intervals[:, None], horizon=c["horizon"], keys=jax.random.split(curve_key, c["draws"])
+    )
     mean, se = _mean_se(waste)
     low, high = (np.asarray(b) for b in theory.renewal_waste_bounds(intervals, D, M, R, c["horizon"]))
     formula = np.asarray(theory.renewal_waste(intervals, D, M, R))
@@ -142,16 +151,36 @@ def measure_single_job(config, key, progress: bool) -> dict:
     young, daly = float(theory.young_interval(D, M)), float(theory.daly_interval(D, M))
     designed = float(result.intervals[0])
     return dict(
-        write=D, mtbf=M, restart=R, horizon=c["horizon"], draws=c["draws"],
-        curve=dict(intervals=intervals, measured=mean, stderr=se, formula=formula, bracket_low=low,
-                   bracket_high=high, z_outside=np.where(se > 0, excess / np.where(se > 0, se, 1.0), np.inf)),
-        optimum=optimum, young=young, daly=daly, designed=designed,
-        designed_rel_error=designed / optimum - 1, young_rel_error=young / optimum - 1,
+        write=D,
+        mtbf=M,
+        restart=R,
+        horizon=c["horizon"],
+        draws=c["draws"],
+        curve=dict(
+            intervals=intervals,
+            measured=mean,
+            stderr=se,
+            formula=formula,
+            bracket_low=low,
+            bracket_high=high,
+            z_outside=np.where(se > 0, excess / np.where(se > 0, se, 1.0), np.inf),
+        ),
+        optimum=optimum,
+        young=young,
+        daly=daly,
+        designed=designed,
+        designed_rel_error=designed / optimum - 1,
+        young_rel_error=young / optimum - 1,
         daly_rel_error=daly / optimum - 1,
         waste_at_optimum=float(theory.renewal_waste(optimum, D, M, R)),
-        design=dict(waste=_estimate(result.waste), steps=len(result.history.objective),
-                    stopped_early=result.stopped_early, seconds=time.perf_counter() - started,
-                    settings=config["solo"], history_intervals=result.history.intervals[:, 0]),
+        design=dict(
+            waste=_estimate(result.waste),
+            steps=len(result.history.objective),
+            stopped_early=result.stopped_early,
+            seconds=time.perf_counter() - started,
+            settings=config["solo"],
+            history_intervals=result.history.intervals[:, 0],
+        ),
     )
 
 
@@ -165,36 +194,62 @@ def verdict_10a(single, figures=()) -> tuple:
     optimum_ok = abs(rel) <= OPTIMUM_RTOL
     outcome = REPRODUCED if formula_ok and optimum_ok else NOT_REPRODUCED
     measured, formula = np.asarray(curve["measured"], float), np.asarray(curve["formula"], float)
-    rows = [[fmt(t, 4), fmt(f, 5), f"{fmt(m, 5)} ± {fmt(s, 2)}",
-             fmt_interval(lo, hi, 5), fmt(zz, 2)]
-            for t, f, m, s, lo, hi, zz in zip(curve["intervals"], formula, measured, curve["stderr"],
-                                             curve["bracket_low"], curve["bracket_high"], z)]
-    rows += [[f"{name}: {fmt(t, 4)}", fmt(theory_waste, 5), "-", "-", f"{fmt(100 * e, 2)}% from T*"]
-             for name, t, theory_waste, e in (
-                 ("exact T*", single["optimum"], single["waste_at_optimum"], 0.0),
-                 ("Young", single["young"], float(theory.renewal_waste(single["young"], single["write"], single["mtbf"],
-                                                                       single["restart"])), single["young_rel_error"]),
-                 ("Daly", single["daly"], float(theory.renewal_waste(single["daly"], single["write"], single["mtbf"],
-                                                                     single["restart"])), single["daly_rel_error"]),
-                 ("design", single["designed"], float(theory.renewal_waste(single["designed"], single["write"],
-                                                                           single["mtbf"], single["restart"])), rel))]
-    why = (f"One job alone (D = {fmt(single['write'])}, M = {fmt(single['mtbf'])}, R = {fmt(single['restart'])}), "
-           f"{len(z)} intervals T from {fmt(curve['intervals'][0])} to {fmt(curve['intervals'][-1])}, "
-           f"{single['draws']} draws of H = {fmt(single['horizon'])} each: the simulated waste lies within "
-           f"{fmt(worst_z, 2)} standard errors of the finite-horizon bracket of the renewal formula at worst "
-           f"(threshold {fmt(FORMULA_Z)}; largest |measured − W| = {fmt(float(np.max(np.abs(measured - formula))), 2)}). "
-           f"The designed interval {fmt(single['designed'], 4)} is {fmt(100 * rel, 2)}% from the exact optimum "
-           f"T* = {fmt(single['optimum'], 4)} (threshold ±{fmt(100 * OPTIMUM_RTOL)}%); Young's √(2DM) = "
-           f"{fmt(single['young'], 4)} is {fmt(100 * single['young_rel_error'], 2)}% off, Daly's {fmt(single['daly'], 4)} "
-           f"{fmt(100 * single['daly_rel_error'], 2)}%.")
+    rows = [
+        [fmt(t, 4), fmt(f, 5), f"{fmt(m, 5)} ± {fmt(s, 2)}", fmt_interval(lo, hi, 5), fmt(zz, 2)]
+        for t, f, m, s, lo, hi, zz in zip(
+            curve["intervals"], formula, measured, curve["stderr"], curve["bracket_low"], curve["bracket_high"], z
+        )
+    ]
+    rows += [
+        [f"{name}: {fmt(t, 4)}", fmt(theory_waste, 5), "-", "-", f"{fmt(100 * e, 2)}% from T*"]
+        for name, t, theory_waste, e in (
+            ("exact T*", single["optimum"], single["waste_at_optimum"], 0.0),
+            (
+                "Young",
+                single["young"],
+                float(theory.renewal_waste(single["young"], single["write"], single["mtbf"], single["restart"])),
+                single["young_rel_error"],
+            ),
+            (
+                "Daly",
+                single["daly"],
+                float(theory.renewal_waste(single["daly"], single["write"], single["mtbf"], single["restart"])),
+                single["daly_rel_error"],
+            ),
+            (
+                "design",
+                single["designed"],
+                float(theory.renewal_waste(single["designed"], single["write"], single["mtbf"], single["restart"])),
+                rel,
+            ),
+        )
+    ]
+    why = (
+        f"One job alone (D = {fmt(single['write'])}, M = {fmt(single['mtbf'])}, R = {fmt(single['restart'])}), "
+        f"{len(z)} intervals T from {fmt(curve['intervals'][0])} to {fmt(curve['intervals'][-1])}, "
+        f"{single['draws']} draws of H = {fmt(single['horizon'])} each: the simulated waste lies within "
+        f"{fmt(worst_z, 2)} standard errors of the finite-horizon bracket of the renewal formula at worst "
+        f"(threshold {fmt(FORMULA_Z)}; largest |measured − W| = {fmt(float(np.max(np.abs(measured - formula))), 2)}). "
+        f"The designed interval {fmt(single['designed'], 4)} is {fmt(100 * rel, 2)}% from the exact optimum "
+        f"T* = {fmt(single['optimum'], 4)} (threshold ±{fmt(100 * OPTIMUM_RTOL)}%); Young's √(2DM) = "
+        f"{fmt(single['young'], 4)} is {fmt(100 * single['young_rel_error'], 2)}% off, Daly's {fmt(single['daly'], 4)} "
+        f"{fmt(100 * single['daly_rel_error'], 2)}%."
+    )
     entry = verdict(
-        10, outcome, why, sub_claim="10a", title="one job: the renewal formula and its optimum",
+        10,
+        outcome,
+        why,
+        sub_claim="10a",
+        title="one job: the renewal formula and its optimum",
         headline=f"formula within {fmt(worst_z, 2)} SE; design {fmt(100 * rel, 2)}% from T*",
         rule=f"reproduced if at every T the measured mean waste is within {fmt(FORMULA_Z)} standard errors of the "
-             f"bracket [renewal_waste_bounds] and |T_design / T* − 1| ≤ {fmt(OPTIMUM_RTOL)}; not reproduced otherwise.",
-        thresholds=dict(FORMULA_Z=FORMULA_Z, OPTIMUM_RTOL=OPTIMUM_RTOL), figures=list(figures),
+        f"bracket [renewal_waste_bounds] and |T_design / T* − 1| ≤ {fmt(OPTIMUM_RTOL)}; not reproduced otherwise.",
+        thresholds=dict(FORMULA_Z=FORMULA_Z, OPTIMUM_RTOL=OPTIMUM_RTOL),
+        figures=list(figures),
         table=dict(columns=["T", "formula W(T)", "measured (± SE)", "bracket over H", "z outside / note"], rows=rows),
-        worst_z=worst_z, designed_rel_error=rel, young_rel_error=single["young_rel_error"],
+        worst_z=worst_z,
+        designed_rel_error=rel,
+        young_rel_error=single["young_rel_error"],
         daly_rel_error=single["daly_rel_error"],
     )
     return outcome, entry
@@ -236,25 +291,45 @@ def measure_pair(config, key, progress: bool) -> dict:
     g = config["grid"]
     young = np.sqrt(2 * np.asarray(PAIR["write"]) * np.asarray(PAIR["mtbf"]))
     started = time.perf_counter()
-    coarse_axes, coarse_points, coarse_mean, _ = _grid(fleet, young, COARSE_SPAN, g["coarse"], g["coarse_draws"],
-                                                       g["horizon"], coarse_key)
+    coarse_axes, coarse_points, coarse_mean, _ = _grid(
+        fleet, young, COARSE_SPAN, g["coarse"], g["coarse_draws"], g["horizon"], coarse_key
+    )
     center = coarse_points[np.argmin(coarse_mean)]
-    fine_axes, fine_points, fine_mean, fine_se = _grid(fleet, center, (1 - FINE_SPAN, 1 + FINE_SPAN), g["fine"],
-                                                       g["fine_draws"], g["horizon"], fine_key)
+    fine_axes, fine_points, fine_mean, fine_se = _grid(
+        fleet, center, (1 - FINE_SPAN, 1 + FINE_SPAN), g["fine"], g["fine_draws"], g["horizon"], fine_key
+    )
     grid_point = fine_points[np.argmin(fine_mean)]
     fitted = quadratic_minimum(fine_points, fine_mean)
     grid_optimum = grid_point if fitted is None else fitted
     designed = np.asarray(result.intervals, np.float64)
     return dict(
-        write=PAIR["write"], mtbf=PAIR["mtbf"], restart=PAIR["restart"], young=young, designed=designed,
-        design=dict(waste=_estimate(result.waste), steps=len(result.history.objective),
-                    stopped_early=result.stopped_early, seconds=design_seconds, settings=config["pair"],
-                    saved={n: _estimate(b.saved) for n, b in result.baselines.items()}),
-        grid=dict(coarse_axes=coarse_axes, coarse_waste=coarse_mean.reshape(g["coarse"], g["coarse"]),
-                  fine_axes=fine_axes, fine_waste=fine_mean.reshape(g["fine"], g["fine"]),
-                  fine_stderr=fine_se.reshape(g["fine"], g["fine"]), grid_point=grid_point,
-                  fitted=fitted, optimum=grid_optimum, seconds=time.perf_counter() - started, settings=g),
-        rel_error=designed / grid_optimum - 1, rel_error_grid_point=designed / grid_point - 1,
+        write=PAIR["write"],
+        mtbf=PAIR["mtbf"],
+        restart=PAIR["restart"],
+        young=young,
+        designed=designed,
+        design=dict(
+            waste=_estimate(result.waste),
+            steps=len(result.history.objective),
+            stopped_early=result.stopped_early,
+            seconds=design_seconds,
+            settings=config["pair"],
+            saved={n: _estimate(b.saved) for n, b in result.baselines.items()},
+        ),
+        grid=dict(
+            coarse_axes=coarse_axes,
+            coarse_waste=coarse_mean.reshape(g["coarse"], g["coarse"]),
+            fine_axes=fine_axes,
+            fine_waste=fine_mean.reshape(g["fine"], g["fine"]),
+            fine_stderr=fine_se.reshape(g["fine"], g["fine"]),
+            grid_point=grid_point,
+            fitted=fitted,
+            optimum=grid_optimum,
+            seconds=time.perf_counter() - started,
+            settings=g,
+        ),
+        rel_error=designed / grid_optimum - 1,
+        rel_error_grid_point=designed / grid_point - 1,
     )
 
 
@@ -263,16 +338,24 @@ def measure_storm(config, key, progress: bool) -> dict:
     s = dict(config["storm"])
     fleet, groups = storm_fleet(s.pop("per_group"))
     started = time.perf_counter()
-    result = design.checkpoint_intervals(fleet, bounds=STORM_BOUNDS, key=key, groups=groups, launch="random",
-                                         progress=progress, **s)
+    result = design.checkpoint_intervals(
+        fleet, bounds=STORM_BOUNDS, key=key, groups=groups, launch="random", progress=progress, **s
+    )
     first = [int(np.argmax(groups == g)) for g in range(len(STORM_SIZES))]
     return dict(
-        sizes=STORM_SIZES, jobs=fleet.n_jobs, settings=config["storm"],
-        designed=np.asarray(result.intervals)[first], waste=_estimate(result.waste),
-        steps=len(result.history.objective), stopped_early=result.stopped_early,
-        objective=result.history.objective, seconds=time.perf_counter() - started,
-        baselines={name: dict(intervals=np.asarray(b.intervals)[first], waste=_estimate(b.waste), saved=_estimate(b.saved))
-                   for name, b in result.baselines.items()},
+        sizes=STORM_SIZES,
+        jobs=fleet.n_jobs,
+        settings=config["storm"],
+        designed=np.asarray(result.intervals)[first],
+        waste=_estimate(result.waste),
+        steps=len(result.history.objective),
+        stopped_early=result.stopped_early,
+        objective=result.history.objective,
+        seconds=time.perf_counter() - started,
+        baselines={
+            name: dict(intervals=np.asarray(b.intervals)[first], waste=_estimate(b.waste), saved=_estimate(b.saved))
+            for name, b in result.baselines.items()
+        },
     )
 
 
@@ -288,35 +371,61 @@ def verdict_10b(pair, storm, figures=()) -> tuple:
         parts.append(part)
         word = {REPRODUCED: "beaten", NOT_REPRODUCED: "better than the design", INCONCLUSIVE: "within the noise"}[part]
         b = storm["baselines"][name]
-        rows.append([name, ", ".join(fmt(t, 3) for t in b["intervals"]),
-                     f"{fmt(b['waste']['mean'], 4)} {fmt_interval(b['waste']['low'], b['waste']['high'], 4)}",
-                     f"{fmt(saved['mean'], 3)} {fmt_interval(saved['low'], saved['high'], 3)}", word])
+        rows.append(
+            [
+                name,
+                ", ".join(fmt(t, 3) for t in b["intervals"]),
+                f"{fmt(b['waste']['mean'], 4)} {fmt_interval(b['waste']['low'], b['waste']['high'], 4)}",
+                f"{fmt(saved['mean'], 3)} {fmt_interval(saved['low'], saved['high'], 3)}",
+                word,
+            ]
+        )
         saved_text.append(f"{name} {fmt(saved['mean'], 3)} {fmt_interval(saved['low'], saved['high'], 3)} ({word})")
     w = storm["waste"]
-    rows.insert(0, ["design", ", ".join(fmt(t, 3) for t in storm["designed"]),
-                    f"{fmt(w['mean'], 4)} {fmt_interval(w['low'], w['high'], 4)}", "-", "-"])
+    rows.insert(
+        0,
+        [
+            "design",
+            ", ".join(fmt(t, 3) for t in storm["designed"]),
+            f"{fmt(w['mean'], 4)} {fmt_interval(w['low'], w['high'], 4)}",
+            "-",
+            "-",
+        ],
+    )
     outcome = combine(parts)
     g = pair["grid"]
-    why = (f"Two jobs sharing storage: the design gives T = {', '.join(fmt(t, 4) for t in pair['designed'])}, the grid "
-           f"optimum (quadratic fit to the fine grid) {', '.join(fmt(t, 4) for t in g['optimum'])}: "
-           f"{', '.join(fmt(100 * r, 2) + '%' for r in rel)} (threshold ±{fmt(100 * GRID_RTOL)}%; against the best "
-           f"grid point {', '.join(fmt(100 * r, 2) + '%' for r in pair['rel_error_grid_point'])}). "
-           f"Contended fleet of {storm['jobs']} jobs in {len(storm['sizes'])} size groups ({storm['steps']} steps, "
-           f"stopped early: {fmt(bool(storm['stopped_early']))}): fleet waste {fmt(w['mean'], 4)} "
-           f"{fmt_interval(w['low'], w['high'], 4)}; waste saved, paired on fresh draws, 95% intervals: "
-           + "; ".join(saved_text) + ".")
+    why = (
+        f"Two jobs sharing storage: the design gives T = {', '.join(fmt(t, 4) for t in pair['designed'])}, the grid "
+        f"optimum (quadratic fit to the fine grid) {', '.join(fmt(t, 4) for t in g['optimum'])}: "
+        f"{', '.join(fmt(100 * r, 2) + '%' for r in rel)} (threshold ±{fmt(100 * GRID_RTOL)}%; against the best "
+        f"grid point {', '.join(fmt(100 * r, 2) + '%' for r in pair['rel_error_grid_point'])}). "
+        f"Contended fleet of {storm['jobs']} jobs in {len(storm['sizes'])} size groups ({storm['steps']} steps, "
+        f"stopped early: {fmt(bool(storm['stopped_early']))}): fleet waste {fmt(w['mean'], 4)} "
+        f"{fmt_interval(w['low'], w['high'], 4)}; waste saved, paired on fresh draws, 95% intervals: "
+        + "; ".join(saved_text)
+        + "."
+    )
     entry = verdict(
-        10, outcome, why, sub_claim="10b", title="fleets: contention-aware intervals beat Young/Daly",
-        headline=f"grid {max(abs(r) for r in rel) * 100:.1f}% off; saved " + ", ".join(
-            f"{n} {fmt(storm['baselines'][n]['saved']['mean'], 2)}" for n in BASELINES),
+        10,
+        outcome,
+        why,
+        sub_claim="10b",
+        title="fleets: contention-aware intervals beat Young/Daly",
+        headline=f"grid {max(abs(r) for r in rel) * 100:.1f}% off; saved "
+        + ", ".join(f"{n} {fmt(storm['baselines'][n]['saved']['mean'], 2)}" for n in BASELINES),
         rule=f"every part must hold (rules.combine): the two-job design within ±{fmt(GRID_RTOL)} (relative) of the grid "
-             f"optimum (else not reproduced); per baseline, the 95% interval of the waste saved wholly above "
-             f"{fmt(SAVED_MARGIN)} → reproduced, wholly below → not reproduced (the baseline is better), straddling → "
-             "inconclusive.",
-        thresholds=dict(GRID_RTOL=GRID_RTOL, SAVED_MARGIN=SAVED_MARGIN), figures=list(figures),
-        table=dict(columns=["intervals", "T per size group", "fleet waste [95%]", "saved by the design [95%]",
-                            "outcome"], rows=rows),
-        grid_rel_error=rel, saved={n: storm["baselines"][n]["saved"] for n in BASELINES}, parts=parts,
+        f"optimum (else not reproduced); per baseline, the 95% interval of the waste saved wholly above "
+        f"{fmt(SAVED_MARGIN)} → reproduced, wholly below → not reproduced (the baseline is better), straddling → "
+        "inconclusive.",
+        thresholds=dict(GRID_RTOL=GRID_RTOL, SAVED_MARGIN=SAVED_MARGIN),
+        figures=list(figures),
+        table=dict(
+            columns=["intervals", "T per size group", "fleet waste [95%]", "saved by the design [95%]", "outcome"],
+            rows=rows,
+        ),
+        grid_rel_error=rel,
+        saved={n: storm["baselines"][n]["saved"] for n in BASELINES},
+        parts=parts,
     )
     return outcome, entry
 
@@ -336,8 +445,10 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
     pair = measure_pair(config, pair_key, progress)
     storm = measure_storm(config, storm_key, progress)
     figures_a = [single_job_figure(single, out_dir / f"{NAME}_10a.png", OPTIMUM_RTOL)]
-    figures_b = [grid_figure(pair, out_dir / f"{NAME}_10b_pair.png"),
-                 fleet_figure(storm, out_dir / f"{NAME}_10b_fleet.png", BASELINES)]
+    figures_b = [
+        grid_figure(pair, out_dir / f"{NAME}_10b_pair.png"),
+        fleet_figure(storm, out_dir / f"{NAME}_10b_fleet.png", BASELINES),
+    ]
     _, entry_a = verdict_10a(single, figures_a)
     _, entry_b = verdict_10b(pair, storm, figures_b)
     numbers = dict(single_job=single, pair=pair, storm=storm, seconds=time.perf_counter() - started)

@@ -39,27 +39,64 @@ def single_job_figure(single, path, optimum_rtol) -> str:
     fine = np.geomspace(T[0], T[-1], 200)
     from .. import theory
 
-    left.plot(fine, np.asarray(theory.renewal_waste(fine, single["write"], single["mtbf"], single["restart"])),
-              color="tab:blue", lw=1.5, label="renewal formula W(T)")
-    left.errorbar(T, measured, yerr=2 * se, fmt="o", color="tab:blue", mfc="white", ms=5, capsize=2,
-                  label=f"simulated, {single['draws']} draws of H = {fmt(single['horizon'])} (±2 SE)")
+    left.plot(
+        fine,
+        np.asarray(theory.renewal_waste(fine, single["write"], single["mtbf"], single["restart"])),
+        color="tab:blue",
+        lw=1.5,
+        label="renewal formula W(T)",
+    )
+    left.errorbar(
+        T,
+        measured,
+        yerr=2 * se,
+        fmt="o",
+        color="tab:blue",
+        mfc="white",
+        ms=5,
+        capsize=2,
+        label=f"simulated, {single['draws']} draws of H = {fmt(single['horizon'])} (±2 SE)",
+    )
     for key, label, colour, style in _OPTIMA:
         left.axvline(single[key], color=colour, ls=style, lw=1.3, label=f"{label}: T = {fmt(single[key], 4)}")
     optimum = single["optimum"]
-    left.axvspan(optimum * (1 - optimum_rtol), optimum * (1 + optimum_rtol), color="grey", alpha=0.15,
-                 label=f"T* ± {fmt(100 * optimum_rtol)}%")
+    left.axvspan(
+        optimum * (1 - optimum_rtol),
+        optimum * (1 + optimum_rtol),
+        color="grey",
+        alpha=0.15,
+        label=f"T* ± {fmt(100 * optimum_rtol)}%",
+    )
     left.set_xscale("log")
     _plain_log_ticks(left.xaxis)
     left.set_xlabel("checkpoint interval T (compute work between checkpoints)")
     left.set_ylabel("waste (fraction of wall-clock time)")
-    left.set_title(f"one job alone (D = {fmt(single['write'])}, M = {fmt(single['mtbf'])}, "
-                   f"R = {fmt(single['restart'])}): simulated waste, the renewal formula and the optima", fontsize=10)
+    left.set_title(
+        f"one job alone (D = {fmt(single['write'])}, M = {fmt(single['mtbf'])}, "
+        f"R = {fmt(single['restart'])}): simulated waste, the renewal formula and the optima",
+        fontsize=10,
+    )
     left.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, fontsize=8, frameon=False)
 
-    right.fill_between(T, low - formula, high - formula, color="tab:blue", alpha=0.2,
-                       label="finite-horizon bracket − W (renewal_waste_bounds)")
-    right.errorbar(T, measured - formula, yerr=2 * se, fmt="o", color="tab:blue", mfc="white", ms=5, capsize=2,
-                   label="simulated − W (±2 SE)")
+    right.fill_between(
+        T,
+        low - formula,
+        high - formula,
+        color="tab:blue",
+        alpha=0.2,
+        label="finite-horizon bracket − W (renewal_waste_bounds)",
+    )
+    right.errorbar(
+        T,
+        measured - formula,
+        yerr=2 * se,
+        fmt="o",
+        color="tab:blue",
+        mfc="white",
+        ms=5,
+        capsize=2,
+        label="simulated − W (±2 SE)",
+    )
     right.axhline(0, color="grey", lw=0.8)
     right.set_xscale("log")
     _plain_log_ticks(right.xaxis)
@@ -79,12 +116,24 @@ def grid_figure(pair, path) -> str:
     ax = fig.subplots()
     image = ax.pcolormesh(t0, t1, waste.T, shading="nearest", cmap="viridis")
     fig.colorbar(image, ax=ax, label="fleet waste (mean over the grid's draws)")
-    marks = [(pair["designed"], "design", "tab:red", "o"), (grid["optimum"], "grid optimum (quadratic fit)", "white", "X"),
-             (grid["grid_point"], "best grid point", "white", "s"), (pair["young"], "Young per job", "tab:orange", "^")]
+    marks = [
+        (pair["designed"], "design", "tab:red", "o"),
+        (grid["optimum"], "grid optimum (quadratic fit)", "white", "X"),
+        (grid["grid_point"], "best grid point", "white", "s"),
+        (pair["young"], "Young per job", "tab:orange", "^"),
+    ]
     for point, label, colour, marker in marks:
         point = np.asarray(point, float)
-        ax.plot(point[0], point[1], marker, color=colour, mec="black", ms=10, ls="none",
-                label=f"{label}: ({fmt(point[0], 3)}, {fmt(point[1], 3)})")
+        ax.plot(
+            point[0],
+            point[1],
+            marker,
+            color=colour,
+            mec="black",
+            ms=10,
+            ls="none",
+            label=f"{label}: ({fmt(point[0], 3)}, {fmt(point[1], 3)})",
+        )
     ax.set_xscale("log")
     ax.set_yscale("log")
     _plain_log_ticks(ax.xaxis)
@@ -108,14 +157,22 @@ def fleet_figure(storm, path, baselines) -> str:
     colours = ["tab:red", "tab:orange", "tab:green", "tab:purple"]
     y = np.arange(len(names))[::-1]
     for k in range(len(names)):
-        left.errorbar(means[k], y[k], xerr=errors[:, k:k + 1], fmt="o", color=colours[k], ms=7, capsize=5, lw=2)
-    left.set_yticks(y, [f"{n}\nT = {', '.join(fmt(t, 3) for t in (storm['designed'] if n == 'design' else storm['baselines'][n]['intervals']))}"
-                        for n in names], fontsize=8)
+        left.errorbar(means[k], y[k], xerr=errors[:, k : k + 1], fmt="o", color=colours[k], ms=7, capsize=5, lw=2)
+    left.set_yticks(
+        y,
+        [
+            f"{n}\nT = {', '.join(fmt(t, 3) for t in (storm['designed'] if n == 'design' else storm['baselines'][n]['intervals']))}"
+            for n in names
+        ],
+        fontsize=8,
+    )
     left.set_ylim(y.min() - 0.6, y.max() + 0.6)
     left.grid(axis="x", alpha=0.3)
     left.set_xlabel("fleet waste (size-weighted, 95% interval)")
-    left.set_title(f"{storm['jobs']} jobs, sizes {', '.join(fmt(s) for s in storm['sizes'])} (T per size group): "
-                   "fleet waste", fontsize=10)
+    left.set_title(
+        f"{storm['jobs']} jobs, sizes {', '.join(fmt(s) for s in storm['sizes'])} (T per size group): fleet waste",
+        fontsize=10,
+    )
 
     saved = [storm["baselines"][n]["saved"] for n in baselines]
     means = np.array([s["mean"] for s in saved])

@@ -60,8 +60,9 @@ OVERLAP_RTOL = 1e-9  # two windows overlap if one ends more than this · (T + d)
 SIZES = {
     "smoke": dict(n_jobs=(4,), fleets=8, cycles=50, groups=(4,), stagger_fleets=4, stagger_cycles=50),
     "quick": dict(n_jobs=(4, 16, 64), fleets=64, cycles=500, groups=(16, 64), stagger_fleets=8, stagger_cycles=1000),
-    "full": dict(n_jobs=(4, 16, 64, 256), fleets=256, cycles=2000, groups=(16, 64, 256), stagger_fleets=16,
-                 stagger_cycles=4000),
+    "full": dict(
+        n_jobs=(4, 16, 64, 256), fleets=256, cycles=2000, groups=(16, 64, 256), stagger_fleets=16, stagger_cycles=4000
+    ),
 }
 
 
@@ -115,8 +116,14 @@ def _simulate_group(specs, slots, cycles, key, progress):
         if s["cap"] is not None:
             caps[b] = s["cap"]
     # Fleet takes a finite cap per fleet: 2·slots computing jobs can never exceed it.
-    fleet = Fleet(compute=compute, write=write, cap=np.where(np.isfinite(caps), caps, 2.0 * slots),
-                  throughput=tables, active=active, dtype=np.float64)
+    fleet = Fleet(
+        compute=compute,
+        write=write,
+        cap=np.where(np.isfinite(caps), caps, 2.0 * slots),
+        throughput=tables,
+        active=active,
+        dtype=np.float64,
+    )
     state = random_state(fleet, key)
     staggered = np.array([s["positions"] is not None for s in specs])
     if staggered.any():
@@ -126,8 +133,10 @@ def _simulate_group(specs, slots, cycles, key, progress):
                 positions[b, : s["n_jobs"]] = s["positions"]
         placed = state_from_positions(fleet, positions)
         rows = staggered[:, None]
-        state = State(phase=jnp.where(rows, placed.phase, state.phase),
-                      remaining=jnp.where(rows, placed.remaining, state.remaining))
+        state = State(
+            phase=jnp.where(rows, placed.phase, state.phase),
+            remaining=jnp.where(rows, placed.remaining, state.remaining),
+        )
     trace = simulate(fleet, state, n_fires=cycles, progress=progress)
     fire = np.asarray(trace.fire_times)
     end = np.asarray(trace.end_times)
@@ -222,10 +231,20 @@ def _collision_free_figure(random_by_n, stagger_by_n, n_jobs_list, cycles, stagg
         overlapping = [r for r in random_by_n[n] if r["uncapped"] and r["starts_overlapping"]]
         overlapping_counts.append(len(overlapping))
         became.append(np.mean([r["becomes_free"] for r in overlapping]) if overlapping else np.nan)
-    ax.bar(x - width / 2, stay, width, color="tab:green",
-           label=f"staggered fleets that stay collision-free ({stagger_cycles} cycles; claim: 100 %)")
-    ax.bar(x + width / 2, np.nan_to_num(became), width, color="tab:red",
-           label=f"overlapping launches that become collision-free ({cycles} cycles; claim: 0 %)")
+    ax.bar(
+        x - width / 2,
+        stay,
+        width,
+        color="tab:green",
+        label=f"staggered fleets that stay collision-free ({stagger_cycles} cycles; claim: 100 %)",
+    )
+    ax.bar(
+        x + width / 2,
+        np.nan_to_num(became),
+        width,
+        color="tab:red",
+        label=f"overlapping launches that become collision-free ({cycles} cycles; claim: 0 %)",
+    )
     _bar_labels(ax, x - width / 2, stay, [len(stagger_by_n[n]) for n in n_jobs_list], width, "tab:green")
     _bar_labels(ax, x + width / 2, became, overlapping_counts, width, "tab:red")
     ax.set_xticks(x, [f"N = {n}" for n in n_jobs_list])
@@ -271,18 +290,31 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
             kept, min_gap, first_gap, last_gap = _firing_statistics(fire)
             overlaps = _overlaps(fire, end, cycle)
             free = _collision_free_blocks(overlaps, n)
-            record = dict(kind=spec["kind"], throughput=spec["throughput"], cap=spec["cap"], ok=ok,
-                          order_kept=kept, min_gap=min_gap, first_round_gap=first_gap, last_round_gap=last_gap)
+            record = dict(
+                kind=spec["kind"],
+                throughput=spec["throughput"],
+                cap=spec["cap"],
+                ok=ok,
+                order_kept=kept,
+                min_gap=min_gap,
+                first_round_gap=first_gap,
+                last_round_gap=last_gap,
+            )
             if spec["kind"] == "random":
-                record.update(uncapped=spec["cap"] is None, starts_overlapping=bool(overlaps[: n].any()),
-                              becomes_free=bool(free.any()), stays_free=bool(free.all()))
+                record.update(
+                    uncapped=spec["cap"] is None,
+                    starts_overlapping=bool(overlaps[:n].any()),
+                    becomes_free=bool(free.any()),
+                    stays_free=bool(free.all()),
+                )
                 random_by_n[n].append(record)
             else:
                 record.update(stays_free=bool(not overlaps.any()), overlapping_windows=int(overlaps.sum()))
                 stagger_by_n[n].append(record)
 
-    figure_order = save_figure(_order_figure(random_by_n, stagger_by_n, n_jobs_list, config["cycles"]),
-                               out_dir / f"{NAME}_order.png")
+    figure_order = save_figure(
+        _order_figure(random_by_n, stagger_by_n, n_jobs_list, config["cycles"]), out_dir / f"{NAME}_order.png"
+    )
     figure_free = save_figure(
         _collision_free_figure(random_by_n, stagger_by_n, n_jobs_list, config["cycles"], config["stagger_cycles"]),
         out_dir / f"{NAME}_collision_free.png",
@@ -324,27 +356,40 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
 
     claim3_ok = not_ok == 0 and order_fraction == 1.0 and smallest_gap > 0
     claim3 = verdict(
-        3, REPRODUCED if claim3_ok else NOT_REPRODUCED,
+        3,
+        REPRODUCED if claim3_ok else NOT_REPRODUCED,
         f"{len(all_random)} random launches (N = {fmt_list(n_jobs_list)}, {config['cycles']} cycles; f ≡ 1, f = √n, and "
         f"a binding cap C = N/2) and {len(all_stagger)} staggered fleets: {order_fraction:.1%} kept their cyclic "
         f"firing order (threshold 100 %); the smallest firing gap between two jobs is {smallest_gap:.2e} of the "
         f"period (threshold > 0: no merger); {not_ok} runs incomplete.",
         title="identical jobs never overtake and never merge",
         headline=f"order kept in {order_fraction:.0%} of {len(all_random) + len(all_stagger)} fleets; smallest gap "
-                 f"{smallest_gap:.1e} of the period",
+        f"{smallest_gap:.1e} of the period",
         rule="reproduced if every run completes, every fleet repeats one firing permutation, and the smallest "
-             "firing gap between distinct jobs stays > 0; not reproduced otherwise.",
+        "firing gap between distinct jobs stays > 0; not reproduced otherwise.",
         thresholds=dict(OVERLAP_RTOL=OVERLAP_RTOL),
         figures=[figure_order],
-        table=dict(columns=["N", "random launches", "order kept", "smallest gap / period", "median smallest gap / period"],
-                   rows=[[n, str(v["random_fleets"]), f"{v['order_kept_fraction']:.0%}",
-                          f"{v['smallest_gap_over_period']:.1e}", f"{v['median_smallest_gap_over_period']:.1e}"]
-                         for n, v in per_n.items()]),
-        order_kept_fraction=order_fraction, smallest_gap_over_period=smallest_gap, incomplete_runs=not_ok,
+        table=dict(
+            columns=["N", "random launches", "order kept", "smallest gap / period", "median smallest gap / period"],
+            rows=[
+                [
+                    n,
+                    str(v["random_fleets"]),
+                    f"{v['order_kept_fraction']:.0%}",
+                    f"{v['smallest_gap_over_period']:.1e}",
+                    f"{v['median_smallest_gap_over_period']:.1e}",
+                ]
+                for n, v in per_n.items()
+            ],
+        ),
+        order_kept_fraction=order_fraction,
+        smallest_gap_over_period=smallest_gap,
+        incomplete_runs=not_ok,
     )
     claim4_ok = not_ok == 0 and stay_fraction == 1.0 and bool(overlapping) and became_fraction == 0.0
     claim4 = verdict(
-        4, REPRODUCED if claim4_ok else NOT_REPRODUCED,
+        4,
+        REPRODUCED if claim4_ok else NOT_REPRODUCED,
         f"{len(all_stagger)} staggered fleets (N d = {STAGGER_FILL:g} (T + d), {config['stagger_cycles']} cycles) and "
         f"{len(free_launches)} random launches that started collision-free: {stay_fraction:.1%} stayed collision-free "
         f"(threshold 100 %). Of {len(overlapping)} uncapped random launches that started overlapping, "
@@ -352,17 +397,26 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
         f"{config['cycles']} cycles).",
         title="collision-free configurations stay so and are not reached from outside",
         headline=f"{stay_fraction:.0%} of {len(all_stagger) + len(free_launches)} collision-free fleets stayed so; "
-                 f"{became_fraction:.0%} of {len(overlapping)} overlapping launches became so",
+        f"{became_fraction:.0%} of {len(overlapping)} overlapping launches became so",
         rule="reproduced if every run completes, every collision-free fleet stays collision-free, and no uncapped "
-             "launch that starts overlapping ever has a collision-free round of N windows; not reproduced otherwise.",
+        "launch that starts overlapping ever has a collision-free round of N windows; not reproduced otherwise.",
         thresholds=dict(OVERLAP_RTOL=OVERLAP_RTOL, STAGGER_FILL=STAGGER_FILL),
         figures=[figure_free],
-        table=dict(columns=["N", "staggered fleets stayed collision-free", "overlapping launches became collision-free"],
-                   rows=[[n, f"{v['staggered_stayed_collision_free']} of {v['staggered_fleets']}",
-                          f"{v['became_collision_free']} of {v['uncapped_overlapping_launches']}"]
-                         for n, v in per_n.items()]),
-        stayed_collision_free_fraction=stay_fraction, became_collision_free_fraction=became_fraction,
-        overlapping_launches=len(overlapping), staggered_fleets=len(all_stagger),
+        table=dict(
+            columns=["N", "staggered fleets stayed collision-free", "overlapping launches became collision-free"],
+            rows=[
+                [
+                    n,
+                    f"{v['staggered_stayed_collision_free']} of {v['staggered_fleets']}",
+                    f"{v['became_collision_free']} of {v['uncapped_overlapping_launches']}",
+                ]
+                for n, v in per_n.items()
+            ],
+        ),
+        stayed_collision_free_fraction=stay_fraction,
+        became_collision_free_fraction=became_fraction,
+        overlapping_launches=len(overlapping),
+        staggered_fleets=len(all_stagger),
     )
 
     numbers = dict(

@@ -104,7 +104,9 @@ def staggered_fleet(n_fleets: int):
     spaced by s and the margin between consecutive windows is m = s − d.
     """
     spacing = (COMPUTE + WRITE) / N_JOBS
-    fleet = Fleet(compute=np.full((n_fleets, N_JOBS), COMPUTE), write=np.full((n_fleets, N_JOBS), WRITE), dtype=np.float64)
+    fleet = Fleet(
+        compute=np.full((n_fleets, N_JOBS), COMPUTE), write=np.full((n_fleets, N_JOBS), WRITE), dtype=np.float64
+    )
     first = (COMPUTE - (N_JOBS - 1) * spacing) / 2
     remaining = np.broadcast_to(first + spacing * np.arange(N_JOBS), (n_fleets, N_JOBS))
     return fleet, initial_state(fleet, phase=0, remaining=remaining), spacing - WRITE
@@ -134,7 +136,7 @@ def _bootstrap(lifetimes, censored, n_fires, fitted, rng):
     ratios = np.asarray([r for r, use in fitted])
     for b in range(N_BOOTSTRAP):
         medians = []
-        for (ratio, p) in fitted:
+        for ratio, p in fitted:
             pick = rng.integers(0, lifetimes[p].size, lifetimes[p].size)
             values = np.where(censored[p][pick], n_fires[p], lifetimes[p][pick])
             medians.append(np.median(values))
@@ -149,8 +151,13 @@ def _figure(ratios, lifetimes, censored, n_fires, medians, fit, fitted_mask):
     q75 = np.array([np.percentile(np.where(c, k, x), 75) for x, c, k in zip(lifetimes, censored, n_fires)])
     shown = np.isfinite(medians)
     ax.errorbar(
-        ratios[shown], medians[shown], yerr=[medians[shown] - q25[shown], q75[shown] - medians[shown]],
-        fmt="none", ecolor="0.6", capsize=3, label="interquartile range",
+        ratios[shown],
+        medians[shown],
+        yerr=[medians[shown] - q25[shown], q75[shown] - medians[shown]],
+        fmt="none",
+        ecolor="0.6",
+        capsize=3,
+        label="interquartile range",
     )
     ax.plot(ratios[fitted_mask], medians[fitted_mask], "o", color="tab:blue", label="median (fitted)")
     other = shown & ~fitted_mask
@@ -159,8 +166,13 @@ def _figure(ratios, lifetimes, censored, n_fires, medians, fit, fitted_mask):
     slope, intercept, low, high = fit
     grid = np.geomspace(ratios.min(), ratios.max(), 50)
     if np.isfinite(slope):
-        ax.plot(grid, np.exp(intercept) * grid**slope, "-", color="tab:red",
-                label=f"fit: slope {slope:.2f} [{low:.2f}, {high:.2f}]")
+        ax.plot(
+            grid,
+            np.exp(intercept) * grid**slope,
+            "-",
+            color="tab:red",
+            label=f"fit: slope {slope:.2f} [{low:.2f}, {high:.2f}]",
+        )
         centre = np.exp(np.mean(np.log(ratios[fitted_mask])))
         level = np.exp(intercept) * centre**slope
         ax.plot(grid, level * (grid / centre) ** CLAIMED_SLOPE, "--", color="0.3", label="slope 2 guide")
@@ -265,36 +277,73 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
             f"{rules.POWER:.0%} power; power to conclude the law if it holds exactly: {power:.0%}."
         )
         if outcome == INCONCLUSIVE and abs(slope - CLAIMED_SLOPE) >= SLOPE_MARGIN:
-            why += (" Inconclusive at this size, and the fitted slope itself lies outside the margin: a larger run "
-                    "would more likely say not reproduced.")
+            why += (
+                " Inconclusive at this size, and the fitted slope itself lies outside the margin: a larger run "
+                "would more likely say not reproduced."
+            )
         elif outcome == INCONCLUSIVE:
             needed = rules.launches_to_decide(se, fleets, SLOPE_MARGIN - abs(slope - CLAIMED_SLOPE))
-            why += (f" Inconclusive at this size: deciding needs about {needed:,} fleets per point if the fitted slope "
-                    "is the truth "
-                    f"(size full runs {SIZES['full']['n_fleets']:,} over a wider m/σ range).")
-        headline = (f"lifetime ∝ (m/σ)^{fmt(slope)}, interval {fmt_interval(low, high)}; "
-                    f"margin 2 ± {SLOPE_MARGIN:g}")
+            why += (
+                f" Inconclusive at this size: deciding needs about {needed:,} fleets per point if the fitted slope "
+                "is the truth "
+                f"(size full runs {SIZES['full']['n_fleets']:,} over a wider m/σ range)."
+            )
+        headline = f"lifetime ∝ (m/σ)^{fmt(slope)}, interval {fmt_interval(low, high)}; margin 2 ± {SLOPE_MARGIN:g}"
     table = dict(
         columns=["m/σ", "σ", "cycles run", "median lifetime", "median / (m/σ)²", "censored", "fitted"],
-        rows=[[fmt(r), fmt(margin / r), str(k), fmt(m), fmt(m / r**2), f"{c:.0%}", "yes" if f else "no"]
-              for r, k, m, c, f in zip(ratios, n_fires, medians, censored_fraction, fitted_mask)],
+        rows=[
+            [fmt(r), fmt(margin / r), str(k), fmt(m), fmt(m / r**2), f"{c:.0%}", "yes" if f else "no"]
+            for r, k, m, c, f in zip(ratios, n_fires, medians, censored_fraction, fitted_mask)
+        ],
     )
     claim7 = verdict(
-        7, outcome, why, title="stagger lifetime scales as (m/σ)²", headline=headline, rule=rule,
-        thresholds=dict(CLAIMED_SLOPE=CLAIMED_SLOPE, SLOPE_MARGIN=SLOPE_MARGIN, MIN_FIT_POINTS=MIN_FIT_POINTS,
-                        FIT_MIN_MEDIAN=FIT_MIN_MEDIAN, MAX_CENSORED=MAX_CENSORED, CONFIDENCE=rules.CONFIDENCE),
-        figures=[figure], table=table,
-        slope=slope, ci=[low, high], slope_se=se, supported_margin=supported, detectable_deviation=detectable,
-        power_if_law_holds=power, fitted_points=int(fitted_mask.sum()), fit_decades=span,
+        7,
+        outcome,
+        why,
+        title="stagger lifetime scales as (m/σ)²",
+        headline=headline,
+        rule=rule,
+        thresholds=dict(
+            CLAIMED_SLOPE=CLAIMED_SLOPE,
+            SLOPE_MARGIN=SLOPE_MARGIN,
+            MIN_FIT_POINTS=MIN_FIT_POINTS,
+            FIT_MIN_MEDIAN=FIT_MIN_MEDIAN,
+            MAX_CENSORED=MAX_CENSORED,
+            CONFIDENCE=rules.CONFIDENCE,
+        ),
+        figures=[figure],
+        table=table,
+        slope=slope,
+        ci=[low, high],
+        slope_se=se,
+        supported_margin=supported,
+        detectable_deviation=detectable,
+        power_if_law_holds=power,
+        fitted_points=int(fitted_mask.sum()),
+        fit_decades=span,
         censored_fraction=censored_fraction,
     )
     numbers = dict(
-        n_jobs=N_JOBS, compute=COMPUTE, write=WRITE, margin=margin, n_fleets=config["n_fleets"],
-        ratios=ratios, sigmas=margin / ratios, n_fires=n_fires, median_lifetime=medians,
-        lifetime_quartiles=[[float(np.percentile(np.where(c, k, x), q)) for q in (25, 75)]
-                            for x, c, k in zip(lifetimes, censored, n_fires)],
-        censored_fraction=censored_fraction, fitted=fitted_mask, slope=slope, intercept=intercept,
-        slope_ci=[low, high], fleets_not_ok=not_ok, seconds=time.perf_counter() - started,
+        n_jobs=N_JOBS,
+        compute=COMPUTE,
+        write=WRITE,
+        margin=margin,
+        n_fleets=config["n_fleets"],
+        ratios=ratios,
+        sigmas=margin / ratios,
+        n_fires=n_fires,
+        median_lifetime=medians,
+        lifetime_quartiles=[
+            [float(np.percentile(np.where(c, k, x), q)) for q in (25, 75)]
+            for x, c, k in zip(lifetimes, censored, n_fires)
+        ],
+        censored_fraction=censored_fraction,
+        fitted=fitted_mask,
+        slope=slope,
+        intercept=intercept,
+        slope_ci=[low, high],
+        fleets_not_ok=not_ok,
+        seconds=time.perf_counter() - started,
     )
     return finish(out_dir, EXPERIMENT, size, numbers, [claim7], [figure])
 

@@ -290,8 +290,11 @@ def _figure(cells, controls, loads, n_jobs_list, cycles, launches):
                 ax.plot(x, controls[(n_jobs, load)]["curve"], color="black", lw=1.2, ls="--")
             ax.axvspan(x[-1] - cell["late_cycles"] + 1, x[-1], color="0.85", zorder=0)
             low, high = cell["late_excess_ci"]
-            ax.set_title(f"N = {n_jobs}, ρ = {load:g}: late R − R_base = {cell['late_excess_mean']:+.3f}\n"
-                         f"interval [{low:+.3f}, {high:+.3f}] → {cell['outcome']}", fontsize=9)
+            ax.set_title(
+                f"N = {n_jobs}, ρ = {load:g}: late R − R_base = {cell['late_excess_mean']:+.3f}\n"
+                f"interval [{low:+.3f}, {high:+.3f}] → {cell['outcome']}",
+                fontsize=9,
+            )
             ax.set_xscale("symlog", linthresh=1.0)
             ax.set_xlim(0, x[-1])
             ax.grid(True, alpha=0.3)
@@ -302,8 +305,12 @@ def _figure(cells, controls, loads, n_jobs_list, cycles, launches):
     axes[0, 0].set_ylim(-0.05, 1.05)
     handles = [
         Line2D([], [], color="tab:blue", lw=1.4, label="random launches: R(k)"),
-        Line2D([], [], color="tab:orange", lw=1.4, label="order-only baseline R_base(k) (remembers only the firing order)"),
-        Line2D([], [], color="black", lw=1.2, ls="--", label="control: collision-free stagger (keeps its launch, R = 1)"),
+        Line2D(
+            [], [], color="tab:orange", lw=1.4, label="order-only baseline R_base(k) (remembers only the firing order)"
+        ),
+        Line2D(
+            [], [], color="black", lw=1.2, ls="--", label="control: collision-free stagger (keeps its launch, R = 1)"
+        ),
         Line2D([], [], color="0.85", lw=8, label=f"last {LATE_FRACTION:.0%} of the cycles: the verdict's window"),
     ]
     fig.legend(handles=handles, loc="outside lower center", ncols=2, fontsize=8, frameon=False)
@@ -344,8 +351,17 @@ def _excess_figure(cells, loads, n_jobs_list, launches, window: int = 9):
                 shown.append(np.abs(smooth[window:]).max(initial=0.0))
             low, high = cell["late_excess_ci"]
             mean = cell["late_excess_mean"]
-            verdict_ax.errorbar([index], [mean], yerr=[[mean - low], [high - mean]], color=color, marker="D", ms=6,
-                                mec="black", capsize=5, lw=1.8)
+            verdict_ax.errorbar(
+                [index],
+                [mean],
+                yerr=[[mean - low], [high - mean]],
+                color=color,
+                marker="D",
+                ms=6,
+                mec="black",
+                capsize=5,
+                lw=1.8,
+            )
             shown.append(max(abs(low), abs(high)))
         late_start = cells[(n_jobs, loads[0])]["excess"].size - cells[(n_jobs, loads[0])]["late_cycles"]
         ax.axvspan(max(late_start, 1), cells[(n_jobs, loads[0])]["excess"].size - 1, color="0.85", zorder=0)
@@ -371,8 +387,15 @@ def _excess_figure(cells, loads, n_jobs_list, launches, window: int = 9):
         Line2D([], [], color="0.4", lw=0.6, alpha=0.6, label="every cycle (early cycles run off the axes)"),
         Line2D([], [], color="0.4", lw=1.8, label=f"{window}-cycle running mean"),
         Patch(facecolor="0.85", label=f"last {LATE_FRACTION:.0%} of the cycles"),
-        Line2D([], [], color="0.4", marker="D", mec="black", lw=1.8,
-               label=f"verdict: its mean over those cycles, {rules.CONFIDENCE:.0%} interval"),
+        Line2D(
+            [],
+            [],
+            color="0.4",
+            marker="D",
+            mec="black",
+            lw=1.8,
+            label=f"verdict: its mean over those cycles, {rules.CONFIDENCE:.0%} interval",
+        ),
         Patch(facecolor="tab:green", alpha=0.15, label=f"equivalence margin ± {MEMORY_MARGIN:g}"),
     ]
     fig.legend(handles=handles, loc="outside lower center", ncols=4, fontsize=8, frameon=False)
@@ -406,13 +429,18 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
         lags, mean_period_lags, consistent = section_lags(trace.fire_times, cycles)
         ok = np.asarray(trace.ok)
         for row, load in enumerate(LOADS + control_loads):
-            cell = _cell(lags[row], mean_period_lags[row], consistent[row], ok[row],
-                         BASELINE_PARTNERS, config["bootstrap"], rng)
+            cell = _cell(
+                lags[row], mean_period_lags[row], consistent[row], ok[row], BASELINE_PARTNERS, config["bootstrap"], rng
+            )
             control = row >= len(LOADS)
             (controls if control else cells)[(n_jobs, load)] = cell
             summary = {k: v for k, v in cell.items() if k not in ("curve", "baseline", "excess")}
-            summary.update(n_jobs=n_jobs, load=load,
-                           r_every_10th_cycle=cell["curve"][::10], r_base_every_10th_cycle=cell["baseline"][::10])
+            summary.update(
+                n_jobs=n_jobs,
+                load=load,
+                r_every_10th_cycle=cell["curve"][::10],
+                r_base_every_10th_cycle=cell["baseline"][::10],
+            )
             (per_control if control else per_cell).append(summary)
 
     figures = [
@@ -448,28 +476,42 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
         + (
             f"Stated plainly: a small memory beyond the firing order persists to the end of the run at (N, ρ) = "
             f"{fmt_list([pair(c) for c in beyond])} (interval wholly above 0)"
-            + (f", and at {fmt_list([pair(c) for c in above_margin])} it is not shown to be within the margin. "
-               if above_margin else ", inside the margin. ")
-            if beyond else "No cell's interval excludes 0. "
+            + (
+                f", and at {fmt_list([pair(c) for c in above_margin])} it is not shown to be within the margin. "
+                if above_margin
+                else ", inside the margin. "
+            )
+            if beyond
+            else "No cell's interval excludes 0. "
         )
         + f"Power: every cell would have detected a memory of {fmt(weakest['detectable_memory'])} or more with "
         f"{rules.POWER:.0%} power (weakest: {where(weakest)}). Collision-free staggered controls end at R(K) = "
         f"{fmt_list([c['r_end'] for c in per_control], 6)} (must stay ≥ {CONTROL_MIN_R:g}"
-        + ("), so the statistic can show memory." if controls_hold else "): a control lost its memory, so the statistic "
-           "could not have shown any and the verdict is at most inconclusive.")
+        + (
+            "), so the statistic can show memory."
+            if controls_hold
+            else "): a control lost its memory, so the statistic "
+            "could not have shown any and the verdict is at most inconclusive."
+        )
     )
     undecided = [c for c in per_cell if c["outcome"] == INCONCLUSIVE]
     beyond_edge = [c for c in undecided if abs(c["late_excess_mean"]) >= MEMORY_MARGIN]
     within = [c for c in undecided if abs(c["late_excess_mean"]) < MEMORY_MARGIN]
     if beyond_edge:
-        why += (f" Inconclusive at {fmt_list([pair(c) for c in beyond_edge])}: the estimate itself lies beyond the "
-                "margin, so a larger run would more likely say not reproduced than reproduced.")
+        why += (
+            f" Inconclusive at {fmt_list([pair(c) for c in beyond_edge])}: the estimate itself lies beyond the "
+            "margin, so a larger run would more likely say not reproduced than reproduced."
+        )
     if within:
-        needed = max(rules.launches_to_decide(c["late_excess_se"], c["launches"],
-                                              MEMORY_MARGIN - abs(c["late_excess_mean"])) for c in within)
-        why += (f" Inconclusive at {fmt_list([pair(c) for c in within])} with the estimate inside the margin but near "
-                f"its edge: deciding it needs about {needed:,} launches per cell if the estimate is the truth (size "
-                f"full runs {SIZES['full']['launches']:,}).")
+        needed = max(
+            rules.launches_to_decide(c["late_excess_se"], c["launches"], MEMORY_MARGIN - abs(c["late_excess_mean"]))
+            for c in within
+        )
+        why += (
+            f" Inconclusive at {fmt_list([pair(c) for c in within])} with the estimate inside the margin but near "
+            f"its edge: deciding it needs about {needed:,} launches per cell if the estimate is the truth (size "
+            f"full runs {SIZES['full']['launches']:,})."
+        )
     decays = [c["decay_cycles"] for c in per_cell]
     rule = (
         f"per cell, the {rules.CONFIDENCE:.0%} bootstrap interval (over launches) of the mean of R(k) − R_base(k) over "
@@ -478,12 +520,33 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
         f"with R(K) < {CONTROL_MIN_R:g} caps the verdict at inconclusive."
     )
     table = dict(
-        columns=["N", "ρ", "launches", "launch memory 1 − R_base(0)", "half-decay (cycles)", "late R − R_base",
-                 "interval", "smallest detectable", "power if none", "verdict"],
-        rows=[[str(c["n_jobs"]), fmt(c["load"]), str(c["launches"]), fmt(c["launch_memory"]),
-               fmt(c["decay_cycles"]), f"{c['late_excess_mean']:+.4f}",
-               f"[{c['late_excess_ci'][0]:+.4f}, {c['late_excess_ci'][1]:+.4f}]", fmt(c["detectable_memory"]),
-               f"{c['power_if_no_memory']:.0%}", c["outcome"]] for c in per_cell],
+        columns=[
+            "N",
+            "ρ",
+            "launches",
+            "launch memory 1 − R_base(0)",
+            "half-decay (cycles)",
+            "late R − R_base",
+            "interval",
+            "smallest detectable",
+            "power if none",
+            "verdict",
+        ],
+        rows=[
+            [
+                str(c["n_jobs"]),
+                fmt(c["load"]),
+                str(c["launches"]),
+                fmt(c["launch_memory"]),
+                fmt(c["decay_cycles"]),
+                f"{c['late_excess_mean']:+.4f}",
+                f"[{c['late_excess_ci'][0]:+.4f}, {c['late_excess_ci'][1]:+.4f}]",
+                fmt(c["detectable_memory"]),
+                f"{c['power_if_no_memory']:.0%}",
+                c["outcome"],
+            ]
+            for c in per_cell
+        ],
     )
     headline = (
         f"late memory beyond the firing order ≤ {fmt(abs(largest['late_excess_mean']))} "
@@ -514,8 +577,12 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
             title="a trajectory keeps no memory of its launch beyond the firing order",
             headline=headline,
             rule=rule,
-            thresholds=dict(MEMORY_MARGIN=MEMORY_MARGIN, LATE_FRACTION=LATE_FRACTION, CONTROL_MIN_R=CONTROL_MIN_R,
-                            CONFIDENCE=rules.CONFIDENCE),
+            thresholds=dict(
+                MEMORY_MARGIN=MEMORY_MARGIN,
+                LATE_FRACTION=LATE_FRACTION,
+                CONTROL_MIN_R=CONTROL_MIN_R,
+                CONFIDENCE=rules.CONFIDENCE,
+            ),
             figures=figures,
             table=table,
             cells=len(per_cell),

@@ -252,7 +252,7 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
             cell_gaps = gaps[index][usable]
             trend = shrink_trend(cell_gaps, config["bootstrap"], rng)
             median = np.median(cell_gaps, axis=0)
-            x = np.arange(median.size)[trend["fit_from_cycle"]:]
+            x = np.arange(median.size)[trend["fit_from_cycle"] :]
             intercept = float(np.mean(np.log(median[x])) - trend["slope"] * np.mean(x))
             cells[(n_jobs, load)] = dict(
                 median=median,
@@ -304,7 +304,8 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
         + (
             f"Stated plainly: at (N, ρ) = {fmt_list([pair(c) for c in shrinking])} the interval lies wholly below "
             "×1, a statistically significant but slow shrink, smaller than the margin. "
-            if shrinking else "No cell's interval lies wholly below ×1. "
+            if shrinking
+            else "No cell's interval lies wholly below ×1. "
         )
         + f"Power: every cell would have detected a shrink of ×{fmt(weakest['detectable_shrink'])} per "
         f"{SHRINK_HORIZON} cycles or stronger with {rules.POWER:.0%} power (weakest cell: {where(weakest)}); "
@@ -313,16 +314,21 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
     undecided = [c for c in per_cell if c["outcome"] == INCONCLUSIVE]
     beyond_edge = [c for c in undecided if c["slope"] <= SLOPE_MARGIN]
     if beyond_edge:
-        why += (f" At (N, ρ) = {fmt_list([pair(c) for c in beyond_edge])} the estimate itself shrinks faster than the "
-                "margin, so a larger run would more likely say not reproduced.")
+        why += (
+            f" At (N, ρ) = {fmt_list([pair(c) for c in beyond_edge])} the estimate itself shrinks faster than the "
+            "margin, so a larger run would more likely say not reproduced."
+        )
     undecided = [c for c in undecided if c["slope"] > SLOPE_MARGIN]
     if undecided:
-        needed = max(rules.launches_to_decide(c["slope_se"], c["launches"], c["slope"] - SLOPE_MARGIN)
-                     for c in undecided)
+        needed = max(
+            rules.launches_to_decide(c["slope_se"], c["launches"], c["slope"] - SLOPE_MARGIN) for c in undecided
+        )
         full = SIZES["full"]
-        why += (f" Inconclusive at this size: deciding needs about {needed:,} launches per cell at {cycles} cycles "
-                "if the estimates are the truth "
-                f"(size full runs {full['launches']:,} launches × {full['cycles']:,} cycles, a longer fit as well).")
+        why += (
+            f" Inconclusive at this size: deciding needs about {needed:,} launches per cell at {cycles} cycles "
+            "if the estimates are the truth "
+            f"(size full runs {full['launches']:,} launches × {full['cycles']:,} cycles, a longer fit as well)."
+        )
     rule = (
         f"per cell, the {rules.CONFIDENCE:.0%} bootstrap interval (over launches) of the change of the median "
         f"smallest gap per {SHRINK_HORIZON} cycles must lie above ×1/{fmt(SHRINK_FACTOR)} (reproduced); wholly "
@@ -330,12 +336,29 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
         "of the fit. Cells combine by the rule above."
     )
     table = dict(
-        columns=["N", "ρ", "launches", f"change per {SHRINK_HORIZON} cycles", "interval",
-                 "smallest detectable shrink", "power if no change", "verdict"],
-        rows=[[str(c["n_jobs"]), fmt(c["load"]), str(c["launches"]), f"×{fmt(c['change_per_horizon'])}",
-               f"×{fmt(c['change_per_horizon_ci'][0])} to ×{fmt(c['change_per_horizon_ci'][1])}",
-               f"×{fmt(c['detectable_shrink'])}", f"{c['power_if_no_change']:.0%}", c["outcome"]]
-              for c in per_cell],
+        columns=[
+            "N",
+            "ρ",
+            "launches",
+            f"change per {SHRINK_HORIZON} cycles",
+            "interval",
+            "smallest detectable shrink",
+            "power if no change",
+            "verdict",
+        ],
+        rows=[
+            [
+                str(c["n_jobs"]),
+                fmt(c["load"]),
+                str(c["launches"]),
+                f"×{fmt(c['change_per_horizon'])}",
+                f"×{fmt(c['change_per_horizon_ci'][0])} to ×{fmt(c['change_per_horizon_ci'][1])}",
+                f"×{fmt(c['detectable_shrink'])}",
+                f"{c['power_if_no_change']:.0%}",
+                c["outcome"],
+            ]
+            for c in per_cell
+        ],
     )
     headline = (
         f"median smallest gap ×{fmt(steepest['change_per_horizon'])} per {SHRINK_HORIZON} cycles at worst "
@@ -362,8 +385,13 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
             title="the smallest phase gap does not shrink",
             headline=headline,
             rule=rule,
-            thresholds=dict(SHRINK_FACTOR=SHRINK_FACTOR, SHRINK_HORIZON=SHRINK_HORIZON, BURN_IN=BURN_IN,
-                            CONFIDENCE=rules.CONFIDENCE, MERGE_GAP=MERGE_GAP),
+            thresholds=dict(
+                SHRINK_FACTOR=SHRINK_FACTOR,
+                SHRINK_HORIZON=SHRINK_HORIZON,
+                BURN_IN=BURN_IN,
+                CONFIDENCE=rules.CONFIDENCE,
+                MERGE_GAP=MERGE_GAP,
+            ),
             figures=figures,
             table=table,
             cells=len(per_cell),

@@ -119,8 +119,14 @@ def _heatmap_figure(identical, n_delta, write_ratios):
         with np.errstate(divide="ignore"):
             shown = np.where(np.isfinite(err), np.log10(np.maximum(err, 10**floor)), np.nan)
         image = ax.imshow(
-            shown, origin="lower", aspect="auto", cmap=cmap, vmin=floor, vmax=-10,
-            extent=(0, 1, write_ratios[0] - 0.025, write_ratios[-1] + 0.025), interpolation="nearest",
+            shown,
+            origin="lower",
+            aspect="auto",
+            cmap=cmap,
+            vmin=floor,
+            vmax=-10,
+            extent=(0, 1, write_ratios[0] - 0.025, write_ratios[-1] + 0.025),
+            interpolation="nearest",
         )
         label, _, _ = CONDITIONS[c]
         worst = np.nanmax(err)
@@ -158,8 +164,9 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
     n_delta, write_ratios = config["n_delta"], config["write_ratios"]
 
     rows = _rows(n_delta, write_ratios)
-    fleets = Fleet(compute=rows["compute"], write=rows["write"], cap=rows["cap"], throughput=rows["table"],
-                   dtype=np.float64)
+    fleets = Fleet(
+        compute=rows["compute"], write=rows["write"], cap=rows["cap"], throughput=rows["table"], dtype=np.float64
+    )
     next_delta, info = _pair_map(fleets, rows["delta"][:, None])
     next_delta = np.asarray(next_delta)[:, 0]
     status = np.asarray(info.status)
@@ -174,8 +181,11 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
     identical = dict(rel_error=rel_error, flagged=(~ok).sum(axis=(1, 2)))
     worst_neutrality = float(np.nanmax(rel_error)) if ok.any() else float("nan")
     per_condition = {
-        CONDITIONS[c][0]: dict(max_rel_abs_shift=float(np.nanmax(rel_error[c])) if ok[c].any() else float("nan"),
-                               flagged=int((~ok[c]).sum()), points=int(ok[c].size))
+        CONDITIONS[c][0]: dict(
+            max_rel_abs_shift=float(np.nanmax(rel_error[c])) if ok[c].any() else float("nan"),
+            flagged=int((~ok[c]).sum()),
+            points=int(ok[c].size),
+        )
         for c in range(len(CONDITIONS))
     }
 
@@ -203,10 +213,18 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
     n_identical = int(ok.size)
     n_flagged = int((~ok).sum())
     claim1_ok = n_flagged < n_identical and worst_neutrality <= NEUTRALITY_TOL
-    rows = [[label, fmt(per_condition[label]["max_rel_abs_shift"]), str(per_condition[label]["points"]),
-             str(per_condition[label]["flagged"])] for label, _, _ in CONDITIONS]
+    rows = [
+        [
+            label,
+            fmt(per_condition[label]["max_rel_abs_shift"]),
+            str(per_condition[label]["points"]),
+            str(per_condition[label]["flagged"]),
+        ]
+        for label, _, _ in CONDITIONS
+    ]
     claim1 = verdict(
-        1, REPRODUCED if claim1_ok else NOT_REPRODUCED,
+        1,
+        REPRODUCED if claim1_ok else NOT_REPRODUCED,
         f"The largest |P(δ) − δ| / (T + d) is {worst_neutrality:.1e} over {n_identical - n_flagged} identical-pair points "
         f"({len(CONDITIONS)} conditions: storage contention, power caps C = 0.5, 1 and 1.5, both, and nonlinear f; "
         f"d/T from {write_ratios[0]:.2f} to {write_ratios[-1]:.2f}; {n_delta} launch lags δ per cycle), rounding "
@@ -214,11 +232,13 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
         title="two identical jobs are neutral, P(δ) = δ",
         headline=f"max |P(δ) − δ|/(T + d) = {worst_neutrality:.1e} over {n_identical - n_flagged:,} pairs",
         rule=f"reproduced if max |P(δ) − δ| / (T + d) ≤ {NEUTRALITY_TOL:.0e} over every unflagged point (and some "
-             "points are unflagged); not reproduced otherwise.",
+        "points are unflagged); not reproduced otherwise.",
         thresholds=dict(NEUTRALITY_TOL=NEUTRALITY_TOL),
         figures=figures,
         table=dict(columns=["condition", "max |P(δ) − δ| / (T + d)", "points", "flagged"], rows=rows),
-        max_rel_abs_shift=worst_neutrality, points=n_identical, flagged=n_flagged,
+        max_rel_abs_shift=worst_neutrality,
+        points=n_identical,
+        flagged=n_flagged,
     )
     coupled = [cap for cap in HETEROGENEOUS_CAPS if peak_to_peak[cap] > COUPLING_MIN_PTP]
 
@@ -226,12 +246,16 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
         compute=COMPUTE,
         n_delta=n_delta,
         write_ratios=write_ratios,
-        identical=dict(max_rel_abs_shift=worst_neutrality, points=n_identical, flagged=n_flagged,
-                       per_condition=per_condition),
+        identical=dict(
+            max_rel_abs_shift=worst_neutrality, points=n_identical, flagged=n_flagged, per_condition=per_condition
+        ),
         heterogeneous=dict(
-            compute=[COMPUTE, HETEROGENEOUS_RATIO * COMPUTE], throughput=HETEROGENEOUS_THROUGHPUT,
-            write_ratios=HETEROGENEOUS_WRITE_RATIOS, caps=HETEROGENEOUS_CAPS,
-            uncoupled_drift=drift, uncoupled_drift_peak_to_peak=drift_ptp,
+            compute=[COMPUTE, HETEROGENEOUS_RATIO * COMPUTE],
+            throughput=HETEROGENEOUS_THROUGHPUT,
+            write_ratios=HETEROGENEOUS_WRITE_RATIOS,
+            caps=HETEROGENEOUS_CAPS,
+            uncoupled_drift=drift,
+            uncoupled_drift_peak_to_peak=drift_ptp,
             peak_to_peak_coupling={str(k): v for k, v in peak_to_peak.items()},
             flagged={str(k): v for k, v in flagged_het.items()},
         ),

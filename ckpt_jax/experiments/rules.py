@@ -85,8 +85,9 @@ def interval_verdict(low: float, high: float, margin_low: float = -math.inf, mar
     return INCONCLUSIVE
 
 
-def equivalence_power(se: float, margin_low: float, margin_high: float, true_effect: float = 0.0,
-                      confidence: float = CONFIDENCE) -> float:
+def equivalence_power(
+    se: float, margin_low: float, margin_high: float, true_effect: float = 0.0, confidence: float = CONFIDENCE
+) -> float:
     """Probability that the interval lands inside (margin_low, margin_high) if the effect is
     ``true_effect``: the power of the equivalence conclusion (TOST, normal approximation)."""
     if not se > 0:
@@ -97,8 +98,9 @@ def equivalence_power(se: float, margin_low: float, margin_high: float, true_eff
     return max(0.0, upper + lower - 1.0)
 
 
-def smallest_supported_margin(se: float, two_sided: bool = True, confidence: float = CONFIDENCE,
-                              power: float = POWER) -> float:
+def smallest_supported_margin(
+    se: float, two_sided: bool = True, confidence: float = CONFIDENCE, power: float = POWER
+) -> float:
     """The narrowest margin (distance from the claimed value to each edge) that a run with
     standard error ``se`` concludes "reproduced" with probability ``power`` when the claim
     holds exactly. A margin narrower than this makes ``inconclusive`` the likely outcome."""
@@ -108,8 +110,7 @@ def smallest_supported_margin(se: float, two_sided: bool = True, confidence: flo
     return (_one_sided_z(confidence) + _z(tail)) * se
 
 
-def smallest_detectable_effect(se: float, margin: float, confidence: float = CONFIDENCE,
-                               power: float = POWER) -> float:
+def smallest_detectable_effect(se: float, margin: float, confidence: float = CONFIDENCE, power: float = POWER) -> float:
     """The smallest effect (distance from the claimed value) that this run declares
     "not reproduced" with probability ``power``: the interval must clear the margin."""
     if not se > 0:
@@ -117,8 +118,14 @@ def smallest_detectable_effect(se: float, margin: float, confidence: float = CON
     return margin + (_one_sided_z(confidence) + _z(power)) * se
 
 
-def launches_needed(se: float, launches: int, margin: float, two_sided: bool = True,
-                    confidence: float = CONFIDENCE, power: float = POWER) -> int:
+def launches_needed(
+    se: float,
+    launches: int,
+    margin: float,
+    two_sided: bool = True,
+    confidence: float = CONFIDENCE,
+    power: float = POWER,
+) -> int:
     """Ensemble size at which ``margin`` becomes the smallest supported margin, scaling the
     standard error as 1/√launches (independent launches)."""
     supported = smallest_supported_margin(se, two_sided, confidence, power)
@@ -127,8 +134,9 @@ def launches_needed(se: float, launches: int, margin: float, two_sided: bool = T
     return int(math.ceil(launches * (supported / margin) ** 2))
 
 
-def launches_to_decide(se: float, launches: int, distance: float, confidence: float = CONFIDENCE,
-                       power: float = POWER) -> int:
+def launches_to_decide(
+    se: float, launches: int, distance: float, confidence: float = CONFIDENCE, power: float = POWER
+) -> int:
     """Ensemble size at which an effect whose estimate lies ``distance`` inside the margin's
     edge gets an interval clear of that edge with probability ``power`` (if the estimate is
     the truth), scaling the standard error as 1/√launches."""

@@ -100,8 +100,20 @@ def _identical_fleet_rows(n_jobs: int, slots: int, rng: np.random.Generator):
             # Inactive slots sit mid-compute (u = 0.5 of their unit work); they never move.
             u = np.full(slots - 1, 0.5)
             u[: n_jobs - 1] = np.cumsum(gaps)
-            rows.append(dict(f=name, point=point, synchronous=synchronous, gaps=gaps, compute=compute,
-                             write=writes, table=padded_table, active=active, u=u, cycle=COMPUTE + write))
+            rows.append(
+                dict(
+                    f=name,
+                    point=point,
+                    synchronous=synchronous,
+                    gaps=gaps,
+                    compute=compute,
+                    write=writes,
+                    table=padded_table,
+                    active=active,
+                    u=u,
+                    cycle=COMPUTE + write,
+                )
+            )
     return rows
 
 
@@ -251,8 +263,14 @@ def _determinant_figure(results, n_jobs_list):
     shared = [r for r in results if r["f"] == "shared" and "diagonal" in r]
     n = np.array(sorted({r["n_jobs"] for r in shared}))
     axes[3].plot(n, [math.ceil(k / 2) - 1 for k in n], "-", color="0.4", label="⌈N/2⌉ − 1")
-    axes[3].plot([r["n_jobs"] for r in shared], [r["n_expanding"] for r in shared], "o", mfc="none",
-                 color="tab:blue", label="autodiff, f ≡ 1")
+    axes[3].plot(
+        [r["n_jobs"] for r in shared],
+        [r["n_expanding"] for r in shared],
+        "o",
+        mfc="none",
+        color="tab:blue",
+        label="autodiff, f ≡ 1",
+    )
     axes[3].set_xscale("log", base=2)
     axes[3].set_ylim(bottom=-0.5)
     axes[3].yaxis.set_major_locator(MaxNLocator(integer=True))
@@ -351,31 +369,56 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
         + f" in the fully overlapping branch. Worst relative eigenvalue error {worst_eig:.1e} (threshold "
         f"{EIGENVALUE_RTOL:.0e}), worst |det − 1| {worst_det:.1e} (threshold {DETERMINANT_TOL:.0e}), worst "
         f"|λ_j λ_(N−j) − 1| {worst_reciprocity:.1e}. The number of expanding directions "
-        + ("is ⌈N/2⌉ − 1 at every N for f ≡ 1, and the closed form's count for every f"
-           if not expanding_mismatch else f"differs from theory at {mismatch_text}")
+        + (
+            "is ⌈N/2⌉ − 1 at every N for f ≡ 1, and the closed form's count for every f"
+            if not expanding_mismatch
+            else f"differs from theory at {mismatch_text}"
+        )
         + f". Differentiating gap_return_map directly (unpadded) agrees with the padded section map to {cross:.1e}."
     )
     rows = []
     for name in THROUGHPUTS:
         picked = [r for r in points if r["f"] == name]
-        rows.append([f"f = {name}", f"{max(r['eigenvalue_rel_error'] for r in picked):.1e}",
-                     f"{max(abs(r['determinant'] - 1) for r in picked):.1e}", f"{max(r['reciprocity'] for r in picked):.1e}",
-                     "yes" if not [m for m in expanding_mismatch if m[1] == name] else "no"])
+        rows.append(
+            [
+                f"f = {name}",
+                f"{max(r['eigenvalue_rel_error'] for r in picked):.1e}",
+                f"{max(abs(r['determinant'] - 1) for r in picked):.1e}",
+                f"{max(r['reciprocity'] for r in picked):.1e}",
+                "yes" if not [m for m in expanding_mismatch if m[1] == name] else "no",
+            ]
+        )
     verdicts = [
-        verdict(2, REPRODUCED if ok else NOT_REPRODUCED, why,
-                title="the gap map's spectrum is reciprocal (by autodiff)",
-                headline=f"jacfwd vs closed form: eigenvalue error ≤ {worst_eig:.1e}, |det − 1| ≤ {worst_det:.1e}, "
-                         f"N ≤ {max(config['n_jobs'])}",
-                rule=f"reproduced if every point is in the overlapping branch, every autodiff eigenvalue matches "
-                     f"(N − j) f(j) / (j f(N − j)) to {EIGENVALUE_RTOL:.0e} relative, every |det − 1| ≤ {DETERMINANT_TOL:.0e}, "
-                     "the expanding count matches theory, and the direct gap-map Jacobian agrees; not reproduced otherwise.",
-                thresholds=dict(EIGENVALUE_RTOL=EIGENVALUE_RTOL, DETERMINANT_TOL=DETERMINANT_TOL, EXPANDING_RTOL=EXPANDING_RTOL),
-                figures=figures,
-                table=dict(columns=["throughput", "worst eigenvalue error", "worst |det − 1|", "worst |λ_j λ_(N−j) − 1|",
-                                    "expanding count as theory"], rows=rows),
-                worst_eigenvalue_rel_error=worst_eig, worst_abs_det_minus_1=worst_det,
-                worst_reciprocity=worst_reciprocity, expanding_mismatches=len(expanding_mismatch),
-                off_branch_points=len(off_branch))
+        verdict(
+            2,
+            REPRODUCED if ok else NOT_REPRODUCED,
+            why,
+            title="the gap map's spectrum is reciprocal (by autodiff)",
+            headline=f"jacfwd vs closed form: eigenvalue error ≤ {worst_eig:.1e}, |det − 1| ≤ {worst_det:.1e}, "
+            f"N ≤ {max(config['n_jobs'])}",
+            rule=f"reproduced if every point is in the overlapping branch, every autodiff eigenvalue matches "
+            f"(N − j) f(j) / (j f(N − j)) to {EIGENVALUE_RTOL:.0e} relative, every |det − 1| ≤ {DETERMINANT_TOL:.0e}, "
+            "the expanding count matches theory, and the direct gap-map Jacobian agrees; not reproduced otherwise.",
+            thresholds=dict(
+                EIGENVALUE_RTOL=EIGENVALUE_RTOL, DETERMINANT_TOL=DETERMINANT_TOL, EXPANDING_RTOL=EXPANDING_RTOL
+            ),
+            figures=figures,
+            table=dict(
+                columns=[
+                    "throughput",
+                    "worst eigenvalue error",
+                    "worst |det − 1|",
+                    "worst |λ_j λ_(N−j) − 1|",
+                    "expanding count as theory",
+                ],
+                rows=rows,
+            ),
+            worst_eigenvalue_rel_error=worst_eig,
+            worst_abs_det_minus_1=worst_det,
+            worst_reciprocity=worst_reciprocity,
+            expanding_mismatches=len(expanding_mismatch),
+            off_branch_points=len(off_branch),
+        )
     ]
     numbers["seconds"] = time.perf_counter() - started
     return finish(out_dir, EXPERIMENT, size, numbers, verdicts, figures)
