@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 
 import jax
 import jax.numpy as jnp
@@ -23,9 +24,11 @@ from ._status import describe_status
 from ._validate import (
     MAX_FIRES,
     check_failure_times,
+    check_fleet_offset,
     check_horizon,
     check_horizon_events,
     check_int,
+    check_jitter,
     check_key_given,
     check_method,
     check_time_bound,
@@ -266,18 +269,21 @@ def simulate(
     if not isinstance(throw, (bool, np.bool_)):
         raise ValueError(f"throw must be True or False, got {throw!r}")
     devices = sharding.resolve_devices(devices)
-    params = flat_params(fleet, jitter, key, fleet_offset, failure_times)  # validates jitter, key and offset
-    uses = variants(fleet, jitter)
-    n_fleets = params.compute.shape[0]
+    check_jitter(jitter, fleet.batch_shape, fleet.dtype)
+    check_fleet_offset(fleet_offset, math.prod(fleet.batch_shape))
+    uses = variants(fleet, jitter)  # the one test of which variants the run traces
     if horizon is None:
         check_time_bound(fleet, n_fires, jitter)
     elif default_budget:  # a budget the caller chose may stop the run on purpose
         check_horizon_events(fleet, horizon, jitter, max_events)
     trace_len = n_fires if save.trace else 0
     check_trace_memory(fleet, trace_len, queue_size if np.any(uses.delay) else 1, devices)
-    path = choose_paths(fleet, jitter, "general" if failure_times is not None else method).reshape(n_fleets)
     use_jitter = bool(np.any(uses.jitter))
     check_key_given(key, use_jitter, drawn_failures=fleet.has_failures and failure_times is None)
+    path = choose_paths(fleet, uses, "general" if failure_times is not None else method).ravel()
+    # Checked above, the parameters are built last (`flat_params` checks the key and offset).
+    params = flat_params(fleet, jitter, key, fleet_offset, failure_times)
+    n_fleets = params.compute.shape[0]
     use_delay = bool(np.any(uses.delay))
     # Everything static about the run, once: each group of fleets below runs it with its
     # own loop and rate rules.

@@ -9,6 +9,7 @@ import pytest
 import ckpt_jax as cj
 from ckpt_jax import _loops, sharding
 from ckpt_jax._loops.fifo import ring_ranks
+from ckpt_jax._rates import variants
 
 THROUGHPUTS = [None, "sqrt", "degrading", "linear", "saturating"]
 
@@ -128,7 +129,7 @@ def test_clock_path_rejects_delay_and_async():
         with pytest.raises(ValueError, match="clock"):
             cj.simulate(fleet, cj.initial_state(fleet), 3, method="clock")
     fleet = cj.Fleet(np.full((2, 9), 5.0) + np.arange(9), np.ones((2, 9)), delay=np.array([0.0, 0.5]))
-    np.testing.assert_array_equal(_loops.choose_paths(fleet, None, "auto"), ["clock", "general"])
+    np.testing.assert_array_equal(_loops.choose_paths(fleet, variants(fleet), "auto"), ["clock", "general"])
 
 
 @pytest.mark.parametrize(
@@ -178,10 +179,10 @@ def test_eligibility_is_decided_per_fleet():
     fleet = cj.Fleet(compute, np.ones((4, 3)), active=active, delay=[0.0, 0.0, 0.0, 0.5])
     np.testing.assert_array_equal(_loops.fifo_eligible(fleet), [True, False, True, False])
     assert not bool(np.all(_loops.fifo_eligible(fleet)))
-    assert not _loops.fifo_eligible(fleet, jitter=0.1).any()
+    assert not _loops.fifo_eligible(fleet, variants(fleet, 0.1)).any()
     async_fleet = cj.Fleet(np.full(3, 5.0), np.ones(3), async_fraction=0.5)
     assert not bool(np.all(_loops.fifo_eligible(async_fleet)))
-    assert bool(np.all(_loops.fifo_eligible(cj.Fleet(np.full(3, 5.0), np.ones(3)), jitter=0.0)))
+    assert bool(np.all(_loops.fifo_eligible(cj.Fleet(np.full(3, 5.0), np.ones(3)))))
 
 
 def test_auto_decides_per_fleet_and_matches_each_fleet_alone():

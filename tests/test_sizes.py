@@ -289,14 +289,15 @@ def test_unit_size_fleet_batched_with_sized_fleets_is_unchanged(delay, alpha):
 
 def test_auto_routes_sized_and_fcfs_fleets_to_the_general_engine():
     from ckpt_jax._loops import choose_paths
+    from ckpt_jax._rates import variants
 
     sizes = np.ones((3, 8))
     sizes[1, 2] = 2.0
     fleet = cj.Fleet(np.full((3, 8), 2.0), np.full((3, 8), 0.5), cap=3.0, size=sizes)
-    np.testing.assert_array_equal(choose_paths(fleet, None, "auto"), ["fifo", "general", "fifo"])
+    np.testing.assert_array_equal(choose_paths(fleet, variants(fleet), "auto"), ["fifo", "general", "fifo"])
     for power in cj.POWER_POLICIES:
         fcfs = cj.Fleet(np.full((2, 8), 2.0), np.full((2, 8), 0.5), power_policy=power, storage_policy="fcfs")
-        np.testing.assert_array_equal(choose_paths(fcfs, None, "auto"), ["general", "general"])
+        np.testing.assert_array_equal(choose_paths(fcfs, variants(fcfs), "auto"), ["general", "general"])
     # Auto gives each fleet what it gives the fleet alone (decided per fleet).
     state = cj.state_from_positions(fleet, np.linspace(0, 2, 8) * np.ones((3, 1)))
     together = cj.simulate(fleet, state, 5)

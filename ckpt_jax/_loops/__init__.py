@@ -21,7 +21,7 @@ driver runs them all.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple, Optional
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -29,7 +29,7 @@ import numpy as np
 
 from .._observe import FinalView, completed_writes
 from .._params import jitter_work
-from .._rates import variants
+from .._rates import Variants, variants
 from ..model import Fleet
 
 __all__ = [
@@ -40,8 +40,6 @@ __all__ = [
     "FIFO_MIN_JOBS",
     "PATHS",
     "choose_paths",
-    "clock_eligible",
-    "fifo_applies",
     "fifo_eligible",
 ]
 
@@ -140,11 +138,12 @@ def record(flat, cell, value, write):
 FIFO_MIN_JOBS = 8
 
 
-def fifo_eligible(fleet: Fleet, jitter=None) -> np.ndarray:
+def fifo_eligible(fleet: Fleet, uses: Variants | None = None) -> np.ndarray:
     """Per fleet (batch shape), whether the FIFO path is exact for it: all its active jobs
     share T and d, and it has no jitter, τ = 0 and α = 0, all sizes 1 and a storage policy
-    other than "fcfs" (docs/model.md §1b). Decided on the host."""
-    uses = variants(fleet, jitter)
+    other than "fcfs" (docs/model.md §1b). ``uses``: the fleet's `variants` (default: those
+    without jitter). Decided on the host."""
+    uses = variants(fleet) if uses is None else uses
     ok = uses.virtual_clock & ~uses.jitter
     active = np.asarray(fleet.active)
     first = np.argmax(active, axis=-1)[..., None]
@@ -154,30 +153,19 @@ def fifo_eligible(fleet: Fleet, jitter=None) -> np.ndarray:
     return ok
 
 
-def fifo_applies(fleet: Fleet, jitter=None) -> bool:
-    """True where the FIFO path is exact for every fleet of the batch (`fifo_eligible`)."""
-    return bool(np.all(fifo_eligible(fleet, jitter)))
-
-
 # The batched paths, in the order `simulate` runs them.
 PATHS = ("fifo", "clock", "general")
 
 
-def clock_eligible(fleet: Fleet) -> np.ndarray:
-    """Per fleet (batch shape), whether the clock path is exact for it: τ = 0, α = 0, all
-    sizes 1 and a storage policy other than "fcfs" (then every writer drains at one rate
-    and every computing job works at one rate, docs/model.md §1b)."""
-    return variants(fleet).virtual_clock
-
-
-def choose_paths(fleet: Fleet, jitter, method: str) -> np.ndarray:
+def choose_paths(fleet: Fleet, uses: Variants, method: str) -> np.ndarray:
     """Per fleet (batch shape), the path `simulate` runs it on: "fifo", "clock" or "general".
 
     ``method="auto"``: fleets with fewer than `FIFO_MIN_JOBS` active jobs run on the
     general engine (its O(N) step is cheapest there); larger ones on the FIFO path where
-    `fifo_eligible`, else on the clock path where `clock_eligible`, else on the general
+    `fifo_eligible`, else on the clock path where `Variants.virtual_clock`, else on the general
     engine. Fleets with failures (``mtbf``) always run on the general engine. An explicit
     method is applied to every fleet, or raises `ValueError` where it is not exact.
+    ``uses``: the fleet's `variants` (with its jitter), computed once by the caller.
     """
     batch = fleet.batch_shape
     if method == "general" or (method == "auto" and fleet.has_failures):
@@ -187,9 +175,9 @@ def choose_paths(fleet: Fleet, jitter, method: str) -> np.ndarray:
             f"method={method!r} cannot serve failures (mtbf, docs/model.md §1c): they are events "
             "of the general engine only; use 'general' or 'auto'"
         )
-    fifo = fifo_eligible(fleet, jitter)
-    clock = clock_eligible(fleet)
-    policy = sharing_reason(fleet)
+    fifo = fifo_eligible(fleet, uses)
+    clock = uses.virtual_clock
+    policy = sharing_reason(fleet, uses)
     if method == "fifo":
         if policy:
             raise ValueError(f"method='fifo' cannot serve {policy}; use 'general' or 'auto'")
@@ -214,9 +202,8 @@ def choose_paths(fleet: Fleet, jitter, method: str) -> np.ndarray:
     return path
 
 
-def sharing_reason(fleet: Fleet) -> str:
+def sharing_reason(fleet: Fleet, uses: Variants) -> str:
     """Why the fast loops cannot serve some fleet of the batch (docs/model.md §1b), or ""."""
-    uses = variants(fleet)
     if uses.fcfs:
         return (
             "storage_policy='fcfs' (one writer drains at a time, so writers do not share one "
