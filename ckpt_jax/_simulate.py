@@ -228,6 +228,7 @@ def simulate(
     save = SaveAt() if save is None else save
     if not isinstance(save, SaveAt):
         raise ValueError(f"save must be a ckpt_jax.SaveAt, got {type(save).__name__}")
+    state = check_state(fleet, state)  # a State built by hand is validated here too
     horizon = None if until is None else check_horizon(until, fleet.batch_shape, fleet.dtype)
     if n_fires is None:
         if horizon is None:
@@ -256,7 +257,6 @@ def simulate(
         )
     # Counters and trace columns are int32: K stays well inside it.
     n_fires = None if n_fires is None else check_int("n_fires", n_fires, 1, MAX_FIRES)
-    state = check_state(fleet, state)  # a State built by hand is validated here too
     budget_fires = n_fires if horizon is None else fires_before(fleet, horizon)
     default_budget = max_events is None
     if max_events is None:
@@ -278,6 +278,8 @@ def simulate(
         check_horizon_events(fleet, horizon, jitter, max_events)
     trace_len = n_fires if save.trace else 0
     check_trace_memory(fleet, trace_len, queue_size if np.any(uses.delay) else 1, devices)
+    # What a progress bar of a run to a horizon counts down: the busiest fleet's events.
+    expected_events = None if horizon is None else int(min(np.max(horizon_events(fleet, horizon)), max_events))
     use_jitter = bool(np.any(uses.jitter))
     check_key_given(key, use_jitter, drawn_failures=fleet.has_failures and failure_times is None)
     path = choose_paths(fleet, uses, "general" if failure_times is not None else method).ravel()
@@ -300,8 +302,6 @@ def simulate(
         use_failures=use_failures,
         until=horizon is not None,
     )
-    # What a progress bar of a run to a horizon counts down: the busiest fleet's events.
-    expected_events = None if horizon is None else int(min(np.max(horizon_events(fleet, horizon)), max_events))
     horizon_flat = None if horizon is None else jnp.asarray(horizon.reshape(n_fleets), fleet.dtype)
     phase = jnp.reshape(state.phase, params.compute.shape)
     remaining = jnp.reshape(state.remaining, params.compute.shape).astype(fleet.dtype)

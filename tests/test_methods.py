@@ -177,12 +177,13 @@ def test_eligibility_is_decided_per_fleet():
     compute = np.array([[5.0, 5.0, 5.0], [5.0, 6.0, 5.0], [4.0, 4.0, 1.0], [3.0, 3.0, 3.0]])
     active = np.array([[True] * 3, [True] * 3, [True, True, False], [True] * 3])
     fleet = cj.Fleet(compute, np.ones((4, 3)), active=active, delay=[0.0, 0.0, 0.0, 0.5])
-    np.testing.assert_array_equal(_loops.fifo_eligible(fleet), [True, False, True, False])
-    assert not bool(np.all(_loops.fifo_eligible(fleet)))
+    np.testing.assert_array_equal(_loops.fifo_eligible(fleet, variants(fleet)), [True, False, True, False])
+    assert not bool(np.all(_loops.fifo_eligible(fleet, variants(fleet))))
     assert not _loops.fifo_eligible(fleet, variants(fleet, 0.1)).any()
     async_fleet = cj.Fleet(np.full(3, 5.0), np.ones(3), async_fraction=0.5)
-    assert not bool(np.all(_loops.fifo_eligible(async_fleet)))
-    assert bool(np.all(_loops.fifo_eligible(cj.Fleet(np.full(3, 5.0), np.ones(3)))))
+    assert not bool(np.all(_loops.fifo_eligible(async_fleet, variants(async_fleet))))
+    same = cj.Fleet(np.full(3, 5.0), np.ones(3))
+    assert bool(np.all(_loops.fifo_eligible(same, variants(same, 0.0))))
 
 
 def test_auto_decides_per_fleet_and_matches_each_fleet_alone():

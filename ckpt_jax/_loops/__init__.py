@@ -29,7 +29,7 @@ import numpy as np
 
 from .._observe import FinalView, completed_writes
 from .._params import jitter_work
-from .._rates import Variants, variants
+from .._rates import Variants
 from ..model import Fleet
 
 __all__ = [
@@ -138,12 +138,11 @@ def record(flat, cell, value, write):
 FIFO_MIN_JOBS = 8
 
 
-def fifo_eligible(fleet: Fleet, uses: Variants | None = None) -> np.ndarray:
+def fifo_eligible(fleet: Fleet, uses: Variants) -> np.ndarray:
     """Per fleet (batch shape), whether the FIFO path is exact for it: all its active jobs
     share T and d, and it has no jitter, τ = 0 and α = 0, all sizes 1 and a storage policy
-    other than "fcfs" (docs/model.md §1b). ``uses``: the fleet's `variants` (default: those
-    without jitter). Decided on the host."""
-    uses = variants(fleet) if uses is None else uses
+    other than "fcfs" (docs/model.md §1b). ``uses``: the fleet's `variants` (with its jitter).
+    Decided on the host."""
     ok = uses.virtual_clock & ~uses.jitter
     active = np.asarray(fleet.active)
     first = np.argmax(active, axis=-1)[..., None]
