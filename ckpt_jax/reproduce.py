@@ -436,8 +436,8 @@ def write_report(out_dir: Path, results: dict, size: str) -> Path:
         f"{rules.CONFIDENCE:.0%} bootstrap interval of the effect must lie inside a margin stated in the code "
         f"(two one-sided tests at {(1 - rules.CONFIDENCE) / 2:.0%} each). Each such sub-claim states its margin, "
         "the power it had to conclude *reproduced* had there been no effect, and the smallest effect it would have "
-        f"detected with {rules.POWER:.0%} power; a run too small for its margin says *inconclusive*, not *reproduced*. Unless stated "
-        f"otherwise, every interval in this report is a {rules.CONFIDENCE:.0%} bootstrap interval.",
+        f"detected with {rules.POWER:.0%} power; a run too small for its margin says *inconclusive*, not *reproduced*. "
+        f"Unless stated otherwise, every interval in this report is a {rules.CONFIDENCE:.0%} bootstrap interval.",
         "",
     ]
     lines += _run_time_lines(results, size)

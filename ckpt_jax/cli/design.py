@@ -8,6 +8,7 @@ import math
 import platform
 import time
 import unicodedata
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -96,13 +97,12 @@ def settings_for(args, spec) -> dict:
     """The run's settings: options, else --quick, else the file's [design]."""
     file = spec.design
     quick = args.quick
-    pick = lambda option, key: (
-        option
-        if option is not None  # noqa: E731
-        else QUICK[key]
-        if quick
-        else getattr(file, key)
-    )
+
+    def pick(option, key):
+        if option is not None:
+            return option
+        return QUICK[key] if quick else getattr(file, key)
+
     horizon = (
         args.horizon
         if args.horizon is not None
@@ -334,7 +334,7 @@ def _group_verdicts(summary: dict, names: list) -> dict:
     return verdicts
 
 
-def headline(summary: dict, names: list, quote=str) -> list:
+def headline(summary: dict, names: list, quote: Callable[[str], str] = str) -> list:
     """The run's verdict in a few sentences: converged or not, and per baseline what the
     fleet saves and which groups gain and which pay (``quote`` formats a group name)."""
     steps = summary["steps_taken"]

@@ -298,8 +298,9 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
         + ", ".join(f"{n} {kind}" for kind, n in sorted(counts.items()))
         + ". "
         + (
-            f"The least heavy tail is at {where(smallest)}: its interval at level k = {smallest['top_levels'][int(np.argmin(smallest['top_ratio_lower']))]} "
-            f"starts at ×{fmt(smallest['top_ratio_lower'].min(), 2)}. "
+            f"The least heavy tail is at {where(smallest)}: its interval at level k = "
+            f"{smallest['top_levels'][int(np.argmin(smallest['top_ratio_lower']))]} starts at "
+            f"×{fmt(smallest['top_ratio_lower'].min(), 2)}. "
             if smallest is not None
             else ""
         )
@@ -317,9 +318,9 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
     )
     rule = (
         f"at each of a cell's top {TOP_LEVELS} levels k above the mean writer count that the ensemble reaches at least "
-        f"{MIN_EXCURSIONS} times, the {rules.CONFIDENCE:.0%} bootstrap interval (over fleets) of the tail ratio must lie "
-        f"above ×{MIN_TAIL_RATIO:g} (reproduced); wholly below: not reproduced; straddling: inconclusive. Levels, then "
-        "cells, combine by the rule above."
+        f"{MIN_EXCURSIONS} times, the {rules.CONFIDENCE:.0%} bootstrap interval (over fleets) of the tail ratio must "
+        f"lie above ×{MIN_TAIL_RATIO:g} (reproduced); wholly below: not reproduced; straddling: inconclusive. Levels, "
+        "then cells, combine by the rule above."
     )
     rows = []
     for c in per_cell:

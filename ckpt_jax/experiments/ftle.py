@@ -608,11 +608,12 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
         f"{low_parts['grows_with_load']}, twin check {low_parts['twin_check']}. {text['regime']}"
     )
     if steps:
+        positive = high_parts["positive"] == REPRODUCED
+        high_sign = "stays positive (every interval above 0)" if positive else "is not positive in every cell"
         why_high = (
             f"From ρ = {fmt(knee)} to ρ = {fmt(top)} the mean FTLE per cycle changes by "
             + ", ".join(f"{fmt(st['change'], 2)} {fmt_interval(*st['ci'], 2)} at N = {n}" for n, st in steps.items())
-            + f". {text['beyond']} At ρ = {fmt(top)} the FTLE "
-            f"{'stays positive (every interval above 0)' if high_parts['positive'] == REPRODUCED else 'is not positive in every cell'}"
+            + f". {text['beyond']} At ρ = {fmt(top)} the FTLE {high_sign}"
             f" and its Spearman correlation with N is {fmt(rho_high_by_n, 2)}. {text['per_time']} {text['horizon']}"
         )
     else:

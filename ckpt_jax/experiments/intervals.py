@@ -413,8 +413,8 @@ def verdict_10b(pair, storm, figures=()) -> tuple:
         title="fleets: contention-aware intervals beat Young/Daly",
         headline=f"grid {max(abs(r) for r in rel) * 100:.1f}% off; saved "
         + ", ".join(f"{n} {fmt(storm['baselines'][n]['saved']['mean'], 2)}" for n in BASELINES),
-        rule=f"every part must hold (rules.combine): the two-job design within ±{fmt(GRID_RTOL)} (relative) of the grid "
-        f"optimum (else not reproduced); per baseline, the 95% interval of the waste saved wholly above "
+        rule=f"every part must hold (rules.combine): the two-job design within ±{fmt(GRID_RTOL)} (relative) of the "
+        f"grid optimum (else not reproduced); per baseline, the 95% interval of the waste saved wholly above "
         f"{fmt(SAVED_MARGIN)} → reproduced, wholly below → not reproduced (the baseline is better), straddling → "
         "inconclusive.",
         thresholds=dict(GRID_RTOL=GRID_RTOL, SAVED_MARGIN=SAVED_MARGIN),

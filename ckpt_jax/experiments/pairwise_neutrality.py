@@ -203,7 +203,7 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
         both = h_ok[c] & drift_ok
         coupling = (h_shift[c] - h_shift[0]) / h_cycle0
         ptps = []
-        for k, ratio in enumerate(HETEROGENEOUS_WRITE_RATIOS):
+        for k in range(len(HETEROGENEOUS_WRITE_RATIOS)):
             keep = both[k]
             ptps.append(float(np.ptp(coupling[k][keep])) if keep.any() else 0.0)
         peak_to_peak[cap] = max(ptps)
@@ -225,9 +225,9 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
     claim1 = verdict(
         1,
         REPRODUCED if claim1_ok else NOT_REPRODUCED,
-        f"The largest |P(δ) − δ| / (T + d) is {worst_neutrality:.1e} over {n_identical - n_flagged} identical-pair points "
-        f"({len(CONDITIONS)} conditions: storage contention, power caps C = 0.5, 1 and 1.5, both, and nonlinear f; "
-        f"d/T from {write_ratios[0]:.2f} to {write_ratios[-1]:.2f}; {n_delta} launch lags δ per cycle), rounding "
+        f"The largest |P(δ) − δ| / (T + d) is {worst_neutrality:.1e} over {n_identical - n_flagged} identical-pair "
+        f"points ({len(CONDITIONS)} conditions: storage contention, power caps C = 0.5, 1 and 1.5, both, and nonlinear "
+        f"f; d/T from {write_ratios[0]:.2f} to {write_ratios[-1]:.2f}; {n_delta} launch lags δ per cycle), rounding "
         f"level and below the threshold {NEUTRALITY_TOL:.0e}; {n_flagged} points were flagged by the map and left out.",
         title="two identical jobs are neutral, P(δ) = δ",
         headline=f"max |P(δ) − δ|/(T + d) = {worst_neutrality:.1e} over {n_identical - n_flagged:,} pairs",
