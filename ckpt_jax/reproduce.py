@@ -141,7 +141,8 @@ def _malformed(result, name: str) -> str | None:
     if "wall_seconds" in result:
         problems.append(wrong("wall_seconds", result["wall_seconds"], (int, float)))
     problems += [wrong(f"figures[{k}]", figure, str) for k, figure in enumerate(result.get("figures") or [])]
-    for k, entry in enumerate(result.get("verdicts") if isinstance(result.get("verdicts"), list) else []):
+    verdicts = result.get("verdicts")
+    for k, entry in enumerate(verdicts if isinstance(verdicts, list) else []):
         if not isinstance(entry, dict):
             problems.append(wrong(f"verdicts[{k}]", entry, dict))
             continue

@@ -32,6 +32,7 @@ the long-run lags are those after ``n_cycles`` cycles from a grid of launch lags
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -122,7 +123,7 @@ def _measure(fleet, n_delta, n_cycles) -> dict:
     result = coupling_function(fleet, _lags(n_delta, length), n_cycles)
     period = float(result.solo_period[1])
     phase0 = result.phase_lags[:, 0]
-    row = dict(
+    row: dict[str, Any] = dict(
         length=length,
         period=period,
         deltas=result.deltas,

@@ -197,8 +197,8 @@ def _verdict_a(hetero):
         "each job runs at its solo rates, and in a shared phase both slow by one common factor, so the return map "
         "equals the uncoupled one. What a cap C < 1 does change is a lone computing job's speed (to C), i.e. the "
         "uncoupled drift in work coordinates: against the constant work drift T_0 + d_0 the lag changes by up to "
-        f"{fmt(max(work.values()))} L at C = {max(work, key=work.get)} and by exactly 0 at the other caps. That is a "
-        "change of the solo rates, not an interaction. 8a needs non-anonymous sharing (job sizes, claim 9 of "
+        f"{fmt(max(work.values()))} L at C = {max(work, key=work.__getitem__)} and by exactly 0 at the other caps. "
+        "That is a change of the solo rates, not an interaction. 8a needs non-anonymous sharing (job sizes, claim 9 of "
         "docs/model.md)."
     )
     rule = (
@@ -453,7 +453,7 @@ def _figure_b(delayed):
 
         scale = ScalarMappable(Normalize(0, len(rows) - 1), cmap)
         bar = fig.colorbar(scale, ax=curves_ax)
-        ticks = np.linspace(0, len(rows) - 1, 5).round().astype(int)
+        ticks = np.linspace(0, len(rows) - 1, 5).round().astype(int).tolist()
         bar.set_ticks(ticks, labels=[f"{rows[i]['delay']:.3g}" for i in ticks])
         bar.set_label("delay τ")
     smallest = min((r["delay"] for r in rows if r["delay"] > 0), default=1.0) / length

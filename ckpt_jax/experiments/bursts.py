@@ -117,7 +117,7 @@ def _cell(dist: np.ndarray, excursions: np.ndarray, n_boot: int, rng: np.random.
         boot[b] = _tail(dist[pick].mean(axis=0)) / _tail(per_fleet_baseline[pick].mean(axis=0))
     lower = np.quantile(boot, (1 - rules.CONFIDENCE) / 2, axis=0)
     upper = np.quantile(boot, 1 - (1 - rules.CONFIDENCE) / 2, axis=0)
-    level_outcomes = [level_verdict(lower[k], upper[k]) for k in top]
+    level_outcomes = [level_verdict(float(lower[k]), float(upper[k])) for k in top]
     outcome = rules.combine(level_outcomes) if top.size else INCONCLUSIVE
     passed = outcome == REPRODUCED
     return dict(
@@ -262,6 +262,7 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
         trace = simulate(fleet, state, config["cycles"], progress=progress, save=WRITERS_ONLY)
         ok = np.asarray(trace.ok)
         writers = trace.writers
+        assert writers is not None  # saved: WRITERS_ONLY
         # writer_distribution of the trace: time at each count over the window's length
         # (NaN where a fleet has no window, as there).
         window = np.asarray(writers.window)

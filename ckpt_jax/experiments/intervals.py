@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 import time
+from typing import TypedDict
 
 import jax
 import numpy as np
@@ -50,8 +51,16 @@ CLAIMS = (10,)
 # One job alone (10a): solo write time D, MTBF M, restart R.
 SOLO = dict(write=1.0, mtbf=10.0, restart=0.5)
 SOLO_BOUNDS = (0.5, 50.0)
+
+
+class _Pair(TypedDict):
+    write: tuple[float, float]  # per job
+    mtbf: tuple[float, float]  # per job
+    restart: float
+
+
 # Two jobs sharing one unit of storage bandwidth (10b, the grid check).
-PAIR = dict(write=(0.5, 1.0), mtbf=(10.0, 20.0), restart=0.2)
+PAIR = _Pair(write=(0.5, 1.0), mtbf=(10.0, 20.0), restart=0.2)
 PAIR_BOUNDS = (0.5, 50.0)
 # The contended fleet (10b): groups of jobs of sizes 1, 2, 4, 8.
 STORM_SIZES = (1.0, 2.0, 4.0, 8.0)

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import math
 import time
+from typing import TypedDict
 
 import jax
 import numpy as np
@@ -85,10 +86,17 @@ CLAIMED_SLOPE = 2.0
 SLOPE_MARGIN = 0.2
 MIN_FIT_POINTS = 3
 
-SIZES = {
-    "smoke": dict(n_points=3, n_fleets=24, ratio_range=(7.0, 16.0)),
-    "quick": dict(n_points=6, n_fleets=200, ratio_range=RATIO_RANGE),
-    "full": dict(n_points=13, n_fleets=1000, ratio_range=(4.0, 256.0)),
+
+class _Size(TypedDict):
+    n_points: int  # m/σ values, log spaced over ratio_range
+    n_fleets: int  # fleets per point
+    ratio_range: tuple[float, float]
+
+
+SIZES: dict[str, _Size] = {
+    "smoke": _Size(n_points=3, n_fleets=24, ratio_range=(7.0, 16.0)),
+    "quick": _Size(n_points=6, n_fleets=200, ratio_range=RATIO_RANGE),
+    "full": _Size(n_points=13, n_fleets=1000, ratio_range=(4.0, 256.0)),
 }
 
 
