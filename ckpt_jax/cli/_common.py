@@ -379,9 +379,9 @@ def start_devices(requested: int | None) -> _DeviceInfo:
     cores = _usable_cores()
     why = f"--devices {requested}" if requested is not None else "one per core"
     started = False
-    # A flag with a context manager is read as an attribute (config.read refuses it), which
-    # the Config class sets at run time and pyright does not see.
-    preset = jax.config.jax_num_cpu_devices  # pyright: ignore[reportAttributeAccessIssue]  (-1: not set)
+    # -1: not set. A flag with a context manager is read as an attribute (config.read refuses
+    # it), which the Config class sets at run time and pyright does not see.
+    preset = jax.config.jax_num_cpu_devices  # pyright: ignore[reportAttributeAccessIssue]
     if requested is None and preset >= 0 and preset != cores:
         why = (
             "as JAX_NUM_CPU_DEVICES sets it"

@@ -144,7 +144,7 @@ def _bootstrap(lifetimes, censored, n_fires, fitted, rng):
     ratios = np.asarray([r for r, use in fitted])
     for b in range(N_BOOTSTRAP):
         medians = []
-        for _ratio, p in fitted:
+        for _, p in fitted:
             pick = rng.integers(0, lifetimes[p].size, lifetimes[p].size)
             values = np.where(censored[p][pick], n_fires[p], lifetimes[p][pick])
             medians.append(np.median(values))
