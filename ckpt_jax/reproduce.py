@@ -141,7 +141,8 @@ def _malformed(result, name: str) -> str | None:
     if "wall_seconds" in result:
         problems.append(wrong("wall_seconds", result["wall_seconds"], (int, float)))
     problems += [wrong(f"figures[{k}]", figure, str) for k, figure in enumerate(result.get("figures") or [])]
-    for k, entry in enumerate(result.get("verdicts") if isinstance(result.get("verdicts"), list) else []):
+    verdicts = result.get("verdicts")
+    for k, entry in enumerate(verdicts if isinstance(verdicts, list) else []):
         if not isinstance(entry, dict):
             problems.append(wrong(f"verdicts[{k}]", entry, dict))
             continue
@@ -436,8 +437,8 @@ def write_report(out_dir: Path, results: dict, size: str) -> Path:
         f"{rules.CONFIDENCE:.0%} bootstrap interval of the effect must lie inside a margin stated in the code "
         f"(two one-sided tests at {(1 - rules.CONFIDENCE) / 2:.0%} each). Each such sub-claim states its margin, "
         "the power it had to conclude *reproduced* had there been no effect, and the smallest effect it would have "
-        f"detected with {rules.POWER:.0%} power; a run too small for its margin says *inconclusive*, not *reproduced*. Unless stated "
-        f"otherwise, every interval in this report is a {rules.CONFIDENCE:.0%} bootstrap interval.",
+        f"detected with {rules.POWER:.0%} power; a run too small for its margin says *inconclusive*, not *reproduced*. "
+        f"Unless stated otherwise, every interval in this report is a {rules.CONFIDENCE:.0%} bootstrap interval.",
         "",
     ]
     lines += _run_time_lines(results, size)

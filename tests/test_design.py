@@ -143,15 +143,11 @@ def test_offset_gradient_matches_finite_differences_of_the_same_smoothed_objecti
 
 
 def test_designed_offsets_are_reproducible_and_in_the_cycle(pair):
-    run = lambda seed: design.checkpoint_intervals(
-        pair,
-        key=jax.random.key(seed),
-        steps=3,
-        window=2,  # noqa: E731
-        offsets=True,
-        progress=False,
-        **SMALL,
-    )
+    def run(seed):
+        return design.checkpoint_intervals(
+            pair, key=jax.random.key(seed), steps=3, window=2, offsets=True, progress=False, **SMALL
+        )
+
     first, again, other = run(0), run(0), run(1)
     np.testing.assert_array_equal(first.offsets, again.offsets)
     np.testing.assert_array_equal(first.intervals, again.intervals)
@@ -185,14 +181,9 @@ def test_designed_offsets_are_reproducible_and_in_the_cycle(pair):
 
 
 def test_checkpoint_intervals_is_reproducible_from_its_key(pair):
-    run = lambda seed: design.checkpoint_intervals(
-        pair,
-        key=jax.random.key(seed),
-        steps=4,
-        window=2,  # noqa: E731
-        progress=False,
-        **SMALL,
-    )
+    def run(seed):
+        return design.checkpoint_intervals(pair, key=jax.random.key(seed), steps=4, window=2, progress=False, **SMALL)
+
     first, again, other = run(0), run(0), run(1)
     np.testing.assert_array_equal(first.intervals, again.intervals)
     np.testing.assert_array_equal(first.history.objective, again.history.objective)

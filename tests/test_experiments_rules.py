@@ -20,7 +20,8 @@ from ckpt_jax.experiments import (
     verdict,
 )
 
-R, N, P, I = REPRODUCED, NOT_REPRODUCED, PARTIALLY, INCONCLUSIVE
+# The four outcomes by their initials, so the tables below read as tables.
+R, N, P, I = REPRODUCED, NOT_REPRODUCED, PARTIALLY, INCONCLUSIVE  # noqa: E741
 
 
 @pytest.mark.parametrize(

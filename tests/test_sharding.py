@@ -60,7 +60,8 @@ CHECK = textwrap.dedent(
     fleet = cj.Fleet(np.full((6, 8), 7.0), np.full((6, 8), 1.25), cap=5.0)
     state = cj.random_state(fleet, jax.random.key(4))
     compare("fifo", fleet, state, 12)
-    compare("fifo-observers", fleet, state, 12, layouts=(3,), save=cj.SaveAt(trace=False, writers=True, gaps=True, jobs=True))
+    compare("fifo-observers", fleet, state, 12, layouts=(3,),
+            save=cj.SaveAt(trace=False, writers=True, gaps=True, jobs=True))
     fleet = cj.Fleet(np.stack([np.full(8, 5.0), rng.uniform(3, 6, 8), np.full(8, 2.0)]), np.full((3, 8), 0.3))
     state = cj.random_state(fleet, jax.random.key(5))
     compare("mixed", fleet, state, 12)

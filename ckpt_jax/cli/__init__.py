@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Optional
 
 from ._common import (
     INTERRUPTED,
@@ -91,7 +90,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         # x64 must be set before any array is built. Restore it afterwards so an in-process
         # call (tests, notebooks) does not change the caller's global JAX configuration.
-        previous_x64 = bool(jax.config.jax_enable_x64)
+        previous_x64 = bool(jax.config.read("jax_enable_x64"))
         jax.config.update("jax_enable_x64", args.x64)
         # The host device count, before anything starts JAX's backend (nothing imported so
         # far does); this starts it.

@@ -105,7 +105,9 @@ def policy_parameters(args) -> dict:
     from the defaults (so ensembles saved before sizes existed still resume)."""
     entries = {}
     if args.size is not None:
-        entries["size"] = job_sizes(args.size, args.jobs).tolist()
+        sizes = job_sizes(args.size, args.jobs)
+        assert sizes is not None  # --size was given
+        entries["size"] = sizes.tolist()
     if args.power_policy != "maxmin":
         entries["power_policy"] = args.power_policy
     if args.storage_policy != "fair":
@@ -344,7 +346,8 @@ def seed_key(seed: int):
     import jax
 
     data = np.array([seed >> 32, seed & 0xFFFFFFFF], dtype=np.uint32)
-    return jax.random.wrap_key_data(data, impl="threefry2x32")
+    # The stub asks for a jax.Array; any array-like is accepted (and a NumPy one stays exact).
+    return jax.random.wrap_key_data(data, impl="threefry2x32")  # pyright: ignore[reportArgumentType]
 
 
 # -- devices ----------------------------------------------------------------------------
@@ -376,7 +379,9 @@ def start_devices(requested: int | None) -> _DeviceInfo:
     cores = _usable_cores()
     why = f"--devices {requested}" if requested is not None else "one per core"
     started = False
-    preset = jax.config.jax_num_cpu_devices  # -1: not set
+    # -1: not set. A flag with a context manager is read as an attribute (config.read refuses
+    # it), which the Config class sets at run time and pyright does not see.
+    preset = jax.config.jax_num_cpu_devices  # pyright: ignore[reportAttributeAccessIssue]
     if requested is None and preset >= 0 and preset != cores:
         why = (
             "as JAX_NUM_CPU_DEVICES sets it"

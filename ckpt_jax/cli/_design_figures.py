@@ -5,6 +5,7 @@ from __future__ import annotations
 import unicodedata
 
 import numpy as np
+from matplotlib.patches import Rectangle
 from matplotlib.ticker import MaxNLocator
 
 COLOURS = {"design": "#d62728", "young": "#1f77b4", "daly": "#2ca02c", "young_contended": "#9467bd"}
@@ -179,7 +180,7 @@ def schedule_figure(spec, schedule):
         "abandoned": "write abandoned at a failure",
         "down": "down (restart after a failure)",
     }
-    handles = [plt.Rectangle((0, 0), 1, 1, color=colours[k]) for k in names]
+    handles = [Rectangle((0, 0), 1, 1, color=colours[k]) for k in names]
     axis.legend(handles, list(names.values()), loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8)
     return figure
 

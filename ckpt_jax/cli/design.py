@@ -8,6 +8,7 @@ import math
 import platform
 import time
 import unicodedata
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -96,13 +97,12 @@ def settings_for(args, spec) -> dict:
     """The run's settings: options, else --quick, else the file's [design]."""
     file = spec.design
     quick = args.quick
-    pick = lambda option, key: (
-        option
-        if option is not None  # noqa: E731
-        else QUICK[key]
-        if quick
-        else getattr(file, key)
-    )
+
+    def pick(option, key):
+        if option is not None:
+            return option
+        return QUICK[key] if quick else getattr(file, key)
+
     horizon = (
         args.horizon
         if args.horizon is not None
@@ -125,9 +125,10 @@ def settings_for(args, spec) -> dict:
 def _check(args) -> None:
     from ..fleetfile import load
 
-    args.spec = load(
-        args.fleet_file, dtype=np.float64 if args.x64 else np.float32
-    )  # FleetFileError is a ValueError: one error line
+    # FleetFileError is a ValueError: one error line. (load's dtype is inferred from its default,
+    # float64; float32 is as valid.)
+    dtype = np.float64 if args.x64 else np.float32
+    args.spec = load(args.fleet_file, dtype=dtype)  # pyright: ignore[reportArgumentType]
     args.settings = settings_for(args, args.spec)
     young = args.spec.young()
     labels = args.spec.labels
@@ -183,6 +184,7 @@ def _evaluate(spec, table: dict, *, horizon, n_draws, key, launch, dtype, offset
         progress=False,
         save=SaveAt(trace=False, jobs=True, writers=True),
     )
+    assert out.jobs is not None and out.writers is not None  # both saved above
     waste = np.asarray(out.jobs.waste, np.float64)  # (D, S, N)
     size = spec.per_job("size")
     labels = spec.labels
@@ -201,7 +203,7 @@ def _evaluate(spec, table: dict, *, horizon, n_draws, key, launch, dtype, offset
     # The writer count is defined on a draw only once every job has fired (WriterStats):
     # where some job never fired before H it is NaN. Average over the draws where it is
     # defined (a plain mean would be NaN as soon as one draw is).
-    defined = np.isfinite(fraction).all(axis=-1)  # (D, S)
+    defined = np.all(np.isfinite(fraction), axis=-1)  # (D, S)
     n_defined = defined.sum(axis=1)  # (D,)
     total = np.where(defined[..., None], fraction, 0.0).sum(axis=1)
     writers = np.where(n_defined[:, None] > 0, total / np.maximum(n_defined, 1)[:, None], np.nan)  # (D, N + 1)
@@ -334,7 +336,7 @@ def _group_verdicts(summary: dict, names: list) -> dict:
     return verdicts
 
 
-def headline(summary: dict, names: list, quote=str) -> list:
+def headline(summary: dict, names: list, quote: Callable[[str], str] = str) -> list:
     """The run's verdict in a few sentences: converged or not, and per baseline what the
     fleet saves and which groups gain and which pay (``quote`` formats a group name)."""
     steps = summary["steps_taken"]

@@ -32,6 +32,7 @@ the long-run lags are those after ``n_cycles`` cycles from a grid of launch lags
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -122,7 +123,7 @@ def _measure(fleet, n_delta, n_cycles) -> dict:
     result = coupling_function(fleet, _lags(n_delta, length), n_cycles)
     period = float(result.solo_period[1])
     phase0 = result.phase_lags[:, 0]
-    row = dict(
+    row: dict[str, Any] = dict(
         length=length,
         period=period,
         deltas=result.deltas,
@@ -333,21 +334,23 @@ def verdict_9a(sizes) -> tuple:
         if "detuned" in r
     )
     amplitude_text = "; ".join(
-        f"{label}: max |c| = {fmt(r['phase']['max_abs'] / r['period'])} P, mean {fmt(r['phase']['mean'] / r['period'])} P, "
-        f"peak-to-peak {fmt(r['phase']['peak_to_peak'] / r['period'])} P (work: {fmt(r['work']['max_abs'] / r['length'])} L)"
+        f"{label}: max |c| = {fmt(r['phase']['max_abs'] / r['period'])} P, mean "
+        f"{fmt(r['phase']['mean'] / r['period'])} P, peak-to-peak {fmt(r['phase']['peak_to_peak'] / r['period'])} P "
+        f"(work: {fmt(r['work']['max_abs'] / r['length'])} L)"
         for label, r in coupled.items()
         if r["role"] == "coupled"
     )
     why = (
-        f"Pairs of sizes w = {SIZES_PAIR[0]:g}, {SIZES_PAIR[1]:g} under a power cap (f(n) = n, d = {WRITE:g}, both jobs alone "
-        f"computing for {SOLO_COMPUTE_TIME:g}, one solo period P), coupling against each job alone at its own solo speed. "
-        f"Time phase and work: {amplitude_text}. The coupling is mostly a detuning (mean > peak-to-peak / 2): with equal "
-        "solo periods no lag is locked and the lag drifts; detuned by the mean coupling (the middle of the 1:1 locking "
-        f"range) the pair locks: {detuned_text}. Controls (equal sizes under a binding cap; a cap above Σ w): at most "
-        f"{worst_control:.1e} of the circle (threshold {CONTROL_TOL:.0e}). Under uniform with max w ≤ C < Σ w "
-        f"(C = {UNIFORM_WINDOW[2]:g}) the cap binds on the pair but both jobs slow by one factor: coupling "
-        f"{window_amp:.1e}, none. Over {len(scan['maxmin']['caps'])} caps from {fmt(scan['maxmin']['caps'][0])} to "
-        f"{fmt(scan['maxmin']['caps'][-1])} the pair coupled exactly where its two shared-compute slowdowns differ "
+        f"Pairs of sizes w = {SIZES_PAIR[0]:g}, {SIZES_PAIR[1]:g} under a power cap (f(n) = n, d = {WRITE:g}, both "
+        f"jobs alone computing for {SOLO_COMPUTE_TIME:g}, one solo period P), coupling against each job alone at its "
+        f"own solo speed. Time phase and work: {amplitude_text}. The coupling is mostly a detuning (mean > "
+        "peak-to-peak / 2): with equal solo periods no lag is locked and the lag drifts; detuned by the mean coupling "
+        f"(the middle of the 1:1 locking range) the pair locks: {detuned_text}. Controls (equal sizes under a binding "
+        f"cap; a cap above Σ w): at most {worst_control:.1e} of the circle (threshold {CONTROL_TOL:.0e}). Under "
+        f"uniform with max w ≤ C < Σ w (C = {UNIFORM_WINDOW[2]:g}) the cap binds on the pair but both jobs slow by one "
+        f"factor: coupling {window_amp:.1e}, none. Over {len(scan['maxmin']['caps'])} caps from "
+        f"{fmt(scan['maxmin']['caps'][0])} to {fmt(scan['maxmin']['caps'][-1])} the pair coupled exactly where its two "
+        "shared-compute slowdowns differ "
         + (
             "at every cap, for both policies"
             if not any(mismatches.values())
@@ -455,14 +458,14 @@ def verdict_9b(fcfs) -> tuple:
     why = (
         f"Identical pairs T = {FCFS_COMPUTE:g}, d = {FCFS_WRITE:g}, f ≡ 1. Under fcfs the coupling reaches "
         f"{fmt(fcfs_amp)} of the period in every fcfs case (mean {fmt(main['phase']['mean'] / main['period'])} P, odd: "
-        f"peak-to-peak {fmt(main['phase']['peak_to_peak'] / main['period'])} P). A launch with overlapping writes is moved in "
-        "one cycle to windows that touch (the waiting writer starts where the head ends); the fixed points are "
-        f"{_fixed_text(main['phase_fixed'], main['period'])}; {fmt(100 * main['settled'], 3)} % of launches have "
-        f"stopped moving after {main['n_cycles']} cycles. Fair sharing of the same f (the control): {control:.1e} (threshold {CONTROL_TOL:.0e}). Gap-map "
-        f"Jacobians by jacfwd where the map is smooth: {fcfs_text}"
+        f"peak-to-peak {fmt(main['phase']['peak_to_peak'] / main['period'])} P). A launch with overlapping writes is "
+        "moved in one cycle to windows that touch (the waiting writer starts where the head ends); the fixed points "
+        f"are {_fixed_text(main['phase_fixed'], main['period'])}; {fmt(100 * main['settled'], 3)} % of launches have "
+        f"stopped moving after {main['n_cycles']} cycles. Fair sharing of the same f (the control): {control:.1e} "
+        f"(threshold {CONTROL_TOL:.0e}). Gap-map Jacobians by jacfwd where the map is smooth: {fcfs_text}"
         + (" (on the overlapping branch the map is locally constant: det 0, every eigenvalue 0)" if fcfs_over else "")
-        + f"; fair storage gives |det − 1| ≤ {_small(fair_err)} at the small-gap points of the overlapping branch (claim 2's "
-        "det = 1; elsewhere its determinants are in the table)."
+        + f"; fair storage gives |det − 1| ≤ {_small(fair_err)} at the small-gap points of the overlapping branch "
+        "(claim 2's det = 1; elsewhere its determinants are in the table)."
     )
     rule = (
         f"reproduced if every fcfs identical pair couples (max |c| > {COUPLING_TOL:.0e} of the period), the fair "

@@ -189,16 +189,16 @@ def _verdict_a(hetero):
     # is a change of the jobs' solo rates, reported but not counted.
     outcome = REPRODUCED if dynamic > COUPLING_TOL and dynamic_free <= COUPLING_TOL else NOT_REPRODUCED
     why = (
-        f"Heterogeneous pair T_0 = {HETERO_COMPUTE[0]:g}, T_1 = {HETERO_COMPUTE[1]:g}, d = {HETERO_WRITE[0]:g} each, f(n) = n, over "
-        f"{N_CYCLES} cycles: against the uncoupled map (each job run alone) the largest coupling is "
+        f"Heterogeneous pair T_0 = {HETERO_COMPUTE[0]:g}, T_1 = {HETERO_COMPUTE[1]:g}, d = {HETERO_WRITE[0]:g} each, "
+        f"f(n) = n, over {N_CYCLES} cycles: against the uncoupled map (each job run alone) the largest coupling is "
         f"{dynamic:.1e} L under the binding caps C = {fmt_list(binding)} and {dynamic_free:.1e} L uncapped "
         f"(L = T_1 + d_1), rounding level, below the threshold {COUPLING_TOL:.0e} L: no coupling. This is "
         "docs/model.md's measured finding, exact in the model: in a pair's mixed phase (one writes, one computes) "
         "each job runs at its solo rates, and in a shared phase both slow by one common factor, so the return map "
         "equals the uncoupled one. What a cap C < 1 does change is a lone computing job's speed (to C), i.e. the "
         "uncoupled drift in work coordinates: against the constant work drift T_0 + d_0 the lag changes by up to "
-        f"{fmt(max(work.values()))} L at C = {max(work, key=work.get)} and by exactly 0 at the other caps. That is a "
-        "change of the solo rates, not an interaction. 8a needs non-anonymous sharing (job sizes, claim 9 of "
+        f"{fmt(max(work.values()))} L at C = {max(work, key=work.__getitem__)} and by exactly 0 at the other caps. "
+        "That is a change of the solo rates, not an interaction. 8a needs non-anonymous sharing (job sizes, claim 9 of "
         "docs/model.md)."
     )
     rule = (
@@ -321,10 +321,11 @@ def _verdict_c(asynchronous):
 
     largest = max(firsts, default=None)
     why = (
-        f"Identical pairs in {len(asynchronous)} case{'s' if len(asynchronous) != 1 else ''} (L = T + d), the coupling measured in the first cycle (job 1 "
-        f"launched at its solo state), in the last {STEADY_WINDOW} of {N_CYCLES} cycles (steady), and as the net lag "
-        f"change over the run. Transient coupling (above {COUPLING_TOL:.0e} L in the first cycle or as a net shift, "
-        f"not in the steady window): {named(transient)}. Persistent coupling: {named(persistent)}. "
+        f"Identical pairs in {len(asynchronous)} case{'s' if len(asynchronous) != 1 else ''} (L = T + d), the coupling "
+        f"measured in the first cycle (job 1 launched at its solo state), in the last {STEADY_WINDOW} of {N_CYCLES} "
+        f"cycles (steady), and as the net lag change over the run. Transient coupling (above {COUPLING_TOL:.0e} L in "
+        f"the first cycle or as a net shift, not in the steady window): {named(transient)}. Persistent coupling: "
+        f"{named(persistent)}. "
         + (
             f"The largest first-cycle coupling is {largest[0]:.1e} L ({largest[1]}, α = {fmt(largest[2])}). "
             if largest
@@ -415,8 +416,8 @@ def _figure_a(hetero):
     )
     work_ax.legend(fontsize=8, loc="lower center")
     fig.suptitle(
-        f"Claim 8a: heterogeneous pair T_0 = {HETERO_COMPUTE[0]:g}, T_1 = {HETERO_COMPUTE[1]:g}, d = {HETERO_WRITE[0]:g}, "
-        "f(n) = n, under binding power caps"
+        f"Claim 8a: heterogeneous pair T_0 = {HETERO_COMPUTE[0]:g}, T_1 = {HETERO_COMPUTE[1]:g}, d = "
+        f"{HETERO_WRITE[0]:g}, f(n) = n, under binding power caps"
     )
     return fig
 
@@ -452,7 +453,7 @@ def _figure_b(delayed):
 
         scale = ScalarMappable(Normalize(0, len(rows) - 1), cmap)
         bar = fig.colorbar(scale, ax=curves_ax)
-        ticks = np.linspace(0, len(rows) - 1, 5).round().astype(int)
+        ticks = np.linspace(0, len(rows) - 1, 5).round().astype(int).tolist()
         bar.set_ticks(ticks, labels=[f"{rows[i]['delay']:.3g}" for i in ticks])
         bar.set_label("delay τ")
     smallest = min((r["delay"] for r in rows if r["delay"] > 0), default=1.0) / length

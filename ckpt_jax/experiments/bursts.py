@@ -117,7 +117,7 @@ def _cell(dist: np.ndarray, excursions: np.ndarray, n_boot: int, rng: np.random.
         boot[b] = _tail(dist[pick].mean(axis=0)) / _tail(per_fleet_baseline[pick].mean(axis=0))
     lower = np.quantile(boot, (1 - rules.CONFIDENCE) / 2, axis=0)
     upper = np.quantile(boot, 1 - (1 - rules.CONFIDENCE) / 2, axis=0)
-    level_outcomes = [level_verdict(lower[k], upper[k]) for k in top]
+    level_outcomes = [level_verdict(float(lower[k]), float(upper[k])) for k in top]
     outcome = rules.combine(level_outcomes) if top.size else INCONCLUSIVE
     passed = outcome == REPRODUCED
     return dict(
@@ -262,6 +262,7 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
         trace = simulate(fleet, state, config["cycles"], progress=progress, save=WRITERS_ONLY)
         ok = np.asarray(trace.ok)
         writers = trace.writers
+        assert writers is not None  # saved: WRITERS_ONLY
         # writer_distribution of the trace: time at each count over the window's length
         # (NaN where a fleet has no window, as there).
         window = np.asarray(writers.window)
@@ -298,8 +299,9 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
         + ", ".join(f"{n} {kind}" for kind, n in sorted(counts.items()))
         + ". "
         + (
-            f"The least heavy tail is at {where(smallest)}: its interval at level k = {smallest['top_levels'][int(np.argmin(smallest['top_ratio_lower']))]} "
-            f"starts at ×{fmt(smallest['top_ratio_lower'].min(), 2)}. "
+            f"The least heavy tail is at {where(smallest)}: its interval at level k = "
+            f"{smallest['top_levels'][int(np.argmin(smallest['top_ratio_lower']))]} starts at "
+            f"×{fmt(smallest['top_ratio_lower'].min(), 2)}. "
             if smallest is not None
             else ""
         )
@@ -317,9 +319,9 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
     )
     rule = (
         f"at each of a cell's top {TOP_LEVELS} levels k above the mean writer count that the ensemble reaches at least "
-        f"{MIN_EXCURSIONS} times, the {rules.CONFIDENCE:.0%} bootstrap interval (over fleets) of the tail ratio must lie "
-        f"above ×{MIN_TAIL_RATIO:g} (reproduced); wholly below: not reproduced; straddling: inconclusive. Levels, then "
-        "cells, combine by the rule above."
+        f"{MIN_EXCURSIONS} times, the {rules.CONFIDENCE:.0%} bootstrap interval (over fleets) of the tail ratio must "
+        f"lie above ×{MIN_TAIL_RATIO:g} (reproduced); wholly below: not reproduced; straddling: inconclusive. Levels, "
+        "then cells, combine by the rule above."
     )
     rows = []
     for c in per_cell:

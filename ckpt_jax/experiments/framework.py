@@ -58,7 +58,7 @@ class Experiment:
     name: str
     title: str
     claims: tuple[int, ...]
-    sizes: Mapping[str, dict]
+    sizes: Mapping[str, Mapping[str, Any]]
     run: Callable[..., dict]
 
 

@@ -341,7 +341,7 @@ def _cell(n_jobs, load, index, measured, config, rng):
             change=change,
             ci=change_ci,
             relative=change / mean if mean else np.nan,
-            trend=horizon_trend(*change_ci, mean),
+            trend=horizon_trend(*change_ci, reference=mean),
         ),
         twin_mean=float(np.mean(measured["twin_rate"][index][both])) if both.any() else np.nan,
         twin_checked=int(both.sum()),
@@ -454,7 +454,7 @@ def regime_texts(table, peaks, steps, config, low_loads, high_loads, knee) -> di
         )
         + f". From K = {main} to {horizons[-1]} it changes by "
         + ", ".join(
-            f"{fmt(100 * c['relative'], 2)} % {fmt_interval(*c['ci'], 2)} ({c['trend']}) at N = {n}"
+            f"{fmt(100 * c['relative'], 2)} % {fmt_interval(*c['ci'], digits=2)} ({c['trend']}) at N = {n}"
             for n, c in changes.items()
         )
         + f". Of the {len(high_cells)} cells above saturation: {count(high_cells)}; of the {len(low_cells)} at or "
@@ -462,7 +462,7 @@ def regime_texts(table, peaks, steps, config, low_loads, high_loads, knee) -> di
         f"{burn_in}-cycle rate at ρ = {fmt(top)} differs from the {burn_in}-cycle rate after the burn-in by "
         + ", ".join(
             f"{fmt(table[(n, top)]['from_launch_excess'], 2)} "
-            f"{fmt_interval(*table[(n, top)]['from_launch_excess_ci'], 2)} at N = {n}"
+            f"{fmt_interval(*table[(n, top)]['from_launch_excess_ci'], digits=2)} at N = {n}"
             for n in n_jobs_list
         )
         + f"; {launch_text}"
@@ -608,11 +608,14 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
         f"{low_parts['grows_with_load']}, twin check {low_parts['twin_check']}. {text['regime']}"
     )
     if steps:
+        stays_positive = high_parts["positive"] == REPRODUCED
+        high_sign = "stays positive (every interval above 0)" if stays_positive else "is not positive in every cell"
         why_high = (
             f"From ρ = {fmt(knee)} to ρ = {fmt(top)} the mean FTLE per cycle changes by "
-            + ", ".join(f"{fmt(st['change'], 2)} {fmt_interval(*st['ci'], 2)} at N = {n}" for n, st in steps.items())
-            + f". {text['beyond']} At ρ = {fmt(top)} the FTLE "
-            f"{'stays positive (every interval above 0)' if high_parts['positive'] == REPRODUCED else 'is not positive in every cell'}"
+            + ", ".join(
+                f"{fmt(st['change'], 2)} {fmt_interval(*st['ci'], digits=2)} at N = {n}" for n, st in steps.items()
+            )
+            + f". {text['beyond']} At ρ = {fmt(top)} the FTLE {high_sign}"
             f" and its Spearman correlation with N is {fmt(rho_high_by_n, 2)}. {text['per_time']} {text['horizon']}"
         )
     else:
@@ -648,7 +651,7 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
         row = [str(n)]
         for load in loads:
             cell = table[(n, load)]
-            row.append(f"{fmt(cell['mean'], 2)} {fmt_interval(*cell['ci'], 2)}")
+            row.append(f"{fmt(cell['mean'], 2)} {fmt_interval(*cell['ci'], digits=2)}")
         row.append(f"{fmt(peaks[n]['per_cycle']['grid'])} (≈ {fmt(peaks[n]['per_cycle']['refined'], 2)})")
         table_rows.append(row)
     ftle_table = dict(columns=["N"] + [f"ρ = {fmt(load)}" for load in loads] + ["peak ρ"], rows=table_rows)
@@ -667,7 +670,7 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
                 [
                     n,
                     fmt(st["change"], 3),
-                    fmt_interval(*st["ci"], 3),
+                    fmt_interval(*st["ci"], digits=3),
                     st["outcome"],
                     fmt(table[(int(n), top)]["mean_per_time"], 2),
                     " → ".join(fmt(h["mean"], 2) for h in table[(int(n), top)]["horizons"]),

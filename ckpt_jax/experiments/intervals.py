@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 import time
+from typing import TypedDict
 
 import jax
 import numpy as np
@@ -50,8 +51,16 @@ CLAIMS = (10,)
 # One job alone (10a): solo write time D, MTBF M, restart R.
 SOLO = dict(write=1.0, mtbf=10.0, restart=0.5)
 SOLO_BOUNDS = (0.5, 50.0)
+
+
+class _Pair(TypedDict):
+    write: tuple[float, float]  # per job
+    mtbf: tuple[float, float]  # per job
+    restart: float
+
+
 # Two jobs sharing one unit of storage bandwidth (10b, the grid check).
-PAIR = dict(write=(0.5, 1.0), mtbf=(10.0, 20.0), restart=0.2)
+PAIR = _Pair(write=(0.5, 1.0), mtbf=(10.0, 20.0), restart=0.2)
 PAIR_BOUNDS = (0.5, 50.0)
 # The contended fleet (10b): groups of jobs of sizes 1, 2, 4, 8.
 STORM_SIZES = (1.0, 2.0, 4.0, 8.0)
@@ -413,8 +422,8 @@ def verdict_10b(pair, storm, figures=()) -> tuple:
         title="fleets: contention-aware intervals beat Young/Daly",
         headline=f"grid {max(abs(r) for r in rel) * 100:.1f}% off; saved "
         + ", ".join(f"{n} {fmt(storm['baselines'][n]['saved']['mean'], 2)}" for n in BASELINES),
-        rule=f"every part must hold (rules.combine): the two-job design within ±{fmt(GRID_RTOL)} (relative) of the grid "
-        f"optimum (else not reproduced); per baseline, the 95% interval of the waste saved wholly above "
+        rule=f"every part must hold (rules.combine): the two-job design within ±{fmt(GRID_RTOL)} (relative) of the "
+        f"grid optimum (else not reproduced); per baseline, the 95% interval of the waste saved wholly above "
         f"{fmt(SAVED_MARGIN)} → reproduced, wholly below → not reproduced (the baseline is better), straddling → "
         "inconclusive.",
         thresholds=dict(GRID_RTOL=GRID_RTOL, SAVED_MARGIN=SAVED_MARGIN),

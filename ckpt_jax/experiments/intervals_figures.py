@@ -155,15 +155,13 @@ def fleet_figure(storm, path, baselines) -> str:
     means = np.array([r["mean"] for r in rows])
     errors = np.array([[r["mean"] - r["low"], r["high"] - r["mean"]] for r in rows]).T
     colours = ["tab:red", "tab:orange", "tab:green", "tab:purple"]
+    intervals = {n: storm["designed"] if n == "design" else storm["baselines"][n]["intervals"] for n in names}
     y = np.arange(len(names))[::-1]
     for k in range(len(names)):
         left.errorbar(means[k], y[k], xerr=errors[:, k : k + 1], fmt="o", color=colours[k], ms=7, capsize=5, lw=2)
     left.set_yticks(
         y,
-        [
-            f"{n}\nT = {', '.join(fmt(t, 3) for t in (storm['designed'] if n == 'design' else storm['baselines'][n]['intervals']))}"
-            for n in names
-        ],
+        [f"{n}\nT = {', '.join(fmt(t, 3) for t in intervals[n])}" for n in names],
         fontsize=8,
     )
     left.set_ylim(y.min() - 0.6, y.max() + 0.6)

@@ -358,8 +358,8 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
     claim3 = verdict(
         3,
         REPRODUCED if claim3_ok else NOT_REPRODUCED,
-        f"{len(all_random)} random launches (N = {fmt_list(n_jobs_list)}, {config['cycles']} cycles; f ≡ 1, f = √n, and "
-        f"a binding cap C = N/2) and {len(all_stagger)} staggered fleets: {order_fraction:.1%} kept their cyclic "
+        f"{len(all_random)} random launches (N = {fmt_list(n_jobs_list)}, {config['cycles']} cycles; f ≡ 1, f = √n, "
+        f"and a binding cap C = N/2) and {len(all_stagger)} staggered fleets: {order_fraction:.1%} kept their cyclic "
         f"firing order (threshold 100 %); the smallest firing gap between two jobs is {smallest_gap:.2e} of the "
         f"period (threshold > 0: no merger); {not_ok} runs incomplete.",
         title="identical jobs never overtake and never merge",

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import math
 import time
+from typing import TypedDict
 
 import jax
 import numpy as np
@@ -85,10 +86,17 @@ CLAIMED_SLOPE = 2.0
 SLOPE_MARGIN = 0.2
 MIN_FIT_POINTS = 3
 
-SIZES = {
-    "smoke": dict(n_points=3, n_fleets=24, ratio_range=(7.0, 16.0)),
-    "quick": dict(n_points=6, n_fleets=200, ratio_range=RATIO_RANGE),
-    "full": dict(n_points=13, n_fleets=1000, ratio_range=(4.0, 256.0)),
+
+class _Size(TypedDict):
+    n_points: int  # m/σ values, log spaced over ratio_range
+    n_fleets: int  # fleets per point
+    ratio_range: tuple[float, float]
+
+
+SIZES: dict[str, _Size] = {
+    "smoke": _Size(n_points=3, n_fleets=24, ratio_range=(7.0, 16.0)),
+    "quick": _Size(n_points=6, n_fleets=200, ratio_range=RATIO_RANGE),
+    "full": _Size(n_points=13, n_fleets=1000, ratio_range=(4.0, 256.0)),
 }
 
 
@@ -136,7 +144,7 @@ def _bootstrap(lifetimes, censored, n_fires, fitted, rng):
     ratios = np.asarray([r for r, use in fitted])
     for b in range(N_BOOTSTRAP):
         medians = []
-        for ratio, p in fitted:
+        for _, p in fitted:
             pick = rng.integers(0, lifetimes[p].size, lifetimes[p].size)
             values = np.where(censored[p][pick], n_fires[p], lifetimes[p][pick])
             medians.append(np.median(values))
@@ -260,21 +268,22 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
     if not np.isfinite(slope):
         why = (
             f"Only {int(fitted_mask.sum())} of {ratios.size} points (m/σ = {fmt(ratios.min())} to {fmt(ratios.max())}, "
-            f"{fleets} fleets each) had fewer than {MAX_CENSORED:.0%} censored fleets and a median lifetime of at least "
-            f"{FIT_MIN_MEDIAN:g} cycles; the fit needs {MIN_FIT_POINTS}. Inconclusive at this size: sizes quick and "
-            f"full fit m/σ from {fmt(SIZES['quick']['ratio_range'][0])} up."
+            f"{fleets} fleets each) had fewer than {MAX_CENSORED:.0%} censored fleets and a median lifetime of at "
+            f"least {FIT_MIN_MEDIAN:g} cycles; the fit needs {MIN_FIT_POINTS}. Inconclusive at this size: sizes quick "
+            f"and full fit m/σ from {fmt(SIZES['quick']['ratio_range'][0])} up."
         )
         headline = f"only {int(fitted_mask.sum())} usable points (need {MIN_FIT_POINTS})"
     else:
         lo_r, hi_r = ratios[fitted_mask].min(), ratios[fitted_mask].max()
         why = (
             f"The median stagger lifetime grows as (m/σ)^{fmt(slope)}, interval {fmt_interval(low, high)}, fitted on "
-            f"{int(fitted_mask.sum())} points over m/σ = {fmt(lo_r)} to {fmt(hi_r)} ({span:.2f} decades; {fleets} fleets "
-            f"per point, N = {N_JOBS}, margin m = {margin:g}); the law claims 2, margin ±{SLOPE_MARGIN:g}. "
+            f"{int(fitted_mask.sum())} points over m/σ = {fmt(lo_r)} to {fmt(hi_r)} ({span:.2f} decades; {fleets} "
+            f"fleets per point, N = {N_JOBS}, margin m = {margin:g}); the law claims 2, margin ±{SLOPE_MARGIN:g}. "
             f"Median lifetime / (m/σ)² runs from {fmt(scaled[fitted_mask][0])} to {fmt(scaled[fitted_mask][-1])} "
-            f"cycles over the fitted points (constant under the law). Power: the slope's standard error is {fmt(se)}, so this run supports a margin as narrow as "
-            f"±{fmt(supported)} and would have detected a slope off 2 by {fmt(detectable)} or more with "
-            f"{rules.POWER:.0%} power; power to conclude the law if it holds exactly: {power:.0%}."
+            f"cycles over the fitted points (constant under the law). Power: the slope's standard error is {fmt(se)}, "
+            f"so this run supports a margin as narrow as ±{fmt(supported)} and would have detected a slope off 2 by "
+            f"{fmt(detectable)} or more with {rules.POWER:.0%} power; power to conclude the law if it holds exactly: "
+            f"{power:.0%}."
         )
         if outcome == INCONCLUSIVE and abs(slope - CLAIMED_SLOPE) >= SLOPE_MARGIN:
             why += (

@@ -22,6 +22,7 @@ again, so the pair's order is not a single cycle) are left out and counted.
 from __future__ import annotations
 
 import time
+from typing import Any, TypedDict
 
 import jax
 import numpy as np
@@ -71,10 +72,16 @@ HETEROGENEOUS_THROUGHPUT = "linear"  # the power-cap setting: no storage content
 NEUTRALITY_TOL = 1e-12  # claim 1: max |P(δ) − δ| ≤ this · (T + d)
 COUPLING_MIN_PTP = 1e-3  # heterogeneous numbers: peak-to-peak difference > this · (T_0 + d) is recorded
 
-SIZES = {
-    "smoke": dict(n_delta=16, write_ratios=np.linspace(0.05, 0.95, 5)),
-    "quick": dict(n_delta=128, write_ratios=np.linspace(0.05, 0.95, 19)),
-    "full": dict(n_delta=512, write_ratios=np.linspace(0.05, 0.95, 91)),
+
+class _Size(TypedDict):
+    n_delta: int  # launch lags δ per cycle
+    write_ratios: np.ndarray  # d/T
+
+
+SIZES: dict[str, _Size] = {
+    "smoke": _Size(n_delta=16, write_ratios=np.linspace(0.05, 0.95, 5)),
+    "quick": _Size(n_delta=128, write_ratios=np.linspace(0.05, 0.95, 19)),
+    "full": _Size(n_delta=512, write_ratios=np.linspace(0.05, 0.95, 91)),
 }
 
 _pair_map = jax.jit(jax.vmap(section_map))
@@ -135,6 +142,7 @@ def _heatmap_figure(identical, n_delta, write_ratios):
             ax.set_ylabel("d / T")
         if c >= 6:
             ax.set_xlabel("δ / (T + d)")
+    assert image is not None  # one per panel, nine panels
     bar = fig.colorbar(image, ax=axes, shrink=0.7, label="log10 |P(δ) − δ| / (T + d)")
     bar.ax.axhline(np.log10(NEUTRALITY_TOL), color="tab:red", lw=2)
     fig.suptitle(
@@ -203,7 +211,7 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
         both = h_ok[c] & drift_ok
         coupling = (h_shift[c] - h_shift[0]) / h_cycle0
         ptps = []
-        for k, ratio in enumerate(HETEROGENEOUS_WRITE_RATIOS):
+        for k in range(len(HETEROGENEOUS_WRITE_RATIOS)):
             keep = both[k]
             ptps.append(float(np.ptp(coupling[k][keep])) if keep.any() else 0.0)
         peak_to_peak[cap] = max(ptps)
@@ -225,9 +233,9 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
     claim1 = verdict(
         1,
         REPRODUCED if claim1_ok else NOT_REPRODUCED,
-        f"The largest |P(δ) − δ| / (T + d) is {worst_neutrality:.1e} over {n_identical - n_flagged} identical-pair points "
-        f"({len(CONDITIONS)} conditions: storage contention, power caps C = 0.5, 1 and 1.5, both, and nonlinear f; "
-        f"d/T from {write_ratios[0]:.2f} to {write_ratios[-1]:.2f}; {n_delta} launch lags δ per cycle), rounding "
+        f"The largest |P(δ) − δ| / (T + d) is {worst_neutrality:.1e} over {n_identical - n_flagged} identical-pair "
+        f"points ({len(CONDITIONS)} conditions: storage contention, power caps C = 0.5, 1 and 1.5, both, and nonlinear "
+        f"f; d/T from {write_ratios[0]:.2f} to {write_ratios[-1]:.2f}; {n_delta} launch lags δ per cycle), rounding "
         f"level and below the threshold {NEUTRALITY_TOL:.0e}; {n_flagged} points were flagged by the map and left out.",
         title="two identical jobs are neutral, P(δ) = δ",
         headline=f"max |P(δ) − δ|/(T + d) = {worst_neutrality:.1e} over {n_identical - n_flagged:,} pairs",
@@ -242,7 +250,7 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
     )
     coupled = [cap for cap in HETEROGENEOUS_CAPS if peak_to_peak[cap] > COUPLING_MIN_PTP]
 
-    numbers = dict(
+    numbers: dict[str, Any] = dict(
         compute=COMPUTE,
         n_delta=n_delta,
         write_ratios=write_ratios,

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 import time
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -145,7 +146,7 @@ def _measure_group(n_jobs_list, slots: int, rng: np.random.Generator):
     results = []
     for i, row in enumerate(rows):
         n = row["n_jobs"]
-        res = dict(n_jobs=n, f=row["f"], branch=int(branch[i]), status=int(status[i]))
+        res: dict[str, Any] = dict(n_jobs=n, f=row["f"], branch=int(branch[i]), status=int(status[i]))
         if row["synchronous"]:
             # Everyone fires again with job 0: each u returns to a full cycle (≡ 0), so a = 0 is fixed.
             res["synchronous_residual"] = float(np.max(np.abs(u_next[i, : n - 1] - row["cycle"]), initial=0.0))
