@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
+from numpy.typing import DTypeLike
 
 __all__ = [
     "FleetFileError",
@@ -466,7 +467,7 @@ def _engine_checks(reader: _Reader, spec: FleetSpec, dtype) -> None:
         reader.fail("design.horizon", str(err).removeprefix("design.horizon = "))
 
 
-def loads(text: str, path: str = "<string>", *, dtype=np.float64) -> FleetSpec:
+def loads(text: str, path: str = "<string>", *, dtype: DTypeLike = np.float64) -> FleetSpec:
     """Parses fleet-file text (``path`` only names it in messages); every value is checked
     against the engine's ranges in ``dtype`` (float64 or float32: the dtype it will run in)."""
     from ._validate import check_dtype
@@ -486,7 +487,7 @@ def loads(text: str, path: str = "<string>", *, dtype=np.float64) -> FleetSpec:
     return spec
 
 
-def load(path, *, dtype=np.float64) -> FleetSpec:
+def load(path, *, dtype: DTypeLike = np.float64) -> FleetSpec:
     """Reads and validates a fleet file (``dtype``: as `loads`).
 
     Raises:

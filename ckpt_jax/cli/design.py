@@ -125,10 +125,9 @@ def settings_for(args, spec) -> dict:
 def _check(args) -> None:
     from ..fleetfile import load
 
-    # FleetFileError is a ValueError: one error line. (load's dtype is inferred from its default,
-    # float64; float32 is as valid.)
+    # FleetFileError is a ValueError: one error line.
     dtype = np.float64 if args.x64 else np.float32
-    args.spec = load(args.fleet_file, dtype=dtype)  # pyright: ignore[reportArgumentType]
+    args.spec = load(args.fleet_file, dtype=dtype)
     args.settings = settings_for(args, args.spec)
     young = args.spec.young()
     labels = args.spec.labels

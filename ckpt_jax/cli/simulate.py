@@ -140,8 +140,7 @@ def _check(args) -> None:
             )
         from ..fleetfile import load
 
-        # load's dtype is inferred from its default (float64); float32 is as valid.
-        args.spec = load(args.fleet, dtype=np.float64 if args.x64 else np.float32)  # pyright: ignore[reportArgumentType]
+        args.spec = load(args.fleet, dtype=np.float64 if args.x64 else np.float32)
         args.jobs = args.spec.n_jobs
         if args.horizon is None:
             # Failures abandon writes, so a run of K completed cycles per job has no bound:
