@@ -137,7 +137,7 @@ class SaveAt:
         if isinstance(self.observers, Observer) or not isinstance(self.observers, (tuple, list)):
             raise ValueError(f"SaveAt.observers must be a tuple of ckpt_jax.Observer, got {self.observers!r}")
         object.__setattr__(self, "observers", tuple(self.observers))
-        names = set(BUILT_IN)
+        names: set[str] = set(BUILT_IN)
         for observer in self.observers:
             if not isinstance(observer, Observer):
                 raise ValueError(f"SaveAt.observers must hold ckpt_jax.Observer instances, got {observer!r}")
@@ -416,6 +416,7 @@ class WritersObserver(Observer):
         if final.horizon is None:
             t_stop = window["t_stop"]  # NaN if the first K-th write never ended
         else:
+            assert final.ok is not None  # set by the driver before finalize
             t_stop = jnp.where(final.ok, final.horizon, jnp.nan)
         usable = jnp.isfinite(window["t_start"]) & jnp.isfinite(t_stop) & (t_stop > window["t_start"])
         nan = jnp.asarray(jnp.nan, state["time"].dtype)
@@ -582,6 +583,7 @@ class GapsObserver(Observer):
         cur = state["cur"][:, None]
         # A cycle counts only where the next one is full (every active job fired it, so its
         # fire count exceeds c + 1), which implies the cycle itself is.
+        assert final.fire_count is not None  # every loop reports it
         fewest = jnp.min(jnp.where(final.active, final.fire_count, np.iinfo(np.int32).max), axis=1)
         next_full = (cycles + 1 < fewest[:, None]) & (cycles + 1 < k)
         if bound.info.ordered:  # every cycle before cur is written out; cur has no next
@@ -606,7 +608,8 @@ class JobsObserver(Observer):
     time = A + E − S (+ t_stop while writing), completed-write time = A − S (+ L, the
     firing of a write still open). The fast paths (`LoopInfo.one_switch`) add each
     switch's time to one of three sums of the switching job's slot (`EventView.slot`) in
-    one scatter, and keep the time of each slot's latest switch in a second one. The general engine keeps A − S, E and L as three dense arrays, each updated from its own old value
+    one scatter, and keep the time of each slot's latest switch in a second one. The general
+    engine keeps A − S, E and L as three dense arrays, each updated from its own old value
     only (XLA then copies none of them per iteration).
 
     With failures a write can be abandoned (the job fails and fires again before the write
@@ -674,6 +677,7 @@ class JobsObserver(Observer):
                 waiting_time=waiting_time,
             )
         # With failures (a failure abandons the write in progress): accumulate the interval.
+        assert view.draining is not None  # failures run on the general engine only
         write_time = state["write_time"] + jnp.where(view.draining, dt, 0)
         open_write = state["open_write"] + jnp.where(view.draining, dt, 0)
         ended = view.recorded_end & view.running[:, None]
@@ -699,6 +703,7 @@ class JobsObserver(Observer):
             )
         if not info.abandons:  # from switch times: the fast paths, the general engine without failures
             writing = final.writing
+            assert writing is not None and final.fire_count is not None  # every loop reports them
             opened = writing & (final.fire_count >= 1)  # its write was started by a firing
             difference = state["ends_less_fires"]
             state = dict(
@@ -714,6 +719,7 @@ class JobsObserver(Observer):
         idle = jnp.where(final.async_fraction[:, None] > 0, state["waiting_time"], write_time)
         down_time = zeros if final.down_time is None else final.down_time
         compute_time = final.time[:, None] - idle - down_time
+        assert final.ok is not None  # set by the driver before finalize
         ok = final.active & final.ok[:, None]
         # The fast paths keep no work accounting: `_simulate` fills in their useful work.
         useful = jnp.full_like(write_time, jnp.nan) if final.useful_work is None else final.useful_work

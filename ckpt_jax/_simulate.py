@@ -129,11 +129,10 @@ class Trace:
                 else f"time={float(time.ravel()[0]):.6g}"
             )
         parts.append(f"n_events<={int(np.max(self.n_events))}" if np.size(self.n_events) else "n_events=[]")
-        parts += [
-            f"{name}={type(getattr(self, name)).__name__ if name != 'gaps' else np.shape(self.gaps)}"
-            for name in ("writers", "gaps", "jobs")
-            if getattr(self, name) is not None
-        ]
+        for name in ("writers", "gaps", "jobs"):
+            value = getattr(self, name)
+            if value is not None:
+                parts.append(f"{name}={np.shape(value) if name == 'gaps' else type(value).__name__}")
         if self.observed:
             parts.append(f"observed={sorted(self.observed)}")
         return f"Trace({', '.join(parts)})"
@@ -235,7 +234,8 @@ def simulate(
             raise ValueError("n_fires must be an integer >= 1 (it may be None only with until=)")
         if save.trace or save.gaps:
             raise ValueError(
-                "n_fires is needed to size the trace and the gaps observer; pass n_fires or save=SaveAt(trace=False, gaps=False)"
+                "n_fires is needed to size the trace and the gaps observer; "
+                "pass n_fires or save=SaveAt(trace=False, gaps=False)"
             )
     if failure_times is not None:
         failure_times = check_failure_times(failure_times, fleet)
@@ -257,7 +257,10 @@ def simulate(
         )
     # Counters and trace columns are int32: K stays well inside it.
     n_fires = None if n_fires is None else check_int("n_fires", n_fires, 1, MAX_FIRES)
-    budget_fires = n_fires if horizon is None else fires_before(fleet, horizon)
+    # K where it stops the run or sizes the trace: n_fires is None only with until= and
+    # neither the trace nor the gaps saved (checked above), where K is read nowhere.
+    fires = 0 if n_fires is None else n_fires
+    budget_fires = fires if horizon is None else fires_before(fleet, horizon)
     default_budget = max_events is None
     if max_events is None:
         max_events = default_max_events(fleet.n_jobs, budget_fires, fleet)
@@ -273,10 +276,10 @@ def simulate(
     check_fleet_offset(fleet_offset, math.prod(fleet.batch_shape))
     uses = variants(fleet, jitter)  # the one test of which variants the run traces
     if horizon is None:
-        check_time_bound(fleet, n_fires, jitter)
+        check_time_bound(fleet, fires, jitter)
     elif default_budget:  # a budget the caller chose may stop the run on purpose
         check_horizon_events(fleet, horizon, jitter, max_events)
-    trace_len = n_fires if save.trace else 0
+    trace_len = fires if save.trace else 0
     check_trace_memory(fleet, trace_len, queue_size if np.any(uses.delay) else 1, devices)
     # What a progress bar of a run to a horizon counts down: the busiest fleet's events.
     expected_events = None if horizon is None else int(min(np.max(horizon_events(fleet, horizon)), max_events))
@@ -290,7 +293,7 @@ def simulate(
     # Everything static about the run, once: each group of fleets below runs it with its
     # own loop and rate rules.
     config = RunConfig(
-        n_fires=MAX_FIRES if horizon is not None else n_fires,
+        n_fires=MAX_FIRES if horizon is not None else fires,
         trace_len=trace_len,
         save=save,
         stop_fires=n_fires if horizon is None else None,
@@ -320,7 +323,7 @@ def simulate(
             continue
         part = (params, phase, remaining, horizon_flat)
         if index.size < n_fleets:
-            part = jax.tree_util.tree_map(lambda x: x[index], part)
+            part = jax.tree_util.tree_map(lambda x, index=index: x[index], part)
         group = dataclasses.replace(config, path=name, sharing=sharing)
         result = driver.run(
             group, part, max_events=max_events, progress=progress, devices=devices, expected_events=expected_events
@@ -373,6 +376,7 @@ def flat_trace(result: LoopResult, *, save: SaveAt) -> Trace:
     """The `Trace` of flattened fleets (leading axis B) from the driver's result (any loop)."""
     mask = result.final.active[:, :, None]
     observed = result.observers
+    assert result.ok is not None  # set by the driver
     return Trace(
         fire_times=jnp.where(mask, result.fire_times, jnp.nan) if save.trace else None,
         end_times=jnp.where(mask, result.end_times, jnp.nan) if save.trace else None,

@@ -271,9 +271,7 @@ def check_jitter(jitter, batch_shape, dtype) -> np.ndarray:
     try:
         sigma = np.broadcast_to(sigma, batch_shape)
     except ValueError:
-        raise ValueError(
-            f"jitter must be a scalar or have the batch shape {batch_shape}, got {np.shape(jitter)}"
-        ) from None
+        raise ValueError(f"jitter must be a scalar or have the batch shape {batch_shape}, got {sigma.shape}") from None
     if not (np.isfinite(sigma) & (sigma >= 0)).all():
         raise ValueError(
             f"jitter must be finite and >= 0, got {float(sigma[~(np.isfinite(sigma) & (sigma >= 0))].ravel()[0])}"

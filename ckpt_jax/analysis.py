@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 
 import jax
+import jax.core
 import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import gammaln, xlog1py, xlogy
@@ -179,7 +180,8 @@ def smallest_gap(fire_times, period=None) -> jax.Array:
             raise ValueError(f"period must be finite and > 0, got {period!r}")
     if isinstance(fire, jax.core.Tracer) or isinstance(period, jax.core.Tracer):
         smallest, _ = _smallest_gap(fire, period)
-        return smallest
+        return jnp.asarray(smallest)
+    assert isinstance(fire, np.ndarray)  # a concrete trace, not a tracer
     smallest, n_negative = _smallest_gap_blocks(fire, period)
     if n_negative:
         raise ValueError(
@@ -210,6 +212,7 @@ def _interleaved(fire, xp=jnp, first=None, last=None):
     if first is None:
         first = xp.nanmin(fire, axis=-2, initial=xp.inf)
         last = xp.nanmax(fire, axis=-2, initial=-xp.inf)
+    assert last is not None  # given together with first
     ahead = last[..., :-1] > first[..., 1:]  # cycle k overlaps cycle k + 1
     pad = xp.zeros_like(ahead[..., :1])
     return xp.concatenate([ahead, pad], axis=-1) | xp.concatenate([pad, ahead], axis=-1)

@@ -454,9 +454,9 @@ def stagger_lifetime(fire_times, end_times) -> tuple[np.ndarray, np.ndarray]:
     lifetime is the firing index k (0-based) of the window whose start opens the first
     overlap: k complete collision-free cycles went before it. Only overlaps that begin
     before ``t_obs``, the earliest over the jobs of each job's last recorded write end,
-    count: up to then every window that has started is recorded. A fleet with no such overlap is *censored*: lifetime K. Windows
-    with a NaN time (padding slots, unfinished runs) are ignored; a write in progress at
-    t = 0 is not a recorded window.
+    count: up to then every window that has started is recorded. A fleet with no such
+    overlap is *censored*: lifetime K. Windows with a NaN time (padding slots, unfinished
+    runs) are ignored; a write in progress at t = 0 is not a recorded window.
 
     Args:
       fire_times: (..., N, K) firing times (`Trace.fire_times`).

@@ -392,7 +392,8 @@ def _run(
             if out is not None:
                 tags = {"chunk_index": np.int64(index), "fingerprint": np.str_(manifest["fingerprint"])}
                 atomic_write(
-                    out / _chunk_name(index), lambda handle, arrays=chunk: _write_npz(handle, {**arrays, **tags})
+                    out / _chunk_name(index),
+                    lambda handle, arrays=chunk, tags=tags: _write_npz(handle, {**arrays, **tags}),
                 )
             chunks[index] = chunk
             n_bad += int(np.sum(~chunk["ok"]))
@@ -534,7 +535,8 @@ def _load_chunk(path: Path, size: int, index: int, fingerprint: str) -> dict | N
     if len(tags) < len(_TAGS) or any(value.ndim != 0 for value in tags.values()):
         problem = "does not record its chunk index and ensemble (written by an older version?)"
     elif tags["fingerprint"].dtype.kind != "U" or str(tags["fingerprint"]) != fingerprint:
-        problem = f"belongs to another ensemble (manifest fingerprint {str(tags['fingerprint'])[:12]}..., not {fingerprint[:12]}...)"
+        recorded = str(tags["fingerprint"])[:12]
+        problem = f"belongs to another ensemble (manifest fingerprint {recorded}..., not {fingerprint[:12]}...)"
     elif tags["chunk_index"].dtype.kind not in "iu" or int(tags["chunk_index"]) != index:
         problem = f"holds chunk {tags['chunk_index'].item()}, not chunk {index} (renamed or swapped?)"
     elif not set(_VERDICT) <= set(arrays) or any(v.ndim < 1 or v.shape[0] != size for v in arrays.values()):

@@ -173,6 +173,7 @@ def _section_step(fleet: Fleet, u, max_events: int):
     # progress; neither is a function of the section coordinates (use `ckpt_jax.coupling`).
     status = status | flag(~variants(fleet).instant_blocking, Status.UNSUPPORTED)
     # Each other job must fire exactly once, in its section order (claim 3's order).
+    assert final.fire_count is not None  # every loop reports it
     fired_once = jnp.all(~params.active[1:] | (final.fire_count[1:] == 1))
     status = status | flag(~fired_once, Status.ORDER_CHANGED)
     # A kink: two jobs switched in one step, or the section point itself sits on an event

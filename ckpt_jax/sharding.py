@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from typing import Union
 
 import jax
 import jax.numpy as jnp
@@ -30,7 +29,7 @@ __all__ = ["FLEET_AXIS", "resolve_devices", "fleet_sharding", "pad_fleets", "pad
 
 FLEET_AXIS = "fleets"
 
-Devices = Union[None, str, int, Sequence[jax.Device]]
+Devices = None | str | int | Sequence[jax.Device]
 
 
 def resolve_devices(devices: Devices) -> tuple | None:
@@ -52,6 +51,8 @@ def resolve_devices(devices: Devices) -> tuple | None:
             raise ValueError(f"devices={devices} but this process has {len(available)} devices")
         return tuple(available[: int(devices)])
     try:
+        if isinstance(devices, bool):  # not a count of devices, and not iterable either
+            raise TypeError
         devices = tuple(devices)
     except TypeError:
         raise ValueError(f"devices must be None, 'all', an int or a sequence of devices, got {devices!r}") from None

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Protocol
+from typing import Any, Protocol
 
 import jax
 import jax.numpy as jnp
@@ -49,28 +49,36 @@ class Loop(Protocol):
 
     def info(self) -> LoopInfo:
         """What the observers are told about the loop (`LoopInfo`)."""
+        ...
 
-    def init(self, phase, remaining):
+    def init(self, phase, remaining) -> Any:
         """The carry at t = 0 from the initial `State`'s arrays."""
+        ...
 
-    def step(self, carry, running, event_limit):
+    def step(self, carry, running, event_limit) -> tuple[Any, Any]:
         """Steps the ``running`` fleets once (the others must be left unchanged); returns
         ``(carry, event)``, a compact record of the iteration for `view`."""
+        ...
 
-    def no_event(self, carry):
+    def no_event(self, carry) -> Any:
         """An event in which no fleet ran (before the first iteration)."""
+        ...
 
     def view(self, event, after) -> EventView:
         """The observers' `EventView` of ``event``, read from the carry ``after`` it."""
+        ...
 
-    def unfinished(self, carry, event):
+    def unfinished(self, carry, event) -> jax.Array:
         """(B,) fleets that have not reached their stop (K writes, or the horizon)."""
+        ...
 
-    def within_budget(self, carry, event_limit):
+    def within_budget(self, carry, event_limit) -> jax.Array:
         """(B,) fleets within the event budget."""
+        ...
 
     def final(self, carry) -> LoopResult:
         """The result in job order (``observers`` left empty: the driver fills them in)."""
+        ...
 
 
 def loop_for(config: RunConfig, params, horizon) -> Loop:
@@ -193,7 +201,11 @@ def run(config: RunConfig, part, *, max_events: int, progress=None, devices=None
         firings = n_fleets * events / 2
         long_run = firings >= _progress.LONG_RUN
     else:  # firings: N per cycle, or about half the events to a horizon
-        firings = n_fleets * (expected_events / 2 if config.until else n_jobs * config.n_fires)
+        firings = n_fleets * (
+            (max_events if expected_events is None else expected_events) / 2
+            if config.until
+            else n_jobs * config.n_fires
+        )
         long_run = n_blocks > 1 and firings >= 10 * _progress.LONG_RUN
     if not (long_run if progress is None else progress):
         if by_events:  # three programs, as a chunked run: the loop's state is donated and updated in
@@ -211,7 +223,7 @@ def _events_with_progress(config: RunConfig, part, max_events: int, events: int)
     horizon reached by the slowest fleet. The event limit is a traced argument, so every
     chunk reuses one compiled loop."""
     params, _, _, horizon = part
-    loop = loop_for(config, params, horizon)
+    loop = GeneralLoop(config, params, horizon)
     if config.until:
         shown = dict(
             total=100, unit="% of H", bar_format="{l_bar}{bar}| {n:.0f}/{total} {unit} [{elapsed}<{remaining}]"

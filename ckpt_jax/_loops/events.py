@@ -112,7 +112,7 @@ class Instant(NamedTuple):
     def of(before, running, fires, ends) -> Instant:
         bits = [fires, ends, before.draining, before.waiting]
         flags = sum(bit.astype(jnp.int8) << i for i, bit in enumerate(bits))
-        return Instant(time=before.time, running=running, flags=flags.astype(jnp.int8))
+        return Instant(time=before.time, running=running, flags=jnp.asarray(flags, jnp.int8))
 
     def view(self, params, after, n_fires: int, n_active, use_async: bool = True) -> EventView:
         """The `EventView` of the iteration that led to the loop carry ``after``: one

@@ -18,7 +18,7 @@ current cycle). With α = 0 a draining job computes nothing, which is the blocki
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -207,7 +207,7 @@ def advance(
     horizon=None,
     use_delay: bool = False,
     observe=None,
-    observed=None,
+    observed: Any = None,  # any pytree
     sharing: Sharing = Sharing(),
 ):
     """The stepping primitive: advances ONE fleet (no batch axis) event by event.
@@ -251,7 +251,7 @@ def advance_to_firing(
     max_events,
     use_delay: bool = False,
     observe=None,
-    observed=None,
+    observed: Any = None,  # any pytree
     sharing: Sharing = Sharing(),
 ):
     """`advance` until job ``job`` fires once more (the return maps' step: job 0's next
@@ -293,7 +293,10 @@ def switch(
     """
     dtype = params.compute.dtype
     inf = jnp.asarray(jnp.inf, dtype)
-    live = failures.up_params(params, carry.work) if use_failures else params
+    live = params
+    if use_failures:
+        assert carry.work is not None  # a run with failures tracks each job's work
+        live = failures.up_params(params, carry.work)
     writers, write_rate, computing, compute_rate = rates(live, carry, use_delay, use_async, sharing)
     computes = compute_rate > 0
 
@@ -307,6 +310,7 @@ def switch(
         queue_dt = jnp.where(carry.queue_size > 0, carry.queue_time[carry.queue_head] - carry.time, inf)
         dt = jnp.minimum(dt, queue_dt)
     if use_failures:
+        assert carry.work is not None  # as above
         failure_dt, restart_dt = failures.event_times(params, carry.work, carry.time)
         dt = jnp.minimum(dt, jnp.minimum(jnp.min(failure_dt), jnp.min(restart_dt)))
     if horizon is not None:  # an event within the snapping tolerance of H happens at H
@@ -512,7 +516,7 @@ class GeneralLoop:
     def view(self, event: Instant, after: Carry) -> EventView:
         return event.view(self.params, after, self.config.n_fires, self.n_active, self.config.use_async)
 
-    def unfinished(self, carry: Carry, event: Instant):
+    def unfinished(self, carry: Carry, event: Instant | None):
         """Not done: every job completed K writes, or the horizon is reached."""
         if self.horizon is not None:
             return carry.time < self.horizon

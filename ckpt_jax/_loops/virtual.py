@@ -183,7 +183,7 @@ def index_dtype(size: int):
     """Flat indices into an array of ``size`` elements: int32 where they fit."""
     if size < np.iinfo(np.int32).max:
         return jnp.int32
-    if not jax.config.jax_enable_x64:
+    if not jax.config.read("jax_enable_x64"):
         raise ValueError(
             f"the fast path's trace buffer has {size} elements, more than int32 indexes; "
             "enable jax_enable_x64, or simulate fewer fleets, jobs or firings per call"
