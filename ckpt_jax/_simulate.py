@@ -284,8 +284,8 @@ def simulate(
     # What a progress bar of a run to a horizon counts down: the busiest fleet's events.
     expected_events = None if horizon is None else int(min(np.max(horizon_events(fleet, horizon)), max_events))
     use_jitter = bool(np.any(uses.jitter))
-    check_key_given(key, use_jitter, drawn_failures=fleet.has_failures and failure_times is None)
     path = choose_paths(fleet, uses, "general" if failure_times is not None else method).ravel()
+    check_key_given(key, use_jitter, drawn_failures=fleet.has_failures and failure_times is None)
     # Checked above, the parameters are built last (`flat_params` checks the key and offset).
     params = flat_params(fleet, jitter, key, fleet_offset, failure_times)
     n_fleets = params.compute.shape[0]
