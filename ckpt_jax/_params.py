@@ -57,14 +57,28 @@ def jitter_work(job_key: jax.Array, compute: jax.Array, jitter: jax.Array, cycle
 
 
 def flat_params(fleet: Fleet, jitter=None, key=None, fleet_offset: int = 0, failure_times=None) -> Params:
-    """Flattens a validated fleet into per-fleet parameter arrays with one batch axis
-    (``failure_times``: already checked by `ckpt_jax._validate.check_failure_times`, or None)."""
+    """Flattens a validated fleet into per-fleet parameter arrays with one batch axis.
+
+    Checks ``jitter`` (σ), ``key`` and ``fleet_offset`` first (a `ValueError` naming the bad
+    one); ``failure_times``: already checked by `ckpt_jax._validate.check_failure_times`, or
+    None. `params_of` builds the same from values checked by the caller."""
+    batch_shape = fleet.batch_shape
+    sigma = check_jitter(jitter, batch_shape, fleet.dtype)
+    key = None if key is None else check_key(key, batch_shape)
+    fleet_offset = check_fleet_offset(fleet_offset, int(np.prod(batch_shape, dtype=np.int64)))
+    return params_of(fleet, sigma, key, fleet_offset, failure_times)
+
+
+def params_of(fleet: Fleet, sigma: np.ndarray, key, fleet_offset: int, failure_times=None) -> Params:
+    """`flat_params` from checked values: σ of the batch shape (`check_jitter`), a typed key
+    (`check_key`) or None, an offset from `check_fleet_offset` and checked failure times."""
     batch_shape = fleet.batch_shape
     n_jobs = fleet.n_jobs
     n_fleets = int(np.prod(batch_shape, dtype=np.int64))
-    sigma = check_jitter(jitter, batch_shape, fleet.dtype)
-    fleet_offset = check_fleet_offset(fleet_offset, n_fleets)
-    flat = lambda x, tail: jnp.reshape(x, (n_fleets,) + tail)  # noqa: E731
+
+    def flat(x, tail):
+        return jnp.reshape(x, (n_fleets,) + tail)
+
     return Params(
         compute=flat(fleet.compute, (n_jobs,)),
         write=flat(fleet.write, (n_jobs,)),
@@ -73,7 +87,7 @@ def flat_params(fleet: Fleet, jitter=None, key=None, fleet_offset: int = 0, fail
         delay=flat(fleet.delay, ()),
         async_fraction=flat(fleet.async_fraction, ()),
         active=flat(fleet.active, (n_jobs,)),
-        jitter=jnp.asarray(sigma.reshape(n_fleets), fleet.dtype),
+        jitter=jnp.asarray(np.reshape(sigma, n_fleets), fleet.dtype),
         job_keys=batch_keys(key, batch_shape, n_jobs, fleet_offset),
         size=flat(fleet.size, (n_jobs,)),
         mtbf=flat(fleet.mtbf, (n_jobs,)),
@@ -87,11 +101,12 @@ def flat_params(fleet: Fleet, jitter=None, key=None, fleet_offset: int = 0, fail
 def batch_keys(key, batch_shape, n_jobs: int, fleet_offset: int):
     """Per-job PRNG keys, shape (B, N), derived from counters only (layout invariant).
 
-    A scalar key is folded with each fleet's flat index (plus ``fleet_offset``, for
-    chunked ensembles); a key array of the batch shape gives each fleet its own key.
+    ``key``: a typed key checked by `check_key` (shape () or the batch shape), or None. A
+    scalar key is folded with each fleet's flat index (plus ``fleet_offset``, for chunked
+    ensembles); a key array of the batch shape gives each fleet its own key.
     """
     n_fleets = int(np.prod(batch_shape, dtype=np.int64))
-    key = jax.random.key(0) if key is None else check_key(key, batch_shape)
+    key = jax.random.key(0) if key is None else key
     if key.shape == ():
         return fold_keys(key, jnp.uint32(fleet_offset), n_fleets, n_jobs)
     return job_keys(key.reshape(n_fleets), n_jobs)

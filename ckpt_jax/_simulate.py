@@ -18,7 +18,7 @@ from . import sharding
 from ._loops import PATHS, LoopResult, choose_paths, driver
 from ._loops.config import RunConfig
 from ._observe import JobStats, SaveAt, WriterStats
-from ._params import flat_params
+from ._params import params_of
 from ._rates import Sharing, sharing_for, variants
 from ._status import describe_status
 from ._validate import (
@@ -29,6 +29,7 @@ from ._validate import (
     check_horizon_events,
     check_int,
     check_jitter,
+    check_key,
     check_key_given,
     check_method,
     check_time_bound,
@@ -272,8 +273,8 @@ def simulate(
     if not isinstance(throw, (bool, np.bool_)):
         raise ValueError(f"throw must be True or False, got {throw!r}")
     devices = sharding.resolve_devices(devices)
-    check_jitter(jitter, fleet.batch_shape, fleet.dtype)
-    check_fleet_offset(fleet_offset, math.prod(fleet.batch_shape))
+    sigma = check_jitter(jitter, fleet.batch_shape, fleet.dtype)
+    fleet_offset = check_fleet_offset(fleet_offset, math.prod(fleet.batch_shape))
     uses = variants(fleet, jitter)  # the one test of which variants the run traces
     if horizon is None:
         check_time_bound(fleet, fires, jitter)
@@ -286,8 +287,8 @@ def simulate(
     use_jitter = bool(np.any(uses.jitter))
     path = choose_paths(fleet, uses, "general" if failure_times is not None else method).ravel()
     check_key_given(key, use_jitter, drawn_failures=fleet.has_failures and failure_times is None)
-    # Checked above, the parameters are built last (`flat_params` checks the key and offset).
-    params = flat_params(fleet, jitter, key, fleet_offset, failure_times)
+    key = None if key is None else check_key(key, fleet.batch_shape)
+    params = params_of(fleet, sigma, key, fleet_offset, failure_times)  # all checked: built last
     n_fleets = params.compute.shape[0]
     use_delay = bool(np.any(uses.delay))
     # Everything static about the run, once: each group of fleets below runs it with its
