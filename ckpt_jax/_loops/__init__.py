@@ -27,13 +27,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._observe import FinalView, completed_writes
+from .._observe import FinalView, LoopInfo, completed_writes
 from .._params import jitter_work
 from .._rates import Variants
 from ..model import Fleet
 
 __all__ = [
     "LoopResult",
+    "loop_info",
     "loop_result",
     "jitter_works",
     "record",
@@ -56,6 +57,21 @@ class LoopResult(NamedTuple):
     observers: Any  # the driver's: {name: output} of every observer (the loop's: ())
     final: FinalView
     ok: jax.Array | None = None  # (B,) set by the driver: done and no status flag
+
+
+def loop_info(config, params, **facts) -> LoopInfo:
+    """The observers' `LoopInfo` of a loop over ``params`` (leading axis B) run with the
+    `RunConfig` ``config``; ``facts``: the loop's own (``one_switch``, ``ordered``,
+    ``abandons``)."""
+    n_fleets, n_jobs = params.compute.shape
+    return LoopInfo(
+        n_fleets=n_fleets,
+        n_jobs=n_jobs,
+        dtype=params.compute.dtype,
+        stop_fires=config.stop_fires,
+        gap_fires=config.gap_fires,
+        **facts,
+    )
 
 
 def loop_result(

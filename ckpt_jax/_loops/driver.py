@@ -86,6 +86,11 @@ def loop_for(config: RunConfig, params, horizon) -> Loop:
     return (GeneralLoop if config.path == "general" else VirtualLoop)(config, params, horizon)
 
 
+def still_running(loop: Loop, carry, event, event_limit) -> jax.Array:
+    """(B,) fleets still to step: unfinished, no status flag, within the event budget."""
+    return loop.unfinished(carry, event) & (carry.status == Status.OK) & loop.within_budget(carry, event_limit)
+
+
 def start(config: RunConfig, part):
     """The driver's state at t = 0, ``(carry, observer states)``, of ``part = (params,
     phase, remaining, horizon)``."""
@@ -102,9 +107,6 @@ def advance(config: RunConfig, part, state, event_limit):
     loop = loop_for(config, params, horizon)
     observers = _observe.observers_of(config.save)
 
-    def still(carry, event):
-        return loop.unfinished(carry, event) & (carry.status == Status.OK) & loop.within_budget(carry, event_limit)
-
     def observe(states, event, after):
         view = loop.view(event, after)
         return tuple(o.update(s, view) for o, s in zip(observers, states))
@@ -115,11 +117,11 @@ def advance(config: RunConfig, part, state, event_limit):
         if observers:  # the previous iteration's event, now read from the loop state
             states = observe(states, event, carry)
         carry, new_event = loop.step(carry, running, event_limit)
-        return carry, states, (new_event if observers else event), still(carry, new_event)
+        return carry, states, (new_event if observers else event), still_running(loop, carry, new_event, event_limit)
 
     carry, states = state
     none = loop.no_event(carry)
-    initial = (carry, states, none, still(carry, none))
+    initial = (carry, states, none, still_running(loop, carry, none, event_limit))
     carry, states, event, _ = jax.lax.while_loop(lambda s: jnp.any(s[-1]), body, initial)
     if observers:  # the last iteration's event
         states = observe(states, event, carry)
@@ -173,7 +175,7 @@ def run(config: RunConfig, part, *, max_events: int, progress=None, devices=None
     virtual-clock loops run on a CPU in blocks of fleets (`sharding.block_size`), padded
     with inert fleets to whole blocks. ``progress`` (None: only for long runs) shows a bar;
     ``expected_events``: with ``until``, about how many events the busiest fleet steps
-    (`ckpt_jax._params.horizon_events`), which sizes the chunks and decides whether a bar
+    (`ckpt_jax._validate.horizon_events`), which sizes the chunks and decides whether a bar
     is shown.
     """
     params, phase, remaining, horizon = part
@@ -240,8 +242,7 @@ def _events_with_progress(config: RunConfig, part, max_events: int, events: int)
             carry = state[0]
             reached = float(loop.progress(carry))
             bar.update((100 * min(1.0, reached) if config.until else int(reached)) - bar.n)
-            running = loop.unfinished(carry, None) & (carry.status == Status.OK) & (carry.n_events < max_events)
-            if limit >= max_events or not bool(jnp.any(running)):
+            if limit >= max_events or not bool(jnp.any(still_running(loop, carry, None, max_events))):
                 return finish_jit(config, part, state)
 
 

@@ -29,7 +29,7 @@ from .._params import Params
 from .._rates import Sharing, compute_speed, computing_mask, controller_load, fcfs_head, phase_rates, write_rates
 from .._snapping import horizon_clock, snapped, to_horizon
 from .._status import Status, flag
-from . import LoopResult, failures, jitter_works, loop_result
+from . import LoopResult, failures, jitter_works, loop_info, loop_result
 from . import record as record_cells
 from .config import RunConfig
 from .events import Instant
@@ -460,16 +460,7 @@ class GeneralLoop:
         self.n_active = jnp.sum(params.active, axis=1).astype(jnp.int32)
 
     def info(self) -> LoopInfo:
-        config = self.config
-        n_fleets, n_jobs = self.params.compute.shape
-        return LoopInfo(
-            n_fleets=n_fleets,
-            n_jobs=n_jobs,
-            dtype=self.params.compute.dtype,
-            stop_fires=config.stop_fires,
-            gap_fires=config.gap_fires,
-            abandons=config.use_failures,
-        )
+        return loop_info(self.config, self.params, abandons=self.config.use_failures)
 
     def init(self, phase, remaining) -> Carry:
         """The carry at t = 0: with the work accounting where `RunConfig.track_work`."""

@@ -50,7 +50,7 @@ from .._params import Params
 from .._rates import phase_rates
 from .._snapping import horizon_clock, snapped, to_horizon
 from .._status import Status
-from . import LoopResult, jitter_works, loop_result, record
+from . import LoopResult, jitter_works, loop_info, loop_result, record
 from . import clock as clock_loop
 from . import fifo as fifo_loop
 from .config import RunConfig
@@ -338,17 +338,7 @@ class VirtualLoop:
         self.constants = fleet_constants(params, self.strategy)
 
     def info(self) -> LoopInfo:
-        config = self.config
-        n_fleets, n_jobs = self.params.compute.shape
-        return LoopInfo(
-            n_fleets=n_fleets,
-            n_jobs=n_jobs,
-            dtype=self.params.compute.dtype,
-            stop_fires=config.stop_fires,
-            gap_fires=config.gap_fires,
-            one_switch=True,
-            ordered=config.path == "fifo",
-        )
+        return loop_info(self.config, self.params, one_switch=True, ordered=self.config.path == "fifo")
 
     def init(self, phase, remaining) -> VirtualCarry:
         return init_carry(self.params, phase, remaining, self.config.trace_len, self.strategy)
