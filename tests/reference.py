@@ -675,7 +675,8 @@ def simulate_realistic_reference(
       ``useful_work``, ``persisted_work``, ``lost_work``, ``uncovered_work`` (at H, not in a
       checkpoint), ``compute_work`` (all work done), ``failures``, ``down_time``,
       ``snapshot_time``, ``wait_time``, ``write_time`` (time as a writer), ``compute_time``,
-      ``completed_write_time`` (firing to drain end, over the completed checkpoints),
+      ``completed_write_time`` (drain start to end, over the completed checkpoints: from the
+      firing, or with two-level checkpoints from the snapshot end),
       ``failure_times`` (those that hit), ``restart_times``. Per fleet: ``event_times`` (the
       instants stepped; the last is H), ``power``: the draw as a list of (t_start, t_end, P)
       over the steps of positive length, covering [0, H], and ``total_size`` (sum of w_i).
@@ -718,6 +719,7 @@ def simulate_realistic_reference(
     pending = [zero] * n_jobs  # work in the checkpoint being snapshotted or drained
     safe = [False] * n_jobs  # memory rule: the pending checkpoint's snapshot has ended
     initial_drain = [False] * n_jobs  # the drain in flight is the one at t = 0
+    drain_start = [zero] * n_jobs
     for i in range(n_jobs):
         left = T[i] if remaining is None else num(remaining[i])
         if phase is not None and phase[i] == 1:
@@ -764,16 +766,16 @@ def simulate_realistic_reference(
 
     started_now = []  # drains that start at this instant (fcfs: they queue by job index)
 
-    def start_drain(i):
-        draining[i], write_left[i], initial_drain[i] = True, d[i], False
+    def start_drain(i, now):
+        draining[i], write_left[i], initial_drain[i], drain_start[i] = True, d[i], False, now
         started_now.append(i)
 
-    def end_snapshot(i):
+    def end_snapshot(i, now):
         snapping[i] = False
         if memory:
             out["useful_work"][i] += pending[i]
             safe[i] = True
-        start_drain(i)
+        start_drain(i, now)
         compute_left[i] = work(i, fire_count[i])
 
     def fire(i, now):
@@ -785,9 +787,9 @@ def simulate_realistic_reference(
         if two_level:
             snapping[i], snap_left[i] = True, s[i]
             if s[i] == 0:
-                end_snapshot(i)
+                end_snapshot(i, now)
         else:
-            start_drain(i)
+            start_drain(i, now)
             compute_left[i] = work(i, fire_count[i])
 
     t = zero
@@ -888,11 +890,11 @@ def simulate_realistic_reference(
             pending[i], safe[i] = zero, False
             if not initial_drain[i]:  # the end of a drain at t = 0 is not recorded
                 out["end_times"][i][-1] = t
-                out["completed_write_time"][i] += t - out["fire_times"][i][-1]
+                out["completed_write_time"][i] += t - drain_start[i]
             initial_drain[i] = False
         # (2) snapshots that end: the drain and the next compute cycle start.
         for i in snap_ended:
-            end_snapshot(i)
+            end_snapshot(i, t)
         # (3) compute ends: fire, or wait while the job's own drain is in flight;
         # (4) jobs waiting on a drain that just ended fire at the same instant.
         for i in compute_ended:
