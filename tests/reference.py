@@ -966,7 +966,7 @@ def power_stats(power, total_size, stop=None, bins=None, threshold=None):
       A dict: ``edges``, ``time`` (per bin [e_k, e_k+1), the last one closed; a draw outside
       the edges is not binned), ``mean`` (the integral of P over the stop time), ``max``,
       ``min``, ``largest_drop``, ``largest_rise`` (>= 0), ``threshold``, ``n_steps`` (steps
-      with |dP| > threshold) and ``n_instants`` (steps with dP != 0).
+      with |dP| > threshold) and ``n_changes`` (steps with dP != 0).
     """
     zero = total_size - total_size
     stop = power[-1][1] if stop is None else stop
@@ -994,5 +994,5 @@ def power_stats(power, total_size, stop=None, bins=None, threshold=None):
         largest_rise=max([zero] + deltas),
         threshold=threshold,
         n_steps=sum(1 for delta in deltas if abs(delta) > threshold),
-        n_instants=sum(1 for delta in deltas if delta != 0),
+        n_changes=sum(1 for delta in deltas if delta != 0),
     )

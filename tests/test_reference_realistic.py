@@ -210,7 +210,7 @@ def test_power_draw_and_its_steps():
     stats = power_stats(run["power"], run["total_size"], bins=4)
     assert stats["mean"] == Q(4 * 4 + 1 * 3, 7) and stats["max"] == 4 and stats["min"] == 1
     assert stats["largest_drop"] == 3 and stats["largest_rise"] == 3
-    assert stats["n_steps"] == 3 and stats["n_instants"] == 3 and stats["threshold"] == Q(2, 5)
+    assert stats["n_steps"] == 3 and stats["n_changes"] == 3 and stats["threshold"] == Q(2, 5)
     assert stats["edges"] == [0, 1, 2, 3, 4] and stats["time"] == [0, 3, 0, 4]
     # A cap of 2 under maxmin: speeds (1, 1/3), the draw is the cap; uniform: 1/2 each, also 2.
     for power in ("maxmin", "uniform"):
@@ -218,6 +218,6 @@ def test_power_draw_and_its_steps():
         assert capped["power"] == [(0, 1, 2)]
     # Steps across an instant where nothing changes the draw, and a zero-length step at t = 0.
     same = power_stats([(0, 1, Q(2)), (1, 2, Q(2)), (2, 3, Q(1))], Q(4), threshold=1)
-    assert same["n_instants"] == 1 and same["n_steps"] == 0 and same["largest_drop"] == 1
+    assert same["n_changes"] == 1 and same["n_steps"] == 0 and same["largest_drop"] == 1
     run = simulate_realistic_reference([2, 2], [1, 1], 3, failure_times=[[0], []], restart=1)
     assert run["event_times"][0] == 0 and run["power"][0] == (0, 1, 1)
