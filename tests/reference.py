@@ -567,7 +567,7 @@ def simulate_failures_reference(
 
 
 def capped_shares(total, caps, weights):
-    """Water-filling with caps (MODEL.md section 1d): rates r_i = min(caps[i], L * weights[i])
+    """Water-filling with caps (docs/model.md §1d): rates r_i = min(caps[i], L * weights[i])
     summing to ``total``, or every rate at its cap when the caps sum to no more than ``total``.
 
     ``caps[i]`` is None for no cap. The obvious way: at the level the uncapped writers would
@@ -612,7 +612,7 @@ def simulate_realistic_reference(
     exact=True,
     max_events=1000000,
 ):
-    """Integrates a fleet with the mechanisms of MODEL.md §1d (write limits, two-level
+    """Integrates a fleet with the mechanisms of docs/model.md §1d (write limits, two-level
     checkpoints, power draw) and failures (§1c) exactly, event by event, from t = 0 to H.
 
     Written apart from `simulate_failures_reference` (and from the engine), one job at a time.
@@ -952,7 +952,7 @@ def power_steps(power):
 
 
 def power_stats(power, total_size, stop=None, bins=None, threshold=None):
-    """The PowerStats fields (spec of issue 24) of one fleet's draw, in its own arithmetic.
+    """The PowerStats fields (docs/model.md §1d) of one fleet's draw, in its own arithmetic.
 
     Args:
       power: ``[(t_start, t_end, P), ...]`` as `simulate_realistic_reference` returns it.

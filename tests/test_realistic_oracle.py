@@ -377,7 +377,7 @@ def test_engine_matches_the_realistic_reference_recovering_from_memory(policies)
 
 @pytest.mark.parametrize("recover_from", ["storage", "memory"])
 def test_a_failure_redoes_the_first_lost_cycle_with_its_draw(recover_from):
-    # Jitter: the redo after a failure has the work of the first lost cycle (spec of §1d:
+    # Jitter: the redo after a failure has the work of the first lost cycle (docs/model.md §1d:
     # the cycle before the firing whose checkpoint was in flight and not yet safe).
     policies = ("maxmin", "weighted")
     rng = np.random.default_rng(24_300 + (recover_from == "memory"))

@@ -1,5 +1,5 @@
 """Self-checks of `reference.simulate_realistic_reference` (write limits, two-level
-checkpoints, power draw; MODEL.md §1d) against hand-computed cases, closed forms, and the
+checkpoints, power draw; docs/model.md §1d) against hand-computed cases, closed forms, and the
 older references where the mechanisms reduce to them.
 """
 
