@@ -8,6 +8,8 @@ the finite-horizon bias of a run started at t = 0 removed by `expected_waste_at`
 """
 
 import math
+import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -238,3 +240,23 @@ def test_docstring_examples():
         for test in doctest.DocTestFinder().find(function):
             runner.run(test)
         assert runner.failures == 0 and runner.tries > 0
+
+
+def test_the_tables_in_the_model_docs_are_the_formulas():
+    text = (Path(__file__).parents[1] / "docs" / "model.md").read_text()
+    section = text.split("### Two-level checkpoints: the renewal formula (one job alone)")[1].split("\n## ")[0]
+    rows = [line.strip("|").split("|") for line in section.splitlines() if re.match(r"\| [0-9]", line)]
+    assert len(rows) == 10
+    for cells in rows[:5]:
+        T, s, D, M, R, storage, memory, blocking = (float(c) for c in cells)
+        assert theory.two_level_waste(T, s, D, M, R, "storage") == pytest.approx(storage, abs=6e-5)
+        assert theory.two_level_waste(T, s, D, M, R, "memory") == pytest.approx(memory, abs=6e-5)
+        assert float(theory.renewal_waste(T, D, M, R)) == pytest.approx(blocking, abs=6e-5)
+    for cells in rows[5:]:
+        s, D, M, R, best, young_s, young = (float(c) for c in cells[:7])
+        assert theory.two_level_optimal_interval(s, D, M, R) == pytest.approx(best, abs=6e-4)
+        assert (math.sqrt(2 * s * M), math.sqrt(2 * (s + D) * M)) == pytest.approx((young_s, young), abs=6e-4)
+        for T, cell in ((best, cells[7]), (young, cells[8])):
+            storage, memory = (float(c) for c in cell.split("/"))
+            assert theory.two_level_waste(T, s, D, M, R, "storage") == pytest.approx(storage, abs=6e-5)
+            assert theory.two_level_waste(T, s, D, M, R, "memory") == pytest.approx(memory, abs=6e-5)
