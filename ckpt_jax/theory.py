@@ -344,14 +344,13 @@ def two_level_waste(compute, snapshot, drain, mtbf, restart, recover_from="stora
 
     Args:
       compute: T > 0, the compute work of a cycle (time units at speed 1).
-      snapshot: s >= 0, the wall-clock time of the blocking snapshot.
-      drain: D >= 0, the wall-clock time of the background drain, d / min(b, f(1)).
+      snapshot: s >= 0 finite, the wall-clock time of the blocking snapshot.
+      drain: D >= 0 finite, the wall-clock time of the background drain, d / min(b, f(1)).
       mtbf: M > 0 (inf: no failures), the mean time between failures (a Poisson process in
         wall-clock time, off while the job is down).
       restart: R >= 0 finite, the time down after each failure.
-      recover_from: "storage" (default) or "memory", as `Fleet`'s `recover_from`.
-
-    All five numbers broadcast together.
+      recover_from: "storage" (default) or "memory", as `Fleet`'s `recover_from`. The five
+        numbers broadcast together.
 
     Returns:
       The waste in [0, 1], a float64 NumPy array of the broadcast shape (a NumPy scalar for
@@ -417,9 +416,8 @@ def two_level_optimal_interval(snapshot, drain, mtbf, restart=0.0, recover_from=
         with no minimum).
       mtbf: M > 0 finite.
       restart: R >= 0 finite.
-      recover_from: "storage" (default) or "memory"; T* is the same for both.
-
-    All four numbers broadcast together.
+      recover_from: "storage" (default) or "memory"; T* is the same for both. The four
+        numbers broadcast together.
 
     Returns:
       T*, a float64 NumPy array of the broadcast shape (a NumPy scalar for scalar inputs).
