@@ -19,6 +19,7 @@ from . import maps as maps
 from . import theory as theory
 from ._observe import JobStats as JobStats
 from ._observe import Observer as Observer
+from ._observe import PowerStats as PowerStats
 from ._observe import SaveAt as SaveAt
 from ._observe import WriterStats as WriterStats
 from ._simulate import Trace as Trace
@@ -26,6 +27,7 @@ from ._simulate import simulate as simulate
 from ._status import Status as Status
 from ._status import describe_status as describe_status
 from .model import POWER_POLICIES as POWER_POLICIES
+from .model import RECOVERY_SOURCES as RECOVERY_SOURCES
 from .model import STORAGE_POLICIES as STORAGE_POLICIES
 from .model import THROUGHPUT_PRESETS as THROUGHPUT_PRESETS
 from .model import Fleet as Fleet
@@ -47,6 +49,7 @@ __all__ = [
     "Observer",
     "WriterStats",
     "JobStats",
+    "PowerStats",
     "Status",
     "simulate",
     "describe_status",
@@ -59,6 +62,7 @@ __all__ = [
     "THROUGHPUT_PRESETS",
     "POWER_POLICIES",
     "STORAGE_POLICIES",
+    "RECOVERY_SOURCES",
     "analysis",
     "coupling",
     "design",

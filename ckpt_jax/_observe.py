@@ -40,6 +40,7 @@ __all__ = [
     "LoopInfo",
     "WriterStats",
     "JobStats",
+    "PowerStats",
     "EventView",
     "FinalView",
     "job_order",
@@ -107,7 +108,12 @@ class Observer:
         raise NotImplementedError
 
 
-BUILT_IN = ("writers", "gaps", "jobs")
+BUILT_IN = ("writers", "gaps", "jobs", "power")
+
+# The power observer's default: this many equal bins over [0, W], W the fleet's full draw.
+POWER_BINS = 50
+# ... and steps larger than this fraction of W are counted (`PowerStats.n_steps`).
+POWER_THRESHOLD = 0.1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -119,6 +125,15 @@ class SaveAt:
       writers: `WriterStats` of the writer count n_w on the observation window.
       gaps: (B, K) smallest phase gap per cycle, as `ckpt_jax.analysis.smallest_gap` of the trace.
       jobs: `JobStats`: per job, time writing, time computing, completed writes.
+      power: `PowerStats` of the fleet's power draw P(t) (docs/model.md §1d): its
+        time-weighted distribution, mean, extremes and its steps at event instants. Runs
+        on the general engine (``method="auto"`` sends the fleets there).
+      power_bins: the bins of `PowerStats.time`: None (`POWER_BINS` equal bins over
+        [0, W], W the fleet's full draw Σ w_i), an int n >= 1 (n equal bins over [0, W]),
+        or an increasing sequence of at least two finite edges, in units of one job's
+        full-speed draw (the same for every fleet).
+      power_threshold: the step size above which `PowerStats.n_steps` counts a step, in
+        the units of the draw (>= 0); None: `POWER_THRESHOLD` · W.
       observers: a tuple of user observers (`Observer`), each accumulated inside the loop;
         their outputs are ``trace.observed[observer.name]``.
     """
@@ -127,6 +142,9 @@ class SaveAt:
     writers: bool = False
     gaps: bool = False
     jobs: bool = False
+    power: bool = False
+    power_bins: int | tuple | None = None
+    power_threshold: float | None = None
     observers: tuple = ()
 
     def __post_init__(self):
@@ -134,6 +152,14 @@ class SaveAt:
             value = getattr(self, name)
             if not isinstance(value, (bool, np.bool_)):
                 raise ValueError(f"SaveAt.{name} must be True or False, got {value!r}")
+        object.__setattr__(self, "power_bins", _power_bins(self.power_bins))
+        threshold = self.power_threshold
+        if threshold is not None:
+            if isinstance(threshold, (bool, np.bool_)) or not isinstance(threshold, (int, float, np.number)):
+                raise ValueError(f"SaveAt.power_threshold must be a number >= 0 or None, got {threshold!r}")
+            if not (np.isfinite(threshold) and threshold >= 0):
+                raise ValueError(f"SaveAt.power_threshold must be finite and >= 0, got {threshold!r}")
+            object.__setattr__(self, "power_threshold", float(threshold))
         if isinstance(self.observers, Observer) or not isinstance(self.observers, (tuple, list)):
             raise ValueError(f"SaveAt.observers must be a tuple of ckpt_jax.Observer, got {self.observers!r}")
         object.__setattr__(self, "observers", tuple(self.observers))
@@ -149,12 +175,32 @@ class SaveAt:
 
     @property
     def any_observer(self) -> bool:
-        return self.writers or self.gaps or self.jobs or bool(self.observers)
+        return self.writers or self.gaps or self.jobs or self.power or bool(self.observers)
 
     def flags(self) -> dict:
         """The built-in choices, ``{"trace": ..., "writers": ..., "gaps": ..., "jobs": ...}``
-        (what an ensemble's manifest records)."""
-        return {name: getattr(self, name) for name in ("trace",) + BUILT_IN}
+        (what an ensemble's manifest records; ``power`` where it is on)."""
+        names = ("trace",) + tuple(name for name in BUILT_IN if name != "power" or self.power)
+        return {name: getattr(self, name) for name in names}
+
+
+def _power_bins(bins):
+    """`SaveAt.power_bins` checked: None, an int >= 1, or a tuple of increasing finite edges."""
+    if bins is None:
+        return None
+    if isinstance(bins, (int, np.integer)) and not isinstance(bins, (bool, np.bool_)):
+        if bins < 1:
+            raise ValueError(f"SaveAt.power_bins must be an int >= 1 or increasing edges, got {bins!r}")
+        return int(bins)
+    try:
+        edges = np.asarray(bins, np.float64)
+    except (TypeError, ValueError):
+        edges = None
+    if edges is None or edges.ndim != 1 or edges.size < 2:
+        raise ValueError(f"SaveAt.power_bins must be an int >= 1 or a 1-D sequence of >= 2 edges, got {bins!r}")
+    if not (np.all(np.isfinite(edges)) and np.all(np.diff(edges) > 0)):
+        raise ValueError(f"SaveAt.power_bins edges must be finite and strictly increasing, got {bins!r}")
+    return tuple(float(e) for e in edges)
 
 
 class WriterStats(NamedTuple):
@@ -171,6 +217,42 @@ class WriterStats(NamedTuple):
     window: jax.Array
     excursions: jax.Array
     max: jax.Array
+
+
+class PowerStats(NamedTuple):
+    """The fleet's power draw P(t) over the whole run [0, stop time] (docs/model.md §1d), in
+    units of one job's full-speed draw (the units of the cap C).
+
+    P is piecewise constant between events: a computing job draws w_i times its compute
+    rate, every other job of the fleet (snapshot, waiting, blocking write, down)
+    p_idle · w_i. A step is the change of P across one event instant: P on the interval
+    after it less P on the interval before it (instants between which no time passes are
+    one instant).
+
+    Attributes:
+      time: (*B, n) time spent with P in each bin [e_k, e_{k+1}) (the last bin closed).
+      edges: (*B, n + 1) the bin edges (`SaveAt.power_bins`).
+      mean: (*B,) ∫ P dt over the stop time.
+      max, min: (*B,) the largest and smallest P on an interval of positive length.
+      largest_drop, largest_rise: (*B,) the largest decrease and increase of P at one
+        instant (>= 0; 0 where P never fell / rose).
+      n_steps: (*B,) instants where |ΔP| > ``threshold``.
+      n_changes: (*B,) instants where P changed at all.
+      threshold: (*B,) the threshold used (`SaveAt.power_threshold`).
+      full_draw: (*B,) W = Σ w_i of the active jobs (their draw when all compute at full speed).
+    """
+
+    time: jax.Array
+    edges: jax.Array
+    mean: jax.Array
+    max: jax.Array
+    min: jax.Array
+    largest_drop: jax.Array
+    largest_rise: jax.Array
+    n_steps: jax.Array
+    n_changes: jax.Array
+    threshold: jax.Array
+    full_draw: jax.Array
 
 
 class JobStats(NamedTuple):
@@ -191,9 +273,17 @@ class JobStats(NamedTuple):
         from its firing to its end: ``completed_write_time / writes`` is the mean duration
         of a completed write, without the writes abandoned by a failure, the one open at
         the stop, or one in progress at t = 0 (which ``write_time`` all include).
+      snapshot_time: (*B, N) time spent taking the blocking snapshots of two-level
+        checkpoints (docs/model.md §1d; 0 without).
+      wait_time: (*B, N) time spent waiting on backpressure: the next checkpoint was due
+        while the previous drain still ran (two-level checkpoints, or α > 0).
+      persisted_work: (*B, N) compute work covered by a checkpoint whose drain ended. The
+        useful work, except with ``recover_from="memory"``, where useful work counts at
+        the snapshot.
 
     Per job, compute + write + down time (+ waiting time with α > 0, where compute and
-    write overlap) is the stop time.
+    write overlap; + snapshot and waiting time with two-level checkpoints, where compute
+    and drain overlap) is the stop time.
     """
 
     write_time: jax.Array
@@ -205,6 +295,9 @@ class JobStats(NamedTuple):
     down_time: jax.Array | None = None
     waste: jax.Array | None = None
     completed_write_time: jax.Array | None = None
+    snapshot_time: jax.Array | None = None
+    wait_time: jax.Array | None = None
+    persisted_work: jax.Array | None = None
 
 
 class EventView(NamedTuple):
@@ -237,6 +330,11 @@ class EventView(NamedTuple):
         per-job rows every iteration may key them by slot and put them in job order once,
         after the loop (`job_order`): on the FIFO loop that saves a gather per iteration
         (the jobs observer: 7% of a run with all three observers).
+      snapping: (B, N) bool, taking the snapshot of a two-level checkpoint during the
+        interval (docs/model.md §1d; general engine only, else None).
+      draw: (B,) the fleet's power draw P during the interval, where the run observes it
+        (``SaveAt(power=True)``, general engine only), else None.
+      full_draw: (B,) W = Σ of the active jobs' sizes (the full draw), with ``draw``.
     """
 
     time: jax.Array
@@ -256,6 +354,9 @@ class EventView(NamedTuple):
     last_ends: jax.Array
     n_active: jax.Array
     slot: jax.Array | None = None
+    snapping: jax.Array | None = None
+    draw: jax.Array | None = None
+    full_draw: jax.Array | None = None
 
 
 class FinalView(NamedTuple):
@@ -275,6 +376,9 @@ class FinalView(NamedTuple):
     lost_work: jax.Array | None = None  # (B, N) compute work lost to failures
     failures: jax.Array | None = None  # (B, N) int failures
     down_time: jax.Array | None = None  # (B, N) time spent restarting
+    # docs/model.md §1d: (B, N) work whose checkpoint's drain ended, where it differs from
+    # the useful work (two-level checkpoints recovered from memory), else None.
+    persisted_work: jax.Array | None = None
     ok: jax.Array | None = None  # (B,) bool the run completed (`Trace.ok`), set before ``finalize``
 
 
@@ -641,6 +745,7 @@ class JobsObserver(Observer):
                 completed_write_time=zeros,
                 open_write=zeros,
                 writes=jnp.zeros((n_fleets, n_jobs), jnp.int32),
+                snapshot_time=zeros,
             )
         return Bound(info=info, arrays=arrays)
 
@@ -684,12 +789,16 @@ class JobsObserver(Observer):
         completed = state["completed_write_time"] + jnp.where(ended, open_write, 0)
         # A write end and the next firing can share an instant: the end counts first.
         open_write = jnp.where(view.fired & view.running[:, None], 0, open_write)
+        snapshot_time = state["snapshot_time"]
+        if view.snapping is not None:
+            snapshot_time = snapshot_time + jnp.where(view.snapping, dt, 0)
         return dict(
             write_time=write_time,
             waiting_time=waiting_time,
             completed_write_time=completed,
             open_write=open_write,
             writes=state["writes"] + ended.astype(jnp.int32),
+            snapshot_time=snapshot_time,
         )
 
     def finalize(self, bound, final: FinalView):
@@ -716,7 +825,8 @@ class JobsObserver(Observer):
         write_time = state["write_time"]
         nan = jnp.asarray(jnp.nan, write_time.dtype)
         zeros = jnp.zeros_like(write_time)
-        idle = jnp.where(final.async_fraction[:, None] > 0, state["waiting_time"], write_time)
+        snapshot_time = state.get("snapshot_time", zeros)
+        idle = jnp.where(final.async_fraction[:, None] > 0, state["waiting_time"] + snapshot_time, write_time)
         down_time = zeros if final.down_time is None else final.down_time
         compute_time = final.time[:, None] - idle - down_time
         assert final.ok is not None  # set by the driver before finalize
@@ -736,6 +846,100 @@ class JobsObserver(Observer):
             down_time=jnp.where(ok, down_time, nan),
             waste=jnp.where(ok, waste, nan),
             completed_write_time=jnp.where(ok, state["completed_write_time"], nan),
+            snapshot_time=jnp.where(ok, snapshot_time, nan),
+            wait_time=jnp.where(ok, state["waiting_time"], nan),
+            persisted_work=jnp.where(ok, useful if final.persisted_work is None else final.persisted_work, nan),
+        )
+
+
+class PowerObserver(Observer):
+    """`PowerStats`, from the draw the general engine computes per interval
+    (`EventView.draw`). The last interval of positive length is kept to take the step at
+    the next one; where no time passes (several iterations at one instant) nothing changes,
+    so the switches of one instant make one step."""
+
+    name = "power"
+
+    def __init__(self, bins=None, threshold=None):
+        self.bins, self.threshold = bins, threshold
+
+    def __eq__(self, other):
+        return isinstance(other, PowerObserver) and (self.bins, self.threshold) == (other.bins, other.threshold)
+
+    def __hash__(self):
+        return hash((PowerObserver, self.bins, self.threshold))
+
+    def init(self, info: LoopInfo):
+        n_fleets, dtype = info.n_fleets, info.dtype
+        n_bins = len(self.bins) - 1 if isinstance(self.bins, tuple) else (self.bins or POWER_BINS)
+        zeros = jnp.zeros(n_fleets, dtype)
+        inf = jnp.full(n_fleets, jnp.inf, dtype)
+        count = jnp.zeros(n_fleets, jnp.int32)
+        return dict(
+            time=jnp.zeros((n_fleets, n_bins), dtype),
+            energy=zeros,
+            max=-inf,
+            min=inf,
+            drop=zeros,
+            rise=zeros,
+            last=jnp.full(n_fleets, jnp.nan, dtype),
+            n_steps=count,
+            n_changes=count,
+            full=zeros,
+        )
+
+    def _edges(self, full):
+        """(B, n + 1) bin edges for fleets of full draw ``full`` (B,)."""
+        if isinstance(self.bins, tuple):
+            return jnp.broadcast_to(jnp.asarray(self.bins, full.dtype), full.shape + (len(self.bins),))
+        n_bins = self.bins or POWER_BINS
+        return full[:, None] * (jnp.arange(n_bins + 1, dtype=full.dtype) / n_bins)
+
+    def update(self, state, view: EventView):
+        assert view.draw is not None and view.full_draw is not None  # the general engine's
+        draw, full = view.draw, view.full_draw
+        interval = view.running & (view.dt > 0)  # an interval of positive length, at rate ``draw``
+        dt = jnp.where(interval, view.dt, 0)
+        edges = self._edges(full)
+        n_bins = edges.shape[1] - 1
+        index = jax.vmap(lambda e, p: jnp.searchsorted(e, p, side="right"))(edges, draw) - 1
+        index = jnp.where(draw == edges[:, -1], n_bins - 1, index)  # the last bin is closed
+        inside = (index >= 0) & (index < n_bins)
+        bins = jnp.arange(n_bins)
+        time = state["time"] + jnp.where((bins[None, :] == index[:, None]) & inside[:, None], dt[:, None], 0)
+        step = draw - state["last"]  # NaN before the first interval
+        stepped = interval & ~jnp.isnan(step)
+        threshold = (POWER_THRESHOLD * full) if self.threshold is None else jnp.asarray(self.threshold, full.dtype)
+        return dict(
+            time=time,
+            energy=state["energy"] + dt * draw,
+            max=jnp.where(interval, jnp.maximum(state["max"], draw), state["max"]),
+            min=jnp.where(interval, jnp.minimum(state["min"], draw), state["min"]),
+            drop=jnp.where(stepped, jnp.maximum(state["drop"], -step), state["drop"]),
+            rise=jnp.where(stepped, jnp.maximum(state["rise"], step), state["rise"]),
+            last=jnp.where(interval, draw, state["last"]),
+            n_steps=state["n_steps"] + (stepped & (jnp.abs(step) > threshold)).astype(jnp.int32),
+            n_changes=state["n_changes"] + (stepped & (step != 0)).astype(jnp.int32),
+            full=jnp.where(view.running, full, state["full"]),
+        )
+
+    def finalize(self, state, final: FinalView):
+        full = state["full"]
+        nan = jnp.asarray(jnp.nan, full.dtype)
+        ok = final.ok if final.ok is not None else jnp.ones(full.shape, bool)
+        threshold = (POWER_THRESHOLD * full) if self.threshold is None else jnp.full_like(full, self.threshold)
+        return PowerStats(
+            time=state["time"],
+            edges=self._edges(full),
+            mean=jnp.where(ok & (final.time > 0), state["energy"] / final.time, nan),
+            max=jnp.where(ok, state["max"], nan),
+            min=jnp.where(ok, state["min"], nan),
+            largest_drop=jnp.where(ok, state["drop"], nan),
+            largest_rise=jnp.where(ok, state["rise"], nan),
+            n_steps=jnp.where(ok, state["n_steps"], -1),
+            n_changes=jnp.where(ok, state["n_changes"], -1),
+            threshold=threshold,
+            full_draw=full,
         )
 
 
@@ -749,6 +953,8 @@ def observers_of(save: SaveAt) -> tuple:
         chosen.append(GapsObserver())
     if save.jobs:
         chosen.append(JobsObserver())
+    if save.power:
+        chosen.append(PowerObserver(save.power_bins, save.power_threshold))
     return tuple(chosen) + save.observers
 
 

@@ -36,6 +36,13 @@ class Params(NamedTuple):
     size: jax.Array  # (N,) job sizes w_i (docs/model.md §1b), 1 in the base model
     mtbf: jax.Array  # (N,) mean time between failures M_i (docs/model.md §1c), inf: none
     restart: jax.Array  # (N,) restart time R_i after a failure
+    # docs/model.md §1d: (N,) write limits b_i (inf: none), (N,) snapshot durations s_i,
+    # () two-level checkpoints (then async_fraction is 1: a draining job computes at full
+    # speed), () idle power p_idle
+    write_limit: jax.Array
+    snapshot: jax.Array
+    two_level: jax.Array
+    idle_power: jax.Array
     # (N, F) explicit failure times replacing the draws (docs/model.md §1c), or None
     failure_times: jax.Array | None = None
 
@@ -85,13 +92,18 @@ def params_of(fleet: Fleet, sigma: np.ndarray, key, fleet_offset: int, failure_t
         cap=flat(fleet.cap, ()),
         throughput=flat(fleet.throughput, (n_jobs + 1,)),
         delay=flat(fleet.delay, ()),
-        async_fraction=flat(fleet.async_fraction, ()),
+        # A two-level job computes at full speed while its drain runs: α = 1 in the loop.
+        async_fraction=flat(jnp.where(fleet.two_level, 1, fleet.async_fraction).astype(fleet.dtype), ()),
         active=flat(fleet.active, (n_jobs,)),
         jitter=jnp.asarray(np.reshape(sigma, n_fleets), fleet.dtype),
         job_keys=batch_keys(key, batch_shape, n_jobs, fleet_offset),
         size=flat(fleet.size, (n_jobs,)),
         mtbf=flat(fleet.mtbf, (n_jobs,)),
         restart=flat(fleet.restart, (n_jobs,)),
+        write_limit=flat(fleet.write_limit, (n_jobs,)),
+        snapshot=flat(fleet.snapshot, (n_jobs,)),
+        two_level=flat(fleet.two_level, ()),
+        idle_power=flat(fleet.idle_power, ()),
         failure_times=None
         if failure_times is None
         else jnp.asarray(np.reshape(failure_times, (n_fleets, n_jobs, -1)), fleet.dtype),

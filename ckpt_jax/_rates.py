@@ -40,6 +40,7 @@ __all__ = [
     "maxmin_level",
     "compute_speed",
     "write_rates",
+    "capped_fill",
     "fcfs_head",
 ]
 
@@ -57,6 +58,8 @@ class Variants(NamedTuple):
       sized: some active job has a size other than 1.
       failures: some job fails (a finite ``mtbf``).
       fcfs: storage_policy ``"fcfs"``, one writer drains at a time (the whole batch).
+      limits: some active job has a finite write limit (docs/model.md §1d).
+      two_level: two-level checkpoints, a snapshot then a background drain (§1d).
     """
 
     delay: Any
@@ -65,6 +68,8 @@ class Variants(NamedTuple):
     sized: Any
     failures: Any
     fcfs: bool
+    limits: Any = False
+    two_level: Any = False
 
     @property
     def instant_blocking(self):
@@ -85,7 +90,7 @@ class Variants(NamedTuple):
     def virtual_clock(self):
         """Where the virtual clocks of the fast loops (FIFO, clock) are exact: τ = 0, α = 0
         and one rate per phase (`one_rate`); the base model exactly."""
-        return self.instant_blocking & self.one_rate
+        return self.instant_blocking & self.one_rate & np.logical_not(self.limits | self.two_level)
 
 
 def variants(fleet: Fleet, jitter=None) -> Variants:
@@ -95,17 +100,29 @@ def variants(fleet: Fleet, jitter=None) -> Variants:
     Decided on the host for concrete fleets (NumPy arrays). A `Fleet` traced by `jax.vmap`
     or `jax.jit` (as the return maps allow) gets traced flags for τ, α and failures, and for
     sizes the flag `Fleet` recorded when it was built."""
-    arrays = (fleet.delay, fleet.async_fraction, fleet.mtbf, jitter)
+    arrays = (fleet.delay, fleet.async_fraction, fleet.mtbf, jitter, fleet.write_limit, fleet.two_level)
     xp = jnp if any(isinstance(x, Tracer) for x in arrays) else np
     sigma = xp.zeros(fleet.batch_shape) if jitter is None else xp.asarray(jitter)
+    two_level = xp.asarray(fleet.two_level)
     return Variants(
         delay=xp.asarray(fleet.delay) > 0,
-        asynchronous=xp.asarray(fleet.async_fraction) > 0,
+        # A two-level job computes while its drain runs, as α = 1 does (§1d).
+        asynchronous=(xp.asarray(fleet.async_fraction) > 0) | two_level,
         jitter=xp.broadcast_to(sigma > 0, fleet.batch_shape),
         sized=_sized(fleet),
         failures=xp.any(xp.isfinite(xp.asarray(fleet.mtbf)), axis=-1),
         fcfs=fleet.storage_policy == "fcfs",
+        limits=_limited(fleet),
+        two_level=two_level,
     )
+
+
+def _limited(fleet: Fleet) -> np.ndarray:
+    """Per fleet (batch shape), whether some active job has a finite write limit; under
+    tracing the flag `Fleet` recorded when it was built (as `_sized`)."""
+    if isinstance(fleet.write_limit, Tracer) or isinstance(fleet.active, Tracer):
+        return np.full(fleet.batch_shape, getattr(fleet, "_limited", True))
+    return np.any(np.asarray(fleet.active) & np.isfinite(np.asarray(fleet.write_limit)), axis=-1)
 
 
 def _sized(fleet: Fleet) -> np.ndarray:
@@ -127,28 +144,35 @@ class Sharing(NamedTuple):
       power: ``"count"`` (min(1, C/n_c), the base rule: every size is 1), ``"maxmin"`` or
         ``"uniform"``.
       storage: ``"fair"``, ``"weighted"`` or ``"fcfs"``.
+      limits: the writers have write limits (docs/model.md §1d): the storage is shared by
+        water-filling with caps (`capped_fill`).
     """
 
     power: str = "count"
     storage: str = "fair"
+    limits: bool = False
 
 
-def sharing_for(fleet: Fleet, any_sized: bool | None = None) -> Sharing:
+def sharing_for(fleet: Fleet, any_sized: bool | None = None, any_limits: bool | None = None) -> Sharing:
     """The `Sharing` the general engine traces for ``fleet`` (decided on the host).
 
     ``any_sized``: whether the fleets it will run include one with a size other than 1
     (default: `Variants.sized` over the whole batch). `simulate` runs the unit-size fleets of a
     batch apart from the sized ones, so they trace the base rule itself: per-job rates
     ("weighted") let XLA fuse a product into a subtraction (one FMA) where the base rule's
-    per-fleet rate does not, which would move unit-size fleets by an ulp.
+    per-fleet rate does not, which would move unit-size fleets by an ulp. ``any_limits``:
+    whether they include one with a write limit (default: `Variants.limits` over the batch);
+    fleets without run apart, on the rules without limits, for the same reason.
     """
     if any_sized is None:
         any_sized = bool(np.any(variants(fleet).sized))
+    if any_limits is None:
+        any_limits = bool(np.any(variants(fleet).limits))
     power = fleet.power_policy if any_sized else "count"
     storage = fleet.storage_policy
     if storage == "weighted" and not any_sized:
         storage = "fair"
-    return Sharing(power, storage)
+    return Sharing(power, storage, bool(any_limits))
 
 
 def non_default_sharing(fleet: Fleet) -> dict:
@@ -176,8 +200,9 @@ def phase_rates(throughput_at_writers, n_writers, n_computing, cap, dtype):
     return write_rate, speed
 
 
-def computing_mask(params: Params, draining, waiting, use_async: bool = True):
-    """Jobs that draw compute power (docs/model.md §1: a draining job counts when α > 0).
+def computing_mask(params: Params, draining, waiting, use_async: bool = True, snapping=None):
+    """Jobs that draw compute power (docs/model.md §1: a draining job counts when α > 0;
+    §1d: a job taking its snapshot, ``snapping``, does not).
 
     ``use_async=False`` is a static promise that α = 0 in every fleet: then no job ever
     waits and a draining job never computes, and the simpler expressions give the same
@@ -185,7 +210,8 @@ def computing_mask(params: Params, draining, waiting, use_async: bool = True):
     """
     if not use_async:
         return params.active & ~draining
-    return params.active & ~waiting & (~draining | (params.async_fraction > 0))
+    computing = params.active & ~waiting & (~draining | (params.async_fraction > 0))
+    return computing if snapping is None else computing & ~snapping
 
 
 def controller_load(sharing: Sharing, size, computing, cap):
@@ -240,11 +266,21 @@ def compute_speed(sharing: Sharing, load, size, cap):
     return jnp.where(size <= load, 1, load / size).astype(dtype)
 
 
-def write_rates(sharing: Sharing, throughput, writers, size, fair_rate, head):
+def write_rates(sharing: Sharing, throughput, writers, size, fair_rate, head, limit=None):
     """Each writer's drain rate: ``"fair"`` f(n_w)/n_w (``fair_rate``, from `phase_rates`),
     ``"weighted"`` f(n_w)·w_i / Σ_W w_j, ``"fcfs"`` f(1) for the ``head`` and 0 for the
-    writers queued behind it. ``throughput`` is the table f(0..N)."""
+    writers queued behind it. ``throughput`` is the table f(0..N).
+
+    With ``sharing.limits`` (docs/model.md §1d) each writer drains at most at its ``limit``
+    b_i: ``"fair"`` and ``"weighted"`` fill f(n_w) by water-filling with caps
+    (`capped_fill`, by size under ``"weighted"``), ``"fcfs"`` drains its head at
+    min(b, f(1))."""
     dtype = size.dtype
+    if sharing.limits:
+        if sharing.storage == "fcfs":
+            return jnp.where(head, jnp.minimum(limit, throughput[1]), 0).astype(dtype)
+        weight = size if sharing.storage == "weighted" else jnp.ones_like(size)
+        return capped_fill(throughput[jnp.sum(writers)], limit, weight, writers)
     if sharing.storage == "fair":
         return fair_rate
     if sharing.storage == "weighted":
@@ -253,6 +289,32 @@ def write_rates(sharing: Sharing, throughput, writers, size, fair_rate, head):
         # f·w_i first, then / Σ w: with unit sizes this is f(n_w)/n_w to the bit.
         return (throughput[n_writers] * size / jnp.where(weight > 0, weight, 1)).astype(dtype)
     return jnp.where(head, throughput[1], 0).astype(dtype)
+
+
+def capped_fill(total, limit, weight, members):
+    """Max-min fair water-filling with caps (docs/model.md §1d): the rates
+    r_i = min(b_i, λ·w_i) of the ``members`` with Σ r_i = ``total``, or r_i = b_i where
+    Σ b_i <= total (every member at its cap; the rest of the storage is unused).
+
+    Members sorted by b_i / w_i ascending: if the k first run at their caps, the others
+    share what is left in proportion to their weights, λ_k = (total − Σ_{j<k} b_j) /
+    Σ_{j>=k} w_j; the level is λ_k for the first k with λ_k <= b_k / w_k (member k is the
+    first one not held back by its cap). Fixed shape: one sort and two prefix sums over
+    the N slots, as `maxmin_level`. Returns (N,) rates, 0 outside ``members``."""
+    dtype = weight.dtype
+    inf = jnp.asarray(jnp.inf, dtype)
+    ratio = jnp.where(members, limit / weight, inf)
+    order = jnp.lexsort((~members, ratio))  # members first among equal (infinite) ratios
+    in_set = members[order]
+    caps = jnp.where(in_set, limit[order], 0)
+    weights = jnp.where(in_set, weight[order], 0)
+    before = jnp.concatenate([jnp.zeros((1,), dtype), jnp.cumsum(caps)[:-1]])
+    rest = jnp.cumsum(weights[::-1])[::-1]  # Σ_{j>=k} w_j
+    level = (total - before) / jnp.where(rest > 0, rest, 1)
+    fits = in_set & (level <= ratio[order])
+    # None fits: every member at its cap (Σ b_i <= total, or within rounding of it).
+    chosen = jnp.where(jnp.any(fits), level[jnp.argmax(fits)], inf)
+    return jnp.where(members, jnp.minimum(limit, chosen * weight), 0).astype(dtype)
 
 
 def fcfs_head(writers, queued_at):

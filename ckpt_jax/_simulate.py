@@ -17,7 +17,7 @@ import numpy as np
 from . import sharding
 from ._loops import PATHS, LoopResult, choose_paths, driver
 from ._loops.config import RunConfig
-from ._observe import JobStats, SaveAt, WriterStats
+from ._observe import JobStats, PowerStats, SaveAt, WriterStats
 from ._params import params_of
 from ._rates import Sharing, sharing_for, variants
 from ._status import describe_status
@@ -63,8 +63,8 @@ class Trace:
       status: (*B,) int32 bit flags (`Status`); 0 where ``ok``.
       n_events: (*B,) number of event instants stepped (simultaneous switches count once).
       time: (*B,) simulated time at which the fleet stopped.
-      writers, gaps, jobs: what `SaveAt` asked for (`WriterStats`, (*B, K) smallest gap per
-        cycle, `JobStats`), else None; ``fire_times``/``end_times`` are None with
+      writers, gaps, jobs, power: what `SaveAt` asked for (`WriterStats`, (*B, K) smallest
+        gap per cycle, `JobStats`, `PowerStats`), else None; ``fire_times``/``end_times`` are None with
         ``SaveAt(trace=False)``.
       observed: ``{name: output}`` of the user's observers (``SaveAt(observers=...)``),
         else None.
@@ -80,6 +80,7 @@ class Trace:
     gaps: jax.Array | None = None
     jobs: JobStats | None = None
     observed: dict | None = None
+    power: PowerStats | None = None
 
     @property
     def batch_shape(self) -> tuple:
@@ -285,7 +286,7 @@ def simulate(
     # What a progress bar of a run to a horizon counts down: the busiest fleet's events.
     expected_events = None if horizon is None else int(min(np.max(horizon_events(fleet, horizon)), max_events))
     use_jitter = bool(np.any(uses.jitter))
-    path = choose_paths(fleet, uses, "general" if failure_times is not None else method).ravel()
+    path = choose_paths(fleet, uses, "general" if failure_times is not None else method, save).ravel()
     check_key_given(key, use_jitter, drawn_failures=fleet.has_failures and failure_times is None)
     key = None if key is None else check_key(key, fleet.batch_shape)
     params = params_of(fleet, sigma, key, fleet_offset, failure_times)  # all checked: built last
@@ -305,6 +306,8 @@ def simulate(
         use_async=bool(np.any(uses.asynchronous)),
         use_failures=use_failures,
         until=horizon is not None,
+        use_snapshot=fleet.has_snapshots,
+        recover_from=fleet.recover_from,
     )
     horizon_flat = None if horizon is None else jnp.asarray(horizon.reshape(n_fleets), fleet.dtype)
     phase = jnp.reshape(state.phase, params.compute.shape)
@@ -312,9 +315,15 @@ def simulate(
     # "auto" decides per fleet, so a fleet's trace never depends on what it is batched with;
     # on the general engine, unit-size fleets run apart from sized ones (`sharing_for`).
     with_sizes = uses.sized.reshape(n_fleets)
+    with_limits = np.broadcast_to(uses.limits, fleet.batch_shape).reshape(n_fleets)
     groups = [(name, path == name, Sharing()) for name in PATHS if name != "general"]
     groups += [
-        ("general", (path == "general") & (with_sizes == has_sizes), sharing_for(fleet, has_sizes))
+        (
+            "general",
+            (path == "general") & (with_sizes == has_sizes) & (with_limits == has_limits),
+            sharing_for(fleet, has_sizes, has_limits),
+        )
+        for has_limits in (False, True)
         for has_sizes in (False, True)
     ]
     pieces = []
@@ -357,7 +366,7 @@ def fast_useful_work(jobs: JobStats, params, phase, remaining, horizon, *, use_j
         useful = jnp.where(params.jitter[:, None] > 0, jnp.nan, useful)
     useful = jnp.where(jobs.writes >= 0, useful, jnp.nan).astype(compute.dtype)
     waste = jnp.full_like(useful, jnp.nan) if horizon is None else 1 - useful / horizon[:, None]
-    return jobs._replace(useful_work=useful, waste=jnp.where(jobs.writes >= 0, waste, jnp.nan))
+    return jobs._replace(useful_work=useful, waste=jnp.where(jobs.writes >= 0, waste, jnp.nan), persisted_work=useful)
 
 
 def merge(pieces, n_fleets: int) -> Trace:
@@ -388,5 +397,6 @@ def flat_trace(result: LoopResult, *, save: SaveAt) -> Trace:
         writers=observed.get("writers"),
         gaps=observed.get("gaps"),
         jobs=observed.get("jobs"),
+        power=observed.get("power"),
         observed={o.name: observed[o.name] for o in save.observers} or None,
     )

@@ -32,12 +32,15 @@ __all__ = [
     "THROUGHPUT_PRESETS",
     "POWER_POLICIES",
     "STORAGE_POLICIES",
+    "RECOVERY_SOURCES",
 ]
 
 # How the cap C is divided among the computing jobs, and f(n_w) among the writers
 # (docs/model.md §1b); the first of each is the default.
 POWER_POLICIES = ("maxmin", "uniform")
 STORAGE_POLICIES = ("fair", "weighted", "fcfs")
+# What a failure of a two-level checkpointing job loses (docs/model.md §1d).
+RECOVERY_SOURCES = ("storage", "memory")
 
 ArrayLike = np.ndarray | jax.Array | Sequence[float] | float
 
@@ -113,6 +116,23 @@ class Fleet:
       restart: restart time R_i >= 0 after a failure (finite; a scalar or broadcastable to
         (*B, N)); default 0. Used with ``mtbf`` or with explicit
         ``simulate(..., failure_times=...)``.
+      write_limit: per-job write limit b_i (docs/model.md §1d), volume per time: a job drains
+        no faster than its own nodes push data. None (default): no limit (stored as inf).
+        > 0 (inf allowed), a scalar or broadcastable to (*B, N). The storage's f(n_w) is then
+        shared by max-min fair water-filling over the writers with these caps (by size under
+        ``"weighted"``); ``"fcfs"`` drains its head at min(b, f(1)).
+      snapshot: two-level checkpoints (docs/model.md §1d): the blocking snapshot duration
+        s_i >= 0 (wall-clock, local). After it the volume d_i drains in the background, as a
+        writer, while the job computes its next cycle at full speed; a job whose next
+        snapshot comes due while its drain still runs waits for it (backpressure). None
+        (default): blocking checkpoints. Excludes ``async_fraction`` > 0. Stored as
+        ``snapshot`` (0 where none) and ``two_level`` (*B,) bool.
+      recover_from: with ``snapshot``, what a failure keeps: ``"storage"`` (default; the last
+        checkpoint whose drain ended) or ``"memory"`` (the last completed snapshot, held by
+        peers). One rule for the whole batch.
+      idle_power: p_idle in [0, 1] (docs/model.md §1d): the draw of a job that does not
+        compute (snapshot, waiting, blocking write, down) per unit of size; scalar or (*B,).
+        Default 0. Used by ``SaveAt(power=True)`` only.
       dtype: float32 or float64; default float64 under ``jax_enable_x64``, else float32.
 
     Attributes are stored broadcast to the full batch shape as JAX arrays; ``cap`` is
@@ -132,8 +152,13 @@ class Fleet:
     size: jax.Array
     mtbf: jax.Array
     restart: jax.Array
+    write_limit: jax.Array
+    snapshot: jax.Array
+    two_level: jax.Array
+    idle_power: jax.Array
     power_policy: str
     storage_policy: str
+    recover_from: str
 
     def __init__(
         self,
@@ -150,10 +175,15 @@ class Fleet:
         storage_policy: str = "fair",
         mtbf: ArrayLike | None = None,
         restart: ArrayLike = 0.0,
+        write_limit: ArrayLike | None = None,
+        snapshot: ArrayLike | None = None,
+        recover_from: str = "storage",
+        idle_power: ArrayLike = 0.0,
         dtype=None,
     ):
         check_policy("power_policy", power_policy, POWER_POLICIES)
         check_policy("storage_policy", storage_policy, STORAGE_POLICIES)
+        check_policy("recover_from", recover_from, RECOVERY_SOURCES)
         dtype = _float_dtype(dtype, compute, write, cap)
         compute_np = _as_float_array("compute", compute, dtype)
         write_np = _as_float_array("write", write, dtype)
@@ -198,6 +228,7 @@ class Fleet:
             )
         batch_shape = job_shape[:-1]
         mtbf_np, restart_np = _failure_arrays(mtbf, restart, job_shape, dtype)
+        limit_np, snapshot_np = _checkpoint_arrays(write_limit, snapshot, job_shape, dtype)
 
         def per_fleet(name, value, default):
             arr = _as_float_array(name, default if value is None else value, dtype)
@@ -228,6 +259,15 @@ class Fleet:
         uncapped = np.broadcast_to(uncapped, batch_shape) if cap is not None else np.ones(batch_shape, bool)
         delay_np = per_fleet("delay", delay, 0.0)
         alpha_np = per_fleet("async_fraction", async_fraction, 0.0)
+        idle_np = per_fleet("idle_power", idle_power, 0.0)
+        if not ((idle_np >= 0) & (idle_np <= 1)).all():
+            raise ValueError(f"idle_power must lie in [0, 1], got {idle_power!r}")
+        two_level_np = np.full(batch_shape, snapshot is not None)
+        if snapshot is not None and np.any(alpha_np > 0):
+            raise ValueError(
+                f"async_fraction must be 0 with snapshot= (got {async_fraction!r}): a two-level checkpoint "
+                "computes at full speed while its drain runs (docs/model.md §1d)"
+            )
         table = throughput_table(throughput, n_jobs)
         try:
             table = np.broadcast_to(table, batch_shape + (n_jobs + 1,))
@@ -267,6 +307,8 @@ class Fleet:
         compute_np = np.where(active_np, compute_np, 1.0)
         write_np = np.where(active_np, write_np, 1.0)
         size_np = np.where(active_np, size_np, 1.0)
+        limit_np = np.where(active_np, np.broadcast_to(limit_np, job_shape), np.inf)
+        snapshot_np = np.where(active_np, np.broadcast_to(snapshot_np, job_shape), 0.0)
         fields = dict(
             compute=compute_np,
             write=write_np,
@@ -277,15 +319,23 @@ class Fleet:
             async_fraction=alpha_np,
             mtbf=mtbf_np,
             restart=restart_np,
+            write_limit=limit_np,
+            snapshot=snapshot_np,
+            idle_power=idle_np,
         )
         for name, value in fields.items():
             object.__setattr__(self, name, jnp.asarray(value, dtype=dtype))
         object.__setattr__(self, "active", jnp.asarray(active_np, dtype=bool))
+        object.__setattr__(self, "two_level", jnp.asarray(two_level_np, dtype=bool))
         object.__setattr__(self, "power_policy", power_policy)
         object.__setattr__(self, "storage_policy", storage_policy)
+        object.__setattr__(self, "recover_from", recover_from)
         # Static too: whether any size differs from 1, for code that sees the sizes only
         # as tracers (`jax.vmap` over fleets) and must still choose the rate rule.
         object.__setattr__(self, "_sized", bool(np.any(active_np & (size_np != 1))))
+        # Static too, for the same reason: write limits and two-level checkpoints (§1d).
+        object.__setattr__(self, "_limited", bool(np.any(active_np & np.isfinite(limit_np))))
+        object.__setattr__(self, "_snapshots", snapshot is not None)
 
     def __repr__(self) -> str:
         # A summary, not the arrays (a fleet of 32 jobs printed 9 KB).
@@ -302,15 +352,23 @@ class Fleet:
         fields = ["compute", "write", "size", "cap", "throughput"]
         fields += [
             name
-            for name, default in (("delay", 0.0), ("async_fraction", 0.0), ("restart", 0.0))
+            for name, default in (
+                ("delay", 0.0),
+                ("async_fraction", 0.0),
+                ("restart", 0.0),
+                ("write_limit", np.inf),
+                ("idle_power", 0.0),
+            )
             if np.any(np.asarray(getattr(self, name)) != default)
         ]
+        fields += ["snapshot"] if self.has_snapshots else []
         fields += ["mtbf"] if self.has_failures else []
         n_active = int(np.asarray(self.active).sum())
         return (
             f"Fleet(batch_shape={self.batch_shape}, n_jobs={self.n_jobs}, active={n_active}, "
             f"dtype={np.dtype(self.dtype).name}, {', '.join(summary(name) for name in fields)}, "
-            f"power_policy={self.power_policy!r}, storage_policy={self.storage_policy!r})"
+            f"power_policy={self.power_policy!r}, storage_policy={self.storage_policy!r}"
+            + (f", recover_from={self.recover_from!r})" if self.has_snapshots else ")")
         )
 
     # -- convenience ---------------------------------------------------------------
@@ -334,9 +392,27 @@ class Fleet:
         return bool(np.any(np.isfinite(np.asarray(self.mtbf))))
 
     @property
+    def has_snapshots(self) -> bool:
+        """Whether the fleets checkpoint in two levels (``snapshot`` given, docs/model.md §1d)."""
+        return self._snapshots
+
+    @property
+    def has_write_limits(self) -> bool:
+        """Whether some active job has a finite ``write_limit`` (docs/model.md §1d)."""
+        return self._limited
+
+    @property
+    def solo_write(self) -> jax.Array:
+        """Solo write (or drain) duration D_i = d_i / min(b_i, f(1)) of each job, (*B, N)."""
+        return self.write / jnp.minimum(self.write_limit, self.throughput[..., 1:2])
+
+    @property
     def period(self) -> jax.Array:
-        """Solo cycle time T_i + d_i / f(1) of each job, shape (*B, N)."""
-        return self.compute + self.write / self.throughput[..., 1:2]
+        """Solo cycle time of each job, shape (*B, N): T_i + D_i with blocking checkpoints,
+        s_i + max(T_i, D_i) with two-level ones (`solo_write`, docs/model.md §1d)."""
+        solo = self.solo_write
+        two_level = self.two_level[..., None]
+        return jnp.where(two_level, self.snapshot + jnp.maximum(self.compute, solo), self.compute + solo)
 
     def events(self, horizon) -> np.ndarray:
         """About how many events each fleet steps up to the horizon H, shape (*B,): two
@@ -391,6 +467,10 @@ _FLEET_FIELDS = (
     "size",
     "mtbf",
     "restart",
+    "write_limit",
+    "snapshot",
+    "two_level",
+    "idle_power",
 )
 
 
@@ -426,7 +506,38 @@ def _failure_arrays(mtbf, restart, job_shape, dtype):
     return mtbf_np, restart_np
 
 
-_FLEET_STATIC = ("power_policy", "storage_policy", "_sized")
+_FLEET_STATIC = ("power_policy", "storage_policy", "recover_from", "_sized", "_limited", "_snapshots")
+
+
+def _checkpoint_arrays(write_limit, snapshot, job_shape, dtype):
+    """Write limits and snapshot durations (docs/model.md §1d) broadcast to (*B, N) and
+    validated: write_limit > 0 (inf allowed; None: inf), snapshot finite and >= 0 (None: 0)."""
+    arrays = []
+    for name, value, default in (("write_limit", write_limit, np.inf), ("snapshot", snapshot, 0.0)):
+        arr = np.asarray(default) if value is None else real_array(name, value)
+        try:
+            arr = np.broadcast_to(arr, job_shape)
+        except ValueError:
+            raise ValueError(
+                f"{name} must be a scalar or broadcast to the fleet shape {job_shape}, got shape {arr.shape}"
+            ) from None
+        arrays.append(np.asarray(arr, np.float64))
+    limit_np, snapshot_np = arrays
+    bad = ~(limit_np > 0)  # NaN too
+    if bad.any():
+        raise ValueError(
+            f"write_limit must be > 0 (inf or None for no limit); found {float(limit_np[bad].ravel()[0])!r} "
+            f"at index {tuple(int(i) for i in np.argwhere(bad)[0])}"
+        )
+    check_range("write_limit", np.where(np.isfinite(limit_np), limit_np, 1.0), dtype)
+    bad = ~(np.isfinite(snapshot_np) & (snapshot_np >= 0))
+    if bad.any():
+        raise ValueError(
+            f"snapshot must be finite and >= 0; found {float(snapshot_np[bad].ravel()[0])!r} "
+            f"at index {tuple(int(i) for i in np.argwhere(bad)[0])}"
+        )
+    check_range("snapshot", np.where(snapshot_np > 0, snapshot_np, 1.0), dtype)
+    return limit_np, snapshot_np
 
 
 def check_policy(name: str, value, allowed: tuple) -> str:

@@ -58,7 +58,7 @@ def test_without_failures_the_engine_is_unchanged_bit_for_bit(variant, jitter):
     # work is the completed writes times T_i, which the failure path sums phase by phase;
     # and the write times come from the switch times, which the failure path accumulates
     # per interval. Both agree to rounding; the counts exactly.
-    sums = ("useful_work", "waste", "write_time", "compute_time", "completed_write_time")
+    sums = ("useful_work", "waste", "write_time", "compute_time", "completed_write_time", "persisted_work")
     _same(
         observed.jobs._replace(**{f: None for f in sums}),
         never.jobs._replace(failures=observed.jobs.failures, **{f: None for f in sums}),

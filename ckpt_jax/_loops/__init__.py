@@ -113,7 +113,11 @@ def loop_result(
             {}
             if work is None
             else dict(
-                useful_work=work.useful_work, lost_work=work.lost_work, failures=work.failures, down_time=work.down_time
+                useful_work=work.useful_work,
+                lost_work=work.lost_work,
+                failures=work.failures,
+                down_time=work.down_time,
+                persisted_work=work.persisted,
             )
         ),
     )
@@ -172,7 +176,7 @@ def fifo_eligible(fleet: Fleet, uses: Variants) -> np.ndarray:
 PATHS = ("fifo", "clock", "general")
 
 
-def choose_paths(fleet: Fleet, uses: Variants, method: str) -> np.ndarray:
+def choose_paths(fleet: Fleet, uses: Variants, method: str, save=None) -> np.ndarray:
     """Per fleet (batch shape), the path `simulate` runs it on: "fifo", "clock" or "general".
 
     ``method="auto"``: fleets with fewer than `FIFO_MIN_JOBS` active jobs run on the
@@ -181,15 +185,15 @@ def choose_paths(fleet: Fleet, uses: Variants, method: str) -> np.ndarray:
     engine. Fleets with failures (``mtbf``) always run on the general engine. An explicit
     method is applied to every fleet, or raises `ValueError` where it is not exact.
     ``uses``: the fleet's `variants` (with its jitter), computed once by the caller.
+    Write limits, two-level checkpoints and ``save.power`` (docs/model.md §1d) are exact on
+    the general engine only, as failures are.
     """
     batch = fleet.batch_shape
-    if method == "general" or (method == "auto" and fleet.has_failures):
+    general_only = general_only_reason(fleet, uses, save)
+    if method == "general" or (method == "auto" and general_only):
         return np.full(batch, "general", dtype=object)
-    if fleet.has_failures:
-        raise ValueError(
-            f"method={method!r} cannot serve failures (mtbf, docs/model.md §1c): they are events "
-            "of the general engine only; use 'general' or 'auto'"
-        )
+    if general_only:
+        raise ValueError(f"method={method!r} cannot serve {general_only}; use 'general' or 'auto'")
     fifo = fifo_eligible(fleet, uses)
     clock = uses.virtual_clock
     policy = sharing_reason(fleet, uses)
@@ -215,6 +219,19 @@ def choose_paths(fleet: Fleet, uses: Variants, method: str) -> np.ndarray:
     path = np.where(clock & big, "clock", "general").astype(object)
     path[fifo & big] = "fifo"
     return path
+
+
+def general_only_reason(fleet: Fleet, uses: Variants, save=None) -> str:
+    """What in the run only the general engine serves, by name, or "" (docs/model.md §1c, §1d)."""
+    if fleet.has_failures:
+        return "failures (mtbf, docs/model.md §1c): they are events of the general engine only"
+    if np.any(uses.limits):
+        return "write_limit (docs/model.md §1d): writers at their limits do not share one rate"
+    if np.any(uses.two_level):
+        return "snapshot (two-level checkpoints, docs/model.md §1d): snapshots are events of the general engine only"
+    if save is not None and save.power:
+        return "SaveAt(power=True): the power draw is observed on the general engine only"
+    return ""
 
 
 def sharing_reason(fleet: Fleet, uses: Variants) -> str:

@@ -35,7 +35,10 @@ class RunConfig:
       use_jitter, use_delay, use_async, use_failures: whether some fleet of the run has
         jitter, τ > 0, α > 0, failures (the variants' code is traced only where used).
       until: the run stops at a per-fleet time horizon instead of at K writes.
-      sharing: the rate rules of job sizes and sharing policies (`ckpt_jax._rates.Sharing`).
+      sharing: the rate rules of job sizes, sharing policies and write limits
+        (`ckpt_jax._rates.Sharing`).
+      use_snapshot: some fleet checkpoints in two levels (docs/model.md §1d).
+      recover_from: what a failure of a two-level job keeps, ``"storage"`` or ``"memory"``.
     """
 
     path: str = "general"
@@ -51,6 +54,18 @@ class RunConfig:
     use_failures: bool = False
     until: bool = False
     sharing: Sharing = Sharing()
+    use_snapshot: bool = False
+    recover_from: str = "storage"
+
+    @property
+    def use_power(self) -> bool:
+        """Whether the loop computes the fleet's power draw per interval (``SaveAt(power=True)``)."""
+        return self.save.power
+
+    @property
+    def memory(self) -> bool:
+        """Two-level checkpoints recovered from memory: useful work counts at the snapshot."""
+        return self.use_snapshot and self.recover_from == "memory"
 
     @property
     def track_work(self) -> bool:
@@ -59,4 +74,6 @@ class RunConfig:
         reports useful work of jittered phases. Without either, every completed write saves
         one full phase, and `ckpt_jax._simulate.fast_useful_work` derives the useful work
         from the write counts."""
-        return self.path == "general" and (self.use_failures or (self.save.jobs and self.use_jitter))
+        return self.path == "general" and (
+            self.use_failures or (self.save.jobs and (self.use_jitter or self.use_snapshot))
+        )

@@ -92,12 +92,14 @@ class Switch(NamedTuple):
 
 
 class Instant(NamedTuple):
-    """A general-engine iteration: the time before it, whether the lane ran, and per job
-    bit flags (1: fired, 2: ended, 4: was draining, 8: was waiting)."""
+    """A general-engine iteration: the time before it, whether the lane ran, per job bit
+    flags (1: fired, 2: ended, 4: was draining, 8: was waiting, 16: was taking a snapshot)
+    and, where the run observes it, the fleet's power draw during the interval."""
 
     time: jax.Array  # (B,)
     running: jax.Array  # (B,) bool
     flags: jax.Array  # (B, N) int8
+    draw: jax.Array | None = None  # (B,)
 
     @staticmethod
     def none(carry) -> Instant:
@@ -106,15 +108,18 @@ class Instant(NamedTuple):
             time=carry.time,
             running=jnp.zeros(carry.time.shape, bool),
             flags=jnp.zeros(carry.fire_count.shape, jnp.int8),
+            draw=carry.draw,
         )
 
     @staticmethod
-    def of(before, running, fires, ends) -> Instant:
+    def of(before, running, fires, ends, draw=None) -> Instant:
         bits = [fires, ends, before.draining, before.waiting]
+        if before.snapping is not None:
+            bits.append(before.snapping)
         flags = sum(bit.astype(jnp.int8) << i for i, bit in enumerate(bits))
-        return Instant(time=before.time, running=running, flags=jnp.asarray(flags, jnp.int8))
+        return Instant(time=before.time, running=running, flags=jnp.asarray(flags, jnp.int8), draw=draw)
 
-    def view(self, params, after, n_fires: int, n_active, use_async: bool = True) -> EventView:
+    def view(self, params, after, n_fires: int, n_active, use_async: bool = True, full_draw=None) -> EventView:
         """The `EventView` of the iteration that led to the loop carry ``after``: one
         instant, all N jobs (``waiting`` is None without asynchronous checkpoints). The
         carry before it is ``after`` with the flagged masks, the time before, and one
@@ -151,4 +156,7 @@ class Instant(NamedTuple):
             first_fires=first_fires,
             last_ends=last_ends,
             n_active=n_active,
+            snapping=params.active & ((self.flags & 16) > 0) if after.snapping is not None else None,
+            draw=self.draw,
+            full_draw=full_draw,
         )

@@ -65,6 +65,11 @@ class WorkCarry(NamedTuple):
       pending: work the write in progress will save when it completes.
       useful_work, lost_work, down_time: totals since t = 0.
       failures: int32 failures since t = 0.
+      persisted: work covered by checkpoints whose drain ended, where useful work counts
+        at the snapshot (two-level checkpoints recovered from memory, docs/model.md §1d);
+        else None (it is the useful work).
+      safe: (N,) bool, the checkpoint in progress has completed its snapshot (its work is
+        useful already; with ``persisted`` only).
     """
 
     down: jax.Array
@@ -77,6 +82,8 @@ class WorkCarry(NamedTuple):
     lost_work: jax.Array
     down_time: jax.Array
     failures: jax.Array
+    persisted: jax.Array | None = None
+    safe: jax.Array | None = None
 
 
 def failure_time(params: Params, after, index, failed_at=None):
@@ -107,10 +114,11 @@ def failure_time(params: Params, after, index, failed_at=None):
     return jnp.where(fails, after + gap * jnp.where(fails, params.mtbf, 1), jnp.inf).astype(dtype)
 
 
-def init(params: Params, compute_left, use_failures: bool) -> WorkCarry:
+def init(params: Params, compute_left, use_failures: bool, memory: bool = False) -> WorkCarry:
     """The accounting at t = 0. Work done before t = 0 counts nowhere: an initial write
     saves nothing, an initially computing job's first write saves only what it computed
-    after t = 0 (its ``remaining``)."""
+    after t = 0 (its ``remaining``). ``memory``: two-level checkpoints recovered from
+    memory (useful work counts at the snapshot, persisted work at the drain's end)."""
     dtype = params.compute.dtype
     n_jobs = params.compute.shape[0]
     zeros = jnp.zeros(n_jobs, dtype)
@@ -128,6 +136,8 @@ def init(params: Params, compute_left, use_failures: bool) -> WorkCarry:
         lost_work=zeros,
         down_time=zeros,
         failures=jnp.zeros(n_jobs, jnp.int32),
+        persisted=zeros if memory else None,
+        safe=jnp.zeros(n_jobs, bool) if memory else None,
     )
 
 
@@ -166,35 +176,64 @@ def switch(
     use_jitter: bool,
     failure_dt=None,
     restart_dt=None,
+    snapping=None,
+    starts=None,
+    memory: bool = False,
 ):
-    """The accounting of one instant, after the loop's write ends and firings, then (with
-    ``use_failures``) its restart ends and failures, in that order.
+    """The accounting of one instant, after the loop's write ends, snapshot ends and
+    firings, then (with ``use_failures``) its restart ends and failures, in that order.
 
-    Returns ``(work, draining, waiting, write_left, compute_left)``: the failed jobs have
-    abandoned their write and restart their lost cycle. Lanes not ``running`` are returned
-    unchanged (a batched while_loop steps them too).
+    ``snapping``: the two-level jobs taking a snapshot after the instant's switches, or
+    None; ``starts``: the two-level jobs whose snapshot ended at this instant (their drain
+    starts). With ``memory`` (docs/model.md §1d) a checkpoint's work is useful when its
+    snapshot ends and persisted when its drain ends, and a failure keeps it from then on.
+
+    Returns ``(work, draining, waiting, write_left, compute_left, snapping)``: the failed
+    jobs have abandoned their snapshot or write and restart their lost cycle. Lanes not
+    ``running`` are returned unchanged (a batched while_loop steps them too).
     """
     dtype = params.compute.dtype
     down_time = work.down_time + jnp.where(work.down & running, dt, 0).astype(dtype)
     # A completed write saves the work its firing moved into ``pending``; a completed
     # compute phase adds its full work; a firing moves the uncovered work into its write.
-    useful = work.useful_work + jnp.where(ends, work.pending, 0)
+    persisted, safe = work.persisted, work.safe
+    if memory:  # the work of a safe checkpoint is useful already
+        assert persisted is not None and safe is not None and starts is not None
+        persisted = persisted + jnp.where(ends, work.pending, 0)
+        useful = work.useful_work + jnp.where(ends & ~safe, work.pending, 0)
+        safe = safe & ~ends
+    else:
+        useful = work.useful_work + jnp.where(ends, work.pending, 0)
     pending = jnp.where(ends, 0, work.pending)
     uncovered = work.uncovered + jnp.where(completes, work.phase_work, 0)
     pending = jnp.where(fires, uncovered, pending)
     uncovered = jnp.where(fires, 0, uncovered)
+    if memory:  # a snapshot that ends (at its firing where s_i = 0) makes its work safe
+        safe = (safe & ~fires) | starts
+        useful = useful + jnp.where(starts, pending, 0)
     phase_work = jnp.where(fires | completes, compute_left, work.phase_work)
     new = work._replace(
-        phase_work=phase_work, uncovered=uncovered, pending=pending, useful_work=useful, down_time=down_time
+        phase_work=phase_work,
+        uncovered=uncovered,
+        pending=pending,
+        useful_work=useful,
+        down_time=down_time,
+        persisted=persisted,
+        safe=safe,
     )
     if use_failures:
         restarts = running & work.down & snapped(restart_dt, 1.0, 0.0, dt, time, dtype)
         down = work.down & ~restarts
         fails = running & params.active & ~down & snapped(failure_dt, 1.0, 0.0, dt, time, dtype)
         progress = phase_work - compute_left
-        lost = work.lost_work + jnp.where(fails, pending + uncovered + progress, 0)
-        # The lost cycle again from the start, with the draw it had (docs/model.md §1c).
-        cycle = jnp.maximum(fire_count - draining.astype(jnp.int32), 0)
+        exposed = pending if safe is None else jnp.where(safe, 0, pending)
+        lost = work.lost_work + jnp.where(fails, exposed + uncovered + progress, 0)
+        # The lost cycle again from the start, with the draw it had (docs/model.md §1c):
+        # the cycle a checkpoint in progress covers, unless it is safe (§1d).
+        open_checkpoint = draining if safe is None else draining & ~safe
+        if snapping is not None:
+            open_checkpoint = open_checkpoint | snapping
+        cycle = jnp.maximum(fire_count - open_checkpoint.astype(jnp.int32), 0)
         if use_jitter:
             redo = jitter_works(params.job_keys, params.compute, params.jitter, cycle)
         else:
@@ -217,10 +256,13 @@ def switch(
             lost_work=lost,
             down_time=down_time,
             failures=work.failures + fails.astype(jnp.int32),
+            persisted=persisted,
+            safe=None if safe is None else safe & ~fails,
         )
         draining = draining & ~fails
+        snapping = None if snapping is None else snapping & ~fails
         waiting = waiting & ~fails
         write_left = jnp.where(fails, 0, write_left)
         compute_left = jnp.where(fails, redo, compute_left)
     new = jax.tree_util.tree_map(lambda a, b: jnp.where(running, a, b), new, work)
-    return new, draining, waiting, write_left, compute_left
+    return new, draining, waiting, write_left, compute_left, snapping

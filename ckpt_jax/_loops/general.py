@@ -18,6 +18,7 @@ current cycle). With α = 0 a draining job computes nothing, which is the blocki
 
 from __future__ import annotations
 
+import functools
 from typing import Any, NamedTuple
 
 import jax
@@ -60,6 +61,11 @@ class Carry(NamedTuple):
       status: int32 bit flags (`Status`).
       work: the failure state and work accounting (`failures.WorkCarry`, docs/model.md
         §1c), or None where the run neither fails nor reports the jobs' work.
+      snapping: (N,) bool, the job takes the blocking snapshot of a two-level checkpoint
+        (docs/model.md §1d); None where no fleet of the run has snapshots.
+      snap_end: (N,) when its snapshot ends (meaningful where ``snapping``), or None.
+      draw: () the fleet's power draw during the interval the last step covered
+        (docs/model.md §1d), or None where the run does not observe it.
     """
 
     time: jax.Array
@@ -80,6 +86,9 @@ class Carry(NamedTuple):
     n_events: jax.Array
     status: jax.Array
     work: failures.WorkCarry | None = None
+    snapping: jax.Array | None = None
+    snap_end: jax.Array | None = None
+    draw: jax.Array | None = None
 
 
 def init_carry(
@@ -92,9 +101,14 @@ def init_carry(
     sharing: Sharing = Sharing(),
     track_work: bool = False,
     use_failures: bool = False,
+    use_snapshot: bool = False,
+    memory: bool = False,
+    use_power: bool = False,
 ) -> Carry:
     """The carry at t = 0; ``track_work`` (static) adds the work accounting, and
-    ``use_failures`` (static) the failure state, of `failures.WorkCarry`."""
+    ``use_failures`` (static) the failure state, of `failures.WorkCarry`; ``use_snapshot``
+    the snapshot state of two-level checkpoints (``memory``: recovered from memory) and
+    ``use_power`` the power draw (docs/model.md §1d)."""
     dtype = params.compute.dtype
     n_jobs = params.compute.shape[0]
     draining = params.active & (state_phase == 1)
@@ -124,7 +138,10 @@ def init_carry(
         queue_size=jnp.zeros((), jnp.int32),
         n_events=jnp.zeros((), jnp.int32),
         status=jnp.zeros((), jnp.int32),
-        work=failures.init(params, compute_left, use_failures) if track_work or use_failures else None,
+        work=failures.init(params, compute_left, use_failures, memory) if track_work or use_failures else None,
+        snapping=jnp.zeros(n_jobs, bool) if use_snapshot else None,
+        snap_end=jnp.zeros(n_jobs, dtype) if use_snapshot else None,
+        draw=jnp.zeros((), dtype) if use_power else None,
     )
 
 
@@ -137,7 +154,7 @@ def rates(params: Params, carry: Carry, use_delay: bool, use_async: bool = True,
     dtype = params.compute.dtype
     writers = params.active & carry.draining
     n_writers = jnp.sum(writers)
-    computing = computing_mask(params, carry.draining, carry.waiting, use_async)
+    computing = computing_mask(params, carry.draining, carry.waiting, use_async, carry.snapping)
     load = controller_load(sharing, params.size, computing, params.cap)
     if use_delay:
         # τ = 0 fleets bypass the queue, so they reproduce the base model bit for bit.
@@ -149,7 +166,7 @@ def rates(params: Params, carry: Carry, use_delay: bool, use_async: bool = True,
     drains = writers
     if sharing.storage == "fcfs":
         drains = fcfs_head(writers, carry.queued_at)
-    write_rate = write_rates(sharing, params.throughput, writers, params.size, write_rate, drains)
+    write_rate = write_rates(sharing, params.throughput, writers, params.size, write_rate, drains, params.write_limit)
     if use_async:
         compute_rate = jnp.where(computing, jnp.where(carry.draining, params.async_fraction * speed, speed), 0)
     else:
@@ -172,6 +189,7 @@ def step(
     use_async: bool = True,
     sharing: Sharing = Sharing(),
     use_failures: bool = False,
+    use_snapshot: bool = False,
 ) -> Carry:
     """Advances one fleet to its next event and switches every job that empties there.
 
@@ -186,10 +204,12 @@ def step(
     ``sharing`` (static) selects the rate rules of job sizes and sharing policies
     (`ckpt_jax._rates.sharing_for`; default: the base model's anonymous rates);
     ``use_failures`` (static) adds failures and restarts (docs/model.md §1c; the carry
-    must come from `init_carry` with ``use_failures=True``).
+    must come from `init_carry` with ``use_failures=True``); ``use_snapshot`` (static)
+    adds two-level checkpoints (docs/model.md §1d; a carry from `init_carry` with
+    ``use_snapshot=True``).
     """
     carry, fire_slot, end_slot, _, _ = switch(
-        params, carry, running, n_fires, use_delay, use_jitter, horizon, use_async, sharing, use_failures
+        params, carry, running, n_fires, use_delay, use_jitter, horizon, use_async, sharing, use_failures, use_snapshot
     )
     jobs = jnp.arange(params.compute.shape[0])
     return carry._replace(
@@ -209,6 +229,7 @@ def advance(
     observe=None,
     observed: Any = None,  # any pytree
     sharing: Sharing = Sharing(),
+    use_snapshot: bool = False,
 ):
     """The stepping primitive: advances ONE fleet (no batch axis) event by event.
 
@@ -218,7 +239,9 @@ def advance(
     ``observe(observed, before, after) -> observed`` runs after every step (an observer
     of the two carries). Jit-able, and differentiable by `jax.jacfwd` (forward mode
     works through `lax.while_loop`). ``sharing``: the static rate rules, as for `step`
-    (`ckpt_jax.loop.sharing_for(fleet)` for a fleet with sizes or policies).
+    (`ckpt_jax.loop.sharing_for(fleet)` for a fleet with sizes, policies or write limits);
+    ``use_snapshot``: two-level checkpoints, for a carry from `init_carry` with
+    ``use_snapshot=True`` (docs/model.md §1d).
 
     Returns ``(carry, observed)``.
     """
@@ -235,7 +258,9 @@ def advance(
 
     def body(state):
         c, o = state
-        new = step(params, c, jnp.bool_(True), 1, use_delay, False, horizon=horizon, sharing=sharing)
+        new = step(
+            params, c, jnp.bool_(True), 1, use_delay, False, horizon=horizon, sharing=sharing, use_snapshot=use_snapshot
+        )
         return new, (o if observe is None else observe(o, c, new))
 
     carry, observed = jax.lax.while_loop(cond, body, (carry, observed))
@@ -253,6 +278,7 @@ def advance_to_firing(
     observe=None,
     observed: Any = None,  # any pytree
     sharing: Sharing = Sharing(),
+    use_snapshot: bool = False,
 ):
     """`advance` until job ``job`` fires once more (the return maps' step: job 0's next
     firing is the Poincaré section, docs/model.md §2). Returns ``(carry, observed)``."""
@@ -266,6 +292,7 @@ def advance_to_firing(
         observe=observe,
         observed=observed,
         sharing=sharing,
+        use_snapshot=use_snapshot,
     )
 
 
@@ -280,6 +307,9 @@ def switch(
     use_async: bool,
     sharing: Sharing = Sharing(),
     use_failures: bool = False,
+    use_snapshot: bool = False,
+    memory: bool = False,
+    use_power: bool = False,
 ):
     """`step` without writing the trace buffers: returns (carry, fire_slot, end_slot,
     fires, ends), the last two (N,) masks of the jobs that fired / ended a write.
@@ -290,6 +320,13 @@ def switch(
 
     With ``use_failures``, failures and restart ends are events too, and a job that is
     down counts nowhere: the rates see it as inactive (`failures.up_params`).
+
+    With ``use_snapshot`` (two-level checkpoints, docs/model.md §1d) a firing starts the
+    blocking snapshot (s_i of wall-clock time; neither computing nor writing), and its end
+    starts the drain (a writer) and the next compute phase; a fleet without snapshots, or
+    with s_i = 0, starts the drain at the firing. ``memory``: failures recover from the
+    last snapshot. ``use_power``: the carry's ``draw`` is the fleet's power draw during
+    the interval stepped.
     """
     dtype = params.compute.dtype
     inf = jnp.asarray(jnp.inf, dtype)
@@ -299,8 +336,12 @@ def switch(
         live = failures.up_params(params, carry.work)
     writers, write_rate, computing, compute_rate = rates(live, carry, use_delay, use_async, sharing)
     computes = compute_rate > 0
+    draw = carry.draw
+    if use_power:  # computing: w_i · rate_i; otherwise (a job of the fleet, up or down) p_idle · w_i
+        power = jnp.where(computing, params.size * compute_rate, params.idle_power * params.size)
+        draw = jnp.sum(jnp.where(params.active, power, 0)).astype(dtype)
 
-    if sharing.storage == "fcfs":  # ``writers`` drain: the head only, the rest wait
+    if sharing.storage == "fcfs" or sharing.limits:  # a writer may drain at rate 0 (queued)
         write_dt = jnp.where(writers, carry.write_left / jnp.where(writers, write_rate, 1), inf)
     else:
         write_dt = jnp.where(writers, carry.write_left / write_rate, inf)
@@ -313,6 +354,10 @@ def switch(
         assert carry.work is not None  # as above
         failure_dt, restart_dt = failures.event_times(params, carry.work, carry.time)
         dt = jnp.minimum(dt, jnp.minimum(jnp.min(failure_dt), jnp.min(restart_dt)))
+    if use_snapshot:  # a snapshot ends at a wall-clock time, as a restart does
+        assert carry.snapping is not None and carry.snap_end is not None
+        snap_dt = jnp.where(live.active & carry.snapping, carry.snap_end - carry.time, inf)
+        dt = jnp.minimum(dt, jnp.min(snap_dt))
     if horizon is not None:  # an event within the snapping tolerance of H happens at H
         dt = to_horizon(dt, carry.time, horizon, dtype)
     finite = jnp.isfinite(dt)
@@ -342,16 +387,23 @@ def switch(
         waiting = carry.waiting
     fire_slot = jnp.where(fires & (carry.fire_count < n_fires), carry.fire_count, n_fires)
     fire_count = carry.fire_count + fires.astype(jnp.int32)
-    draining = draining | fires
+    snapping, snap_end, snap_ends, starts = carry.snapping, carry.snap_end, None, fires
+    if use_snapshot:  # snapshots that end start their drain; a firing starts a snapshot
+        snap_ends = carry.snapping & running & finite & snapped(snap_dt, 1.0, 0.0, dt, time, dtype)
+        snaps = fires & params.two_level & (params.snapshot > 0)
+        starts = (fires & ~snaps) | snap_ends
+        snapping = (carry.snapping & ~snap_ends) | snaps
+        snap_end = jnp.where(snaps, time + params.snapshot, carry.snap_end)
+    draining = draining | starts
     if use_jitter:
         next_work = jitter_works(params.job_keys, params.compute, params.jitter, fire_count)
     else:
         next_work = params.compute
-    write_left = jnp.where(fires, params.write, jnp.where(ends, 0, write_left))
+    write_left = jnp.where(starts, params.write, jnp.where(ends, 0, write_left))
     compute_left = jnp.where(fires, next_work, jnp.where(completes, 0, compute_left))
     work = carry.work
     if work is not None:  # the accounting, then restart ends and failures (docs/model.md §1c)
-        work, draining, waiting, write_left, compute_left = failures.switch(
+        work, draining, waiting, write_left, compute_left, snapping = failures.switch(
             params,
             work,
             time=time,
@@ -367,6 +419,9 @@ def switch(
             fire_count=fire_count,
             use_failures=use_failures,
             use_jitter=use_jitter,
+            snapping=snapping,
+            starts=starts & params.two_level if use_snapshot else None,
+            memory=memory,
             **(dict(failure_dt=failure_dt, restart_dt=restart_dt) if use_failures else {}),
         )
         live = failures.up_params(params, work) if use_failures else params
@@ -382,7 +437,7 @@ def switch(
         applied = jnp.where(pop, queue_count[queue_head], applied)
         queue_head = jnp.where(pop, (queue_head + 1) % capacity, queue_head)
         queue_size = queue_size - pop.astype(jnp.int32)
-        now_computing = computing_mask(live, draining, waiting, use_async)
+        now_computing = computing_mask(live, draining, waiting, use_async, snapping)
         new_computing = controller_load(sharing, params.size, now_computing, params.cap)
         changed = new_computing != controller_load(sharing, params.size, computing, params.cap)
         if sharing.power != "count":
@@ -412,7 +467,7 @@ def switch(
             end_count=end_count,
             fire_times=carry.fire_times,
             end_times=carry.end_times,
-            queued_at=keep(jnp.where(fires, time, carry.queued_at), carry.queued_at)
+            queued_at=keep(jnp.where(starts, time, carry.queued_at), carry.queued_at)
             if sharing.storage == "fcfs"
             else carry.queued_at,
             applied_computing=applied,
@@ -423,6 +478,9 @@ def switch(
             n_events=carry.n_events + running.astype(jnp.int32),
             status=status.astype(jnp.int32),
             work=work,
+            snapping=None if snapping is None else keep(snapping, carry.snapping),
+            snap_end=None if snap_end is None else keep(snap_end, carry.snap_end),
+            draw=None if draw is None else keep(draw, carry.draw),
         ),
         fire_slot,
         end_slot,
@@ -458,54 +516,66 @@ class GeneralLoop:
         self.config, self.params = config, params
         self.horizon = horizon if config.until else None
         self.n_active = jnp.sum(params.active, axis=1).astype(jnp.int32)
+        # W, the fleet's full draw (docs/model.md §1d): the power observer's default scale.
+        self.full_draw = jnp.sum(jnp.where(params.active, params.size, 0), axis=1) if config.use_power else None
 
     def info(self) -> LoopInfo:
-        return loop_info(self.config, self.params, abandons=self.config.use_failures)
+        # Two-level checkpoints: a firing starts a snapshot, not a write, so the jobs
+        # observer accumulates write time per interval, as it does where writes are abandoned.
+        config = self.config
+        return loop_info(config, self.params, abandons=config.use_failures or config.use_snapshot)
 
     def init(self, phase, remaining) -> Carry:
         """The carry at t = 0: with the work accounting where `RunConfig.track_work`."""
         config = self.config
-        return jax.vmap(init_carry, in_axes=(0, 0, 0, None, None, None, None, None, None))(
-            self.params,
-            phase,
-            remaining,
-            config.trace_len,
-            config.queue_size,
-            config.use_jitter,
-            config.sharing,
-            config.track_work,
-            config.use_failures,
+        init = functools.partial(
+            init_carry,
+            n_fires=config.trace_len,
+            queue_size=config.queue_size,
+            use_jitter=config.use_jitter,
+            sharing=config.sharing,
+            track_work=config.track_work,
+            use_failures=config.use_failures,
+            use_snapshot=config.use_snapshot,
+            memory=config.memory,
+            use_power=config.use_power,
         )
+        return jax.vmap(init)(self.params, phase, remaining)
 
     def step(self, carry: Carry, running, event_limit):
         """Every running fleet to its next event instant; returns ``(carry, events.Instant)``."""
         config = self.config
-        switch_all = jax.vmap(
-            switch, in_axes=(0, 0, 0, None, None, None, None if self.horizon is None else 0, None, None, None)
+        one = functools.partial(
+            switch,
+            n_fires=config.n_fires,
+            use_delay=config.use_delay,
+            use_jitter=config.use_jitter,
+            use_async=config.use_async,
+            sharing=config.sharing,
+            use_failures=config.use_failures,
+            use_snapshot=config.use_snapshot,
+            memory=config.memory,
+            use_power=config.use_power,
         )
-        new, fire_slot, end_slot, fires, ends = switch_all(
-            self.params,
-            carry,
-            running,
-            config.n_fires,
-            config.use_delay,
-            config.use_jitter,
-            self.horizon,
-            config.use_async,
-            config.sharing,
-            config.use_failures,
-        )
+        if self.horizon is None:
+            new, fire_slot, end_slot, fires, ends = jax.vmap(lambda p, c, r: one(p, c, r, horizon=None))(
+                self.params, carry, running
+            )
+        else:
+            new, fire_slot, end_slot, fires, ends = jax.vmap(lambda p, c, r, h: one(p, c, r, horizon=h))(
+                self.params, carry, running, self.horizon
+            )
         new = new._replace(
             fire_times=record(new.fire_times, fire_slot, new.time),
             end_times=record(new.end_times, end_slot, new.time),
         )
-        return new, Instant.of(carry, running, fires, ends)
+        return new, Instant.of(carry, running, fires, ends, new.draw)
 
     def no_event(self, carry: Carry) -> Instant:
         return Instant.none(carry)
 
     def view(self, event: Instant, after: Carry) -> EventView:
-        return event.view(self.params, after, self.config.n_fires, self.n_active, self.config.use_async)
+        return event.view(self.params, after, self.config.n_fires, self.n_active, self.config.use_async, self.full_draw)
 
     def unfinished(self, carry: Carry, event: Instant | None):
         """Not done: every job completed K writes, or the horizon is reached."""
