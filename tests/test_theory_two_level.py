@@ -265,19 +265,23 @@ def test_the_tables_in_the_model_docs_are_the_formulas():
 
 # --- the engine ------------------------------------------------------------------------------
 
-# (T, s, d, M, R): a drain within the compute, a drain longer than it, no snapshot.
+# (T, s, D, M, R): a drain within the compute, a drain longer than it, no snapshot.
 ENGINE_POINTS = [(10.0, 1.0, 3.0, 50.0, 2.0), (4.0, 2.0, 9.0, 10.0, 3.0), (10.0, 0.0, 12.0, 20.0, 0.0)]
 ENGINE_RUNS, ENGINE_HORIZON = 1000, 300.0
 
 
-def _engine_waste(points, **fleet_args):
-    """Waste of ENGINE_RUNS lone jobs per point (T, s, d, M, R), one batch, started computing
-    a full T (the fresh start of `expected_waste_at`); f(1) = 1 and no write limit: D = d."""
+def _engine_waste(points, write_limit=None, **fleet_args):
+    """Waste of ENGINE_RUNS lone jobs per point (T, s, D, M, R), one batch, started computing
+    a full T (the fresh start of `expected_waste_at`). f(1) = 1, so D = d / min(b, 1): with a
+    write limit b per point (inf for none) the volume is d = D·min(b, 1)."""
     columns = np.repeat(np.array(points), ENGINE_RUNS, axis=0)[:, :, None]
-    compute, snapshot, write, mtbf, restart = (columns[:, k] for k in range(5))
+    compute, snapshot, drain, mtbf, restart = (columns[:, k] for k in range(5))
+    if write_limit is not None:
+        fleet_args["write_limit"] = np.repeat(np.asarray(write_limit, float), ENGINE_RUNS)[:, None]
+        drain = drain * np.minimum(fleet_args["write_limit"], 1.0)
     if "async_fraction" not in fleet_args:
         fleet_args["snapshot"] = snapshot
-    fleet = cj.Fleet(compute, write, mtbf=mtbf, restart=restart, **fleet_args)
+    fleet = cj.Fleet(compute, drain, mtbf=mtbf, restart=restart, **fleet_args)
     out = cj.simulate(
         fleet,
         cj.initial_state(fleet),
@@ -304,4 +308,12 @@ def test_the_engines_asynchronous_job_is_a_two_level_one_without_snapshot():
     # (issue 24): a failure while draining loses the drained cycle and the one computing.
     points = [(T, 0.0, d, M, R) for T, _, d, M, R in ENGINE_POINTS]
     z = _z_scores(points, "storage", _engine_waste(points, async_fraction=1.0))
+    assert np.all(np.abs(z) < Z_LIMIT), z
+
+
+@pytest.mark.parametrize("recover_from", RULES)
+def test_the_engine_gives_a_lone_two_level_job_the_formula_waste(recover_from):
+    # The second point drains at its write limit b = 1/2: d = 4.5 takes D = 9.
+    waste = _engine_waste(ENGINE_POINTS, write_limit=[np.inf, 0.5, np.inf], recover_from=recover_from)
+    z = _z_scores(ENGINE_POINTS, recover_from, waste)
     assert np.all(np.abs(z) < Z_LIMIT), z
