@@ -288,3 +288,22 @@ def test_bad_fleet_input_is_a_value_error_naming_the_argument(kw, match):
 def test_bad_power_options_are_value_errors_naming_the_argument(kw, match):
     with pytest.raises(ValueError, match=match):
         cj.SaveAt(**kw)
+
+
+def test_ensembles_of_random_launches_take_the_new_fields_and_keep_the_power(tmp_path):
+    make = cj.ensemble.random_launches(
+        np.full(4, 5.0),
+        np.full(4, 1.0),
+        key=jax.random.key(0),
+        write_limit=[0.5, np.inf, 1.0, 2.0],
+        snapshot=0.1,
+        idle_power=0.2,
+    )
+    assert make.config["write_limit"] == [0.5, None, 1.0, 2.0]  # JSON: None where no limit
+    fleet, state = make(0, 3)
+    assert fleet.has_snapshots and fleet.has_write_limits and np.all(np.asarray(state.phase) == 0)
+    save = cj.SaveAt(trace=False, jobs=True, power=True)
+    result = cj.ensemble.run_ensemble(make, 6, 4, chunk_size=3, out_dir=tmp_path, save=save, progress=False)
+    direct = cj.simulate(*make(0, 6), 4, save=save)
+    np.testing.assert_array_equal(result.power.largest_drop, direct.power.largest_drop)
+    np.testing.assert_array_equal(result.jobs.persisted_work, direct.jobs.persisted_work)
