@@ -272,7 +272,7 @@ def non_default_checkpointing(fleet: Fleet) -> dict:
     entries = {}
     if fleet.has_write_limits:
         limit = np.asarray(fleet.write_limit, np.float64)
-        entries["write_limit"] = np.where(np.isfinite(limit), limit, None).tolist()  # None: no limit
+        entries["write_limit"] = [float(b) if np.isfinite(b) else None for b in limit.ravel()]  # None: no limit
     if fleet.has_snapshots:
         entries["snapshot"] = np.asarray(fleet.snapshot).tolist()
         entries["recover_from"] = fleet.recover_from
