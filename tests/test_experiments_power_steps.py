@@ -61,10 +61,12 @@ def test_cycle_drops_equal_the_trace(load):
     state = cj.initial_state(fleet, phase=0, remaining=(1 - u) * np.asarray(fleet.compute))
     save = cj.SaveAt(trace=True, power=True, observers=(power_steps.CycleDrops(windows, cycles),))
     trace = cj.simulate(fleet, state, cycles, save=save, progress=False)
+    assert trace.observed is not None
     drops = {k: np.asarray(v) for k, v in trace.observed["cycle_drops"].items()}
     assert not drops["overflow"].any()
     for b in range(3):
         one = trace[b]
+        assert one.power is not None
         starts, levels = _draw_from_trace(one, n_jobs)
         stop = float(one.time)
         # Every instant at which P changes moves it by one job step; the power observer agrees.
