@@ -28,7 +28,7 @@ of each cycle), each at an independent uniform phase, so that at every instant t
 are Binomial(N, p̄) — a Monte-Carlo in NumPy of these independent stationary renewal
 processes (`independent_drops`), measured with the same window; (iv) two-level checkpoints
 (`Fleet(snapshot=d / 10)`: a job pauses only for its snapshot and for backpressure), launched
-with every job computing at a uniform position of its compute phase (`two_level_state`).
+by `cj.random_state` (every job computing, at a uniform position of its compute phase).
 
 The scaling with N is a least-squares fit of log(step) on log N per case and load: the
 exponent and its standard error from the fit's residuals.
@@ -317,14 +317,6 @@ def blocking_state(fleet: Fleet, staggered: np.ndarray, key):
     )
 
 
-def two_level_state(fleet: Fleet, key):
-    """Every job computing, with a uniform part of its compute phase left (no drain in
-    flight). `random_state` starts a job whose position falls in its write as a drain in
-    flight *and a full compute phase*, so all such jobs would fire together at T."""
-    u = np.asarray(jax.random.uniform(key, fleet.compute.shape, dtype=fleet.dtype), np.float64)
-    return initial_state(fleet, phase=0, remaining=(1.0 - u) * np.asarray(fleet.compute))
-
-
 def _simulate(n_jobs, loads, fleets: int, config: dict, two_level: bool, seed: int) -> list[dict]:
     """One call's fleets (blocking: ``fleets`` random launches and one staggered launch per
     (N, ρ); two-level: ``fleets`` launches), measured. Returns one record per fleet."""
@@ -333,7 +325,7 @@ def _simulate(n_jobs, loads, fleets: int, config: dict, two_level: bool, seed: i
     fleet = _fleet(rows, max(n_jobs), two_level)
     staggered = np.array([not two_level and r == fleets for _, _, r in rows])
     key = jax.random.key(seed)
-    state = two_level_state(fleet, key) if two_level else blocking_state(fleet, staggered, key)
+    state = random_state(fleet, key) if two_level else blocking_state(fleet, staggered, key)
     cycles, warmup = config["cycles"], config["warmup"]
     windows = tuple(1.0 / n for n in n_jobs)  # τ = (T + d) / N
     recorder = DrawRecorder(since=float(warmup), capacity=16 * max(n_jobs))
