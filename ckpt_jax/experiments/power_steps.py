@@ -612,8 +612,8 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
         f"(the first {config['warmup']} skipped), idle draw {IDLE_POWER:g}, f ≡ 1, uncapped. "
     )
     instant_text = (
-        f"At one instant the draw never moves by more than one job step: the largest drop over every run is "
-        f"{fmt(instant_max, 4)} and the largest rise {fmt(rise_max, 4)} job steps. "
+        f"At one instant the draw never moves by more than one job step: over every run the largest drop is "
+        f"{fmt(instant_max, 4)} job step and the largest rise {fmt(rise_max, 4)}. "
     )
 
     # 12a: no synchrony beyond independent phases.
