@@ -91,7 +91,7 @@ MAX_EXPONENT = 0.5  # 12c: slower than √N (a fleet pausing in step grows as N)
 SIZES = {
     "smoke": dict(n_jobs=(4, 8), fleets=4, cycles=12, warmup=4, replicates=400, padded=True),
     "quick": dict(n_jobs=(4, 8, 16, 32, 64), fleets=24, cycles=36, warmup=8, replicates=4000, padded=True),
-    "full": dict(n_jobs=(4, 8, 16, 32, 64, 128), fleets=2000, cycles=200, warmup=50, replicates=100_000, padded=False),
+    "full": dict(n_jobs=(4, 8, 16, 32, 64, 128), fleets=2000, cycles=200, warmup=50, replicates=20_000, padded=False),
 }
 
 
@@ -610,6 +610,11 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
     setup = (
         f"N = {fmt_list(n_jobs)}; ρ = {fmt_list(LOADS)}; {fleets} random launches per cell × {config['cycles']} cycles "
         f"(the first {config['warmup']} skipped), idle draw {IDLE_POWER:g}, f ≡ 1, uncapped. "
+        + (
+            f"{failed} fleets left out (run incomplete, or a window beyond the ring of {RING} intervals). "
+            if failed
+            else ""
+        )
     )
     instant_text = (
         f"At one instant the draw never moves by more than one job step: over every run the largest drop is "
