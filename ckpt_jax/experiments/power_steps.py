@@ -31,7 +31,9 @@ processes (`independent_drops`), measured with the same window; (iv) two-level c
 by `cj.random_state` (every job computing, at a uniform position of its compute phase).
 
 The scaling with N is a least-squares fit of log(step) on log N per case and load: the
-exponent and its standard error from the fit's residuals.
+exponent, its standard error from the fit's residuals and its interval from Student's t
+(`power_law`, `student_t_quantile`). Ratios carry normal intervals from the standard errors
+over fleets (`_ratio`).
 
 **Verdicts** (thresholds below, intervals at `rules.CONFIDENCE`): 12a random launches' step is
 no larger than independent phases' (the ratio's interval wholly below `MAX_SYNC_RATIO`);
