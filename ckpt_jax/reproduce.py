@@ -68,6 +68,8 @@ CLAIMS = {
     "storage) couples a pair.",
     10: "Contention-aware checkpoint intervals: single-job waste matches the renewal formula and "
     "Young/Daly; a fleet's optimal intervals differ from each job's own.",
+    12: "Power steps: the largest fall of a fleet's power draw per cycle, for random launches against a "
+    "staggered launch and independent phases, and for two-level checkpoints against blocking writes.",
 }
 CLAIM_NAMES = {
     1: "pairwise neutrality",
@@ -80,6 +82,7 @@ CLAIM_NAMES = {
     8: "boundary conditions restore coupling",
     9: "neutrality needs anonymity",
     10: "contention-aware intervals",
+    12: "power steps",
 }
 
 VERDICT_WORDS = {

@@ -24,6 +24,7 @@ from . import (
     memory,
     no_clustering,
     pairwise_neutrality,
+    power_steps,
     spectrum,
 )
 from .framework import (
@@ -76,4 +77,5 @@ EXPERIMENTS: tuple[Experiment, ...] = (
     boundary.EXPERIMENT,
     anonymity.EXPERIMENT,
     intervals.EXPERIMENT,
+    power_steps.EXPERIMENT,
 )
