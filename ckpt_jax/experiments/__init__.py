@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from . import (
     anonymity,
+    asynchrony,
     boundary,
     bursts,
     ftle,
@@ -76,4 +77,5 @@ EXPERIMENTS: tuple[Experiment, ...] = (
     boundary.EXPERIMENT,
     anonymity.EXPERIMENT,
     intervals.EXPERIMENT,
+    asynchrony.EXPERIMENT,
 )
