@@ -133,10 +133,10 @@ def test_two_level_coupling_rejects_bad_input():
         coupling_function(pair, [1.0, 1.8])  # P = 1.75
     with pytest.raises(ValueError, match="uncoupled"):
         coupling_function(pair, [1.0], history="uncoupled")
-    blocking = cj.Fleet([[1.5, 1.5]], [[WRITE, WRITE]], dtype=np.float64)
+    blocking = cj.Fleet(np.full((1, 2), 1.5), np.full((1, 2), WRITE), dtype=np.float64)
     with pytest.raises(ValueError, match="two levels"):
         two_level_coupling(blocking, [0.5])
-    batch = cj.Fleet([[1.5, 1.5]], [[WRITE, WRITE]], snapshot=SNAPSHOT, dtype=np.float64)
+    batch = cj.Fleet(np.full((1, 2), 1.5), np.full((1, 2), WRITE), snapshot=SNAPSHOT, dtype=np.float64)
     with pytest.raises(ValueError, match="phases"):
         two_level_coupling(batch, [0.0, 0.5])
 
