@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from . import (
     anonymity,
+    asynchrony,
     boundary,
     bursts,
     ftle,
@@ -77,5 +78,6 @@ EXPERIMENTS: tuple[Experiment, ...] = (
     boundary.EXPERIMENT,
     anonymity.EXPERIMENT,
     intervals.EXPERIMENT,
+    asynchrony.EXPERIMENT,
     power_steps.EXPERIMENT,
 )
