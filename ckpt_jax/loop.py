@@ -11,17 +11,18 @@ not by hand.
 * `flat_params(fleet)` — a validated `Fleet` as flat per-fleet arrays (`Params`, leading
   axis B); take ``jax.tree_util.tree_map(lambda x: x[0], params)`` for one fleet;
 * `init_carry(params, phase, remaining, n_fires, queue_size, use_jitter, sharing=Sharing(),
-  track_work=False, use_failures=False)` — the loop state (`Carry`) of one fleet, from traced
-  values too (no host checks); with the work accounting and failures of docs/model.md §1c;
+  track_work=False, use_failures=False, use_snapshot=False)` — the loop state (`Carry`) of one
+  fleet, from traced values too (no host checks); with the work accounting and failures of
+  docs/model.md §1c, and the snapshots of two-level checkpoints (§1d);
 * `step(params, carry, running, n_fires, use_delay, use_jitter, horizon=None, sharing=Sharing(),
-  use_failures=False)` — one event (`advance` steps without failures);
+  use_failures=False, use_snapshot=False)` — one event (`advance` steps without failures);
 * `advance(params, carry, max_events=..., stop=..., horizon=..., observe=...)` — the
   stepping primitive: event by event until a condition, a horizon or the budget, with an
   optional observer of each step; `advance_to_firing(params, carry, job, ...)` stops at
   the next firing of ``job``;
 * `computing_mask(params, draining, waiting)` — who draws compute power;
-* `sharing_for(fleet)` — the static rate rules (`Sharing`) of a fleet with job sizes or
-  sharing policies (docs/model.md §1b), to pass as ``sharing=`` to `init_carry`, `step`,
+* `sharing_for(fleet)` — the static rate rules (`Sharing`) of a fleet with job sizes,
+  sharing policies (docs/model.md §1b) or write limits (§1d), to pass as ``sharing=`` to `init_carry`, `step`,
   `advance` and `advance_to_firing` (their default is the base model's anonymous rates);
 * the observers of `ckpt_jax.SaveAt` (`ckpt_jax.Observer`): each loop iteration is an
   `EventView`, the state after the loop a `FinalView`, the loop described by a

@@ -189,6 +189,7 @@ def step(
     use_async: bool = True,
     sharing: Sharing = Sharing(),
     use_failures: bool = False,
+    use_snapshot: bool = False,
 ) -> Carry:
     """Advances one fleet to its next event and switches every job that empties there.
 
@@ -203,10 +204,12 @@ def step(
     ``sharing`` (static) selects the rate rules of job sizes and sharing policies
     (`ckpt_jax._rates.sharing_for`; default: the base model's anonymous rates);
     ``use_failures`` (static) adds failures and restarts (docs/model.md §1c; the carry
-    must come from `init_carry` with ``use_failures=True``).
+    must come from `init_carry` with ``use_failures=True``); ``use_snapshot`` (static)
+    adds two-level checkpoints (docs/model.md §1d; a carry from `init_carry` with
+    ``use_snapshot=True``).
     """
     carry, fire_slot, end_slot, _, _ = switch(
-        params, carry, running, n_fires, use_delay, use_jitter, horizon, use_async, sharing, use_failures
+        params, carry, running, n_fires, use_delay, use_jitter, horizon, use_async, sharing, use_failures, use_snapshot
     )
     jobs = jnp.arange(params.compute.shape[0])
     return carry._replace(
@@ -226,6 +229,7 @@ def advance(
     observe=None,
     observed: Any = None,  # any pytree
     sharing: Sharing = Sharing(),
+    use_snapshot: bool = False,
 ):
     """The stepping primitive: advances ONE fleet (no batch axis) event by event.
 
@@ -235,7 +239,9 @@ def advance(
     ``observe(observed, before, after) -> observed`` runs after every step (an observer
     of the two carries). Jit-able, and differentiable by `jax.jacfwd` (forward mode
     works through `lax.while_loop`). ``sharing``: the static rate rules, as for `step`
-    (`ckpt_jax.loop.sharing_for(fleet)` for a fleet with sizes or policies).
+    (`ckpt_jax.loop.sharing_for(fleet)` for a fleet with sizes, policies or write limits);
+    ``use_snapshot``: two-level checkpoints, for a carry from `init_carry` with
+    ``use_snapshot=True`` (docs/model.md §1d).
 
     Returns ``(carry, observed)``.
     """
@@ -252,7 +258,9 @@ def advance(
 
     def body(state):
         c, o = state
-        new = step(params, c, jnp.bool_(True), 1, use_delay, False, horizon=horizon, sharing=sharing)
+        new = step(
+            params, c, jnp.bool_(True), 1, use_delay, False, horizon=horizon, sharing=sharing, use_snapshot=use_snapshot
+        )
         return new, (o if observe is None else observe(o, c, new))
 
     carry, observed = jax.lax.while_loop(cond, body, (carry, observed))
@@ -270,6 +278,7 @@ def advance_to_firing(
     observe=None,
     observed: Any = None,  # any pytree
     sharing: Sharing = Sharing(),
+    use_snapshot: bool = False,
 ):
     """`advance` until job ``job`` fires once more (the return maps' step: job 0's next
     firing is the Poincaré section, docs/model.md §2). Returns ``(carry, observed)``."""
@@ -283,6 +292,7 @@ def advance_to_firing(
         observe=observe,
         observed=observed,
         sharing=sharing,
+        use_snapshot=use_snapshot,
     )
 
 
@@ -379,6 +389,7 @@ def switch(
     fire_count = carry.fire_count + fires.astype(jnp.int32)
     snapping, snap_end, snap_ends, starts = carry.snapping, carry.snap_end, None, fires
     if use_snapshot:  # snapshots that end start their drain; a firing starts a snapshot
+        assert carry.snapping is not None and carry.snap_end is not None
         snap_ends = carry.snapping & running & finite & snapped(snap_dt, 1.0, 0.0, dt, time, dtype)
         snaps = fires & params.two_level & (params.snapshot > 0)
         starts = (fires & ~snaps) | snap_ends
