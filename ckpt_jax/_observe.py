@@ -114,6 +114,8 @@ BUILT_IN = ("writers", "gaps", "jobs", "power")
 POWER_BINS = 50
 # ... and steps larger than this fraction of W are counted (`PowerStats.n_steps`).
 POWER_THRESHOLD = 0.1
+# A step of the draw smaller than this many ulps of W is rounding, not a change (`PowerStats.n_changes`).
+CHANGE_ULPS = 64
 
 
 @dataclasses.dataclass(frozen=True)
@@ -237,7 +239,8 @@ class PowerStats(NamedTuple):
       largest_drop, largest_rise: (*B,) the largest decrease and increase of P at one
         instant (>= 0; 0 where P never fell / rose).
       n_steps: (*B,) instants where |ΔP| > ``threshold``.
-      n_changes: (*B,) instants where P changed at all.
+      n_changes: (*B,) instants where P changed (by more than 64 ulps of W: the same draw
+        summed over other jobs, as when a binding cap keeps it at C, can differ by rounding).
       threshold: (*B,) the threshold used (`SaveAt.power_threshold`).
       full_draw: (*B,) W = Σ w_i of the active jobs (their draw when all compute at full speed).
     """
@@ -272,7 +275,8 @@ class JobStats(NamedTuple):
       completed_write_time: (*B, N) time spent in the writes counted in ``writes``, each
         from its firing to its end: ``completed_write_time / writes`` is the mean duration
         of a completed write, without the writes abandoned by a failure, the one open at
-        the stop, or one in progress at t = 0 (which ``write_time`` all include).
+        the stop, or one in progress at t = 0 (which ``write_time`` all include). With
+        two-level checkpoints a write is the drain, from the snapshot's end to the drain's end.
       snapshot_time: (*B, N) time spent taking the blocking snapshots of two-level
         checkpoints (docs/model.md §1d; 0 without).
       wait_time: (*B, N) time spent waiting on backpressure: the next checkpoint was due
@@ -910,6 +914,7 @@ class PowerObserver(Observer):
         bins = jnp.arange(n_bins)
         time = state["time"] + jnp.where((bins[None, :] == index[:, None]) & inside[:, None], dt[:, None], 0)
         step = draw - state["last"]  # NaN before the first interval
+        eps = jnp.finfo(draw.dtype).eps
         stepped = interval & ~jnp.isnan(step)
         threshold = (POWER_THRESHOLD * full) if self.threshold is None else jnp.asarray(self.threshold, full.dtype)
         return dict(
@@ -921,7 +926,8 @@ class PowerObserver(Observer):
             rise=jnp.where(stepped, jnp.maximum(state["rise"], step), state["rise"]),
             last=jnp.where(interval, draw, state["last"]),
             n_steps=state["n_steps"] + (stepped & (jnp.abs(step) > threshold)).astype(jnp.int32),
-            n_changes=state["n_changes"] + (stepped & (step != 0)).astype(jnp.int32),
+            # A change beyond rounding: the same draw summed over other jobs can differ by ulps.
+            n_changes=state["n_changes"] + (stepped & (jnp.abs(step) > CHANGE_ULPS * eps * full)).astype(jnp.int32),
             full=jnp.where(view.running, full, state["full"]),
         )
 

@@ -51,7 +51,8 @@ class Carry(NamedTuple):
       fire_count: (N,) int32 firings since t = 0.
       end_count: (N,) int32 recorded write ends (writes started by a firing after t = 0).
       fire_times, end_times: (N, K) trace buffers, NaN until written.
-      queued_at: (N,) when the job's current write was queued (its firing time; -inf for
+      queued_at: (N,) when the job's current write was queued (its firing time, or with
+        two-level checkpoints its snapshot's end, where the drain starts; -inf for
         a write in progress at t = 0): the "fcfs" storage policy serves the earliest.
       applied_computing: the value the (delayed) controller currently acts on: the
         computing count, or with sizes the policy's `controller_load` (docs/model.md §1b).
