@@ -181,3 +181,34 @@ def test_design_example_fleet_quick(tmp_path, capsys):
     assert main(["design", "examples/fleet.toml", "--quick", "--no-progress", "--out", str(out)]) == 0
     summary = json.loads((out / "design.json").read_text())
     assert len(summary["groups"]) == 4
+
+
+# The tiny fleet with write limits (one group only), two-level checkpoints recovering from
+# memory, and an idle draw (docs/model.md §1d).
+TWO_LEVEL = (
+    TINY.replace("cap = 2.0", 'cap = 2.0\nrecover_from = "memory"\nidle_power = 0.2')
+    .replace("restart = 0.5", "restart = 0.5\nwrite_limit = 0.25\nsnapshot = 0.05")
+    .replace("mtbf = 10.0", "mtbf = 10.0\nsnapshot = 0.1")
+)
+
+
+def test_design_fleet_file_with_write_limits_and_snapshots(fleet_file, tmp_path, capsys):
+    from ckpt_jax.fleetfile import load
+
+    fleet_file.write_text(TWO_LEVEL)
+    spec = load(fleet_file)
+    fleet = spec.fleet()
+    assert fleet.has_snapshots and fleet.recover_from == "memory" and float(fleet.idle_power) == 0.2
+    assert fleet.write_limit.tolist() == [0.25, 0.25, float("inf")]
+    # Young's interval from the snapshot, no shorter than the drain d / min(b, f(1)) = 2 of "small".
+    assert spec.young().tolist() == [2.0, 2.0, max(2 * 0.1 * 10.0, 1.0) ** 0.5]
+    out = tmp_path / "design"
+    assert main(["design", str(fleet_file), "--quick", *FAST, "--out", str(out)]) == 0
+    summary = json.loads((out / "design.json").read_text())
+    assert summary["fleet"]["recover_from"] == "memory" and summary["fleet"]["idle_power"] == 0.2
+    assert [group.get("write_limit") for group in summary["fleet"]["groups"]] == [0.25, None]
+    assert [group["snapshot"] for group in summary["fleet"]["groups"]] == [0.05, 0.1]
+    assert [group["young"] for group in summary["groups"]] == [2.0, 2.0**0.5]
+    report = (out / "report.md").read_text()
+    assert "Waste is 1 − persisted work / H" in report
+    assert "write limits 0.25, none (group by group); two-level checkpoints, snapshots 0.05, 0.1" in report

@@ -125,7 +125,7 @@ def waste_figure(spec, per_group, names):
     axis.set_ylim(0, top * 1.25)
     axis.set(
         xlabel="job group",
-        ylabel="waste (1 − useful work / H)",
+        ylabel=f"waste (1 − {'persisted' if spec.has_snapshots else 'useful'} work / H)",
         title="waste per job group: the baselines and the design",
     )
     axis.legend(loc="upper left", ncols=len(order), fontsize=8)

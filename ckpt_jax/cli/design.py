@@ -155,6 +155,7 @@ def _evaluate(spec, table: dict, *, horizon, n_draws, key, launch, dtype, offset
     import jax
 
     from .. import SaveAt, cycle_positions, simulate, state_from_positions
+    from ..design import job_waste
 
     names = list(table)
     intervals = np.stack([table[name] for name in names])  # (D, N)
@@ -184,7 +185,7 @@ def _evaluate(spec, table: dict, *, horizon, n_draws, key, launch, dtype, offset
         save=SaveAt(trace=False, jobs=True, writers=True),
     )
     assert out.jobs is not None and out.writers is not None  # both saved above
-    waste = np.asarray(out.jobs.waste, np.float64)  # (D, S, N)
+    waste = np.asarray(job_waste(fleet, out.jobs, horizon), np.float64)  # (D, S, N)
     size = spec.per_job("size")
     labels = spec.labels
     per_group = np.stack(
@@ -248,7 +249,7 @@ def _schedule(spec, intervals, *, seed: int, launch: str, dtype, offsets=None) -
     from .. import initial_state, random_state, simulate, state_from_positions
 
     fleet = spec.fleet(intervals, dtype=dtype)
-    solo = np.asarray(intervals, np.float64) + spec.solo_write_time()
+    solo = spec.period(intervals)
     period_guess = float(solo.max())
     # Long enough for a failure to show up after the transient, at most 40 periods.
     rate = float(np.sum(1 / spec.per_job("mtbf")))
@@ -393,8 +394,21 @@ def _report(spec, settings, result_json: dict, wall_s: float) -> str:
         f"{spec.n_jobs} jobs in {len(groups)} groups; storage f = "
         f"{spec.throughput if isinstance(spec.throughput, str) else 'list'}, cap = "
         f"{'none' if spec.cap is None else f'{spec.cap:g}'}, power policy {spec.power_policy}, "
-        f"storage policy {spec.storage_policy}.",
-        f"Waste is 1 − useful work / H over the horizon H = {settings['horizon']:g}, weighted by job size, "
+        f"storage policy {spec.storage_policy}"
+        + (
+            f"; write limits {', '.join(_limit(group.write_limit) for group in spec.groups)} (group by group)"
+            if any(group.write_limit is not None for group in spec.groups)
+            else ""
+        )
+        + (
+            f"; two-level checkpoints, snapshots {', '.join(f'{group.snapshot:g}' for group in spec.groups)} "
+            f"(group by group), recovery from {spec.recover_from}"
+            if spec.has_snapshots
+            else ""
+        )
+        + ".",
+        f"Waste is 1 − {'persisted' if spec.has_snapshots else 'useful'} work / H over the horizon "
+        f"H = {settings['horizon']:g}, weighted by job size, "
         + (
             f"designed launch offsets (the baselines launch {settings['launch']}); "
             if settings["offsets"]
@@ -509,6 +523,10 @@ def _report(spec, settings, result_json: dict, wall_s: float) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def _limit(value) -> str:
+    return "none" if value is None else f"{value:g}"
 
 
 def _design(args) -> int:
