@@ -162,6 +162,10 @@ def test_simulate_fleet_file(fleet_file, tmp_path, capsys):
         ["--throughput", "shared"],
         ["--power-policy", "maxmin"],
         ["--compute", "10"],
+        ["--snapshot", "0.1"],
+        ["--write-limit", "1"],
+        ["--recover-from", "storage"],
+        ["--idle-power", "0.5"],
     ],
 )
 def test_simulate_fleet_refuses_fleet_options(fleet_file, tmp_path, capsys, conflict):
@@ -212,3 +216,15 @@ def test_design_fleet_file_with_write_limits_and_snapshots(fleet_file, tmp_path,
     report = (out / "report.md").read_text()
     assert "Waste is 1 − persisted work / H" in report
     assert "write limits 0.25, none (group by group); two-level checkpoints, snapshots 0.05, 0.1" in report
+
+
+def test_simulate_fleet_file_with_snapshots_observes_power(fleet_file, tmp_path, capsys):
+    fleet_file.write_text(TWO_LEVEL)
+    out = tmp_path / "sim"
+    assert main(["simulate", "--fleet", str(fleet_file), "--power", "--cycles", "5", "--out", str(out)]) == 0
+    assert "power draw of fleet 0 (full draw W = 4)" in capsys.readouterr().out
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["parameters"]["fleet"]["recover_from"] == "memory"
+    # The computing jobs draw at most the cap C = 2; the others 0.2 of their size on top.
+    assert summary["power"]["full_draw"] == [4.0] and 0 < summary["power"]["max"][0] <= 2.0 + 0.2 * 4.0
+    assert summary["power"]["mean"][0] < summary["power"]["max"][0]
