@@ -26,7 +26,8 @@ a windowed mean of the objective stops improving beyond its standard error, and 
 recommendation and the Young, Daly and contended-Young baselines on fresh draws shared by all
 four (so that their differences are paired). The baselines take the time a checkpoint blocks a
 job: its write alone, d / min(b, f(1)) with write limits; with two-level checkpoints the snapshot
-s, and then no interval shorter than the drain (`contended_young`).
+s, and then no interval shorter than the drain (`contended_young`); two-level fleets get a
+fourth, a lone job's exact optimum (`theory.two_level_optimal_interval`).
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ from ._design_inputs import (
 )
 from ._observe import SaveAt
 from ._simulate import simulate
-from .model import Fleet, cycle_positions, initial_state, state_from_positions
+from .model import Fleet, State, cycle_positions, initial_state, state_from_positions
 
 __all__ = [
     "Estimate",
@@ -67,6 +68,8 @@ __all__ = [
     "smoothed_objective",
     "smoothed_gradient",
     "contended_young",
+    "launch_cycle",
+    "launch_state",
     "checkpoint_intervals",
 ]
 
@@ -122,12 +125,14 @@ class DesignResult(NamedTuple):
       waste: `Estimate` of the fleet waste at ``intervals`` on fresh evaluation draws.
       baselines: ``{"young", "daly", "young_contended"}`` → `Baseline`, on the same draws.
         With two-level checkpoints: max(√(2·s·M), D), Daly's with s then no shorter than D,
-        and the fixed point of `contended_young` (D the drain alone, d / min(b, f(1))).
+        the fixed point of `contended_young` (D the drain alone, d / min(b, f(1))), and
+        ``"two_level"``: a lone job's exact optimum (`theory.two_level_optimal_interval`).
       history: `History` of the optimisation.
       stopped_early: whether early stopping ended the run before ``steps``.
-      offsets: (N,) recommended launch offsets (``offsets=True``), each job's cycle position
-        at t = 0 in [0, d_i + T_i), as `ckpt_jax.state_from_positions` takes it for the fleet
-        run at ``intervals``; None when the offsets were not designed.
+      offsets: (N,) recommended launch offsets (``offsets=True``), each job's position at
+        t = 0 in [0, `launch_cycle`) for the fleet run at ``intervals`` (`launch_state`): in
+        its cycle d_i + T_i, or with two-level checkpoints in its compute phase T_i; None
+        when the offsets were not designed.
     """
 
     intervals: np.ndarray
@@ -182,8 +187,31 @@ def _batched(fleet: Fleet, intervals: np.ndarray) -> Fleet:
     )
 
 
+def launch_cycle(fleet: Fleet) -> np.ndarray:
+    """(*B, N) float64: the span a launch position lies in (`launch_state`): the cycle
+    d_i + T_i (write first, then compute, as `ckpt_jax.state_from_positions` reads it), or with
+    two-level checkpoints the compute phase T_i alone, where `ckpt_jax.random_state` starts
+    such jobs (a drain in flight at t = 0 would let the job compute a whole T_i meanwhile, so
+    every job launched in its write would snapshot at T_i, together)."""
+    compute = np.asarray(fleet.compute, np.float64)
+    return compute if fleet.has_snapshots else np.asarray(fleet.write, np.float64) + compute
+
+
+def launch_state(fleet: Fleet, position) -> State:
+    """The state with each job at ``position`` (*B, N) in [0, `launch_cycle`): its cycle
+    position (`ckpt_jax.state_from_positions`), or with two-level checkpoints the compute
+    done in its first compute phase (computing, T_i − position left, no drain in flight)."""
+    if not fleet.has_snapshots:
+        return state_from_positions(fleet, position)
+    position = np.asarray(position, np.float64)
+    compute = np.asarray(fleet.compute, np.float64)
+    if np.any(np.asarray(fleet.active) & ~((position >= 0) & (position < compute))):
+        raise ValueError("position must lie in [0, T_i) with two-level checkpoints (the compute phase)")
+    return initial_state(fleet, phase=0, remaining=compute - position)
+
+
 def _launch_state(batched: Fleet, draw_keys, launch: str, offsets=None):
-    cycle = np.asarray(batched.write, np.float64) + np.asarray(batched.compute, np.float64)
+    cycle = launch_cycle(batched)
     if offsets is not None:  # (*P, N) fractions of each set's cycle, the same in every draw
         fractions = np.broadcast_to(np.asarray(offsets, np.float64)[..., None, :], cycle.shape)
     elif launch == "synchronous":
@@ -193,7 +221,7 @@ def _launch_state(batched: Fleet, draw_keys, launch: str, offsets=None):
         # interval set of the batch (common random numbers), scaled by each set's cycle d + T.
         fractions = jax.vmap(lambda k: jax.random.uniform(jax.random.fold_in(k, 1), (batched.n_jobs,)))(draw_keys)
         fractions = np.asarray(fractions, np.float64).reshape(cycle.shape)
-    return state_from_positions(batched, cycle_positions(fractions, cycle))
+    return launch_state(batched, cycle_positions(fractions, cycle))
 
 
 def _run(fleet: Fleet, intervals: np.ndarray, draw_keys, horizon: float, jitter, launch: str, offsets=None):
@@ -240,11 +268,9 @@ def fleet_waste(
       jitter: compute jitter σ (docs/model.md §1), as for `simulate`.
       launch: ``"synchronous"`` (every job starts a fresh compute phase at t = 0) or
         ``"random"`` (uniform cycle positions per draw, the same fractions for every set).
-        A position θ in the cycle d + T is `ckpt_jax.state_from_positions`'s: a write (with
-        two-level checkpoints, a drain while the job computes a full T) with d − θ left, else
-        a compute phase.
-      offsets: None, or (*P, N) launch offsets as fractions in [0, 1) of each job's cycle
-        d_i + T_i, the same in every draw (they replace ``launch``).
+        Positions lie in `launch_cycle` (`launch_state`).
+      offsets: None, or (*P, N) launch offsets as fractions in [0, 1) of each job's
+        `launch_cycle`, the same in every draw (they replace ``launch``).
 
     Returns:
       (*P, S) fleet waste.
@@ -467,6 +493,21 @@ def _daly(fleet: Fleet) -> np.ndarray:
     return np.maximum(np.where(snapshot > 0, daly, 0.0), _solo_write(fleet))
 
 
+def _two_level_optimum(fleet: Fleet) -> np.ndarray:
+    """(N,) the interval that minimises a lone job's long-run waste with two-level
+    checkpoints (`theory.two_level_optimal_interval`: snapshot s, drain D alone, M, R)."""
+    active = np.asarray(fleet.active)
+    pick = lambda x, fill: np.where(active, np.asarray(x, np.float64), fill)  # noqa: E731 (padding: harmless values)
+    optimum = theory.two_level_optimal_interval(
+        pick(fleet.snapshot, 1.0),
+        pick(_solo_write(fleet), 1.0),
+        pick(fleet.mtbf, 1.0),
+        pick(fleet.restart, 0.0),
+        recover_from=fleet.recover_from,
+    )
+    return np.where(active, optimum, _young(fleet))
+
+
 def contended_young(
     fleet: Fleet, *, horizon, keys, start=None, max_iter=10, rtol=1e-3, jitter=None, launch="synchronous"
 ) -> tuple:
@@ -504,6 +545,11 @@ def contended_young(
         if change <= rtol:
             return intervals, iteration, True
     return intervals, max_iter, False
+
+
+def _launch_span(fleet: Fleet, write, intervals) -> np.ndarray:
+    """`launch_cycle` of ``fleet`` run at ``intervals`` (..., N)."""
+    return intervals if fleet.has_snapshots else write + intervals
 
 
 def _mean_ci(samples) -> Estimate:
@@ -693,7 +739,7 @@ def checkpoint_intervals(
         np.asarray(stderr),
         np.asarray(grad_norm),
         path_intervals,
-        None if fractions is None else cycle_positions(path_fractions, write + path_intervals),
+        None if fractions is None else cycle_positions(path_fractions, _launch_span(fleet, write, path_intervals)),
     )
 
     # The contended fixed point uses its own draws; all four designs are then evaluated
@@ -709,6 +755,7 @@ def checkpoint_intervals(
         "young": young,
         "daly": _daly(fleet),
         "young_contended": contended,
+        **({"two_level": _two_level_optimum(fleet)} if fleet.has_snapshots else {}),
     }
     eval_keys = jax.random.split(eval_key, eval_draws)
     if fractions is None:
@@ -749,5 +796,5 @@ def checkpoint_intervals(
         baselines,
         history,
         stopped_early,
-        None if fractions is None else cycle_positions(fractions, write + intervals),
+        None if fractions is None else cycle_positions(fractions, _launch_span(fleet, write, intervals)),
     )

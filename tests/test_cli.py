@@ -568,7 +568,8 @@ def test_simulate_with_write_limits_snapshots_and_power_matches_the_library(tmp_
     assert summary["load"] == pytest.approx(4 * 2.0 / 10.2, rel=1e-12)
     # The same run through the library, power observed.
     fleet = cj.Fleet(np.full((1, 4), 10.0), 1.0, write_limit=0.5, snapshot=0.2, idle_power=0.1)
-    state = cj.state_from_positions(fleet, np.full((1, 4), 11.0) * np.arange(4) / 4)
+    # --start stagger starts two-level jobs computing, evenly spaced over T: i·T/N of it done.
+    state = cj.initial_state(fleet, remaining=10.0 - np.full((1, 4), 10.0) * np.arange(4) / 4)
     trace = cj.simulate(fleet, state, 3, save=cj.SaveAt(trace=True, power=True))
     with np.load(out / "trace.npz") as npz:
         np.testing.assert_allclose(npz["fire_times"], trace.fire_times, rtol=1e-12)

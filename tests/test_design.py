@@ -463,5 +463,26 @@ def test_design_with_snapshots_beats_the_baselines_where_drains_contend():
     # Waiting on a contended drain is pure waste: the design checkpoints less often than
     # Young's interval and saves waste against every baseline, outside the noise.
     assert np.all(result.intervals > young)
+    # A fourth baseline: the exact optimum of a lone job (no contention).
+    optimum = cj.theory.two_level_optimal_interval(TWO_LEVEL["snapshot"], drain, TWO_LEVEL["mtbf"], 0.2)
+    np.testing.assert_allclose(result.baselines["two_level"].intervals, optimum, rtol=1e-12)
+    assert list(result.baselines) == ["young", "daly", "young_contended", "two_level"]
     for name, baseline in result.baselines.items():
         assert baseline.saved.low > 0, (name, baseline)
+
+
+def test_two_level_jobs_launch_computing():
+    # With two-level checkpoints a launch position is the compute done in the first phase T
+    # (no drain in flight at t = 0, as cj.random_state starts them): a random launch puts
+    # every job computing, with (0, T] left.
+    fleet = cj.Fleet(1.0, dtype="float64", **TWO_LEVEL)
+    np.testing.assert_array_equal(design.launch_cycle(fleet), [1.0, 1.0, 1.0])
+    intervals = np.array([[3.0, 4.0, 5.0]])
+    keys = jax.random.split(jax.random.key(2), 3)
+    batched = design._batched(fleet, np.broadcast_to(intervals[:, None], (1, 3, 3)))
+    state = design._launch_state(batched, keys, "random")
+    assert np.all(np.asarray(state.phase) == 0)
+    remaining = np.asarray(state.remaining)
+    assert np.all((remaining > 0) & (remaining <= [3.0, 4.0, 5.0])) and len(np.unique(remaining)) == 9
+    with pytest.raises(ValueError, match=r"position must lie in \[0, T_i\)"):
+        design.launch_state(fleet, [0.0, 1.0, 1.5])

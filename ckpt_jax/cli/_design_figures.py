@@ -8,8 +8,20 @@ import numpy as np
 from matplotlib.patches import Rectangle
 from matplotlib.ticker import MaxNLocator
 
-COLOURS = {"design": "#d62728", "young": "#1f77b4", "daly": "#2ca02c", "young_contended": "#9467bd"}
-LABELS = {"design": "design", "young": "Young", "daly": "Daly", "young_contended": "contended Young"}
+COLOURS = {
+    "design": "#d62728",
+    "young": "#1f77b4",
+    "daly": "#2ca02c",
+    "young_contended": "#9467bd",
+    "two_level": "#8c564b",
+}
+LABELS = {
+    "design": "design",
+    "young": "Young",
+    "daly": "Daly",
+    "young_contended": "contended Young",
+    "two_level": "two-level optimum",
+}
 
 
 def _pyplot():
@@ -102,7 +114,7 @@ def waste_figure(spec, per_group, names):
     """Grouped bars: waste per job group for each baseline and the design, 95% CIs."""
     plt = _pyplot()
     n_groups = len(spec.groups)
-    order = [name for name in ("young", "daly", "young_contended", "design") if name in names]
+    order = [name for name in ("young", "daly", "young_contended", "two_level", "design") if name in names]
     width = 0.8 / len(order)
     figure, axis = plt.subplots(figsize=(max(6.5, 1.6 * n_groups + 3), 4.2), constrained_layout=True)
     x = np.arange(n_groups)

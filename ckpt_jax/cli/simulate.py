@@ -247,10 +247,16 @@ def _initial_state(fleet, start: str, seed: int):
         return random_state(fleet, seed_key(seed))
     if start == "sync":
         return initial_state(fleet)
-    # Evenly spaced cycle positions θ_i = i (T + d) / N: job 0 has just fired.
-    cycle = np.asarray(fleet.compute, np.float64) + np.asarray(fleet.write, np.float64)
-    n_jobs = fleet.n_jobs
-    return state_from_positions(fleet, cycle * np.arange(n_jobs) / n_jobs)
+    from ..design import launch_cycle, launch_state
+
+    if not fleet.has_snapshots:
+        # Evenly spaced cycle positions θ_i = i (T + d) / N: job 0 has just fired.
+        cycle = np.asarray(fleet.compute, np.float64) + np.asarray(fleet.write, np.float64)
+        n_jobs = fleet.n_jobs
+        return state_from_positions(fleet, cycle * np.arange(n_jobs) / n_jobs)
+    # Two-level: evenly spaced points i T / N of the compute phase, no drain in flight (as
+    # `cj.random_state` starts such jobs).
+    return launch_state(fleet, launch_cycle(fleet) * np.arange(fleet.n_jobs) / fleet.n_jobs)
 
 
 def _write_csv(handle, fire_times: np.ndarray, end_times: np.ndarray) -> None:
