@@ -495,15 +495,13 @@ def _daly(fleet: Fleet) -> np.ndarray:
 
 def _two_level_optimum(fleet: Fleet) -> np.ndarray:
     """(N,) the interval that minimises a lone job's long-run waste with two-level
-    checkpoints (`theory.two_level_optimal_interval`: snapshot s, drain D alone, M, R)."""
+    checkpoints (`theory.two_level_optimal_interval`: snapshot s, drain D alone, M; the
+    restart R does not move it)."""
     active = np.asarray(fleet.active)
-    pick = lambda x, fill: np.where(active, np.asarray(x, np.float64), fill)  # noqa: E731 (padding: harmless values)
+    # Padding slots get harmless values, and Young's interval back.
+    pick = lambda x: np.where(active, np.asarray(x, np.float64), 1.0)  # noqa: E731
     optimum = theory.two_level_optimal_interval(
-        pick(fleet.snapshot, 1.0),
-        pick(_solo_write(fleet), 1.0),
-        pick(fleet.mtbf, 1.0),
-        pick(fleet.restart, 0.0),
-        recover_from=fleet.recover_from,
+        pick(fleet.snapshot), pick(_solo_write(fleet)), pick(fleet.mtbf), recover_from=fleet.recover_from
     )
     return np.where(active, optimum, _young(fleet))
 
