@@ -118,6 +118,14 @@ def test_two_level_fields_that_do_not_go_together_name_the_field(changes, field,
         loads(text, "t.toml")
 
 
+def test_two_level_example_file_loads():
+    spec = load("examples/fleet_two_level.toml")
+    assert spec.n_jobs == 32 and spec.has_snapshots and spec.fleet().has_write_limits
+    # Alone each job drains at min(b, f(1)) = 0.5: D = 2d; Young's max(√(2·s·M), D) as the file says.
+    np.testing.assert_allclose(spec.solo_write_time()[::8], [1.0, 2.0, 4.0, 8.0])
+    np.testing.assert_allclose(spec.young()[::8], [math.sqrt(20.0)] * 3 + [8.0])
+
+
 def test_example_file_loads():
     spec = load("examples/fleet.toml")
     assert spec.n_jobs == 32 and len(spec.groups) == 4

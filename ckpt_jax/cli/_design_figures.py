@@ -186,10 +186,13 @@ def schedule_figure(spec, schedule):
         title=f"one period ({schedule['period']:.3g}) of the recommended schedule, "
         f"{shown} failure{'' if shown == 1 else 's'} in view",
     )
+    # Two-level checkpoints: a window runs from the snapshot to the drain's end, and the job
+    # computes again once the snapshot ended (docs/model.md §1d).
+    write = "snapshot + drain (computing during the drain)" if spec.has_snapshots else "write"
     names = {
         "compute": "compute",
-        "write": "write",
-        "abandoned": "write abandoned at a failure",
+        "write": write,
+        "abandoned": f"{write.split(' (')[0]} abandoned at a failure",
         "down": "down (restart after a failure)",
     }
     handles = [Rectangle((0, 0), 1, 1, color=colours[k]) for k in names]
