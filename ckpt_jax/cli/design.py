@@ -459,7 +459,7 @@ def _report(spec, settings, result_json: dict, wall_s: float) -> str:
             "",
             f"{where}; the baselines keep the launch {settings['launch']}.",
             "",
-            "| group | offsets | fractions of the cycle |",
+            f"| group | offsets | fractions of {'T' if spec.has_snapshots else 'the cycle'} |",
             "|---|---|---|",
         ]
         for g, group in enumerate(spec.groups):
