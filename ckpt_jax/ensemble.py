@@ -212,8 +212,8 @@ def random_launches(
         (validated now, as by `Fleet`); identical jobs: ``np.full(N, T)``.
       key: PRNG key of the launches. Use a key independent of the jitter key, e.g.
         ``fold_in(seed_key, 0)`` here and ``fold_in(seed_key, 1)`` for the jitter.
-      cap, throughput, delay, async_fraction, size, power_policy, storage_policy, write_limit,
-        snapshot, recover_from, idle_power, dtype: as for `Fleet`.
+      cap, throughput, delay, async_fraction, size, power_policy, storage_policy: as for `Fleet`.
+      write_limit, snapshot, recover_from, idle_power, dtype: as for `Fleet` (docs/model.md §1d).
 
     Returns:
       ``make_chunk(start, stop) -> (fleet, state)`` with batch shape ``(stop - start,)``.
@@ -272,7 +272,7 @@ def non_default_checkpointing(fleet: Fleet) -> dict:
     entries = {}
     if fleet.has_write_limits:
         limit = np.asarray(fleet.write_limit, np.float64)
-        entries["write_limit"] = np.where(np.isfinite(limit), limit, None).tolist()  # None: no limit
+        entries["write_limit"] = [float(b) if np.isfinite(b) else None for b in limit.ravel()]  # None: no limit
     if fleet.has_snapshots:
         entries["snapshot"] = np.asarray(fleet.snapshot).tolist()
         entries["recover_from"] = fleet.recover_from

@@ -394,12 +394,12 @@ class Fleet:
     @property
     def has_snapshots(self) -> bool:
         """Whether the fleets checkpoint in two levels (``snapshot`` given, docs/model.md §1d)."""
-        return self._snapshots
+        return bool(getattr(self, "_snapshots", False))
 
     @property
     def has_write_limits(self) -> bool:
         """Whether some active job has a finite ``write_limit`` (docs/model.md §1d)."""
-        return self._limited
+        return bool(getattr(self, "_limited", False))
 
     @property
     def solo_write(self) -> jax.Array:

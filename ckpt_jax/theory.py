@@ -28,6 +28,7 @@ __all__ = [
     "daly_interval",
     "two_level_waste",
     "two_level_optimal_interval",
+    "two_level_pair_band",
 ]
 
 
@@ -438,3 +439,49 @@ def two_level_optimal_interval(snapshot, drain, mtbf, restart=0.0, recover_from=
         raise ValueError("snapshot and drain must not both be 0: the waste then has no minimum over T > 0")
     T_s = M * _blocking_optimum_fraction(s / M)
     return np.where(T_s >= D, T_s, np.minimum(D, M))[()]
+
+
+def two_level_pair_band(write, snapshot, throughput: Throughput = None, write_limit=None):
+    """The compute intervals T where two identical two-level jobs couple (docs/model.md claim 11).
+
+    With per-writer drain rates r_n = min(b, f(n)/n) and D(n) = d / r_n, the pair's coupling
+    function P(δ) − δ (`ckpt_jax.coupling.coupling_function`) is exactly zero unless
+
+        D(1) < T < T_c = D(2) − s · (D(2)/D(1) − 1),
+
+    equivalently d > s·r_1 + (T − s)·r_2 while a lone drain keeps up (D(1) < T). Why: a
+    drain outlasts its compute only by sharing storage, never when D(2) ≤ T. Two drains that
+    overlap only each other are shared fairly, and the later one ends exactly as long after
+    its start as the earlier one: both firings wait equally and the lag is kept. A drain is
+    delayed alone only when the partner fires during it (the partner's previous drain and
+    next drain both overlap it); in the T it has before its next snapshot is due it then
+    shares the storage all the time but the partner's snapshot, and moves s·r_1 + (T − s)·r_2,
+    whence T_c. Below D(1) every firing waits for its own drain, even alone, and the pair is
+    a closed loop of two equal drains shared fairly: the lag is kept again. At s = 0 the
+    upper edge is D(2) itself; the band is empty where r_2 = r_1 (no contention, or write
+    limits b ≤ f(2)/2). The edges are the asynchrony experiment's prediction, which it
+    checks against the measured coupling.
+
+    Args:
+      write: d > 0, each job's volume.
+      snapshot: s >= 0, each job's snapshot duration.
+      throughput: f(n) as `ckpt_jax.Fleet` takes it (None: f ≡ 1); f(1) and f(2) are used.
+      write_limit: b > 0, inf allowed (None: no limit).
+
+    Returns:
+      ``(lower, upper)`` = (D(1), T_c) as float64 arrays of the inputs' broadcast shape; the
+      band is empty where upper <= lower.
+
+    >>> lower, upper = two_level_pair_band(write=1.0, snapshot=0.25)
+    >>> float(lower), float(upper)
+    (1.0, 1.75)
+    """
+    table = throughput_table(throughput, 2)
+    d = np.asarray(_checked("write", write), np.float64)
+    s = np.asarray(_checked("snapshot", snapshot, allow_zero=True), np.float64)
+    b = np.inf if write_limit is None else real_array("write_limit", write_limit)
+    if not np.all(b > 0):  # inf allowed (no limit); NaN and <= 0 not
+        raise ValueError(f"write_limit must be > 0 (inf: no limit), got {write_limit!r}")
+    one, two = np.minimum(b, table[..., 1]), np.minimum(b, table[..., 2] / 2)
+    lower, shared = d / one, d / two
+    return lower, shared - s * (shared / lower - 1)

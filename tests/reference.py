@@ -564,3 +564,435 @@ def simulate_failures_reference(
     out["uncovered_work"] = [a + b for a, b in zip(in_write, since_firing)]
     out["event_times"] = event_times
     return out
+
+
+def capped_shares(total, caps, weights):
+    """Water-filling with caps (docs/model.md §1d): rates r_i = min(caps[i], L * weights[i])
+    summing to ``total``, or every rate at its cap when the caps sum to no more than ``total``.
+
+    ``caps[i]`` is None for no cap. The obvious way: at the level the uncapped writers would
+    share, any writer whose cap is below its share gets its cap and leaves; repeat until none
+    does, then the rest share what is left in proportion to their weights."""
+    if all(b is not None for b in caps) and sum(caps) <= total:
+        return list(caps)
+    rates = [None] * len(caps)
+    left, free = total, list(range(len(caps)))
+    while True:
+        level = left / sum(weights[i] for i in free)
+        capped = [i for i in free if caps[i] is not None and caps[i] <= level * weights[i]]
+        if not capped:
+            for i in free:
+                rates[i] = level * weights[i]
+            return rates
+        for i in capped:
+            rates[i] = caps[i]
+            left -= caps[i]
+            free.remove(i)
+
+
+def simulate_realistic_reference(
+    compute,
+    write,
+    horizon,
+    failure_times=None,
+    restart=0,
+    phase=None,
+    remaining=None,
+    cap=None,
+    throughput=None,
+    size=None,
+    power_policy="maxmin",
+    storage_policy="fair",
+    write_limit=None,
+    snapshot=None,
+    recover_from="storage",
+    async_fraction=0,
+    idle_power=0,
+    compute_work=None,
+    exact=True,
+    max_events=1000000,
+):
+    """Integrates a fleet with the mechanisms of docs/model.md §1d (write limits, two-level
+    checkpoints, power draw) and failures (§1c) exactly, event by event, from t = 0 to H.
+
+    Written apart from `simulate_failures_reference` (and from the engine), one job at a time.
+    Per job, a state made of flags: ``down``; ``draining`` (a writer: a blocking write, or a
+    two-level drain in the background); ``snapping`` (two-level: the blocking snapshot, s_i of
+    wall clock); ``waiting`` (its compute is done, its own drain is still in flight); else it
+    computes. Computing jobs are the up jobs not snapping, not waiting, and not in a blocking
+    write (a two-level drain, or an asynchronous one with alpha > 0, leaves the job computing).
+
+    Rates among the up jobs: writers share f(n_w) by water-filling with caps b_i (`fair`:
+    min(b_i, L); `weighted`: min(b_i, L w_i)); under `fcfs` the head of the queue (in the order
+    drains start, ties by job index, initial writes first by index) drains at min(b_head, f(1)).
+    Compute speeds as in §1b among the computing jobs (no controller delay); a blocking writer
+    with alpha > 0 computes at alpha times its speed.
+
+    Two-level cycle (``snapshot`` given): a compute completion fires if no drain of the job is
+    in flight and starts the snapshot, else the job waits and fires when its drain ends. The
+    snapshot end starts the drain of d_i and the next compute cycle at once (with s_i = 0, at
+    the firing instant). Blocking cycle: a firing starts the write of d_i (alpha = 0: the job
+    stops computing until it ends).
+
+    Order within one instant: drains that end, snapshots that end, compute completions (fire
+    or wait), waiting jobs whose drain just ended fire, restarts that end, failures. Instants
+    up to and including H are processed.
+
+    Work: a compute phase's work is "uncovered" as it is done; a firing moves the uncovered
+    work into the checkpoint (pending); the drain end persists it. Useful work counts at the
+    drain end (``recover_from="storage"``, and every blocking fleet) or at the snapshot end
+    (``"memory"``, two-level only). A failure (listed times; one while the job is down,
+    t_f <= t < t_f + R_i, is ignored) loses the uncovered work and the pending checkpoint
+    unless it is safe (memory rule: its snapshot ended), abandons a snapshot or drain in
+    flight, puts the job down for R_i, then starts a fresh compute cycle with the work of the
+    first lost cycle: ``compute_work(i, c)``, c the firing count less one if an unsafe
+    checkpoint was in flight (not below 0).
+
+    Power: a computing job draws w_i times its compute rate; any other job (snapshot, waiting,
+    blocking write, down) draws ``idle_power`` * w_i.
+
+    Args:
+      compute, write: per-job T_i and d_i (length N).
+      horizon: H > 0.
+      failure_times: None, or per job a strictly increasing list of times >= 0.
+      restart: per-job R_i >= 0, or one number for every job.
+      phase, remaining: initial phase (0 computing, 1 writing: a blocking write, or a two-level
+        drain while the job computes cycle 0) and what is left of it; default: computing T_i.
+      cap, throughput, size, power_policy, storage_policy: as in `simulate_reference`.
+      write_limit: None, or per job b_i (None or inf: no limit).
+      snapshot: None (blocking checkpoints), or per job s_i >= 0 (two-level checkpoints).
+      recover_from: "storage" or "memory".
+      async_fraction: alpha of blocking fleets (0 with ``snapshot``).
+      idle_power: the draw per unit size of a job that does not compute.
+      compute_work: optional ``compute_work(i, k)``, the work of job i's compute phase that
+        starts after its k-th firing (k = 0: the phase after an initial write); default T_i.
+      exact: compute in Fractions (default), else in the inputs' own arithmetic.
+      max_events: bound on the number of event instants before RuntimeError.
+
+    Returns:
+      A dict. Per job (lists of length N): ``fire_times``; ``end_times``, one per firing, the
+      end of the drain it started or None (abandoned by a failure, or still in flight at H);
+      ``useful_work``, ``persisted_work``, ``lost_work``, ``uncovered_work`` (at H, not in a
+      checkpoint), ``compute_work`` (all work done), ``failures``, ``down_time``,
+      ``snapshot_time``, ``wait_time``, ``write_time`` (time as a writer), ``compute_time``,
+      ``completed_write_time`` (drain start to end, over the completed checkpoints: from the
+      firing, or with two-level checkpoints from the snapshot end),
+      ``failure_times`` (those that hit), ``restart_times``. Per fleet: ``event_times`` (the
+      instants stepped; the last is H), ``power``: the draw as a list of (t_start, t_end, P)
+      over the steps of positive length, covering [0, H], and ``total_size`` (sum of w_i).
+    """
+    num = _exact if exact else (lambda x: x)
+    n_jobs = len(compute)
+    zero, one = num(0), num(1)
+    T = [num(x) for x in compute]
+    d = [num(x) for x in write]
+    H = num(horizon)
+    R = [num(x) for x in (restart if isinstance(restart, (list, tuple)) else [restart] * n_jobs)]
+    uncapped = cap is None or cap == float("inf")
+    C = None if uncapped else num(cap)
+    f = None if throughput is None else [None] + [num(x) for x in list(throughput)[1:]]
+    w = [one] * n_jobs if size is None else [num(x) for x in size]
+    limits = [None] * n_jobs if write_limit is None else list(write_limit)
+    b = [None if x is None or x == float("inf") else num(x) for x in limits]
+    two_level = snapshot is not None
+    s = [num(x) for x in snapshot] if two_level else [zero] * n_jobs
+    alpha = num(async_fraction)
+    idle = num(idle_power)
+    assert power_policy in ("maxmin", "uniform") and storage_policy in ("fair", "weighted", "fcfs")
+    assert recover_from in ("storage", "memory")
+    assert not (two_level and alpha > 0), "snapshots and async_fraction exclude each other"
+    memory = two_level and recover_from == "memory"
+    listed = [[] for _ in range(n_jobs)] if failure_times is None else failure_times
+    failures_in = [[num(x) for x in job] for job in listed]
+    for i, times in enumerate(failures_in):
+        if any(x < 0 for x in times) or any(later <= earlier for earlier, later in zip(times, times[1:])):
+            raise ValueError(f"failure_times[{i}] must be strictly increasing and >= 0")
+
+    def work(i, k):
+        return T[i] if compute_work is None else num(compute_work(i, k))
+
+    down, back = [False] * n_jobs, [zero] * n_jobs
+    draining, snapping, waiting = [False] * n_jobs, [False] * n_jobs, [False] * n_jobs
+    write_left, snap_left, compute_left = [zero] * n_jobs, [zero] * n_jobs, [zero] * n_jobs
+    fire_count = [0] * n_jobs
+    uncovered = [zero] * n_jobs  # work done since the job's last firing (or t = 0)
+    pending = [zero] * n_jobs  # work in the checkpoint being snapshotted or drained
+    safe = [False] * n_jobs  # memory rule: the pending checkpoint's snapshot has ended
+    initial_drain = [False] * n_jobs  # the drain in flight is the one at t = 0
+    drain_start = [zero] * n_jobs
+    for i in range(n_jobs):
+        left = T[i] if remaining is None else num(remaining[i])
+        if phase is not None and phase[i] == 1:
+            draining[i], write_left[i], initial_drain[i] = True, left, True
+            compute_left[i] = work(i, 0)
+        else:
+            compute_left[i] = left
+    queue = [i for i in range(n_jobs) if draining[i]]  # fcfs: writers in the order served
+    next_failure = [0] * n_jobs
+    out = {
+        name: [zero] * n_jobs
+        for name in (
+            "useful_work",
+            "persisted_work",
+            "lost_work",
+            "compute_work",
+            "down_time",
+            "snapshot_time",
+            "wait_time",
+            "write_time",
+            "compute_time",
+            "completed_write_time",
+        )
+    }
+    out["failures"] = [0] * n_jobs
+    for name in ("fire_times", "end_times", "failure_times", "restart_times"):
+        out[name] = [[] for _ in range(n_jobs)]
+    event_times, power = [], []
+
+    def is_computing(i):
+        if down[i] or snapping[i] or waiting[i]:
+            return False
+        return not draining[i] or two_level or alpha > 0
+
+    def speeds(computing):
+        """Per computing job, its speed under the cap (MODEL.md §1b)."""
+        sizes = [w[i] for i in computing]
+        if power_policy == "uniform":
+            total = sum(sizes, zero)
+            speed = one if uncapped or total <= C else C / total
+            return {i: speed for i in computing}
+        level = None if uncapped else maxmin_level(sizes, C)
+        return {i: one if level is None or w[i] <= level else level / w[i] for i in computing}
+
+    started_now = []  # drains that start at this instant (fcfs: they queue by job index)
+
+    def start_drain(i, now):
+        draining[i], write_left[i], initial_drain[i], drain_start[i] = True, d[i], False, now
+        started_now.append(i)
+
+    def end_snapshot(i, now):
+        snapping[i] = False
+        if memory:
+            out["useful_work"][i] += pending[i]
+            safe[i] = True
+        start_drain(i, now)
+        compute_left[i] = work(i, fire_count[i])
+
+    def fire(i, now):
+        fire_count[i] += 1
+        out["fire_times"][i].append(now)
+        out["end_times"][i].append(None)
+        waiting[i] = False
+        pending[i], uncovered[i], safe[i] = uncovered[i], zero, False
+        if two_level:
+            snapping[i], snap_left[i] = True, s[i]
+            if s[i] == 0:
+                end_snapshot(i, now)
+        else:
+            start_drain(i, now)
+            compute_left[i] = work(i, fire_count[i])
+
+    t = zero
+    while t < H:
+        if len(event_times) == max_events:
+            raise RuntimeError(f"reference did not finish within max_events={max_events}")
+
+        # Rates, constant until the next event.
+        writers = [i for i in range(n_jobs) if not down[i] and draining[i]]
+        computing = [i for i in range(n_jobs) if is_computing(i)]
+        write_rate, compute_rate = [zero] * n_jobs, [zero] * n_jobs
+        if writers:
+            if storage_policy == "fcfs":
+                head = queue[0]
+                solo = one if f is None else f[1]
+                write_rate[head] = solo if b[head] is None else min(b[head], solo)
+            else:
+                aggregate = one if f is None else f[len(writers)]
+                weights = [w[i] if storage_policy == "weighted" else one for i in writers]
+                for i, rate in zip(writers, capped_shares(aggregate, [b[i] for i in writers], weights)):
+                    write_rate[i] = rate
+        speed = speeds(computing)
+        for i in computing:
+            compute_rate[i] = speed[i] * (alpha if draining[i] and not two_level else one)
+        draw = zero
+        for i in range(n_jobs):
+            draw += w[i] * compute_rate[i] if i in computing else idle * w[i]
+
+        # The next event: drain, snapshot and compute ends are relative; restarts, failures
+        # and H are absolute.
+        relative = []
+        for i in range(n_jobs):
+            if write_rate[i] > 0:
+                relative.append(write_left[i] / write_rate[i])
+            if compute_rate[i] > 0:
+                relative.append(compute_left[i] / compute_rate[i])
+            if snapping[i] and not down[i]:
+                relative.append(snap_left[i])
+        absolute = [H]
+        for i in range(n_jobs):
+            if down[i]:
+                absolute.append(back[i])
+            elif next_failure[i] < len(failures_in[i]):
+                absolute.append(failures_in[i][next_failure[i]])
+        t_next = min(absolute)
+        if relative and t + min(relative) <= t_next:
+            dt = min(relative)
+            t_next = t + dt
+        else:
+            dt = t_next - t
+
+        # Advance every job linearly over [t, t_next).
+        if dt > 0:
+            power.append((t, t_next, draw))
+        drain_ended, snap_ended, compute_ended = [], [], []
+        for i in range(n_jobs):
+            if down[i]:
+                out["down_time"][i] += dt
+                continue
+            if draining[i]:
+                out["write_time"][i] += dt
+            if snapping[i]:
+                out["snapshot_time"][i] += dt
+                if snap_left[i] == dt:
+                    snap_left[i] = zero
+                    snap_ended.append(i)
+                else:
+                    snap_left[i] -= dt
+            if waiting[i]:
+                out["wait_time"][i] += dt
+            if i in computing:
+                out["compute_time"][i] += dt
+            if write_rate[i] > 0:
+                if write_left[i] / write_rate[i] == dt:
+                    write_left[i] = zero
+                    drain_ended.append(i)
+                else:
+                    write_left[i] -= write_rate[i] * dt
+            if compute_rate[i] > 0:
+                if compute_left[i] / compute_rate[i] == dt:
+                    done, compute_left[i] = compute_left[i], zero
+                    compute_ended.append(i)
+                else:
+                    done = compute_rate[i] * dt
+                    compute_left[i] -= done
+                out["compute_work"][i] += done
+                uncovered[i] += done
+        t = t_next
+        event_times.append(t)
+
+        # (1) drains that end: the checkpoint is persisted.
+        for i in drain_ended:
+            draining[i] = False
+            queue.remove(i)
+            out["persisted_work"][i] += pending[i]
+            if not memory:
+                out["useful_work"][i] += pending[i]
+            pending[i], safe[i] = zero, False
+            if not initial_drain[i]:  # the end of a drain at t = 0 is not recorded
+                out["end_times"][i][-1] = t
+                out["completed_write_time"][i] += t - drain_start[i]
+            initial_drain[i] = False
+        # (2) snapshots that end: the drain and the next compute cycle start.
+        for i in snap_ended:
+            end_snapshot(i, t)
+        # (3) compute ends: fire, or wait while the job's own drain is in flight;
+        # (4) jobs waiting on a drain that just ended fire at the same instant.
+        for i in compute_ended:
+            if draining[i]:
+                waiting[i] = True
+            else:
+                fire(i, t)
+        for i in drain_ended:
+            if waiting[i]:
+                fire(i, t)
+        queue.extend(sorted(started_now))
+        started_now.clear()
+        # (5) restarts that end, then (6) failures that are due (of jobs that are up).
+        for i in range(n_jobs):
+            if down[i] and back[i] == t:
+                down[i] = False
+                out["restart_times"][i].append(t)
+        for i in range(n_jobs):
+            times = failures_in[i]
+            if down[i] or next_failure[i] >= len(times) or times[next_failure[i]] != t:
+                continue
+            out["failures"][i] += 1
+            out["failure_times"][i].append(t)
+            unsafe = snapping[i] or (draining[i] and not safe[i])
+            out["lost_work"][i] += uncovered[i] + (pending[i] if unsafe else zero)
+            lost_cycle = max(fire_count[i] - (1 if unsafe else 0), 0)
+            if draining[i]:
+                queue.remove(i)  # the drain is abandoned: its end time stays None
+            draining[i], snapping[i], waiting[i], initial_drain[i] = False, False, False, False
+            write_left[i], snap_left[i] = zero, zero
+            uncovered[i], pending[i], safe[i] = zero, zero, False
+            compute_left[i] = work(i, lost_cycle)
+            back[i] = t + R[i]
+            next_failure[i] += 1  # this one, then any time inside the down period
+            while next_failure[i] < len(times) and times[next_failure[i]] < back[i]:
+                next_failure[i] += 1
+            if R[i] == 0:
+                out["restart_times"][i].append(t)
+            else:
+                down[i] = True
+
+    out["uncovered_work"] = list(uncovered)
+    out["pending_work"] = list(pending)
+    out["event_times"] = event_times
+    out["power"] = power
+    out["total_size"] = sum(w, zero)
+    return out
+
+
+def power_steps(power):
+    """The steps of a piecewise-constant draw ``[(t_start, t_end, P), ...]`` (intervals of
+    positive length, in order): a list of (instant, P after - P before), one per boundary
+    between consecutive intervals, zero steps included."""
+    return [(after[0], after[2] - before[2]) for before, after in zip(power, power[1:])]
+
+
+def power_stats(power, total_size, stop=None, bins=None, threshold=None):
+    """The PowerStats fields (docs/model.md §1d) of one fleet's draw, in its own arithmetic.
+
+    Args:
+      power: ``[(t_start, t_end, P), ...]`` as `simulate_realistic_reference` returns it.
+      total_size: W, the sum of the active jobs' sizes (the full draw).
+      stop: the stop time (default: the end of the last interval).
+      bins: None (50 equal bins over [0, W]), an int n (n equal bins over [0, W]) or a list
+        of increasing edges.
+      threshold: the step size ``n_steps`` counts beyond (default W / 10).
+
+    Returns:
+      A dict: ``edges``, ``time`` (per bin [e_k, e_k+1), the last one closed; a draw outside
+      the edges is not binned), ``mean`` (the integral of P over the stop time), ``max``,
+      ``min``, ``largest_drop``, ``largest_rise`` (>= 0), ``threshold``, ``n_steps`` (steps
+      with |dP| > threshold) and ``n_changes`` (steps with dP != 0).
+    """
+    zero = total_size - total_size
+    stop = power[-1][1] if stop is None else stop
+    if bins is None or isinstance(bins, int):
+        n_bins = 50 if bins is None else bins
+        edges = [total_size * k / n_bins for k in range(n_bins + 1)]
+    else:
+        edges = list(bins)
+    time = [zero] * (len(edges) - 1)
+    for start, end, draw in power:
+        for k in range(len(time)):
+            last = k == len(time) - 1
+            if edges[k] <= draw < edges[k + 1] or (last and draw == edges[k + 1]):
+                time[k] += end - start
+                break
+    deltas = [delta for _, delta in power_steps(power)]
+    threshold = total_size / 10 if threshold is None else threshold
+    return dict(
+        edges=edges,
+        time=time,
+        mean=sum(((end - start) * draw for start, end, draw in power), zero) / stop,
+        max=max(draw for _, _, draw in power),
+        min=min(draw for _, _, draw in power),
+        largest_drop=max([zero] + [-delta for delta in deltas]),
+        largest_rise=max([zero] + deltas),
+        threshold=threshold,
+        n_steps=sum(1 for delta in deltas if abs(delta) > threshold),
+        n_changes=sum(1 for delta in deltas if delta != 0),
+    )

@@ -307,3 +307,16 @@ def test_ensembles_of_random_launches_take_the_new_fields_and_keep_the_power(tmp
     direct = cj.simulate(*make(0, 6), 4, save=save)
     np.testing.assert_array_equal(result.power.largest_drop, direct.power.largest_drop)
     np.testing.assert_array_equal(result.jobs.persisted_work, direct.jobs.persisted_work)
+
+
+def test_the_guide_example_runs_and_prints_what_the_guide_says(capsys):
+    from pathlib import Path
+
+    text = (Path(__file__).parent.parent / "docs" / "guide" / "realistic.md").read_text()
+    code = text.split("```python\n", 1)[1].split("```", 1)[0]
+    exec(compile(code, "realistic.md", "exec"), {})
+    lines = capsys.readouterr().out.splitlines()
+    snapshot, wait = map(float, lines[0].split())
+    mean, drop = map(float, lines[1].split())
+    assert (round(snapshot, 4), wait) == (0.0667, 0.0)
+    assert (round(mean, 2), round(drop, 6)) == (63.94, 5.6)
