@@ -2,7 +2,9 @@
 
 The objective is the fleet's waste ``Σ_i w_i·waste_i / Σ_i w_i`` (w the sizes) over a horizon
 H, averaged over failure (and jitter) draws, as the exact event loop measures it
-(`ckpt_jax.simulate` with ``until=H``, `JobStats.waste`). The loop is chaotic (claim 5) and
+(`ckpt_jax.simulate` with ``until=H``, `JobStats.waste`; with two-level checkpoints
+``1 − persisted work / H``, `job_waste`). Write limits, snapshots and their recovery rule
+(docs/model.md §1d) are the fleet's own and run as given. The loop is chaotic (claim 5) and
 piecewise smooth in the intervals, so pathwise derivatives are useless over long horizons; the
 gradient is estimated instead from the batch dimension:
 
@@ -22,7 +24,10 @@ gradient is estimated instead from the batch dimension:
 `checkpoint_intervals` runs `optax.adam` (cosine-decayed learning rate) on θ, stops early when
 a windowed mean of the objective stops improving beyond its standard error, and evaluates the
 recommendation and the Young, Daly and contended-Young baselines on fresh draws shared by all
-four (so that their differences are paired).
+four (so that their differences are paired). The baselines take the time a checkpoint blocks a
+job: its write alone, d / min(b, f(1)) with write limits; with two-level checkpoints the snapshot
+s, and then no interval shorter than the drain (`contended_young`); two-level fleets get a
+fourth, a lone job's exact optimum (`theory.two_level_optimal_interval`).
 """
 
 from __future__ import annotations
@@ -46,7 +51,7 @@ from ._design_inputs import (
 )
 from ._observe import SaveAt
 from ._simulate import simulate
-from .model import Fleet, cycle_positions, initial_state, state_from_positions
+from .model import Fleet, State, cycle_positions, initial_state, state_from_positions
 
 __all__ = [
     "Estimate",
@@ -59,9 +64,12 @@ __all__ = [
     "theta_from_interval",
     "offset_from_theta",
     "fleet_waste",
+    "job_waste",
     "smoothed_objective",
     "smoothed_gradient",
     "contended_young",
+    "launch_cycle",
+    "launch_state",
     "checkpoint_intervals",
 ]
 
@@ -116,11 +124,15 @@ class DesignResult(NamedTuple):
       intervals: (N,) recommended T_i.
       waste: `Estimate` of the fleet waste at ``intervals`` on fresh evaluation draws.
       baselines: ``{"young", "daly", "young_contended"}`` → `Baseline`, on the same draws.
+        With two-level checkpoints: max(√(2·s·M), D), Daly's with s then no shorter than D,
+        the fixed point of `contended_young` (D the drain alone, d / min(b, f(1))), and
+        ``"two_level"``: a lone job's exact optimum (`theory.two_level_optimal_interval`).
       history: `History` of the optimisation.
       stopped_early: whether early stopping ended the run before ``steps``.
-      offsets: (N,) recommended launch offsets (``offsets=True``), each job's cycle position
-        at t = 0 in [0, d_i + T_i), as `ckpt_jax.state_from_positions` takes it for the fleet
-        run at ``intervals``; None when the offsets were not designed.
+      offsets: (N,) recommended launch offsets (``offsets=True``), each job's position at
+        t = 0 in [0, `launch_cycle`) for the fleet run at ``intervals`` (`launch_state`): in
+        its cycle d_i + T_i, or with two-level checkpoints in its compute phase T_i; None
+        when the offsets were not designed.
     """
 
     intervals: np.ndarray
@@ -167,12 +179,39 @@ def _batched(fleet: Fleet, intervals: np.ndarray) -> Fleet:
         storage_policy=fleet.storage_policy,
         mtbf=per_job(fleet.mtbf),
         restart=per_job(fleet.restart),
+        write_limit=per_job(fleet.write_limit),
+        snapshot=per_job(fleet.snapshot) if fleet.has_snapshots else None,
+        recover_from=fleet.recover_from,
+        idle_power=per_fleet(fleet.idle_power),
         dtype=fleet.dtype,
     )
 
 
+def launch_cycle(fleet: Fleet) -> np.ndarray:
+    """(*B, N) float64: the span a launch position lies in (`launch_state`): the cycle
+    d_i + T_i (write first, then compute, as `ckpt_jax.state_from_positions` reads it), or with
+    two-level checkpoints the compute phase T_i alone, where `ckpt_jax.random_state` starts
+    such jobs (a drain in flight at t = 0 would let the job compute a whole T_i meanwhile, so
+    every job launched in its write would snapshot at T_i, together)."""
+    compute = np.asarray(fleet.compute, np.float64)
+    return compute if fleet.has_snapshots else np.asarray(fleet.write, np.float64) + compute
+
+
+def launch_state(fleet: Fleet, position) -> State:
+    """The state with each job at ``position`` (*B, N) in [0, `launch_cycle`): its cycle
+    position (`ckpt_jax.state_from_positions`), or with two-level checkpoints the compute
+    done in its first compute phase (computing, T_i − position left, no drain in flight)."""
+    if not fleet.has_snapshots:
+        return state_from_positions(fleet, position)
+    position = np.asarray(position, np.float64)
+    compute = np.asarray(fleet.compute, np.float64)
+    if np.any(np.asarray(fleet.active) & ~((position >= 0) & (position < compute))):
+        raise ValueError("position must lie in [0, T_i) with two-level checkpoints (the compute phase)")
+    return initial_state(fleet, phase=0, remaining=compute - position)
+
+
 def _launch_state(batched: Fleet, draw_keys, launch: str, offsets=None):
-    cycle = np.asarray(batched.write, np.float64) + np.asarray(batched.compute, np.float64)
+    cycle = launch_cycle(batched)
     if offsets is not None:  # (*P, N) fractions of each set's cycle, the same in every draw
         fractions = np.broadcast_to(np.asarray(offsets, np.float64)[..., None, :], cycle.shape)
     elif launch == "synchronous":
@@ -182,7 +221,7 @@ def _launch_state(batched: Fleet, draw_keys, launch: str, offsets=None):
         # interval set of the batch (common random numbers), scaled by each set's cycle d + T.
         fractions = jax.vmap(lambda k: jax.random.uniform(jax.random.fold_in(k, 1), (batched.n_jobs,)))(draw_keys)
         fractions = np.asarray(fractions, np.float64).reshape(cycle.shape)
-    return state_from_positions(batched, cycle_positions(fractions, cycle))
+    return launch_state(batched, cycle_positions(fractions, cycle))
 
 
 def _run(fleet: Fleet, intervals: np.ndarray, draw_keys, horizon: float, jitter, launch: str, offsets=None):
@@ -218,7 +257,8 @@ def fleet_waste(
     fleet: Fleet, intervals, *, horizon, keys, jitter=None, launch: str = "synchronous", offsets=None
 ) -> np.ndarray:
     """Fleet waste ``Σ_i w_i·waste_i / Σ_i w_i`` of ``fleet`` run with compute intervals
-    ``intervals`` over [0, H], by the exact simulator, under each failure draw.
+    ``intervals`` over [0, H], by the exact simulator, under each failure draw (waste_i as
+    `job_waste` counts it: from the persisted work with two-level checkpoints).
 
     Args:
       fleet: a single `Fleet` (batch shape ()) with ``mtbf``.
@@ -228,8 +268,9 @@ def fleet_waste(
       jitter: compute jitter σ (docs/model.md §1), as for `simulate`.
       launch: ``"synchronous"`` (every job starts a fresh compute phase at t = 0) or
         ``"random"`` (uniform cycle positions per draw, the same fractions for every set).
-      offsets: None, or (*P, N) launch offsets as fractions in [0, 1) of each job's cycle
-        d_i + T_i, the same in every draw (they replace ``launch``).
+        Positions lie in `launch_cycle` (`launch_state`).
+      offsets: None, or (*P, N) launch offsets as fractions in [0, 1) of each job's
+        `launch_cycle`, the same in every draw (they replace ``launch``).
 
     Returns:
       (*P, S) fleet waste.
@@ -238,7 +279,28 @@ def fleet_waste(
     if offsets is not None:
         offsets = np.broadcast_to(np.asarray(offsets, np.float64), intervals.shape)
     jobs = _run(fleet, intervals, keys, float(horizon), jitter, launch, offsets)
-    return _weighted(fleet, jobs.waste)
+    return _weighted(fleet, job_waste(fleet, jobs, horizon))
+
+
+def job_waste(fleet: Fleet, jobs, horizon) -> np.ndarray:
+    """Each job's waste as the design counts it, ``1 − work / H`` from a run's `JobStats`:
+    the work saved is the persisted work (covered by a checkpoint whose drain ended) for a
+    fleet with two-level checkpoints, and the useful work otherwise (`JobStats.waste`). The
+    two differ only under ``recover_from="memory"``, where useful work counts at the snapshot
+    (docs/model.md §1d): a design for such a fleet minimises the work not yet on storage.
+
+    Args:
+      fleet: the `Fleet` that was run (only whether it has snapshots is read).
+      jobs: its `JobStats`, run with ``until=H``.
+      horizon: H.
+
+    Returns:
+      The waste per job, the shape of ``jobs.waste``.
+    """
+    if not fleet.has_snapshots:
+        return np.asarray(jobs.waste)
+    persisted = np.asarray(jobs.persisted_work)
+    return 1 - persisted / persisted.dtype.type(horizon)
 
 
 # -- the estimator ---------------------------------------------------------------------
@@ -401,7 +463,47 @@ def _estimate(directions, waste, smoothing) -> GradientEstimate:
 
 
 def _solo_write(fleet: Fleet) -> np.ndarray:
-    return np.asarray(fleet.write, np.float64) / float(np.asarray(fleet.throughput)[1])
+    """(N,) each job's write time alone, D = d / min(b, f(1)) (`Fleet.solo_write`), in float64."""
+    rate = np.minimum(np.asarray(fleet.write_limit, np.float64), float(np.asarray(fleet.throughput)[1]))
+    return np.asarray(fleet.write, np.float64) / rate
+
+
+def _young(fleet: Fleet, write=None) -> np.ndarray:
+    """(N,) Young's interval from the time a checkpoint blocks a job: √(2·D·M), D the write
+    time (``write``, default alone: `_solo_write`). With two-level checkpoints the snapshot s
+    blocks, not the drain, and a checkpoint due before the previous drain of D ended waits
+    for it: max(√(2·s·M), D), the exact optimum (`theory.two_level_optimal_interval`) to
+    first order in s/M and D/M."""
+    mtbf = np.asarray(fleet.mtbf, np.float64)
+    write = _solo_write(fleet) if write is None else write
+    if not fleet.has_snapshots:
+        return np.sqrt(2 * write * mtbf)
+    return np.maximum(np.sqrt(2 * np.asarray(fleet.snapshot, np.float64) * mtbf), write)
+
+
+def _daly(fleet: Fleet) -> np.ndarray:
+    """(N,) Daly's interval (`theory.daly_interval`) from the time a checkpoint blocks a job
+    alone: the write D, or with two-level checkpoints the snapshot s, then no shorter than
+    D (as `_young`; s = 0 gives D)."""
+    mtbf = np.asarray(fleet.mtbf, np.float64)
+    if not fleet.has_snapshots:
+        return np.asarray(theory.daly_interval(_solo_write(fleet), mtbf), np.float64)
+    snapshot = np.asarray(fleet.snapshot, np.float64)
+    daly = np.asarray(theory.daly_interval(np.where(snapshot > 0, snapshot, 1.0), mtbf), np.float64)
+    return np.maximum(np.where(snapshot > 0, daly, 0.0), _solo_write(fleet))
+
+
+def _two_level_optimum(fleet: Fleet) -> np.ndarray:
+    """(N,) the interval that minimises a lone job's long-run waste with two-level
+    checkpoints (`theory.two_level_optimal_interval`: snapshot s, drain D alone, M; the
+    restart R does not move it)."""
+    active = np.asarray(fleet.active)
+    # Padding slots get harmless values, and Young's interval back.
+    pick = lambda x: np.where(active, np.asarray(x, np.float64), 1.0)  # noqa: E731
+    optimum = theory.two_level_optimal_interval(
+        pick(fleet.snapshot), pick(_solo_write(fleet)), pick(fleet.mtbf), recover_from=fleet.recover_from
+    )
+    return np.where(active, optimum, _young(fleet))
 
 
 def contended_young(
@@ -411,7 +513,9 @@ def contended_young(
     of T ← √(2·D(T)·M), D_i(T) each job's mean duration of a completed write, firing to end
     (`JobStats.completed_write_time` / `JobStats.writes`, over the draws ``keys``), when the
     fleet runs at T. Writes abandoned by a failure or still open at the horizon are left out:
-    they would lengthen D (a job alone would not get Young's interval).
+    they would lengthen D (a job alone would not get Young's interval). With two-level
+    checkpoints D(T) is the contended drain, and the map is T ← max(√(2·s·M), D(T)) (the
+    snapshot s blocks, not the drain: `_young`).
 
     Args:
       fleet, horizon, jitter, launch: as `fleet_waste`.
@@ -424,19 +528,26 @@ def contended_young(
       ``(intervals (N,), iterations, converged)``.
     """
     mtbf = np.asarray(fleet.mtbf, np.float64)
-    intervals = np.sqrt(2 * _solo_write(fleet) * mtbf) if start is None else np.asarray(start, np.float64)
+    intervals = _young(fleet) if start is None else np.asarray(start, np.float64)
     for iteration in range(1, max_iter + 1):
         jobs = _run(fleet, intervals, keys, float(horizon), jitter, launch)
         writes = np.asarray(jobs.writes, np.float64).sum(axis=0)
         write_time = np.asarray(jobs.completed_write_time, np.float64).sum(axis=0)
         # A job that completed no write in any draw keeps its interval (no measurement).
         duration = np.where(writes > 0, write_time / np.maximum(writes, 1), intervals**2 / (2 * mtbf))
-        updated = np.sqrt(2 * duration * mtbf)
+        updated = _young(fleet, duration)
+        if fleet.has_snapshots:
+            updated = np.where(writes > 0, updated, intervals)
         change = np.max(np.abs(updated / intervals - 1))
         intervals = updated
         if change <= rtol:
             return intervals, iteration, True
     return intervals, max_iter, False
+
+
+def _launch_span(fleet: Fleet, write, intervals) -> np.ndarray:
+    """`launch_cycle` of ``fleet`` run at ``intervals`` (..., N)."""
+    return intervals if fleet.has_snapshots else write + intervals
 
 
 def _mean_ci(samples) -> Estimate:
@@ -448,18 +559,21 @@ def _mean_ci(samples) -> Estimate:
 
 def _flat_reason(fleet: Fleet, job_bounds, horizon: float, launch: str, offsets: bool, waste) -> str:
     """Why the waste did not change across the population: what a user can change."""
-    solo_write = _solo_write(fleet)
-    shortest = float(np.min(job_bounds[0] + solo_write))
+    # The first checkpoint of a synchronous launch is saved at T + D (two-level: persisted
+    # at T + s + D, the drain's end after the snapshot).
+    first_saved = job_bounds[0] + np.asarray(fleet.snapshot, np.float64) + _solo_write(fleet)
+    shortest = float(np.min(first_saved))
     if launch == "synchronous" and not offsets and horizon <= shortest:
+        cycle = "T + s + d / min(b, f(1))" if fleet.has_snapshots else "T + d / f(1)"
         return (
-            f"the horizon H = {horizon:g} is no longer than the shortest cycle T + d / f(1) = {shortest:g} "
+            f"the horizon H = {horizon:g} is no longer than the shortest cycle {cycle} = {shortest:g} "
             "(at the lower bound), so no job completes a checkpoint before H; lengthen the horizon"
         )
     if not np.all(np.asarray(waste) == 1):
         return f"the waste was the same for every interval tried ({float(np.mean(waste)):.6g}); widen the bounds"
     reasons = []
     mtbf = np.asarray(fleet.mtbf, np.float64)
-    if np.all(mtbf + np.asarray(fleet.restart, np.float64) < job_bounds[0] + solo_write):
+    if np.all(mtbf + np.asarray(fleet.restart, np.float64) < first_saved):
         reasons.append(
             f"every job fails more often (MTBF {float(mtbf.max()):.3g}) than its shortest cycle ({shortest:.3g})"
         )
@@ -545,8 +659,7 @@ def checkpoint_intervals(
     if isinstance(eval_draws, bool) or not isinstance(eval_draws, (int, np.integer)) or eval_draws < 2:
         raise ValueError(f"eval_draws must be an integer >= 2, got {eval_draws!r}")
     bounds, labels, n_groups = settings["bounds"], settings["labels"], int(settings["labels"].max()) + 1
-    mtbf = np.asarray(fleet.mtbf, np.float64)
-    young = np.sqrt(2 * _solo_write(fleet) * mtbf)
+    young = _young(fleet)
     start = young if init is None else np.asarray(init, np.float64)
     if start.shape != (fleet.n_jobs,) or not np.all(np.isfinite(start) & (start > 0)):
         raise ValueError(f"init must be None or ({fleet.n_jobs},) positive finite intervals, got {init!r}")
@@ -624,7 +737,7 @@ def checkpoint_intervals(
         np.asarray(stderr),
         np.asarray(grad_norm),
         path_intervals,
-        None if fractions is None else cycle_positions(path_fractions, write + path_intervals),
+        None if fractions is None else cycle_positions(path_fractions, _launch_span(fleet, write, path_intervals)),
     )
 
     # The contended fixed point uses its own draws; all four designs are then evaluated
@@ -638,8 +751,9 @@ def checkpoint_intervals(
     )
     candidates = {
         "young": young,
-        "daly": np.asarray(theory.daly_interval(_solo_write(fleet), mtbf), np.float64),
+        "daly": _daly(fleet),
         "young_contended": contended,
+        **({"two_level": _two_level_optimum(fleet)} if fleet.has_snapshots else {}),
     }
     eval_keys = jax.random.split(eval_key, eval_draws)
     if fractions is None:
@@ -680,5 +794,5 @@ def checkpoint_intervals(
         baselines,
         history,
         stopped_early,
-        None if fractions is None else cycle_positions(fractions, write + intervals),
+        None if fractions is None else cycle_positions(fractions, _launch_span(fleet, write, intervals)),
     )

@@ -7,6 +7,8 @@ of identical jobs and the fleet-wide storage, power and design settings::
     cap = 60.0                     # power cap in size units, or "none"
     power_policy = "maxmin"        # optional (cj.POWER_POLICIES)
     storage_policy = "fair"        # optional (cj.STORAGE_POLICIES)
+    recover_from = "storage"       # optional, with snapshots: "storage" or "memory"
+    idle_power = 0.0               # optional: draw of a job that does not compute, per size
 
     [design]                       # optional, every key optional
     bounds = [1.0, 200.0]          # range of every interval
@@ -24,6 +26,11 @@ of identical jobs and the fleet-wide storage, power and design settings::
     restart = 1.0                  # optional, default 0
     compute = 14.0                 # optional: the interval simulate uses (default: Young's)
     bounds = [2.0, 60.0]           # optional: this group's design range (default: [design].bounds)
+    write_limit = 0.25             # optional: the job's own write rate cap b (default: none)
+    snapshot = 0.05                # optional: two-level checkpoints, the blocking snapshot s
+
+``snapshot`` (docs/model.md §1d) is all or nothing: once one group has it, every group must,
+and the fleet checkpoints in two levels (the write then drains in the background).
 
 Every bad value, missing key or unknown key raises `FleetFileError` (a `ValueError`) naming
 the file, the field (``groups[2].mtbf``) and what is allowed.
@@ -72,7 +79,8 @@ class FleetFileError(ValueError):
 
 class Group(NamedTuple):
     """``count`` identical jobs: size w, write volume d, MTBF M, restart R, interval T
-    (None: Young's √(2·d/f(1)·M)), design bounds (lo, hi) (None: the fleet's)."""
+    (None: Young's, `FleetSpec.young`), design bounds (lo, hi) (None: the fleet's), write
+    limit b (None: none) and snapshot s (None: blocking checkpoints; docs/model.md §1d)."""
 
     name: str
     count: int
@@ -82,6 +90,8 @@ class Group(NamedTuple):
     restart: float = 0.0
     compute: float | None = None
     bounds: tuple | None = None
+    write_limit: float | None = None
+    snapshot: float | None = None
 
 
 class DesignSettings(NamedTuple):
@@ -110,6 +120,7 @@ class FleetSpec:
       cap: power cap (None: uncapped).
       power_policy, storage_policy: as `cj.Fleet`.
       delay, async_fraction: as `cj.Fleet` (default 0).
+      recover_from, idle_power: as `cj.Fleet` (default "storage", 0).
       design: `DesignSettings`.
     """
 
@@ -121,6 +132,8 @@ class FleetSpec:
     storage_policy: str = "fair"
     delay: float = 0.0
     async_fraction: float = 0.0
+    recover_from: str = "storage"
+    idle_power: float = 0.0
     design: DesignSettings = DesignSettings()
 
     @property
@@ -142,13 +155,42 @@ class FleetSpec:
             np.asarray([getattr(g, field) for g in self.groups], np.float64), [group.count for group in self.groups]
         )
 
+    @property
+    def has_snapshots(self) -> bool:
+        """Whether the fleet checkpoints in two levels (every group has a ``snapshot``)."""
+        return self.groups[0].snapshot is not None
+
+    def write_limits(self) -> np.ndarray:
+        """(N,) each job's write limit b (inf where none)."""
+        return self._per_job_or("write_limit", math.inf)
+
+    def snapshots(self) -> np.ndarray:
+        """(N,) each job's snapshot duration s (0 without snapshots)."""
+        return self._per_job_or("snapshot", 0.0)
+
+    def _per_job_or(self, field: str, default: float) -> np.ndarray:
+        values = [default if getattr(g, field) is None else getattr(g, field) for g in self.groups]
+        return np.repeat(np.asarray(values, np.float64), [group.count for group in self.groups])
+
     def solo_write_time(self) -> np.ndarray:
-        """(N,) write time alone, d / f(1)."""
-        return self.per_job("write") / self._f1()
+        """(N,) write time alone, D = d / min(b, f(1))."""
+        return self.per_job("write") / np.minimum(self.write_limits(), self._f1())
 
     def young(self) -> np.ndarray:
-        """(N,) Young's interval √(2·d/f(1)·M) per job."""
-        return np.sqrt(2 * self.solo_write_time() * self.per_job("mtbf"))
+        """(N,) Young's interval per job: √(2·D·M) with D the write time alone; with snapshots
+        max(√(2·s·M), D), as `cj.design` takes it (the snapshot blocks, and a checkpoint due
+        before the previous drain ended waits for it)."""
+        if not self.has_snapshots:
+            return np.sqrt(2 * self.solo_write_time() * self.per_job("mtbf"))
+        return np.maximum(np.sqrt(2 * self.snapshots() * self.per_job("mtbf")), self.solo_write_time())
+
+    def period(self, intervals=None) -> np.ndarray:
+        """(N,) each job's solo period at ``intervals`` (default `intervals`): T + D, or with
+        snapshots s + max(T, D) (`cj.Fleet.period`)."""
+        compute = self.intervals() if intervals is None else np.asarray(intervals, np.float64)
+        if not self.has_snapshots:
+            return compute + self.solo_write_time()
+        return self.snapshots() + np.maximum(compute, self.solo_write_time())
 
     def intervals(self) -> np.ndarray:
         """(N,) compute intervals: each group's ``compute``, else Young's."""
@@ -183,7 +225,7 @@ class FleetSpec:
         from ._validate import events_to
 
         horizon = self.design.horizon if horizon is None else horizon
-        period = self.intervals() + self.solo_write_time()
+        period = self.period()
         return float(
             events_to(horizon, period, self.per_job("mtbf"), self.per_job("restart"), np.ones(self.n_jobs, bool))
         )
@@ -223,24 +265,38 @@ class FleetSpec:
             storage_policy=self.storage_policy,
             mtbf=self.per_job("mtbf") if failures else None,
             restart=self.per_job("restart") if failures else 0.0,
+            write_limit=self.write_limits(),
+            snapshot=self.snapshots() if self.has_snapshots else None,
+            recover_from=self.recover_from,
+            idle_power=self.idle_power,
             dtype=dtype,
         )
 
     def to_dict(self) -> dict:
-        """Plain data (for JSON), the file's fields with defaults filled in."""
-        return {
-            "path": self.path,
-            "throughput": self.throughput if isinstance(self.throughput, str) else list(self.throughput),
-            "cap": self.cap,
-            "power_policy": self.power_policy,
-            "storage_policy": self.storage_policy,
-            "delay": self.delay,
-            "async_fraction": self.async_fraction,
-            "design": {**self.design._asdict(), "bounds": list(self.bounds())},
-            "groups": [
-                {**group._asdict(), "bounds": list(bounds)} for group, bounds in zip(self.groups, self.group_bounds())
-            ],
-        }
+        """Plain data (for JSON), the file's fields with defaults filled in; the fields of
+        write limits, snapshots and the power draw (docs/model.md §1d) only where set."""
+        optional = {"write_limit": None, "snapshot": None, "recover_from": "storage", "idle_power": 0.0}
+        if self.has_snapshots:
+            del optional["recover_from"]  # it matters with snapshots: always written
+        keep = lambda table: {k: v for k, v in table.items() if k not in optional or v != optional[k]}  # noqa: E731
+        return keep(
+            {
+                "path": self.path,
+                "throughput": self.throughput if isinstance(self.throughput, str) else list(self.throughput),
+                "cap": self.cap,
+                "power_policy": self.power_policy,
+                "storage_policy": self.storage_policy,
+                "delay": self.delay,
+                "async_fraction": self.async_fraction,
+                "recover_from": self.recover_from,
+                "idle_power": self.idle_power,
+                "design": {**self.design._asdict(), "bounds": list(self.bounds())},
+                "groups": [
+                    keep({**group._asdict(), "bounds": list(bounds)})
+                    for group, bounds in zip(self.groups, self.group_bounds())
+                ],
+            }
+        )
 
 
 # -- validation ------------------------------------------------------------------------
@@ -321,8 +377,19 @@ def _show(value) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-_TOP = ("throughput", "cap", "power_policy", "storage_policy", "delay", "async_fraction", "design", "groups")
-_GROUP = ("name", "count", "size", "write", "mtbf", "restart", "compute", "bounds")
+_TOP = (
+    "throughput",
+    "cap",
+    "power_policy",
+    "storage_policy",
+    "delay",
+    "async_fraction",
+    "recover_from",
+    "idle_power",
+    "design",
+    "groups",
+)
+_GROUP = ("name", "count", "size", "write", "mtbf", "restart", "compute", "bounds", "write_limit", "snapshot")
 _DESIGN = ("bounds", "horizon", "draws", "pairs", "steps", "seed", "launch", "offsets")
 
 
@@ -337,6 +404,7 @@ def _group(reader: _Reader, table, index: int) -> Group:
             f"{field}.name", f"must be printable text (no newline, tab or other control character), got {_show(name)}"
         )
     compute = table.get("compute")
+    write_limit, snapshot = table.get("write_limit"), table.get("snapshot")
     return Group(
         name=name,
         count=reader.integer(table["count"], f"{field}.count", low=1, high=COUNT_MAX),
@@ -346,6 +414,8 @@ def _group(reader: _Reader, table, index: int) -> Group:
         restart=reader.number(table.get("restart", 0.0), f"{field}.restart", strict=False),
         compute=None if compute is None else reader.number(compute, f"{field}.compute"),
         bounds=None if "bounds" not in table else reader.bounds(table["bounds"], f"{field}.bounds"),
+        write_limit=None if write_limit is None else reader.number(write_limit, f"{field}.write_limit"),
+        snapshot=None if snapshot is None else reader.number(snapshot, f"{field}.snapshot", strict=False),
     )
 
 
@@ -369,7 +439,7 @@ def _design(reader: _Reader, table) -> DesignSettings:
 
 def _parse(data: dict, path: str) -> FleetSpec:
     from ._throughput import THROUGHPUT_PRESETS
-    from .model import POWER_POLICIES, STORAGE_POLICIES
+    from .model import POWER_POLICIES, RECOVERY_SOURCES, STORAGE_POLICIES
 
     reader = _Reader(path)
     reader.keys(data, "", _TOP, required=("groups", "throughput"))
@@ -382,6 +452,14 @@ def _parse(data: dict, path: str) -> FleetSpec:
         if group.name in seen:
             reader.fail(f"groups[{i}].name", f"must be unique; {group.name!r} is also groups[{seen[group.name]}].name")
         seen[group.name] = i
+    two_level = [group.snapshot is not None for group in groups]
+    if any(two_level) and not all(two_level):
+        i = two_level.index(False)
+        reader.fail(
+            f"groups[{i}].snapshot",
+            f"missing: groups[{two_level.index(True)}] has a snapshot, so every group needs one "
+            "(the fleet checkpoints in two levels; snapshot = 0 for a pure background drain)",
+        )
     n_jobs = sum(group.count for group in groups)
     if n_jobs > COUNT_MAX:
         reader.fail("groups", f"at most {COUNT_MAX} jobs in all, got {n_jobs}")
@@ -404,6 +482,18 @@ def _parse(data: dict, path: str) -> FleetSpec:
     else:
         cap = reader.number(cap, "cap")
     async_fraction = reader.number(data.get("async_fraction", 0.0), "async_fraction", strict=False, high=1.0)
+    if all(two_level) and async_fraction > 0:
+        reader.fail(
+            "async_fraction",
+            f"must be 0 with snapshots (got {_show(async_fraction)}): a two-level checkpoint computes at "
+            "full speed while its drain runs (docs/model.md §1d)",
+        )
+    recover_from = reader.choice(data.get("recover_from", "storage"), "recover_from", RECOVERY_SOURCES)
+    if recover_from != "storage" and not all(two_level):
+        reader.fail(
+            "recover_from",
+            f"{recover_from!r} needs snapshots (groups[].snapshot): without them a failure recovers from storage",
+        )
     return FleetSpec(
         path=path,
         groups=groups,
@@ -413,6 +503,8 @@ def _parse(data: dict, path: str) -> FleetSpec:
         storage_policy=reader.choice(data.get("storage_policy", "fair"), "storage_policy", STORAGE_POLICIES),
         delay=reader.number(data.get("delay", 0.0), "delay", strict=False),
         async_fraction=async_fraction,
+        recover_from=recover_from,
+        idle_power=reader.number(data.get("idle_power", 0.0), "idle_power", strict=False, high=1.0),
         design=_design(reader, data.get("design", {})),
     )
 
@@ -426,11 +518,12 @@ def _engine_checks(reader: _Reader, spec: FleetSpec, dtype) -> None:
     from ._validate import check_events, check_horizon, check_range, least_failure_events
 
     for i, group in enumerate(spec.groups):
-        for key in ("size", "write", "mtbf", "compute"):
+        for key in ("size", "write", "mtbf", "compute", "write_limit"):
             if getattr(group, key) is not None:
                 reader.engine_range(getattr(group, key), f"groups[{i}].{key}", dtype)
-        if group.restart > 0:
-            reader.engine_range(group.restart, f"groups[{i}].restart", dtype)
+        for key in ("restart", "snapshot"):  # 0 is allowed
+            if (getattr(group, key) or 0.0) > 0:
+                reader.engine_range(getattr(group, key), f"groups[{i}].{key}", dtype)
         for end, value in enumerate(group.bounds or ()):
             reader.engine_range(value, f"groups[{i}].bounds[{end}]", dtype)
     if not isinstance(spec.throughput, str):
@@ -455,9 +548,10 @@ def _engine_checks(reader: _Reader, spec: FleetSpec, dtype) -> None:
     except ValueError as err:
         reader.fail("design.horizon", str(err).removeprefix("design.horizon "))
     with np.errstate(over="ignore"):
-        period = spec.intervals() + spec.solo_write_time()
+        period = spec.period()
+    rule = "s + max(T, d / min(b, f(1)))" if spec.has_snapshots else "T + d / f(1)"
     for i in range(len(spec.groups)):  # as cj.Fleet checks it
-        reader.engine_range(period[spec.labels == i][0], f"groups[{i}] (its solo period T + d / f(1))", dtype)
+        reader.engine_range(period[spec.labels == i][0], f"groups[{i}] (its solo period {rule})", dtype)
     # The design's runs: events to the horizon, at least those of the failures (every group fails).
     horizon, mtbf, restart = spec.design.horizon, spec.per_job("mtbf"), spec.per_job("restart")
     least = least_failure_events(horizon, mtbf, restart, np.ones(spec.n_jobs, bool))
@@ -528,9 +622,14 @@ def dumps(spec: FleetSpec) -> str:
         f"storage_policy = {_toml(spec.storage_policy)}",
         f"delay = {_toml(spec.delay)}",
         f"async_fraction = {_toml(spec.async_fraction)}",
-        "",
-        "[design]",
     ]
+    # Written where they differ from the defaults (recover_from always with snapshots), so that
+    # a file without them is written as before.
+    if spec.has_snapshots or spec.recover_from != "storage":
+        lines.append(f"recover_from = {_toml(spec.recover_from)}")
+    if spec.idle_power != 0:
+        lines.append(f"idle_power = {_toml(spec.idle_power)}")
+    lines += ["", "[design]"]
     for key, value in spec.design._asdict().items():
         if value is not None:
             lines.append(f"{key} = {_toml(value)}")

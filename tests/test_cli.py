@@ -548,3 +548,51 @@ def test_ensemble_with_a_deeply_nested_manifest_is_one_error_line(tmp_path, caps
     (out / "manifest.json").write_text('{"config": ' + "[" * 100_000 + "]" * 100_000 + "}")
     assert main(["ensemble", "--fleets", "2", "--jobs", "2", "--fires", "2", "--no-progress", "--out", str(out)]) == 2
     assert "manifest.json is unreadable; use --restart" in capsys.readouterr().err
+
+
+def test_simulate_with_write_limits_snapshots_and_power_matches_the_library(tmp_path, capsys):
+    import ckpt_jax as cj
+
+    out = tmp_path / "two-level"
+    argv = ["simulate", "--jobs", "4", "--cycles", "3", "--start", "stagger", "--out", str(out)]
+    options = ["--write-limit", "0.5", "--snapshot", "0.2", "--idle-power", "0.1", "--power"]
+    assert main([*argv, *options]) == 0
+    printed = capsys.readouterr().out
+    summary = json.loads((out / "summary.json").read_text())
+    assert {name: summary["parameters"][name] for name in ("write_limit", "snapshot", "idle_power")} == {
+        "write_limit": 0.5,
+        "snapshot": 0.2,
+        "idle_power": 0.1,
+    }
+    # Alone a write drains at 0.5 (not f(1) = 1) while the job computes: load 4·2 / (0.2 + max(10, 2)).
+    assert summary["load"] == pytest.approx(4 * 2.0 / 10.2, rel=1e-12)
+    # The same run through the library, power observed.
+    fleet = cj.Fleet(np.full((1, 4), 10.0), 1.0, write_limit=0.5, snapshot=0.2, idle_power=0.1)
+    # --start stagger starts two-level jobs computing, evenly spaced over T: i·T/N of it done.
+    state = cj.initial_state(fleet, remaining=10.0 - np.full((1, 4), 10.0) * np.arange(4) / 4)
+    trace = cj.simulate(fleet, state, 3, save=cj.SaveAt(trace=True, power=True))
+    with np.load(out / "trace.npz") as npz:
+        np.testing.assert_allclose(npz["fire_times"], trace.fire_times, rtol=1e-12)
+    power = trace.power
+    assert power is not None
+    for name in ("mean", "max", "min", "largest_drop", "largest_rise", "n_steps", "threshold"):
+        np.testing.assert_allclose(summary["power"][name], np.asarray(getattr(power, name)), rtol=1e-12)
+    # A snapshot draws 0.1 of a job: each one is a step of 0.9 down, then up, over 0.1·W = 0.4.
+    assert summary["power"]["largest_drop"][0] == pytest.approx(0.9) and summary["power"]["max"] == [4.0]
+    assert f"steps over 0.4 (of {summary['power']['n_changes'][0]} changes)" in printed
+    assert f"mean {summary['power']['mean'][0]:.4g}, max 4, min" in printed
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (["--snapshot", "0.1", "--async-fraction", "0.5"], "--snapshot and --async-fraction exclude each other"),
+        (["--recover-from", "memory"], "--recover-from memory needs --snapshot"),
+        (["--idle-power", "1.5"], "argument --idle-power: must lie in [0, 1]"),
+        (["--write-limit", "0"], "argument --write-limit: must be finite and > 0"),
+    ],
+)
+def test_simulate_two_level_options_that_cannot_run_are_one_line(tmp_path, capsys, monkeypatch, options, message):
+    monkeypatch.setattr(ckpt_jax, "simulate", must_not_run)
+    assert main([*SMALL, *options, "--out", str(tmp_path)]) == 2
+    assert message in one_error_line(capsys)

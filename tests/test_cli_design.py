@@ -162,6 +162,10 @@ def test_simulate_fleet_file(fleet_file, tmp_path, capsys):
         ["--throughput", "shared"],
         ["--power-policy", "maxmin"],
         ["--compute", "10"],
+        ["--snapshot", "0.1"],
+        ["--write-limit", "1"],
+        ["--recover-from", "storage"],
+        ["--idle-power", "0.5"],
     ],
 )
 def test_simulate_fleet_refuses_fleet_options(fleet_file, tmp_path, capsys, conflict):
@@ -181,3 +185,46 @@ def test_design_example_fleet_quick(tmp_path, capsys):
     assert main(["design", "examples/fleet.toml", "--quick", "--no-progress", "--out", str(out)]) == 0
     summary = json.loads((out / "design.json").read_text())
     assert len(summary["groups"]) == 4
+
+
+# The tiny fleet with write limits (one group only), two-level checkpoints recovering from
+# memory, and an idle draw (docs/model.md §1d).
+TWO_LEVEL = (
+    TINY.replace("cap = 2.0", 'cap = 2.0\nrecover_from = "memory"\nidle_power = 0.2')
+    .replace("restart = 0.5", "restart = 0.5\nwrite_limit = 0.25\nsnapshot = 0.05")
+    .replace("mtbf = 10.0", "mtbf = 10.0\nsnapshot = 0.1")
+)
+
+
+def test_design_fleet_file_with_write_limits_and_snapshots(fleet_file, tmp_path, capsys):
+    from ckpt_jax.fleetfile import load
+
+    fleet_file.write_text(TWO_LEVEL)
+    spec = load(fleet_file)
+    fleet = spec.fleet()
+    assert fleet.has_snapshots and fleet.recover_from == "memory" and float(fleet.idle_power) == 0.2
+    assert fleet.write_limit.tolist() == [0.25, 0.25, float("inf")]
+    # Young's interval from the snapshot, no shorter than the drain d / min(b, f(1)) = 2 of "small".
+    assert spec.young().tolist() == [2.0, 2.0, max(2 * 0.1 * 10.0, 1.0) ** 0.5]
+    out = tmp_path / "design"
+    assert main(["design", str(fleet_file), "--quick", *FAST, "--out", str(out)]) == 0
+    summary = json.loads((out / "design.json").read_text())
+    assert summary["fleet"]["recover_from"] == "memory" and summary["fleet"]["idle_power"] == 0.2
+    assert [group.get("write_limit") for group in summary["fleet"]["groups"]] == [0.25, None]
+    assert [group["snapshot"] for group in summary["fleet"]["groups"]] == [0.05, 0.1]
+    assert [group["young"] for group in summary["groups"]] == [2.0, 2.0**0.5]
+    report = (out / "report.md").read_text()
+    assert "Waste is 1 − persisted work / H" in report
+    assert "write limits 0.25, none (group by group); two-level checkpoints, snapshots 0.05, 0.1" in report
+
+
+def test_simulate_fleet_file_with_snapshots_observes_power(fleet_file, tmp_path, capsys):
+    fleet_file.write_text(TWO_LEVEL)
+    out = tmp_path / "sim"
+    assert main(["simulate", "--fleet", str(fleet_file), "--power", "--cycles", "5", "--out", str(out)]) == 0
+    assert "power draw of fleet 0 (full draw W = 4)" in capsys.readouterr().out
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["parameters"]["fleet"]["recover_from"] == "memory"
+    # The computing jobs draw at most the cap C = 2; the others 0.2 of their size on top.
+    assert summary["power"]["full_draw"] == [4.0] and 0 < summary["power"]["max"][0] <= 2.0 + 0.2 * 4.0
+    assert summary["power"]["mean"][0] < summary["power"]["max"][0]

@@ -63,6 +63,69 @@ def test_round_trip_through_text(tmp_path):
     assert again.to_dict() | {"path": None} == spec.to_dict() | {"path": None}
 
 
+def test_write_limits_snapshots_and_the_idle_draw_round_trip(tmp_path):
+    text = (
+        TINY.replace(
+            'storage_policy = "weighted"', 'storage_policy = "weighted"\nrecover_from = "memory"\nidle_power = 0.3'
+        )
+        .replace("compute = 3.0", "compute = 3.0\nwrite_limit = 0.2\nsnapshot = 0.0")
+        .replace("mtbf = 10.0", "mtbf = 10.0\nsnapshot = 0.25")
+    )
+    spec = loads(text, "t.toml")
+    assert spec.has_snapshots and spec.recover_from == "memory" and spec.idle_power == 0.3
+    fleet = spec.fleet(dtype=np.float64)
+    np.testing.assert_array_equal(np.asarray(fleet.write_limit), [0.2, 0.2, np.inf])
+    np.testing.assert_array_equal(np.asarray(fleet.snapshot), [0.0, 0.0, 0.25])
+    assert fleet.recover_from == "memory" and float(fleet.idle_power) == 0.3
+    # Alone, "small" drains 0.5 at its limit 0.2 (in 2.5) and "big" at f(1) = 1 (in 1).
+    np.testing.assert_allclose(spec.solo_write_time(), [2.5, 2.5, 1.0])
+    np.testing.assert_allclose(spec.period(), [0.0 + 3.0, 3.0, 0.25 + max(math.sqrt(2 * 0.25 * 10.0), 1.0)])
+    path = tmp_path / "again.toml"
+    path.write_text(dumps(spec))
+    again = load(path)
+    assert again.groups == spec.groups and (again.recover_from, again.idle_power) == ("memory", 0.3)
+    assert again.to_dict() | {"path": None} == spec.to_dict() | {"path": None}
+    # A file without the new fields is written and described as before.
+    plain = loads(TINY, "t.toml")
+    assert "recover_from" not in dumps(plain) and "idle_power" not in dumps(plain)
+    assert not {"recover_from", "idle_power"} & set(plain.to_dict())
+    assert not {"write_limit", "snapshot"} & set(plain.to_dict()["groups"][0])
+    assert plain.fleet().has_snapshots is False and plain.fleet().has_write_limits is False
+
+
+@pytest.mark.parametrize(
+    "changes, field, message",
+    [
+        ({"mtbf = 10.0": "mtbf = 10.0\nsnapshot = 0.1"}, r"groups\[0\]\.snapshot", "missing: groups"),
+        (
+            {
+                "mtbf = 10.0": "mtbf = 10.0\nsnapshot = 0.1",
+                "compute = 3.0": "compute = 3.0\nsnapshot = 0.1",
+                "cap": "async_fraction = 0.5\ncap",
+            },
+            "async_fraction",
+            "must be 0 with snapshots",
+        ),
+        ({"cap": 'recover_from = "memory"\ncap'}, "recover_from", "'memory' needs snapshots"),
+    ],
+    ids=["snapshot in one group only", "snapshot and async", "memory without snapshots"],
+)
+def test_two_level_fields_that_do_not_go_together_name_the_field(changes, field, message):
+    text = TINY
+    for old, new in changes.items():
+        text = text.replace(old, new, 1)
+    with pytest.raises(FleetFileError, match=rf"t.toml: {field}: {message}"):
+        loads(text, "t.toml")
+
+
+def test_two_level_example_file_loads():
+    spec = load("examples/fleet_two_level.toml")
+    assert spec.n_jobs == 32 and spec.has_snapshots and spec.fleet().has_write_limits
+    # Alone each job drains at min(b, f(1)) = 0.5: D = 2d; Young's max(√(2·s·M), D) as the file says.
+    np.testing.assert_allclose(spec.solo_write_time()[::8], [1.0, 2.0, 4.0, 8.0])
+    np.testing.assert_allclose(spec.young()[::8], [math.sqrt(20.0)] * 3 + [8.0])
+
+
 def test_example_file_loads():
     spec = load("examples/fleet.toml")
     assert spec.n_jobs == 32 and len(spec.groups) == 4
@@ -105,6 +168,8 @@ GROUP_FIELDS = {
     "compute": ["0", "-1", "inf", '"x"'],
     "bounds": ["[1.0]", "[5.0, 1.0]", "[2.0, 2.0]", "[0.0, 1.0]", "3", "[1.0, inf]", '["a", 2.0]'],
     "name": ['""', "3", '"' + "x" * 41 + '"'],
+    "write_limit": ["0", "-1", "nan", "inf", '"x"'],
+    "snapshot": ["-0.1", "nan", "inf", '"x"', "true"],
 }
 TOP_FIELDS = {
     "throughput": ['"fast"', "3", "[1.0, 2.0]", "[1.0, -1.0, 1.0]"],
@@ -113,6 +178,8 @@ TOP_FIELDS = {
     "storage_policy": ['"maxmin"', "1"],
     "delay": ["-1", "nan"],
     "async_fraction": ["-0.1", "1.5"],
+    "recover_from": ['"disk"', "1"],
+    "idle_power": ["-0.1", "1.5", "nan", '"x"'],
 }
 DESIGN_FIELDS = {
     "bounds": ["[1.0]", "[5.0, 1.0]", "[2.0, 2.0]", "[0.0, 1.0]", "3", "[1.0, inf]"],

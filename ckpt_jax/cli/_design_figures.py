@@ -8,8 +8,20 @@ import numpy as np
 from matplotlib.patches import Rectangle
 from matplotlib.ticker import MaxNLocator
 
-COLOURS = {"design": "#d62728", "young": "#1f77b4", "daly": "#2ca02c", "young_contended": "#9467bd"}
-LABELS = {"design": "design", "young": "Young", "daly": "Daly", "young_contended": "contended Young"}
+COLOURS = {
+    "design": "#d62728",
+    "young": "#1f77b4",
+    "daly": "#2ca02c",
+    "young_contended": "#9467bd",
+    "two_level": "#8c564b",
+}
+LABELS = {
+    "design": "design",
+    "young": "Young",
+    "daly": "Daly",
+    "young_contended": "contended Young",
+    "two_level": "two-level optimum",
+}
 
 
 def _pyplot():
@@ -102,7 +114,7 @@ def waste_figure(spec, per_group, names):
     """Grouped bars: waste per job group for each baseline and the design, 95% CIs."""
     plt = _pyplot()
     n_groups = len(spec.groups)
-    order = [name for name in ("young", "daly", "young_contended", "design") if name in names]
+    order = [name for name in ("young", "daly", "young_contended", "two_level", "design") if name in names]
     width = 0.8 / len(order)
     figure, axis = plt.subplots(figsize=(max(6.5, 1.6 * n_groups + 3), 4.2), constrained_layout=True)
     x = np.arange(n_groups)
@@ -125,7 +137,7 @@ def waste_figure(spec, per_group, names):
     axis.set_ylim(0, top * 1.25)
     axis.set(
         xlabel="job group",
-        ylabel="waste (1 − useful work / H)",
+        ylabel=f"waste (1 − {'persisted' if spec.has_snapshots else 'useful'} work / H)",
         title="waste per job group: the baselines and the design",
     )
     axis.legend(loc="upper left", ncols=len(order), fontsize=8)
@@ -174,10 +186,13 @@ def schedule_figure(spec, schedule):
         title=f"one period ({schedule['period']:.3g}) of the recommended schedule, "
         f"{shown} failure{'' if shown == 1 else 's'} in view",
     )
+    # Two-level checkpoints: a window runs from the snapshot to the drain's end, and the job
+    # computes again once the snapshot ended (docs/model.md §1d).
+    write = "snapshot + drain (computing during the drain)" if spec.has_snapshots else "write"
     names = {
         "compute": "compute",
-        "write": "write",
-        "abandoned": "write abandoned at a failure",
+        "write": write,
+        "abandoned": f"{write.split(' (')[0]} abandoned at a failure",
         "down": "down (restart after a failure)",
     }
     handles = [Rectangle((0, 0), 1, 1, color=colours[k]) for k in names]

@@ -19,6 +19,14 @@ from ._common import SEED_KEY_TEXT, CliError, add_devices, add_x64, integer, rea
 QUICK = {"steps": 8, "draws": 4, "pairs": 2, "horizon_max": 200.0}
 
 BASELINES = {"young": "Young", "daly": "Daly", "young_contended": "contended Young"}
+# With two-level checkpoints (docs/model.md §1d) a fourth: a lone job's exact optimum.
+LABELS = {**BASELINES, "two_level": "two-level optimum"}
+
+
+def baselines_of(summary: dict) -> dict:
+    """{name: label} of the baselines of a run's summary, in their order."""
+    return {name: LABELS[name] for name in summary["baselines"]}
+
 
 FILES = ["design.json", "report.md", "objective.png", "waste_by_group.png", "schedule.png", "writers.png"]
 
@@ -154,7 +162,8 @@ def _evaluate(spec, table: dict, *, horizon, n_draws, key, launch, dtype, offset
     "design" set launches at ``offsets`` (N,) cycle positions where given."""
     import jax
 
-    from .. import SaveAt, cycle_positions, simulate, state_from_positions
+    from .. import SaveAt, cycle_positions, simulate
+    from ..design import job_waste, launch_state
 
     names = list(table)
     intervals = np.stack([table[name] for name in names])  # (D, N)
@@ -163,15 +172,17 @@ def _evaluate(spec, table: dict, *, horizon, n_draws, key, launch, dtype, offset
     fleet = spec.fleet(grid, dtype=dtype)
     draw_keys = jax.random.split(key, n_draws + 1)
     launch_key, draw_keys = draw_keys[0], draw_keys[1:]
-    cycle = np.asarray(fleet.write, np.float64) + grid
+    # Positions in `cj.design.launch_cycle`: the cycle d + T, or T alone with two-level checkpoints.
+    cycle = grid if fleet.has_snapshots else np.asarray(fleet.write, np.float64) + grid
     if launch == "random":
         fractions = np.asarray(jax.random.uniform(launch_key, (n_draws, n_jobs)), np.float64)
         position = cycle_positions(fractions[None], cycle)
-    else:  # a fresh compute phase: the position just past the write
-        position = np.array(np.broadcast_to(np.asarray(fleet.write, np.float64), cycle.shape))
+    else:  # a fresh compute phase: the position just past the write (two-level: none first)
+        start = 0.0 if fleet.has_snapshots else np.asarray(fleet.write, np.float64)
+        position = np.array(np.broadcast_to(start, cycle.shape))
     if offsets is not None:
         position[names.index("design")] = np.asarray(offsets, np.float64)
-    state = state_from_positions(fleet, position)
+    state = launch_state(fleet, position)
     keys = jax.numpy.broadcast_to(draw_keys, (n_sets, n_draws))
     out = simulate(
         fleet,
@@ -184,7 +195,7 @@ def _evaluate(spec, table: dict, *, horizon, n_draws, key, launch, dtype, offset
         save=SaveAt(trace=False, jobs=True, writers=True),
     )
     assert out.jobs is not None and out.writers is not None  # both saved above
-    waste = np.asarray(out.jobs.waste, np.float64)  # (D, S, N)
+    waste = np.asarray(job_waste(fleet, out.jobs, horizon), np.float64)  # (D, S, N)
     size = spec.per_job("size")
     labels = spec.labels
     per_group = np.stack(
@@ -245,17 +256,18 @@ def _schedule(spec, intervals, *, seed: int, launch: str, dtype, offsets=None) -
     fire-to-fire time over the cycles that no failure of its own interrupted."""
     import jax
 
-    from .. import initial_state, random_state, simulate, state_from_positions
+    from .. import initial_state, random_state, simulate
+    from ..design import launch_state
 
     fleet = spec.fleet(intervals, dtype=dtype)
-    solo = np.asarray(intervals, np.float64) + spec.solo_write_time()
+    solo = spec.period(intervals)
     period_guess = float(solo.max())
     # Long enough for a failure to show up after the transient, at most 40 periods.
     rate = float(np.sum(1 / spec.per_job("mtbf")))
     until = min(max(6.0, 3.0 + 2.0 / (rate * period_guess)) * period_guess, 40.0 * period_guess)
     listed, down = _failure_times(spec, until, seed)
     if offsets is not None:
-        state = state_from_positions(fleet, offsets)
+        state = launch_state(fleet, offsets)
     elif launch == "random":
         state = random_state(fleet, jax.random.fold_in(seed_key(seed), 7))
     else:
@@ -325,7 +337,7 @@ def _group_verdicts(summary: dict, names: list) -> dict:
     """Per baseline, the groups whose waste the design lowers (gain) and raises (pay),
     outside the noise of the paired per-group difference, and the rest (tie)."""
     verdicts = {}
-    for name in BASELINES:
+    for name in baselines_of(summary):
         saved = summary["per_group_saved"][name]
         verdicts[name] = {
             "gain": [n for n, s in zip(names, saved) if s["low"] > 0],
@@ -350,7 +362,7 @@ def headline(summary: dict, names: list, quote: Callable[[str], str] = str) -> l
             + (" (without --quick)." if summary["settings"]["quick"] else ".")
         )
     verdicts = _group_verdicts(summary, names)
-    for name, label in BASELINES.items():
+    for name, label in baselines_of(summary).items():
         saved = summary["baselines"][name]["saved"]
         verdict = verdicts[name]
         fleet = (
@@ -383,6 +395,7 @@ def headline(summary: dict, names: list, quote: Callable[[str], str] = str) -> l
 def _report(spec, settings, result_json: dict, wall_s: float) -> str:
     groups = spec.names
     md = markdown_text
+    baselines = baselines_of(result_json)
     lines = [f"# Checkpoint intervals for {md(spec.path)}", ""]
     lines += [
         f"- **{line}**" if i == 0 and not result_json["stopped_early"] else f"- {line}"
@@ -393,8 +406,21 @@ def _report(spec, settings, result_json: dict, wall_s: float) -> str:
         f"{spec.n_jobs} jobs in {len(groups)} groups; storage f = "
         f"{spec.throughput if isinstance(spec.throughput, str) else 'list'}, cap = "
         f"{'none' if spec.cap is None else f'{spec.cap:g}'}, power policy {spec.power_policy}, "
-        f"storage policy {spec.storage_policy}.",
-        f"Waste is 1 − useful work / H over the horizon H = {settings['horizon']:g}, weighted by job size, "
+        f"storage policy {spec.storage_policy}"
+        + (
+            f"; write limits {', '.join(_limit(group.write_limit) for group in spec.groups)} (group by group)"
+            if any(group.write_limit is not None for group in spec.groups)
+            else ""
+        )
+        + (
+            f"; two-level checkpoints, snapshots {', '.join(f'{group.snapshot:g}' for group in spec.groups)} "
+            f"(group by group), recovery from {spec.recover_from}"
+            if spec.has_snapshots
+            else ""
+        )
+        + ".",
+        f"Waste is 1 − {'persisted' if spec.has_snapshots else 'useful'} work / H over the horizon "
+        f"H = {settings['horizon']:g}, weighted by job size, "
         + (
             f"designed launch offsets (the baselines launch {settings['launch']}); "
             if settings["offsets"]
@@ -407,27 +433,33 @@ def _report(spec, settings, result_json: dict, wall_s: float) -> str:
         "",
         "## Recommended intervals",
         "",
-        "| group | jobs | size | write | MTBF | **design** | Young | Daly | contended Young |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| group | jobs | size | write | MTBF | **design** | " + " | ".join(baselines.values()) + " |",
+        "|---" * (6 + len(baselines)) + "|",
     ]
     for g, group in enumerate(spec.groups):
         row = result_json["groups"][g]
         lines.append(
             f"| {md(group.name)} | {group.count} | {group.size:g} | {group.write:g} | {group.mtbf:g} | "
-            f"**{row['design']:.4g}** | {row['young']:.4g} | {row['daly']:.4g} | {row['young_contended']:.4g} |"
+            f"**{row['design']:.4g}** | " + " | ".join(f"{row[name]:.4g}" for name in baselines) + " |"
         )
     if result_json["offsets"] is not None:
         offsets = np.asarray(result_json["offsets"])
-        cycle = np.asarray([row["design"] for row in result_json["groups"]])[spec.labels] + spec.per_job("write")
+        design = np.asarray([row["design"] for row in result_json["groups"]])[spec.labels]
+        cycle = design if spec.has_snapshots else design + spec.per_job("write")
+        where = (
+            "Each job's compute done at t = 0 in its first compute phase T (with two-level checkpoints every "
+            "job starts computing, no drain in flight), and as a fraction of T"
+            if spec.has_snapshots
+            else "Each job's position in its cycle d + T at t = 0 (write first, then compute), and as a "
+            "fraction of the cycle"
+        )
         lines += [
             "",
             "## Launch offsets (designed)",
             "",
-            "Each job's position in its cycle d + T at t = 0 (write first, then compute), and as a "
-            "fraction of the cycle; the baselines keep the launch "
-            f"{settings['launch']}.",
+            f"{where}; the baselines keep the launch {settings['launch']}.",
             "",
-            "| group | offsets | fractions of the cycle |",
+            f"| group | offsets | fractions of {'T' if spec.has_snapshots else 'the cycle'} |",
             "|---|---|---|",
         ]
         for g, group in enumerate(spec.groups):
@@ -446,7 +478,7 @@ def _report(spec, settings, result_json: dict, wall_s: float) -> str:
         f"| **design** | {waste['mean']:.4f} [{waste['low']:.4f}, {waste['high']:.4f}] | | |",
     ]
     as_good = []
-    for name, label in BASELINES.items():
+    for name, label in baselines.items():
         base = result_json["baselines"][name]
         w, s = base["waste"], base["saved"]
         lines.append(
@@ -479,19 +511,19 @@ def _report(spec, settings, result_json: dict, wall_s: float) -> str:
         "",
         "Positive: the design wastes less in this group than the baseline (paired over the same draws).",
         "",
-        "| group | " + " | ".join(f"saved against {label}" for label in BASELINES.values()) + " |",
-        "|---" * (1 + len(BASELINES)) + "|",
+        "| group | " + " | ".join(f"saved against {label}" for label in baselines.values()) + " |",
+        "|---" * (1 + len(baselines)) + "|",
     ]
     for g, group in enumerate(spec.groups):
-        cells = [result_json["per_group_saved"][name][g] for name in BASELINES]
+        cells = [result_json["per_group_saved"][name][g] for name in baselines]
         lines.append(
             f"| {md(group.name)} | "
             + " | ".join(f"{c['mean']:+.4f} [{c['low']:+.4f}, {c['high']:+.4f}]" for c in cells)
             + " |"
         )
-    lines += ["", "| group | design | " + " | ".join(BASELINES.values()) + " |", "|---" * (2 + len(BASELINES)) + "|"]
+    lines += ["", "| group | design | " + " | ".join(baselines.values()) + " |", "|---" * (2 + len(baselines)) + "|"]
     for g, group in enumerate(spec.groups):
-        cells = [result_json["per_group"][name][g] for name in ["design", *BASELINES]]
+        cells = [result_json["per_group"][name][g] for name in ["design", *baselines]]
         lines.append(
             f"| {md(group.name)} | "
             + " | ".join(f"{c['mean']:.4f} [{c['low']:.4f}, {c['high']:.4f}]" for c in cells)
@@ -509,6 +541,10 @@ def _report(spec, settings, result_json: dict, wall_s: float) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def _limit(value) -> str:
+    return "none" if value is None else f"{value:g}"
 
 
 def _design(args) -> int:
@@ -547,7 +583,7 @@ def _design(args) -> int:
         progress=not args.no_progress,
         window=window,
     )
-    table = {"design": result.intervals, **{name: result.baselines[name].intervals for name in BASELINES}}
+    table = {"design": result.intervals, **{name: baseline.intervals for name, baseline in result.baselines.items()}}
     n_eval = 2 * settings["pairs"] * settings["draws"]
     names, per_group, fleet_waste, writers, writers_draws = _evaluate(
         spec,
@@ -576,7 +612,7 @@ def _design(args) -> int:
             {
                 "name": group.name,
                 "design": float(result.intervals[first[g]]),
-                **{name: float(result.baselines[name].intervals[first[g]]) for name in BASELINES},
+                **{name: float(baseline.intervals[first[g]]) for name, baseline in result.baselines.items()},
             }
             for g, group in enumerate(spec.groups)
         ],
@@ -598,7 +634,7 @@ def _design(args) -> int:
                 _estimate(per_group[names.index(name), :, g] - per_group[names.index("design"), :, g])
                 for g in range(len(spec.groups))
             ]
-            for name in BASELINES
+            for name in result.baselines
         },
         "per_group_fleet_waste": {name: _estimate(fleet_waste[i]) for i, name in enumerate(names)},
         "writers_fraction": {name: writers[i].tolist() for i, name in enumerate(names)},

@@ -15,6 +15,7 @@ from ._common import (
     PROGRESS_WORK,
     SEED_KEY_TEXT,
     CliError,
+    _fraction,
     add_devices,
     add_fleet_options,
     add_x64,
@@ -41,6 +42,7 @@ def add_simulate(subparsers) -> None:
         ),
     )
     add_fleet_options(parser)
+    _add_checkpoint_options(parser)
     parser.add_argument(
         "--fleet",
         type=Path,
@@ -100,7 +102,52 @@ _FLEET_OPTIONS = {
     "size": "--size",
     "power_policy": "--power-policy",
     "storage_policy": "--storage-policy",
+    "write_limit": "--write-limit",
+    "snapshot": "--snapshot",
+    "recover_from": "--recover-from",
+    "idle_power": "--idle-power",
 }
+
+
+def _add_checkpoint_options(parser) -> None:
+    """Write limits, two-level checkpoints and the power draw (docs/model.md §1d)."""
+    from .. import RECOVERY_SOURCES
+
+    parser.add_argument(
+        "--write-limit",
+        type=real(positive=True),
+        default=None,
+        metavar="b",
+        help="each job's write limit: it drains no faster than b (volume per time), the storage's "
+        "f(n) shared by water-filling under the limits (default: none)",
+    )
+    parser.add_argument(
+        "--snapshot",
+        type=real(positive=False),
+        default=None,
+        metavar="s",
+        help="two-level checkpoints: a blocking snapshot of s, then the write drains in the "
+        "background while the job computes; excludes --async-fraction (default: blocking writes)",
+    )
+    parser.add_argument(
+        "--recover-from",
+        choices=RECOVERY_SOURCES,
+        default="storage",
+        help="with --snapshot, what a failure recovers from (--fleet: the file's jobs fail) (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--idle-power",
+        type=_fraction,
+        default=0.0,
+        metavar="P",
+        help="power drawn per unit size by a job that does not compute, for --power (default: 0)",
+    )
+    parser.add_argument(
+        "--power",
+        action="store_true",
+        help="observe the fleet's power draw: print its mean, max, min, largest drop and rise and "
+        "the steps over 0.1 of the full draw (fleet 0), and add them to summary.json (every fleet)",
+    )
 
 
 class _Default:
@@ -148,6 +195,49 @@ def _check(args) -> None:
             args.horizon = args.spec.design.horizon
         return
     check_period(args.compute, args.write)
+    if args.snapshot is not None and args.async_fraction > 0:
+        raise CliError(
+            "--snapshot and --async-fraction exclude each other: a two-level checkpoint computes at full "
+            "speed while its write drains"
+        )
+    if args.recover_from != "storage" and args.snapshot is None:
+        raise CliError(f"--recover-from {args.recover_from} needs --snapshot (two-level checkpoints)")
+
+
+def _checkpoint_keywords(args) -> dict:
+    """The `Fleet` keyword arguments of `_add_checkpoint_options`."""
+    return dict(
+        write_limit=args.write_limit,
+        snapshot=args.snapshot,
+        recover_from=args.recover_from,
+        idle_power=args.idle_power,
+    )
+
+
+def _checkpoint_parameters(args) -> dict:
+    """`_add_checkpoint_options` as summary entries, only where given (a run without them
+    writes the summary it wrote before)."""
+    defaults = {"write_limit": None, "snapshot": None, "recover_from": "storage", "idle_power": 0.0}
+    return {name: getattr(args, name) for name, value in defaults.items() if getattr(args, name) != value}
+
+
+# PowerStats fields in summary.json, per fleet.
+_POWER_FIELDS = ("mean", "max", "min", "largest_drop", "largest_rise", "n_steps", "n_changes", "threshold", "full_draw")
+
+
+def _power_summary(power) -> dict:
+    return {name: np.asarray(getattr(power, name)).tolist() for name in _POWER_FIELDS}
+
+
+def _power_line(power) -> str:
+    """Fleet 0's power draw in one line."""
+    value = {name: np.asarray(getattr(power, name)).reshape(-1)[0] for name in _POWER_FIELDS}
+    return (
+        f"ckpt-jax simulate: power draw of fleet 0 (full draw W = {value['full_draw']:g}): mean {value['mean']:.4g}, "
+        f"max {value['max']:.4g}, min {value['min']:.4g}, largest drop {value['largest_drop']:.4g}, largest rise "
+        f"{value['largest_rise']:.4g}, {int(value['n_steps'])} steps over {value['threshold']:.4g} "
+        f"(of {int(value['n_changes'])} changes)"
+    )
 
 
 def _initial_state(fleet, start: str, seed: int):
@@ -157,10 +247,16 @@ def _initial_state(fleet, start: str, seed: int):
         return random_state(fleet, seed_key(seed))
     if start == "sync":
         return initial_state(fleet)
-    # Evenly spaced cycle positions θ_i = i (T + d) / N: job 0 has just fired.
-    cycle = np.asarray(fleet.compute, np.float64) + np.asarray(fleet.write, np.float64)
-    n_jobs = fleet.n_jobs
-    return state_from_positions(fleet, cycle * np.arange(n_jobs) / n_jobs)
+    from ..design import launch_cycle, launch_state
+
+    if not fleet.has_snapshots:
+        # Evenly spaced cycle positions θ_i = i (T + d) / N: job 0 has just fired.
+        cycle = np.asarray(fleet.compute, np.float64) + np.asarray(fleet.write, np.float64)
+        n_jobs = fleet.n_jobs
+        return state_from_positions(fleet, cycle * np.arange(n_jobs) / n_jobs)
+    # Two-level: evenly spaced points i T / N of the compute phase, no drain in flight (as
+    # `cj.random_state` starts such jobs).
+    return launch_state(fleet, launch_cycle(fleet) * np.arange(fleet.n_jobs) / fleet.n_jobs)
 
 
 def _write_csv(handle, fire_times: np.ndarray, end_times: np.ndarray) -> None:
@@ -197,6 +293,7 @@ def _simulate(args) -> int:
             np.full((n_fleets, n_jobs), args.compute),
             np.full((n_fleets, n_jobs), args.write),
             **fleet_keywords(args, n_jobs),
+            **_checkpoint_keywords(args),
         )
     state = _initial_state(fleet, args.start, args.seed)
     # The jitter stream is derived apart from the launch key so the two are independent.
@@ -220,7 +317,9 @@ def _simulate(args) -> int:
         devices=devices,
         until=args.horizon,
         # A fleet file's jobs fail: keep each job's failures and time down for the figure.
-        save=None if args.spec is None else SaveAt(trace=True, jobs=True),
+        save=None
+        if args.spec is None and not args.power
+        else SaveAt(trace=True, jobs=args.spec is not None, power=args.power),
     )
     trace = jax.tree_util.tree_map(np.asarray, trace)  # blocks until the run is done
     wall_s = time.perf_counter() - started
@@ -260,13 +359,15 @@ def _simulate(args) -> int:
         "start": args.start,
         "x64": args.x64,
         **policy_parameters(args),
+        **_checkpoint_parameters(args),
         **({} if args.horizon is None else {"horizon": args.horizon}),
     }
     if args.spec is not None:
         run_only = ("jitter", "seed", "cycles", "fleets", "start", "x64", "horizon")
         parameters = {"fleet": args.spec.to_dict(), **{name: parameters[name] for name in run_only}}
-        solo_write = args.spec.solo_write_time()
-        load = float(np.sum(solo_write / (args.spec.intervals() + solo_write)))
+        load = float(np.sum(args.spec.solo_write_time() / args.spec.period()))
+    elif args.write_limit is not None or args.snapshot is not None:  # D / period, as the fleet has them
+        load = float(np.sum(np.asarray(fleet.solo_write, np.float64)[0] / np.asarray(fleet.period, np.float64)[0]))
     else:
         load = n_jobs * args.write / (args.compute + args.write)
     summary = {
@@ -298,6 +399,7 @@ def _simulate(args) -> int:
         "csv_columns": list(CSV_COLUMNS),
         "notes": "cycle is the 0-based firing index after t = 0; fire/end times of "
         "padding or unfinished windows are NaN. Windows in progress at t = 0 are not recorded.",
+        **({"power": _power_summary(trace.power)} if args.power else {}),
     }
     atomic_write_bytes(out / "summary.json", (json.dumps(summary, indent=2) + "\n").encode())
 
@@ -315,6 +417,8 @@ def _simulate(args) -> int:
             f"fleet 0 of {n_fleets}: N={n_jobs}, T={args.compute:g}, d={args.write:g}, {cap}, "
             f"f={args.throughput}, σ={args.jitter:g}, start={args.start}, seed={args.seed}"
         )
+        for name, value in (("b", args.write_limit), ("s", args.snapshot)):
+            title += "" if value is None else f", {name}={value:g}"
         if args.size is not None:  # sizes and policies shape the picture: name them
             title += (
                 f"\nsizes {','.join(f'{w:g}' for w in args.size)}, {args.power_policy} power, "
@@ -336,6 +440,8 @@ def _simulate(args) -> int:
         f"ckpt-jax simulate: {n_ok}/{n_fleets} fleets ok, N={n_jobs}, K={n_cycles}, "
         f"{int(trace.n_events.sum())} events, {wall_s:.2f} s -> {out}"
     )
+    if args.power:
+        print(_power_line(trace.power))
     if n_ok < n_fleets:
         print(f"ckpt-jax simulate: {n_fleets - n_ok} fleet(s) failed: {describe_status(status_all)}", file=sys.stderr)
         return 1
