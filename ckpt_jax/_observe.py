@@ -893,7 +893,9 @@ class PowerObserver(Observer):
         if isinstance(self.bins, tuple):
             return jnp.broadcast_to(jnp.asarray(self.bins, full.dtype), full.shape + (len(self.bins),))
         n_bins = self.bins or POWER_BINS
-        return full[:, None] * (jnp.arange(n_bins + 1, dtype=full.dtype) / n_bins)
+        # The fractions as a host constant: one rounding (the product) in any batch layout.
+        fractions = np.arange(n_bins + 1, dtype=np.float64) / n_bins
+        return full[:, None] * jnp.asarray(fractions, full.dtype)
 
     def update(self, state, view: EventView):
         assert view.draw is not None and view.full_draw is not None  # the general engine's

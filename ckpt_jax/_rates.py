@@ -277,6 +277,7 @@ def write_rates(sharing: Sharing, throughput, writers, size, fair_rate, head, li
     min(b, f(1))."""
     dtype = size.dtype
     if sharing.limits:
+        assert limit is not None  # the writers' limits b_i
         if sharing.storage == "fcfs":
             return jnp.where(head, jnp.minimum(limit, throughput[1]), 0).astype(dtype)
         weight = size if sharing.storage == "weighted" else None

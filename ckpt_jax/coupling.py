@@ -7,7 +7,9 @@ checkpoints α > 0) and §1b (job sizes, every power and storage policy): each j
 dynamics are its own, at its solo speed min(1, C / w_i). `maps.section_map` covers only the undelayed model and
 `simulate`'s `Trace` records times, not the remaining work that section coordinates are
 made of, so the pair is driven here with the engine's own step (`loop.step`, the same
-function `simulate` runs, with the delayed-controller queue switched on).
+function `simulate` runs, with the delayed-controller queue switched on). Pairs with
+two-level checkpoints (docs/model.md §1d, claim 11) are measured in time phases, the lag's
+natural coordinate there (`coupling_function`).
 
 `stagger_lifetime` reads recorded traces: how many cycles a staggered schedule lasts
 before two write windows overlap (claim 7).
@@ -30,12 +32,15 @@ from .model import Fleet
 
 __all__ = [
     "Coupling",
+    "TwoLevelCoupling",
     "coupling_function",
     "launch_carry",
     "shared_slowdown",
     "solo_speed",
     "stagger_lifetime",
     "time_phase",
+    "two_level_coupling",
+    "two_level_launch",
 ]
 
 
@@ -73,6 +78,12 @@ class Coupling(NamedTuple):
     The time-phase fields need blocking writes and an undelayed controller (α = 0, τ = 0),
     where a job alone has one fixed speed per phase; they are NaN otherwise.
       status: (M,) `cj.Status` bit flags of the coupled and solo runs, OR-ed.
+
+    Pairs with two-level checkpoints (``snapshot``) are measured in time phases instead
+    (see `coupling_function`): ``lags`` and ``phase_lags`` are job 1's time phase φ,
+    ``coupling``, ``cycle_coupling`` and ``phase_coupling`` are ``wrap(φ_k − φ_{k−1} + R0)``
+    on the circle of circumference ``cycle_length`` = P_1 = s_1 + max(T_1 / v_1, D_1),
+    ``solo_period`` is each job's s_i + max(T_i / v_i, D_i) and ``work_coupling`` is NaN.
     """
 
     deltas: np.ndarray
@@ -246,6 +257,115 @@ def _coupling_arrays(
     return starts, lags, return_times, solo_lags, solo_return, status
 
 
+def _solo_drain_rate(params: loop.Params):
+    """(N,) each job's drain rate alone: min(b_i, f(1)) (docs/model.md §1d)."""
+    return jnp.minimum(params.write_limit, params.throughput[1])
+
+
+def _two_level_period(params: loop.Params):
+    """(N,) each job's period alone with two-level checkpoints: s_i + max(T_i / v_i, D_i),
+    with v_i its solo speed and D_i = d_i / min(b_i, f(1)) (docs/model.md §1d)."""
+    return params.snapshot + jnp.maximum(params.compute / solo_speed(params), params.write / _solo_drain_rate(params))
+
+
+def two_level_launch(params: loop.Params, delta, queue_size: int, sharing: loop.Sharing = loop.Sharing()) -> loop.Carry:
+    """Engine carry of a two-level pair (docs/model.md §1d) at the instant job 0 fires, job 1
+    at time phase δ: it fires after δ if it runs alone from here.
+
+    Job 0 starts its snapshot (with s_0 = 0: its drain and its next compute). Job 1 is where
+    a job running *alone* is τ = P_1 − δ after a firing (P_1 = s_1 + max(T_1/v_1, D_1)): in
+    its snapshot (τ < s_1, s_1 − τ left), else x = τ − s_1 into its cycle, computing with
+    T_1 − v_1 x left and draining d_1 − r_1 x (r_1 = min(b_1, f(1))) while that is positive,
+    waiting where its compute is done and its drain is not. δ = P_1 is the same instant as
+    job 0's firing. Under "fcfs" a drain in flight at the launch is served before job 0's.
+
+    Args:
+      params: one fleet's `loop.Params` (no batch axis), two jobs.
+      delta: () job 1's time phase in (0, P_1].
+      queue_size: capacity of the delayed-controller queue.
+      sharing: the fleet's rate rules (`loop.sharing_for`).
+    """
+    compute, write, snapshot = params.compute, params.write, params.snapshot
+    dtype = compute.dtype
+    speed, drain_rate = solo_speed(params), _solo_drain_rate(params)
+    is_job0 = jnp.arange(compute.shape[0]) == 0
+    since = jnp.where(is_job0, 0, _two_level_period(params) - jnp.asarray(delta, dtype))  # τ, time since firing
+    snapping = params.active & (snapshot > 0) & (since < snapshot)
+    into = jnp.maximum(since - snapshot, 0)  # x, time into the cycle after the snapshot
+    write_left = jnp.where(snapping, 0, write - drain_rate * into)
+    draining = params.active & ~snapping & (write_left > 0)
+    compute_left = jnp.where(snapping, compute, jnp.maximum(compute - speed * into, 0))
+    waiting = draining & (compute_left <= 0)
+    remaining = jnp.where(draining, write_left, compute_left)
+    carry = loop.init_carry(
+        params, draining.astype(jnp.int32), remaining, 1, queue_size, False, sharing, use_snapshot=True
+    )
+    applied = controller_load(
+        sharing, params.size, loop.computing_mask(params, draining, waiting, True, snapping), params.cap
+    )
+    assert carry.snap_end is not None  # a carry with snapshots
+    return carry._replace(
+        draining=draining,
+        waiting=waiting,
+        write_left=jnp.where(draining, write_left, 0).astype(dtype),
+        compute_left=jnp.where(params.active, compute_left, carry.compute_left).astype(dtype),
+        snapping=snapping,
+        snap_end=jnp.where(snapping, snapshot - since, 0).astype(dtype),
+        queued_at=jnp.where(draining, jnp.where(is_job0, 0, -jnp.inf), jnp.inf).astype(dtype),
+        applied_computing=applied.astype(dtype),
+    )
+
+
+def _time_phase_two_level(params: loop.Params, carry: loop.Carry):
+    """(N,) each job's time phase: the time until its next firing had it run alone from
+    ``carry`` (in its snapshot: the snapshot's rest, then max(T/v, D); else the longer of
+    its compute and its drain left)."""
+    assert carry.snapping is not None and carry.snap_end is not None  # a carry with snapshots
+    speed, drain_rate = solo_speed(params), _solo_drain_rate(params)
+    cycle = jnp.maximum(params.compute / speed, params.write / drain_rate)
+    running = jnp.maximum(carry.compute_left / speed, jnp.where(carry.draining, carry.write_left, 0) / drain_rate)
+    return jnp.where(carry.snapping, carry.snap_end - carry.time + cycle, running)
+
+
+def _two_level_phases(params, deltas, event_budget, n_cycles: int, queue_size: int, sharing: loop.Sharing):
+    """Job 1's time phase at job 0's firings and their times, for each launch phase."""
+
+    def coupled(delta):
+        carry = two_level_launch(params, delta, queue_size, sharing)
+
+        def one_cycle(carry, k):
+            carry, _ = loop.advance_to_firing(
+                params,
+                carry,
+                0,
+                max_events=event_budget * (k + 1),
+                use_delay=_USE_DELAY,
+                sharing=sharing,
+                use_snapshot=True,
+            )
+            return carry, (_time_phase_two_level(params, carry)[1], carry.time)
+
+        start = _time_phase_two_level(params, carry)[1]
+        carry, (phases, times) = jax.lax.scan(one_cycle, carry, jnp.arange(n_cycles))
+        return start, phases, times, carry.status
+
+    return jax.vmap(coupled)(deltas)
+
+
+_STATIC = ("n_cycles", "queue_size", "sharing")
+_two_level_arrays = jax.jit(_two_level_phases, static_argnames=_STATIC)
+
+
+@functools.partial(jax.jit, static_argnames=_STATIC)
+def _two_level_batch(params, deltas, event_budget, n_cycles: int, queue_size: int, sharing: loop.Sharing):
+    """`_two_level_phases` for a batch of pairs (leading axis B on the parameters and lags)."""
+
+    def one(pair_params, pair_deltas):
+        return _two_level_phases(pair_params, pair_deltas, event_budget, n_cycles, queue_size, sharing)
+
+    return jax.vmap(one)(params, deltas)
+
+
 def _wrap(x, length):
     """x mapped onto the circle of circumference ``length``, as a value in [-L/2, L/2]."""
     return x - length * np.round(x / length)
@@ -260,7 +380,7 @@ def coupling_function(
     queue_size: int = 64,
     max_events: int | None = None,
 ) -> Coupling:
-    """Measured pairwise coupling function of a 2-job fleet, any variant (docs/model.md claims 8, 9).
+    """Measured pairwise coupling function of a 2-job fleet, any variant (docs/model.md claims 8, 9, 11).
 
     Job 0 is launched at its firing and job 1 at section coordinate δ (`launch_carry`);
     the pair runs for ``n_cycles`` returns of job 0, and at each return k the lag u_k of
@@ -294,9 +414,26 @@ def coupling_function(
       coupled pair relaxes from it for a few cycles, so for α > 0 later columns of
       ``cycle_coupling`` (at lags ``lags[:, k−1]``) are the steady-state coupling.
 
+    **Two-level checkpoints** (``snapshot``, docs/model.md §1d, claim 11). A job's state is
+    then its snapshot, compute and drain left, and the lag's natural coordinate is time:
+    job 1's *time phase* φ at job 0's firing, the time until job 1 fires again had it run
+    alone from there (r + max(T_1/v_1, D_1) in its snapshot with r left, else the longer of
+    its compute left over v_1 and its drain left over r_1 = min(b_1, f(1))). Where the pair
+    does not interact this is the time between job 0's firing and job 1's next one. It lives
+    on the circle of circumference P_1 = s_1 + max(T_1/v_1, D_1), D_1 = d_1/r_1, job 1's
+    period alone, and job 1 is launched at its solo state with phase δ ∈ (0, P_1]
+    (`two_level_launch`). Alone, φ turns by job 0's solo return time R0 = P_0, so
+
+        c_k = wrap(φ_k − φ_{k−1} + R0),  wrapped to [−P_1/2, P_1/2],
+
+    which for identical jobs is P(δ) − δ. The run goes through the general loop with
+    ``use_snapshot=True``; ``history`` must be "launch". `two_level_coupling` measures a
+    batch of such pairs at once.
+
     Args:
       fleet_pair: a single `Fleet` (batch shape ()) with N = 2 active jobs.
-      deltas: (M,) launch lags in (0, T_1 + d_1] (work units).
+      deltas: (M,) launch lags in (0, T_1 + d_1] (work units); with ``snapshot``, time
+        phases in (0, P_1].
       n_cycles: K >= 1 returns of job 0 to follow.
       history: "launch" or "uncoupled" (see above; only matters for τ > 0).
       queue_size: delayed-controller queue capacity.
@@ -306,8 +443,9 @@ def coupling_function(
       A `Coupling` of NumPy arrays.
 
     Raises:
-      ValueError: not a single 2-job fleet, lags outside (0, T_1 + d_1], bad n_cycles or
-        history, ``history="uncoupled"`` with C < max w_i or with "fcfs" storage.
+      ValueError: not a single 2-job fleet, lags outside (0, T_1 + d_1] (two-level: (0, P_1]),
+        bad n_cycles or history, ``history="uncoupled"`` with C < max w_i, with "fcfs"
+        storage or with two-level checkpoints.
       RuntimeError: a run hit its event budget or the controller queue overflowed.
     """
     if not isinstance(fleet_pair, Fleet):
@@ -330,13 +468,22 @@ def coupling_function(
         )
     if history == "uncoupled" and sharing.storage == "fcfs":
         raise ValueError("history='uncoupled' does not support storage_policy 'fcfs' (the uncoupled past has no queue)")
-    cycle = np.asarray(fleet_pair.compute + fleet_pair.write, dtype=np.float64)
+    two_level = fleet_pair.has_snapshots
+    if history == "uncoupled" and two_level:
+        raise ValueError("history='uncoupled' does not support two-level checkpoints (snapshot)")
+    params = jax.tree_util.tree_map(lambda x: x[0], loop.flat_params(fleet_pair))
+    if two_level:
+        cycle = np.asarray(_two_level_period(params), dtype=np.float64)
+        lag_range = "s_1 + max(T_1 / v_1, D_1)"
+    else:
+        cycle = np.asarray(fleet_pair.compute + fleet_pair.write, dtype=np.float64)
+        lag_range = "T_1 + d_1"
     deltas_np = np.asarray(deltas, dtype=np.float64)
     if deltas_np.ndim != 1 or deltas_np.size == 0:
         raise ValueError(f"deltas must be a non-empty 1-D array of lags, got shape {deltas_np.shape}")
     if not np.all(np.isfinite(deltas_np) & (deltas_np > 0) & (deltas_np <= cycle[1])):
         raise ValueError(
-            f"deltas must lie in (0, T_1 + d_1] = (0, {cycle[1]}], got values in "
+            f"deltas must lie in (0, {lag_range}] = (0, {cycle[1]}], got values in "
             f"[{np.nanmin(deltas_np)}, {np.nanmax(deltas_np)}]"
         )
     if max_events is None:
@@ -346,8 +493,9 @@ def coupling_function(
         ratio = float(cycle.max() / cycle.min()) / max(slowest, 1e-3)
         max_events = int(64 * (1 + min(ratio, 1e4)) + 256)
     max_events = check_int("max_events", max_events, 1, 2**31 // (4 * (n_cycles + 1)))
-    params = jax.tree_util.tree_map(lambda x: x[0], loop.flat_params(fleet_pair))
     deltas_jax = jnp.asarray(deltas_np, fleet_pair.dtype)
+    if two_level:
+        return _two_level_coupling(params, deltas_np, deltas_jax, max_events, n_cycles, queue_size, sharing, cycle)
     # The uncoupled history runs until job 0 fires at a time >= τ; 0 means no burn-in.
     history_until = params.delay if history == "uncoupled" else jnp.zeros_like(params.delay)
     starts, lags, return_times, solo_lags, solo_return, status = _coupling_arrays(
@@ -396,6 +544,133 @@ def coupling_function(
         solo_return_time=solo_return_time,
         cycle_length=length,
         ok=ok,
+        status=status,
+    )
+
+
+def _two_level_coupling(params, deltas_np, deltas_jax, max_events, n_cycles, queue_size, sharing, period):
+    """`coupling_function` for a pair with two-level checkpoints: lags are time phases."""
+    starts, phases, return_times, status = _two_level_arrays(
+        params, deltas_jax, jnp.int32(max_events), n_cycles=n_cycles, queue_size=queue_size, sharing=sharing
+    )
+    status = np.asarray(status)
+    ok = status == Status.OK
+    if not ok.all():
+        raise RuntimeError(
+            f"{int((~ok).sum())} of {ok.size} launches failed: {describe_status(int(np.bitwise_or.reduce(status)))}"
+        )
+    lags = np.concatenate([np.asarray(starts, np.float64)[:, None], np.asarray(phases, np.float64)], axis=1)
+    length = float(period[1])
+    solo_return_time = float(period[0])  # job 0 alone returns after its own period
+    # Alone, job 1's phase only turns by R0 while job 0 returns.
+    solo_lags = lags[:, :-1] - solo_return_time
+    solo_lags = solo_lags - length * np.floor(solo_lags / length)
+    solo_lags = np.where(solo_lags <= 0, solo_lags + length, solo_lags)
+    cycle_coupling = _wrap(lags[:, 1:] - lags[:, :-1] + solo_return_time, length)
+    return Coupling(
+        deltas=deltas_np,
+        coupling=cycle_coupling[:, 0],
+        lags=lags,
+        solo_lags=solo_lags,
+        cycle_coupling=cycle_coupling,
+        work_coupling=np.full(cycle_coupling.shape, np.nan),
+        phase_lags=lags,
+        phase_coupling=cycle_coupling,
+        solo_speed=np.asarray(solo_speed(params), np.float64),
+        solo_period=np.asarray(period, np.float64),
+        return_times=np.asarray(return_times, np.float64),
+        solo_return_time=solo_return_time,
+        cycle_length=length,
+        ok=ok,
+        status=status,
+    )
+
+
+class TwoLevelCoupling(NamedTuple):
+    """What `two_level_coupling` returns for B pairs, M launch phases and K cycles.
+
+    Lags are time phases of job 1 at job 0's firings (as in `coupling_function` for
+    two-level pairs); couplings are wrapped onto ``[-P_1/2, P_1/2]``.
+
+    Attributes:
+      deltas: (B, M) launch lags δ = phase · P_1.
+      lags: (B, M, K + 1) job 1's time phase at the launch and at job 0's k-th return.
+      coupling: (B, M, K) ``wrap(φ_k − φ_{k−1} + R0)``, R0 = P_0; column 0 is P(δ) − δ for
+        identical jobs.
+      period: (B, 2) each job's period alone, s_i + max(T_i / v_i, D_i).
+      return_times: (B, M, K) time of job 0's k-th return.
+      status: (B, M) `cj.Status` bit flags.
+    """
+
+    deltas: np.ndarray
+    lags: np.ndarray
+    coupling: np.ndarray
+    period: np.ndarray
+    return_times: np.ndarray
+    status: np.ndarray
+
+
+def two_level_coupling(
+    fleets: Fleet, phases, n_cycles: int = 1, *, queue_size: int = 64, max_events: int | None = None
+) -> TwoLevelCoupling:
+    """The coupling function of a batch of two-level pairs (docs/model.md §1d, claim 11).
+
+    The same measurement as `coupling_function` for a pair with ``snapshot``, for B pairs at
+    once (one compiled program): each pair is launched at the M lags δ = phase · P_1 of its
+    own period P_1 = s_1 + max(T_1 / v_1, D_1).
+
+    Args:
+      fleets: a `Fleet` of batch shape (B,), N = 2 active jobs each, every pair with
+        two-level checkpoints (``snapshot``).
+      phases: (M,) launch lags as fractions of P_1, in (0, 1].
+      n_cycles: K >= 1 returns of job 0 to follow.
+      queue_size: delayed-controller queue capacity.
+      max_events: event budget per cycle (default: generous for the periods' ratio).
+
+    Raises:
+      ValueError: not a (B,) batch of two-level pairs, phases outside (0, 1].
+      RuntimeError: a run hit its event budget or the controller queue overflowed.
+    """
+    if not isinstance(fleets, Fleet) or len(fleets.batch_shape) != 1 or fleets.n_jobs != 2:
+        raise ValueError("fleets must be a ckpt_jax.Fleet of batch shape (B,) with N = 2 jobs")
+    if not bool(np.all(np.asarray(fleets.active))):
+        raise ValueError("every pair of fleets must have both jobs active")
+    if not fleets.has_snapshots or not bool(np.all(np.asarray(fleets.two_level))):
+        raise ValueError("every pair of fleets must checkpoint in two levels (snapshot)")
+    n_cycles = check_int("n_cycles", n_cycles, 1)
+    queue_size = check_int("queue_size", queue_size, 1)
+    phases_np = np.asarray(phases, dtype=np.float64)
+    if phases_np.ndim != 1 or phases_np.size == 0 or not np.all((phases_np > 0) & (phases_np <= 1)):
+        raise ValueError("phases must be a non-empty 1-D array of fractions of the period in (0, 1]")
+    params = loop.flat_params(fleets)
+    period = np.asarray(jax.vmap(_two_level_period)(params), np.float64)
+    if max_events is None:
+        ratio = float((period.max(axis=1) / period.min(axis=1)).max())
+        max_events = int(64 * (1 + min(ratio, 1e4)) + 256)
+    max_events = check_int("max_events", max_events, 1, 2**31 // (4 * (n_cycles + 1)))
+    deltas = phases_np[None, :] * period[:, 1:2]
+    starts, lags, return_times, status = _two_level_batch(
+        params,
+        jnp.asarray(deltas, fleets.dtype),
+        jnp.int32(max_events),
+        n_cycles,
+        queue_size,
+        loop.sharing_for(fleets),
+    )
+    status = np.asarray(status)
+    if not (status == Status.OK).all():
+        bad = status != Status.OK
+        flags = int(np.bitwise_or.reduce(status.ravel()))
+        raise RuntimeError(f"{int(bad.sum())} of {bad.size} launches failed: {describe_status(flags)}")
+    lags = np.concatenate([np.asarray(starts, np.float64)[..., None], np.asarray(lags, np.float64)], axis=-1)
+    length = period[:, 1, None, None]
+    coupling = _wrap(np.diff(lags, axis=-1) + period[:, 0, None, None], length)
+    return TwoLevelCoupling(
+        deltas=deltas,
+        lags=lags,
+        coupling=coupling,
+        period=period,
+        return_times=np.asarray(return_times, np.float64),
         status=status,
     )
 

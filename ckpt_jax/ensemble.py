@@ -125,7 +125,8 @@ class EnsembleResult:
         `Trace` fields ``fire_times``, ``end_times`` (where ``save.trace``), ``n_events``,
         ``time``, and the observers of ``save``: ``writers_time``, ``writers_window``,
         ``writers_excursions``, ``writers_max`` (`WriterStats`), ``gaps`` (K,), and
-        ``jobs_write_time``, ``jobs_compute_time``, ``jobs_writes`` (`JobStats`).
+        ``jobs_write_time``, ``jobs_compute_time``, ``jobs_writes``, ... (`JobStats`) and
+        ``power_time``, ``power_mean``, ... (`PowerStats`).
       ok: (n_fleets,) bool, `Trace.ok` of each fleet.
       status: (n_fleets,) int32, `Trace.status` of each fleet (`Status` bit flags).
       n_computed: chunks simulated by this call.
@@ -169,6 +170,13 @@ class EnsembleResult:
 
         return self._group("jobs", JobStats)
 
+    @property
+    def power(self):
+        """The `ckpt_jax.PowerStats` of every fleet (``SaveAt(power=True)``), or None."""
+        from . import PowerStats
+
+        return self._group("power", PowerStats)
+
     def _group(self, prefix, kind):
         # Fields with a default (added later) may be absent from ensembles saved before.
         if not all(f"{prefix}_{f}" in self.arrays for f in kind._fields if f not in kind._field_defaults):
@@ -188,6 +196,10 @@ def random_launches(
     size=1.0,
     power_policy="maxmin",
     storage_policy="fair",
+    write_limit=None,
+    snapshot=None,
+    recover_from="storage",
+    idle_power=0.0,
     dtype=None,
 ) -> Callable[[int, int], tuple]:
     """A ``make_chunk`` for `run_ensemble`: the same jobs in every fleet, random launches.
@@ -200,7 +212,8 @@ def random_launches(
         (validated now, as by `Fleet`); identical jobs: ``np.full(N, T)``.
       key: PRNG key of the launches. Use a key independent of the jitter key, e.g.
         ``fold_in(seed_key, 0)`` here and ``fold_in(seed_key, 1)`` for the jitter.
-      cap, throughput, delay, async_fraction, size, power_policy, storage_policy, dtype: as for `Fleet`.
+      cap, throughput, delay, async_fraction, size, power_policy, storage_policy: as for `Fleet`.
+      write_limit, snapshot, recover_from, idle_power, dtype: as for `Fleet` (docs/model.md §1d).
 
     Returns:
       ``make_chunk(start, stop) -> (fleet, state)`` with batch shape ``(stop - start,)``.
@@ -217,6 +230,10 @@ def random_launches(
         size=size,
         power_policy=power_policy,
         storage_policy=storage_policy,
+        write_limit=write_limit,
+        snapshot=snapshot,
+        recover_from=recover_from,
+        idle_power=idle_power,
         dtype=dtype,
     )
     if template.batch_shape != ():
@@ -243,9 +260,25 @@ def random_launches(
             "dtype": str(template.dtype),
             "key": _manifest.key_description(key),
             **non_default_sharing(template),  # absent for defaults: older manifests still match
+            **non_default_checkpointing(template),
         }
     )
     return make_chunk
+
+
+def non_default_checkpointing(fleet: Fleet) -> dict:
+    """The write limits, snapshots and idle power of ``fleet`` that differ from the defaults
+    (docs/model.md §1d), for manifests, which then stay as they were for fleets without them."""
+    entries = {}
+    if fleet.has_write_limits:
+        limit = np.asarray(fleet.write_limit, np.float64)
+        entries["write_limit"] = [float(b) if np.isfinite(b) else None for b in limit.ravel()]  # None: no limit
+    if fleet.has_snapshots:
+        entries["snapshot"] = np.asarray(fleet.snapshot).tolist()
+        entries["recover_from"] = fleet.recover_from
+    if bool(np.any(np.asarray(fleet.idle_power) != 0)):
+        entries["idle_power"] = np.asarray(fleet.idle_power).tolist()
+    return entries
 
 
 def run_ensemble(
@@ -436,6 +469,8 @@ def _trace_arrays(trace: Trace) -> dict:
         arrays["gaps"] = trace.gaps
     if trace.jobs is not None:
         arrays.update({f"jobs_{field}": value for field, value in trace.jobs._asdict().items()})
+    if trace.power is not None:  # power_time, power_edges, power_mean, ...
+        arrays.update({f"power_{field}": value for field, value in trace.power._asdict().items()})
     return {name: np.asarray(value) for name, value in arrays.items()}
 
 
@@ -693,7 +728,7 @@ def _check_save(save):
         raise ValueError(f"save must be None or a ckpt_jax.SaveAt, got {save!r}")
     if save.observers:
         raise ValueError(
-            "run_ensemble stores the trace and the built-in observers (writers, gaps, jobs) in its "
+            "run_ensemble stores the trace and the built-in observers (writers, gaps, jobs, power) in its "
             "chunks, not a user's observers: use simulate for SaveAt(observers=...)"
         )
     return None if save == SaveAt() else save

@@ -394,12 +394,12 @@ class Fleet:
     @property
     def has_snapshots(self) -> bool:
         """Whether the fleets checkpoint in two levels (``snapshot`` given, docs/model.md §1d)."""
-        return self._snapshots
+        return bool(getattr(self, "_snapshots", False))
 
     @property
     def has_write_limits(self) -> bool:
         """Whether some active job has a finite ``write_limit`` (docs/model.md §1d)."""
-        return self._limited
+        return bool(getattr(self, "_limited", False))
 
     @property
     def solo_write(self) -> jax.Array:
@@ -717,6 +717,11 @@ def random_state(fleet: Fleet, key: jax.Array) -> State:
         key per fleet): then fleet b's positions depend on ``key[b]`` alone, so a fleet's
         launch does not depend on the batch it is drawn in (`ckpt_jax.ensemble` uses this).
         Typed keys (`jax.random.key`) and raw key data (`jax.random.PRNGKey`) both work.
+
+    Fleets with two-level checkpoints (``snapshot``, docs/model.md §1d) start every job
+    computing, at a uniform position u·T_i of its compute phase (no drain in flight): a job
+    that writes at t = 0 would compute its whole next T_i meanwhile, so every such job would
+    take its snapshot at t = T_i, all together.
     """
     _check_fleet(fleet)
     key = check_key(key, fleet.batch_shape)
@@ -726,5 +731,13 @@ def random_state(fleet: Fleet, key: jax.Array) -> State:
         u = np.asarray(draw(fleet_keys), dtype=np.float64).reshape(fleet.compute.shape)
     else:
         u = np.asarray(jax.random.uniform(key, fleet.compute.shape, dtype=fleet.dtype), dtype=np.float64)
-    cycle = np.asarray(fleet.write, dtype=np.float64) + np.asarray(fleet.compute, dtype=np.float64)
-    return state_from_positions(fleet, cycle_positions(u, cycle))
+    compute = np.asarray(fleet.compute, dtype=np.float64)
+    cycle = np.asarray(fleet.write, dtype=np.float64) + compute
+    state = state_from_positions(fleet, cycle_positions(u, cycle))
+    two_level = np.broadcast_to(np.asarray(fleet.two_level)[..., None], compute.shape)
+    if not two_level.any():
+        return state
+    # Two-level: the compute left, (1 − u)·T in (0, T], so the first snapshot is at a uniform time.
+    remaining = np.where(two_level, compute - cycle_positions(u, compute), np.asarray(state.remaining))
+    phase = np.where(two_level, 0, np.asarray(state.phase))
+    return initial_state(fleet, phase=phase, remaining=remaining)

@@ -68,6 +68,11 @@ CLAIMS = {
     "storage) couples a pair.",
     10: "Contention-aware checkpoint intervals: single-job waste matches the renewal formula and "
     "Young/Daly; a fleet's optimal intervals differ from each job's own.",
+    11: "Asynchrony and phase-blindness: with two-level checkpoints the coupling function of identical jobs "
+    "is exactly zero while drains keep up (D(n) ≤ T) and non-zero once they back up; the boundary is stated. "
+    "Measured finding of docs/model.md: coupling appears only in the band D(1) < T < D(2) − s (D(2)/D(1) − 1).",
+    12: "Power steps: the largest fall of a fleet's power draw per cycle, for random launches against a "
+    "staggered launch and independent phases, and for two-level checkpoints against blocking writes.",
 }
 CLAIM_NAMES = {
     1: "pairwise neutrality",
@@ -80,6 +85,8 @@ CLAIM_NAMES = {
     8: "boundary conditions restore coupling",
     9: "neutrality needs anonymity",
     10: "contention-aware intervals",
+    11: "asynchrony and phase-blindness",
+    12: "power steps",
 }
 
 VERDICT_WORDS = {

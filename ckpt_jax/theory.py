@@ -26,6 +26,9 @@ __all__ = [
     "optimal_interval",
     "young_interval",
     "daly_interval",
+    "two_level_waste",
+    "two_level_optimal_interval",
+    "two_level_pair_band",
 ]
 
 
@@ -70,20 +73,22 @@ _HALF_FRACTION = math.log(2.0) - 0.5
 _SERIES_TERMS = 60
 
 
-def _checked(name: str, value, *, allow_zero: bool = False):
+def _checked(name: str, value, *, allow_zero: bool = False, allow_inf: bool = False):
     """``value`` as an array, or `ValueError` naming ``name`` unless every entry is finite and
-    > 0 (>= 0 with ``allow_zero``). Traced values (inside jit / grad) are passed unchecked:
-    validation runs on concrete inputs, before tracing."""
+    > 0 (>= 0 with ``allow_zero``; +inf also allowed with ``allow_inf``). Traced values (inside
+    jit / grad) are passed unchecked: validation runs on concrete inputs, before tracing."""
     if isinstance(value, jax.core.Tracer):
         return value
     values = real_array(name, value)
     bound = ">= 0" if allow_zero else "> 0"
-    good = np.isfinite(values) & ((values >= 0) if allow_zero else (values > 0))
+    finite = np.isfinite(values) | (allow_inf & (values == np.inf))
+    good = finite & ((values >= 0) if allow_zero else (values > 0))
     if not good.all():
         index = tuple(int(i) for i in np.argwhere(~good)[0]) if values.ndim else ()
         bad = float(values[index]) if values.ndim else float(values)
         where = f" at index {index}" if values.ndim else ""
-        raise ValueError(f"{name} must be finite and {bound}, got {bad!r}{where}")
+        kind = "finite or inf" if allow_inf else "finite"
+        raise ValueError(f"{name} must be {kind} and {bound}, got {bad!r}{where}")
     return value
 
 
@@ -301,3 +306,182 @@ def daly_interval(write, mtbf):
     ratio = jnp.minimum(d / (2 * M), 1.0)  # the d >= 2M branch does not use it
     estimate = jnp.sqrt(2 * d * M) * (1 + jnp.sqrt(ratio) / 3 + ratio / 9) - d
     return jnp.where(d < 2 * M, estimate, M)
+
+
+# --- Two-level checkpoints (issue 24; docs/model.md §1c, "Two-level checkpoints") -------------
+#
+# One job alone, no contention: compute T, a blocking snapshot s, then a drain of wall-clock
+# length D in the background while the next T computes; a job whose compute ends before its
+# drain waits for it. A failure (rate 1/M while up) abandons the snapshot or drain in flight;
+# after a restart R the job computes a fresh T. The snapshot ends form a renewal process
+# (each starts the same state: a drain of D and a compute of T, nothing else in flight) with
+# E[C] = (M + R)·e^{(T + s)/M}·(1 − e^{−(s + max(T, D))/M}); a cycle saves T at its end
+# (recovery from memory) or at its drain end, if no failure comes first (from storage).
+
+_RECOVER_FROM = ("storage", "memory")
+
+
+def _checked_rule(recover_from) -> str:
+    if not isinstance(recover_from, str) or recover_from not in _RECOVER_FROM:
+        raise ValueError(f"recover_from must be 'storage' or 'memory', got {recover_from!r}")
+    return recover_from
+
+
+def _float64(*values):
+    """The arguments as float64 NumPy arrays, broadcast together."""
+    return np.broadcast_arrays(*(np.asarray(v, np.float64) for v in values))
+
+
+def two_level_waste(compute, snapshot, drain, mtbf, restart, recover_from="storage"):
+    """Long-run waste of one job alone with two-level checkpoints and exponential failures
+    (docs/model.md §1c, "Two-level checkpoints: the renewal formula").
+
+    With the mean time between snapshot ends
+    ``E[C] = (M + R)·e^{(T + s)/M}·(1 − e^{−(s + max(T, D))/M})``, the waste is
+    ``1 − T·e^{−D/M} / E[C]`` when a failure recovers from storage (a cycle's work is saved when
+    its drain ends; a failure during the drain loses it) and ``1 − T / E[C]`` when it recovers
+    from memory (saved when its snapshot ends). Without failures (M = inf) both are
+    ``1 − T / (s + max(T, D))``. For D → 0 and s = d this is `renewal_waste`.
+
+    Args:
+      compute: T > 0, the compute work of a cycle (time units at speed 1).
+      snapshot: s >= 0 finite, the wall-clock time of the blocking snapshot.
+      drain: D >= 0 finite, the wall-clock time of the background drain, d / min(b, f(1)).
+      mtbf: M > 0 (inf: no failures), the mean time between failures (a Poisson process in
+        wall-clock time, off while the job is down).
+      restart: R >= 0 finite, the time down after each failure.
+      recover_from: "storage" (default) or "memory", as `Fleet`'s `recover_from`. The five
+        numbers broadcast together.
+
+    Returns:
+      The waste in [0, 1], a float64 NumPy array of the broadcast shape (a NumPy scalar for
+      scalar inputs).
+
+    >>> import ckpt_jax as cj
+    >>> w = cj.theory.two_level_waste(compute=10.0, snapshot=1.0, drain=3.0, mtbf=50.0, restart=2.0)
+    >>> round(float(w), 4)
+    0.264
+    """
+    rule = _checked_rule(recover_from)
+    _checked("compute", compute)
+    _checked("snapshot", snapshot, allow_zero=True)
+    _checked("drain", drain, allow_zero=True)
+    _checked("mtbf", mtbf, allow_inf=True)
+    _checked("restart", restart, allow_zero=True)
+    T, s, D, M, R = _float64(compute, snapshot, drain, mtbf, restart)
+    failures = np.isfinite(M)
+    rate = np.where(failures, 1 / M, 0.0)
+    M_safe = np.where(failures, M, 1.0)  # the unused branch stays finite
+    period = s + np.maximum(T, D)
+    with np.errstate(over="ignore"):
+        cycle = np.where(failures, (M_safe + R) * np.exp((T + s) * rate) * -np.expm1(-period * rate), period)
+    saved = T * np.exp(-D * rate) if rule == "storage" else T
+    return (1 - saved / cycle)[()]
+
+
+def _blocking_optimum_fraction(a):
+    """x = T*/M of `optimal_interval` for a = d/M (the root of −x − log(1 − x) = a), in float64
+    NumPy; a = 0 gives 0. The same two Newton iterations as `optimal_interval`."""
+    small = a <= _HALF_FRACTION
+    a_small = np.where(small, a, _HALF_FRACTION / 2)
+    p = np.sqrt(-2 * np.expm1(-a_small))
+    x = p * (1 + p * (-1 / 3 + p * (11 / 72 + p * (-43 / 540 + p * (769 / 17280 + p * (-221 / 8505))))))
+    for _ in range(5):
+        series = np.zeros_like(x)
+        for k in range(_SERIES_TERMS, 1, -1):
+            series = (series + 1.0 / k) * x
+        x_safe = np.where(x > 0, x, 1.0)
+        x = np.where(x > 0, x - (series * x - a_small) * (1 - x) / x_safe, 0.0)
+    a_large = np.clip(np.where(small, 1.0, a), _HALF_FRACTION, 40.0)
+    u = np.exp(-1 - a_large)
+    for _ in range(9):
+        u = u - (np.log(u) - u + 1 + a_large) * u / (1 - u)
+    return np.where(small, x, 1 - u)
+
+
+def two_level_optimal_interval(snapshot, drain, mtbf, restart=0.0, recover_from="storage"):
+    """The compute interval T that minimises `two_level_waste` exactly (docs/model.md §1c,
+    "Two-level checkpoints: the renewal formula").
+
+    For T >= D the saved fraction is ``e^{−D/M}·T / [(M + R)(e^{(T + s)/M} − 1)]`` (storage;
+    memory without e^{−D/M}): the blocking formula with the write d replaced by the snapshot s,
+    times a factor free of T. Its maximiser is T_s = `optimal_interval` (write=s), about
+    √(2 s M). For T < D the cycle is s + D whatever T, and T·e^{−T/M} increases up to T = M.
+    So ``T* = T_s`` if T_s >= D, else ``min(D, M)``: the same for both rules, and about
+    max(√(2 s M), D) for s, D ≪ M. R does not move it (it is accepted and checked so that the
+    call reads like `two_level_waste`).
+
+    Args:
+      snapshot: s >= 0 finite (s = 0: T_s = 0, so T* = min(D, M)).
+      drain: D >= 0 finite; s and D not both 0 (the waste then falls towards R/(M + R) as T → 0,
+        with no minimum).
+      mtbf: M > 0 finite.
+      restart: R >= 0 finite.
+      recover_from: "storage" (default) or "memory"; T* is the same for both. The four
+        numbers broadcast together.
+
+    Returns:
+      T*, a float64 NumPy array of the broadcast shape (a NumPy scalar for scalar inputs).
+
+    >>> import ckpt_jax as cj
+    >>> round(float(cj.theory.two_level_optimal_interval(snapshot=0.1, drain=2.0, mtbf=100.0)), 4)
+    4.4057
+    >>> round(float(cj.theory.two_level_optimal_interval(snapshot=0.1, drain=8.0, mtbf=100.0)), 4)
+    8.0
+    """
+    _checked_rule(recover_from)
+    _checked("snapshot", snapshot, allow_zero=True)
+    _checked("drain", drain, allow_zero=True)
+    _checked("mtbf", mtbf)
+    _checked("restart", restart, allow_zero=True)
+    s, D, M, _ = _float64(snapshot, drain, mtbf, restart)
+    if np.any((s == 0) & (D == 0)):
+        raise ValueError("snapshot and drain must not both be 0: the waste then has no minimum over T > 0")
+    T_s = M * _blocking_optimum_fraction(s / M)
+    return np.where(T_s >= D, T_s, np.minimum(D, M))[()]
+
+
+def two_level_pair_band(write, snapshot, throughput: Throughput = None, write_limit=None):
+    """The compute intervals T where two identical two-level jobs couple (docs/model.md claim 11).
+
+    With per-writer drain rates r_n = min(b, f(n)/n) and D(n) = d / r_n, the pair's coupling
+    function P(δ) − δ (`ckpt_jax.coupling.coupling_function`) is exactly zero unless
+
+        D(1) < T < T_c = D(2) − s · (D(2)/D(1) − 1),
+
+    equivalently d > s·r_1 + (T − s)·r_2 while a lone drain keeps up (D(1) < T). Why: a
+    drain outlasts its compute only by sharing storage, never when D(2) ≤ T. Two drains that
+    overlap only each other are shared fairly, and the later one ends exactly as long after
+    its start as the earlier one: both firings wait equally and the lag is kept. A drain is
+    delayed alone only when the partner fires during it (the partner's previous drain and
+    next drain both overlap it); in the T it has before its next snapshot is due it then
+    shares the storage all the time but the partner's snapshot, and moves s·r_1 + (T − s)·r_2,
+    whence T_c. Below D(1) every firing waits for its own drain, even alone, and the pair is
+    a closed loop of two equal drains shared fairly: the lag is kept again. At s = 0 the
+    upper edge is D(2) itself; the band is empty where r_2 = r_1 (no contention, or write
+    limits b ≤ f(2)/2). The edges are the asynchrony experiment's prediction, which it
+    checks against the measured coupling.
+
+    Args:
+      write: d > 0, each job's volume.
+      snapshot: s >= 0, each job's snapshot duration.
+      throughput: f(n) as `ckpt_jax.Fleet` takes it (None: f ≡ 1); f(1) and f(2) are used.
+      write_limit: b > 0, inf allowed (None: no limit).
+
+    Returns:
+      ``(lower, upper)`` = (D(1), T_c) as float64 arrays of the inputs' broadcast shape; the
+      band is empty where upper <= lower.
+
+    >>> lower, upper = two_level_pair_band(write=1.0, snapshot=0.25)
+    >>> float(lower), float(upper)
+    (1.0, 1.75)
+    """
+    table = throughput_table(throughput, 2)
+    d = np.asarray(_checked("write", write), np.float64)
+    s = np.asarray(_checked("snapshot", snapshot, allow_zero=True), np.float64)
+    b = np.inf if write_limit is None else real_array("write_limit", write_limit)
+    if not np.all(b > 0):  # inf allowed (no limit); NaN and <= 0 not
+        raise ValueError(f"write_limit must be > 0 (inf: no limit), got {write_limit!r}")
+    one, two = np.minimum(b, table[..., 1]), np.minimum(b, table[..., 2] / 2)
+    lower, shared = d / one, d / two
+    return lower, shared - s * (shared / lower - 1)

@@ -65,6 +65,11 @@ CHECK = textwrap.dedent(
     fleet = cj.Fleet(np.stack([np.full(8, 5.0), rng.uniform(3, 6, 8), np.full(8, 2.0)]), np.full((3, 8), 0.3))
     state = cj.random_state(fleet, jax.random.key(5))
     compare("mixed", fleet, state, 12)
+    # Write limits, two-level checkpoints, failures and the power draw (docs/model.md §1d).
+    fleet = cj.Fleet(rng.uniform(2, 10, (5, 4)), rng.uniform(0.5, 3, (5, 4)), cap=2.5, write_limit=0.4,
+                     snapshot=0.3, mtbf=40.0, restart=1.0, idle_power=0.2)
+    compare("realistic", fleet, cj.random_state(fleet, jax.random.key(7)), 6, layouts=(3,), until=40.0,
+            key=jax.random.key(8), save=cj.SaveAt(jobs=True, power=True))
     fleet = cj.Fleet(rng.uniform(2, 10, 6), rng.uniform(0.5, 3, 6))
     compare("single", fleet, cj.random_state(fleet, jax.random.key(6)), 12)
     print("RESULTS " + json.dumps(results))
@@ -81,7 +86,7 @@ def test_sharded_batch_is_identical_to_one_device():
     assert proc.returncode == 0, proc.stderr[-4000:]
     line = [x for x in proc.stdout.splitlines() if x.startswith("RESULTS ")][-1]
     results = json.loads(line[len("RESULTS ") :])
-    assert len(results) == 17
+    assert len(results) == 18
     assert all(results.values()), {k: v for k, v in results.items() if not v}
 
 

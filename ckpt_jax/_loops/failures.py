@@ -209,6 +209,7 @@ def switch(
     pending = jnp.where(fires, uncovered, pending)
     uncovered = jnp.where(fires, 0, uncovered)
     if memory:  # a snapshot that ends (at its firing where s_i = 0) makes its work safe
+        assert safe is not None and starts is not None
         safe = (safe & ~fires) | starts
         useful = useful + jnp.where(starts, pending, 0)
     phase_work = jnp.where(fires | completes, compute_left, work.phase_work)

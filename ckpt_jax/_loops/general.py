@@ -389,6 +389,7 @@ def switch(
     fire_count = carry.fire_count + fires.astype(jnp.int32)
     snapping, snap_end, snap_ends, starts = carry.snapping, carry.snap_end, None, fires
     if use_snapshot:  # snapshots that end start their drain; a firing starts a snapshot
+        assert carry.snapping is not None and carry.snap_end is not None
         snap_ends = carry.snapping & running & finite & snapped(snap_dt, 1.0, 0.0, dt, time, dtype)
         snaps = fires & params.two_level & (params.snapshot > 0)
         starts = (fires & ~snaps) | snap_ends

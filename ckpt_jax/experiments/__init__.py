@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from . import (
     anonymity,
+    asynchrony,
     boundary,
     bursts,
     ftle,
@@ -24,6 +25,7 @@ from . import (
     memory,
     no_clustering,
     pairwise_neutrality,
+    power_steps,
     spectrum,
 )
 from .framework import (
@@ -76,4 +78,6 @@ EXPERIMENTS: tuple[Experiment, ...] = (
     boundary.EXPERIMENT,
     anonymity.EXPERIMENT,
     intervals.EXPERIMENT,
+    asynchrony.EXPERIMENT,
+    power_steps.EXPERIMENT,
 )
