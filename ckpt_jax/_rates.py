@@ -280,7 +280,7 @@ def write_rates(sharing: Sharing, throughput, writers, size, fair_rate, head, li
         assert limit is not None  # the writers' limits b_i
         if sharing.storage == "fcfs":
             return jnp.where(head, jnp.minimum(limit, throughput[1]), 0).astype(dtype)
-        weight = size if sharing.storage == "weighted" else jnp.ones_like(size)
+        weight = size if sharing.storage == "weighted" else None
         return capped_fill(throughput[jnp.sum(writers)], limit, weight, writers)
     if sharing.storage == "fair":
         return fair_rate
@@ -301,7 +301,10 @@ def capped_fill(total, limit, weight, members):
     share what is left in proportion to their weights, λ_k = (total − Σ_{j<k} b_j) /
     Σ_{j>=k} w_j; the level is λ_k for the first k with λ_k <= b_k / w_k (member k is the
     first one not held back by its cap). Fixed shape: one sort and two prefix sums over
-    the N slots, as `maxmin_level`. Returns (N,) rates, 0 outside ``members``."""
+    the N slots, as `maxmin_level`. ``weight`` None means unit weights (``"fair"``), which
+    `_unit_fill` computes without a sort. Returns (N,) rates, 0 outside ``members``."""
+    if weight is None:
+        return _unit_fill(total, limit, members)
     dtype = weight.dtype
     inf = jnp.asarray(jnp.inf, dtype)
     ratio = jnp.where(members, limit / weight, inf)
@@ -316,6 +319,71 @@ def capped_fill(total, limit, weight, members):
     # None fits: every member at its cap (Σ b_i <= total, or within rounding of it).
     chosen = jnp.where(jnp.any(fits), level[jnp.argmax(fits)], inf)
     return jnp.where(members, jnp.minimum(limit, chosen * weight), 0).astype(dtype)
+
+
+# Up to this many job slots the unit-weight water-filling sorts with a comparator network
+# and sums its prefix unrolled; beyond, with `jnp.sort` and `jnp.cumsum`.
+NETWORK_MAX_SLOTS = 64
+
+
+def _unit_fill(total, limit, members):
+    """`capped_fill` with unit weights, the same bits without its lexsort and gathers: the
+    order only has to place the caps, and equal caps are equal values, so sorting the caps
+    alone (members' b_i, inf elsewhere) gives the sorted arrays; Σ_{j>=k} w_j is m − k,
+    exact. Up to `NETWORK_MAX_SLOTS` slots the caps go through a sorting network of min/max
+    (exact) and the prefix is summed left to right, as `jnp.cumsum` does on the CPU.
+    XLA:CPU runs a sort of a few slots per fleet as a generic kernel, about 100 ns per
+    slot, and a cumulative sum as a windowed reduction; the network's layers and the
+    unrolled sum are elementwise passes (capped fill 3–4× faster at N = 16)."""
+    dtype = limit.dtype
+    inf = jnp.asarray(jnp.inf, dtype)
+    n_jobs = members.shape[0]
+    small = n_jobs <= NETWORK_MAX_SLOTS
+    ordered = _network_sort(jnp.where(members, limit, inf)) if small else jnp.sort(jnp.where(members, limit, inf))
+    m = jnp.sum(members)
+    k = jnp.arange(n_jobs)
+    in_set = k < m
+    caps = jnp.where(in_set, ordered, 0)
+    before = _exclusive_prefix(caps) if small else jnp.concatenate([jnp.zeros((1,), dtype), jnp.cumsum(caps)[:-1]])
+    rest = (m - k).astype(dtype)
+    level = (total - before) / jnp.where(rest > 0, rest, 1)
+    fits = in_set & (level <= ordered)
+    chosen = jnp.where(jnp.any(fits), level[jnp.argmax(fits)], inf)
+    return jnp.where(members, jnp.minimum(limit, chosen), 0).astype(dtype)
+
+
+def _network_sort(values):
+    """``values`` (N,) sorted ascending (no NaN) by a bitonic network of min/max: padded
+    with +inf to a power of two, each layer one elementwise pass over reshaped halves."""
+    n_slots = values.shape[0]
+    size = 1 << max(n_slots - 1, 0).bit_length()
+    slots = jnp.concatenate([values, jnp.full((size - n_slots,), jnp.inf, values.dtype)])
+    block = 2
+    while block <= size:
+        # Merge sorted runs of block/2: compare each slot with its mirror in the block...
+        halves = slots.reshape(size // block, 2, block // 2)
+        low, high = halves[:, 0], halves[:, 1, ::-1]
+        slots = jnp.stack([jnp.minimum(low, high), jnp.maximum(low, high)[:, ::-1]], axis=1).reshape(size)
+        # ... then half-cleaners of decreasing span.
+        span = block // 4
+        while span >= 1:
+            halves = slots.reshape(size // (2 * span), 2, span)
+            low, high = halves[:, 0], halves[:, 1]
+            slots = jnp.stack([jnp.minimum(low, high), jnp.maximum(low, high)], axis=1).reshape(size)
+            span //= 2
+        block *= 2
+    return slots[:n_slots]
+
+
+def _exclusive_prefix(values):
+    """Σ_{j<k} values_j for every k, summed left to right (unrolled over the N slots): the
+    bits of `jnp.cumsum` on the CPU, where XLA sums each window in order."""
+    total = jnp.zeros((), values.dtype)
+    sums = [total]
+    for value in [values[i] for i in range(values.shape[0] - 1)]:
+        total = total + value
+        sums.append(total)
+    return jnp.stack(sums)
 
 
 def fcfs_head(writers, queued_at):
