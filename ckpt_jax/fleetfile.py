@@ -47,6 +47,8 @@ from typing import NamedTuple
 import numpy as np
 from numpy.typing import DTypeLike
 
+from ._units import KINDS
+
 __all__ = [
     "FleetFileError",
     "Group",
@@ -122,6 +124,11 @@ class FleetSpec:
       delay, async_fraction: as `cj.Fleet` (default 0).
       recover_from, idle_power: as `cj.Fleet` (default "storage", 0).
       design: `DesignSettings`.
+      time_unit: in a file with units, the unit reports show time in (its ``time_unit``,
+        default "h"); every time is in seconds, every volume in bytes and every bandwidth
+        (throughput, write limits) in bytes/s. None: a file of plain numbers.
+      power_per_gpu: one GPU's draw in watts (None: not given); size, cap and idle power
+        count in its units.
     """
 
     path: str
@@ -135,6 +142,8 @@ class FleetSpec:
     recover_from: str = "storage"
     idle_power: float = 0.0
     design: DesignSettings = DesignSettings()
+    time_unit: str | None = None
+    power_per_gpu: float | None = None
 
     @property
     def n_jobs(self) -> int:
@@ -275,7 +284,14 @@ class FleetSpec:
     def to_dict(self) -> dict:
         """Plain data (for JSON), the file's fields with defaults filled in; the fields of
         write limits, snapshots and the power draw (docs/model.md §1d) only where set."""
-        optional = {"write_limit": None, "snapshot": None, "recover_from": "storage", "idle_power": 0.0}
+        optional = {
+            "write_limit": None,
+            "snapshot": None,
+            "recover_from": "storage",
+            "idle_power": 0.0,
+            "time_unit": None,
+            "power_per_gpu": None,
+        }
         if self.has_snapshots:
             del optional["recover_from"]  # it matters with snapshots: always written
         keep = lambda table: {k: v for k, v in table.items() if k not in optional or v != optional[k]}  # noqa: E731
@@ -290,6 +306,8 @@ class FleetSpec:
                 "async_fraction": self.async_fraction,
                 "recover_from": self.recover_from,
                 "idle_power": self.idle_power,
+                "time_unit": self.time_unit,
+                "power_per_gpu": self.power_per_gpu,
                 "design": {**self.design._asdict(), "bounds": list(self.bounds())},
                 "groups": [
                     keep({**group._asdict(), "bounds": list(bounds)})
@@ -307,6 +325,8 @@ class _Reader:
 
     def __init__(self, path: str):
         self.path = path
+        self.unit_fields = []  # fields given as strings with units
+        self.plain_fields = []  # time, volume or bandwidth fields given as plain numbers other than 0
 
     def fail(self, field: str, message: str):
         raise FleetFileError(f"fleet file {self.path}: {field}: {message}")
@@ -333,6 +353,29 @@ class _Reader:
             self.fail(field, f"must be {rule}, got {_show(value)}")
         return value
 
+    def quantity(
+        self, value, field: str, kind: str, *, low: float = 0.0, strict: bool = True, high: float = math.inf
+    ) -> float:
+        """A plain number (in the file's plain units) or a string with units of ``kind``
+        (`ckpt_jax._units.KINDS`), converted to the kind's base unit (bytes, seconds, ...)."""
+        if not isinstance(value, str):
+            value = self.number(value, field, low=low, strict=strict, high=high)
+            if value != 0 and kind != "power":
+                self.plain_fields.append((field, kind))
+            return value
+        from ._units import UnitError, to_base
+
+        try:
+            converted = to_base(value, kind)
+        except UnitError as err:
+            self.fail(field, str(err))
+        self.unit_fields.append(field)
+        bad = converted < low or (strict and converted == low) or converted > high
+        if bad:
+            rule = f"{'>' if strict else '>='} {_num(low)}" + (f" and <= {_num(high)}" if high < math.inf else "")
+            self.fail(field, f"must be {rule}, got {value!r} ({_num(converted)} {KINDS[kind].base})")
+        return converted
+
     def integer(self, value, field: str, *, low: int, high: int) -> int:
         if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
             self.fail(field, f"must be an integer from {low} to {high}, got {_show(value)}")
@@ -342,8 +385,8 @@ class _Reader:
         rule = f"must be a pair [lo, hi] with 0 < lo < hi finite, got {_show(value)}"
         if not isinstance(value, list) or len(value) != 2:
             self.fail(field, rule)
-        lo = self.number(value[0], f"{field}[0]")
-        hi = self.number(value[1], f"{field}[1]")
+        lo = self.quantity(value[0], f"{field}[0]", "duration")
+        hi = self.quantity(value[1], f"{field}[1]", "duration")
         if not lo < hi:
             self.fail(field, rule)
         return lo, hi
@@ -388,14 +431,48 @@ _TOP = (
     "idle_power",
     "design",
     "groups",
+    # with units (docs/guide/fleet-files.md)
+    "time_unit",
+    "storage",
+    "power_per_gpu",
+    "failure_rate_per_gpu",
 )
-_GROUP = ("name", "count", "size", "write", "mtbf", "restart", "compute", "bounds", "write_limit", "snapshot")
+_GROUP = (
+    "name",
+    "count",
+    "size",
+    "write",
+    "mtbf",
+    "restart",
+    "compute",
+    "bounds",
+    "write_limit",
+    "snapshot",
+    # with units: twins of size, write, compute and write_limit
+    "gpus",
+    "checkpoint",
+    "interval",
+    "write_limit_per_node",
+    "nodes",
+)
 _DESIGN = ("bounds", "horizon", "draws", "pairs", "steps", "seed", "launch", "offsets")
+_STORAGE = ("peak", "saturates_at", "degradation", "table")
+# The fields that only a file with units has (a file with any of them, or any string with units,
+# takes plain numbers of time, volume and bandwidth for none but 0).
+_PHYSICAL = ("storage", "failure_rate_per_gpu", "checkpoint", "interval", "write_limit_per_node")
+UNITS_HORIZON = 7 * 86400.0  # design.horizon of a file with units: a week, in seconds
 
 
-def _group(reader: _Reader, table, index: int) -> Group:
+def _twin(reader: _Reader, table, field: str, abstract: str, physical: str):
+    """The key of the pair given (None: neither); both is an error."""
+    if abstract in table and physical in table:
+        reader.fail(f"{field}.{physical}", f"give {abstract} or {physical}, not both (they are the same field)")
+    return abstract if abstract in table else physical if physical in table else None
+
+
+def _group(reader: _Reader, table, index: int, failure_rate: float | None) -> Group:
     field = f"groups[{index}]"
-    reader.keys(table, field, _GROUP, required=("count", "size", "write", "mtbf"))
+    reader.keys(table, field, _GROUP, required=("count",))
     name = table.get("name", f"group {index}")
     if not isinstance(name, str) or not name.strip() or len(name) > 40:
         reader.fail(f"{field}.name", f"must be a non-empty string of at most 40 characters, got {_show(name)}")
@@ -403,19 +480,74 @@ def _group(reader: _Reader, table, index: int) -> Group:
         reader.fail(
             f"{field}.name", f"must be printable text (no newline, tab or other control character), got {_show(name)}"
         )
-    compute = table.get("compute")
-    write_limit, snapshot = table.get("write_limit"), table.get("snapshot")
+    size_key = _twin(reader, table, field, "size", "gpus")
+    write_key = _twin(reader, table, field, "write", "checkpoint")
+    compute_key = _twin(reader, table, field, "compute", "interval")
+    limit_key = _twin(reader, table, field, "write_limit", "write_limit_per_node")
+    for key, rule in ((size_key, "size (or gpus)"), (write_key, "write (or checkpoint)")):
+        if key is None:
+            reader.fail(f"{field}.{rule.split()[0]}", f"missing (required: {rule})")
+    size = reader.number(table[size_key], f"{field}.{size_key}")
+    if "mtbf" in table:
+        mtbf = reader.quantity(table["mtbf"], f"{field}.mtbf", "duration")
+    elif failure_rate is None:
+        reader.fail(f"{field}.mtbf", "missing (required, or a top-level failure_rate_per_gpu with gpus)")
+    elif size_key != "gpus":
+        reader.fail(f"{field}.gpus", "missing: failure_rate_per_gpu scales with each group's gpus (or give mtbf)")
+    else:
+        mtbf = 1.0 / failure_rate / size  # the group fails when any of its GPUs does
+        if not math.isfinite(mtbf):
+            reader.fail(f"{field}.mtbf", f"1 / (failure_rate_per_gpu * gpus) = {mtbf!r} is not finite")
+    write_limit = None
+    if limit_key == "write_limit":
+        write_limit = reader.quantity(table["write_limit"], f"{field}.write_limit", "bandwidth")
+    elif limit_key is not None:
+        if "nodes" not in table:
+            reader.fail(f"{field}.nodes", "missing: write_limit_per_node needs the job's node count")
+        per_node = reader.quantity(table[limit_key], f"{field}.{limit_key}", "bandwidth")
+        write_limit = per_node * reader.integer(table["nodes"], f"{field}.nodes", low=1, high=10**9)
+    elif "nodes" in table:
+        reader.fail(f"{field}.nodes", "only counts with write_limit_per_node")
+    snapshot = table.get("snapshot")
     return Group(
         name=name,
         count=reader.integer(table["count"], f"{field}.count", low=1, high=COUNT_MAX),
-        size=reader.number(table["size"], f"{field}.size"),
-        write=reader.number(table["write"], f"{field}.write"),
-        mtbf=reader.number(table["mtbf"], f"{field}.mtbf"),
-        restart=reader.number(table.get("restart", 0.0), f"{field}.restart", strict=False),
-        compute=None if compute is None else reader.number(compute, f"{field}.compute"),
+        size=size,
+        write=reader.quantity(table[write_key], f"{field}.{write_key}", "size"),
+        mtbf=mtbf,
+        restart=reader.quantity(table.get("restart", 0.0), f"{field}.restart", "duration", strict=False),
+        compute=None
+        if compute_key is None
+        else reader.quantity(table[compute_key], f"{field}.{compute_key}", "duration"),
         bounds=None if "bounds" not in table else reader.bounds(table["bounds"], f"{field}.bounds"),
-        write_limit=None if write_limit is None else reader.number(write_limit, f"{field}.write_limit"),
-        snapshot=None if snapshot is None else reader.number(snapshot, f"{field}.snapshot", strict=False),
+        write_limit=write_limit,
+        snapshot=None if snapshot is None else reader.quantity(snapshot, f"{field}.snapshot", "duration", strict=False),
+    )
+
+
+def _storage(reader: _Reader, table, n_jobs: int) -> tuple:
+    """``[storage]``: f(1..N) in bytes/s, from the saturating curve or a table."""
+    reader.keys(table, "storage", _STORAGE)
+    if "table" in table:
+        for key in ("peak", "saturates_at", "degradation"):
+            if key in table:
+                reader.fail(f"storage.{key}", "give a table or the curve's peak (saturates_at, degradation), not both")
+        values = table["table"]
+        if not isinstance(values, list) or not 1 <= len(values) <= n_jobs:
+            reader.fail(
+                "storage.table",
+                f"must be a list of 1 to N = {n_jobs} bandwidths f(1), f(2), ..., got {_show(values)}",
+            )
+        rates = [reader.quantity(v, f"storage.table[{i}]", "bandwidth") for i, v in enumerate(values)]
+        return tuple(rates + rates[-1:] * (n_jobs - len(rates)))  # the last one holds beyond the table
+    if "peak" not in table:
+        reader.fail("storage.peak", "missing (required: the aggregate bandwidth peak, or a table)")
+    peak = reader.quantity(table["peak"], "storage.peak", "bandwidth")
+    saturates_at = reader.integer(table.get("saturates_at", 1), "storage.saturates_at", low=1, high=COUNT_MAX)
+    degradation = reader.number(table.get("degradation", 0.0), "storage.degradation", strict=False)
+    return tuple(
+        peak * min(n, saturates_at) / saturates_at / (1.0 + degradation * max(n - saturates_at, 0))
+        for n in range(1, n_jobs + 1)
     )
 
 
@@ -427,7 +559,7 @@ def _design(reader: _Reader, table) -> DesignSettings:
     get = lambda key: table.get(key, DESIGN_DEFAULTS[key])  # noqa: E731
     return DesignSettings(
         bounds=bounds,
-        horizon=reader.number(get("horizon"), "design.horizon"),
+        horizon=reader.quantity(get("horizon"), "design.horizon", "duration"),
         draws=reader.integer(get("draws"), "design.draws", low=2, high=100_000),
         pairs=reader.integer(get("pairs"), "design.pairs", low=1, high=1_000),
         steps=reader.integer(get("steps"), "design.steps", low=1, high=100_000),
@@ -442,11 +574,17 @@ def _parse(data: dict, path: str) -> FleetSpec:
     from .model import POWER_POLICIES, RECOVERY_SOURCES, STORAGE_POLICIES
 
     reader = _Reader(path)
-    reader.keys(data, "", _TOP, required=("groups", "throughput"))
+    reader.keys(data, "", _TOP, required=("groups",))
+    failure_rate = data.get("failure_rate_per_gpu")
+    if failure_rate is not None:
+        failure_rate = reader.quantity(failure_rate, "failure_rate_per_gpu", "rate")
+    power_per_gpu = data.get("power_per_gpu")
+    if power_per_gpu is not None:
+        power_per_gpu = reader.quantity(power_per_gpu, "power_per_gpu", "power")
     groups = data["groups"]
     if not isinstance(groups, list) or not groups:
         reader.fail("groups", f"must be a non-empty array of tables ([[groups]]), got {_show(groups)}")
-    groups = tuple(_group(reader, table, i) for i, table in enumerate(groups))
+    groups = tuple(_group(reader, table, i, failure_rate) for i, table in enumerate(groups))
     seen = {}
     for i, group in enumerate(groups):
         if group.name in seen:
@@ -464,23 +602,52 @@ def _parse(data: dict, path: str) -> FleetSpec:
     if n_jobs > COUNT_MAX:
         reader.fail("groups", f"at most {COUNT_MAX} jobs in all, got {n_jobs}")
 
-    throughput = data["throughput"]
-    if isinstance(throughput, list):
+    if ("throughput" in data) == ("storage" in data):
+        reader.fail("throughput", "give throughput (plain numbers) or [storage] (with units), one of them")
+    throughput = data.get("throughput")
+    if throughput is None:
+        throughput = _storage(reader, data["storage"], n_jobs)
+    elif isinstance(throughput, list):
         if len(throughput) != n_jobs:
             reader.fail(
                 "throughput",
                 f"a list must give f(1), ..., f(N) for the N = {n_jobs} jobs, got {len(throughput)} values",
             )
         throughput = tuple(reader.number(v, f"throughput[{i}]") for i, v in enumerate(throughput))
+        reader.plain_fields.append(("throughput", "bandwidth"))
     else:
         throughput = reader.choice(throughput, "throughput", sorted(THROUGHPUT_PRESETS))
+        reader.plain_fields.append(("throughput", "bandwidth"))
     cap = data.get("cap", "none")
     if isinstance(cap, str) and cap.strip().lower() in ("none", "inf"):
         cap = None
     elif isinstance(cap, str):
-        reader.fail("cap", f'must be a finite number > 0 or "none" (uncapped), got {_show(cap)}')
+        cap = _per_gpu(reader, cap, "cap", power_per_gpu)
     else:
         cap = reader.number(cap, "cap")
+    idle_power = data.get("idle_power", 0.0)
+    if isinstance(idle_power, str):
+        idle_power = _per_gpu(reader, idle_power, "idle_power", power_per_gpu, strict=False)
+        if idle_power > 1:
+            reader.fail("idle_power", f"must be at most power_per_gpu, got {data['idle_power']!r}")
+    else:
+        idle_power = reader.number(idle_power, "idle_power", strict=False, high=1.0)
+    delay = reader.quantity(data.get("delay", 0.0), "delay", "duration", strict=False)
+    design = _design(reader, data.get("design", {}))
+    uses_units = (
+        bool(reader.unit_fields)
+        or any(key in data for key in _PHYSICAL + ("power_per_gpu", "time_unit"))
+        or any(key in table for table in data["groups"] for key in _PHYSICAL)
+    )
+    time_unit = None
+    if uses_units:
+        if reader.plain_fields:
+            field, kind = reader.plain_fields[0]
+            hint = "use [storage] with bandwidths" if field == "throughput" else f'such as "{KINDS[kind].example}"'
+            reader.fail(field, f"a plain number in a file with units; give a {kind} with its unit, {hint}")
+        time_unit = _time_unit(reader, data.get("time_unit", "h"))
+        if "horizon" not in data.get("design", {}):
+            design = design._replace(horizon=UNITS_HORIZON)
     async_fraction = reader.number(data.get("async_fraction", 0.0), "async_fraction", strict=False, high=1.0)
     if all(two_level) and async_fraction > 0:
         reader.fail(
@@ -501,12 +668,34 @@ def _parse(data: dict, path: str) -> FleetSpec:
         cap=cap,
         power_policy=reader.choice(data.get("power_policy", "maxmin"), "power_policy", POWER_POLICIES),
         storage_policy=reader.choice(data.get("storage_policy", "fair"), "storage_policy", STORAGE_POLICIES),
-        delay=reader.number(data.get("delay", 0.0), "delay", strict=False),
+        delay=delay,
         async_fraction=async_fraction,
         recover_from=recover_from,
-        idle_power=reader.number(data.get("idle_power", 0.0), "idle_power", strict=False, high=1.0),
-        design=_design(reader, data.get("design", {})),
+        idle_power=idle_power,
+        design=design,
+        time_unit=time_unit,
+        power_per_gpu=power_per_gpu,
     )
+
+
+def _per_gpu(reader: _Reader, value: str, field: str, power_per_gpu: float | None, strict: bool = True) -> float:
+    """A power in units of one GPU's draw (the unit of a group's size, and of cap)."""
+    power = reader.quantity(value, field, "power", strict=strict)
+    if power_per_gpu is None:
+        reader.fail(field, f"a power ({value!r}) needs power_per_gpu, the draw of one GPU (the unit of size)")
+    return power / power_per_gpu
+
+
+def _time_unit(reader: _Reader, value) -> str:
+    from ._units import UnitError, duration_unit
+
+    if not isinstance(value, str) or not value.isidentifier():
+        reader.fail("time_unit", f'must be a unit of time such as "h", "min" or "day", got {_show(value)}')
+    try:
+        duration_unit(value)
+    except UnitError:
+        reader.fail("time_unit", f'must be a unit of time such as "h", "min" or "day", got {_show(value)}')
+    return value
 
 
 def _engine_checks(reader: _Reader, spec: FleetSpec, dtype) -> None:

@@ -1,0 +1,100 @@
+"""Quantities with units in fleet files ("6.5 TB", "2 TB/s", "17 min", "700 W"), read with pint.
+
+Each kind of quantity has one base unit, the consistent units the engine runs in: bytes, bytes
+per second, seconds, watts, and failures per second. pint is imported on the first string with
+units, so files of plain numbers never touch it.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+from typing import NamedTuple
+
+__all__ = ["KINDS", "Kind", "UnitError", "to_base", "duration_unit"]
+
+
+class Kind(NamedTuple):
+    """A kind of quantity: its name, the base unit it converts to and an example."""
+
+    name: str
+    base: str
+    example: str
+
+
+# The order matters only for messages: a quantity is named by the first kind it matches.
+KINDS = {
+    "size": Kind("size", "B", "6.5 TB"),
+    "bandwidth": Kind("bandwidth", "B/s", "2 TB/s"),
+    "duration": Kind("duration", "s", "17 min"),
+    "power": Kind("power", "W", "700 W"),
+    "rate": Kind("rate", "1/s", "1 / (50000 h)"),
+}
+
+
+class UnitError(ValueError):
+    """A string that is not a quantity of the expected kind; the message says what it is."""
+
+
+@functools.cache
+def _registry():
+    """pint's default units with information as a dimension of its own: pint makes the bit
+    dimensionless, and then "2 TB/s" would read as a rate and "6.5 TB" as a plain number."""
+    from importlib.resources import files
+
+    import pint
+
+    text = files("pint").joinpath("default_en.txt").read_text(encoding="utf-8")
+    constants = files("pint").joinpath("constants_en.txt").read_text(encoding="utf-8")
+    if text.count("\nbit = []\n") != 1 or text.count("@import constants_en.txt") != 1:
+        raise RuntimeError(f"pint {pint.__version__}: its default_en.txt no longer defines `bit = []`")
+    text = text.replace("\nbit = []\n", "\nbit = [information]\n").replace("@import constants_en.txt", constants)
+    registry = pint.UnitRegistry(None)
+    registry.load_definitions(text.splitlines())
+    registry._build_cache()
+    return registry
+
+
+@functools.cache
+def _dimensions() -> dict:
+    registry = _registry()
+    return {registry.Quantity(1, kind.base).dimensionality: kind for kind in KINDS.values()}
+
+
+def _quote(text: str) -> str:
+    return json.dumps(text, ensure_ascii=False)
+
+
+def to_base(text: str, kind: str) -> float:
+    """The magnitude of ``text`` (a number and a unit) in ``kind``'s base unit.
+
+    Raises:
+      UnitError: ``text`` is not a quantity, has no unit, or is of another kind; the message
+        says what it is and what was expected (``"6.5 TB/s" is a bandwidth; expected a size
+        such as "6.5 TB"``).
+    """
+    expected = KINDS[kind]
+    wanted = f'expected a {expected.name} such as "{expected.example}"'
+    rule = f'must be a plain number or a {expected.name} with its unit, such as "{expected.example}"'
+    registry = _registry()
+    try:
+        quantity = registry.Quantity(text)
+    except Exception as err:  # noqa: BLE001 - pint raises many kinds of parse errors
+        raise UnitError(f"{rule}; got {_quote(text)} ({type(err).__name__}: {err})") from None
+    if not isinstance(quantity, registry.Quantity) or quantity.dimensionless:
+        raise UnitError(f"{rule}; got {_quote(text)}, which has no unit")
+    found = _dimensions().get(quantity.dimensionality)
+    if found is None:
+        raise UnitError(f"{_quote(text)} is a quantity of dimension {quantity.dimensionality}; {wanted}")
+    if found.name != kind:
+        raise UnitError(f"{_quote(text)} is a {found.name}; {wanted}")
+    magnitude = quantity.to(expected.base).magnitude
+    if isinstance(magnitude, complex) or not math.isfinite(float(magnitude)):
+        raise UnitError(f"{_quote(text)} is not a finite real quantity; {wanted}")
+    return float(magnitude)
+
+
+def duration_unit(text: str) -> float:
+    """Seconds in the unit ``text`` ("h", "min", "day"); `UnitError` if it is not a time unit."""
+    return to_base(f"1 {text}", "duration")
