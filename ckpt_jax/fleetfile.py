@@ -802,14 +802,40 @@ def _toml(value) -> str:
     return str(value)
 
 
+# The kind of every time, volume and bandwidth field, written with its base unit in a file with units.
+_FIELD_KINDS = {
+    "delay": "duration",
+    "horizon": "duration",
+    "bounds": "duration",
+    "write": "size",
+    "mtbf": "duration",
+    "restart": "duration",
+    "compute": "duration",
+    "write_limit": "bandwidth",
+    "snapshot": "duration",
+}
+
+
 def dumps(spec: FleetSpec) -> str:
-    """TOML text that `loads` reads back as ``spec`` (defaults written out; the path aside)."""
-    lines = [
-        f"throughput = {_toml(spec.throughput)}",
+    """TOML text that `loads` reads back as ``spec`` (defaults written out; the path aside).
+    A spec read from a file with units is written with units: its times in s, volumes in B and
+    bandwidths in B/s (the throughput as ``[storage].table``), the same numbers."""
+    units = spec.time_unit is not None
+
+    def value(key: str, value) -> str:
+        if not units or key not in _FIELD_KINDS:
+            return _toml(value)
+        base = KINDS[_FIELD_KINDS[key]].base
+        if isinstance(value, (list, tuple)):
+            return "[" + ", ".join(f'"{float(v)!r} {base}"' for v in value) + "]"
+        return f'"{float(value)!r} {base}"'
+
+    lines = [] if units else [f"throughput = {_toml(spec.throughput)}"]
+    lines += [
         f"cap = {_toml('none' if spec.cap is None else spec.cap)}",
         f"power_policy = {_toml(spec.power_policy)}",
         f"storage_policy = {_toml(spec.storage_policy)}",
-        f"delay = {_toml(spec.delay)}",
+        f"delay = {value('delay', spec.delay)}",
         f"async_fraction = {_toml(spec.async_fraction)}",
     ]
     # Written where they differ from the defaults (recover_from always with snapshots), so that
@@ -818,11 +844,17 @@ def dumps(spec: FleetSpec) -> str:
         lines.append(f"recover_from = {_toml(spec.recover_from)}")
     if spec.idle_power != 0:
         lines.append(f"idle_power = {_toml(spec.idle_power)}")
+    if units:
+        lines.append(f"time_unit = {_toml(spec.time_unit)}")
+    if spec.power_per_gpu is not None:
+        lines.append(f'power_per_gpu = "{spec.power_per_gpu!r} W"')
+    if units:
+        lines += ["", "[storage]", f"table = [{', '.join(f'{chr(34)}{v!r} B/s{chr(34)}' for v in spec.throughput)}]"]
     lines += ["", "[design]"]
-    for key, value in spec.design._asdict().items():
-        if value is not None:
-            lines.append(f"{key} = {_toml(value)}")
+    for key, item in spec.design._asdict().items():
+        if item is not None:
+            lines.append(f"{key} = {value(key, item)}")
     for group in spec.groups:
         lines += ["", "[[groups]]"]
-        lines += [f"{key} = {_toml(value)}" for key, value in group._asdict().items() if value is not None]
+        lines += [f"{key} = {value(key, item)}" for key, item in group._asdict().items() if item is not None]
     return "\n".join(lines) + "\n"
