@@ -849,7 +849,7 @@ def dumps(spec: FleetSpec) -> str:
     if spec.power_per_gpu is not None:
         lines.append(f'power_per_gpu = "{spec.power_per_gpu!r} W"')
     if units:
-        lines += ["", "[storage]", f"table = [{', '.join(f'{chr(34)}{v!r} B/s{chr(34)}' for v in spec.throughput)}]"]
+        lines += ["", "[storage]", f"table = {value('write_limit', spec.throughput)}"]  # f(1..N) in B/s
     lines += ["", "[design]"]
     for key, item in spec.design._asdict().items():
         if item is not None:
