@@ -499,6 +499,8 @@ def _group(reader: _Reader, table, index: int, failure_rate: float | None) -> Gr
         if not math.isfinite(mtbf):
             reader.fail(f"{field}.mtbf", f"1 / (failure_rate_per_gpu * gpus) = {mtbf!r} is not finite")
     write_limit = None
+    if "nodes" in table and limit_key != "write_limit_per_node":
+        reader.fail(f"{field}.nodes", "only counts with write_limit_per_node")
     if limit_key == "write_limit":
         write_limit = reader.quantity(table["write_limit"], f"{field}.write_limit", "bandwidth")
     elif limit_key is not None:
@@ -506,8 +508,6 @@ def _group(reader: _Reader, table, index: int, failure_rate: float | None) -> Gr
             reader.fail(f"{field}.nodes", "missing: write_limit_per_node needs the job's node count")
         per_node = reader.quantity(table[limit_key], f"{field}.{limit_key}", "bandwidth")
         write_limit = per_node * reader.integer(table["nodes"], f"{field}.nodes", low=1, high=10**9)
-    elif "nodes" in table:
-        reader.fail(f"{field}.nodes", "only counts with write_limit_per_node")
     snapshot = table.get("snapshot")
     return Group(
         name=name,
@@ -557,9 +557,13 @@ def _design(reader: _Reader, table) -> DesignSettings:
     from .design import LAUNCHES
 
     get = lambda key: table.get(key, DESIGN_DEFAULTS[key])  # noqa: E731
+    # The default is plain (abstract units); a file with units has its own (`UNITS_HORIZON`).
+    horizon = DESIGN_DEFAULTS["horizon"]
+    if "horizon" in table:
+        horizon = reader.quantity(table["horizon"], "design.horizon", "duration")
     return DesignSettings(
         bounds=bounds,
-        horizon=reader.quantity(get("horizon"), "design.horizon", "duration"),
+        horizon=horizon,
         draws=reader.integer(get("draws"), "design.draws", low=2, high=100_000),
         pairs=reader.integer(get("pairs"), "design.pairs", low=1, high=1_000),
         steps=reader.integer(get("steps"), "design.steps", low=1, high=100_000),
