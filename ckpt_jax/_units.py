@@ -50,7 +50,7 @@ def _registry():
     if text.count("\nbit = []\n") != 1 or text.count("@import constants_en.txt") != 1:
         raise RuntimeError(f"pint {pint.__version__}: its default_en.txt no longer defines `bit = []`")
     text = text.replace("\nbit = []\n", "\nbit = [information]\n").replace("@import constants_en.txt", constants)
-    registry = pint.UnitRegistry(None)
+    registry = pint.UnitRegistry(None)  # pyright: ignore[reportArgumentType]  (None: empty, as pint documents)
     registry.load_definitions(text.splitlines())
     registry._build_cache()
     return registry
