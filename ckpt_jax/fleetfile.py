@@ -32,6 +32,12 @@ of identical jobs and the fleet-wide storage, power and design settings::
 ``snapshot`` (docs/model.md §1d) is all or nothing: once one group has it, every group must,
 and the fleet checkpoints in two levels (the write then drains in the background).
 
+Every quantity may instead be a string with a unit (``"6.5 TB"``, ``"2 TB/s"``, ``"17 min"``,
+``"700 W"``; `ckpt_jax._units`), with the operator's twins of some fields (``gpus``,
+``checkpoint``, ``interval``, ``write_limit_per_node`` × ``nodes``), a fleet-wide
+``failure_rate_per_gpu``, ``power_per_gpu`` and ``time_unit``, and a ``[storage]`` table in place
+of ``throughput``; the fleet is then built in seconds and bytes (docs/guide/fleet-files.md).
+
 Every bad value, missing key or unknown key raises `FleetFileError` (a `ValueError`) naming
 the file, the field (``groups[2].mtbf``) and what is allowed.
 """

@@ -2,6 +2,7 @@
 its kind and refuses every other, and a file with units builds the same fleet as its plain twin."""
 
 import copy
+from pathlib import Path
 
 import jax
 import numpy as np
@@ -366,3 +367,11 @@ def test_a_file_with_units_is_written_back_with_units():
     assert 'time_unit = "h"' in text and "[storage]" in text and '"6500000000000.0 B"' in text
     again = loads(text, "units.toml")
     assert again == spec
+
+
+def test_the_guide_example_loads():
+    guide = Path(__file__).parent.parent / "docs" / "guide" / "fleet-files.md"
+    text = guide.read_text(encoding="utf-8").split("## Fleets in your own units")[1].split("```toml")[1].split("```")[0]
+    spec = loads(text, "guide.toml")
+    assert spec.time_unit == "h" and spec.cap == 2000.0 and spec.design.horizon == 7 * 86400.0
+    assert spec.groups[0].mtbf == 50000 * 3600 / 1024 and spec.groups[0].write_limit == 128 * 1.2e9
