@@ -331,7 +331,7 @@ class _Reader:
 
     def __init__(self, path: str):
         self.path = path
-        self.unit_fields = []  # fields given as strings with units
+        self.unit_fields = []  # time, volume, bandwidth or rate fields given as strings with units
         self.plain_fields = []  # time, volume or bandwidth fields given as plain numbers other than 0
 
     def fail(self, field: str, message: str):
@@ -375,7 +375,8 @@ class _Reader:
             converted = to_base(value, kind)
         except UnitError as err:
             self.fail(field, str(err))
-        self.unit_fields.append(field)
+        if kind != "power":  # power is its own unit system: watts next to abstract time are fine
+            self.unit_fields.append(field)
         bad = converted < low or (strict and converted == low) or converted > high
         if bad:
             rule = f"{'>' if strict else '>='} {_num(low)}" + (f" and <= {_num(high)}" if high < math.inf else "")
@@ -463,8 +464,9 @@ _GROUP = (
 )
 _DESIGN = ("bounds", "horizon", "draws", "pairs", "steps", "seed", "launch", "offsets")
 _STORAGE = ("peak", "saturates_at", "degradation", "table")
-# The fields that only a file with units has (a file with any of them, or any string with units,
-# takes plain numbers of time, volume and bandwidth for none but 0).
+# The fields that only a file with units has: a file with any of them, or any time, volume,
+# bandwidth or rate with a unit, takes plain numbers of time, volume and bandwidth for none but 0.
+# Power stands apart (a plain cap counts in GPUs), so watts may join a file in abstract units.
 _PHYSICAL = ("storage", "failure_rate_per_gpu", "checkpoint", "interval", "write_limit_per_node")
 UNITS_HORIZON = 7 * 86400.0  # design.horizon of a file with units: a week, in seconds
 
@@ -646,7 +648,7 @@ def _parse(data: dict, path: str) -> FleetSpec:
     design = _design(reader, data.get("design", {}))
     uses_units = (
         bool(reader.unit_fields)
-        or any(key in data for key in _PHYSICAL + ("power_per_gpu", "time_unit"))
+        or any(key in data for key in _PHYSICAL + ("time_unit",))
         or any(key in table for table in data["groups"] for key in _PHYSICAL)
     )
     time_unit = None

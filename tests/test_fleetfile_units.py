@@ -375,3 +375,11 @@ def test_the_guide_example_loads():
     spec = loads(text, "guide.toml")
     assert spec.time_unit == "h" and spec.cap == 2000.0 and spec.design.horizon == 7 * 86400.0
     assert spec.groups[0].mtbf == 50000 * 3600 / 1024 and spec.groups[0].write_limit == 128 * 1.2e9
+
+
+def test_power_with_units_joins_a_file_of_plain_numbers():
+    text = "throughput = 'shared'\npower_per_gpu = '700 W'\ncap = '2.8 kW'\nidle_power = '70 W'\n"
+    text += "[[groups]]\ncount = 2\nsize = 4\nwrite = 0.5\nmtbf = 20.0\n"
+    spec = loads(text, "watts.toml")
+    assert spec.time_unit is None and spec.power_per_gpu == 700.0 and spec.cap == 4.0 and spec.idle_power == 0.1
+    assert loads(dumps(spec), "watts.toml") == spec
