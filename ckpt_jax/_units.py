@@ -52,7 +52,6 @@ def _registry():
     text = text.replace("\nbit = []\n", "\nbit = [information]\n").replace("@import constants_en.txt", constants)
     registry = pint.UnitRegistry(None)  # pyright: ignore[reportArgumentType]  (None: empty, as pint documents)
     registry.load_definitions(text.splitlines())
-    registry._build_cache()
     return registry
 
 

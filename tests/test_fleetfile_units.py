@@ -383,3 +383,24 @@ def test_power_with_units_joins_a_file_of_plain_numbers():
     spec = loads(text, "watts.toml")
     assert spec.time_unit is None and spec.power_per_gpu == 700.0 and spec.cap == 4.0 and spec.idle_power == 0.1
     assert loads(dumps(spec), "watts.toml") == spec
+
+
+def _nodes(data, value):
+    data["groups"][0].pop("write_limit")
+    data["groups"][0].update(write_limit_per_node="1 GB/s", nodes=value)
+
+
+@pytest.mark.parametrize(
+    ("setter", "field"),
+    [
+        (_group_key("count"), "groups[0].count"),
+        (_in("design", "seed"), "design.seed"),
+        (_in("design", "draws"), "design.draws"),
+        (_nodes, "groups[0].nodes"),
+        (_in("storage", "saturates_at"), "storage.saturates_at"),
+    ],
+)
+def test_counts_stay_plain_numbers(setter, field):
+    with pytest.raises(FleetFileError, match=r"must be an integer") as info:
+        loads(_with(setter, "8 s"), "units.toml")
+    assert f": {field}: " in str(info.value)
