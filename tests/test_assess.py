@@ -1,0 +1,128 @@
+"""`ckpt_jax.assess`: a lone job's goodput is the renewal formula, the time of every job adds
+up (goodput plus the losses by cause), storage and power summaries, and bad arguments."""
+
+import json
+import math
+
+import jax
+import numpy as np
+import pytest
+
+import ckpt_jax as cj
+
+
+def test_lone_job_goodput_is_the_renewal_formula():
+    compute, write, mtbf, restart = 10.0, 1.0, 50.0, 2.0
+    horizon = 2000 * (compute + write)
+    fleet = cj.Fleet(np.array([compute]), np.array([write]), size=np.array([8.0]), mtbf=mtbf, restart=restart)
+    result = cj.assess.assess(fleet, horizon=horizon, key=jax.random.key(0), n_draws=64)
+    formula = 1 - float(cj.theory.renewal_waste(compute, write, mtbf, restart))
+    goodput = result.goodput["fleet"]
+    # The launch is random, so the first cycle is partial: a bias of at most one cycle over H.
+    assert abs(goodput.mean - formula) < 4 * goodput.stderr + (compute + write) / horizon, (goodput, formula)
+    assert goodput.low < goodput.mean < goodput.high
+    # A lone job never waits, and its losses are those of the renewal cycle X: per cycle
+    # 1/p − 1 failures (p = e^{−(T+d)/M}), each down for R, and, over the 1/p attempts, time
+    # writing E[(min(Y, T + d) − T)⁺]/p = M(e^{d/M} − 1) (Y ~ Exp(M), abandoned writes included).
+    losses = result.losses["fleet"]
+    assert losses["backpressure"].mean == 0
+    mean_cycle = float(cj.theory.renewal_cycle_time(compute, write, mtbf, restart))
+    expected = dict(
+        checkpoint=mtbf * math.expm1(write / mtbf) / mean_cycle,
+        restart=restart * math.expm1((compute + write) / mtbf) / mean_cycle,
+    )
+    for cause, value in expected.items():
+        estimate = losses[cause]
+        assert abs(estimate.mean - value) < 4 * estimate.stderr + (compute + write) / horizon, (cause, estimate, value)
+    assert list(result.groups) == ["compute=10 write=1 gpus=8"]
+
+
+def _contended(**kw):
+    compute = np.array([10.0, 10.0, 14.0, 14.0, 14.0])
+    write = np.array([1.0, 1.0, 2.0, 2.0, 2.0])
+    size = np.array([8.0, 8.0, 16.0, 16.0, 16.0])
+    return cj.Fleet(compute, write, size=size, mtbf=60.0, restart=3.0, **kw), compute + write
+
+
+@pytest.mark.parametrize("cap", [None, 40.0])
+def test_goodput_and_losses_add_up(cap):
+    fleet, cycle = _contended(cap=cap, idle_power=0.1)
+    horizon = 3000.0
+    groups = {"small": [0, 1], "large": [2, 3, 4]}
+    result = cj.assess.assess(fleet, horizon=horizon, key=jax.random.key(1), n_draws=16, groups=groups)
+    for name in ("small", "large", "fleet"):
+        total = result.goodput[name].mean + sum(result.losses[name][c].mean for c in cj.assess.CAUSES)
+        assert total == pytest.approx(1, abs=1e-12)
+        for cause in cj.assess.CAUSES:
+            per_day = result.gpu_hours_lost_per_day[name][cause].mean
+            assert per_day == pytest.approx(result.losses[name][cause].mean * result.gpus[name] * 24, rel=1e-12)
+        # Sharing one storage, the jobs stall on their writes, and they fail.
+        assert result.losses[name]["checkpoint"].mean > 0
+        assert result.losses[name]["lost_work"].mean > 0
+        assert result.losses[name]["restart"].mean > 0
+    assert result.gpus == {"small": 16.0, "large": 48.0, "fleet": 64.0}
+    # The fleet is the GPU-weighted mean of its groups (which partition it here).
+    fleet_goodput = (16 * result.goodput["small"].mean + 48 * result.goodput["large"].mean) / 64
+    assert result.goodput["fleet"].mean == pytest.approx(fleet_goodput, rel=1e-12)
+    # Without a cap the rest is the work in progress at H that no write saved yet: between 0
+    # and one cycle per job. It checks the accounting: compute + write + down time = H, and
+    # compute work = useful + lost + uncovered work. A cap of 40 of 64 GPUs throttles more.
+    throttling = result.losses["fleet"]["throttling"]
+    if cap is None:
+        assert -1e-12 < throttling.low and throttling.high < cycle.max() / horizon
+    else:
+        assert throttling.low > cycle.max() / horizon
+        assert result.cap_time is not None and 0 < result.cap_time.mean < 1
+    json.dumps(result.to_json())  # plain JSON types
+
+
+def test_storage_and_power_summaries():
+    compute, write = np.full(6, 10.0), np.full(6, 2.0)
+    fleet = cj.Fleet(compute, write, throughput="saturating", mtbf=100.0, restart=1.0)
+    result = cj.assess.assess(fleet, horizon=500.0, key=jax.random.key(2), n_draws=8, gpu_power=700.0)
+    assert result.writer_time.shape == (7,)
+    assert result.writer_time.sum() == pytest.approx(1)
+    assert 0 <= result.writers_p50 <= result.writers_p99 <= result.writers_max <= 6
+    assert result.saturation_writers == 4  # min(n, 4) stops growing at 4 writers
+    assert result.saturated_time.mean == pytest.approx(result.writer_time[4:].sum(), abs=0.05)
+    # Six GPUs at 700 W: the draw never exceeds 4.2 kW, and a job's write drops it by 700 W.
+    assert result.power_unit == "W"
+    assert result.power_max.high <= 4200 + 1e-9
+    assert 0 < result.power_mean.mean < result.power_max.mean
+    assert result.power_largest_drop.mean >= 700 - 1e-9
+    assert result.power_edges[-1] == pytest.approx(4200)
+    assert result.power_time.sum() == pytest.approx(1)
+    assert result.cap_time is None
+    storage = result.to_json()["storage"]
+    assert storage["saturation_writers"] == 4 and len(storage["writer_time"]) == 7
+
+
+FLEET = cj.Fleet(np.array([10.0, 12.0]), np.array([1.0, 1.0]), mtbf=50.0)
+
+
+@pytest.mark.parametrize(
+    "arguments, name",
+    [
+        (dict(horizon=0.0), "horizon"),
+        (dict(horizon=math.nan), "horizon"),
+        (dict(horizon="a week"), "horizon"),
+        (dict(n_draws=1), "n_draws"),
+        (dict(n_draws=2.5), "n_draws"),
+        (dict(n_draws=True), "n_draws"),
+        (dict(hours_per_time_unit=0.0), "hours_per_time_unit"),
+        (dict(hours_per_time_unit=math.inf), "hours_per_time_unit"),
+        (dict(gpu_power=-700.0), "gpu_power"),
+        (dict(groups={}), "groups"),
+        (dict(groups={"a": []}), "groups['a']"),
+        (dict(groups={"a": [2]}), "groups['a']"),
+        (dict(groups={"a": [0, 0]}), "groups['a']"),
+        (dict(groups={"a": [0.5]}), "groups['a']"),
+        (dict(groups={"fleet": [0]}), "groups"),
+        (dict(fleet=cj.Fleet(np.ones((2, 2)), np.ones((2, 2)))), "fleet"),
+        (dict(fleet="fleet.toml"), "fleet"),
+    ],
+)
+def test_bad_arguments_raise_naming_them(arguments, name):
+    call = dict(fleet=FLEET, horizon=100.0, key=jax.random.key(0), n_draws=4) | arguments
+    with pytest.raises(ValueError, match=name.replace("[", r"\[")):
+        cj.assess.assess(**call)
