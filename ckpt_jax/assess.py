@@ -21,7 +21,11 @@ GPU's full-speed draw (``gpu_power`` converts it).
 * ``throttling``: the rest, compute time that neither saved nor lost work: the slowdown under
   a binding power cap, plus the work in progress at H that no checkpoint covers yet (at
   most one cycle per job, a fraction of order T/H). `JobStats` has no per-job work done,
-  so the two cannot be told apart per job; without a cap the whole of it is that tail.
+  so the two cannot be told apart per job; without a cap the whole of it is that tail. For
+  the whole fleet the power draw tells them apart: a computing job draws w_i times its
+  compute rate and every other job p_idle·w_i (docs/model.md §1d), so the work done is
+  ∫P dt − p_idle Σ_i w_i (H − compute time_i), and `Assessment.throttled` is the GPU time
+  spent computing less that work (with α > 0 it includes computing at α while draining).
 
 The six add up to H for every job (to rounding): `Assessment.losses` plus the goodput is 1
 per GPU, in each draw.
@@ -77,6 +81,10 @@ class Assessment(NamedTuple):
         time spent in each bin, pooled over the draws.
       cap_time: `Estimate` of the fraction of time with the draw at the cap (None without a
         cap; with ``idle_power`` > 0 the idle draw counts towards it).
+      throttled: `Estimate` of the fleet's GPU-weighted fraction of time lost to computing
+        below full speed (module docstring): the part of the fleet's ``throttling`` that is
+        not the unsaved work at H.
+      throttled_gpu_hours_per_day: the same in GPU-hours per day.
       power_unit: ``"W"`` where ``gpu_power`` was given, else ``"gpu"`` (one GPU's full draw).
       horizon: H in the fleet's time unit; ``hours_per_time_unit`` its length in hours.
       n_draws: the number of independent draws.
@@ -100,6 +108,8 @@ class Assessment(NamedTuple):
     power_edges: np.ndarray
     power_time: np.ndarray
     cap_time: Estimate | None
+    throttled: Estimate
+    throttled_gpu_hours_per_day: Estimate
     power_unit: str
     horizon: float
     hours_per_time_unit: float
@@ -129,6 +139,8 @@ class Assessment(NamedTuple):
                 "largest_drop": estimate, "largest_rise": estimate,
                 "edges": [float], "time": [float],   # the draw's distribution
                 "cap_time": estimate | null,     # fraction of time at the cap
+                "throttled": estimate,           # fraction of the fleet's GPU time
+                "throttled_gpu_hours_per_day": estimate,
               },
             }
 
@@ -166,6 +178,8 @@ class Assessment(NamedTuple):
                 "edges": [float(x) for x in self.power_edges],
                 "time": [float(x) for x in self.power_time],
                 "cap_time": est(self.cap_time),
+                "throttled": est(self.throttled),
+                "throttled_gpu_hours_per_day": est(self.throttled_gpu_hours_per_day),
             },
         }
 
@@ -334,6 +348,11 @@ def assess(
     if math.isfinite(cap):
         at_cap = np.asarray(power.edges, np.float64)[0, :-1] >= cap * _AT_CAP
         cap_time = _mean_ci(np.asarray(power.time, np.float64)[:, at_cap].sum(axis=1) / horizon)
+    # The fleet's work done from its draw (module docstring), as a fraction of its GPU time.
+    compute_time = np.asarray(out.jobs.compute_time, np.float64) @ sizes
+    idle = float(np.asarray(fleet.idle_power))
+    work = np.asarray(power.mean, np.float64) * horizon - idle * (full_draw * horizon - compute_time)
+    throttled = (compute_time - work) / (full_draw * horizon)
     return Assessment(
         groups=groups,
         goodput=goodput_by,
@@ -353,6 +372,8 @@ def assess(
         power_edges=edges * scale,
         power_time=power_time / power_time.sum(),
         cap_time=cap_time,
+        throttled=_mean_ci(throttled),
+        throttled_gpu_hours_per_day=_mean_ci(throttled * full_draw * 24.0),
         power_unit="W" if gpu_power is not None else "gpu",
         horizon=horizon,
         hours_per_time_unit=hours_per_time_unit,

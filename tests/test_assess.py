@@ -67,11 +67,16 @@ def test_goodput_and_losses_add_up(cap):
     # Without a cap the rest is the work in progress at H that no write saved yet: between 0
     # and one cycle per job. It checks the accounting: compute + write + down time = H, and
     # compute work = useful + lost + uncovered work. A cap of 40 of 64 GPUs throttles more.
+    # The power draw splits the fleet's rest into throttling and that unsaved tail.
     throttling = result.losses["fleet"]["throttling"]
+    unsaved = throttling.mean - result.throttled.mean
+    assert -1e-12 < unsaved < cycle.max() / horizon
     if cap is None:
         assert -1e-12 < throttling.low and throttling.high < cycle.max() / horizon
+        assert abs(result.throttled.mean) < 1e-12
     else:
         assert throttling.low > cycle.max() / horizon
+        assert result.throttled.low > 0.01
         assert result.cap_time is not None and 0 < result.cap_time.mean < 1
     json.dumps(result.to_json())  # plain JSON types
 
