@@ -69,6 +69,9 @@ class Assessment(NamedTuple):
       gpus: group name (and ``"fleet"``) -> GPUs (the sum of the jobs' sizes).
       writer_time: (N + 1,) fraction of the observation window spent with k writers, pooled
         over the draws.
+      independent_writer_time: (N + 1,) the same if the jobs' phases were independent, each
+        writing the fraction of time it wrote in the draws (a Poisson-binomial law): what
+        the fleet's writer count would be without any correlation between its jobs.
       writers_p50, writers_p99: percentiles of the time-weighted writer count (pooled).
       writers_max: the largest writer count in any draw.
       saturation_writers: the writer count from which the storage's aggregate f(n) stops
@@ -96,6 +99,7 @@ class Assessment(NamedTuple):
     gpu_hours_lost_per_day: dict
     gpus: dict
     writer_time: np.ndarray
+    independent_writer_time: np.ndarray
     writers_p50: float
     writers_p99: float
     writers_max: int
@@ -129,6 +133,7 @@ class Assessment(NamedTuple):
               "gpu_hours_lost_per_day": {name | "fleet": {cause: estimate}},
               "storage": {
                 "writer_time": [float],          # fraction of time at k = 0..N writers
+                "independent_writer_time": [float],  # the same for independent phases
                 "writers_p50": float, "writers_p99": float, "writers_max": int,
                 "saturation_writers": int,
                 "saturated_time": estimate,      # fraction of time
@@ -163,6 +168,7 @@ class Assessment(NamedTuple):
             "gpu_hours_lost_per_day": by_cause(self.gpu_hours_lost_per_day),
             "storage": {
                 "writer_time": [float(x) for x in self.writer_time],
+                "independent_writer_time": [float(x) for x in self.independent_writer_time],
                 "writers_p50": self.writers_p50,
                 "writers_p99": self.writers_p99,
                 "writers_max": self.writers_max,
@@ -191,7 +197,7 @@ def default_groups(fleet: Fleet) -> dict:
     active = np.asarray(fleet.active)
     groups: dict = {}
     for i in np.flatnonzero(active):
-        name = f"compute={compute[i]:g} write={write[i]:g} gpus={size[i]:g}"
+        name = f"{size[i]:g} GPU{'s' if size[i] != 1 else ''}/job, compute {compute[i]:g}, write {write[i]:g}"
         groups.setdefault(name, []).append(int(i))
     return {name: tuple(jobs) for name, jobs in groups.items()}
 
@@ -246,6 +252,17 @@ def _time_split(fleet: Fleet, jobs, horizon: float) -> tuple[np.ndarray, dict]:
     causes["restart"] = down / horizon
     causes["throttling"] = 1 - goodput - sum(causes.values())
     return goodput, causes
+
+
+def _independent_writers(writing) -> np.ndarray:
+    """(N + 1,) the law of the number of jobs writing when job i writes with probability
+    ``writing[i]``, independently (Poisson-binomial; padding slots write with probability 0)."""
+    law = np.zeros(writing.size + 1)
+    law[0] = 1.0
+    for p in np.clip(writing, 0.0, 1.0):
+        law[1:] = law[1:] * (1 - p) + law[:-1] * p
+        law[0] *= 1 - p
+    return law
 
 
 def _weighted_percentile(counts: np.ndarray, weights: np.ndarray, q: float) -> float:
@@ -360,6 +377,9 @@ def assess(
         gpu_hours_lost_per_day=per_day,
         gpus=gpus,
         writer_time=pooled / pooled.sum(),
+        independent_writer_time=_independent_writers(
+            np.asarray(out.jobs.write_time, np.float64).mean(axis=0) / horizon
+        ),
         writers_p50=_weighted_percentile(counts, pooled, 0.5),
         writers_p99=_weighted_percentile(counts, pooled, 0.99),
         writers_max=int(np.max(np.asarray(writers.max))),

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import ckpt_jax as cj
+from ckpt_jax.cli._assess_figures import assess_figures
 
 
 def test_lone_job_goodput_is_the_renewal_formula():
@@ -34,7 +35,7 @@ def test_lone_job_goodput_is_the_renewal_formula():
     for cause, value in expected.items():
         estimate = losses[cause]
         assert abs(estimate.mean - value) < 4 * estimate.stderr + (compute + write) / horizon, (cause, estimate, value)
-    assert list(result.groups) == ["compute=10 write=1 gpus=8"]
+    assert list(result.groups) == ["8 GPUs/job, compute 10, write 1"]
 
 
 def _contended(**kw):
@@ -81,7 +82,7 @@ def test_goodput_and_losses_add_up(cap):
     json.dumps(result.to_json())  # plain JSON types
 
 
-def test_storage_and_power_summaries():
+def test_storage_and_power_summaries(tmp_path):
     compute, write = np.full(6, 10.0), np.full(6, 2.0)
     fleet = cj.Fleet(compute, write, throughput="saturating", mtbf=100.0, restart=1.0)
     result = cj.assess.assess(fleet, horizon=500.0, key=jax.random.key(2), n_draws=8, gpu_power=700.0)
@@ -100,6 +101,14 @@ def test_storage_and_power_summaries():
     assert result.cap_time is None
     storage = result.to_json()["storage"]
     assert storage["saturation_writers"] == 4 and len(storage["writer_time"]) == 7
+    # The mean writer count does not depend on how the phases correlate: independent phases
+    # with each job's fraction of time writing have the same mean.
+    counts = np.arange(7)
+    assert result.independent_writer_time.sum() == pytest.approx(1)
+    assert counts @ result.writer_time == pytest.approx(counts @ result.independent_writer_time, rel=0.02)
+    paths = assess_figures(result, tmp_path / "figures")
+    assert [path.name for path in paths] == ["losses.png", "writers.png"]
+    assert all(path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for path in paths)
 
 
 FLEET = cj.Fleet(np.array([10.0, 12.0]), np.array([1.0, 1.0]), mtbf=50.0)
