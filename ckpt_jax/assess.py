@@ -10,8 +10,10 @@ GPU's full-speed draw (``gpu_power`` converts it).
 
 **Where each job's time goes.** Over [0, H] a job's wall-clock time splits into
 
-* ``goodput``: compute work saved by a checkpoint (the useful work, `JobStats.useful_work`;
-  with two-level checkpoints the persisted work, as `ckpt_jax.design.job_waste` counts it);
+* ``goodput``: compute work a failure can no longer take (`JobStats.useful_work`): saved by
+  a completed write, or with two-level checkpoints by a drain that ended, or under
+  ``recover_from="memory"`` by a snapshot (docs/model.md §1d; the design counts the persisted
+  work there, `ckpt_jax.design.job_waste`, but a failure loses none of the work in memory);
 * ``checkpoint``: stalled by its own checkpoints: blocking writes (contention included, as a
   write under contention takes longer) and two-level snapshots; with asynchronous
   checkpoints (α > 0) the compute forgone while draining, (1 − α)·(write − wait time);
@@ -42,7 +44,7 @@ import numpy as np
 from ._observe import SaveAt
 from ._simulate import simulate
 from ._validate import check_key
-from .design import Estimate, _batched, _mean_ci, job_waste
+from .design import Estimate, _batched, _mean_ci
 from .model import Fleet, random_state
 
 __all__ = ["CAUSES", "Assessment", "assess", "default_groups"]
@@ -240,7 +242,7 @@ def _time_split(fleet: Fleet, jobs, horizon: float) -> tuple[np.ndarray, dict]:
     as_array = lambda x: zeros if x is None else np.asarray(x, np.float64)  # noqa: E731
     write, wait, snapshot = as_array(jobs.write_time), as_array(jobs.wait_time), as_array(jobs.snapshot_time)
     down, lost = as_array(jobs.down_time), as_array(jobs.lost_work)
-    goodput = 1 - np.asarray(job_waste(fleet, jobs, horizon), np.float64)
+    goodput = np.asarray(jobs.useful_work, np.float64) / horizon
     alpha = float(np.asarray(fleet.async_fraction))
     if fleet.has_snapshots:
         checkpoint = snapshot

@@ -38,6 +38,25 @@ def test_lone_job_goodput_is_the_renewal_formula():
     assert list(result.groups) == ["8 GPUs/job, compute 10, write 1"]
 
 
+@pytest.mark.parametrize("recover_from", ["storage", "memory"])
+@pytest.mark.parametrize("drain", [2.0, 20.0])
+def test_lone_two_level_job_goodput_is_its_renewal_formula(drain, recover_from):
+    compute, snapshot, mtbf, restart = 10.0, 0.5, 100.0, 2.0
+    period = snapshot + max(compute, drain)
+    horizon = 1000 * period
+    fleet = cj.Fleet(
+        np.array([compute]), np.array([drain]), snapshot=snapshot, recover_from=recover_from, mtbf=mtbf, restart=restart
+    )
+    result = cj.assess.assess(fleet, horizon=horizon, key=jax.random.key(3), n_draws=32)
+    formula = 1 - float(cj.theory.two_level_waste(compute, snapshot, drain, mtbf, restart, recover_from))
+    goodput = result.goodput["fleet"]
+    assert abs(goodput.mean - formula) < 4 * goodput.stderr + 2 * period / horizon, (goodput, formula)
+    # The job blocks only for its snapshots, and waits on its drain only when it outlasts T.
+    losses = result.losses["fleet"]
+    assert losses["checkpoint"].mean > 0
+    assert (losses["backpressure"].mean > 0.1) == (drain > compute)
+
+
 def _contended(**kw):
     compute = np.array([10.0, 10.0, 14.0, 14.0, 14.0])
     write = np.array([1.0, 1.0, 2.0, 2.0, 2.0])
