@@ -39,15 +39,16 @@ import math
 from typing import NamedTuple
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
-from ._observe import SaveAt
+from ._observe import Observer, SaveAt
 from ._simulate import simulate
 from ._validate import check_key
 from .design import Estimate, _batched, _mean_ci
 from .model import Fleet, random_state
 
-__all__ = ["CAUSES", "Assessment", "assess", "default_groups"]
+__all__ = ["CAUSES", "Assessment", "Timeline", "assess", "default_groups", "timeline"]
 
 # The causes of lost GPU time, in the order of the module docstring.
 CAUSES = ("checkpoint", "backpressure", "lost_work", "restart", "throttling")
@@ -400,4 +401,123 @@ def assess(
         horizon=horizon,
         hours_per_time_unit=hours_per_time_unit,
         n_draws=n_draws,
+    )
+
+
+# -- one fleet over time ---------------------------------------------------------------
+
+
+class Timeline(NamedTuple):
+    """The writer count and the power draw of one fleet over [0, span], piecewise constant.
+
+    Attributes:
+      start: (n,) the start of each interval of positive length, increasing; the last one
+        ends at ``span``.
+      writers: (n,) int writers during each interval.
+      draw: (n,) the fleet's power draw during each interval, in ``power_unit``.
+      power_unit: ``"W"`` where ``gpu_power`` was given, else ``"gpu"``.
+      span: the end of the window, in the fleet's time unit.
+      hours_per_time_unit: the length of the fleet's time unit in hours.
+    """
+
+    start: np.ndarray
+    writers: np.ndarray
+    draw: np.ndarray
+    power_unit: str
+    span: float
+    hours_per_time_unit: float
+
+
+class _Intervals(Observer):
+    """Records every interval of positive length: its start, its writer count and the draw,
+    into buffers of ``capacity`` entries; ``overflow`` where more came."""
+
+    name = "intervals"
+
+    def __init__(self, capacity: int):
+        self.capacity = capacity
+
+    def init(self, info):
+        buffer = jnp.full((info.n_fleets, self.capacity), jnp.nan, info.dtype)
+        return dict(
+            count=jnp.zeros(info.n_fleets, jnp.int32),
+            start=buffer,
+            draw=buffer,
+            writers=jnp.full((info.n_fleets, self.capacity), -1, jnp.int32),
+        )
+
+    def update(self, state, view):
+        # A lane that did not run, or an iteration at the same instant, records nothing; a
+        # full buffer keeps counting (the overflow) and writes nowhere (index out of range).
+        record = view.running & (view.dt > 0)
+        count = state["count"]
+        index = jnp.where(record, count, self.capacity)[:, None]
+
+        def put(buffer, value):
+            value = value[:, None].astype(buffer.dtype)
+            return jnp.put_along_axis(buffer, index, value, axis=1, inplace=False, mode="drop")
+
+        return dict(
+            count=count + record.astype(jnp.int32),
+            start=put(state["start"], view.time - view.dt),
+            draw=put(state["draw"], view.draw),
+            writers=put(state["writers"], view.n_writers),
+        )
+
+    def finalize(self, state, final):
+        return state
+
+
+def timeline(
+    fleet: Fleet, *, span, key, hours_per_time_unit=1.0, gpu_power=None, jitter=None, capacity: int | None = None
+) -> Timeline:
+    """The writer count and the power draw of ``fleet`` over [0, ``span``], from one random
+    launch and one failure draw (the first of `assess`'s draws with the same ``key``).
+
+    Args:
+      fleet: a single `Fleet` (batch shape ()).
+      span: the window's end, in the fleet's time unit (for one day: 24 / hours_per_time_unit).
+      key: a PRNG key, as for `assess`.
+      hours_per_time_unit, gpu_power, jitter: as for `assess`.
+      capacity: the most intervals recorded (None: twice `Fleet.events` for ``span``, and 64).
+
+    Returns:
+      A `Timeline`. Raises ValueError where the fleet has more intervals than ``capacity``.
+    """
+    if not isinstance(fleet, Fleet) or fleet.batch_shape != ():
+        raise ValueError("fleet must be a single ckpt_jax.Fleet (batch shape ())")
+    span = _positive("span", span)
+    hours_per_time_unit = _positive("hours_per_time_unit", hours_per_time_unit)
+    gpu_power = None if gpu_power is None else _positive("gpu_power", gpu_power)
+    if capacity is None:
+        capacity = 2 * int(np.max(np.asarray(fleet.events(span)))) + 64
+    if isinstance(capacity, (bool, np.bool_)) or not isinstance(capacity, (int, np.integer)) or capacity < 1:
+        raise ValueError(f"capacity must be an int >= 1 or None, got {capacity!r}")
+    keys = jax.random.split(check_key(key), 2)[:1]
+    batched = _batched(fleet, np.asarray(fleet.compute, np.float64)[None])
+    observer = _Intervals(int(capacity))
+    out = simulate(
+        batched,
+        random_state(batched, keys),
+        None,
+        until=span,
+        key=keys,
+        jitter=jitter,
+        throw=True,
+        progress=False,
+        save=SaveAt(trace=False, power=True, observers=(observer,)),
+    )
+    assert out.observed is not None  # recorded: SaveAt(observers=...)
+    recorded = jax.tree_util.tree_map(lambda x: np.asarray(x)[0], out.observed["intervals"])
+    count = int(recorded["count"])
+    if count > capacity:
+        raise ValueError(f"capacity={capacity} is too small: the fleet has {count} intervals up to span={span}")
+    scale = gpu_power if gpu_power is not None else 1.0
+    return Timeline(
+        start=recorded["start"][:count].astype(np.float64),
+        writers=recorded["writers"][:count],
+        draw=recorded["draw"][:count].astype(np.float64) * scale,
+        power_unit="W" if gpu_power is not None else "gpu",
+        span=span,
+        hours_per_time_unit=hours_per_time_unit,
     )

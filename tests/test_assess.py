@@ -125,9 +125,32 @@ def test_storage_and_power_summaries(tmp_path):
     counts = np.arange(7)
     assert result.independent_writer_time.sum() == pytest.approx(1)
     assert counts @ result.writer_time == pytest.approx(counts @ result.independent_writer_time, rel=0.02)
-    paths = assess_figures(result, tmp_path / "figures")
-    assert [path.name for path in paths] == ["losses.png", "writers.png"]
+    timeline = cj.assess.timeline(fleet, span=100.0, key=jax.random.key(2))
+    paths = assess_figures(result, tmp_path / "figures", timeline=timeline)
+    assert [path.name for path in paths] == ["losses.png", "writers.png", "timeline.png"]
     assert all(path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for path in paths)
+
+
+def test_timeline_is_the_run_interval_by_interval():
+    fleet, _ = _contended(cap=40.0, idle_power=0.1)
+    span, key = 200.0, jax.random.key(4)
+    timeline = cj.assess.timeline(fleet, span=span, key=key, gpu_power=2.0)
+    lengths = np.diff(np.append(timeline.start, span))
+    assert timeline.start[0] == 0 and np.all(lengths > 0)
+    # The same draw run directly: the draw's mean and max, and the time writing of every job
+    # (each writer counts once per unit of time), from the recorded intervals.
+    one = cj.Fleet(
+        fleet.compute[None], fleet.write[None], size=fleet.size[None], mtbf=60.0, restart=3.0, cap=40.0, idle_power=0.1
+    )
+    keys = jax.random.split(key, 2)[:1]
+    out = cj.simulate(
+        one, cj.random_state(one, keys), None, until=span, key=keys, save=cj.SaveAt(trace=False, jobs=True, power=True)
+    )
+    assert (timeline.draw * lengths).sum() / span == pytest.approx(2 * float(out.power.mean[0]), rel=1e-12)
+    assert timeline.draw.max() == pytest.approx(2 * float(out.power.max[0]), rel=1e-12)
+    assert (timeline.writers * lengths).sum() == pytest.approx(float(out.jobs.write_time[0].sum()), rel=1e-12)
+    with pytest.raises(ValueError, match="capacity"):
+        cj.assess.timeline(fleet, span=span, key=key, capacity=3)
 
 
 FLEET = cj.Fleet(np.array([10.0, 12.0]), np.array([1.0, 1.0]), mtbf=50.0)

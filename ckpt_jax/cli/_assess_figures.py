@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 from matplotlib.ticker import FuncFormatter, MaxNLocator, PercentFormatter
 
-from ..assess import CAUSES, Assessment
+from ..assess import CAUSES, Assessment, Timeline
 from ._design_figures import _pyplot, close, figure_text
 
 CAUSE_COLOURS = {
@@ -105,14 +105,40 @@ def writers_figure(assessment: Assessment):
     return figure
 
 
-def assess_figures(assessment: Assessment, out_dir) -> list[Path]:
-    """Write ``losses.png`` (`losses_figure`) and ``writers.png`` (`writers_figure`) to
+def timeline_figure(timeline: Timeline, saturation_writers: int | None = None):
+    """The power draw (top) and the writer count (bottom) of one fleet over its window, in
+    hours; the count where the storage saturates dashed."""
+    plt = _pyplot()
+    hours = timeline.hours_per_time_unit
+    edges = np.append(timeline.start, timeline.span) * hours
+    figure, (top, bottom) = plt.subplots(2, 1, figsize=(11, 5.5), sharex=True, constrained_layout=True)
+    top.stairs(timeline.draw, edges, color="#ff7f0e", lw=1, baseline=None)
+    unit = {"W": "W", "gpu": "GPUs at full draw"}[timeline.power_unit]
+    top.set_ylabel(f"power draw ({unit})")
+    top.set_title("One fleet over time: the power draw and the concurrent writers")
+    bottom.stairs(timeline.writers, edges, color="#1f77b4", lw=1, baseline=None)
+    if saturation_writers is not None:
+        bottom.axhline(saturation_writers, color="#d62728", lw=1, ls="--", label="storage saturated from here")
+        bottom.legend(frameon=False, fontsize=8, loc="upper right")
+    bottom.yaxis.set_major_locator(MaxNLocator(integer=True))
+    bottom.set_ylabel("writers")
+    bottom.set_xlabel("hours")
+    bottom.set_xlim(0, edges[-1])
+    return figure
+
+
+def assess_figures(assessment: Assessment, out_dir, timeline: Timeline | None = None) -> list[Path]:
+    """Write ``losses.png`` (`losses_figure`), ``writers.png`` (`writers_figure`) and, with
+    a ``timeline`` (`ckpt_jax.assess.timeline`), ``timeline.png`` (`timeline_figure`) to
     ``out_dir`` (created if missing); returns their paths."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    figures = [("losses.png", lambda: losses_figure(assessment)), ("writers.png", lambda: writers_figure(assessment))]
+    if timeline is not None:
+        figures.append(("timeline.png", lambda: timeline_figure(timeline, assessment.saturation_writers)))
     paths = []
-    for name, make in (("losses.png", losses_figure), ("writers.png", writers_figure)):
-        figure = make(assessment)
+    for name, make in figures:
+        figure = make()
         path = out_dir / name
         figure.savefig(path, dpi=120)
         close(figure)
