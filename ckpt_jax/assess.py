@@ -27,7 +27,8 @@ GPU's full-speed draw (``gpu_power`` converts it).
   the whole fleet the power draw tells them apart: a computing job draws w_i times its
   compute rate and every other job p_idle·w_i (docs/model.md §1d), so the work done is
   ∫P dt − p_idle Σ_i w_i (H − compute time_i), and `Assessment.throttled` is the GPU time
-  spent computing less that work (with α > 0 it includes computing at α while draining).
+  spent computing less that work (with α > 0 less the ``checkpoint`` stall, computing at α
+  while draining, which is counted at full speed: under a cap that part is approximate).
 
 The six add up to H for every job (to rounding): `Assessment.losses` plus the goodput is 1
 per GPU, in each draw.
@@ -336,7 +337,11 @@ def assess(
     )
     assert out.jobs is not None and out.writers is not None and out.power is not None
 
+    # Padding slots (``active`` False) may hold NaN: they are masked out, never weighted by 0.
+    active = np.asarray(fleet.active)
     goodput, causes = _time_split(fleet, out.jobs, horizon)
+    goodput = np.where(active, goodput, 0.0)
+    causes = {cause: np.where(active, value, 0.0) for cause, value in causes.items()}
     members = dict(groups, fleet=tuple(int(i) for i in np.flatnonzero(np.asarray(fleet.active))))
     gpus, goodput_by, losses, per_day = {}, {}, {}, {}
     for name, jobs in members.items():
@@ -369,10 +374,13 @@ def assess(
         at_cap = np.asarray(power.edges, np.float64)[0, :-1] >= cap * _AT_CAP
         cap_time = _mean_ci(np.asarray(power.time, np.float64)[:, at_cap].sum(axis=1) / horizon)
     # The fleet's work done from its draw (module docstring), as a fraction of its GPU time.
-    compute_time = np.asarray(out.jobs.compute_time, np.float64) @ sizes
+    compute_time = np.where(active, np.asarray(out.jobs.compute_time, np.float64), 0.0) @ sizes
     idle = float(np.asarray(fleet.idle_power))
     work = np.asarray(power.mean, np.float64) * horizon - idle * (full_draw * horizon - compute_time)
     throttled = (compute_time - work) / (full_draw * horizon)
+    if not fleet.has_snapshots and float(np.asarray(fleet.async_fraction)) > 0:
+        # Computing at α while draining is counted as a checkpoint stall already.
+        throttled = throttled - causes["checkpoint"] @ sizes / full_draw
     return Assessment(
         groups=groups,
         goodput=goodput_by,
@@ -381,7 +389,7 @@ def assess(
         gpus=gpus,
         writer_time=pooled / pooled.sum(),
         independent_writer_time=_independent_writers(
-            np.asarray(out.jobs.write_time, np.float64).mean(axis=0) / horizon
+            np.where(active, np.asarray(out.jobs.write_time, np.float64), 0.0).mean(axis=0) / horizon
         ),
         writers_p50=_weighted_percentile(counts, pooled, 0.5),
         writers_p99=_weighted_percentile(counts, pooled, 0.99),

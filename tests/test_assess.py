@@ -64,9 +64,9 @@ def _contended(**kw):
     return cj.Fleet(compute, write, size=size, mtbf=60.0, restart=3.0, **kw), compute + write
 
 
-@pytest.mark.parametrize("cap", [None, 40.0])
-def test_goodput_and_losses_add_up(cap):
-    fleet, cycle = _contended(cap=cap, idle_power=0.1)
+@pytest.mark.parametrize("cap, async_fraction", [(None, 0.0), (40.0, 0.0), (None, 0.5)])
+def test_goodput_and_losses_add_up(cap, async_fraction):
+    fleet, cycle = _contended(cap=cap, idle_power=0.1, async_fraction=async_fraction)
     horizon = 3000.0
     groups = {"small": [0, 1], "large": [2, 3, 4]}
     result = cj.assess.assess(fleet, horizon=horizon, key=jax.random.key(1), n_draws=16, groups=groups)
@@ -151,6 +151,18 @@ def test_timeline_is_the_run_interval_by_interval():
     assert (timeline.writers * lengths).sum() == pytest.approx(float(out.jobs.write_time[0].sum()), rel=1e-12)
     with pytest.raises(ValueError, match="capacity"):
         cj.assess.timeline(fleet, span=span, key=key, capacity=3)
+
+
+def test_padding_slots_count_nowhere():
+    compute, write = np.array([10.0, 12.0, 1.0]), np.array([1.0, 2.0, 1.0])
+    padded = cj.Fleet(compute, write, mtbf=40.0, restart=1.0, active=np.array([True, True, False]))
+    alone = cj.Fleet(compute[:2], write[:2], mtbf=40.0, restart=1.0)
+    results = [cj.assess.assess(f, horizon=300.0, key=jax.random.key(5), n_draws=4) for f in (padded, alone)]
+    assert results[0].groups == results[1].groups
+    for name in results[1].goodput:
+        assert results[0].goodput[name].mean == pytest.approx(results[1].goodput[name].mean, rel=1e-12)
+    np.testing.assert_allclose(results[0].writer_time[:3], results[1].writer_time, rtol=1e-12)
+    assert results[0].writer_time[3] == 0 and math.isfinite(results[0].throttled.mean)
 
 
 FLEET = cj.Fleet(np.array([10.0, 12.0]), np.array([1.0, 1.0]), mtbf=50.0)
