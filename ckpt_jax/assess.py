@@ -78,8 +78,9 @@ class Assessment(NamedTuple):
         the fleet's writer count would be without any correlation between its jobs.
       writers_p50, writers_p99: percentiles of the time-weighted writer count (pooled).
       writers_max: the largest writer count in any draw.
-      saturation_writers: the writer count from which the storage's aggregate f(n) stops
-        growing (f(k) >= f(j) for every j > k).
+      saturation_writers: the least writer count from which the storage's aggregate f(n)
+        stops growing (f(k) >= f(j) for every j > k) and any that many writers can fill it
+        (the smallest write limits sum to f(k) at least); N + 1 where no count does both.
       saturated_time: `Estimate` of the fraction of the window with at least that many writers.
       power_mean, power_max, power_largest_drop, power_largest_rise: `Estimate`s over the
         draws of the draw's mean, its max, and its largest drop and rise at one instant, in
@@ -269,6 +270,20 @@ def _independent_writers(writing) -> np.ndarray:
     return law
 
 
+def _saturation_writers(throughput: np.ndarray, write_limits: np.ndarray) -> int:
+    """The least writer count k >= 1 from which f(n) stops growing (f(k) >= f(j) for every
+    j > k) and at which any k writers can fill it (the k smallest write limits sum to f(k)
+    at least: below that every writer drains at its own limit, docs/model.md §1d); N + 1
+    where no count of the fleet's N slots does both."""
+    n_jobs = throughput.size - 1
+    limits = np.cumsum(np.sort(write_limits))  # the k smallest limits, k = 1..
+    for k in range(1, n_jobs + 1):
+        fills = k <= limits.size and limits[k - 1] >= throughput[k]
+        if fills and np.all(throughput[k + 1 :] <= throughput[k]):
+            return k
+    return n_jobs + 1
+
+
 def _weighted_percentile(counts: np.ndarray, weights: np.ndarray, q: float) -> float:
     cumulative = np.cumsum(weights) / weights.sum()
     return float(counts[np.searchsorted(cumulative, q, side="left")])
@@ -362,8 +377,7 @@ def assess(
         raise ValueError(f"horizon={horizon} is too short to observe the writer count: no window in any draw")
     counts = np.arange(n_jobs + 1)
     throughput = np.asarray(fleet.throughput, np.float64)
-    growing_after = [k for k in range(1, n_jobs + 1) if np.all(throughput[k + 1 :] <= throughput[k])]
-    saturation = growing_after[0]
+    saturation = _saturation_writers(throughput, np.asarray(fleet.write_limit, np.float64)[np.asarray(fleet.active)])
     saturated = np.where(length > 0, writer_time[:, saturation:].sum(axis=1) / length, np.nan)
 
     power = out.power

@@ -165,6 +165,23 @@ def test_padding_slots_count_nowhere():
     assert results[0].writer_time[3] == 0 and math.isfinite(results[0].throttled.mean)
 
 
+@pytest.mark.parametrize(
+    "throughput, limits, saturation",
+    [
+        ("shared", None, 1),  # f ≡ 1 from one writer on
+        ("saturating", None, 4),  # min(n, 4) stops growing at 4
+        ("saturating", [0.8] * 6, 5),  # 4 writers at 0.8 drain 3.2 < f(4) = 4; 5 fill it
+        ("shared", [0.25] * 6, 4),  # four writers at 0.25 fill f ≡ 1
+        ("shared", [0.1] * 6, 7),  # six writers at 0.1 never do
+        ("shared", [0.6, 0.1, 0.1, 0.3, 0.1, 0.2], 6),  # the five smallest drain 0.8 < 1
+    ],
+)
+def test_saturation_writers(throughput, limits, saturation):
+    table = cj.throughput_table(throughput, 6)
+    limits = np.full(6, np.inf) if limits is None else np.asarray(limits)
+    assert cj.assess._saturation_writers(np.asarray(table, np.float64), limits) == saturation
+
+
 FLEET = cj.Fleet(np.array([10.0, 12.0]), np.array([1.0, 1.0]), mtbf=50.0)
 
 

@@ -80,11 +80,13 @@ def writers_figure(assessment: Assessment):
     width = 0.4
     axis.bar(counts - width / 2, observed[: top + 1], width, color="#1f77b4", label="this fleet (pooled over draws)")
     axis.bar(counts + width / 2, independent[: top + 1], width, color="#bbbbbb", label="independent phases")
-    axis.axvline(assessment.saturation_writers - 0.5, color="#d62728", lw=1, ls="--")
-    axis.text(
-        assessment.saturation_writers - 0.45, 0.97, f"storage saturated from {assessment.saturation_writers} writers",
-        transform=axis.get_xaxis_transform(), va="top", fontsize=8, color="#d62728",
-    )  # fmt: skip
+    if assessment.saturation_writers <= top:
+        axis.axvline(assessment.saturation_writers - 0.5, color="#d62728", lw=1, ls="--")
+        label = f"storage saturated from {assessment.saturation_writers} writers"
+        axis.text(
+            assessment.saturation_writers - 0.45, 0.97, label,
+            transform=axis.get_xaxis_transform(), va="top", fontsize=8, color="#d62728",
+        )  # fmt: skip
     axis.set_xlim(-0.6, top + 0.6)
     # A log scale: the rare high counts (the storms) are what the storage must survive.
     positive = np.concatenate([observed[: top + 1], independent[: top + 1]])
@@ -117,7 +119,7 @@ def timeline_figure(timeline: Timeline, saturation_writers: int | None = None):
     top.set_ylabel(f"power draw ({unit})")
     top.set_title("One fleet over time: the power draw and the concurrent writers")
     bottom.stairs(timeline.writers, edges, color="#1f77b4", lw=1, baseline=None)
-    if saturation_writers is not None:
+    if saturation_writers is not None and saturation_writers <= timeline.writers.max() + 1:
         bottom.axhline(saturation_writers, color="#d62728", lw=1, ls="--", label="storage saturated from here")
         bottom.legend(frameon=False, fontsize=8, loc="upper right")
     bottom.yaxis.set_major_locator(MaxNLocator(integer=True))
