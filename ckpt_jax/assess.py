@@ -285,8 +285,10 @@ def _saturation_writers(throughput: np.ndarray, write_limits: np.ndarray) -> int
 
 
 def _weighted_percentile(counts: np.ndarray, weights: np.ndarray, q: float) -> float:
+    """The least count whose cumulative weight reaches ``q`` (of the total)."""
     cumulative = np.cumsum(weights) / weights.sum()
-    return float(counts[np.searchsorted(cumulative, q, side="left")])
+    index = min(int(np.searchsorted(cumulative, q, side="left")), counts.size - 1)  # rounding at the top
+    return float(counts[index])
 
 
 def assess(
