@@ -4,11 +4,12 @@ The top level holds the core: fleets and their states, `simulate`, what it recor
 its status bits mean. Everything else is a submodule: `cj.maps` (return maps and their
 spectra), `cj.analysis` (statistics of traces), `cj.coupling` (two-job coupling functions),
 `cj.ensemble` (many fleets, one run), `cj.design` and `cj.theory` (checkpoint intervals),
-`cj.lyapunov` (finite-time Lyapunov exponents), `cj.fleetfile` (fleets from files) and
-`cj.loop` (the stepping primitive).
+`cj.lyapunov` (finite-time Lyapunov exponents), `cj.fleetfile` (fleets from files), `cj.assess`
+(goodput and losses by cause of a fleet as configured) and `cj.loop` (the stepping primitive).
 """
 
 from . import analysis as analysis
+from . import assess as assess
 from . import coupling as coupling
 from . import design as design
 from . import ensemble as ensemble
@@ -64,6 +65,7 @@ __all__ = [
     "STORAGE_POLICIES",
     "RECOVERY_SOURCES",
     "analysis",
+    "assess",
     "coupling",
     "design",
     "ensemble",

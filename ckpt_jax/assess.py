@@ -1,0 +1,547 @@
+"""What a fleet's checkpointing costs it as configured: goodput, GPU-hours lost by cause,
+storage and power load (issue 25 §2; docs/model.md §1c, §1d).
+
+`assess` runs ``n_draws`` independent failure draws of one fleet, each from its own random
+launch (`ckpt_jax.random_state`), over a horizon H with the exact event loop, and reduces
+what the run records (`JobStats`, `WriterStats`, `PowerStats`) to an operator's numbers.
+It is unit-agnostic: times are in the fleet's own unit (``hours_per_time_unit`` converts
+them to hours), a job's ``size`` counts its GPUs, and the power draw is in units of one
+GPU's full-speed draw (``gpu_power`` converts it).
+
+**Where each job's time goes.** Over [0, H] a job's wall-clock time splits into
+
+* ``goodput``: compute work a failure can no longer take (`JobStats.useful_work`): saved by
+  a completed write, or with two-level checkpoints by a drain that ended, or under
+  ``recover_from="memory"`` by a snapshot (docs/model.md §1d; the design counts the persisted
+  work there, `ckpt_jax.design.job_waste`, but a failure loses none of the work in memory);
+* ``checkpoint``: stalled by its own checkpoints: blocking writes (contention included, as a
+  write under contention takes longer) and two-level snapshots; with asynchronous
+  checkpoints (α > 0) the compute forgone while draining, (1 − α)·(write − wait time);
+* ``backpressure``: waiting for the previous drain to end (`JobStats.wait_time`);
+* ``lost_work``: compute work thrown away by failures (`JobStats.lost_work`);
+* ``restart``: down after failures (`JobStats.down_time`);
+* ``throttling``: the rest, compute time that neither saved nor lost work: the slowdown under
+  a binding power cap, plus the work in progress at H that no checkpoint covers yet (at
+  most one cycle per job, a fraction of order T/H). `JobStats` has no per-job work done,
+  so the two cannot be told apart per job; without a cap the whole of it is that tail. For
+  the whole fleet the power draw tells them apart: a computing job draws w_i times its
+  compute rate and every other job p_idle·w_i (docs/model.md §1d), so the work done is
+  ∫P dt − p_idle Σ_i w_i (H − compute time_i), and `Assessment.throttled` is the GPU time
+  spent computing less that work (with α > 0 less the ``checkpoint`` stall, computing at α
+  while draining, which is counted at full speed: under a cap that part is approximate).
+
+The six add up to H for every job (to rounding): `Assessment.losses` plus the goodput is 1
+per GPU, in each draw.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ._observe import Observer, SaveAt
+from ._simulate import simulate
+from ._validate import check_key
+from .design import Estimate, _batched, _mean_ci
+from .model import Fleet, random_state
+
+__all__ = ["CAUSES", "Assessment", "Timeline", "assess", "default_groups", "timeline"]
+
+# The causes of lost GPU time, in the order of the module docstring.
+CAUSES = ("checkpoint", "backpressure", "lost_work", "restart", "throttling")
+
+# A draw at least this fraction of the cap counts as "at the cap".
+_AT_CAP = 1 - 1e-9
+_POWER_BINS = 100
+
+
+class Assessment(NamedTuple):
+    """A fleet's assessment (`assess`). Estimates are means over the draws with a 95% CI.
+
+    Attributes:
+      groups: group name -> (job indices,), in the order the groups were given.
+      goodput: group name (and ``"fleet"``) -> `Estimate` of the GPU-weighted fraction of
+        wall-clock time that ends up as saved compute work.
+      losses: group name (and ``"fleet"``) -> cause (`CAUSES`) -> `Estimate` of the
+        GPU-weighted fraction of wall-clock time lost to that cause; per draw, goodput plus
+        the losses is 1.
+      gpu_hours_lost_per_day: the same as GPU-hours per day: fraction × GPUs × 24.
+      gpus: group name (and ``"fleet"``) -> GPUs (the sum of the jobs' sizes).
+      writer_time: (N + 1,) fraction of the observation window spent with k writers, pooled
+        over the draws.
+      independent_writer_time: (N + 1,) the same if the jobs' phases were independent, each
+        writing the fraction of time it wrote in the draws (a Poisson-binomial law): what
+        the fleet's writer count would be without any correlation between its jobs.
+      writers_p50, writers_p99: percentiles of the time-weighted writer count (pooled).
+      writers_max: the largest writer count in any draw.
+      saturation_writers: the least writer count from which the storage's aggregate f(n)
+        stops growing (f(k) >= f(j) for every j > k) and any that many writers can fill it
+        (the smallest write limits sum to f(k) at least); N + 1 where no count does both.
+      saturated_time: `Estimate` of the fraction of the window with at least that many writers.
+      power_mean, power_max, power_largest_drop, power_largest_rise: `Estimate`s over the
+        draws of the draw's mean, its max, and its largest drop and rise at one instant, in
+        ``power_unit``.
+      power_edges, power_time: (n + 1,) bin edges in ``power_unit`` and (n,) fraction of the
+        time spent in each bin, pooled over the draws.
+      cap_time: `Estimate` of the fraction of time with the draw at the cap (None without a
+        cap; with ``idle_power`` > 0 the idle draw counts towards it).
+      throttled: `Estimate` of the fleet's GPU-weighted fraction of time lost to computing
+        below full speed (module docstring): the part of the fleet's ``throttling`` that is
+        not the unsaved work at H.
+      throttled_gpu_hours_per_day: the same in GPU-hours per day.
+      power_unit: ``"W"`` where ``gpu_power`` was given, else ``"gpu"`` (one GPU's full draw).
+      horizon: H in the fleet's time unit; ``hours_per_time_unit`` its length in hours.
+      n_draws: the number of independent draws.
+    """
+
+    groups: dict
+    goodput: dict
+    losses: dict
+    gpu_hours_lost_per_day: dict
+    gpus: dict
+    writer_time: np.ndarray
+    independent_writer_time: np.ndarray
+    writers_p50: float
+    writers_p99: float
+    writers_max: int
+    saturation_writers: int
+    saturated_time: Estimate
+    power_mean: Estimate
+    power_max: Estimate
+    power_largest_drop: Estimate
+    power_largest_rise: Estimate
+    power_edges: np.ndarray
+    power_time: np.ndarray
+    cap_time: Estimate | None
+    throttled: Estimate
+    throttled_gpu_hours_per_day: Estimate
+    power_unit: str
+    horizon: float
+    hours_per_time_unit: float
+    n_draws: int
+
+    def to_json(self) -> dict:
+        """The assessment as plain JSON types. Schema (every estimate is
+        ``{"mean": float, "low": float, "high": float}``, a 95% CI over the draws)::
+
+            {
+              "horizon": float,                  # H, the fleet's time unit
+              "horizon_hours": float,
+              "n_draws": int,
+              "groups": {name: {"jobs": [int], "gpus": float}},
+              "goodput": {name | "fleet": estimate},
+              "lost_fraction": {name | "fleet": {cause: estimate}},
+              "gpu_hours_lost_per_day": {name | "fleet": {cause: estimate}},
+              "storage": {
+                "writer_time": [float],          # fraction of time at k = 0..N writers
+                "independent_writer_time": [float],  # the same for independent phases
+                "writers_p50": float, "writers_p99": float, "writers_max": int,
+                "saturation_writers": int,
+                "saturated_time": estimate,      # fraction of time
+              },
+              "power": {
+                "unit": "W" | "gpu",
+                "mean": estimate, "max": estimate,
+                "largest_drop": estimate, "largest_rise": estimate,
+                "edges": [float], "time": [float],   # the draw's distribution
+                "cap_time": estimate | null,     # fraction of time at the cap
+                "throttled": estimate,           # fraction of the fleet's GPU time
+                "throttled_gpu_hours_per_day": estimate,
+              },
+            }
+
+        Causes are `CAUSES`; the module docstring says what each counts.
+        """
+
+        def est(e):
+            return None if e is None else {"mean": e.mean, "low": e.low, "high": e.high}
+
+        def by_cause(table):
+            return {name: {cause: est(e) for cause, e in causes.items()} for name, causes in table.items()}
+
+        return {
+            "horizon": self.horizon,
+            "horizon_hours": self.horizon * self.hours_per_time_unit,
+            "n_draws": self.n_draws,
+            "groups": {name: {"jobs": list(jobs), "gpus": self.gpus[name]} for name, jobs in self.groups.items()},
+            "goodput": {name: est(e) for name, e in self.goodput.items()},
+            "lost_fraction": by_cause(self.losses),
+            "gpu_hours_lost_per_day": by_cause(self.gpu_hours_lost_per_day),
+            "storage": {
+                "writer_time": [float(x) for x in self.writer_time],
+                "independent_writer_time": [float(x) for x in self.independent_writer_time],
+                "writers_p50": self.writers_p50,
+                "writers_p99": self.writers_p99,
+                "writers_max": self.writers_max,
+                "saturation_writers": self.saturation_writers,
+                "saturated_time": est(self.saturated_time),
+            },
+            "power": {
+                "unit": self.power_unit,
+                "mean": est(self.power_mean),
+                "max": est(self.power_max),
+                "largest_drop": est(self.power_largest_drop),
+                "largest_rise": est(self.power_largest_rise),
+                "edges": [float(x) for x in self.power_edges],
+                "time": [float(x) for x in self.power_time],
+                "cap_time": est(self.cap_time),
+                "throttled": est(self.throttled),
+                "throttled_gpu_hours_per_day": est(self.throttled_gpu_hours_per_day),
+            },
+        }
+
+
+def default_groups(fleet: Fleet) -> dict:
+    """One group per distinct (compute, write, size) among the active jobs, named after them,
+    in the order of their first job: name -> (job indices,)."""
+    compute, write, size = (np.asarray(x, np.float64) for x in (fleet.compute, fleet.write, fleet.size))
+    active = np.asarray(fleet.active)
+    groups: dict = {}
+    for i in np.flatnonzero(active):
+        name = f"{size[i]:g} GPU{'s' if size[i] != 1 else ''}/job, compute {compute[i]:g}, write {write[i]:g}"
+        groups.setdefault(name, []).append(int(i))
+    return {name: tuple(jobs) for name, jobs in groups.items()}
+
+
+def _positive(name, value) -> float:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.number)):
+        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+    return float(value)
+
+
+def _check_groups(groups, fleet: Fleet) -> dict:
+    if groups is None:
+        return default_groups(fleet)
+    if not isinstance(groups, dict) or not groups:
+        raise ValueError(f"groups must be a non-empty dict of name -> job indices, got {groups!r}")
+    active = np.asarray(fleet.active)
+    checked = {}
+    for name, jobs in groups.items():
+        if not isinstance(name, str) or not name or name == "fleet":
+            raise ValueError(f"groups: every name must be a non-empty string other than 'fleet', got {name!r}")
+        try:
+            indices = np.asarray(jobs)
+        except (TypeError, ValueError):
+            indices = None
+        if indices is None or indices.ndim != 1 or indices.size == 0 or not np.issubdtype(indices.dtype, np.integer):
+            raise ValueError(f"groups[{name!r}] must be a non-empty sequence of job indices, got {jobs!r}")
+        if np.any((indices < 0) | (indices >= fleet.n_jobs)) or not np.all(active[indices]):
+            raise ValueError(f"groups[{name!r}] must hold indices of active jobs in [0, {fleet.n_jobs}), got {jobs!r}")
+        if np.unique(indices).size != indices.size:
+            raise ValueError(f"groups[{name!r}] lists a job twice: {jobs!r}")
+        checked[name] = tuple(int(i) for i in indices)
+    return checked
+
+
+def _time_split(fleet: Fleet, jobs, horizon: float) -> tuple[np.ndarray, dict]:
+    """Per draw and job, (S, N) fractions of H: the goodput and each cause (module docstring)."""
+    zeros = np.zeros(np.shape(jobs.compute_time))
+    as_array = lambda x: zeros if x is None else np.asarray(x, np.float64)  # noqa: E731
+    write, wait, snapshot = as_array(jobs.write_time), as_array(jobs.wait_time), as_array(jobs.snapshot_time)
+    down, lost = as_array(jobs.down_time), as_array(jobs.lost_work)
+    goodput = np.asarray(jobs.useful_work, np.float64) / horizon
+    alpha = float(np.asarray(fleet.async_fraction))
+    if fleet.has_snapshots:
+        checkpoint = snapshot
+    elif alpha > 0:
+        checkpoint = (1 - alpha) * (write - wait)
+    else:
+        checkpoint = write
+    causes = dict(checkpoint=checkpoint / horizon, backpressure=wait / horizon, lost_work=lost / horizon)
+    causes["restart"] = down / horizon
+    causes["throttling"] = 1 - goodput - sum(causes.values())
+    return goodput, causes
+
+
+def _independent_writers(writing) -> np.ndarray:
+    """(N + 1,) the law of the number of jobs writing when job i writes with probability
+    ``writing[i]``, independently (Poisson-binomial; padding slots write with probability 0)."""
+    law = np.zeros(writing.size + 1)
+    law[0] = 1.0
+    for p in np.clip(writing, 0.0, 1.0):
+        law[1:] = law[1:] * (1 - p) + law[:-1] * p
+        law[0] *= 1 - p
+    return law
+
+
+def _saturation_writers(throughput: np.ndarray, write_limits: np.ndarray) -> int:
+    """The least writer count k >= 1 from which f(n) stops growing (f(k) >= f(j) for every
+    j > k) and at which any k writers can fill it (the k smallest write limits sum to f(k)
+    at least: below that every writer drains at its own limit, docs/model.md §1d); N + 1
+    where no count of the fleet's N slots does both."""
+    n_jobs = throughput.size - 1
+    limits = np.cumsum(np.sort(write_limits))  # the k smallest limits, k = 1..
+    for k in range(1, n_jobs + 1):
+        fills = k <= limits.size and limits[k - 1] >= throughput[k]
+        if fills and np.all(throughput[k + 1 :] <= throughput[k]):
+            return k
+    return n_jobs + 1
+
+
+def _weighted_percentile(counts: np.ndarray, weights: np.ndarray, q: float) -> float:
+    """The least count whose cumulative weight reaches ``q`` (of the total)."""
+    cumulative = np.cumsum(weights) / weights.sum()
+    index = min(int(np.searchsorted(cumulative, q, side="left")), counts.size - 1)  # rounding at the top
+    return float(counts[index])
+
+
+def assess(
+    fleet: Fleet,
+    *,
+    horizon,
+    key,
+    n_draws: int = 64,
+    groups: dict | None = None,
+    hours_per_time_unit=1.0,
+    gpu_power=None,
+    jitter=None,
+) -> Assessment:
+    """Assess ``fleet`` as configured over [0, H]: ``n_draws`` independent failure draws, each
+    from a random launch, run in one batch by the exact event loop.
+
+    Args:
+      fleet: a single `Fleet` (batch shape ()), its compute work T_i the intervals in use; a
+        job's ``size`` counts its GPUs. ``mtbf`` may be None (no failures).
+      horizon: H > 0, in the fleet's time unit.
+      key: a PRNG key; draw s uses ``split(key, n_draws)[s]`` for its launch and failures.
+      n_draws: the number of draws S >= 2 (the CIs need two).
+      groups: name -> job indices (active jobs, none twice; groups may share jobs), or None
+        for `default_groups`. ``"fleet"`` is reserved for the whole fleet.
+      hours_per_time_unit: the length of the fleet's time unit in hours (> 0).
+      gpu_power: watts per GPU at full speed (> 0), or None to leave the draw in GPUs.
+      jitter: compute jitter σ, as for `ckpt_jax.simulate`.
+
+    Returns:
+      An `Assessment`.
+    """
+    if not isinstance(fleet, Fleet):
+        raise ValueError(f"fleet must be a ckpt_jax.Fleet, got {type(fleet).__name__}")
+    if fleet.batch_shape != ():
+        raise ValueError(f"fleet must be a single fleet (batch shape ()), got batch shape {fleet.batch_shape}")
+    horizon = _positive("horizon", horizon)
+    hours_per_time_unit = _positive("hours_per_time_unit", hours_per_time_unit)
+    gpu_power = None if gpu_power is None else _positive("gpu_power", gpu_power)
+    if isinstance(n_draws, (bool, np.bool_)) or not isinstance(n_draws, (int, np.integer)) or n_draws < 2:
+        raise ValueError(f"n_draws must be an int >= 2, got {n_draws!r}")
+    n_draws = int(n_draws)
+    groups = _check_groups(groups, fleet)
+    keys = jax.random.split(check_key(key), n_draws)
+
+    n_jobs = fleet.n_jobs
+    batched = _batched(fleet, np.broadcast_to(np.asarray(fleet.compute, np.float64), (n_draws, n_jobs)))
+    sizes = np.where(np.asarray(fleet.active), np.asarray(fleet.size, np.float64), 0.0)
+    full_draw = float(sizes.sum())
+    cap = float(np.asarray(fleet.cap))
+    edges = np.linspace(0.0, full_draw, _POWER_BINS + 1)
+    if math.isfinite(cap) and 0 < cap * _AT_CAP < full_draw:
+        edges = np.unique(np.append(edges, cap * _AT_CAP))
+    out = simulate(
+        batched,
+        random_state(batched, keys),
+        None,
+        until=horizon,
+        key=keys,
+        jitter=jitter,
+        throw=True,
+        progress=False,
+        save=SaveAt(trace=False, jobs=True, writers=True, power=True, power_bins=tuple(edges)),
+    )
+    assert out.jobs is not None and out.writers is not None and out.power is not None
+
+    # Padding slots (``active`` False) may hold NaN: they are masked out, never weighted by 0.
+    active = np.asarray(fleet.active)
+    goodput, causes = _time_split(fleet, out.jobs, horizon)
+    goodput = np.where(active, goodput, 0.0)
+    causes = {cause: np.where(active, value, 0.0) for cause, value in causes.items()}
+    members = dict(groups, fleet=tuple(int(i) for i in np.flatnonzero(np.asarray(fleet.active))))
+    gpus, goodput_by, losses, per_day = {}, {}, {}, {}
+    for name, jobs in members.items():
+        weight = np.zeros(n_jobs)
+        weight[list(jobs)] = sizes[list(jobs)]
+        gpus[name] = float(weight.sum())
+        weight = weight / gpus[name]
+        goodput_by[name] = _mean_ci(goodput @ weight)
+        losses[name] = {cause: _mean_ci(causes[cause] @ weight) for cause in CAUSES}
+        per_day[name] = {cause: _mean_ci(causes[cause] @ weight * gpus[name] * 24.0) for cause in CAUSES}
+
+    writers = out.writers
+    writer_time = np.asarray(writers.time, np.float64)  # (S, N + 1)
+    window = np.asarray(writers.window, np.float64)
+    length = window[:, 1] - window[:, 0]
+    pooled = np.nansum(writer_time, axis=0)
+    if not pooled.sum() > 0:
+        raise ValueError(f"horizon={horizon} is too short to observe the writer count: no window in any draw")
+    counts = np.arange(n_jobs + 1)
+    throughput = np.asarray(fleet.throughput, np.float64)
+    saturation = _saturation_writers(throughput, np.asarray(fleet.write_limit, np.float64)[np.asarray(fleet.active)])
+    saturated = np.where(length > 0, writer_time[:, saturation:].sum(axis=1) / length, np.nan)
+
+    power = out.power
+    scale = gpu_power if gpu_power is not None else 1.0
+    power_time = np.asarray(power.time, np.float64).sum(axis=0)
+    cap_time = None
+    if math.isfinite(cap):
+        at_cap = np.asarray(power.edges, np.float64)[0, :-1] >= cap * _AT_CAP
+        cap_time = _mean_ci(np.asarray(power.time, np.float64)[:, at_cap].sum(axis=1) / horizon)
+    # The fleet's work done from its draw (module docstring), as a fraction of its GPU time.
+    compute_time = np.where(active, np.asarray(out.jobs.compute_time, np.float64), 0.0) @ sizes
+    idle = float(np.asarray(fleet.idle_power))
+    work = np.asarray(power.mean, np.float64) * horizon - idle * (full_draw * horizon - compute_time)
+    throttled = (compute_time - work) / (full_draw * horizon)
+    if not fleet.has_snapshots and float(np.asarray(fleet.async_fraction)) > 0:
+        # Computing at α while draining is counted as a checkpoint stall already.
+        throttled = throttled - causes["checkpoint"] @ sizes / full_draw
+    return Assessment(
+        groups=groups,
+        goodput=goodput_by,
+        losses=losses,
+        gpu_hours_lost_per_day=per_day,
+        gpus=gpus,
+        writer_time=pooled / pooled.sum(),
+        independent_writer_time=_independent_writers(
+            np.where(active, np.asarray(out.jobs.write_time, np.float64), 0.0).mean(axis=0) / horizon
+        ),
+        writers_p50=_weighted_percentile(counts, pooled, 0.5),
+        writers_p99=_weighted_percentile(counts, pooled, 0.99),
+        writers_max=int(np.max(np.asarray(writers.max))),
+        saturation_writers=int(saturation),
+        saturated_time=_mean_ci(saturated[np.isfinite(saturated)]),
+        power_mean=_mean_ci(np.asarray(power.mean, np.float64) * scale),
+        power_max=_mean_ci(np.asarray(power.max, np.float64) * scale),
+        power_largest_drop=_mean_ci(np.asarray(power.largest_drop, np.float64) * scale),
+        power_largest_rise=_mean_ci(np.asarray(power.largest_rise, np.float64) * scale),
+        power_edges=edges * scale,
+        power_time=power_time / power_time.sum(),
+        cap_time=cap_time,
+        throttled=_mean_ci(throttled),
+        throttled_gpu_hours_per_day=_mean_ci(throttled * full_draw * 24.0),
+        power_unit="W" if gpu_power is not None else "gpu",
+        horizon=horizon,
+        hours_per_time_unit=hours_per_time_unit,
+        n_draws=n_draws,
+    )
+
+
+# -- one fleet over time ---------------------------------------------------------------
+
+
+class Timeline(NamedTuple):
+    """The writer count and the power draw of one fleet over [0, span], piecewise constant.
+
+    Attributes:
+      start: (n,) the start of each interval of positive length, increasing; the last one
+        ends at ``span``.
+      writers: (n,) int writers during each interval.
+      draw: (n,) the fleet's power draw during each interval, in ``power_unit``.
+      power_unit: ``"W"`` where ``gpu_power`` was given, else ``"gpu"``.
+      span: the end of the window, in the fleet's time unit.
+      hours_per_time_unit: the length of the fleet's time unit in hours.
+    """
+
+    start: np.ndarray
+    writers: np.ndarray
+    draw: np.ndarray
+    power_unit: str
+    span: float
+    hours_per_time_unit: float
+
+
+class _Intervals(Observer):
+    """Records every interval of positive length: its start, its writer count and the draw,
+    into buffers of ``capacity`` entries; ``overflow`` where more came."""
+
+    name = "intervals"
+
+    def __init__(self, capacity: int):
+        self.capacity = capacity
+
+    def init(self, info):
+        buffer = jnp.full((info.n_fleets, self.capacity), jnp.nan, info.dtype)
+        return dict(
+            count=jnp.zeros(info.n_fleets, jnp.int32),
+            start=buffer,
+            draw=buffer,
+            writers=jnp.full((info.n_fleets, self.capacity), -1, jnp.int32),
+        )
+
+    def update(self, state, view):
+        # A lane that did not run, or an iteration at the same instant, records nothing; a
+        # full buffer keeps counting (the overflow) and writes nowhere (index out of range).
+        record = view.running & (view.dt > 0)
+        count = state["count"]
+        index = jnp.where(record, count, self.capacity)[:, None]
+
+        def put(buffer, value):
+            value = value[:, None].astype(buffer.dtype)
+            return jnp.put_along_axis(buffer, index, value, axis=1, inplace=False, mode="drop")
+
+        return dict(
+            count=count + record.astype(jnp.int32),
+            start=put(state["start"], view.time - view.dt),
+            draw=put(state["draw"], view.draw),
+            writers=put(state["writers"], view.n_writers),
+        )
+
+    def finalize(self, state, final):
+        return state
+
+
+def timeline(
+    fleet: Fleet, *, span, key, hours_per_time_unit=1.0, gpu_power=None, jitter=None, capacity: int | None = None
+) -> Timeline:
+    """The writer count and the power draw of ``fleet`` over [0, ``span``], from one random
+    launch and one failure draw (the first of `assess`'s draws with the same ``key``).
+
+    Args:
+      fleet: a single `Fleet` (batch shape ()).
+      span: the window's end, in the fleet's time unit (for one day: 24 / hours_per_time_unit).
+      key: a PRNG key, as for `assess`.
+      hours_per_time_unit, gpu_power, jitter: as for `assess`.
+      capacity: the most intervals recorded (None: twice `Fleet.events` for ``span``, and 64).
+
+    Returns:
+      A `Timeline`. Raises ValueError where the fleet has more intervals than ``capacity``.
+    """
+    if not isinstance(fleet, Fleet) or fleet.batch_shape != ():
+        raise ValueError("fleet must be a single ckpt_jax.Fleet (batch shape ())")
+    span = _positive("span", span)
+    hours_per_time_unit = _positive("hours_per_time_unit", hours_per_time_unit)
+    gpu_power = None if gpu_power is None else _positive("gpu_power", gpu_power)
+    if capacity is None:
+        capacity = 2 * int(np.max(np.asarray(fleet.events(span)))) + 64
+    if isinstance(capacity, (bool, np.bool_)) or not isinstance(capacity, (int, np.integer)) or capacity < 1:
+        raise ValueError(f"capacity must be an int >= 1 or None, got {capacity!r}")
+    keys = jax.random.split(check_key(key), 2)[:1]
+    batched = _batched(fleet, np.asarray(fleet.compute, np.float64)[None])
+    observer = _Intervals(int(capacity))
+    out = simulate(
+        batched,
+        random_state(batched, keys),
+        None,
+        until=span,
+        key=keys,
+        jitter=jitter,
+        throw=True,
+        progress=False,
+        save=SaveAt(trace=False, power=True, observers=(observer,)),
+    )
+    assert out.observed is not None  # recorded: SaveAt(observers=...)
+    recorded = jax.tree_util.tree_map(lambda x: np.asarray(x)[0], out.observed["intervals"])
+    count = int(recorded["count"])
+    if count > capacity:
+        raise ValueError(f"capacity={capacity} is too small: the fleet has {count} intervals up to span={span}")
+    scale = gpu_power if gpu_power is not None else 1.0
+    return Timeline(
+        start=recorded["start"][:count].astype(np.float64),
+        writers=recorded["writers"][:count],
+        draw=recorded["draw"][:count].astype(np.float64) * scale,
+        power_unit="W" if gpu_power is not None else "gpu",
+        span=span,
+        hours_per_time_unit=hours_per_time_unit,
+    )

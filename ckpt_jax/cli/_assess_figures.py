@@ -1,0 +1,148 @@
+"""The figures of an assessment (`ckpt_jax.assess.assess`): one message per panel."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from matplotlib.ticker import FuncFormatter, MaxNLocator, PercentFormatter
+
+from ..assess import CAUSES, Assessment, Timeline
+from ._design_figures import _pyplot, close, figure_text
+
+CAUSE_COLOURS = {
+    "checkpoint": "#1f77b4",
+    "backpressure": "#9467bd",
+    "lost_work": "#d62728",
+    "restart": "#ff7f0e",
+    "throttling": "#7f7f7f",
+}
+CAUSE_LABELS = {
+    "checkpoint": "checkpoint stalls",
+    "backpressure": "waiting on backpressure",
+    "lost_work": "work lost to failures",
+    "restart": "restarts",
+    "throttling": "throttling and unsaved work at the horizon",
+}
+
+
+def losses_figure(assessment: Assessment):
+    """Left: where each group's GPU time goes (goodput and the losses by cause, in % of its
+    time); right: the GPU-hours each group loses per day by cause, with the fleet's 95% CI."""
+    plt = _pyplot()
+    names = list(assessment.groups) + ["fleet"]
+    rows = np.arange(len(names))[::-1]
+    height = max(2.8, 0.55 * len(names) + 1.6)
+    figure, (left, right) = plt.subplots(1, 2, figsize=(12, height), constrained_layout=True, sharey=True)
+    goodput = np.array([assessment.goodput[name].mean for name in names])
+    left.barh(rows, goodput, color="#2ca02c", label="goodput")
+    start, hours_start = goodput.copy(), np.zeros(len(names))
+    for cause in CAUSES:
+        share = np.array([assessment.losses[name][cause].mean for name in names])
+        hours = np.array([assessment.gpu_hours_lost_per_day[name][cause].mean for name in names])
+        style = dict(color=CAUSE_COLOURS[cause], label=CAUSE_LABELS[cause])
+        left.barh(rows, share, left=start, **style)
+        right.barh(rows, hours, left=hours_start, **style)
+        start, hours_start = start + share, hours_start + hours
+    for row, name in zip(rows, names):
+        estimate = assessment.goodput[name]
+        left.text(
+            0.01, row, f"{100 * estimate.mean:.1f} % [{100 * estimate.low:.1f}, {100 * estimate.high:.1f}]",
+            va="center", ha="left", fontsize=8, color="white",
+        )  # fmt: skip
+    total = {name: sum(assessment.gpu_hours_lost_per_day[name][c].mean for c in CAUSES) for name in names}
+    for row, name in zip(rows, names):
+        right.text(total[name], row, f" {total[name]:,.4g}", va="center", ha="left", fontsize=8)
+    left.set_yticks(rows, [figure_text(f"{name} ({assessment.gpus[name]:g} GPUs)") for name in names])
+    left.set_xlim(0, 1)
+    left.xaxis.set_major_formatter(PercentFormatter(1.0))
+    left.set_xlabel("share of the group's GPU time (goodput in green, with its 95% CI)")
+    left.set_title("Where the GPU time goes")
+    right.set_xlim(0, 1.15 * max(max(total.values()), 1e-12))
+    right.set_xlabel("GPU-hours lost per day")
+    right.set_title("GPU-hours lost per day, by cause")
+    handles, labels = left.get_legend_handles_labels()
+    figure.legend(handles, labels, loc="outside lower center", ncols=3, fontsize=8, frameon=False)
+    return figure
+
+
+def writers_figure(assessment: Assessment):
+    """The fraction of time at each writer count, against independent phases, with the
+    count where the storage saturates and the 99th percentile marked."""
+    plt = _pyplot()
+    observed = np.asarray(assessment.writer_time)
+    independent = np.asarray(assessment.independent_writer_time)
+    shown = np.flatnonzero((observed > 1e-6) | (independent > 1e-6))
+    highest = max(shown.max() if shown.size else 1, assessment.saturation_writers, assessment.writers_max)
+    top = min(int(highest) + 1, observed.size - 1)  # one count beyond, where there is one
+    counts = np.arange(top + 1)
+    figure, axis = plt.subplots(figsize=(8, 4.2), constrained_layout=True)
+    width = 0.4
+    axis.bar(counts - width / 2, observed[: top + 1], width, color="#1f77b4", label="this fleet (pooled over draws)")
+    axis.bar(counts + width / 2, independent[: top + 1], width, color="#bbbbbb", label="independent phases")
+    if assessment.saturation_writers <= top:
+        axis.axvline(assessment.saturation_writers - 0.5, color="#d62728", lw=1, ls="--")
+        label = f"storage saturated from {assessment.saturation_writers} writers"
+        axis.text(
+            assessment.saturation_writers - 0.45, 0.97, label,
+            transform=axis.get_xaxis_transform(), va="top", fontsize=8, color="#d62728",
+        )  # fmt: skip
+    axis.set_xlim(-0.6, top + 0.6)
+    # A log scale: the rare high counts (the storms) are what the storage must survive.
+    positive = np.concatenate([observed[: top + 1], independent[: top + 1]])
+    positive = positive[positive > 0]
+    axis.set_yscale("log")
+    axis.set_ylim(max(positive.min() / 2, 1e-9), 1.5)
+    axis.xaxis.set_major_locator(MaxNLocator(integer=True))
+    axis.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{100 * v:g} %"))
+    axis.set_xlabel("concurrent writers")
+    axis.set_ylabel("share of time")
+    saturated = assessment.saturated_time
+    axis.set_title(
+        f"Writers: P50 {assessment.writers_p50:g}, P99 {assessment.writers_p99:g}, max {assessment.writers_max};"
+        f" saturated {100 * saturated.mean:.1f} % of the time",
+        fontsize=10,
+    )
+    axis.legend(frameon=False, fontsize=8, loc="center right")
+    return figure
+
+
+def timeline_figure(timeline: Timeline, saturation_writers: int | None = None):
+    """The power draw (top) and the writer count (bottom) of one fleet over its window, in
+    hours; the count where the storage saturates dashed."""
+    plt = _pyplot()
+    hours = timeline.hours_per_time_unit
+    edges = np.append(timeline.start, timeline.span) * hours
+    figure, (top, bottom) = plt.subplots(2, 1, figsize=(11, 5.5), sharex=True, constrained_layout=True)
+    top.stairs(timeline.draw, edges, color="#ff7f0e", lw=1, baseline=None)
+    unit = {"W": "W", "gpu": "GPUs at full draw"}[timeline.power_unit]
+    top.set_ylabel(f"power draw ({unit})")
+    top.set_title("One fleet over time: the power draw and the concurrent writers")
+    bottom.stairs(timeline.writers, edges, color="#1f77b4", lw=1, baseline=None)
+    if saturation_writers is not None and saturation_writers <= timeline.writers.max() + 1:
+        bottom.axhline(saturation_writers, color="#d62728", lw=1, ls="--", label="storage saturated from here")
+        bottom.legend(frameon=False, fontsize=8, loc="upper right")
+    bottom.yaxis.set_major_locator(MaxNLocator(integer=True))
+    bottom.set_ylabel("writers")
+    bottom.set_xlabel("hours")
+    bottom.set_xlim(0, edges[-1])
+    return figure
+
+
+def assess_figures(assessment: Assessment, out_dir, timeline: Timeline | None = None) -> list[Path]:
+    """Write ``losses.png`` (`losses_figure`), ``writers.png`` (`writers_figure`) and, with
+    a ``timeline`` (`ckpt_jax.assess.timeline`), ``timeline.png`` (`timeline_figure`) to
+    ``out_dir`` (created if missing); returns their paths."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    figures = [("losses.png", lambda: losses_figure(assessment)), ("writers.png", lambda: writers_figure(assessment))]
+    if timeline is not None:
+        figures.append(("timeline.png", lambda: timeline_figure(timeline, assessment.saturation_writers)))
+    paths = []
+    for name, make in figures:
+        figure = make()
+        path = out_dir / name
+        figure.savefig(path, dpi=120)
+        close(figure)
+        paths.append(path)
+    return paths
