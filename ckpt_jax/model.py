@@ -307,8 +307,8 @@ class Fleet:
         compute_np = np.where(active_np, compute_np, 1.0)
         write_np = np.where(active_np, write_np, 1.0)
         size_np = np.where(active_np, size_np, 1.0)
-        limit_np = np.where(active_np, np.broadcast_to(limit_np, job_shape), np.inf)
-        snapshot_np = np.where(active_np, np.broadcast_to(snapshot_np, job_shape), 0.0)
+        limit_np = np.where(active_np, limit_np, np.inf)
+        snapshot_np = np.where(active_np, snapshot_np, 0.0)
         fields = dict(
             compute=compute_np,
             write=write_np,
@@ -474,70 +474,53 @@ _FLEET_FIELDS = (
 )
 
 
+def _per_job(name: str, value, default, job_shape) -> np.ndarray:
+    """``value`` (``default`` where None) as a float64 array broadcast to (*B, N)."""
+    arr = np.asarray(default) if value is None else real_array(name, value)
+    try:
+        arr = np.broadcast_to(arr, job_shape)
+    except ValueError:
+        raise ValueError(
+            f"{name} must be a scalar or broadcast to the fleet shape {job_shape}, got shape {arr.shape}"
+        ) from None
+    return np.asarray(arr, np.float64)
+
+
+def _refuse(name: str, arr: np.ndarray, bad: np.ndarray, rule: str) -> None:
+    """`ValueError` naming ``name``, its ``rule`` and its first ``bad`` entry, where any is."""
+    if bad.any():
+        raise ValueError(
+            f"{name} must be {rule}; found {float(arr[bad].ravel()[0])!r} "
+            f"at index {tuple(int(i) for i in np.argwhere(bad)[0])}"
+        )
+
+
 def _failure_arrays(mtbf, restart, job_shape, dtype):
     """MTBF and restart time (docs/model.md §1c) broadcast to (*B, N) and validated:
     mtbf finite and > 0 (None: no failures, stored as inf), restart finite and >= 0."""
-    arrays = []
-    for name, value, default in (("mtbf", mtbf, np.inf), ("restart", restart, 0.0)):
-        arr = np.asarray(default) if value is None else real_array(name, value)
-        try:
-            arr = np.broadcast_to(arr, job_shape)
-        except ValueError:
-            raise ValueError(
-                f"{name} must be a scalar or broadcast to the fleet shape {job_shape}, got shape {arr.shape}"
-            ) from None
-        arrays.append(np.asarray(arr, np.float64))
-    mtbf_np, restart_np = arrays
+    mtbf_np = _per_job("mtbf", mtbf, np.inf, job_shape)
+    restart_np = _per_job("restart", restart, 0.0, job_shape)
     if mtbf is not None:
-        bad = ~(np.isfinite(mtbf_np) & (mtbf_np > 0))
-        if bad.any():
-            raise ValueError(
-                f"mtbf must be finite and > 0 (or None for no failures); found "
-                f"{float(mtbf_np[bad].ravel()[0])!r} at index {tuple(int(i) for i in np.argwhere(bad)[0])}"
-            )
+        _refuse("mtbf", mtbf_np, ~(np.isfinite(mtbf_np) & (mtbf_np > 0)), "finite and > 0 (or None for no failures)")
         check_range("mtbf", mtbf_np, dtype)
-    bad = ~(np.isfinite(restart_np) & (restart_np >= 0))
-    if bad.any():
-        raise ValueError(
-            f"restart must be finite and >= 0; found {float(restart_np[bad].ravel()[0])!r} "
-            f"at index {tuple(int(i) for i in np.argwhere(bad)[0])}"
-        )
+    _refuse("restart", restart_np, ~(np.isfinite(restart_np) & (restart_np >= 0)), "finite and >= 0")
     check_range("restart", np.where(restart_np > 0, restart_np, 1.0), dtype)
     return mtbf_np, restart_np
-
-
-_FLEET_STATIC = ("power_policy", "storage_policy", "recover_from", "_sized", "_limited", "_snapshots")
 
 
 def _checkpoint_arrays(write_limit, snapshot, job_shape, dtype):
     """Write limits and snapshot durations (docs/model.md §1d) broadcast to (*B, N) and
     validated: write_limit > 0 (inf allowed; None: inf), snapshot finite and >= 0 (None: 0)."""
-    arrays = []
-    for name, value, default in (("write_limit", write_limit, np.inf), ("snapshot", snapshot, 0.0)):
-        arr = np.asarray(default) if value is None else real_array(name, value)
-        try:
-            arr = np.broadcast_to(arr, job_shape)
-        except ValueError:
-            raise ValueError(
-                f"{name} must be a scalar or broadcast to the fleet shape {job_shape}, got shape {arr.shape}"
-            ) from None
-        arrays.append(np.asarray(arr, np.float64))
-    limit_np, snapshot_np = arrays
-    bad = ~(limit_np > 0)  # NaN too
-    if bad.any():
-        raise ValueError(
-            f"write_limit must be > 0 (inf or None for no limit); found {float(limit_np[bad].ravel()[0])!r} "
-            f"at index {tuple(int(i) for i in np.argwhere(bad)[0])}"
-        )
+    limit_np = _per_job("write_limit", write_limit, np.inf, job_shape)
+    snapshot_np = _per_job("snapshot", snapshot, 0.0, job_shape)
+    _refuse("write_limit", limit_np, ~(limit_np > 0), "> 0 (inf or None for no limit)")  # NaN too
     check_range("write_limit", np.where(np.isfinite(limit_np), limit_np, 1.0), dtype)
-    bad = ~(np.isfinite(snapshot_np) & (snapshot_np >= 0))
-    if bad.any():
-        raise ValueError(
-            f"snapshot must be finite and >= 0; found {float(snapshot_np[bad].ravel()[0])!r} "
-            f"at index {tuple(int(i) for i in np.argwhere(bad)[0])}"
-        )
+    _refuse("snapshot", snapshot_np, ~(np.isfinite(snapshot_np) & (snapshot_np >= 0)), "finite and >= 0")
     check_range("snapshot", np.where(snapshot_np > 0, snapshot_np, 1.0), dtype)
     return limit_np, snapshot_np
+
+
+_FLEET_STATIC = ("power_policy", "storage_policy", "recover_from", "_sized", "_limited", "_snapshots")
 
 
 def check_policy(name: str, value, allowed: tuple) -> str:
