@@ -18,6 +18,7 @@ from . import (
     asynchrony,
     boundary,
     bursts,
+    cooperative,
     ftle,
     intervals,
     invariants,
@@ -80,4 +81,5 @@ EXPERIMENTS: tuple[Experiment, ...] = (
     intervals.EXPERIMENT,
     asynchrony.EXPERIMENT,
     power_steps.EXPERIMENT,
+    cooperative.EXPERIMENT,
 )
