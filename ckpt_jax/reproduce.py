@@ -73,7 +73,7 @@ CLAIMS = {
     "Measured finding of docs/model.md: coupling appears only in the band D(1) < T < D(2) − s (D(2)/D(1) − 1).",
     12: "Power steps: the largest fall of a fleet's power draw per cycle, for random launches against a "
     "staggered launch and independent phases, and for two-level checkpoints against blocking writes.",
-    13: "Interval design against cooperative scheduling: on the peer's cielo workload, the waste of Daly's "
+    13: "Interval design against cooperative scheduling: on the peer's cielo workload, the waste of Young's "
     "periods under no interference, proportional sharing, FCFS (blocking and not) and cooperative scheduling, "
     "against intervals designed under proportional sharing and under cooperative scheduling.",
 }

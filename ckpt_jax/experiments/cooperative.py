@@ -6,7 +6,8 @@ one file system of aggregate bandwidth B, node failures at the rate of a system 
 each setting (B, M_sys) every strategy runs the same failure draws from random launches
 (`cj.design.fleet_waste`, the fleet's waste weighted by node count over H):
 
-* Daly's periods (their simulator's default) under no interference (every job writes at B as
+* Young's periods √(2·M_i·C_i) (their simulator's default, which it calls Daly's:
+  ``App::ckpt_interval``), C_i the checkpoint alone at B, under no interference (every job writes at B as
   if alone), proportional sharing (``storage_policy="weighted"``), blocking FCFS (``"fcfs"``),
   non-blocking FCFS (``"fcfs_nonblocking"``) and cooperative scheduling (``"cooperative"``);
 * the intervals designed over the exact simulator (`cj.design.checkpoint_intervals`, one
@@ -15,8 +16,8 @@ each setting (B, M_sys) every strategy runs the same failure draws from random l
 Strategies the engine does not know (a storage policy missing from `cj.STORAGE_POLICIES`) are
 reported as missing, not run. Per setting, three paired differences on the same draws answer
 the claim's question: the design under proportional sharing against cooperative scheduling at
-Daly's periods (does design *beat* cooperative scheduling, or *match* it within ``MATCH``?), and
-the design under cooperative scheduling against cooperative scheduling at Daly's periods (does
+Young's periods (does design *beat* cooperative scheduling, or *match* it within ``MATCH``?), and
+the design under cooperative scheduling against cooperative scheduling at Young's periods (does
 it *add* to it?). A verdict is reproduced (decided) where each of these intervals is decided
 (wholly above ``MATCH``, wholly below −``MATCH``, or inside ±``MATCH``), inconclusive otherwise.
 
@@ -68,7 +69,7 @@ PEER_INCREMENT = {(40.0, 8.0): 0.046, (40.0, 2.0): 0.162}
 PEER_TOLERANCE = 0.01  # 13 peer: their value within the 95% interval widened by this much
 MATCH = 0.005  # 13: a difference in fleet waste inside ±MATCH is a match
 
-# name -> (storage policy, no interference): what each strategy runs with Daly's periods.
+# name -> (storage policy, no interference): what each strategy runs with Young's periods.
 STRATEGIES = {
     "no interference": ("fair", True),
     "proportional": ("weighted", False),
@@ -155,19 +156,19 @@ def measure_setting(bandwidth: float, mtbf: float, config: dict, key, progress: 
             missing.append(name)
             continue
         fleet = cielo_fleet(bandwidth, mtbf, policy, alone)
-        daly = design._daly(fleet)
-        intervals[name] = daly
-        samples[name] = _waste(fleet, daly, horizon, keys)
+        young = design._young(fleet)
+        intervals[name] = young
+        samples[name] = _waste(fleet, young, horizon, keys)
     d = config["design"]
     for name, policy in DESIGNS.items():
         if policy not in STORAGE_POLICIES:
             missing.append(name)
             continue
         fleet = cielo_fleet(bandwidth, mtbf, policy)
-        daly = design._daly(fleet)
+        young = design._young(fleet)
         result = design.checkpoint_intervals(
             fleet,
-            bounds=(float(daly.min()) / 4, float(daly.max()) * 4),
+            bounds=(float(young.min()) / 4, float(young.max()) * 4),
             horizon=d["horizon_days"] * DAY,
             n_draws=d["n_draws"],
             n_pairs=d["n_pairs"],
@@ -203,14 +204,14 @@ def measure_setting(bandwidth: float, mtbf: float, config: dict, key, progress: 
 
 
 def measure_regression(bandwidth: float, mtbf: float, config: dict, key) -> dict:
-    """The waste interference adds under proportional sharing at Daly's periods (paired)."""
+    """The waste interference adds under proportional sharing at Young's periods (paired)."""
     keys = jax.random.split(key, config["draws"])
     horizon = config["horizon_days"] * DAY
     runs = {}
     for name in ("no interference", "proportional"):
         policy, alone = STRATEGIES[name]
         fleet = cielo_fleet(bandwidth, mtbf, policy, alone)
-        runs[name] = _waste(fleet, design._daly(fleet), horizon, keys)
+        runs[name] = _waste(fleet, design._young(fleet), horizon, keys)
     return dict(
         bandwidth_gbs=bandwidth,
         mtbf_hours=mtbf,
@@ -300,7 +301,7 @@ def verdict_13_peer(points: list) -> dict:
         )
     outcome = combine(outcomes) if outcomes else INCONCLUSIVE
     why = (
-        "The waste proportional sharing adds to Daly's periods over no interference (paired draws), against the "
+        "The waste proportional sharing adds to Young's periods over no interference (paired draws), against the "
         "peer's published increments with their extra I/O switched off: "
         + "; ".join(f"{r[0]}: {r[3]} here, {r[4]} theirs" for r in rows)
         + f" (tolerance {fmt(PEER_TOLERANCE)} beyond the 95% interval)."
