@@ -86,8 +86,8 @@ def writers_figure(assessment: Assessment):
         axis.axvline(assessment.saturation_writers - 0.5, color="#d62728", lw=1, ls="--")
         label = f"storage saturated from {assessment.saturation_writers} writers"
         axis.text(
-            assessment.saturation_writers - 0.45, 0.97, label,
-            transform=axis.get_xaxis_transform(), va="top", fontsize=8, color="#d62728",
+            assessment.saturation_writers - 0.55, 0.97, label,
+            transform=axis.get_xaxis_transform(), va="top", ha="right", fontsize=8, color="#d62728",
         )  # fmt: skip
     axis.set_xlim(-0.6, top + 0.6)
     # A log scale: the rare high counts (the storms) are what the storage must survive.

@@ -209,15 +209,20 @@ def headline(summary: dict) -> list:
     unit = power["unit"]
     drop, rise = power["largest_drop"], power["largest_rise"]
     step, kind = (drop, "drop") if drop["mean"] >= rise["mean"] else (rise, "rise")
+    if step["mean"] > 1e-9 * power["max"]["mean"]:  # rounding aside
+        step_text = (
+            f"Largest power step: {power_text(step['mean'], unit)} (a {kind} at one instant), with a mean draw of "
+            f"{power_text(power['mean']['mean'], unit)} and a max of {power_text(power['max']['mean'], unit)}."
+        )
+    else:
+        step_text = f"No power step: the draw stays at {power_text(power['max']['mean'], unit)}."
     lines = [
         f"Fleet goodput {_goodput_text(summary['goodput']['fleet'])} (95% CI over {summary['n_draws']} draws): "
         f"its {gpus:,.0f} GPUs lose {_amount(lost)} GPU-hours per day.",
         "GPU-hours lost per day: "
         + "; ".join(f"{CAUSE_WORDS[cause]} {_estimate_text(fleet_hours[cause])}" for cause in causes)
         + ".",
-        f"Largest power step: {power_text(step['mean'], unit)} (a {kind} at one instant), "
-        f"with a mean draw of {power_text(power['mean']['mean'], unit)} and a max of "
-        f"{power_text(power['max']['mean'], unit)}.",
+        step_text,
     ]
     if power["cap_time"] is None:
         lines.append("No power cap.")
@@ -321,6 +326,13 @@ def _report(spec, summary: dict) -> str:
         )
     else:
         lines.append("- No writer count saturates the storage for every set of writers (their write limits are lower).")
+    alone = _fills_alone(spec)
+    if alone and saturation > 1:  # from one writer: said above
+        lines.append(
+            f"- One job of {', '.join(md(name) for name in alone)} fills the storage alone (it drains at the "
+            f"storage's peak, {_bandwidth(_storage_curve(spec).max(), unit)}): while it writes the storage is "
+            "saturated whatever the writer count."
+        )
     observed, independent = storage["writer_time"], storage["independent_writer_time"]
     # Every count up to the last one held 0.01 % of the time, then the rest in one row.
     top = max(k for k in range(n_slots + 1) if observed[k] >= 1e-4 or independent[k] >= 1e-4)
@@ -338,18 +350,24 @@ def _report(spec, summary: dict) -> str:
     full = power["edges"][-1]  # every GPU computing
     per_gpu = full / summary["gpus"]["fleet"]
     unit_power = power["unit"]
-    drawn = lambda value: power_text(value, unit_power)  # noqa: E731
+    if unit_power == "W":
+        drawn, in_units = (lambda value: power_text(value, "W")), []
+    else:  # the unit once, then plain numbers
+        drawn = _amount
+        in_units = ["- In units of one GPU's full draw (the file gives no power_per_gpu)."]
     lines += [
         "",
         "## Power",
         "",
+        *in_units,
         f"- Draw: mean {_estimate_text(power['mean'], drawn)}, max "
         f"{_estimate_text(power['max'], drawn)}; every GPU computing: "
         f"{drawn(full)} ({drawn(per_gpu)} a GPU; one not computing draws {drawn(spec.idle_power * per_gpu)}).",
         f"- Largest step at one instant: drop {_estimate_text(power['largest_drop'], drawn)},"
         f" rise {_estimate_text(power['largest_rise'], drawn)}.",
-        f"- The draw's distribution (pooled): below {drawn(_quantile(power, 0.01))} 1% of the time, "
-        f"median {drawn(_quantile(power, 0.5))} (to one bin, 1% of the full draw).",
+        "- The draw's distribution (pooled, to one bin of 1% of the full draw): "
+        + ", ".join(f"{name} {_bin_text(_quantile_bin(power, q), drawn)}" for name, q in QUANTILES)
+        + ".",
     ]
     if power["cap_time"] is None:
         lines.append("- No power cap.")
@@ -361,8 +379,9 @@ def _report(spec, summary: dict) -> str:
         "",
         "- `losses.png`: where each group's GPU time goes, and its GPU-hours lost per day by cause.",
         f"- `timeline.png`: the power draw and the concurrent writers of one fleet over "
-        f"{duration_text(settings['timeline_span'], unit if unit is not None else None)}"
+        f"{duration_text(settings['timeline_span'], unit)}"
         + (" (one day)" if settings["timeline_span"] * settings["hours_per_time_unit"] == DAY_HOURS else "")
+        + (" of the file's time, taken as hours" if unit is None else "")
         + ".",
         "- `writers.png`: the share of time at each writer count, against jobs with independent phases.",
         "",
@@ -370,11 +389,46 @@ def _report(spec, summary: dict) -> str:
     return "\n".join(lines)
 
 
-def _quantile(power: dict, q: float) -> float:
-    """The least bin edge below which the draw stays ``q`` of the time (the bin's upper edge)."""
+def _storage_curve(spec) -> np.ndarray:
+    """f(1), ..., f(N): the storage's aggregate bandwidth with n writers."""
+    if not isinstance(spec.throughput, str):
+        return np.asarray(spec.throughput, np.float64)
+    from .._throughput import THROUGHPUT_PRESETS
+
+    preset = THROUGHPUT_PRESETS[spec.throughput]
+    return np.asarray([float(preset(n)) for n in range(1, spec.n_jobs + 1)])
+
+
+def _fills_alone(spec) -> list:
+    """The groups one job of which saturates the storage alone: it drains at min(b, f(1)),
+    and that reaches the peak of f."""
+    curve = _storage_curve(spec)
+    return [group.name for group in spec.groups if min(group.write_limit or math.inf, curve[0]) >= curve.max()]
+
+
+def _bandwidth(value: float, time_unit: str | None) -> str:
+    """A bandwidth: B/s scaled to TB/s, GB/s or MB/s in a file with units; else the number."""
+    if time_unit is None:
+        return f"{value:.3g}"
+    for scale, name in ((1e12, "TB/s"), (1e9, "GB/s"), (1e6, "MB/s")):
+        if abs(value) >= scale:
+            return f"{value / scale:.3g} {name}"
+    return f"{value:.3g} B/s"
+
+
+QUANTILES = (("P1", 0.01), ("median", 0.5))  # of the power draw, in the report
+
+
+def _bin_text(bin: tuple, shown) -> str:
+    low, high = shown(bin[0]), shown(bin[1])
+    return f"≈ {low}" if low == high else f"in [{low}, {high})"
+
+
+def _quantile_bin(power: dict, q: float) -> tuple:
+    """The bin [low, high) of the draw's histogram where its ``q`` quantile lies."""
     cumulative = np.cumsum(power["time"])
     index = min(int(np.searchsorted(cumulative, q * cumulative[-1], side="left")), len(power["time"]) - 1)
-    return float(power["edges"][index + 1])
+    return float(power["edges"][index]), float(power["edges"][index + 1])
 
 
 def _assess(args) -> int:
