@@ -234,3 +234,12 @@ def test_lone_job_goodput_through_a_file_with_units_is_the_renewal_formula(tmp_p
     assert goodput["low"] - bias < formula < goodput["high"] + bias, (goodput, formula)
     assert goodput["high"] - goodput["low"] < 0.02  # a CI tight enough to mean something
     assert summary["lost_fraction"]["fleet"]["backpressure"]["mean"] == 0
+
+
+def test_help_states_each_default_once(capsys):
+    assert main(["assess", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    for option in ("--horizon H", "--draws S", "--seed SEED", "--quick", "--no-progress", "--x64", "--out DIR"):
+        assert option in text, option
+    assert "%%" not in text and "(default: None)" not in text and "(default: False)" not in text
+    assert "(default: 64)" in text and "taken as hours" in text

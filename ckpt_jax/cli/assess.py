@@ -33,7 +33,7 @@ def add_assess(subparsers) -> None:
         description=(
             "Simulate the fleet of FLEET.toml at the intervals it uses (its groups' interval, else "
             "Young's) over a horizon, from independent failure draws, and report the goodput per group "
-            "and for the fleet (95%% CIs), the GPU-hours lost per day by cause (checkpoint stalls, "
+            "and for the fleet (95 % CIs), the GPU-hours lost per day by cause (checkpoint stalls, "
             "backpressure, work lost to failures, restarts, throttling), the storage's concurrent writers "
             "and the power draw. Times are in the file's time unit; in a file of plain numbers they are "
             "taken as hours. Writes assess.json, report.md and figures into --out."
