@@ -211,3 +211,19 @@ def test_bad_arguments_raise_naming_them(arguments, name):
     call = dict(fleet=FLEET, horizon=100.0, key=jax.random.key(0), n_draws=4) | arguments
     with pytest.raises(ValueError, match=name.replace("[", r"\[")):
         cj.assess.assess(**call)
+
+
+def test_a_random_launch_is_uniform_in_time_when_the_write_is_a_volume():
+    # A fleet file with units: the write is a volume in bytes (1e11 B at 1e10 B/s: D = 10 s)
+    # against a compute interval in seconds (T = 590 s). A job launches inside its write for
+    # D / (D + T) of the time, about 1.7 %, not nearly always (d + T is almost all write).
+    n_draws, n_jobs = 400, 4
+    shape = (n_draws, n_jobs)
+    fleet = cj.Fleet(np.full(shape, 590.0), np.full(shape, 1e11), throughput=np.full((n_draws, n_jobs + 1), 1e10))
+    state = cj.assess._random_launch(fleet, jax.random.split(jax.random.key(5), n_draws))
+    writing = np.asarray(state.phase) == 1
+    assert 0.005 < writing.mean() < 0.04, writing.mean()
+    # Those writing have a uniform share of the volume left; the others up to all of T.
+    remaining = np.asarray(state.remaining)
+    assert np.all(remaining[writing] <= 1e11) and np.all(remaining[~writing] <= 590.0)
+    assert remaining[~writing].max() > 0.9 * 590.0

@@ -4,7 +4,8 @@
 ``--out``: ``trace.csv``, ``trace.npz``, ``summary.json`` and ``trace.png`` (fleet 0).
 ``ckpt-jax ensemble`` runs a long ensemble of random launches in resumable chunks
 (`ckpt_jax.ensemble.run_ensemble`); ``ckpt-jax reproduce`` runs the experiments; ``ckpt-jax design``
-designs checkpoint intervals for a fleet file (`ckpt_jax.fleetfile`). Subcommands live
+designs checkpoint intervals for a fleet file (`ckpt_jax.fleetfile`); ``ckpt-jax assess`` says
+what the fleet of a fleet file loses as configured (`ckpt_jax.assess`). Subcommands live
 in ``_SUBCOMMANDS``.
 
 ``--devices`` (every subcommand; default ``all``): one XLA host device per core on a
@@ -16,7 +17,7 @@ Every failure is one line on stderr, ``ckpt-jax: error: ...``, and exit status 2
 option, an ``--out`` that cannot be written (checked before anything runs), a full disk,
 or a `ValueError` of the library. Ctrl-C prints one line and exits with status 130.
 
-The subcommands live in ``simulate.py``, ``ensemble.py``, ``reproduce.py`` and ``design.py``; what they
+The subcommands live in ``simulate.py``, ``ensemble.py``, ``reproduce.py``, ``design.py`` and ``assess.py``; what they
 share in ``_common.py``.
 """
 
@@ -38,6 +39,7 @@ from ._common import (
     seed_key,
     start_devices,
 )
+from .assess import add_assess
 from .design import add_design
 from .ensemble import add_ensemble
 from .reproduce import add_reproduce
@@ -46,7 +48,7 @@ from .simulate import add_simulate
 __all__ = ["main", "build_parser", "CliError", "seed_key", "start_devices", "devices_for"]
 
 
-_SUBCOMMANDS = (add_simulate, add_reproduce, add_ensemble, add_design)
+_SUBCOMMANDS = (add_simulate, add_reproduce, add_ensemble, add_design, add_assess)
 
 
 def build_parser() -> argparse.ArgumentParser:

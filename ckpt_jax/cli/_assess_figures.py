@@ -52,13 +52,15 @@ def losses_figure(assessment: Assessment):
         )  # fmt: skip
     total = {name: sum(assessment.gpu_hours_lost_per_day[name][c].mean for c in CAUSES) for name in names}
     for row, name in zip(rows, names):
-        right.text(total[name], row, f" {total[name]:,.4g}", va="center", ha="left", fontsize=8)
-    left.set_yticks(rows, [figure_text(f"{name} ({assessment.gpus[name]:g} GPUs)") for name in names])
+        shown = f"{total[name]:,.0f}" if total[name] >= 99.5 else f"{total[name]:.3g}"
+        right.text(total[name], row, f" {shown}", va="center", ha="left", fontsize=8)
+    left.set_yticks(rows, [figure_text(f"{name} ({assessment.gpus[name]:,.0f} GPUs)") for name in names])
     left.set_xlim(0, 1)
     left.xaxis.set_major_formatter(PercentFormatter(1.0))
     left.set_xlabel("share of the group's GPU time (goodput in green, with its 95% CI)")
     left.set_title("Where the GPU time goes")
     right.set_xlim(0, 1.15 * max(max(total.values()), 1e-12))
+    right.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}" if abs(v) >= 10 else f"{v:g}"))
     right.set_xlabel("GPU-hours lost per day")
     right.set_title("GPU-hours lost per day, by cause")
     handles, labels = left.get_legend_handles_labels()
@@ -84,8 +86,8 @@ def writers_figure(assessment: Assessment):
         axis.axvline(assessment.saturation_writers - 0.5, color="#d62728", lw=1, ls="--")
         label = f"storage saturated from {assessment.saturation_writers} writers"
         axis.text(
-            assessment.saturation_writers - 0.45, 0.97, label,
-            transform=axis.get_xaxis_transform(), va="top", fontsize=8, color="#d62728",
+            assessment.saturation_writers - 0.55, 0.97, label,
+            transform=axis.get_xaxis_transform(), va="top", ha="right", fontsize=8, color="#d62728",
         )  # fmt: skip
     axis.set_xlim(-0.6, top + 0.6)
     # A log scale: the rare high counts (the storms) are what the storage must survive.
@@ -114,8 +116,11 @@ def timeline_figure(timeline: Timeline, saturation_writers: int | None = None):
     hours = timeline.hours_per_time_unit
     edges = np.append(timeline.start, timeline.span) * hours
     figure, (top, bottom) = plt.subplots(2, 1, figsize=(11, 5.5), sharex=True, constrained_layout=True)
-    top.stairs(timeline.draw, edges, color="#ff7f0e", lw=1, baseline=None)
-    unit = {"W": "W", "gpu": "GPUs at full draw"}[timeline.power_unit]
+    scale, unit = 1.0, "GPUs at full draw"
+    if timeline.power_unit == "W":  # in W, kW or MW by the largest draw
+        peak = float(np.max(timeline.draw)) if timeline.draw.size else 0.0
+        scale, unit = next(((s, u) for s, u in ((1e9, "GW"), (1e6, "MW"), (1e3, "kW")) if peak >= s), (1.0, "W"))
+    top.stairs(timeline.draw / scale, edges, color="#ff7f0e", lw=1, baseline=None)
     top.set_ylabel(f"power draw ({unit})")
     top.set_title("One fleet over time: the power draw and the concurrent writers")
     bottom.stairs(timeline.writers, edges, color="#1f77b4", lw=1, baseline=None)

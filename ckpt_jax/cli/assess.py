@@ -1,0 +1,498 @@
+"""``ckpt-jax assess FLEET.toml --out DIR``: what a fleet's checkpointing costs it as configured
+(`ckpt_jax.assess.assess`): goodput, GPU-hours lost per day by cause, storage and power, in the
+file's own units, with a report and figures."""
+
+from __future__ import annotations
+
+import json
+import math
+import platform
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ._common import SEED_KEY_TEXT, CliError, add_devices, add_x64, integer, report_devices, seed_key
+from .design import markdown_text
+
+# --quick: a small run that shows every output in well under a minute on a laptop CPU.
+QUICK = {"draws": 8, "horizon_units": 86400.0, "horizon_plain": 200.0}
+
+FILES = ["assess.json", "report.md", "losses.png", "timeline.png", "writers.png"]
+
+# One day in hours: the timeline's window, and what "per day" means.
+DAY_HOURS = 24.0
+
+
+def add_assess(subparsers) -> None:
+    from ..fleetfile import SEED_MAX
+
+    parser = subparsers.add_parser(
+        "assess",
+        help="what checkpoints and failures cost the fleet of a fleet file, as configured",
+        description=(
+            "Simulate the fleet of FLEET.toml at the intervals it uses (its groups' interval, else "
+            "Young's) over a horizon, from independent failure draws, and report the goodput per group "
+            "and for the fleet (95 % CIs), the GPU-hours lost per day by cause (checkpoint stalls, "
+            "backpressure, work lost to failures, restarts, throttling), the storage's concurrent writers "
+            "and the power draw. Times are in the file's time unit; in a file of plain numbers they are "
+            "taken as hours. Writes assess.json, report.md and figures into --out."
+        ),
+    )
+    parser.add_argument("fleet_file", type=Path, metavar="FLEET.toml", help="the fleet file (see examples/)")
+    parser.add_argument(
+        "--horizon",
+        default=None,
+        metavar="H",
+        help="the time simulated: a number in the file's time unit, or with a unit such as '2 day' in a file "
+        "with units (default: [design].horizon, a week in a file with units, else 1000)",
+    )
+    parser.add_argument(
+        "--draws",
+        type=integer(2, 100_000),
+        default=None,
+        metavar="S",
+        help="independent failure draws, each from a random launch (default: 64)",
+    )
+    parser.add_argument(
+        "--seed",
+        type=integer(0, SEED_MAX),
+        default=None,
+        help="PRNG seed for every draw (default: [design].seed, else 0)",
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help=f"a small fast run: {QUICK['draws']} draws, horizon at most one day in a file with units "
+        f"({QUICK['horizon_plain']:g} in a file of plain numbers); options given win",
+    )
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_devices(parser, shards=False)
+    add_x64(parser)
+    parser.add_argument(
+        "--out", type=Path, required=True, metavar="DIR", help="output directory, created if missing (required)"
+    )
+    parser.set_defaults(run=_assess, check=_check, resumes=False)
+
+
+def _horizon(text: str, spec) -> float:
+    """``--horizon`` in the engine's time: seconds in a file with units (a plain number counts in
+    the file's time unit), the file's own unit in a file of plain numbers."""
+    from .._units import UnitError, duration_unit, to_base
+
+    try:
+        value = float(text)
+    except ValueError:
+        value = None
+    if value is None:
+        if spec.time_unit is None:
+            raise CliError(f"argument --horizon: a file of plain numbers has no time unit; give a number, got {text!r}")
+        try:
+            value = to_base(text, "duration")
+        except UnitError as err:
+            raise CliError(f"argument --horizon: {err}") from None
+    elif spec.time_unit is not None:
+        value *= duration_unit(spec.time_unit)
+    if not (math.isfinite(value) and value > 0):
+        raise CliError(f"argument --horizon: must be finite and > 0, got {text!r}")
+    return value
+
+
+def settings_for(args, spec) -> dict:
+    """The run's settings: options, else --quick, else the file (draws: 64)."""
+    units = spec.time_unit is not None
+    if args.horizon is not None:
+        horizon = _horizon(args.horizon, spec)
+    elif args.quick:
+        horizon = min(spec.design.horizon, QUICK["horizon_units" if units else "horizon_plain"])
+    else:
+        horizon = spec.design.horizon
+    hours_per_time_unit = 1 / 3600 if units else 1.0  # the engine runs in seconds in a file with units
+    return {
+        "draws": args.draws if args.draws is not None else (QUICK["draws"] if args.quick else 64),
+        "horizon": horizon,
+        "time_unit": spec.time_unit,
+        "horizon_in_time_unit": horizon / _seconds_per(spec.time_unit),
+        "hours_per_time_unit": hours_per_time_unit,
+        "gpu_power": spec.power_per_gpu,
+        "timeline_span": min(horizon, DAY_HOURS / hours_per_time_unit),
+        "seed": args.seed if args.seed is not None else spec.design.seed,
+        "quick": args.quick,
+    }
+
+
+def _seconds_per(time_unit: str | None) -> float:
+    """The engine's time per display unit: seconds per ``time_unit``, 1 in a file of plain numbers."""
+    from .._units import duration_unit
+
+    return 1.0 if time_unit is None else duration_unit(time_unit)
+
+
+def _check(args) -> None:
+    from ..fleetfile import load
+
+    # FleetFileError is a ValueError: one error line.
+    args.spec = load(args.fleet_file, dtype=np.float64 if args.x64 else np.float32)
+    if "fleet" in args.spec.names:
+        index = args.spec.names.index("fleet")
+        raise CliError(
+            f"fleet file {args.fleet_file}: groups[{index}].name 'fleet' is reserved for the whole fleet: rename it"
+        )
+    args.settings = settings_for(args, args.spec)
+
+
+# -- numbers as an operator reads them ------------------------------------------------------
+
+
+def _amount(value: float) -> str:
+    """A count such as GPU-hours: grouped digits from 100 up, three significant digits below,
+    0 below 0.005 (rounding noise, such as a throttling of -1e-9)."""
+    if abs(value) < 0.005:
+        return "0"
+    return f"{value:,.0f}" if abs(value) >= 99.5 else f"{value:.3g}"
+
+
+def _estimate_text(estimate: dict, shown=_amount) -> str:
+    return f"{shown(estimate['mean'])} [{shown(estimate['low'])}, {shown(estimate['high'])}]"
+
+
+def _percent(value: float) -> str:
+    """A fraction in percent, two decimals (the report and the printed lines use it)."""
+    return f"{100 * value:.2f}"
+
+
+def _goodput_text(estimate: dict) -> str:
+    return f"{_percent(estimate['mean'])} % [{_percent(estimate['low'])}, {_percent(estimate['high'])}]"
+
+
+def duration_text(value: float, time_unit: str | None) -> str:
+    """A time of the engine in the file's time unit ("30 min"); plain files: the number."""
+    shown = value / _seconds_per(time_unit)
+    number = f"{shown:,.0f}" if abs(shown) >= 999.5 else f"{shown:.3g}"
+    if time_unit is None:
+        return number
+    if 0 < shown < 1 and _seconds_per(time_unit) > 1:  # "0.0542 min (3.25 s)"
+        return f"{number} {time_unit} ({value:.3g} s)"
+    return f"{number} {time_unit}"
+
+
+def power_text(value: float, unit: str) -> str:
+    """A power draw: in W, kW or MW by its size where the file gives power_per_gpu, else in
+    GPUs at full draw."""
+    if unit == "gpu":
+        return f"{_amount(value)} GPUs at full draw"
+    for scale, name in ((1e9, "GW"), (1e6, "MW"), (1e3, "kW")):
+        if abs(value) >= scale:
+            return f"{value / scale:.3g} {name}"
+    return f"{value:.3g} W"
+
+
+# The words of the figures' legend (`_assess_figures.CAUSE_LABELS`), here without importing matplotlib
+# and JAX, which must start after --devices is set.
+CAUSE_WORDS = {
+    "checkpoint": "checkpoint stalls",
+    "backpressure": "waiting on backpressure",
+    "lost_work": "work lost to failures",
+    "restart": "restarts",
+    "throttling": "throttling and unsaved work at the horizon",
+}
+
+
+def headline(summary: dict) -> list:
+    """The assessment in four sentences: the fleet's goodput, its GPU-hours lost per day by
+    cause (largest first), the largest power step, and the time at the cap."""
+    fleet_hours = summary["gpu_hours_lost_per_day"]["fleet"]
+    gpus = summary["gpus"]["fleet"]
+    lost = sum(cause["mean"] for cause in fleet_hours.values())
+    causes = sorted(fleet_hours, key=lambda cause: -fleet_hours[cause]["mean"])
+    power = summary["power"]
+    unit = power["unit"]
+    drop, rise = power["largest_drop"], power["largest_rise"]
+    step, kind = (drop, "drop") if drop["mean"] >= rise["mean"] else (rise, "rise")
+    if step["mean"] > 1e-9 * power["max"]["mean"]:  # rounding aside
+        step_text = (
+            f"Largest power step: {power_text(step['mean'], unit)} (a {kind} at one instant), with a mean draw of "
+            f"{power_text(power['mean']['mean'], unit)} and a max of {power_text(power['max']['mean'], unit)}."
+        )
+    else:
+        step_text = f"No power step: the draw stays at {power_text(power['max']['mean'], unit)}."
+    lines = [
+        f"Fleet goodput {_goodput_text(summary['goodput']['fleet'])} (95% CI over {summary['n_draws']} draws): "
+        f"its {gpus:,.0f} GPUs lose {_amount(lost)} GPU-hours per day.",
+        "GPU-hours lost per day: "
+        + "; ".join(f"{CAUSE_WORDS[cause]} {_estimate_text(fleet_hours[cause])}" for cause in causes)
+        + ".",
+        step_text,
+    ]
+    if power["cap_time"] is None:
+        lines.append("No power cap.")
+    else:
+        lines.append(
+            f"At the power cap {_goodput_text(power['cap_time'])} of the time; computing below full speed costs "
+            f"{_estimate_text(power['throttled_gpu_hours_per_day'])} GPU-hours per day."
+        )
+    return lines
+
+
+def _report(spec, summary: dict) -> str:
+    md = markdown_text
+    settings = summary["settings"]
+    unit = settings["time_unit"]
+    shown = lambda value: duration_text(value, unit)  # noqa: E731
+    names = list(summary["groups"])
+    lines = [f"# Assessment of {md(spec.path)}", ""]
+    lines += [f"- **{line}**" if i == 0 else f"- {line}" for i, line in enumerate(headline(summary))]
+    hours = (
+        f"Times in {unit}."
+        if unit is not None
+        else "The file has plain numbers: its times are taken as hours (GPU-hours = size × time)."
+    )
+    lines += [
+        "",
+        f"{spec.n_jobs} jobs in {len(names)} groups, simulated as configured over H = "
+        f"{shown(settings['horizon'])} ({summary['horizon_hours']:,.4g} h) in {summary['n_draws']} independent "
+        f"failure draws, each from a random launch (seed {settings['seed']}; {summary['wall_time_s']:.0f} s). "
+        f"{hours} Every estimate is a mean over the draws with its 95% CI.",
+        "",
+        "## Intervals in use",
+        "",
+        "| group | jobs | GPUs per job | checkpoint interval | write alone | "
+        + ("snapshot | " if spec.has_snapshots else "")
+        + "MTBF per job | restart |",
+        "|---" * (7 + spec.has_snapshots) + "|",
+    ]
+    first = np.searchsorted(spec.labels, np.arange(len(spec.groups)))
+    intervals, write_alone = spec.intervals()[first], spec.solo_write_time()[first]
+    for g, group in enumerate(spec.groups):
+        interval = shown(intervals[g]) + (" (Young's)" if group.compute is None else "")
+        lines.append(
+            f"| {md(group.name)} | {group.count} | {_amount(group.size)} | {interval} | {shown(write_alone[g])} | "
+            + (f"{shown(group.snapshot)} | " if spec.has_snapshots else "")
+            + f"{shown(group.mtbf)} | {shown(group.restart)} |"
+        )
+    lines += [
+        "",
+        "Write alone: the checkpoint's write time with no other writer, at the job's write limit or the "
+        "storage's one-writer bandwidth, whichever is lower.",
+        "",
+        "## Goodput and GPU-hours lost per day, per group",
+        "",
+        "Goodput: the share of the group's GPU time that ends up as saved training work.",
+        "",
+        "| group | GPUs | goodput | " + " | ".join(CAUSE_WORDS.values()) + " | total lost |",
+        "|---" * (4 + len(CAUSE_WORDS)) + "|",
+    ]
+    for name in [*names, "fleet"]:
+        per_day = summary["gpu_hours_lost_per_day"][name]
+        total = sum(per_day[cause]["mean"] for cause in CAUSE_WORDS)
+        label = "**fleet**" if name == "fleet" else md(name)
+        lines.append(
+            f"| {label} | {summary['gpus'][name]:,.0f} | {_goodput_text(summary['goodput'][name])} | "
+            + " | ".join(_estimate_text(per_day[cause]) for cause in CAUSE_WORDS)
+            + f" | {_amount(total)} |"
+        )
+    power = summary["power"]
+    throttling = summary["gpu_hours_lost_per_day"]["fleet"]["throttling"]["mean"]
+    throttled = power["throttled_gpu_hours_per_day"]["mean"]
+    if power["cap_time"] is None:
+        split = (
+            "Without a power cap every job computes at full speed: the last column is the work in progress at "
+            "the horizon that no checkpoint saved yet (at most one interval per job, smaller the longer the "
+            "horizon)."
+        )
+    else:
+        split = (
+            "Per group, throttling by the power cap and the work in progress at the horizon that no checkpoint "
+            "saved yet cannot be told apart (the run keeps no work done per job); for the fleet the power draw "
+            f"splits them: {_amount(throttled)} GPU-hours per day of computing below full speed, the other "
+            f"{_amount(throttling - throttled)} unsaved work at the horizon (at most one interval per job, "
+            "smaller the longer the horizon)."
+        )
+    lines += ["", f"Checkpoint stalls include the slowdown of writes under contention. {split}"]
+    storage = summary["storage"]
+    saturation = storage["saturation_writers"]
+    n_slots = len(storage["writer_time"]) - 1
+    lines += [
+        "",
+        "## Storage",
+        "",
+        f"- Concurrent writers (time-weighted, pooled over the draws): P50 {storage['writers_p50']:g}, "
+        f"P99 {storage['writers_p99']:g}, max {storage['writers_max']}.",
+    ]
+    if saturation <= n_slots:
+        lines.append(
+            f"- Saturated from {saturation} writers (the aggregate bandwidth stops growing there, and any "
+            f"{saturation} writers can fill it): {_goodput_text(storage['saturated_time'])} of the time."
+        )
+    else:
+        lines.append("- No writer count saturates the storage for every set of writers (their write limits are lower).")
+    alone = _fills_alone(spec)
+    if alone and saturation > 1:  # from one writer: said above
+        lines.append(
+            f"- One job of {', '.join(md(name) for name in alone)} fills the storage alone (it drains at the "
+            f"storage's peak, {_bandwidth(_storage_curve(spec).max(), unit)}): while it writes the storage is "
+            "saturated whatever the writer count."
+        )
+    observed, independent = storage["writer_time"], storage["independent_writer_time"]
+    # Every count up to the last one held 0.01 % of the time, then the rest in one row.
+    top = max(k for k in range(n_slots + 1) if observed[k] >= 1e-4 or independent[k] >= 1e-4)
+    share = lambda value: "0 %" if value == 0 else "< 0.01 %" if value < 1e-4 else f"{100 * value:.3g} %"  # noqa: E731
+    lines += [
+        "",
+        "| writers | share of time | with independent phases |",
+        "|---|---|---|",
+        *(f"| {k} | {share(observed[k])} | {share(independent[k])} |" for k in range(top + 1)),
+    ]
+    if top < n_slots and (sum(observed[top + 1 :]) > 0 or sum(independent[top + 1 :]) > 0):
+        lines.append(
+            f"| {top + 1} to {n_slots} | {share(sum(observed[top + 1 :]))} | {share(sum(independent[top + 1 :]))} |"
+        )
+    full = power["edges"][-1]  # every GPU computing
+    per_gpu = full / summary["gpus"]["fleet"]
+    unit_power = power["unit"]
+    if unit_power == "W":
+        drawn, in_units = (lambda value: power_text(value, "W")), []
+    else:  # the unit once, then plain numbers
+        drawn = _amount
+        in_units = ["- In units of one GPU's full draw (the file gives no power_per_gpu)."]
+    lines += [
+        "",
+        "## Power",
+        "",
+        *in_units,
+        f"- Draw: mean {_estimate_text(power['mean'], drawn)}, max "
+        f"{_estimate_text(power['max'], drawn)}; every GPU computing: "
+        f"{drawn(full)} ({drawn(per_gpu)} a GPU; one not computing draws {drawn(spec.idle_power * per_gpu)}).",
+        f"- Largest step at one instant: drop {_estimate_text(power['largest_drop'], drawn)},"
+        f" rise {_estimate_text(power['largest_rise'], drawn)}.",
+        "- The draw's distribution (pooled, to one bin of 1% of the full draw): "
+        + ", ".join(f"{name} {_bin_text(_quantile_bin(power, q), drawn)}" for name, q in QUANTILES)
+        + ".",
+    ]
+    if power["cap_time"] is None:
+        lines.append("- No power cap.")
+    else:
+        lines.append(f"- Cap {drawn(spec.cap * per_gpu)}: at the cap {_goodput_text(power['cap_time'])} of the time.")
+    lines += [
+        "",
+        "## Figures",
+        "",
+        "- `losses.png`: where each group's GPU time goes, and its GPU-hours lost per day by cause.",
+        f"- `timeline.png`: the power draw and the concurrent writers of one fleet over "
+        f"{duration_text(settings['timeline_span'], unit)}"
+        + (" (one day)" if settings["timeline_span"] * settings["hours_per_time_unit"] == DAY_HOURS else "")
+        + (" of the file's time, taken as hours" if unit is None else "")
+        + ".",
+        "- `writers.png`: the share of time at each writer count, against jobs with independent phases.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _storage_curve(spec) -> np.ndarray:
+    """f(1), ..., f(N): the storage's aggregate bandwidth with n writers."""
+    if not isinstance(spec.throughput, str):
+        return np.asarray(spec.throughput, np.float64)
+    from .._throughput import THROUGHPUT_PRESETS
+
+    preset = THROUGHPUT_PRESETS[spec.throughput]
+    return np.asarray([float(preset(n)) for n in range(1, spec.n_jobs + 1)])
+
+
+def _fills_alone(spec) -> list:
+    """The groups one job of which saturates the storage alone: it drains at min(b, f(1)),
+    and that reaches the peak of f."""
+    curve = _storage_curve(spec)
+    return [group.name for group in spec.groups if min(group.write_limit or math.inf, curve[0]) >= curve.max()]
+
+
+def _bandwidth(value: float, time_unit: str | None) -> str:
+    """A bandwidth: B/s scaled to TB/s, GB/s or MB/s in a file with units; else the number."""
+    if time_unit is None:
+        return f"{value:.3g}"
+    for scale, name in ((1e12, "TB/s"), (1e9, "GB/s"), (1e6, "MB/s")):
+        if abs(value) >= scale:
+            return f"{value / scale:.3g} {name}"
+    return f"{value:.3g} B/s"
+
+
+QUANTILES = (("P1", 0.01), ("median", 0.5))  # of the power draw, in the report
+
+
+def _bin_text(bin: tuple, shown) -> str:
+    low, high = shown(bin[0]), shown(bin[1])
+    return f"≈ {low}" if low == high else f"in [{low}, {high})"
+
+
+def _quantile_bin(power: dict, q: float) -> tuple:
+    """The bin [low, high) of the draw's histogram where its ``q`` quantile lies."""
+    cumulative = np.cumsum(power["time"])
+    index = min(int(np.searchsorted(cumulative, q * cumulative[-1], side="left")), len(power["time"]) - 1)
+    return float(power["edges"][index]), float(power["edges"][index + 1])
+
+
+def _assess(args) -> int:
+    import jax
+
+    from .. import __version__
+    from .._io import atomic_write, atomic_write_bytes
+    from ..assess import assess, timeline
+    from . import _assess_figures as figures
+    from ._design_figures import close
+
+    spec, settings = args.spec, args.settings
+    report_devices("assess", args.device_info, 1)
+    unit = settings["time_unit"]
+    print(
+        f"ckpt-jax assess: {spec.n_jobs} jobs to H = {duration_text(settings['horizon'], unit)}: about "
+        f"{spec.events(settings['horizon']):.2g} events per run (each O(N)), {settings['draws']} draws"
+    )
+    fleet = spec.fleet(dtype=np.float64 if args.x64 else np.float32)
+    groups = {name: [int(i) for i in np.flatnonzero(spec.labels == g)] for g, name in enumerate(spec.names)}
+    key = seed_key(settings["seed"])
+    started = time.perf_counter()
+    common = dict(hours_per_time_unit=settings["hours_per_time_unit"], gpu_power=settings["gpu_power"])
+    result = assess(
+        fleet,
+        horizon=settings["horizon"],
+        key=key,
+        n_draws=settings["draws"],
+        groups=groups,
+        progress=None if not args.no_progress else False,
+        **common,
+    )
+    one_fleet = timeline(fleet, span=settings["timeline_span"], key=key, **common)
+    wall_s = time.perf_counter() - started
+
+    summary = {
+        "command": "assess",
+        "version": __version__,
+        "fleet": spec.to_dict(),
+        "settings": settings,
+        "keys": {"seed": SEED_KEY_TEXT, "draws": "split(key(seed), draws)", "timeline": "the first draw's key"},
+        **result.to_json(),
+        "gpus": result.gpus,
+        "wall_time_s": wall_s,
+        "backend": jax.default_backend(),
+        "python": platform.python_version(),
+        "jax": jax.__version__,
+        "files": FILES,
+    }
+    out = Path(args.out)
+    atomic_write_bytes(out / "assess.json", (json.dumps(summary, indent=2) + "\n").encode())
+    atomic_write_bytes(out / "report.md", _report(spec, summary).encode())
+    made = {
+        "losses.png": figures.losses_figure(result),
+        "timeline.png": figures.timeline_figure(one_fleet, result.saturation_writers),
+        "writers.png": figures.writers_figure(result),
+    }
+    for name, figure in made.items():
+        atomic_write(out / name, lambda handle, figure=figure: figure.savefig(handle, format="png", dpi=120))
+        close(figure)
+
+    for line in headline(summary):
+        print(f"ckpt-jax assess: {line}")
+    per_group = "; ".join(f"{name} {_goodput_text(summary['goodput'][name])}" for name in spec.names)
+    print(f"ckpt-jax assess: goodput per group: {per_group}")
+    print(f"ckpt-jax assess: {wall_s:.1f} s -> {out}")
+    return 0
