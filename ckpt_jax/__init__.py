@@ -37,6 +37,7 @@ from .model import check_state as check_state
 from .model import cycle_positions as cycle_positions
 from .model import initial_state as initial_state
 from .model import random_state as random_state
+from .model import solo_cycle_positions as solo_cycle_positions
 from .model import state_from_positions as state_from_positions
 from .model import throughput_table as throughput_table
 
@@ -59,6 +60,7 @@ __all__ = [
     "check_state",
     "state_from_positions",
     "cycle_positions",
+    "solo_cycle_positions",
     "throughput_table",
     "THROUGHPUT_PRESETS",
     "POWER_POLICIES",

@@ -2,7 +2,7 @@
 storage and power load (issue 25 §2; docs/model.md §1c, §1d).
 
 `assess` runs ``n_draws`` independent failure draws of one fleet, each from its own random
-launch (`_random_launch`: uniform in time), over a horizon H with the exact event loop, and reduces
+launch (`ckpt_jax.random_state`: uniform in time), over a horizon H with the exact event loop, and reduces
 what the run records (`JobStats`, `WriterStats`, `PowerStats`) to an operator's numbers.
 It is unit-agnostic: times are in the fleet's own unit (``hours_per_time_unit`` converts
 them to hours), a job's ``size`` counts its GPUs, and the power draw is in units of one
@@ -47,7 +47,7 @@ from ._observe import Observer, SaveAt
 from ._simulate import simulate
 from ._validate import check_key
 from .design import Estimate, _batched, _mean_ci
-from .model import Fleet, State, cycle_positions, random_state, state_from_positions
+from .model import Fleet, random_state
 
 __all__ = ["CAUSES", "Assessment", "Timeline", "assess", "default_groups", "timeline"]
 
@@ -291,25 +291,6 @@ def _weighted_percentile(counts: np.ndarray, weights: np.ndarray, q: float) -> f
     return float(counts[index])
 
 
-def _random_launch(fleet: Fleet, keys) -> State:
-    """A random launch of the (S, N) batch ``fleet``, one key per fleet: each job at a time
-    position uniform over its solo cycle D_i + T_i (D_i = d_i / min(b_i, f(1)), the write
-    time alone), with the draws of `ckpt_jax.random_state`. `ckpt_jax.random_state` spreads
-    the position over d_i + T_i, work done: where the volume d_i is not a time (a fleet file
-    with units: bytes against seconds) nearly every job would launch inside its write and
-    all would fire together one interval later. Two-level fleets launch computing, as there."""
-    if fleet.has_snapshots:
-        return random_state(fleet, keys)
-    draw = jax.vmap(lambda k: jax.random.uniform(k, (fleet.n_jobs,), dtype=fleet.dtype))
-    fraction = np.asarray(draw(keys), np.float64)
-    write, compute = np.asarray(fleet.write, np.float64), np.asarray(fleet.compute, np.float64)
-    solo = np.asarray(fleet.solo_write, np.float64)
-    elapsed = cycle_positions(fraction, solo + compute)
-    # Inside the write: the volume written so far; else the whole write and the compute done.
-    position = np.where(elapsed < solo, write * (elapsed / solo), write + (elapsed - solo))
-    return state_from_positions(fleet, np.minimum(position, np.nextafter(write + compute, 0)))  # rounding
-
-
 def assess(
     fleet: Fleet,
     *,
@@ -364,7 +345,7 @@ def assess(
         edges = np.unique(np.append(edges, cap * _AT_CAP))
     out = simulate(
         batched,
-        _random_launch(batched, keys),
+        random_state(batched, keys),
         None,
         until=horizon,
         key=keys,
@@ -543,7 +524,7 @@ def timeline(
     observer = _Intervals(int(capacity))
     out = simulate(
         batched,
-        _random_launch(batched, keys),
+        random_state(batched, keys),
         None,
         until=span,
         key=keys,

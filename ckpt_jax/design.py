@@ -11,7 +11,7 @@ gradient is estimated instead from the batch dimension:
 * the intervals live in an unconstrained parametrisation of the bounds,
   ``T = lo·(hi/lo)^sigmoid(θ)`` (log-space, so a step in θ is a relative change in T);
 * optionally (``offsets=True``) each job's launch offset is a decision variable too: its cycle
-  position at t = 0 is the fraction ``θ mod 1`` of its cycle d + T (periodic, as the cycle is),
+  position at t = 0 is the fraction ``θ mod 1`` of its solo cycle D + T in time (periodic, as the cycle is),
   smoothed and stepped with the intervals;
 * antithetic Gaussian smoothing: P directions z_p ~ N(0, I) and
   ``ĝ = Σ_p [J(θ + σz_p) − J(θ − σz_p)]·z_p / (2σP)``, an unbiased estimate of the gradient of
@@ -51,7 +51,7 @@ from ._design_inputs import (
 )
 from ._observe import SaveAt
 from ._simulate import simulate
-from .model import Fleet, State, cycle_positions, initial_state, state_from_positions
+from .model import Fleet, State, cycle_positions, initial_state, solo_cycle_positions, state_from_positions
 
 __all__ = [
     "Estimate",
@@ -131,7 +131,7 @@ class DesignResult(NamedTuple):
       stopped_early: whether early stopping ended the run before ``steps``.
       offsets: (N,) recommended launch offsets (``offsets=True``), each job's position at
         t = 0 in [0, `launch_cycle`) for the fleet run at ``intervals`` (`launch_state`): in
-        its cycle d_i + T_i, or with two-level checkpoints in its compute phase T_i; None
+        its solo cycle D_i + T_i in time, or with two-level checkpoints in its compute phase T_i; None
         when the offsets were not designed.
     """
 
@@ -188,21 +188,26 @@ def _batched(fleet: Fleet, intervals: np.ndarray) -> Fleet:
 
 
 def launch_cycle(fleet: Fleet) -> np.ndarray:
-    """(*B, N) float64: the span a launch position lies in (`launch_state`): the cycle
-    d_i + T_i (write first, then compute, as `ckpt_jax.state_from_positions` reads it), or with
+    """(*B, N) float64: the span a launch position lies in (`launch_state`): the solo cycle in
+    time D_i + T_i (write first, then compute; `ckpt_jax.solo_cycle_positions`), or with
     two-level checkpoints the compute phase T_i alone, where `ckpt_jax.random_state` starts
     such jobs (a drain in flight at t = 0 would let the job compute a whole T_i meanwhile, so
     every job launched in its write would snapshot at T_i, together)."""
     compute = np.asarray(fleet.compute, np.float64)
-    return compute if fleet.has_snapshots else np.asarray(fleet.write, np.float64) + compute
+    return compute if fleet.has_snapshots else np.asarray(fleet.solo_write, np.float64) + compute
 
 
 def launch_state(fleet: Fleet, position) -> State:
-    """The state with each job at ``position`` (*B, N) in [0, `launch_cycle`): its cycle
-    position (`ckpt_jax.state_from_positions`), or with two-level checkpoints the compute
-    done in its first compute phase (computing, T_i − position left, no drain in flight)."""
+    """The state with each job at ``position`` (*B, N) in [0, `launch_cycle`): that far in
+    time into its solo cycle (`ckpt_jax.solo_cycle_positions`), or with two-level checkpoints
+    the compute done in its first compute phase (computing, T_i − position left, no drain in
+    flight)."""
     if not fleet.has_snapshots:
-        return state_from_positions(fleet, position)
+        position = np.asarray(position, np.float64)
+        cycle = launch_cycle(fleet)
+        if np.any(np.asarray(fleet.active) & ~((position >= 0) & (position < cycle))):
+            raise ValueError("position must lie in [0, D_i + T_i), the solo cycle in time")
+        return state_from_positions(fleet, solo_cycle_positions(fleet, position))
     position = np.asarray(position, np.float64)
     compute = np.asarray(fleet.compute, np.float64)
     if np.any(np.asarray(fleet.active) & ~((position >= 0) & (position < compute))):
@@ -218,7 +223,7 @@ def _launch_state(batched: Fleet, draw_keys, launch: str, offsets=None):
         return initial_state(batched)
     else:
         # Positions are drawn as fractions of the cycle per (draw, job), shared by every
-        # interval set of the batch (common random numbers), scaled by each set's cycle d + T.
+        # interval set of the batch (common random numbers), scaled by each set's cycle D + T.
         fractions = jax.vmap(lambda k: jax.random.uniform(jax.random.fold_in(k, 1), (batched.n_jobs,)))(draw_keys)
         fractions = np.asarray(fractions, np.float64).reshape(cycle.shape)
     return launch_state(batched, cycle_positions(fractions, cycle))
@@ -731,7 +736,7 @@ def checkpoint_intervals(
     tail = np.mean(thetas[-window:], axis=0)
     intervals, fractions = _split(tail, labels, offset_labels, bounds)
     path_intervals, path_fractions = _split(np.asarray(thetas), labels, offset_labels, bounds)
-    write = np.asarray(fleet.write, np.float64)
+    write = _solo_write(fleet)
     history = History(
         np.asarray(objective),
         np.asarray(stderr),

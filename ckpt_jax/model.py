@@ -27,6 +27,7 @@ __all__ = [
     "initial_state",
     "cycle_positions",
     "state_from_positions",
+    "solo_cycle_positions",
     "random_state",
     "throughput_table",
     "THROUGHPUT_PRESETS",
@@ -691,8 +692,26 @@ def state_from_positions(fleet: Fleet, position: ArrayLike) -> State:
     return initial_state(fleet, phase=writing.astype(np.int32), remaining=remaining)
 
 
+def solo_cycle_positions(fleet: Fleet, elapsed: ArrayLike) -> np.ndarray:
+    """Cycle positions θ_i (work done since the last firing, `state_from_positions`) of jobs
+    ``elapsed`` (*B, N) time into their solo cycle D_i + T_i (D_i = d_i / min(b_i, f(1)),
+    `Fleet.solo_write`): inside the write (elapsed < D_i) the volume written alone by then,
+    d_i·elapsed/D_i, else the whole write d_i and the compute done, elapsed − D_i. Where
+    D_i = d_i (f(1) = 1 and no write limit) this is ``elapsed`` itself, bit for bit; where the
+    volume is not a time (bytes against seconds) it is what makes a launch uniform in time."""
+    write = np.asarray(fleet.write, dtype=np.float64)
+    elapsed = np.asarray(elapsed, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):  # padding slots may hold anything
+        solo = np.asarray(fleet.solo_write, dtype=np.float64)
+        mapped = np.where(elapsed < solo, write * (elapsed / solo), write + (elapsed - solo))
+        compute = np.asarray(fleet.compute, dtype=np.float64)
+    mapped = np.minimum(mapped, np.nextafter(write + compute, 0))  # rounding at the cycle's end
+    return np.where(solo == write, elapsed, mapped)
+
+
 def random_state(fleet: Fleet, key: jax.Array) -> State:
-    """Independent uniformly random cycle positions, one per job (a "random launch").
+    """Independent random cycle positions, one per job (a "random launch"), uniform in time
+    over each job's solo cycle D_i + T_i (`solo_cycle_positions`).
 
     Args:
       fleet: the `Fleet` (batch shape *B, N job slots).
@@ -715,8 +734,9 @@ def random_state(fleet: Fleet, key: jax.Array) -> State:
     else:
         u = np.asarray(jax.random.uniform(key, fleet.compute.shape, dtype=fleet.dtype), dtype=np.float64)
     compute = np.asarray(fleet.compute, dtype=np.float64)
-    cycle = np.asarray(fleet.write, dtype=np.float64) + compute
-    state = state_from_positions(fleet, cycle_positions(u, cycle))
+    with np.errstate(divide="ignore", invalid="ignore"):  # padding slots may hold anything
+        cycle = np.asarray(fleet.solo_write, dtype=np.float64) + compute
+    state = state_from_positions(fleet, solo_cycle_positions(fleet, cycle_positions(u, cycle)))
     two_level = np.broadcast_to(np.asarray(fleet.two_level)[..., None], compute.shape)
     if not two_level.any():
         return state

@@ -220,7 +220,7 @@ def test_a_random_launch_is_uniform_in_time_when_the_write_is_a_volume():
     n_draws, n_jobs = 400, 4
     shape = (n_draws, n_jobs)
     fleet = cj.Fleet(np.full(shape, 590.0), np.full(shape, 1e11), throughput=np.full((n_draws, n_jobs + 1), 1e10))
-    state = cj.assess._random_launch(fleet, jax.random.split(jax.random.key(5), n_draws))
+    state = cj.random_state(fleet, jax.random.split(jax.random.key(5), n_draws))
     writing = np.asarray(state.phase) == 1
     assert 0.005 < writing.mean() < 0.04, writing.mean()
     # Those writing have a uniform share of the volume left; the others up to all of T.
