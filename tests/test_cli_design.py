@@ -228,3 +228,104 @@ def test_simulate_fleet_file_with_snapshots_observes_power(fleet_file, tmp_path,
     # The computing jobs draw at most the cap C = 2; the others 0.2 of their size on top.
     assert summary["power"]["full_draw"] == [4.0] and 0 < summary["power"]["max"][0] <= 2.0 + 0.2 * 4.0
     assert summary["power"]["mean"][0] < summary["power"]["max"][0]
+
+
+# TINY in hours, gigabytes and GB/s (storage of 1 GB/s: 1.8 TB takes 0.5 h alone), "big" with
+# the interval its cluster uses today.
+TINY_UNITS = """
+time_unit = "h"
+cap = 2.0
+
+[storage]
+peak = "1 GB/s"
+
+[design]
+bounds = ["0.5 h", "50 h"]
+horizon = "3 day"
+
+[[groups]]
+name = "small"
+count = 2
+gpus = 1
+checkpoint = "1.8 TB"
+mtbf = "20 h"
+restart = "0.5 h"
+
+[[groups]]
+name = "big"
+count = 1
+gpus = 2
+checkpoint = "3.6 TB"
+mtbf = "10 h"
+interval = "3 h"
+"""
+
+
+def test_design_with_units_answers_in_hours_goodput_and_gpu_hours(tmp_path, capsys):
+    path = tmp_path / "units.toml"
+    path.write_text(TINY_UNITS)
+    out = tmp_path / "design"
+    assert main(["design", str(path), "--quick", *FAST, "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    summary = json.loads((out / "design.json").read_text())
+    # --quick caps a file with units at one day of its time (not 200 s), said in its unit.
+    assert summary["settings"]["horizon"] == 86400.0
+    assert "3 jobs to H = 24 h (86400 s)" in printed
+    assert summary["time_unit"] == "h" and summary["seconds_per_time_unit"] == 3600.0
+    for key in ("intervals_in_time_unit", "recommendation", "gpus", "goodput", "gpu_hours_saved_per_day"):
+        assert key in summary, key
+    compared = ["current", "young", "daly", "young_contended"]
+    assert list(summary["gpu_hours_saved_per_day"]) == compared
+    # The file's own intervals: "big" its 3 h, "small" Young's (none given), in s and in h.
+    assert summary["groups"][1]["current"] == 3 * 3600.0
+    assert summary["groups"][0]["current"] == summary["groups"][0]["young"]
+    rows = summary["intervals_in_time_unit"]
+    assert rows[1]["current"] == 3.0 and rows[0]["design"] == summary["groups"][0]["design"] / 3600
+    assert summary["gpus"] == {"groups": [2.0, 2.0], "fleet": 4.0}
+    # GPU-hours per day = waste saved × GPUs × 24, from design.json's own waste numbers.
+    for name in compared:
+        hours = summary["gpu_hours_saved_per_day"][name]
+        fleet_saved = summary["per_group_fleet_saved"][name]
+        design, other = summary["per_group_fleet_waste"]["design"], summary["per_group_fleet_waste"][name]
+        assert fleet_saved["mean"] == pytest.approx(other["mean"] - design["mean"], abs=1e-12)
+        for bound in ("mean", "low", "high"):
+            assert hours["fleet"][bound] == pytest.approx(fleet_saved[bound] * 4 * 24, rel=1e-9, abs=1e-9)
+            for g, gpus in enumerate([2, 2]):
+                saved = summary["per_group_saved"][name][g][bound]
+                assert hours["groups"][g][bound] == pytest.approx(saved * gpus * 24, rel=1e-9, abs=1e-9)
+        verdict = summary["gains_and_pays"][name]
+        assert sorted(verdict["gain"] + verdict["pay"] + verdict["tie"]) == ["big", "small"]
+    # Goodput before (current) and after (design) is 1 − their waste.
+    for name in ("current", "design"):
+        goodput = summary["goodput"][name]
+        assert goodput["fleet"]["mean"] == pytest.approx(1 - summary["per_group_fleet_waste"][name]["mean"])
+        assert goodput["groups"][1]["mean"] == pytest.approx(1 - summary["per_group"][name][1]["mean"])
+    report = (out / "report.md").read_text()
+    from ckpt_jax.cli.design import significant
+
+    design_h = significant(summary["groups"][0]["design"] / 3600, 2)
+    assert f'"small": checkpoint every {design_h} h (now every 4.5 h)' in report
+    assert "| 1.80 TB | 0.500 h | 20.0 h |" in report  # the checkpoint, its write alone and the MTBF
+    assert "## Goodput before and after" in report and "## GPU-hours per day saved by the design" in report
+    assert "Against the current intervals: the design saves" in printed
+    for line in report.splitlines():  # every row of a table has its header's cells
+        assert not line.startswith("|") or line.count("|") >= 3
+
+
+def test_design_units_and_plain_twin_give_the_same_intervals(tmp_path, capsys):
+    # The same fleet in hours and bytes, and in plain numbers (hours; volumes in hours at f = 1).
+    units = TINY_UNITS.replace('horizon = "3 day"', 'horizon = "40 h"')
+    plain = TINY.replace("mtbf = 10.0", "mtbf = 10.0\ncompute = 3.0")
+    summaries = []
+    for name, text in (("units", units), ("plain", plain)):
+        path = tmp_path / f"{name}.toml"
+        path.write_text(text)
+        assert main(["design", str(path), *FAST, "--x64", "--out", str(tmp_path / name)]) == 0
+        summaries.append(json.loads((tmp_path / name / "design.json").read_text()))
+    with_units, plain_numbers = summaries
+    for row_units, row_plain in zip(with_units["groups"], plain_numbers["groups"]):
+        for key in ("design", "young", "daly"):
+            assert row_units[key] / 3600 == pytest.approx(row_plain[key], rel=1e-6), key
+    assert with_units["groups"][1]["current"] / 3600 == pytest.approx(3.0)
+    # A file of plain numbers keeps today's keys: no current intervals, no GPU-hours.
+    assert "current" not in plain_numbers["per_group"] and "gpu_hours_saved_per_day" not in plain_numbers

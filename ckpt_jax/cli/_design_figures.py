@@ -10,6 +10,7 @@ from matplotlib.ticker import MaxNLocator
 
 COLOURS = {
     "design": "#d62728",
+    "current": "#7f7f7f",
     "young": "#1f77b4",
     "daly": "#2ca02c",
     "young_contended": "#9467bd",
@@ -17,6 +18,7 @@ COLOURS = {
 }
 LABELS = {
     "design": "design",
+    "current": "current",
     "young": "Young",
     "daly": "Daly",
     "young_contended": "contended Young",
@@ -45,6 +47,15 @@ def figure_text(text) -> str:
         for c in str(text)
     )
     return shown.replace("$", r"\$")
+
+
+def _time_scale(spec) -> tuple:
+    """(seconds per unit, " (unit)") of a file with units; (1, "") for plain numbers."""
+    if spec.time_unit is None:
+        return 1.0, ""
+    from .._units import duration_unit
+
+    return duration_unit(spec.time_unit), f" ({figure_text(spec.time_unit)})"
 
 
 def _interval_axis(axis, values) -> None:
@@ -83,8 +94,9 @@ def objective_figure(spec, summary):
     left.set(xlabel="optimisation step", ylabel="smoothed fleet waste", title="objective vs step")
     left.yaxis.set_major_locator(MaxNLocator(nbins=6))
     left.legend(loc="best", fontsize=8)
-    intervals = np.asarray(history["intervals"])
-    recommended = np.array([group["design"] for group in summary["groups"]])
+    scale, unit = _time_scale(spec)
+    intervals = np.asarray(history["intervals"]) / scale
+    recommended = np.array([group["design"] for group in summary["groups"]]) / scale
     colours = plt.get_cmap("viridis")(np.linspace(0, 0.9, len(spec.groups)))
     right.axvspan(*span, **shade)
     for g, group in enumerate(spec.groups):
@@ -103,7 +115,7 @@ def objective_figure(spec, summary):
     right.plot([], [], marker="*", ms=10, color="w", mec="k", ls="none", label="recommended")
     _interval_axis(right, np.concatenate([intervals.ravel(), recommended]))
     right.set_xlim(0.5, steps[-1] + 1)
-    right.set(xlabel="optimisation step", ylabel="checkpoint interval T", title="interval per group vs step")
+    right.set(xlabel="optimisation step", ylabel=f"checkpoint interval T{unit}", title="interval per group vs step")
     for axis in (left, right):
         axis.xaxis.set_major_locator(MaxNLocator(integer=True))
     right.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8, title="group")
@@ -114,7 +126,7 @@ def waste_figure(spec, per_group, names):
     """Grouped bars: waste per job group for each baseline and the design, 95% CIs."""
     plt = _pyplot()
     n_groups = len(spec.groups)
-    order = [name for name in ("young", "daly", "young_contended", "two_level", "design") if name in names]
+    order = [name for name in ("current", "young", "daly", "young_contended", "two_level", "design") if name in names]
     width = 0.8 / len(order)
     figure, axis = plt.subplots(figsize=(max(6.5, 1.6 * n_groups + 3), 4.2), constrained_layout=True)
     x = np.arange(n_groups)
@@ -138,7 +150,8 @@ def waste_figure(spec, per_group, names):
     axis.set(
         xlabel="job group",
         ylabel=f"waste (1 − {'persisted' if spec.has_snapshots else 'useful'} work / H)",
-        title="waste per job group: the baselines and the design",
+        title=f"waste per job group: {'the current intervals, ' if 'current' in names else ''}"
+        "the baselines and the design",
     )
     axis.legend(loc="upper left", ncols=len(order), fontsize=8)
     return figure
@@ -148,8 +161,9 @@ def schedule_figure(spec, schedule):
     """Gantt chart of one period of a run with failures: per job, compute, completed and
     abandoned writes, and the time down restarting after a failure."""
     plt = _pyplot()
-    fire, end, abandoned = schedule["fire"], schedule["end"], schedule["abandoned"]
-    start, stop = schedule["start"], schedule["stop"]
+    scale, unit = _time_scale(spec)
+    fire, end, abandoned = schedule["fire"] / scale, schedule["end"] / scale, schedule["abandoned"]
+    start, stop = schedule["start"] / scale, schedule["stop"] / scale
     n_jobs = fire.shape[0]
     labels = spec.labels
     colours = {"compute": "#c7d7ea", "write": "#d62728", "abandoned": "#f4a582", "down": "#404040"}
@@ -169,7 +183,7 @@ def schedule_figure(spec, schedule):
         axis.broken_barh(
             clipped([w for w, a in zip(spans, lost) if a]), (job - 0.4, 0.8), color=colours["abandoned"], lw=0
         )
-        down = clipped(schedule["down"][job])
+        down = clipped([(a / scale, b / scale) for a, b in schedule["down"][job]])
         axis.broken_barh(down, (job - 0.4, 0.8), color=colours["down"], lw=0)
         for t, _ in down:  # the failure instant, visible even when R is short
             axis.plot([t, t], [job - 0.45, job + 0.45], color="k", lw=1.2)
@@ -182,8 +196,9 @@ def schedule_figure(spec, schedule):
     axis.set_xlim(start, stop)
     shown = schedule["failures_shown"]
     axis.set(
-        xlabel="time",
-        title=f"one period ({schedule['period']:.3g}) of the recommended schedule, "
+        xlabel=f"time{unit}",
+        title=f"one period ({schedule['period'] / scale:.3g}{unit.replace(' (', ' ').rstrip(')')}) of the recommended "
+        "schedule, "
         f"{shown} failure{'' if shown == 1 else 's'} in view",
     )
     # Two-level checkpoints: a window runs from the snapshot to the drain's end, and the job
@@ -205,7 +220,9 @@ def writers_figure(writers, names, draws=None):
     where it is defined (every job fired before H); a set with no such draw says so."""
     plt = _pyplot()
     figure, axis = plt.subplots(figsize=(7.5, 4.2), constrained_layout=True)
-    pairs = [(name, np.asarray(writers[names.index(name)], np.float64)) for name in ("young", "design")]
+    shown_sets = [name for name in ("current", "young", "design") if name in names]
+    width = 0.8 / len(shown_sets)
+    pairs = [(name, np.asarray(writers[names.index(name)], np.float64)) for name in shown_sets]
     shown = [fraction for _, fraction in pairs if np.isfinite(fraction).all()]
     last = max([int(np.nonzero(fraction > 1e-4)[0].max(initial=0)) for fraction in shown], default=0)
     levels = np.arange(last + 1)
@@ -216,7 +233,8 @@ def writers_figure(writers, names, draws=None):
             missing.append(LABELS[name])
             axis.bar([], [], color=COLOURS[name], label=f"{LABELS[name]}: no draw where every job fired")
             continue
-        axis.bar(levels + (k - 0.5) * 0.4, fraction[: last + 1], 0.4, color=COLOURS[name], label=LABELS[name] + count)
+        offset = (k - (len(pairs) - 1) / 2) * width
+        axis.bar(levels + offset, fraction[: last + 1], width, color=COLOURS[name], label=LABELS[name] + count)
     if missing:
         axis.text(
             0.5,
@@ -229,10 +247,17 @@ def writers_figure(writers, names, draws=None):
             wrap=True,
         )
     axis.set_xticks(levels)
+    # A long tail of rare writer counts vanishes on a linear axis: show it on a log one.
+    tail = [fraction[1 : last + 1] for fraction in shown]
+    positive = np.concatenate([t[t > 0] for t in tail]) if tail else np.zeros(0)
+    log = positive.size > 0 and positive.min() < 0.01 * max(float(np.max(f)) for f in shown)
+    if log:
+        axis.set_yscale("log")
+        axis.set_ylim(max(positive.min() / 2, 1e-6), 1.5)
     axis.set(
         xlabel="writers at once, n_w",
-        ylabel="fraction of time",
-        title="writer count once every job has fired, Young and the design",
+        ylabel="fraction of time" + (" (log scale)" if log else ""),
+        title=f"writer count once every job has fired, {', '.join(LABELS[n] for n in shown_sets[:-1])} and the design",
     )
     axis.legend(loc="upper right", fontsize=8)
     return figure

@@ -1,5 +1,33 @@
 """``ckpt-jax design FLEET.toml --out DIR``: checkpoint intervals for a fleet file
-(`cj.design.checkpoint_intervals`, docs/model.md claim 10), with a report and figures."""
+(`cj.design.checkpoint_intervals`, docs/model.md claim 10), with a report and figures.
+
+design.json holds the run's settings, the intervals per group (``groups``: the design and each
+baseline, in the file's engine units), the fleet waste of the design and the baselines with 95%
+CIs (``waste``, ``baselines``), the waste per group on separate fresh draws (``per_group``,
+``per_group_saved``, ``per_group_fleet_waste``), the writer-count distribution and the history.
+
+A file with units (`FleetSpec.time_unit` set: the engine runs in seconds, bytes and B/s, a
+group's size counts GPUs) adds, on the same fresh draws as ``per_group``:
+
+- ``current``: the file's own intervals (each group's ``interval``/``compute``, Young's where a
+  group gives none) as a fourth comparison, in ``groups[g]["current"]``, ``per_group``,
+  ``per_group_saved`` and ``per_group_fleet_waste``;
+- ``time_unit`` and ``seconds_per_time_unit``; ``intervals_in_time_unit``: per group its
+  ``name`` and every interval set (``design``, ``current``, the baselines) in the time unit;
+  ``recommendation``: one sentence per group ("405B pretrain: checkpoint every 4.3 min");
+- ``gpus``: GPUs per group (size × count) and of the ``fleet``;
+- ``goodput``: ``current`` and ``design``, each ``fleet`` and ``groups`` (a list), each an
+  estimate ``{mean, low, high}`` (95% CI) of 1 − waste, waste weighted by size;
+- ``per_group_fleet_saved``: per comparison (``current`` and each baseline), the fleet waste it
+  wastes more than the design, paired over the draws;
+- ``gpu_hours_saved_per_day``: per comparison, ``fleet`` and ``groups``: the waste saved × GPUs
+  × 24. The waste is a share of the wall-clock time over the horizon, so every day of it the
+  design saves that share of each GPU's 24 hours;
+- ``gains_and_pays``: per comparison, the groups whose GPU-hours the design saves (``gain``),
+  costs (``pay``) outside the noise, and the rest (``tie``).
+
+Files of plain numbers have none of these keys, and their numbers are as before.
+"""
 
 from __future__ import annotations
 
@@ -17,6 +45,9 @@ from ._common import SEED_KEY_TEXT, CliError, add_devices, add_x64, integer, rea
 
 # --quick: a small run that shows every output in well under a minute on a laptop CPU.
 QUICK = {"steps": 8, "draws": 4, "pairs": 2, "horizon_max": 200.0}
+# In a file with units the horizon is in seconds, where 200 would end before the first
+# checkpoint of a job that checkpoints every few minutes: --quick takes one day there.
+QUICK_HORIZON_UNITS = 86400.0
 
 BASELINES = {"young": "Young", "daly": "Daly", "young_contended": "contended Young"}
 # With two-level checkpoints (docs/model.md §1d) a fourth: a lone job's exact optimum.
@@ -71,7 +102,8 @@ def add_design(subparsers) -> None:
         type=real(positive=True),
         default=None,
         metavar="H",
-        help="time over which waste is measured (default: [design].horizon, else 1000)",
+        help="time over which waste is measured, in seconds in a file with units "
+        "(default: [design].horizon, else 1000, or a week in a file with units)",
     )
     parser.add_argument(
         "--seed",
@@ -90,7 +122,8 @@ def add_design(subparsers) -> None:
         "--quick",
         action="store_true",
         help=f"a small fast run: {QUICK['steps']} steps, {QUICK['draws']} draws, "
-        f"{QUICK['pairs']} pairs, horizon at most {QUICK['horizon_max']:g} (options given win)",
+        f"{QUICK['pairs']} pairs, horizon at most {QUICK['horizon_max']:g} (in a file with units: "
+        "one day) (options given win)",
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_devices(parser, shards=False)
@@ -111,10 +144,9 @@ def settings_for(args, spec) -> dict:
             return option
         return QUICK[key] if quick else getattr(file, key)
 
+    quick_horizon = QUICK["horizon_max"] if spec.time_unit is None else QUICK_HORIZON_UNITS
     horizon = (
-        args.horizon
-        if args.horizon is not None
-        else (min(file.horizon, QUICK["horizon_max"]) if quick else file.horizon)
+        args.horizon if args.horizon is not None else (min(file.horizon, quick_horizon) if quick else file.horizon)
     )
     return {
         "steps": pick(args.steps, "steps"),
@@ -154,6 +186,169 @@ def _estimate(samples) -> dict:
     mean = float(samples.mean())
     half = 1.959963984540054 * float(samples.std(ddof=1)) / math.sqrt(samples.size)
     return {"mean": mean, "low": mean - half, "high": mean + half}
+
+
+# -- a file with units: its time unit, GB and GB/s, goodput and GPU-hours --------------------
+
+
+def seconds_per_unit(spec) -> float:
+    """Seconds in the file's time unit (1 for a file of plain numbers)."""
+    from .._units import duration_unit
+
+    return 1.0 if spec.time_unit is None else duration_unit(spec.time_unit)
+
+
+def significant(value: float, digits: int = 3) -> str:
+    """``value`` to ``digits`` significant figures, with no exponent below a million
+    ("4.27", "10100", "0.0312")."""
+    value = float(value)
+    if value == 0 or not math.isfinite(value):
+        return f"{value:g}"
+    rounded = float(f"{value:.{digits}g}")
+    if abs(rounded) >= 1e6:
+        return f"{rounded:.{digits}g}"
+    decimals = max(digits - 1 - math.floor(math.log10(abs(rounded))), 0)
+    return f"{rounded:.{decimals}f}"
+
+
+def count_text(value: float) -> str:
+    """A count of GPUs: whole numbers with thousands separators ("24,576")."""
+    return f"{value:,.0f}" if float(value).is_integer() else significant(value)
+
+
+def time_text(spec, seconds: float, digits: int = 3) -> str:
+    """A time of the engine in the file's unit ("4.27 min"); a plain number as ``:.4g``."""
+    if spec.time_unit is None:
+        return f"{seconds:.4g}"
+    return f"{significant(seconds / seconds_per_unit(spec), digits)} {spec.time_unit}"
+
+
+def short_time_text(spec, seconds: float) -> str:
+    """A time under a tenth of the file's unit in seconds ("3.25 s", not "0.0542 min"), else
+    as `time_text`."""
+    if spec.time_unit is not None and seconds < 0.1 * seconds_per_unit(spec):
+        return f"{significant(seconds)} s"
+    return time_text(spec, seconds)
+
+
+def volume_text(size: float) -> str:
+    """Bytes in GB, or TB from a terabyte on (decimal units, as storage is sold)."""
+    return f"{significant(size / 1e12)} TB" if size >= 1e12 else f"{significant(size / 1e9)} GB"
+
+
+def bandwidth_text(rate: float) -> str:
+    """Bytes per second in GB/s."""
+    return f"{significant(rate / 1e9)} GB/s"
+
+
+def hours_text(value: float) -> str:
+    """GPU-hours, signed, to the nearest one above 100 ("+1,234", "-12.5")."""
+    return f"{value:+,.0f}" if abs(value) >= 100 else f"{value:+.3g}"
+
+
+def estimate_text(estimate: dict, show: Callable[[float], str]) -> str:
+    return f"{show(estimate['mean'])} [{show(estimate['low'])}, {show(estimate['high'])}]"
+
+
+def comparisons_of(summary: dict) -> dict:
+    """{name: label} of what the design is weighed against in GPU-hours: the file's current
+    intervals, then the baselines."""
+    return {"current": "the current intervals", **baselines_of(summary)}
+
+
+def _in_units(spec, table: dict, names: list, per_group, fleet_waste) -> dict:
+    """design.json's keys for a file with units (the module docstring lists them), from the
+    interval sets ``table`` ({name: (N,) s}) and their waste on the same draws, ``per_group``
+    (D, S, G) and ``fleet_waste`` (D, S) in the order of ``names``."""
+    first = np.searchsorted(spec.labels, np.arange(len(spec.groups)))
+    unit = seconds_per_unit(spec)
+    gpus = np.asarray([group.size * group.count for group in spec.groups], np.float64)
+    design = names.index("design")
+    compared = [name for name in names if name != "design"]
+    goodput = {
+        name: {
+            "fleet": _estimate(1 - fleet_waste[names.index(name)]),
+            "groups": [_estimate(1 - per_group[names.index(name), :, g]) for g in range(len(spec.groups))],
+        }
+        for name in ("current", "design")
+    }
+    # Waste is a share of the wall-clock time over H: per day, that share of each GPU's 24 hours.
+    fleet_saved = {name: fleet_waste[names.index(name)] - fleet_waste[design] for name in compared}
+    group_saved = {name: per_group[names.index(name)] - per_group[design] for name in compared}  # (S, G)
+    hours = {
+        name: {
+            "fleet": _estimate(fleet_saved[name] * gpus.sum() * 24),
+            "groups": [_estimate(group_saved[name][:, g] * gpus[g] * 24) for g in range(len(spec.groups))],
+        }
+        for name in compared
+    }
+    verdicts = {
+        name: {
+            "gain": [n for n, e in zip(spec.names, hours[name]["groups"]) if e["low"] > 0],
+            "pay": [n for n, e in zip(spec.names, hours[name]["groups"]) if e["high"] < 0],
+            "tie": [n for n, e in zip(spec.names, hours[name]["groups"]) if e["low"] <= 0 <= e["high"]],
+        }
+        for name in compared
+    }
+    return {
+        "time_unit": spec.time_unit,
+        "seconds_per_time_unit": unit,
+        "intervals_in_time_unit": [
+            {"name": group.name, **{name: float(table[name][first[g]]) / unit for name in names}}
+            for g, group in enumerate(spec.groups)
+        ],
+        "recommendation": [
+            f"{group.name}: checkpoint every {time_text(spec, float(table['design'][first[g]]), 2)}"
+            for g, group in enumerate(spec.groups)
+        ],
+        "gpus": {"groups": gpus.tolist(), "fleet": float(gpus.sum())},
+        "goodput": goodput,
+        "per_group_fleet_saved": {name: _estimate(fleet_saved[name]) for name in compared},
+        "gpu_hours_saved_per_day": hours,
+        "gains_and_pays": verdicts,
+    }
+
+
+def savings_lines(summary: dict, quote: Callable[[str], str] = str) -> list:
+    """For a file with units: the recommendation, goodput before and after, and per comparison
+    the GPU-hours per day the design saves, with the groups that gain and those that pay."""
+    names = [group["name"] for group in summary["groups"]]
+    unit = summary["time_unit"]
+    lines = [
+        f"{quote(row['name'])}: checkpoint every {significant(row['design'], 2)} {unit} "
+        f"(now every {significant(row['current'], 2)} {unit})"
+        for row in summary["intervals_in_time_unit"]
+    ]
+    goodput = summary["goodput"]
+    lines.append(
+        f"Fleet goodput {estimate_text(goodput['current']['fleet'], '{:.4f}'.format)} with the current "
+        f"intervals -> {estimate_text(goodput['design']['fleet'], '{:.4f}'.format)} with the design."
+    )
+    for name, label in comparisons_of(summary).items():
+        saved = summary["gpu_hours_saved_per_day"][name]
+        verdict = summary["gains_and_pays"][name]
+        fleet = saved["fleet"]
+        noise = (
+            "outside the noise"
+            if fleet["low"] > 0
+            else "a loss, outside the noise"
+            if fleet["high"] < 0
+            else "within the noise"
+        )
+        parts = []
+        for key, word in (("gain", "gain"), ("pay", "pay"), ("tie", "within the noise")):
+            if verdict[key]:
+                parts.append(
+                    ", ".join(
+                        f"{quote(n)} ({hours_text(saved['groups'][names.index(n)]['mean'])})" for n in verdict[key]
+                    )
+                    + f" {word}"
+                )
+        lines.append(
+            f"Against {label}: the design saves {estimate_text(fleet, hours_text)} GPU-hours per day ({noise}); "
+            f"per group: {'; '.join(parts)}."
+        )
+    return lines
 
 
 def _evaluate(spec, table: dict, *, horizon, n_draws, key, launch, dtype, offsets=None):
@@ -396,31 +591,37 @@ def _report(spec, settings, result_json: dict, wall_s: float) -> str:
     groups = spec.names
     md = markdown_text
     baselines = baselines_of(result_json)
+    compared = comparisons_of(result_json) if spec.time_unit is not None else baselines
+    units = spec.time_unit is not None
+    quote = lambda name: f'"{md(name)}"'  # noqa: E731
+    head = headline(result_json, groups, quote=quote)
+    if units:  # the verdicts in GPU-hours per day, with the file's own intervals among them
+        head = head[:1] + savings_lines(result_json, quote=quote)
     lines = [f"# Checkpoint intervals for {md(spec.path)}", ""]
     lines += [
-        f"- **{line}**" if i == 0 and not result_json["stopped_early"] else f"- {line}"
-        for i, line in enumerate(headline(result_json, groups, quote=lambda name: f'"{md(name)}"'))
+        f"- **{line}**" if i == 0 and not result_json["stopped_early"] else f"- {line}" for i, line in enumerate(head)
     ]
     lines += [
         "",
-        f"{spec.n_jobs} jobs in {len(groups)} groups; storage f = "
-        f"{spec.throughput if isinstance(spec.throughput, str) else 'list'}, cap = "
-        f"{'none' if spec.cap is None else f'{spec.cap:g}'}, power policy {spec.power_policy}, "
+        f"{spec.n_jobs} jobs in {len(groups)} groups"
+        + (f" ({count_text(spec.per_job('size').sum())} GPUs)" if units else "")
+        + f"; storage f = {_storage_text(spec)}, cap = {_cap_text(spec)}, power policy {spec.power_policy}, "
         f"storage policy {spec.storage_policy}"
         + (
-            f"; write limits {', '.join(_limit(group.write_limit) for group in spec.groups)} (group by group)"
+            f"; write limits {', '.join(_limit(group.write_limit, units) for group in spec.groups)} (group by group)"
             if any(group.write_limit is not None for group in spec.groups)
             else ""
         )
         + (
-            f"; two-level checkpoints, snapshots {', '.join(f'{group.snapshot:g}' for group in spec.groups)} "
+            "; two-level checkpoints, snapshots "
+            f"{', '.join(_snapshot_text(spec, group.snapshot) for group in spec.groups)} "
             f"(group by group), recovery from {spec.recover_from}"
             if spec.has_snapshots
             else ""
         )
         + ".",
         f"Waste is 1 − {'persisted' if spec.has_snapshots else 'useful'} work / H over the horizon "
-        f"H = {settings['horizon']:g}, weighted by job size, "
+        f"H = {_horizon_text(spec, settings['horizon'])}, weighted by job size, "
         + (
             f"designed launch offsets (the baselines launch {settings['launch']}); "
             if settings["offsets"]
@@ -433,15 +634,20 @@ def _report(spec, settings, result_json: dict, wall_s: float) -> str:
         "",
         "## Recommended intervals",
         "",
-        "| group | jobs | size | write | MTBF | **design** | " + " | ".join(baselines.values()) + " |",
-        "|---" * (6 + len(baselines)) + "|",
     ]
-    for g, group in enumerate(spec.groups):
-        row = result_json["groups"][g]
-        lines.append(
-            f"| {md(group.name)} | {group.count} | {group.size:g} | {group.write:g} | {group.mtbf:g} | "
-            f"**{row['design']:.4g}** | " + " | ".join(f"{row[name]:.4g}" for name in baselines) + " |"
-        )
+    if not units:
+        lines += [
+            "| group | jobs | size | write | MTBF | **design** | " + " | ".join(baselines.values()) + " |",
+            "|---" * (6 + len(baselines)) + "|",
+        ]
+        for g, group in enumerate(spec.groups):
+            row = result_json["groups"][g]
+            lines.append(
+                f"| {md(group.name)} | {group.count} | {group.size:g} | {group.write:g} | {group.mtbf:g} | "
+                f"**{row['design']:.4g}** | " + " | ".join(f"{row[name]:.4g}" for name in baselines) + " |"
+            )
+    else:
+        lines += _units_tables(spec, result_json)
     if result_json["offsets"] is not None:
         offsets = np.asarray(result_json["offsets"])
         design = np.asarray([row["design"] for row in result_json["groups"]])[spec.labels]
@@ -509,21 +715,24 @@ def _report(spec, settings, result_json: dict, wall_s: float) -> str:
         "",
         "## Waste per group (separate fresh draws, 95% CIs)",
         "",
-        "Positive: the design wastes less in this group than the baseline (paired over the same draws).",
+        "Positive: the design wastes less in this group than the "
+        + ("intervals compared" if units else "baseline")
+        + " (paired over the same draws).",
         "",
-        "| group | " + " | ".join(f"saved against {label}" for label in baselines.values()) + " |",
-        "|---" * (1 + len(baselines)) + "|",
+        "| group | " + " | ".join(f"saved against {label}" for label in compared.values()) + " |",
+        "|---" * (1 + len(compared)) + "|",
     ]
     for g, group in enumerate(spec.groups):
-        cells = [result_json["per_group_saved"][name][g] for name in baselines]
+        cells = [result_json["per_group_saved"][name][g] for name in compared]
         lines.append(
             f"| {md(group.name)} | "
             + " | ".join(f"{c['mean']:+.4f} [{c['low']:+.4f}, {c['high']:+.4f}]" for c in cells)
             + " |"
         )
-    lines += ["", "| group | design | " + " | ".join(baselines.values()) + " |", "|---" * (2 + len(baselines)) + "|"]
+    columns = {name: "current" if name == "current" else label for name, label in compared.items()}
+    lines += ["", "| group | design | " + " | ".join(columns.values()) + " |", "|---" * (2 + len(compared)) + "|"]
     for g, group in enumerate(spec.groups):
-        cells = [result_json["per_group"][name][g] for name in ["design", *baselines]]
+        cells = [result_json["per_group"][name][g] for name in ["design", *compared]]
         lines.append(
             f"| {md(group.name)} | "
             + " | ".join(f"{c['mean']:.4f} [{c['low']:.4f}, {c['high']:.4f}]" for c in cells)
@@ -534,17 +743,132 @@ def _report(spec, settings, result_json: dict, wall_s: float) -> str:
         "## Figures",
         "",
         "- `objective.png`: the smoothed objective (training draws) and the intervals per step.",
-        "- `waste_by_group.png`: waste per job group, each baseline and the design.",
+        "- `waste_by_group.png`: waste per job group, "
+        + ("the current intervals, " if units else "")
+        + "each baseline and the design.",
         "- `schedule.png`: one period of the recommended schedule in a run with failures "
         "(compute, writes, writes abandoned at a failure, and the time down restarting).",
-        "- `writers.png`: the distribution of the writer count n_w, Young and design.",
+        "- `writers.png`: the distribution of the writer count n_w, "
+        + ("current, " if units else "")
+        + "Young and design.",
         "",
     ]
     return "\n".join(lines)
 
 
-def _limit(value) -> str:
-    return "none" if value is None else f"{value:g}"
+def _horizon_text(spec, horizon: float) -> str:
+    """H as given (plain), or in the file's time unit and in seconds."""
+    if spec.time_unit is None:
+        return f"{horizon:g}"
+    return f"{horizon / seconds_per_unit(spec):.6g} {spec.time_unit} ({horizon:g} s)"
+
+
+def _limit(value, units: bool = False) -> str:
+    if value is None:
+        return "none"
+    return bandwidth_text(value) if units else f"{value:g}"
+
+
+def _snapshot_text(spec, snapshot: float) -> str:
+    return f"{snapshot:g}" if spec.time_unit is None else short_time_text(spec, snapshot)
+
+
+def _storage_text(spec) -> str:
+    """The storage curve: a preset's name, 'list', or in a file with units f(1) ... f(N)."""
+    if isinstance(spec.throughput, str):
+        return spec.throughput
+    if spec.time_unit is None:
+        return "list"
+    rates = spec.throughput
+    peak = max(rates)
+    if min(rates) == peak:
+        return f"{bandwidth_text(peak)} shared by every writer count"
+    return (
+        f"{bandwidth_text(rates[0])} for one writer, peak {bandwidth_text(peak)} at {rates.index(peak) + 1}, "
+        f"{bandwidth_text(rates[-1])} at {len(rates)}"
+    )
+
+
+def _cap_text(spec) -> str:
+    if spec.cap is None:
+        return "none"
+    if spec.power_per_gpu is None:
+        return f"{spec.cap:g}"
+    return f"{significant(spec.cap * spec.power_per_gpu / 1e6)} MW ({spec.cap:g} GPUs' draw)"
+
+
+def _units_tables(spec, result_json: dict) -> list:
+    """A file with units: the intervals in its time unit, goodput before and after, and the
+    GPU-hours per day the design saves, per group and for the fleet."""
+    md = markdown_text
+    unit = spec.time_unit
+    compared = comparisons_of(result_json)
+    intervals = result_json["intervals_in_time_unit"]
+    gpus = result_json["gpus"]
+    write_alone = spec.solo_write_time()[np.searchsorted(spec.labels, np.arange(len(spec.groups)))]
+    lines = [
+        f"Intervals are the compute time between checkpoints, in {md(unit)}; current: the file's own "
+        "(Young's where a group gives none).",
+        "",
+        "| group | jobs | GPUs per job | checkpoint | write alone | MTBF | **design** | current | "
+        + " | ".join(list(compared.values())[1:])
+        + " |",
+        "|---" * (7 + len(compared)) + "|",
+    ]
+    for g, group in enumerate(spec.groups):
+        row = intervals[g]
+        lines.append(
+            f"| {md(group.name)} | {group.count} | {count_text(group.size)} | {volume_text(group.write)} | "
+            f"{short_time_text(spec, write_alone[g])} | {time_text(spec, group.mtbf)} | "
+            f"**{significant(row['design'])}** | " + " | ".join(significant(row[name]) for name in compared) + " |"
+        )
+    goodput = result_json["goodput"]
+    four = "{:.4f}".format
+    lines += [
+        "",
+        "## Goodput before and after (fresh draws, 95% CIs)",
+        "",
+        "Goodput is 1 − waste: the share of the GPUs' time that went into "
+        f"{'persisted' if spec.has_snapshots else 'useful'} work, weighted by GPUs; the current intervals and "
+        "the design on the same draws.",
+        "",
+        "| group | GPUs | current | design |",
+        "|---|---|---|---|",
+    ]
+    for g, group in enumerate(spec.groups):
+        lines.append(
+            f"| {md(group.name)} | {count_text(gpus['groups'][g])} | "
+            f"{estimate_text(goodput['current']['groups'][g], four)} | "
+            f"{estimate_text(goodput['design']['groups'][g], four)} |"
+        )
+    lines.append(
+        f"| **fleet** | {count_text(gpus['fleet'])} | {estimate_text(goodput['current']['fleet'], four)} | "
+        f"**{estimate_text(goodput['design']['fleet'], four)}** |"
+    )
+    hours = result_json["gpu_hours_saved_per_day"]
+    lines += [
+        "",
+        "## GPU-hours per day saved by the design (95% CIs)",
+        "",
+        "The waste saved × GPUs × 24: waste is a share of the wall-clock time over the horizon, so each day "
+        "the design saves that share of every GPU's 24 hours. Positive: the group gains; negative: it pays "
+        "(paired over the same draws as the goodput).",
+        "",
+        "| group | GPUs | " + " | ".join(f"against {label}" for label in compared.values()) + " |",
+        "|---" * (2 + len(compared)) + "|",
+    ]
+    for g, group in enumerate(spec.groups):
+        lines.append(
+            f"| {md(group.name)} | {count_text(gpus['groups'][g])} | "
+            + " | ".join(estimate_text(hours[name]["groups"][g], hours_text) for name in compared)
+            + " |"
+        )
+    lines.append(
+        f"| **fleet** | {count_text(gpus['fleet'])} | "
+        + " | ".join(f"**{estimate_text(hours[name]['fleet'], hours_text)}**" for name in compared)
+        + " |"
+    )
+    return lines
 
 
 def _design(args) -> int:
@@ -559,7 +883,7 @@ def _design(args) -> int:
     report_devices("design", args.device_info, 1)
     runs = 2 * settings["pairs"] * settings["draws"]
     print(
-        f"ckpt-jax design: {spec.n_jobs} jobs to H = {settings['horizon']:g}: about "
+        f"ckpt-jax design: {spec.n_jobs} jobs to H = {_horizon_text(spec, settings['horizon'])}: about "
         f"{spec.events(settings['horizon']):.2g} events per run (each O(N)), {runs} runs per step, "
         f"up to {settings['steps']} steps"
     )
@@ -583,7 +907,13 @@ def _design(args) -> int:
         progress=not args.no_progress,
         window=window,
     )
-    table = {"design": result.intervals, **{name: baseline.intervals for name, baseline in result.baselines.items()}}
+    units = spec.time_unit is not None
+    table = {
+        "design": result.intervals,
+        # A file with units is weighed against its own intervals too (Young's where a group has none).
+        **({"current": spec.intervals()} if units else {}),
+        **{name: baseline.intervals for name, baseline in result.baselines.items()},
+    }
     n_eval = 2 * settings["pairs"] * settings["draws"]
     names, per_group, fleet_waste, writers, writers_draws = _evaluate(
         spec,
@@ -612,6 +942,7 @@ def _design(args) -> int:
             {
                 "name": group.name,
                 "design": float(result.intervals[first[g]]),
+                **({"current": float(table["current"][first[g]])} if units else {}),
                 **{name: float(baseline.intervals[first[g]]) for name, baseline in result.baselines.items()},
             }
             for g, group in enumerate(spec.groups)
@@ -634,7 +965,8 @@ def _design(args) -> int:
                 _estimate(per_group[names.index(name), :, g] - per_group[names.index("design"), :, g])
                 for g in range(len(spec.groups))
             ]
-            for name in result.baselines
+            for name in names
+            if name != "design"
         },
         "per_group_fleet_waste": {name: _estimate(fleet_waste[i]) for i, name in enumerate(names)},
         "writers_fraction": {name: writers[i].tolist() for i, name in enumerate(names)},
@@ -657,6 +989,8 @@ def _design(args) -> int:
         "jax": jax.__version__,
         "files": FILES,
     }
+    if units:
+        summary.update(_in_units(spec, table, names, per_group, fleet_waste))
     out = Path(args.out)
     atomic_write_bytes(out / "design.json", (json.dumps(summary, indent=2) + "\n").encode())
     atomic_write_bytes(out / "report.md", _report(spec, settings, summary, wall_s).encode())
@@ -664,12 +998,18 @@ def _design(args) -> int:
         atomic_write(out / name, lambda handle, figure=figure: figure.savefig(handle, format="png", dpi=120))
         figures.close(figure)
 
-    recommended = ", ".join(f"{g['name']} {g['design']:.3g}" for g in summary["groups"])
+    recommended = ", ".join(
+        f"{g['name']} {g['design']:.3g}" if not units else f"{g['name']} {time_text(spec, g['design'])}"
+        for g in summary["groups"]
+    )
     print(
         f"ckpt-jax design: intervals {recommended}; fleet waste {result.waste.mean:.4f} "
         f"[{result.waste.low:.4f}, {result.waste.high:.4f}]"
     )
     for line in headline(summary, spec.names, quote=repr):
         print(f"ckpt-jax design: {line}")
+    if units:
+        for line in savings_lines(summary, quote=repr):
+            print(f"ckpt-jax design: {line}")
     print(f"ckpt-jax design: {summary['steps_taken']} steps, {wall_s:.1f} s -> {out}")
     return 0
