@@ -358,7 +358,7 @@ def _evaluate(spec, table: dict, *, horizon, n_draws, key, launch, dtype, offset
     import jax
 
     from .. import SaveAt, cycle_positions, simulate
-    from ..design import job_waste, launch_state
+    from ..design import job_waste, launch_cycle, launch_state
 
     names = list(table)
     intervals = np.stack([table[name] for name in names])  # (D, N)
@@ -367,13 +367,14 @@ def _evaluate(spec, table: dict, *, horizon, n_draws, key, launch, dtype, offset
     fleet = spec.fleet(grid, dtype=dtype)
     draw_keys = jax.random.split(key, n_draws + 1)
     launch_key, draw_keys = draw_keys[0], draw_keys[1:]
-    # Positions in `cj.design.launch_cycle`: the cycle d + T, or T alone with two-level checkpoints.
-    cycle = grid if fleet.has_snapshots else np.asarray(fleet.write, np.float64) + grid
+    # Positions in `cj.design.launch_cycle`: time into the solo cycle D + T, or T alone with
+    # two-level checkpoints.
+    cycle = launch_cycle(fleet)
     if launch == "random":
         fractions = np.asarray(jax.random.uniform(launch_key, (n_draws, n_jobs)), np.float64)
         position = cycle_positions(fractions[None], cycle)
     else:  # a fresh compute phase: the position just past the write (two-level: none first)
-        start = 0.0 if fleet.has_snapshots else np.asarray(fleet.write, np.float64)
+        start = 0.0 if fleet.has_snapshots else np.asarray(fleet.solo_write, np.float64)
         position = np.array(np.broadcast_to(start, cycle.shape))
     if offsets is not None:
         position[names.index("design")] = np.asarray(offsets, np.float64)
@@ -651,12 +652,12 @@ def _report(spec, settings, result_json: dict, wall_s: float) -> str:
     if result_json["offsets"] is not None:
         offsets = np.asarray(result_json["offsets"])
         design = np.asarray([row["design"] for row in result_json["groups"]])[spec.labels]
-        cycle = design if spec.has_snapshots else design + spec.per_job("write")
+        cycle = design if spec.has_snapshots else design + spec.solo_write_time()
         where = (
             "Each job's compute done at t = 0 in its first compute phase T (with two-level checkpoints every "
             "job starts computing, no drain in flight), and as a fraction of T"
             if spec.has_snapshots
-            else "Each job's position in its cycle d + T at t = 0 (write first, then compute), and as a "
+            else "Each job's time into its solo cycle D + T at t = 0 (write first, then compute), and as a "
             "fraction of the cycle"
         )
         lines += [
