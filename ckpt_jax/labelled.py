@@ -49,7 +49,7 @@ _VARIABLES = {
     "status": ((), "status bit flags", None, "ckpt_jax.Status bits; 0 where ok"),
     "n_events": ((), "event instants", None, "event instants stepped (simultaneous switches once)"),
     "time": ((), "stop time", _TIME, "simulated time at which the fleet stopped"),
-    "writers_time": (("writers",), "time with n writers", _TIME, "time with exactly n writers in the window"),
+    "writers_time": (("writers",), "time at n writers", _TIME, "time with exactly n writers in the window"),
     "writers_window": (("bound",), "observation window", _TIME, "ckpt_jax.analysis.observed_interval"),
     "writers_excursions": (("writers",), "entries into n_w >= n", None, "in the window; level 0 never"),
     "writers_max": ((), "largest writer count", None, "on the window; -1 where it is empty"),
