@@ -122,7 +122,9 @@ class Trace:
         Args:
           fleet: the `Fleet` that was run (optional): T, d, cap, policies, ... as attributes
             (as coordinates where they differ between jobs or fleets).
-          groups: optional (N,) job group labels, a ``group`` coordinate along ``job``.
+          groups: optional (N,) job group labels, a ``group`` coordinate along ``job``; or a
+            parsed fleet file (`ckpt_jax.fleetfile.FleetSpec`): its group names, and for a
+            file with units, times in seconds.
           batch_dims: names of the batch axes (default ``fleet``; ``fleet_0``, ... for more).
           attrs: more dataset attributes (e.g. ``{"seed": 0}``).
 

@@ -130,10 +130,17 @@ def _batch_dims(ndim: int, batch_dims) -> tuple:
 def _labels(groups, n_jobs: int):
     if groups is None:
         return None
+    if _is_fleet_file(groups):
+        return np.asarray(groups.names, dtype=object)[groups.labels]  # each job's group name
     labels = np.asarray(groups)
     if labels.shape != (n_jobs,):
         raise ValueError(f"groups must have one label per job, shape ({n_jobs},), got shape {labels.shape}")
     return labels.astype(object) if labels.dtype.kind == "U" else labels
+
+
+def _is_fleet_file(groups) -> bool:
+    """Whether ``groups`` is a parsed fleet file (`ckpt_jax.fleetfile.FleetSpec`)."""
+    return all(hasattr(groups, name) for name in ("labels", "names", "time_unit", "path"))
 
 
 def dataset(arrays: dict, *, batch_ndim: int, batch_dims=None, groups=None, fleet=None, attrs=None, table=None):
@@ -145,7 +152,9 @@ def dataset(arrays: dict, *, batch_ndim: int, batch_dims=None, groups=None, flee
         dimensions, meaning and units; any other name gets ``fleet`` then ``{name}_dim_i``.
       batch_ndim: the number of leading batch axes.
       batch_dims: their names (default ``fleet`` for one axis, ``fleet_0``, ... for more).
-      groups: optional (N,) job group labels, a ``group`` coordinate along ``job``.
+      groups: optional (N,) job group labels, a ``group`` coordinate along ``job``; or a
+        parsed fleet file (`ckpt_jax.fleetfile.FleetSpec`): its group names, and, for a file
+        with units, times in seconds (``units`` "s").
       fleet: optional `ckpt_jax.Fleet` the arrays are results of: its parameters become
         attributes where uniform, coordinates where they vary.
       attrs: more dataset attributes (a seed, a name of the run).
@@ -158,6 +167,9 @@ def dataset(arrays: dict, *, batch_ndim: int, batch_dims=None, groups=None, flee
     xarray = require_xarray()
     table = _VARIABLES if table is None else table
     batch = _batch_dims(batch_ndim, batch_dims)
+    # A fleet file with units holds every time in seconds (ckpt_jax.fleetfile.FleetSpec.time_unit).
+    spec = groups if _is_fleet_file(groups) else None
+    seconds = spec is not None and getattr(spec, "time_unit", None) is not None
     variables, sizes = {}, {}
     for name, value in arrays.items():
         value = value if hasattr(value, "dask") else np.asarray(value)
@@ -169,7 +181,7 @@ def dataset(arrays: dict, *, batch_ndim: int, batch_dims=None, groups=None, flee
         sizes.update(zip(dims, value.shape))
         meta = {} if known is None else {"long_name": known[1], "description": known[3]}
         if known is not None and known[2] is not None:
-            meta["units"] = known[2]
+            meta["units"] = "s" if seconds and known[2] in (_TIME, _WORK) else known[2]
         variables[name] = xarray.Variable(dims, value, attrs=meta)
     coords = {}
     for dim, size in sizes.items():
@@ -183,6 +195,10 @@ def dataset(arrays: dict, *, batch_ndim: int, batch_dims=None, groups=None, flee
     if "job" in sizes and groups is not None:
         coords["group"] = ("job", _labels(groups, sizes["job"]), {"long_name": "job group"})
     dataset_attrs = {"ckpt_jax_version": _version(), "units": _UNITS}
+    if spec is not None:
+        dataset_attrs["fleet_file"] = str(getattr(spec, "path", ""))
+        if seconds:
+            dataset_attrs["units"] = "time: s (the fleet file's units); " + _UNITS.split("; ", 1)[1]
     if fleet is not None:
         fleet_attrs, fleet_coords = _fleet_parameters(fleet, batch, sizes.get("job"))
         dataset_attrs.update(fleet_attrs)

@@ -233,3 +233,48 @@ def test_what_the_cli_writes_opens_in_one_line(tmp_path, capsys):
     assert ds.writers_time.dims == ("fleet", "writers") and ds.attrs["seed"] == 0
     assert ds.attrs["fingerprint"] == json.loads((out / "summary.json").read_text())["fingerprint"]
     assert ds.gaps.min("cycle").sizes == {"fleet": 6}
+
+
+FLEET_FILE = """
+{units}
+[design]
+bounds = [{low}, {high}]
+horizon = {horizon}
+[[groups]]
+name = "small"
+count = 3
+{small}
+[[groups]]
+name = "big"
+count = 1
+{big}
+"""
+PLAIN = {
+    "units": 'throughput = "shared"',
+    "low": "0.5",
+    "high": "50.0",
+    "horizon": "100.0",
+    "small": "size = 1\nwrite = 0.2\ncompute = 0.8\nmtbf = 100.0",
+    "big": "size = 2\nwrite = 0.4\ncompute = 1.6\nmtbf = 50.0",
+}
+WITH_UNITS = {
+    "units": 'time_unit = "min"\n[storage]\npeak = "100 GB/s"',
+    "low": '"1 min"',
+    "high": '"10 h"',
+    "horizon": '"2 day"',
+    "small": 'gpus = 8\ncheckpoint = "40 GB"\ninterval = "4 min"\nmtbf = "1 day"',
+    "big": 'gpus = 64\ncheckpoint = "500 GB"\ninterval = "30 min"\nmtbf = "12 h"',
+}
+
+
+@pytest.mark.parametrize("fields, time_units", [(PLAIN, "time"), (WITH_UNITS, "s")])
+def test_a_fleet_file_names_the_job_groups(fields, time_units):
+    spec = cj.fleetfile.loads(FLEET_FILE.format(**fields), "groups.toml")
+    fleet = spec.fleet(failures=False, dtype=np.float64)
+    trace = cj.simulate(fleet, cj.initial_state(fleet), 2, save=cj.SaveAt(jobs=True))
+    ds = trace.to_xarray(fleet, groups=spec)
+    assert list(ds.group.values) == ["small"] * 3 + ["big"] and ds.attrs["fleet_file"] == "groups.toml"
+    assert ds.fire_times.attrs["units"] == ds.jobs_write_time.attrs["units"] == time_units
+    np.testing.assert_array_equal(ds["T"], np.asarray(fleet.compute))  # per job: a coordinate
+    per_group = ds.jobs_writes.groupby("group").sum()
+    assert per_group.sel(group="big") == int(np.asarray(trace.jobs.writes)[3])
