@@ -27,6 +27,10 @@ the same folder, in this process or another, is refused at once with `EnsembleBu
 (it does not wait). A caller that writes files derived from the chunks (the CLI's
 ``summary.json``) holds `locked` around the run and that write.
 
+`ckpt_jax.open_ensemble` (optional xarray) reads a saved ``out_dir`` as an `xarray.Dataset`
+with named dimensions, equal to `run_ensemble`'s arrays, and `EnsembleResult.to_xarray` labels
+a result in memory the same way.
+
 Every file ``run_ensemble`` reads or replaces must be a regular file: a directory or a FIFO
 at the name of the manifest, a chunk or a temporary file raises `EnsembleMismatchError`
 before anything is read or computed (opening a FIFO would block for ever).

@@ -200,11 +200,27 @@ def dataset(arrays: dict, *, batch_ndim: int, batch_dims=None, groups=None, flee
         if seconds:
             dataset_attrs["units"] = "time: s (the fleet file's units); " + _UNITS.split("; ", 1)[1]
     if fleet is not None:
+        _check_fleet(fleet, tuple(sizes.get(dim) for dim in batch), sizes.get("job"))
         fleet_attrs, fleet_coords = _fleet_parameters(fleet, batch, sizes.get("job"))
         dataset_attrs.update(fleet_attrs)
         coords.update(fleet_coords)
+    if attrs is not None and not isinstance(attrs, dict):
+        raise ValueError(f"attrs must be None or a dict of dataset attributes, got {type(attrs).__name__}")
     dataset_attrs.update(attrs or {})
     return xarray.Dataset(variables, coords=coords, attrs=dataset_attrs)
+
+
+def _check_fleet(fleet, batch_shape: tuple, n_jobs) -> None:
+    from .model import Fleet
+
+    if not isinstance(fleet, Fleet):
+        raise ValueError(f"fleet must be None or the ckpt_jax.Fleet that was run, got {type(fleet).__name__}")
+    if tuple(fleet.batch_shape) != batch_shape or (n_jobs is not None and fleet.n_jobs != n_jobs):
+        jobs = "" if n_jobs is None else f" and {n_jobs} jobs"
+        raise ValueError(
+            f"fleet must be the fleet that was run: it has batch shape {tuple(fleet.batch_shape)} and "
+            f"{fleet.n_jobs} jobs, the results batch shape {batch_shape}{jobs}"
+        )
 
 
 def _fleet_parameters(fleet, batch: tuple, n_jobs) -> tuple:

@@ -101,7 +101,13 @@ def test_observer_results_alone_and_a_single_fleet(traced):
 
 @pytest.mark.parametrize(
     "kwargs, match",
-    [({"groups": ["a", "b"]}, r"groups must have one label per job, shape \(4,\)"), ({"batch_dims": ()}, "batch_dims")],
+    [
+        ({"groups": ["a", "b"]}, r"groups must have one label per job, shape \(4,\)"),
+        ({"batch_dims": ("fleet", "job")}, "batch_dims must name the 1 batch axes"),
+        ({"fleet": "fleet"}, "fleet must be None or the ckpt_jax.Fleet that was run"),
+        ({"fleet": cj.Fleet(np.ones(3), np.ones(3))}, r"fleet must be the fleet that was run: .* 3 jobs"),
+        ({"attrs": [("seed", 1)]}, "attrs must be None or a dict"),
+    ],
 )
 def test_bad_labels_are_refused_naming_the_argument(traced, kwargs, match):
     with pytest.raises(ValueError, match=match):
