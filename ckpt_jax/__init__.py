@@ -6,6 +6,7 @@ spectra), `cj.analysis` (statistics of traces), `cj.coupling` (two-job coupling 
 `cj.ensemble` (many fleets, one run), `cj.design` and `cj.theory` (checkpoint intervals),
 `cj.lyapunov` (finite-time Lyapunov exponents), `cj.fleetfile` (fleets from files), `cj.assess`
 (goodput and losses by cause of a fleet as configured) and `cj.loop` (the stepping primitive).
+`open_ensemble` reads a saved ensemble as an `xarray.Dataset` (`cj.labelled`; optional xarray).
 """
 
 from . import analysis as analysis
@@ -27,6 +28,7 @@ from ._simulate import Trace as Trace
 from ._simulate import simulate as simulate
 from ._status import Status as Status
 from ._status import describe_status as describe_status
+from .labelled import open_ensemble as open_ensemble
 from .model import POWER_POLICIES as POWER_POLICIES
 from .model import RECOVERY_SOURCES as RECOVERY_SOURCES
 from .model import STORAGE_POLICIES as STORAGE_POLICIES
@@ -55,6 +57,7 @@ __all__ = [
     "Status",
     "simulate",
     "describe_status",
+    "open_ensemble",
     "initial_state",
     "random_state",
     "check_state",

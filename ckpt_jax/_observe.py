@@ -220,6 +220,13 @@ class WriterStats(NamedTuple):
     excursions: jax.Array
     max: jax.Array
 
+    def to_xarray(self, fleet=None, *, groups=None, batch_dims=None, attrs=None):
+        """These statistics as an `xarray.Dataset` of ``writers_{field}`` variables, as in
+        `Trace.to_xarray` (which see for the arguments). Needs ``pip install "ckpt_jax[xarray]"``."""
+        from . import labelled
+
+        return labelled.stats_dataset(self, "writers", fleet=fleet, groups=groups, batch_dims=batch_dims, attrs=attrs)
+
 
 class PowerStats(NamedTuple):
     """The fleet's power draw P(t) over the whole run [0, stop time] (docs/model.md §1d), in
@@ -256,6 +263,13 @@ class PowerStats(NamedTuple):
     n_changes: jax.Array
     threshold: jax.Array
     full_draw: jax.Array
+
+    def to_xarray(self, fleet=None, *, groups=None, batch_dims=None, attrs=None):
+        """These statistics as an `xarray.Dataset` of ``power_{field}`` variables, as in
+        `Trace.to_xarray` (which see for the arguments). Needs ``pip install "ckpt_jax[xarray]"``."""
+        from . import labelled
+
+        return labelled.stats_dataset(self, "power", fleet=fleet, groups=groups, batch_dims=batch_dims, attrs=attrs)
 
 
 class JobStats(NamedTuple):
@@ -302,6 +316,13 @@ class JobStats(NamedTuple):
     snapshot_time: jax.Array | None = None
     wait_time: jax.Array | None = None
     persisted_work: jax.Array | None = None
+
+    def to_xarray(self, fleet=None, *, groups=None, batch_dims=None, attrs=None):
+        """These statistics as an `xarray.Dataset` of ``jobs_{field}`` variables, as in
+        `Trace.to_xarray` (which see for the arguments). Needs ``pip install "ckpt_jax[xarray]"``."""
+        from . import labelled
+
+        return labelled.stats_dataset(self, "jobs", fleet=fleet, groups=groups, batch_dims=batch_dims, attrs=attrs)
 
 
 class EventView(NamedTuple):

@@ -112,6 +112,29 @@ class Trace:
 
         return jax.tree_util.tree_map(pick, self)
 
+    def to_xarray(self, fleet=None, *, groups=None, batch_dims=None, attrs=None):
+        """The trace as an `xarray.Dataset` (`ckpt_jax.labelled`): ``fire_times`` and
+        ``end_times`` (``fleet``, ``job``, ``cycle``), ``ok``, ``status``, ``n_events``,
+        ``time`` and the observers' fields (``writers_time`` over ``writers`` = 0..N,
+        ``gaps`` over ``cycle``, ``jobs_*`` over ``job``, ``power_*``), with units and
+        meanings in their ``attrs``. User observers (``observed``) are left out.
+
+        Args:
+          fleet: the `Fleet` that was run (optional): T, d, cap, policies, ... as attributes
+            (as coordinates where they differ between jobs or fleets).
+          groups: optional (N,) job group labels, a ``group`` coordinate along ``job``; or a
+            parsed fleet file (`ckpt_jax.fleetfile.FleetSpec`): its group names, and for a
+            file with units, times in seconds.
+          batch_dims: names of the batch axes (default ``fleet``; ``fleet_0``, ... for more).
+          attrs: more dataset attributes (e.g. ``{"seed": 0}``).
+
+        Raises:
+          ImportError: xarray is not installed (``pip install "ckpt_jax[xarray]"``).
+        """
+        from . import labelled
+
+        return labelled.trace_dataset(self, fleet=fleet, groups=groups, batch_dims=batch_dims, attrs=attrs)
+
     def __iter__(self):
         """The fleets of the first batch axis, one `Trace` each (as iterating a NumPy array)."""
         if self.batch_shape == ():

@@ -116,6 +116,14 @@ class History(NamedTuple):
     intervals: np.ndarray
     offsets: np.ndarray | None = None
 
+    def to_xarray(self, *, groups=None, attrs=None):
+        """The history as an `xarray.Dataset` over ``step`` (and ``job``): ``objective``,
+        ``stderr``, ``grad_norm``, ``intervals``, ``offsets``; ``groups`` (N,) labels the
+        jobs (or a `ckpt_jax.fleetfile.FleetSpec`: its group names). Needs ``pip install "ckpt_jax[xarray]"``."""
+        from . import labelled
+
+        return labelled.history_dataset(self, groups=groups, attrs=attrs)
+
 
 class DesignResult(NamedTuple):
     """What `checkpoint_intervals` returns.

@@ -27,6 +27,10 @@ the same folder, in this process or another, is refused at once with `EnsembleBu
 (it does not wait). A caller that writes files derived from the chunks (the CLI's
 ``summary.json``) holds `locked` around the run and that write.
 
+`ckpt_jax.open_ensemble` (optional xarray) reads a saved ``out_dir`` as an `xarray.Dataset`
+with named dimensions, equal to `run_ensemble`'s arrays, and `EnsembleResult.to_xarray` labels
+a result in memory the same way.
+
 Every file ``run_ensemble`` reads or replaces must be a regular file: a directory or a FIFO
 at the name of the manifest, a chunk or a temporary file raises `EnsembleMismatchError`
 before anything is read or computed (opening a FIFO would block for ever).
@@ -133,6 +137,7 @@ class EnsembleResult:
       n_loaded: chunks loaded from ``out_dir`` (saved by an earlier call).
       fingerprint: the fingerprint of the ensemble's manifest (``manifest.json``): a file
         derived from the chunks records it, so that a reader can tell it belongs to them.
+      manifest: the manifest itself (what the arrays are results of), as JSON values.
     """
 
     arrays: dict
@@ -141,6 +146,7 @@ class EnsembleResult:
     n_computed: int
     n_loaded: int
     fingerprint: str = ""
+    manifest: dict | None = None
 
     @property
     def n_fleets(self) -> int:
@@ -176,6 +182,14 @@ class EnsembleResult:
         from . import PowerStats
 
         return self._group("power", PowerStats)
+
+    def to_xarray(self, *, groups=None, attrs=None):
+        """The ensemble as an `xarray.Dataset` (`ckpt_jax.labelled.ensemble_dataset`): one
+        variable per array, dimensions ``fleet``, ``job``, ``cycle``, ``writers``, ..., the
+        manifest's parameters as attributes. Needs ``pip install "ckpt_jax[xarray]"``."""
+        from . import labelled
+
+        return labelled.ensemble_dataset(self, groups=groups, attrs=attrs)
 
     def _group(self, prefix, kind):
         # Fields with a default (added later) may be absent from ensembles saved before.
@@ -446,7 +460,13 @@ def _run(
             stacklevel=3,
         )
     return EnsembleResult(
-        arrays, ok, status, n_computed=len(bounds) - n_loaded, n_loaded=n_loaded, fingerprint=manifest["fingerprint"]
+        arrays,
+        ok,
+        status,
+        n_computed=len(bounds) - n_loaded,
+        n_loaded=n_loaded,
+        fingerprint=manifest["fingerprint"],
+        manifest=manifest,
     )
 
 
@@ -566,20 +586,27 @@ def _load_chunk(path: Path, size: int, index: int, fingerprint: str) -> dict | N
         path.unlink()
         return None
     tags = {name: arrays.pop(name) for name in _TAGS if name in arrays}
-    problem = None
-    if len(tags) < len(_TAGS) or any(value.ndim != 0 for value in tags.values()):
-        problem = "does not record its chunk index and ensemble (written by an older version?)"
-    elif tags["fingerprint"].dtype.kind != "U" or str(tags["fingerprint"]) != fingerprint:
-        recorded = str(tags["fingerprint"])[:12]
-        problem = f"belongs to another ensemble (manifest fingerprint {recorded}..., not {fingerprint[:12]}...)"
-    elif tags["chunk_index"].dtype.kind not in "iu" or int(tags["chunk_index"]) != index:
-        problem = f"holds chunk {tags['chunk_index'].item()}, not chunk {index} (renamed or swapped?)"
-    elif not set(_VERDICT) <= set(arrays) or any(v.ndim < 1 or v.shape[0] != size for v in arrays.values()):
-        problem = f"does not hold {size} fleets"
+    problem = chunk_problem(tags, {name: value.shape for name, value in arrays.items()}, size, index, fingerprint)
     if problem is not None:
         warnings.warn(f"{path} {problem}; recomputing that chunk", RuntimeWarning, stacklevel=4)
         return None
     return arrays
+
+
+def chunk_problem(tags: dict, shapes: dict, size: int, index: int, fingerprint: str) -> str | None:
+    """Why a chunk file with these tags (``{name: array}`` of `_TAGS` found in it) and
+    per-fleet array shapes (``{name: shape}``) is not chunk ``index`` of ``size`` fleets of
+    the ensemble ``fingerprint``, in words, or None when it is."""
+    if len(tags) < len(_TAGS) or any(value.ndim != 0 for value in tags.values()):
+        return "does not record its chunk index and ensemble (written by an older version?)"
+    if tags["fingerprint"].dtype.kind != "U" or str(tags["fingerprint"]) != fingerprint:
+        recorded = str(tags["fingerprint"])[:12]
+        return f"belongs to another ensemble (manifest fingerprint {recorded}..., not {fingerprint[:12]}...)"
+    if tags["chunk_index"].dtype.kind not in "iu" or int(tags["chunk_index"]) != index:
+        return f"holds chunk {tags['chunk_index'].item()}, not chunk {index} (renamed or swapped?)"
+    if not set(_VERDICT) <= set(shapes) or any(len(shape) < 1 or shape[0] != size for shape in shapes.values()):
+        return f"does not hold {size} fleets"
+    return None
 
 
 def _concatenate(chunks: list) -> dict:

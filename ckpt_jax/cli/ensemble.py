@@ -40,7 +40,9 @@ def add_ensemble(subparsers) -> None:
             "statistics --save names, accumulated during the run without storing the trace, and "
             "events and end time), so an interrupted run resumes from the last chunk saved; "
             "summary.json is written at the end (a run that starts over removes the old one first), "
-            "and records the manifest's fingerprint. One run per DIR at a time: a second is refused."
+            "and records the manifest's fingerprint. One run per DIR at a time: a second is refused. "
+            "In a notebook, ckpt_jax.open_ensemble(DIR) opens DIR as an xarray Dataset "
+            '(pip install "ckpt_jax[xarray]").'
         ),
     )
     parser.add_argument(
@@ -561,6 +563,7 @@ def _ensemble_notes(save: tuple) -> str:
     notes.append(
         f"Each chunk-*.npz holds per fleet: {arrays} (writers_*: ckpt_jax.WriterStats fields, "
         "jobs_*: ckpt_jax.JobStats fields; smallest_gap and order_changed (K,) per cycle), and the "
-        "file's chunk_index and the manifest's fingerprint. No trace is stored."
+        "file's chunk_index and the manifest's fingerprint. No trace is stored. "
+        "ckpt_jax.open_ensemble(DIR) opens them as one xarray Dataset (smallest_gap named gaps)."
     )
     return " ".join(notes)

@@ -1,0 +1,436 @@
+"""Results as labelled data: `xarray.Dataset`s of traces, observers, ensembles and designs.
+
+Every result keeps its axes by name: ``fleet`` (the batch; an ensemble's global fleet index),
+``job``, ``cycle`` (the k-th firing), ``writers`` (the writer count n = 0..N), ``bound``
+(an observation window's start and stop), power ``bin`` and ``edge``, and a design's
+``step``. Each variable carries its meaning (``long_name``, ``description``) and units
+(``units``: ``time`` in the units of T and d, ``job draw`` one job's full-speed power draw) in its
+``attrs``; the dataset carries what the run was (``T``, ``d``, ``cap``, policies, the ensemble's
+manifest and seed where known, the ckpt_jax version). Variable names are those of
+`ckpt_jax.ensemble.EnsembleResult.arrays` (``gaps``, ``writers_time``, ``jobs_writes``,
+``power_mean``, ...), the same for a `Trace` and a saved ensemble, so one notebook reads
+both::
+
+    ds = cj.open_ensemble("runs/storm")
+    ds.gaps.min("cycle").plot.hist()
+    trace.to_xarray(fleet).writers_time.mean("fleet").plot()
+
+xarray is an optional dependency (``pip install "ckpt_jax[xarray]"``); this module imports
+it only when called. `open_ensemble` reads a saved ensemble lazily, one dask chunk per
+chunk file, where dask is installed, and into memory otherwise.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import zipfile
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["INSTALL", "dataset", "ensemble_dataset", "history_dataset", "open_ensemble", "require_xarray"]
+
+INSTALL = 'pip install "ckpt_jax[xarray]"'
+# Units as plot labels show them; the dataset's ``units`` attribute says what they are.
+_TIME = "time"
+_DRAW = "job draw"
+_WORK = "work"
+_UNITS = (
+    "time: the units of T and d (and of the fleet file); work: compute work, units of T; "
+    "job draw: one job's full-speed power draw, the units of cap"
+)
+
+# name -> (dimensions after the batch ones, long name, units, description).
+_VARIABLES = {
+    "fire_times": (("job", "cycle"), "firing time", _TIME, "start of the job's k-th write; NaN where none"),
+    "end_times": (("job", "cycle"), "write end time", _TIME, "end of the write started by that firing"),
+    "ok": ((), "run completed", None, "every active job fired and finished its writes"),
+    "status": ((), "status bit flags", None, "ckpt_jax.Status bits; 0 where ok"),
+    "n_events": ((), "event instants", None, "event instants stepped (simultaneous switches once)"),
+    "time": ((), "stop time", _TIME, "simulated time at which the fleet stopped"),
+    "writers_time": (("writers",), "time at n writers", _TIME, "time with exactly n writers in the window"),
+    "writers_window": (("bound",), "observation window", _TIME, "ckpt_jax.analysis.observed_interval"),
+    "writers_excursions": (("writers",), "entries into n_w >= n", None, "in the window; level 0 never"),
+    "writers_max": ((), "largest writer count", None, "on the window; -1 where it is empty"),
+    "gaps": (("cycle",), "smallest phase gap", _TIME, "smallest gap between consecutive firings of the cycle"),
+    "order_changed": (("cycle",), "firing order changed", None, "from this cycle to the next (jitter)"),
+    "jobs_write_time": (("job",), "time writing", _TIME, "abandoned writes included"),
+    "jobs_compute_time": (("job",), "time computing", _TIME, "overlaps writing where alpha > 0"),
+    "jobs_writes": (("job",), "writes completed", None, "started by a firing after t = 0"),
+    "jobs_useful_work": (("job",), "useful work", _WORK, "compute work saved by a completed write"),
+    "jobs_lost_work": (("job",), "lost work", _WORK, "compute work lost to failures"),
+    "jobs_failures": (("job",), "failures", None, "-1 where the run did not complete"),
+    "jobs_down_time": (("job",), "down time", _TIME, "restarting after failures"),
+    "jobs_waste": (("job",), "waste", "1", "1 - useful work / horizon"),
+    "jobs_completed_write_time": (("job",), "time in completed writes", _TIME, "the writes counted in writes"),
+    "jobs_snapshot_time": (("job",), "snapshot time", _TIME, "blocking snapshots of two-level checkpoints"),
+    "jobs_wait_time": (("job",), "backpressure wait", _TIME, "next checkpoint due while a drain ran"),
+    "jobs_persisted_work": (("job",), "persisted work", _WORK, "covered by a checkpoint whose drain ended"),
+    "power_time": (("bin",), "time at power", _TIME, "time with the draw P in each bin"),
+    "power_edges": (("edge",), "power bin edges", _DRAW, "SaveAt.power_bins"),
+    "power_mean": ((), "mean power", _DRAW, "time-weighted mean of P over the run"),
+    "power_max": ((), "largest power", _DRAW, "on an interval of positive length"),
+    "power_min": ((), "smallest power", _DRAW, "on an interval of positive length"),
+    "power_largest_drop": ((), "largest power drop", _DRAW, "at one instant, >= 0"),
+    "power_largest_rise": ((), "largest power rise", _DRAW, "at one instant, >= 0"),
+    "power_n_steps": ((), "power steps", None, "instants where |dP| > threshold"),
+    "power_n_changes": ((), "power changes", None, "instants where P changed"),
+    "power_threshold": ((), "step threshold", _DRAW, "SaveAt.power_threshold"),
+    "power_full_draw": ((), "full draw W", _DRAW, "sum of the active jobs' sizes"),
+}
+_HISTORY = {
+    "objective": (("step",), "smoothed waste", "1", "estimate of J_sigma at the step's theta"),
+    "stderr": (("step",), "standard error", "1", "of the objective over the draws"),
+    "grad_norm": (("step",), "gradient norm", None, "Euclidean norm of the estimate in theta"),
+    "intervals": (("step", "job"), "checkpoint interval", _TIME, "T_i at the step"),
+    "offsets": (("step", "job"), "launch offset", _TIME, "each job's cycle position at t = 0"),
+}
+# Fleet fields recorded (as attributes where uniform, else as coordinates): {field: (name, meaning)}.
+# ``compute`` and ``size`` are methods of a Dataset: the model's T and the words job_size stand in.
+_FLEET_FIELDS = {
+    "compute": ("T", "T_i, solo compute work per cycle"),
+    "write": ("d", "d_i, checkpoint write volume"),
+    "cap": ("cap", "C, power cap (inf: none)"),
+    "delay": ("delay", "write start delay"),
+    "async_fraction": ("async_fraction", "alpha, fraction of a write overlapping compute"),
+    "size": ("job_size", "w_i, job size (full-speed draw)"),
+    "mtbf": ("mtbf", "M_i, mean time between failures (inf: none)"),
+    "restart": ("restart", "R_i, restart time"),
+    "write_limit": ("write_limit", "b_i, per-job write limit (inf: none)"),
+    "snapshot": ("snapshot", "s_i, blocking snapshot of two-level checkpoints"),
+    "idle_power": ("idle_power", "p_idle, draw of a job that does not compute"),
+}
+
+
+def require_xarray():
+    """The ``xarray`` module, or an `ImportError` saying what to install."""
+    try:
+        import xarray
+    except ImportError as err:
+        raise ImportError(f"labelled results (to_xarray, open_ensemble) need xarray: {INSTALL}") from err
+    return xarray
+
+
+def _version() -> str:
+    from . import __version__
+
+    return __version__
+
+
+def _batch_dims(ndim: int, batch_dims) -> tuple:
+    if batch_dims is None:
+        return () if ndim == 0 else ("fleet",) if ndim == 1 else tuple(f"fleet_{i}" for i in range(ndim))
+    batch_dims = (batch_dims,) if isinstance(batch_dims, str) else tuple(batch_dims)
+    if len(batch_dims) != ndim or not all(isinstance(d, str) and d for d in batch_dims):
+        raise ValueError(f"batch_dims must name the {ndim} batch axes, got {batch_dims!r}")
+    return batch_dims
+
+
+def _labels(groups, n_jobs: int):
+    if groups is None:
+        return None
+    if _is_fleet_file(groups):
+        return np.asarray(groups.names, dtype=object)[groups.labels]  # each job's group name
+    labels = np.asarray(groups)
+    if labels.shape != (n_jobs,):
+        raise ValueError(f"groups must have one label per job, shape ({n_jobs},), got shape {labels.shape}")
+    return labels.astype(object) if labels.dtype.kind == "U" else labels
+
+
+def _is_fleet_file(groups) -> bool:
+    """Whether ``groups`` is a parsed fleet file (`ckpt_jax.fleetfile.FleetSpec`)."""
+    return all(hasattr(groups, name) for name in ("labels", "names", "time_unit", "path"))
+
+
+def dataset(arrays: dict, *, batch_ndim: int, batch_dims=None, groups=None, fleet=None, attrs=None, table=None):
+    """An `xarray.Dataset` of named per-fleet arrays: what every ``to_xarray`` builds on.
+
+    Args:
+      arrays: ``{name: array}``, each of shape ``batch + rest``: NumPy, JAX or dask arrays
+        (dask arrays stay lazy). Known names (those of `EnsembleResult.arrays`) get their
+        dimensions, meaning and units; any other name gets ``fleet`` then ``{name}_dim_i``.
+      batch_ndim: the number of leading batch axes.
+      batch_dims: their names (default ``fleet`` for one axis, ``fleet_0``, ... for more).
+      groups: optional (N,) job group labels, a ``group`` coordinate along ``job``; or a
+        parsed fleet file (`ckpt_jax.fleetfile.FleetSpec`): its group names, and, for a file
+        with units, times in seconds (``units`` "s").
+      fleet: optional `ckpt_jax.Fleet` the arrays are results of: its parameters become
+        attributes where uniform, coordinates where they vary.
+      attrs: more dataset attributes (a seed, a name of the run).
+      table: the variables' table (default: a run's).
+
+    Returns:
+      An `xarray.Dataset` with integer coordinates ``fleet``, ``job``, ``cycle``,
+      ``writers``, ... along the dimensions present.
+    """
+    xarray = require_xarray()
+    table = _VARIABLES if table is None else table
+    batch = _batch_dims(batch_ndim, batch_dims)
+    # A fleet file with units holds every time in seconds (ckpt_jax.fleetfile.FleetSpec.time_unit).
+    spec = groups if _is_fleet_file(groups) else None
+    seconds = spec is not None and getattr(spec, "time_unit", None) is not None
+    variables, sizes = {}, {}
+    for name, value in arrays.items():
+        value = value if hasattr(value, "dask") else np.asarray(value)
+        known = table.get(name)
+        rest = known[0] if known is not None else tuple(f"{name}_dim_{i}" for i in range(value.ndim - batch_ndim))
+        dims = batch + rest
+        if value.ndim != len(dims):
+            raise ValueError(f"{name!r} has shape {value.shape}: expected dimensions {dims}")
+        sizes.update(zip(dims, value.shape))
+        meta = {} if known is None else {"long_name": known[1], "description": known[3]}
+        if known is not None and known[2] is not None:
+            meta["units"] = "s" if seconds and known[2] in (_TIME, _WORK) else known[2]
+        variables[name] = xarray.Variable(dims, value, attrs=meta)
+    coords = {}
+    for dim, size in sizes.items():
+        if dim == "bound":
+            # Python strings: zarr and netCDF store them as variable-length text.
+            coords[dim] = ("bound", np.array(["start", "stop"], dtype=object))
+        elif dim in batch or dim in ("job", "cycle", "writers", "bin", "edge", "step"):
+            coords[dim] = (dim, np.arange(size))
+    if "writers" in coords:
+        coords["writers"] = ("writers", coords["writers"][1], {"long_name": "writer count n"})
+    if "job" in sizes and groups is not None:
+        coords["group"] = ("job", _labels(groups, sizes["job"]), {"long_name": "job group"})
+    dataset_attrs = {"ckpt_jax_version": _version(), "units": _UNITS}
+    if spec is not None:
+        dataset_attrs["fleet_file"] = str(getattr(spec, "path", ""))
+        if seconds:
+            dataset_attrs["units"] = "time: s (the fleet file's units); " + _UNITS.split("; ", 1)[1]
+    if fleet is not None:
+        _check_fleet(fleet, tuple(sizes.get(dim) for dim in batch), sizes.get("job"))
+        fleet_attrs, fleet_coords = _fleet_parameters(fleet, batch, sizes.get("job"))
+        dataset_attrs.update(fleet_attrs)
+        coords.update(fleet_coords)
+    if attrs is not None and not isinstance(attrs, dict):
+        raise ValueError(f"attrs must be None or a dict of dataset attributes, got {type(attrs).__name__}")
+    dataset_attrs.update(attrs or {})
+    return xarray.Dataset(variables, coords=coords, attrs=dataset_attrs)
+
+
+def _check_fleet(fleet, batch_shape: tuple, n_jobs) -> None:
+    from .model import Fleet
+
+    if not isinstance(fleet, Fleet):
+        raise ValueError(f"fleet must be None or the ckpt_jax.Fleet that was run, got {type(fleet).__name__}")
+    if tuple(fleet.batch_shape) != batch_shape or (n_jobs is not None and fleet.n_jobs != n_jobs):
+        jobs = "" if n_jobs is None else f" and {n_jobs} jobs"
+        raise ValueError(
+            f"fleet must be the fleet that was run: it has batch shape {tuple(fleet.batch_shape)} and "
+            f"{fleet.n_jobs} jobs, the results batch shape {batch_shape}{jobs}"
+        )
+
+
+def _fleet_parameters(fleet, batch: tuple, n_jobs) -> tuple:
+    """A fleet's parameters: attributes where one value holds for every job of every fleet,
+    else coordinates over the batch (and job) dimensions."""
+    attrs = {"power_policy": fleet.power_policy, "storage_policy": fleet.storage_policy}
+    if bool(np.any(np.asarray(fleet.two_level))):
+        attrs["recover_from"] = fleet.recover_from
+    coords = {}
+    shape = tuple(fleet.batch_shape)
+    for field, (name, meaning) in _FLEET_FIELDS.items():
+        value = np.asarray(getattr(fleet, field))
+        if value.shape == shape:
+            dims = batch
+        elif n_jobs is not None and value.shape == shape + (n_jobs,):
+            dims = batch + ("job",)
+        else:
+            dims = batch + tuple(f"{name}_dim_{i}" for i in range(value.ndim - len(shape)))
+        if value.size and bool(np.all(value == value.reshape(-1)[0])):
+            attrs[name] = value.reshape(-1)[0].item()
+        elif len(dims) == value.ndim:
+            coords[name] = (dims, value, {"long_name": meaning})
+    attrs["parameters"] = "; ".join(f"{name}: {meaning}" for name, meaning in _FLEET_FIELDS.values())
+    return attrs, coords
+
+
+# -- results ---------------------------------------------------------------------------------
+def trace_dataset(trace, *, fleet=None, groups=None, batch_dims=None, attrs=None):
+    """`ckpt_jax.Trace.to_xarray`: the trace's recorded fields, one variable each."""
+    from .ensemble import _trace_arrays
+
+    arrays = {**_trace_arrays(trace), "ok": np.asarray(trace.ok), "status": np.asarray(trace.status)}
+    return dataset(
+        arrays, batch_ndim=len(trace.batch_shape), batch_dims=batch_dims, groups=groups, fleet=fleet, attrs=attrs
+    )
+
+
+def stats_dataset(stats, prefix: str, *, fleet=None, groups=None, batch_dims=None, attrs=None):
+    """``to_xarray`` of `WriterStats`, `JobStats` or `PowerStats`: ``{prefix}_{field}`` variables."""
+    arrays = {f"{prefix}_{name}": value for name, value in stats._asdict().items() if value is not None}
+    reference = {"writers": "max", "jobs": "write_time", "power": "mean"}[prefix]
+    ndim = np.ndim(getattr(stats, reference)) - (1 if prefix == "jobs" else 0)
+    return dataset(arrays, batch_ndim=ndim, batch_dims=batch_dims, groups=groups, fleet=fleet, attrs=attrs)
+
+
+def _manifest_attrs(manifest) -> dict:
+    """An ensemble manifest as dataset attributes: every field as JSON (``manifest``), and
+    its parameters as plain attributes (netCDF and zarr keep numbers and strings)."""
+    if not manifest:
+        return {}
+    attrs = {"manifest": json.dumps(manifest, sort_keys=True), "fingerprint": manifest.get("fingerprint", "")}
+    for name in ("n_fleets", "chunk_size", "n_fires"):
+        if name in manifest:
+            attrs[name] = manifest[name]
+    if isinstance(manifest.get("jitter"), (int, float)):
+        attrs["jitter"] = manifest["jitter"]
+    chunk = manifest.get("make_chunk") if isinstance(manifest.get("make_chunk"), dict) else {}
+    for field in ("compute", "write", "cap", "delay", "async_fraction", "dtype"):
+        value = chunk.get(field)
+        if isinstance(value, list) and value and all(v == value[0] for v in value):
+            value = value[0]  # identical jobs: one number
+        if isinstance(value, (int, float, str)) and not isinstance(value, bool):
+            attrs[_FLEET_FIELDS[field][0] if field in _FLEET_FIELDS else field] = value
+    config = manifest.get("config")
+    config = config if isinstance(config, dict) else {}
+    parameters = config.get("parameters")
+    parameters = parameters if isinstance(parameters, dict) else config
+    for name, value in parameters.items():  # the CLI's seed, load, policies
+        if isinstance(value, (int, float, str)) and not isinstance(value, bool) and name not in attrs:
+            attrs[name] = value
+    return attrs
+
+
+def ensemble_dataset(result, *, groups=None, attrs=None, arrays=None):
+    """`EnsembleResult.to_xarray`: ``ok``, ``status`` and every array, ``fleet`` the global
+    fleet index, the manifest as attributes (``arrays`` replaces the result's, e.g. lazily).
+    The CLI's ``smallest_gap`` is named ``gaps``, as `SaveAt` names the same numbers."""
+    arrays = {**(result.arrays if arrays is None else arrays)}
+    if "smallest_gap" in arrays and "gaps" not in arrays:
+        # The CLI's name for what SaveAt(gaps=True) calls gaps (the same numbers): one name in notebooks.
+        arrays = {("gaps" if name == "smallest_gap" else name): value for name, value in arrays.items()}
+    arrays.setdefault("ok", result.ok)
+    arrays.setdefault("status", result.status)
+    return dataset(arrays, batch_ndim=1, groups=groups, attrs={**_manifest_attrs(result.manifest), **(attrs or {})})
+
+
+def history_dataset(history, *, groups=None, attrs=None):
+    """`ckpt_jax.design.History.to_xarray`: one row per optimisation step."""
+    arrays = {name: value for name, value in history._asdict().items() if value is not None}
+    return dataset(arrays, batch_ndim=0, groups=groups, attrs=attrs, table=_HISTORY)
+
+
+# -- saved ensembles ---------------------------------------------------------------------------
+def open_ensemble(path, *, lazy: bool | None = None, groups=None):
+    """A saved ensemble (`ckpt_jax.ensemble.run_ensemble`'s ``out_dir``, or the folder
+    ``ckpt-jax ensemble --out`` wrote) as an `xarray.Dataset`, equal bit for bit to the
+    arrays `run_ensemble` returns.
+
+    Nothing is written, locked or recomputed: every chunk file is checked (its chunk index
+    and the manifest's fingerprint, its number of fleets) and a missing or foreign one
+    raises, naming it. Reading while a run writes is safe (chunk files appear whole).
+
+    Args:
+      path: the ensemble's folder (``manifest.json`` and ``chunk-*.npz``).
+      lazy: read each array when it is computed, one dask chunk per chunk file (needs
+        dask); False reads everything now; None: lazily where dask is installed.
+      groups: optional (N,) job group labels (a ``group`` coordinate along ``job``).
+
+    Returns:
+      An `xarray.Dataset`: ``ok``, ``status`` and every stored array along ``fleet`` (the
+      global fleet index), with the manifest's parameters as attributes. For example
+      ``ds.gaps.min("cycle").plot.hist()``.
+
+    Raises:
+      ImportError: xarray is missing (or dask, with ``lazy=True``).
+      FileNotFoundError: no ``manifest.json`` in ``path``.
+      ValueError: an unreadable manifest, or a chunk missing, unreadable or not this
+        ensemble's (rerun the ensemble to complete it).
+    """
+    from . import _manifest
+    from .ensemble import MANIFEST, EnsembleResult, chunk_bounds
+
+    require_xarray()
+    if lazy is not None and not isinstance(lazy, bool):
+        raise ValueError(f"lazy must be None, True or False, got {lazy!r}")
+    dask = None
+    if lazy is not False:
+        try:  # an optional dependency, imported by name (the type checker need not resolve it)
+            dask = importlib.import_module("dask")
+            importlib.import_module("dask.array")
+        except ImportError as err:
+            if lazy:
+                raise ImportError(f"open_ensemble(lazy=True) needs dask: pip install dask ({err})") from None
+    out = Path(path)
+    if not (out / MANIFEST).is_file():
+        raise FileNotFoundError(f"{out} holds no {MANIFEST}: not a saved ensemble (run_ensemble's out_dir)")
+    try:
+        manifest = json.loads((out / MANIFEST).read_text())
+        bounds = chunk_bounds(int(manifest["n_fleets"]), int(manifest["chunk_size"]))
+        fingerprint = str(manifest["fingerprint"])
+    except (OSError, ValueError, KeyError, TypeError, RecursionError) as err:
+        raise ValueError(f"{out / MANIFEST} is unreadable ({err!r})") from None
+    if manifest.get("format") != _manifest.FORMAT:
+        raise ValueError(f"{out / MANIFEST} has format {manifest.get('format')!r}, not {_manifest.FORMAT!r}")
+    headers = [_chunk_header(out, index, stop - start, fingerprint) for index, (start, stop) in enumerate(bounds)]
+    layout = {name: (shape[1:], dtype) for name, (shape, dtype) in headers[0].items()}
+    for index, header in enumerate(headers):
+        if {name: (shape[1:], dtype) for name, (shape, dtype) in header.items()} != layout:
+            raise ValueError(f"{out / _chunk_file(index)} holds other arrays than {out / _chunk_file(0)}")
+    if dask is not None:
+        arrays = {}
+        for name, (rest, dtype) in layout.items():
+            parts = [
+                dask.array.from_delayed(
+                    dask.delayed(_read_member)(out / _chunk_file(index), name), (stop - start,) + rest, dtype
+                )
+                for index, (start, stop) in enumerate(bounds)
+            ]
+            arrays[name] = dask.array.concatenate(parts)
+    else:
+        arrays = {name: [] for name in layout}
+        for index in range(len(bounds)):
+            with np.load(out / _chunk_file(index), allow_pickle=False) as npz:
+                for name in layout:
+                    arrays[name].append(npz[name])
+        arrays = {name: np.concatenate(parts) for name, parts in arrays.items()}
+    ok, status = arrays.pop("ok"), arrays.pop("status")
+    result = EnsembleResult(arrays, ok, status, 0, len(bounds), fingerprint, manifest)
+    return ensemble_dataset(result, groups=groups)
+
+
+def _chunk_file(index: int) -> str:
+    from .ensemble import _chunk_name
+
+    return _chunk_name(index)
+
+
+def _read_member(path: Path, name: str) -> np.ndarray:
+    with np.load(path, allow_pickle=False) as npz:
+        return npz[name]
+
+
+def _chunk_header(out: Path, index: int, size: int, fingerprint: str) -> dict:
+    """``{name: (shape, dtype)}`` of chunk ``index``'s arrays, read from the array headers
+    (and its two tags) alone; raises `ValueError` where the chunk is not this ensemble's."""
+    from .ensemble import _TAGS, chunk_problem
+
+    path = out / _chunk_file(index)
+    if not path.is_file():
+        raise ValueError(f"{path} is missing: the ensemble is not complete (rerun it to compute the rest)")
+    header, tags = {}, {}
+    try:
+        with zipfile.ZipFile(path) as archive:
+            for member in archive.namelist():
+                name = member.removesuffix(".npy")
+                with archive.open(member) as handle:
+                    if name in _TAGS:
+                        tags[name] = np.lib.format.read_array(handle, allow_pickle=False)
+                        continue
+                    version = np.lib.format.read_magic(handle)
+                    if version == (1, 0):
+                        shape, _, dtype = np.lib.format.read_array_header_1_0(handle)
+                    elif version == (2, 0):
+                        shape, _, dtype = np.lib.format.read_array_header_2_0(handle)
+                    else:
+                        raise ValueError(f"{member} has .npy format version {version}, not 1.0 or 2.0")
+                    header[name] = (tuple(shape), dtype)
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:
+        raise ValueError(f"{path} is unreadable ({err})") from None
+    problem = chunk_problem(tags, {name: shape for name, (shape, _) in header.items()}, size, index, fingerprint)
+    if problem is not None:
+        raise ValueError(f"{path} {problem}: rerun the ensemble to recompute it")
+    return header
