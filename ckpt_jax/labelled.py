@@ -24,12 +24,27 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
+import shutil
+import tempfile
+import uuid
 import zipfile
 from pathlib import Path
 
 import numpy as np
 
-__all__ = ["INSTALL", "dataset", "ensemble_dataset", "history_dataset", "open_ensemble", "require_xarray"]
+__all__ = [
+    "INSTALL",
+    "dataset",
+    "ensemble_dataset",
+    "history_dataset",
+    "open_ensemble",
+    "remove_zarr_strays",
+    "require_xarray",
+    "write_zarr",
+    "zarr_fingerprint",
+    "zarr_missing",
+]
 
 INSTALL = 'pip install "ckpt_jax[xarray]"'
 # Units as plot labels show them; the dataset's ``units`` attribute says what they are.
@@ -110,6 +125,69 @@ def require_xarray():
     except ImportError as err:
         raise ImportError(f"labelled results (to_xarray, open_ensemble) need xarray: {INSTALL}") from err
     return xarray
+
+
+def zarr_missing() -> str | None:
+    """None where xarray and zarr import, else one sentence saying what to install (the CLI
+    prints it and writes no ``.zarr``)."""
+    for name in ("xarray", "zarr"):
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            return f"{name} is not installed ({INSTALL})"
+    return None
+
+
+def write_zarr(ds, path) -> None:
+    """Writes ``ds`` as a zarr group at ``path``, a folder that is either whole or absent.
+
+    The group is written into a temporary folder beside ``path`` (``.NAME.*.tmp``) and
+    renamed into place; an older ``path`` is first renamed aside (``.NAME.*.old``) and then
+    removed, so a reader sees the old group, then the new one, never part of one. Zarr
+    format 2 with consolidated metadata: every zarr-python and xarray reads it
+    (``xarray.open_zarr(path)``, with no ckpt_jax). Dask arrays are written chunk by chunk.
+    On any error the temporary folder is removed and the error propagates; `remove_zarr_strays`
+    clears what a killed process leaves.
+    """
+    require_xarray()
+    path = Path(path)
+    from ._io import _umask
+
+    tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"))
+    old = path.parent / f".{path.name}.{uuid.uuid4().hex}.old"
+    try:
+        tmp.chmod(0o777 & ~_umask())  # mkdtemp's 0700: a folder gets what mkdir would give
+        ds.to_zarr(tmp, mode="w", zarr_format=2, consolidated=True)
+        if os.path.lexists(path):
+            os.rename(path, old)
+        os.rename(tmp, path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if os.path.lexists(old) and not os.path.lexists(path):
+            os.rename(old, path)  # the older group stays where the new one could not go
+        raise
+    if os.path.lexists(old):
+        shutil.rmtree(old)
+
+
+def remove_zarr_strays(path) -> None:
+    """Removes the temporary folders a killed `write_zarr` of ``path`` left beside it."""
+    path = Path(path)
+    for stray in [*path.parent.glob(f".{path.name}.*.tmp"), *path.parent.glob(f".{path.name}.*.old")]:
+        if stray.is_dir() and not stray.is_symlink():
+            shutil.rmtree(stray)
+        else:
+            stray.unlink()
+
+
+def zarr_fingerprint(path) -> str | None:
+    """The ``fingerprint`` attribute of the zarr group (format 2) at ``path``, or None."""
+    try:
+        attrs = json.loads((Path(path) / ".zattrs").read_text())
+    except (OSError, ValueError, RecursionError):
+        return None
+    value = attrs.get("fingerprint") if isinstance(attrs, dict) else None
+    return value if isinstance(value, str) else None
 
 
 def _version() -> str:
