@@ -366,3 +366,62 @@ def test_a_fleet_file_names_the_job_groups(fields, time_units):
     np.testing.assert_array_equal(ds["T"], np.asarray(fleet.compute))  # per job: a coordinate
     per_group = ds.jobs_writes.groupby("group").sum()
     assert per_group.sel(group="big") == int(np.asarray(trace.jobs.writes)[3])
+
+
+# -- assessments ---------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def assessed():
+    """A small assessment of two groups under a power cap (so every estimate is present)."""
+    fleet = cj.Fleet(
+        np.array([0.8, 0.8, 1.6, 1.6]),
+        np.array([0.2, 0.2, 0.4, 0.4]),
+        size=np.array([1.0, 1.0, 2.0, 2.0]),
+        cap=4.0,
+        mtbf=30.0,
+        restart=0.5,
+    )
+    groups = {"small": [0, 1], "big": [2, 3]}
+    return cj.assess.assess(fleet, horizon=20.0, key=jax.random.key(3), n_draws=3, groups=groups, gpu_power=700.0)
+
+
+def test_an_assessment_has_groups_causes_units_and_equal_values(assessed, tmp_path):
+    ds = assessed.to_xarray(attrs={"seed": 3})
+    causes = list(cj.assess.CAUSES)
+    assert list(ds.group.values) == ["small", "big", "fleet"] and list(ds.cause.values) == causes
+    assert ds.sizes == {"group": 3, "cause": 5, "writers": 5, "bin": assessed.power_time.size, "edge": 102}
+    assert ds.goodput_mean.dims == ("group",) and ds.lost_fraction_low.dims == ("group", "cause")
+    assert ds.writer_time.dims == ("writers",) and ds.power_time.dims == ("bin",) and ds.power_mean_high.dims == ()
+    for name in ("small", "big", "fleet"):
+        for part in ("mean", "low", "high"):
+            assert ds[f"goodput_{part}"].sel(group=name) == getattr(assessed.goodput[name], part)
+            for cause in causes:
+                cell = dict(group=name, cause=cause)
+                assert ds[f"lost_fraction_{part}"].sel(cell) == getattr(assessed.losses[name][cause], part)
+                lost = getattr(assessed.gpu_hours_lost_per_day[name][cause], part)
+                assert ds[f"gpu_hours_lost_per_day_{part}"].sel(cell) == lost
+        assert ds.gpus.sel(group=name) == assessed.gpus[name]
+    for name in ("writer_time", "independent_writer_time", "power_time", "power_edges"):
+        assert same_bits(ds[name], getattr(assessed, name)), name
+    for name in ("saturated_time", "power_mean", "power_max", "cap_time", "throttled"):
+        assert [float(ds[f"{name}_{part}"]) for part in ("mean", "low", "high")] == list(getattr(assessed, name))
+    # Per GPU, the goodput and the losses add up to one (a check on the layout, not the numbers).
+    np.testing.assert_allclose(ds.goodput_mean + ds.lost_fraction_mean.sum("cause"), 1.0, rtol=1e-9)
+    assert (
+        ds.goodput_mean.attrs["units"] == "1" and ds.gpu_hours_lost_per_day_mean.attrs["units"] == "GPU-hours per day"
+    )
+    assert ds.power_mean_mean.attrs["units"] == ds.power_edges.attrs["units"] == "W"
+    assert ds.gpus.attrs["units"] == "GPU" and "95% CI low" in ds.goodput_low.attrs["long_name"]
+    assert (ds.attrs["n_draws"], ds.attrs["horizon"], ds.attrs["power_unit"], ds.attrs["seed"]) == (3, 20.0, "W", 3)
+    assert ds.attrs["saturation_writers"] == assessed.saturation_writers
+    assert json.loads(ds.attrs["groups"]) == {"small": [0, 1], "big": [2, 3]}
+    pytest.importorskip("zarr")
+    cj.labelled.write_zarr(ds, tmp_path / "assess.zarr")
+    xarray.testing.assert_identical(xarray.open_zarr(tmp_path / "assess.zarr").load(), ds)
+    with pytest.raises(ValueError, match="attrs must be None or a dict"):
+        assessed.to_xarray(attrs=[("seed", 3)])
+
+
+def test_an_assessment_without_a_cap_has_no_cap_time(assessed):
+    ds = assessed._replace(cap_time=None, power_unit="gpu").to_xarray()
+    assert not any(name.startswith("cap_time") for name in ds.data_vars)
+    assert ds.power_max_mean.attrs["units"] == "gpu"
