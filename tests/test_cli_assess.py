@@ -142,6 +142,7 @@ def test_assess_without_xarray_or_zarr_says_what_to_install(run, tmp_path, monke
     path = tmp_path / "tiny.toml"
     path.write_text(TINY)
     out = tmp_path / "out"
+    (out / "assess.zarr").mkdir(parents=True)  # an earlier run's, removed: it is not of this one
     assert main(["assess", str(path), "--horizon", "6 h", *FAST, "--out", str(out)]) == 0  # compiled: quick
     printed = capsys.readouterr()
     assert 'ckpt-jax assess: assess.zarr not written: xarray is not installed (pip install "ckpt_jax[xarray]")\n' in (

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import platform
+import shutil
 import time
 from pathlib import Path
 
@@ -493,6 +494,8 @@ def _assess(args) -> int:
         summary["files"] = [*FILES, ZARR]
     else:
         print(f"ckpt-jax assess: {ZARR} not written: {zarr_missing}")
+        if (out / ZARR).is_dir() and not (out / ZARR).is_symlink():
+            shutil.rmtree(out / ZARR)  # an earlier run's: it would not describe this one
     atomic_write_bytes(out / "assess.json", (json.dumps(summary, indent=2) + "\n").encode())
     atomic_write_bytes(out / "report.md", _report(spec, summary).encode())
     made = {
