@@ -124,6 +124,15 @@ class Assessment(NamedTuple):
     hours_per_time_unit: float
     n_draws: int
 
+    def to_xarray(self, *, attrs=None):
+        """The assessment as an `xarray.Dataset` (`ckpt_jax.labelled.assessment_dataset`):
+        dimensions ``group`` (the groups, then ``"fleet"``), ``cause``, ``writers``, power
+        ``bin``; each estimate as ``NAME_mean``, ``NAME_low`` and ``NAME_high``; the scalars
+        and ``attrs`` (a dict) as attributes. Needs xarray (``pip install "ckpt_jax[xarray]"``)."""
+        from .labelled import assessment_dataset
+
+        return assessment_dataset(self, attrs=attrs)
+
     def to_json(self) -> dict:
         """The assessment as plain JSON types. Schema (every estimate is
         ``{"mean": float, "low": float, "high": float}``, a 95% CI over the draws)::

@@ -24,12 +24,28 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
+import shutil
+import tempfile
+import uuid
 import zipfile
 from pathlib import Path
 
 import numpy as np
 
-__all__ = ["INSTALL", "dataset", "ensemble_dataset", "history_dataset", "open_ensemble", "require_xarray"]
+__all__ = [
+    "INSTALL",
+    "dataset",
+    "ensemble_dataset",
+    "assessment_dataset",
+    "history_dataset",
+    "open_ensemble",
+    "remove_zarr_strays",
+    "require_xarray",
+    "write_zarr",
+    "zarr_fingerprint",
+    "zarr_missing",
+]
 
 INSTALL = 'pip install "ckpt_jax[xarray]"'
 # Units as plot labels show them; the dataset's ``units`` attribute says what they are.
@@ -110,6 +126,71 @@ def require_xarray():
     except ImportError as err:
         raise ImportError(f"labelled results (to_xarray, open_ensemble) need xarray: {INSTALL}") from err
     return xarray
+
+
+def zarr_missing() -> str | None:
+    """None where xarray and zarr import, else one sentence saying what to install (the CLI
+    prints it and writes no ``.zarr``)."""
+    for name in ("xarray", "zarr"):
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            return f"{name} is not installed ({INSTALL})"
+    return None
+
+
+def write_zarr(ds, path) -> None:
+    """Writes ``ds`` as a zarr group at ``path``, a folder that is either whole or absent.
+
+    The group is written into a temporary folder beside ``path`` (``.NAME.*.tmp``) and
+    renamed into place; an older ``path`` is first renamed aside (``.NAME.*.old``) and then
+    removed, so a reader sees the old group, then the new one, never part of one. Zarr
+    format 2 with consolidated metadata: every zarr-python and xarray reads it
+    (``xarray.open_zarr(path)``, with no ckpt_jax). Dask arrays are written chunk by chunk.
+    On any error the temporary folder is removed and the error propagates; `remove_zarr_strays`
+    clears what a killed process leaves.
+    """
+    require_xarray()
+    path = Path(path)
+    from ._io import _umask
+
+    tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"))
+    old = path.parent / f".{path.name}.{uuid.uuid4().hex}.old"
+    try:
+        tmp.chmod(0o777 & ~_umask())  # mkdtemp's 0700: a folder gets what mkdir would give
+        ds.to_zarr(tmp, mode="w", zarr_format=2, consolidated=True)
+        if os.path.lexists(path):
+            os.rename(path, old)
+        os.rename(tmp, path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if os.path.lexists(old) and not os.path.lexists(path):
+            os.rename(old, path)  # the older group stays where the new one could not go
+        raise
+    if os.path.isdir(old) and not os.path.islink(old):
+        shutil.rmtree(old)
+    elif os.path.lexists(old):
+        os.unlink(old)
+
+
+def remove_zarr_strays(path) -> None:
+    """Removes the temporary folders a killed `write_zarr` of ``path`` left beside it."""
+    path = Path(path)
+    for stray in [*path.parent.glob(f".{path.name}.*.tmp"), *path.parent.glob(f".{path.name}.*.old")]:
+        if stray.is_dir() and not stray.is_symlink():
+            shutil.rmtree(stray)
+        else:
+            stray.unlink()
+
+
+def zarr_fingerprint(path) -> str | None:
+    """The ``fingerprint`` attribute of the zarr group (format 2) at ``path``, or None."""
+    try:
+        attrs = json.loads((Path(path) / ".zattrs").read_text())
+    except (OSError, ValueError, RecursionError):
+        return None
+    value = attrs.get("fingerprint") if isinstance(attrs, dict) else None
+    return value if isinstance(value, str) else None
 
 
 def _version() -> str:
@@ -311,6 +392,110 @@ def history_dataset(history, *, groups=None, attrs=None):
     """`ckpt_jax.design.History.to_xarray`: one row per optimisation step."""
     arrays = {name: value for name, value in history._asdict().items() if value is not None}
     return dataset(arrays, batch_ndim=0, groups=groups, attrs=attrs, table=_HISTORY)
+
+
+# -- assessments -------------------------------------------------------------------------------
+_FRACTION = "1"
+_GPU_HOURS = "GPU-hours per day"
+# Estimates (a mean over the draws and its 95% CI): name -> (dims, long name, units, description);
+# units None here: the assessment's power unit. Each becomes NAME_mean, NAME_low and NAME_high.
+_ASSESSMENT_ESTIMATES = {
+    "goodput": (("group",), "goodput", _FRACTION, "GPU-weighted fraction of wall-clock time saved as compute work"),
+    "lost_fraction": (("group", "cause"), "time lost", _FRACTION, "GPU-weighted fraction of wall-clock time lost"),
+    "gpu_hours_lost_per_day": (("group", "cause"), "GPU-hours lost", _GPU_HOURS, "lost fraction x GPUs x 24"),
+    "saturated_time": ((), "time saturated", _FRACTION, "fraction of the window with >= saturation_writers"),
+    "power_mean": ((), "mean power", None, "time-weighted mean of the fleet's draw"),
+    "power_max": ((), "largest power", None, "of the fleet's draw"),
+    "power_largest_drop": ((), "largest power drop", None, "at one instant"),
+    "power_largest_rise": ((), "largest power rise", None, "at one instant"),
+    "cap_time": ((), "time at the cap", _FRACTION, "fraction of time with the draw at the cap (absent: no cap)"),
+    "throttled": ((), "throttled", _FRACTION, "fleet's GPU time lost to computing below full speed"),
+    "throttled_gpu_hours_per_day": ((), "GPU-hours throttled", _GPU_HOURS, "throttled x GPUs x 24"),
+}
+_ASSESSMENT_ARRAYS = {
+    "gpus": (("group",), "GPUs", "GPU", "the sum of the group's job sizes"),
+    "writer_time": (("writers",), "time at n writers", _FRACTION, "fraction of the window, pooled over draws"),
+    "independent_writer_time": (
+        ("writers",),
+        "time at n writers, independent phases",
+        _FRACTION,
+        "the same were the jobs' phases independent (Poisson-binomial)",
+    ),
+    "power_time": (("bin",), "time at power", _FRACTION, "fraction of the time with the draw in each bin"),
+    "power_edges": (("edge",), "power bin edges", None, "bin i is [edge i, edge i + 1)"),
+}
+_ESTIMATE_PARTS = {"mean": "mean over the draws", "low": "95% CI low", "high": "95% CI high"}
+
+
+def assessment_dataset(assessment, *, attrs=None):
+    """`ckpt_jax.assess.Assessment.to_xarray`: one dataset of an assessment.
+
+    Dimensions ``group`` (the group names, then ``"fleet"``), ``cause``
+    (`ckpt_jax.assess.CAUSES`), ``writers`` (n = 0..N), power ``bin`` and ``edge``. Each
+    estimate is three variables, ``NAME_mean``, ``NAME_low`` and ``NAME_high`` (a 95% CI over
+    the draws): ``goodput_*`` per group, ``lost_fraction_*`` and ``gpu_hours_lost_per_day_*``
+    per group and cause, and 0-d ``saturated_time_*``, ``power_*``, ``cap_time_*`` (absent
+    without a cap), ``throttled_*``; with ``gpus`` per group, ``writer_time``,
+    ``independent_writer_time``, ``power_time`` and ``power_edges``. The scalars (horizon,
+    draws, writer percentiles, saturation count, power unit) and each group's jobs (JSON) are
+    attributes; every variable's ``units`` says what it counts.
+    """
+    from .assess import CAUSES
+
+    if attrs is not None and not isinstance(attrs, dict):
+        raise ValueError(f"attrs must be None or a dict of dataset attributes, got {type(attrs).__name__}")
+    names = list(assessment.goodput)
+    table = {**_ASSESSMENT_ARRAYS}
+    arrays = {
+        "gpus": np.array([assessment.gpus[name] for name in names], np.float64),
+        "writer_time": np.asarray(assessment.writer_time, np.float64),
+        "independent_writer_time": np.asarray(assessment.independent_writer_time, np.float64),
+        "power_time": np.asarray(assessment.power_time, np.float64),
+        "power_edges": np.asarray(assessment.power_edges, np.float64),
+    }
+    estimates = {
+        "goodput": [assessment.goodput[name] for name in names],
+        "lost_fraction": [[assessment.losses[name][c] for c in CAUSES] for name in names],
+        "gpu_hours_lost_per_day": [[assessment.gpu_hours_lost_per_day[name][c] for c in CAUSES] for name in names],
+    }
+    for field in list(_ASSESSMENT_ESTIMATES)[3:]:
+        if getattr(assessment, field) is not None:
+            estimates[field] = getattr(assessment, field)
+    for field, value in estimates.items():
+        dims, long_name, units, description = _ASSESSMENT_ESTIMATES[field]
+        values = np.array(value, np.float64)  # (..., 3): mean, low, high
+        for index, (part, meaning) in enumerate(_ESTIMATE_PARTS.items()):
+            table[f"{field}_{part}"] = (dims, f"{long_name} ({meaning})", units, description)
+            arrays[f"{field}_{part}"] = values[..., index]
+    power_unit = assessment.power_unit
+    table = {
+        name: (dims, long_name, power_unit if units is None else units, description)
+        for name, (dims, long_name, units, description) in table.items()
+    }
+    own_attrs = {
+        "units": (
+            "fractions: of wall-clock time (GPU-weighted); GPU-hours per day; power: "
+            f"{power_unit} ({'watts' if power_unit == 'W' else 'one GPU full-speed draw'}); "
+            "horizon: the fleet's time unit"
+        ),
+        "horizon": assessment.horizon,
+        "horizon_hours": assessment.horizon * assessment.hours_per_time_unit,
+        "hours_per_time_unit": assessment.hours_per_time_unit,
+        "n_draws": assessment.n_draws,
+        "power_unit": power_unit,
+        "writers_p50": assessment.writers_p50,
+        "writers_p99": assessment.writers_p99,
+        "writers_max": assessment.writers_max,
+        "saturation_writers": assessment.saturation_writers,
+        "groups": json.dumps({name: list(jobs) for name, jobs in assessment.groups.items()}),
+        "causes": "checkpoint, backpressure, lost_work, restart, throttling: see ckpt_jax.assess",
+    }
+    ds = dataset(arrays, batch_ndim=0, table=table, attrs={**own_attrs, **(attrs or {})})
+    # Python strings: zarr and netCDF store them as variable-length text.
+    return ds.assign_coords(
+        group=("group", np.array(names, dtype=object), {"long_name": "job group ('fleet': every job)"}),
+        cause=("cause", np.array(CAUSES, dtype=object), {"long_name": "cause of lost GPU time"}),
+    )
 
 
 # -- saved ensembles ---------------------------------------------------------------------------

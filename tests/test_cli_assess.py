@@ -8,6 +8,7 @@ import pytest
 
 import ckpt_jax as cj
 from ckpt_jax.cli import build_parser, main
+from ckpt_jax.cli.assess import FILES
 
 TINY = """
 time_unit = "min"
@@ -83,7 +84,7 @@ def test_assess_writes_its_files_with_the_documented_schema(run):
     for name in ("losses.png", "timeline.png", "writers.png"):
         assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
     summary = json.loads((out / "assess.json").read_text())
-    assert summary["command"] == "assess" and summary["files"][0] == "assess.json"
+    assert summary["command"] == "assess" and summary["files"][: len(FILES)] == FILES
     assert summary["settings"]["horizon"] == 6 * 3600.0  # seconds, the engine's time
     assert summary["settings"]["horizon_in_time_unit"] == pytest.approx(360.0)
     assert summary["settings"]["time_unit"] == "min" and summary["settings"]["draws"] == 4
@@ -103,6 +104,51 @@ def test_assess_writes_its_files_with_the_documented_schema(run):
     assert power["edges"][-1] == pytest.approx(152 * 700.0)  # every GPU computing
     assert {"mean", "max", "largest_drop", "largest_rise", "throttled_gpu_hours_per_day"} <= set(power)
     assert "Fleet goodput" in printed and f"-> {out}" in printed
+
+
+def test_assess_writes_the_assessment_as_zarr_equal_to_assess_json(run):
+    xarray = pytest.importorskip("xarray")
+    pytest.importorskip("zarr")
+    out, _ = run
+    summary = json.loads((out / "assess.json").read_text())
+    assert summary["files"] == [*FILES, "assess.zarr"]
+    ds = xarray.open_zarr(out / "assess.zarr")
+    assert list(ds.group.values) == ["big", "small", "fleet"] and list(ds.cause.values) == list(cj.assess.CAUSES)
+    for name in ("big", "small", "fleet"):
+        for part in ("mean", "low", "high"):
+            assert float(ds[f"goodput_{part}"].sel(group=name)) == summary["goodput"][name][part]
+            for cause in cj.assess.CAUSES:
+                cell = dict(group=name, cause=cause)
+                lost = summary["gpu_hours_lost_per_day"][name][cause][part]
+                assert float(ds[f"gpu_hours_lost_per_day_{part}"].sel(cell)) == lost
+                assert float(ds[f"lost_fraction_{part}"].sel(cell)) == summary["lost_fraction"][name][cause][part]
+    assert list(ds.writer_time.values) == summary["storage"]["writer_time"] and ds.sizes["writers"] == 6
+    assert list(ds.power_edges.values) == summary["power"]["edges"] and ds.power_edges.attrs["units"] == "W"
+    assert float(ds.power_mean_mean) == summary["power"]["mean"]["mean"]
+    assert not any(name.startswith("cap_time") for name in ds.data_vars)  # no cap
+    assert (ds.attrs["command"], ds.attrs["seed"], ds.attrs["n_draws"], ds.attrs["horizon_unit"]) == (
+        "assess",
+        summary["settings"]["seed"],
+        4,
+        "s",
+    )
+    assert ds.attrs["horizon"] == summary["horizon"] and ds.attrs["horizon_hours"] == pytest.approx(6.0)
+
+
+def test_assess_without_xarray_or_zarr_says_what_to_install(run, tmp_path, monkeypatch, capsys):
+    from ckpt_jax import labelled
+
+    monkeypatch.setattr(labelled, "zarr_missing", lambda: 'xarray is not installed (pip install "ckpt_jax[xarray]")')
+    path = tmp_path / "tiny.toml"
+    path.write_text(TINY)
+    out = tmp_path / "out"
+    (out / "assess.zarr").mkdir(parents=True)  # an earlier run's, removed: it is not of this one
+    assert main(["assess", str(path), "--horizon", "6 h", *FAST, "--out", str(out)]) == 0  # compiled: quick
+    printed = capsys.readouterr()
+    assert 'ckpt-jax assess: assess.zarr not written: xarray is not installed (pip install "ckpt_jax[xarray]")\n' in (
+        printed.out
+    )
+    assert json.loads((out / "assess.json").read_text())["files"] == FILES and not (out / "assess.zarr").exists()
 
 
 def _numbers(text: str) -> list:

@@ -20,9 +20,12 @@ import ckpt_jax as cj
 from ckpt_jax import ensemble
 from ckpt_jax.cli import main
 from ckpt_jax.ensemble import LOCK, MANIFEST, EnsembleMismatchError, chunk_bounds
+from ckpt_jax.labelled import zarr_missing
 
 N_JOBS, N_FIRES, N_FLEETS, CHUNK = 4, 4, 10, 4  # 3 chunks; the last holds 2 fleets + 2 padding
 TRACE_FIELDS = ("fire_times", "end_times", "n_events", "time")
+# The CLI writes ensemble.zarr where xarray and zarr are installed (tests/test_labelled.py reads it).
+ZARR = [] if zarr_missing() else ["ensemble.zarr"]
 LAUNCH_KEY = jax.random.key(7)
 JITTER_KEY = jax.random.key(8)
 
@@ -478,9 +481,10 @@ def test_cli_ensemble_runs_resumes_and_restarts(tmp_path, capsys):
     ]
     assert main(argv) == 0
     assert "6/6 fleets ok" in capsys.readouterr().out
-    assert files(out) == ["chunk-000000.npz", "chunk-000001.npz", MANIFEST, "summary.json"]
+    assert files(out) == ["chunk-000000.npz", "chunk-000001.npz", *ZARR, MANIFEST, "summary.json"]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["fleets_ok"] == 6 and summary["chunks_computed"] == 2
+    assert summary["files"] == [MANIFEST, "chunk-*.npz", *ZARR, "summary.json"]
     assert summary["load"] == pytest.approx(0.8)
     assert 0 < summary["smallest_gap_min_mean"] < 1
     with np.load(out / "chunk-000001.npz") as chunk:
@@ -841,3 +845,34 @@ def test_cli_summary_path_that_is_not_a_file_is_one_line_before_anything_runs(tm
     line = one_line(capsys)
     assert f"{out / 'summary.json'} is a " in line and line.endswith("remove it, or use another --out")
     assert files(out) == ["summary.json"]
+
+
+def test_cli_without_xarray_or_zarr_says_what_to_install_and_completes(tmp_path, capsys, monkeypatch):
+    from ckpt_jax import labelled
+
+    monkeypatch.setattr(labelled, "zarr_missing", lambda: 'zarr is not installed (pip install "ckpt_jax[xarray]")')
+    out = tmp_path / "ensemble"
+    assert main(cli_argv(out)) == 0
+    printed = capsys.readouterr()
+    assert printed.err == ""
+    assert (
+        'ckpt-jax ensemble: ensemble.zarr not written: zarr is not installed (pip install "ckpt_jax[xarray]")\n'
+    ) in printed.out
+    assert files(out) == ["chunk-000000.npz", "chunk-000001.npz", MANIFEST, "summary.json"]
+    assert json.loads((out / "summary.json").read_text())["files"] == [MANIFEST, "chunk-*.npz", "summary.json"]
+
+
+@pytest.mark.parametrize("kind", ["file", "link"])
+def test_cli_zarr_path_that_is_not_a_folder_is_one_line_before_anything_runs(tmp_path, capsys, kind):
+    out = tmp_path / "ensemble"
+    out.mkdir()
+    if kind == "file":
+        (out / "ensemble.zarr").write_bytes(b"not a zarr group")
+    else:
+        (tmp_path / "elsewhere").mkdir()
+        (out / "ensemble.zarr").symlink_to(tmp_path / "elsewhere")
+    assert main(cli_argv(out)) == 2
+    assert one_line(capsys) == (
+        f"ckpt-jax: error: {out / 'ensemble.zarr'} is not a folder a run wrote: remove it, or use another --out"
+    )
+    assert files(out) == ["ensemble.zarr"]

@@ -223,22 +223,104 @@ def test_open_ensemble_bad_lazy_is_a_value_error(saved):
         cj.open_ensemble(saved[0], lazy="yes")
 
 
-def test_what_the_cli_writes_opens_in_one_line(tmp_path, capsys):
+@pytest.fixture(scope="module")
+def cli_saved(tmp_path_factory):
+    """One ``ckpt-jax ensemble`` run of 6 fleets in chunks of 4: (its folder, its argv less --out)."""
     from ckpt_jax.cli import main
 
-    out = tmp_path / "storm"
-    argv = ["ensemble", "--out", str(out), "--fleets", "6", "--jobs", str(N_JOBS), "--fires", str(N_FIRES)]
-    assert main([*argv, "--chunk-size", str(CHUNK), "--load", "0.8", "--no-progress", "--save", "writers,gaps"]) == 0
-    ds = cj.open_ensemble(out)
-    gaps = []
+    argv = ["ensemble", "--fleets", "6", "--jobs", str(N_JOBS), "--fires", str(N_FIRES), "--chunk-size", str(CHUNK)]
+    argv += ["--load", "0.8", "--no-progress", "--save", "writers,gaps,jobs"]
+    out = tmp_path_factory.mktemp("cli") / "storm"
+    assert main([*argv, "--out", str(out)]) == 0
+    return out, argv
+
+
+def chunk_arrays(out) -> dict:
+    """The arrays of a CLI ensemble's two chunk files, concatenated, by their dataset names."""
+    parts = {}
     for index in range(2):
         with np.load(out / f"chunk-{index:06d}.npz") as chunk:
-            gaps.append(chunk["smallest_gap"])
-    assert same_bits(ds.gaps, np.concatenate(gaps))  # the CLI's smallest_gap, named gaps
+            for name in set(chunk.files) - {"chunk_index", "fingerprint"}:
+                parts.setdefault("gaps" if name == "smallest_gap" else name, []).append(chunk[name])
+    return {name: np.concatenate(values) for name, values in parts.items()}
+
+
+def test_what_the_cli_writes_opens_in_one_line(cli_saved):
+    out, _ = cli_saved
+    ds = cj.open_ensemble(out)
+    assert same_bits(ds.gaps, chunk_arrays(out)["gaps"])  # the CLI's smallest_gap, named gaps
     assert ds.gaps.dims == ("fleet", "cycle") and ds.order_changed.dims == ("fleet", "cycle")
     assert ds.writers_time.dims == ("fleet", "writers") and ds.attrs["seed"] == 0
     assert ds.attrs["fingerprint"] == json.loads((out / "summary.json").read_text())["fingerprint"]
     assert ds.gaps.min("cycle").sizes == {"fleet": 6}
+
+
+def assert_zarr_is_the_ensemble(out):
+    shared = xarray.open_zarr(out / "ensemble.zarr")
+    xarray.testing.assert_identical(shared, cj.open_ensemble(out))  # values, dims, coordinates, attrs
+    arrays = chunk_arrays(out)
+    assert set(shared.data_vars) == set(arrays)
+    for name, value in arrays.items():
+        assert same_bits(shared[name], value), name
+    assert shared.gaps.chunks == ((CHUNK, 2), (N_FIRES,))  # one zarr chunk per chunk file
+    return shared
+
+
+def test_the_cli_writes_ensemble_zarr_equal_to_the_chunks_bit_for_bit(cli_saved):
+    pytest.importorskip("zarr")
+    out, _ = cli_saved
+    shared = assert_zarr_is_the_ensemble(out)
+    assert "ensemble.zarr" in json.loads((out / "summary.json").read_text())["files"]
+    assert shared.writers_window.dims == ("fleet", "bound") and list(shared.bound.values) == ["start", "stop"]
+    assert shared.gaps.attrs["units"] == "time" and shared.attrs["seed"] == 0
+    # A reader without ckpt_jax: xarray and zarr alone.
+    script = (
+        "import hashlib, json, sys; sys.modules['ckpt_jax'] = None; import xarray; "
+        "ds = xarray.open_zarr(sys.argv[1]).load(); "
+        "print(json.dumps([ds.attrs['fingerprint'], hashlib.sha256(ds.gaps.values.tobytes()).hexdigest()]))"
+    )
+    import hashlib
+    import subprocess
+
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(out / "ensemble.zarr")], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    digest = hashlib.sha256(chunk_arrays(out)["gaps"].tobytes()).hexdigest()
+    assert json.loads(done.stdout) == [shared.attrs["fingerprint"], digest]
+
+
+def test_a_resume_or_a_restart_keeps_ensemble_zarr_the_ensemble(cli_saved, tmp_path, monkeypatch, capsys):
+    pytest.importorskip("zarr")
+    import shutil
+
+    from ckpt_jax.cli import main
+
+    out = tmp_path / "storm"
+    shutil.copytree(cli_saved[0], out)
+    argv = [*cli_saved[1], "--out", str(out)]
+    (out / ".ensemble.zarr.killed.tmp").mkdir()  # as a write killed with -9 leaves it
+    assert main(argv) == 0  # a resume of a complete run: every chunk loaded, the zarr rewritten
+    assert json.loads((out / "summary.json").read_text())["chunks_loaded"] == 2
+    assert_zarr_is_the_ensemble(out)
+    assert sorted(p.name for p in out.iterdir() if p.name.startswith(".")) == [".lock"]
+
+    # Interrupted while writing the zarr: the older one stays whole, nothing half written is left.
+    to_zarr = xarray.Dataset.to_zarr
+
+    def interrupted(self, store, **kwargs):
+        to_zarr(self, store, **kwargs)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(xarray.Dataset, "to_zarr", interrupted)
+    assert main(argv) == 130
+    monkeypatch.undo()
+    assert_zarr_is_the_ensemble(out)
+    assert sorted(p.name for p in out.iterdir() if p.name.startswith(".")) == [".lock"]
+
+    assert main([*argv, "--restart", "--seed", "3"]) == 0  # another ensemble: its own zarr
+    assert assert_zarr_is_the_ensemble(out).attrs["seed"] == 3
+    capsys.readouterr()
 
 
 FLEET_FILE = """
@@ -284,3 +366,62 @@ def test_a_fleet_file_names_the_job_groups(fields, time_units):
     np.testing.assert_array_equal(ds["T"], np.asarray(fleet.compute))  # per job: a coordinate
     per_group = ds.jobs_writes.groupby("group").sum()
     assert per_group.sel(group="big") == int(np.asarray(trace.jobs.writes)[3])
+
+
+# -- assessments ---------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def assessed():
+    """A small assessment of two groups under a power cap (so every estimate is present)."""
+    fleet = cj.Fleet(
+        np.array([0.8, 0.8, 1.6, 1.6]),
+        np.array([0.2, 0.2, 0.4, 0.4]),
+        size=np.array([1.0, 1.0, 2.0, 2.0]),
+        cap=4.0,
+        mtbf=30.0,
+        restart=0.5,
+    )
+    groups = {"small": [0, 1], "big": [2, 3]}
+    return cj.assess.assess(fleet, horizon=20.0, key=jax.random.key(3), n_draws=3, groups=groups, gpu_power=700.0)
+
+
+def test_an_assessment_has_groups_causes_units_and_equal_values(assessed, tmp_path):
+    ds = assessed.to_xarray(attrs={"seed": 3})
+    causes = list(cj.assess.CAUSES)
+    assert list(ds.group.values) == ["small", "big", "fleet"] and list(ds.cause.values) == causes
+    assert ds.sizes == {"group": 3, "cause": 5, "writers": 5, "bin": assessed.power_time.size, "edge": 102}
+    assert ds.goodput_mean.dims == ("group",) and ds.lost_fraction_low.dims == ("group", "cause")
+    assert ds.writer_time.dims == ("writers",) and ds.power_time.dims == ("bin",) and ds.power_mean_high.dims == ()
+    for name in ("small", "big", "fleet"):
+        for part in ("mean", "low", "high"):
+            assert ds[f"goodput_{part}"].sel(group=name) == getattr(assessed.goodput[name], part)
+            for cause in causes:
+                cell = dict(group=name, cause=cause)
+                assert ds[f"lost_fraction_{part}"].sel(cell) == getattr(assessed.losses[name][cause], part)
+                lost = getattr(assessed.gpu_hours_lost_per_day[name][cause], part)
+                assert ds[f"gpu_hours_lost_per_day_{part}"].sel(cell) == lost
+        assert ds.gpus.sel(group=name) == assessed.gpus[name]
+    for name in ("writer_time", "independent_writer_time", "power_time", "power_edges"):
+        assert same_bits(ds[name], getattr(assessed, name)), name
+    for name in ("saturated_time", "power_mean", "power_max", "cap_time", "throttled"):
+        assert [float(ds[f"{name}_{part}"]) for part in ("mean", "low", "high")] == list(getattr(assessed, name))
+    # Per GPU, the goodput and the losses add up to one (a check on the layout, not the numbers).
+    np.testing.assert_allclose(ds.goodput_mean + ds.lost_fraction_mean.sum("cause"), 1.0, rtol=1e-9)
+    assert (
+        ds.goodput_mean.attrs["units"] == "1" and ds.gpu_hours_lost_per_day_mean.attrs["units"] == "GPU-hours per day"
+    )
+    assert ds.power_mean_mean.attrs["units"] == ds.power_edges.attrs["units"] == "W"
+    assert ds.gpus.attrs["units"] == "GPU" and "95% CI low" in ds.goodput_low.attrs["long_name"]
+    assert (ds.attrs["n_draws"], ds.attrs["horizon"], ds.attrs["power_unit"], ds.attrs["seed"]) == (3, 20.0, "W", 3)
+    assert ds.attrs["saturation_writers"] == assessed.saturation_writers
+    assert json.loads(ds.attrs["groups"]) == {"small": [0, 1], "big": [2, 3]}
+    pytest.importorskip("zarr")
+    cj.labelled.write_zarr(ds, tmp_path / "assess.zarr")
+    xarray.testing.assert_identical(xarray.open_zarr(tmp_path / "assess.zarr").load(), ds)
+    with pytest.raises(ValueError, match="attrs must be None or a dict"):
+        assessed.to_xarray(attrs=[("seed", 3)])
+
+
+def test_an_assessment_without_a_cap_has_no_cap_time(assessed):
+    ds = assessed._replace(cap_time=None, power_unit="gpu").to_xarray()
+    assert not any(name.startswith("cap_time") for name in ds.data_vars)
+    assert ds.power_max_mean.attrs["units"] == "gpu"

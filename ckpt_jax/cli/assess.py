@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import platform
+import shutil
 import time
 from pathlib import Path
 
@@ -19,6 +20,8 @@ from .design import markdown_text
 QUICK = {"draws": 8, "horizon_units": 86400.0, "horizon_plain": 200.0}
 
 FILES = ["assess.json", "report.md", "losses.png", "timeline.png", "writers.png"]
+# Assessment.to_xarray() as a zarr group, where xarray and zarr are installed (listed in files then).
+ZARR = "assess.zarr"
 
 # One day in hours: the timeline's window, and what "per day" means.
 DAY_HOURS = 24.0
@@ -36,7 +39,9 @@ def add_assess(subparsers) -> None:
             "and for the fleet (95 % CIs), the GPU-hours lost per day by cause (checkpoint stalls, "
             "backpressure, work lost to failures, restarts, throttling), the storage's concurrent writers "
             "and the power draw. Times are in the file's time unit; in a file of plain numbers they are "
-            "taken as hours. Writes assess.json, report.md and figures into --out."
+            "taken as hours. Writes assess.json, report.md and figures into --out, and assess.zarr, the "
+            "assessment as an xarray Dataset in a zarr group (xarray.open_zarr opens it), where xarray and "
+            'zarr are installed (pip install "ckpt_jax[xarray]").'
         ),
     )
     parser.add_argument("fleet_file", type=Path, metavar="FLEET.toml", help="the fleet file (see examples/)")
@@ -434,7 +439,7 @@ def _quantile_bin(power: dict, q: float) -> tuple:
 def _assess(args) -> int:
     import jax
 
-    from .. import __version__
+    from .. import __version__, labelled
     from .._io import atomic_write, atomic_write_bytes
     from ..assess import assess, timeline
     from . import _assess_figures as figures
@@ -479,6 +484,18 @@ def _assess(args) -> int:
         "files": FILES,
     }
     out = Path(args.out)
+    zarr_missing = labelled.zarr_missing()
+    if zarr_missing is None:
+        labelled.remove_zarr_strays(out / ZARR)
+        attrs = {"command": "assess", "fleet_file": str(spec.path), "seed": settings["seed"]}
+        attrs["horizon_unit"] = "s" if settings["time_unit"] is not None else "h"  # the engine's time
+        out.mkdir(parents=True, exist_ok=True)
+        labelled.write_zarr(result.to_xarray(attrs=attrs), out / ZARR)
+        summary["files"] = [*FILES, ZARR]
+    else:
+        print(f"ckpt-jax assess: {ZARR} not written: {zarr_missing}")
+        if (out / ZARR).is_dir() and not (out / ZARR).is_symlink():
+            shutil.rmtree(out / ZARR)  # an earlier run's: it would not describe this one
     atomic_write_bytes(out / "assess.json", (json.dumps(summary, indent=2) + "\n").encode())
     atomic_write_bytes(out / "report.md", _report(spec, summary).encode())
     made = {

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import shutil
 import sys
 import time
 import warnings
@@ -41,8 +43,10 @@ def add_ensemble(subparsers) -> None:
             "events and end time), so an interrupted run resumes from the last chunk saved; "
             "summary.json is written at the end (a run that starts over removes the old one first), "
             "and records the manifest's fingerprint. One run per DIR at a time: a second is refused. "
-            "In a notebook, ckpt_jax.open_ensemble(DIR) opens DIR as an xarray Dataset "
-            '(pip install "ckpt_jax[xarray]").'
+            "A complete run also writes ensemble.zarr, the same Dataset as a zarr group that "
+            "xarray.open_zarr opens without ckpt_jax (needs xarray and zarr: "
+            'pip install "ckpt_jax[xarray]"; skipped without them). In a notebook, '
+            "ckpt_jax.open_ensemble(DIR) opens DIR as an xarray Dataset."
         ),
     )
     parser.add_argument(
@@ -98,13 +102,15 @@ def add_ensemble(subparsers) -> None:
         type=Path,
         required=True,
         metavar="DIR",
-        help="output directory for the chunks, manifest.json and summary.json (required)",
+        help="output directory for the chunks, manifest.json, ensemble.zarr and summary.json (required)",
     )
     parser.set_defaults(run=_ensemble, check=_durations, resumes=True)
 
 
 # -- ensemble ---------------------------------------------------------------------------
 SUMMARY = "summary.json"
+# The dataset of ckpt_jax.open_ensemble(DIR) as a zarr group: a derived copy of the chunks.
+ZARR = "ensemble.zarr"
 
 # Option names of the ensemble's parameters, for messages ("chunk-size: 1000 saved, 500 now").
 _ENSEMBLE_OPTIONS = {
@@ -303,6 +309,39 @@ def _discard_stale_summary(out: Path, restart: bool) -> None:
     path.unlink()
 
 
+def _discard_stale_zarr(out: Path, restart: bool) -> None:
+    """Removes what a killed zarr write left, and ensemble.zarr unless it is the dataset of
+    the chunks the manifest accounts for (as `_discard_stale_summary`): a run that starts
+    over leaves no copy of the ensemble before. Raises `CliError` where ensemble.zarr is
+    not a folder (a file, a link): not something a run wrote."""
+    from ..ensemble import MANIFEST
+    from ..labelled import remove_zarr_strays, zarr_fingerprint
+
+    path = out / ZARR
+    if not os.path.lexists(path):
+        remove_zarr_strays(path)
+        return
+    if path.is_symlink() or not path.is_dir():
+        raise CliError(f"{path} is not a folder a run wrote: remove it, or use another --out")
+    remove_zarr_strays(path)
+    if not restart and zarr_fingerprint(path) is not None and zarr_fingerprint(path) == _fingerprint(out / MANIFEST):
+        return
+    shutil.rmtree(path)
+
+
+def _write_zarr(out: Path) -> bool:
+    """Writes ensemble.zarr, the dataset of ``open_ensemble(out)``, atomically (replacing an
+    older one), and returns True; without xarray or zarr prints what to install and returns False."""
+    from ..labelled import open_ensemble, write_zarr, zarr_missing
+
+    missing = zarr_missing()
+    if missing is not None:
+        print(f"ckpt-jax ensemble: {ZARR} not written: {missing}")
+        return False
+    write_zarr(open_ensemble(out), out / ZARR)  # streamed one chunk file at a time where dask is installed
+    return True
+
+
 def _fingerprint(path: Path) -> str | None:
     """The manifest fingerprint a manifest.json or summary.json records, or None."""
     try:
@@ -344,6 +383,7 @@ def _ensemble_locked(args, out: Path, parameters: dict, compute: float, write: f
         raise CliError(str(err).replace("out_dir", "--out")) from None
     if not args.restart:
         _check_saved_ensemble(out, parameters)
+    _discard_stale_zarr(out, args.restart)
     _discard_stale_summary(out, args.restart)
     root_key = seed_key(args.seed)
     make_chunk = random_launches(
@@ -412,6 +452,7 @@ def _ensemble_locked(args, out: Path, parameters: dict, compute: float, write: f
         reason = str(err).split("; rerun with resume=False")[0]
         raise CliError(f"{reason}; use --restart to start over") from None
     wall_s = time.perf_counter() - started
+    zarr_written = _write_zarr(out)  # the ensemble is complete: every chunk is saved
 
     ok = result.ok
     status_all = int(np.bitwise_or.reduce(result.status))
@@ -444,7 +485,7 @@ def _ensemble_locked(args, out: Path, parameters: dict, compute: float, write: f
         "backend": jax.default_backend(),
         "devices": device_summary,
         "jax": jax.__version__,
-        "files": [MANIFEST, "chunk-*.npz", SUMMARY],
+        "files": [MANIFEST, "chunk-*.npz", *([ZARR] if zarr_written else []), SUMMARY],
         "notes": _ensemble_notes(args.save),
     }
     write_json(out / SUMMARY, summary)  # last, atomically: present only after a complete run
@@ -564,6 +605,8 @@ def _ensemble_notes(save: tuple) -> str:
         f"Each chunk-*.npz holds per fleet: {arrays} (writers_*: ckpt_jax.WriterStats fields, "
         "jobs_*: ckpt_jax.JobStats fields; smallest_gap and order_changed (K,) per cycle), and the "
         "file's chunk_index and the manifest's fingerprint. No trace is stored. "
-        "ckpt_jax.open_ensemble(DIR) opens them as one xarray Dataset (smallest_gap named gaps)."
+        "ckpt_jax.open_ensemble(DIR) opens them as one xarray Dataset (smallest_gap named gaps); "
+        "ensemble.zarr, where listed in files, is that Dataset as a zarr group (format 2, one zarr chunk "
+        "per chunk file), which xarray.open_zarr opens without ckpt_jax."
     )
     return " ".join(notes)
