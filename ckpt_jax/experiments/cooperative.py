@@ -30,6 +30,7 @@ peer's published numbers (`PEER_INCREMENT`): reproduced where their value lies i
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import jax
 import numpy as np
@@ -79,7 +80,7 @@ STRATEGIES = {
 }
 DESIGNS = {"design, proportional": "weighted", "design, cooperative": "cooperative"}
 
-SIZES = {
+SIZES: dict[str, dict[str, Any]] = {
     "smoke": dict(
         settings=[(40.0, 8.0)],
         regression=[(40.0, 8.0)],
