@@ -355,3 +355,16 @@ def test_jitter_is_refused():
 def teardown_module():
     if ERRORS:
         print("\nqueue oracle, largest relative error per policy:", ERRORS)
+
+
+@pytest.mark.parametrize("policy", ["fcfs_nonblocking", "cooperative"])
+def test_the_designer_accepts_the_queueing_policies(policy):
+    """`design.checkpoint_intervals` perturbs intervals through the simulator under them."""
+    from ckpt_jax import design
+
+    fleet = cj.Fleet([1.0, 1.0], [0.3, 0.5], size=[1.0, 2.0], mtbf=[20.0, 15.0], restart=0.5, storage_policy=policy)
+    result = design.checkpoint_intervals(
+        fleet, bounds=(0.5, 20.0), horizon=30.0, n_draws=2, key=jax.random.key(0), n_pairs=1, steps=2, progress=False
+    )
+    assert np.all((result.intervals >= 0.5) & (result.intervals <= 20.0))
+    assert np.isfinite(result.waste.mean)
