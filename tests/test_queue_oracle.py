@@ -261,6 +261,32 @@ def test_a_waiting_job_keeps_computing_and_its_write_covers_that_work():
     np.testing.assert_array_equal(np.asarray(runs["fcfs"].jobs.useful_work), [2.0, 2.0])
 
 
+@pytest.mark.parametrize("policy", ["fcfs_nonblocking", "cooperative"])
+def test_writes_that_never_overlap_are_served_as_under_blocking_storage(policy):
+    """Staggered jobs whose writes never meet (failures included) never wait for the storage:
+    the same run as under "fair" storage."""
+    fleet = lambda storage: cj.Fleet(  # noqa: E731
+        [3.0, 3.0, 3.0], [0.5, 0.5, 0.5], mtbf=50.0, restart=0.25, storage_policy=storage
+    )
+    failures = np.array([[4.0, np.inf], [np.inf, np.inf], [10.0, np.inf]])
+    runs = [
+        cj.simulate(
+            fleet(storage),
+            cj.initial_state(fleet(storage), remaining=[3.0, 2.0, 1.0]),
+            n_fires=8,
+            until=20.0,
+            failure_times=failures,
+            save=JOBS,
+        )
+        for storage in ("fair", policy)
+    ]
+    np.testing.assert_array_equal(np.asarray(runs[1].jobs.failures), [1, 0, 1])
+    for name in ("fire_times", "end_times"):
+        np.testing.assert_array_equal(np.asarray(getattr(runs[0], name)), np.asarray(getattr(runs[1], name)))
+    for name in STATS:
+        np.testing.assert_allclose(np.asarray(getattr(runs[0].jobs, name)), np.asarray(getattr(runs[1].jobs, name)))
+
+
 def test_a_request_still_waiting_at_the_next_due_is_dropped():
     """Job 0 holds the storage for 5; job 1 (T = 2) asks at 1, again at 3 (the first request
     is dropped) and at 5, when the storage frees: it keeps its place and writes 5 of work."""
