@@ -2,8 +2,9 @@
 the engine against the exact reference `reference_queue.simulate_queue_reference`.
 
 Random small fleets (2-4 active jobs in 4 slots, two fleets per batch), heterogeneous, capped
-or not, sizes 1, 2, 4, write limits, any f(1), with explicit failure times (some inside a
-down period, some none at all) and restarts, run to a horizon. The engine's trace and its
+or not, sizes 1, 2, 4, write limits, any f(1), run to a horizon in three modes: explicit
+failure times (some inside a down period) with restarts; none, but MTBFs the cooperative
+score sees; no failures and no MTBF at all (the failure-free engine; every score 0). The engine's trace and its
 jobs observer must agree with the exact run to 1e-9 relative (plus 1e-12 of H). The
 reference's blocking "fcfs" is first checked against `reference.simulate_failures_reference`,
 the project's older reference, which learnt "fcfs" on its own.
@@ -46,10 +47,11 @@ def _settings(examples):
 
 
 @st.composite
-def fleet_specs(draw, failing):
-    """One fleet, its failure times (``failing``: some jobs get some) and its horizon; on
-    the "grid" every time-like input is a multiple of 1/4 (exact in float64, so events
-    coincide exactly)."""
+def fleet_specs(draw, mode):
+    """One fleet, its failure times and its horizon. ``mode``: "failing" (some jobs get
+    failure times, the score sees each job's M_i), "listed" (no failure time, but the score
+    sees M_i) or "plain" (no failures and no M_i: every score is 0). On the "grid" every
+    time-like input is a multiple of 1/4 (exact in float64, so events coincide exactly)."""
     grid = draw(st.booleans())
     n_active = draw(st.integers(2, N_SLOTS))
     slots = sorted(draw(st.permutations(range(N_SLOTS)))[:n_active])
@@ -79,9 +81,16 @@ def fleet_specs(draw, failing):
     fraction = st.integers(1, 4).map(lambda k: k / 4)
     remaining = [draw(fraction) * (write[j] if phase[j] else compute[j]) for j in range(n_active)]
     failures = [[] for _ in range(n_active)]
-    if failing:
+    if mode == "plain":
+        mtbf = None
+    if mode == "failing":
+        inside = st.integers(1, 3).map(lambda k: k / 4) if grid else st.floats(0.01, 0.99)
         for job in range(n_active):
-            failures[job] = sorted(set(draw(st.lists(some_time, max_size=3))))[:N_LISTED]
+            times = set(draw(st.lists(some_time, max_size=3)))
+            for t in sorted(times):  # sometimes one more inside the down period it causes
+                if restart[job] > 0 and draw(st.booleans()):
+                    times.add(t + draw(inside) * restart[job])
+            failures[job] = sorted(times)[:N_LISTED]
     return dict(
         grid=grid,
         slots=slots,
@@ -93,6 +102,7 @@ def fleet_specs(draw, failing):
         limit=limit,
         mtbf=mtbf,
         cap=cap,
+        mode=mode,
         size=size,
         phase=phase,
         remaining=remaining,
@@ -138,6 +148,7 @@ def padded(values, slots, filler):
 
 
 def engine(specs, policy, method="auto"):
+    plain = specs[0]["mode"] == "plain"  # the failure-free engine: no failure times, no M
     field = lambda name, filler: np.array([padded(s[name], s["slots"], filler) for s in specs])  # noqa: E731
     active = np.array([padded([True] * len(s["slots"]), s["slots"], False) for s in specs])
     table = np.array([[1.0] + [s["f1"]] * N_SLOTS for s in specs])
@@ -148,7 +159,7 @@ def engine(specs, policy, method="auto"):
         throughput=table,
         size=field("size", 1.0),
         restart=field("restart", 0.5),
-        mtbf=field("mtbf", 10.0),
+        mtbf=None if plain else field("mtbf", 10.0),
         write_limit=field("limit", math.inf),
         active=active,
         storage_policy=policy,
@@ -163,7 +174,7 @@ def engine(specs, policy, method="auto"):
         state,
         n_fires=N_FIRES,
         until=np.array([s["horizon"] for s in specs]),
-        failure_times=times,
+        failure_times=None if plain else times,
         save=JOBS,
         method=method,
     )
@@ -213,18 +224,18 @@ def check(specs, policy):
     ERRORS[policy] = max(ERRORS.get(policy, 0.0), worst)
 
 
-@pytest.mark.parametrize("failing", [False, True], ids=["no failures", "failures"])
+@pytest.mark.parametrize("mode", ["plain", "listed", "failing"])
 @pytest.mark.parametrize("policy", ["fcfs_nonblocking", "cooperative", "fcfs"])
 @_settings(8)
 @given(data=st.data())
-def test_engine_matches_the_queue_reference(policy, failing, data):
-    specs = [data.draw(fleet_specs(failing)) for _ in range(N_FLEETS)]
+def test_engine_matches_the_queue_reference(policy, mode, data):
+    specs = [data.draw(fleet_specs(mode)) for _ in range(N_FLEETS)]
     assume(all(resolvable(spec, policy) for spec in specs))
     check(specs, policy)
 
 
 @_settings(25)
-@given(spec=fleet_specs(failing=True))
+@given(spec=fleet_specs(mode="failing"))
 def test_the_queue_reference_learnt_fcfs_as_the_older_reference(spec):
     """Blocking fcfs (without write limits, which the older reference does not take): both
     references give the same exact run."""
