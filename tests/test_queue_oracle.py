@@ -224,11 +224,26 @@ def check(specs, policy):
     ERRORS[policy] = max(ERRORS.get(policy, 0.0), worst)
 
 
-@pytest.mark.parametrize("mode", ["plain", "listed", "failing"])
-@pytest.mark.parametrize("policy", ["fcfs_nonblocking", "cooperative", "fcfs"])
+# The default tier: both queueing policies in every mode, blocking fcfs (whose own oracle is
+# tests/test_failures_oracle.py) with failures and write limits; ``pytest -m slow`` the rest.
+MODES = [(policy, mode) for policy in ("fcfs_nonblocking", "cooperative") for mode in ("plain", "listed", "failing")]
+DEFAULT = MODES + [("fcfs", "failing")]
+
+
+@pytest.mark.parametrize("policy, mode", DEFAULT)
 @_settings(8)
 @given(data=st.data())
 def test_engine_matches_the_queue_reference(policy, mode, data):
+    specs = [data.draw(fleet_specs(mode)) for _ in range(N_FLEETS)]
+    assume(all(resolvable(spec, policy) for spec in specs))
+    check(specs, policy)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("policy, mode", MODES + [("fcfs", "plain"), ("fcfs", "listed"), ("fcfs", "failing")])
+@_settings(60)
+@given(data=st.data())
+def test_engine_matches_the_queue_reference_thoroughly(policy, mode, data):
     specs = [data.draw(fleet_specs(mode)) for _ in range(N_FLEETS)]
     assume(all(resolvable(spec, policy) for spec in specs))
     check(specs, policy)
