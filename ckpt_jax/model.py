@@ -112,7 +112,9 @@ class Fleet:
         whose checkpoint waits keeps computing: ``"fcfs_nonblocking"`` (requests served in
         request order; a request still queued when the next checkpoint comes due is
         dropped and the new one queues) or ``"cooperative"`` (the request of least expected
-        waste first, Least-Waste). The last two exclude ``snapshot``, ``async_fraction`` > 0,
+        waste first, Least-Waste: its score reads ``size``, ``mtbf``, ``restart`` and each
+        waiting job's uncovered work; without ``mtbf`` every score is 0 and requests are
+        served by job index). The last two exclude ``snapshot``, ``async_fraction`` > 0,
         ``delay`` > 0 and jitter. One policy for the whole batch.
       mtbf: mean time between failures M_i (docs/model.md §1c): job i fails as a Poisson
         process of rate 1/M_i in wall-clock time, except while it is down. None (default):
