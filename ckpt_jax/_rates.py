@@ -42,7 +42,17 @@ __all__ = [
     "write_rates",
     "capped_fill",
     "fcfs_head",
+    "QUEUE_POLICIES",
+    "ONE_AT_A_TIME",
+    "least_waste_scores",
 ]
+
+# Storage policies of the peer's model (docs/model.md §1e): one I/O at a time, and a job whose
+# checkpoint waits keeps computing (its request stays queued). Like "fcfs", they drain one
+# writer at a time; unlike it, a firing is a checkpoint *request*, and the write starts when
+# the storage grants it.
+QUEUE_POLICIES = ("fcfs_nonblocking", "cooperative")
+ONE_AT_A_TIME = ("fcfs",) + QUEUE_POLICIES
 
 
 class Variants(NamedTuple):
@@ -57,7 +67,8 @@ class Variants(NamedTuple):
       jitter: σ > 0, compute works drawn per cycle.
       sized: some active job has a size other than 1.
       failures: some job fails (a finite ``mtbf``).
-      fcfs: storage_policy ``"fcfs"``, one writer drains at a time (the whole batch).
+      fcfs: a storage policy that drains one writer at a time (``"fcfs"``,
+        ``"fcfs_nonblocking"``, ``"cooperative"``; the whole batch).
       limits: some active job has a finite write limit (docs/model.md §1d).
       two_level: two-level checkpoints, a snapshot then a background drain (§1d).
     """
@@ -111,7 +122,7 @@ def variants(fleet: Fleet, jitter=None) -> Variants:
         jitter=xp.broadcast_to(sigma > 0, fleet.batch_shape),
         sized=_sized(fleet),
         failures=xp.any(xp.isfinite(xp.asarray(fleet.mtbf)), axis=-1),
-        fcfs=fleet.storage_policy == "fcfs",
+        fcfs=fleet.storage_policy in ONE_AT_A_TIME,
         limits=_limited(fleet),
         two_level=two_level,
     )
@@ -143,7 +154,7 @@ class Sharing(NamedTuple):
     Attributes:
       power: ``"count"`` (min(1, C/n_c), the base rule: every size is 1), ``"maxmin"`` or
         ``"uniform"``.
-      storage: ``"fair"``, ``"weighted"`` or ``"fcfs"``.
+      storage: ``"fair"``, ``"weighted"``, ``"fcfs"``, ``"fcfs_nonblocking"`` or ``"cooperative"``.
       limits: the writers have write limits (docs/model.md §1d): the storage is shared by
         water-filling with caps (`capped_fill`).
     """
@@ -278,7 +289,7 @@ def write_rates(sharing: Sharing, throughput, writers, size, fair_rate, head, li
     dtype = size.dtype
     if sharing.limits:
         assert limit is not None  # the writers' limits b_i
-        if sharing.storage == "fcfs":
+        if sharing.storage in ONE_AT_A_TIME:
             return jnp.where(head, jnp.minimum(limit, throughput[1]), 0).astype(dtype)
         weight = size if sharing.storage == "weighted" else None
         return capped_fill(throughput[jnp.sum(writers)], limit, weight, writers)
@@ -393,3 +404,29 @@ def fcfs_head(writers, queued_at):
     key = jnp.where(writers, queued_at, jnp.inf)
     first = writers & (key == jnp.min(key))
     return first & (jnp.arange(n_jobs) == jnp.argmax(first))
+
+
+def least_waste_scores(candidates, blocked, size, mtbf, restart, exposure, waited, service):
+    """The "cooperative" policy's score of each waiting request (docs/model.md §1e): the
+    expected waste that serving request i first inflicts on the others while it holds the
+    storage for ``service[i]`` (Herault, Robert et al.'s Least-Waste, with its two terms as
+    their paper defines them). Each other waiting request j adds
+
+    * ``size[j] · (waited[j] + service[i])`` where j is ``blocked`` (its job idles while it
+      waits: the time it has idled and the time it will idle more), else
+    * ``size[j] · service[i] / mtbf[j] · (restart[j] + exposure[j] + service[i] / 2)``: a job
+      that keeps computing risks, with probability ≈ service[i] / M_j, a failure that costs
+      its restart and the work it has not covered (``exposure``), half the wait on average.
+
+    All arrays (N,); returns (N,) scores, +inf outside ``candidates``. The storage serves the
+    smallest, ties by job index. Masked before every product: M = inf gives 0, never NaN.
+    """
+    dtype = size.dtype
+    others = candidates[None, :] & ~jnp.eye(candidates.shape[0], dtype=bool)
+    finite = jnp.isfinite(mtbf)
+    rate = jnp.where(finite, size / jnp.where(finite, mtbf, 1), 0)
+    hold = service[:, None]
+    idle = size[None, :] * (waited[None, :] + hold)
+    risk = rate[None, :] * hold * (restart[None, :] + exposure[None, :] + hold / 2)
+    terms = jnp.where(others, jnp.where(blocked[None, :], idle, risk), 0)
+    return jnp.where(candidates, jnp.sum(terms, axis=1), jnp.inf).astype(dtype)

@@ -32,6 +32,7 @@ from ._validate import (
     check_key,
     check_key_given,
     check_method,
+    check_queue_policy,
     check_time_bound,
     check_trace_memory,
     default_max_events,
@@ -300,6 +301,9 @@ def simulate(
     sigma = check_jitter(jitter, fleet.batch_shape, fleet.dtype)
     fleet_offset = check_fleet_offset(fleet_offset, math.prod(fleet.batch_shape))
     uses = variants(fleet, jitter)  # the one test of which variants the run traces
+    check_queue_policy(
+        fleet.storage_policy, snapshot=False, async_fraction=fleet.async_fraction, delay=fleet.delay, jitter=sigma
+    )
     if horizon is None:
         check_time_bound(fleet, fires, jitter)
     elif default_budget:  # a budget the caller chose may stop the run on purpose

@@ -22,7 +22,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._rates import variants
+from ._rates import ONE_AT_A_TIME, QUEUE_POLICIES, variants
 
 if TYPE_CHECKING:
     from .model import Fleet
@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DTYPES",
     "check_key_given",
+    "check_queue_policy",
     "check_dtype",
     "real_array",
     "value_range",
@@ -239,6 +240,24 @@ MAX_EVENTS = 2**31 - 1  # event counters are int32: no event budget is larger
 METHODS = ("auto", "general", "fifo", "clock")
 
 
+def check_queue_policy(storage_policy: str, *, snapshot: bool, async_fraction, delay, jitter=None) -> None:
+    """Refuses the variants the queueing storage policies (docs/model.md §1e) do not serve
+    yet, naming the argument: a checkpoint request that waits while its job computes is not
+    defined with two-level checkpoints (``snapshot``), asynchronous writes (``async_fraction``
+    > 0), a delayed controller (``delay`` > 0) or compute jitter (``jitter`` > 0)."""
+    if storage_policy not in QUEUE_POLICIES:
+        return
+    why = f"storage_policy={storage_policy!r} (docs/model.md §1e) does not serve "
+    if snapshot:
+        raise ValueError(why + "snapshot= (two-level checkpoints) yet; use 'fcfs', 'fair' or 'weighted'")
+    if np.any(np.asarray(async_fraction) > 0):
+        raise ValueError(why + f"async_fraction > 0 yet (got {_short(async_fraction)}); it must be 0")
+    if np.any(np.asarray(delay) > 0):
+        raise ValueError(why + f"delay > 0 (a delayed controller) yet (got {_short(delay)}); it must be 0")
+    if jitter is not None and np.any(np.asarray(jitter) > 0):
+        raise ValueError(why + f"jitter > 0 yet (got {_short(jitter)}); it must be 0 or None")
+
+
 def check_method(method) -> str:
     """``method`` if it is one of `METHODS`, else `ValueError`."""
     if method not in METHODS:
@@ -341,7 +360,7 @@ def default_max_events(n_jobs: int, n_fires: int, fleet: Fleet | None = None) ->
         size = np.where(active, np.asarray(fleet.size, np.float64), 1.0)
         if fleet.power_policy == "maxmin" or fleet.storage_policy == "weighted":
             ratio *= float(np.max(size.max(axis=-1) / size.min(axis=-1)))
-        if fleet.storage_policy == "fcfs":
+        if fleet.storage_policy in ONE_AT_A_TIME:
             ratio *= n_jobs
     budget = 4 * n_jobs * (n_fires + 2) * min(ratio, 1e4) + 64
     if fleet is not None and fleet.has_failures:
@@ -410,7 +429,7 @@ def time_bound(fleet: Fleet, n_fires: int, jitter=None) -> np.ndarray:
             share = size / np.sum(size, axis=-1, keepdims=True)
             slowest_rate = np.minimum(slowest_rate, np.min(table[..., 1:], axis=-1, keepdims=True) * share)
         write_time = write / slowest_rate
-        if fleet.storage_policy == "fcfs":
+        if fleet.storage_policy in ONE_AT_A_TIME:
             write_time = np.sum(np.where(active, write, 0.0), axis=-1, keepdims=True) / table[..., 1:2]
         cycle = (compute + 8 * sigma) / slowest_speed + write_time
         cycle = cycle + np.asarray(fleet.delay, np.float64)[..., None]

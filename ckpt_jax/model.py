@@ -19,7 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._throughput import THROUGHPUT_PRESETS, Throughput, throughput_table
-from ._validate import check_dtype, check_key, check_range, real_array
+from ._validate import check_dtype, check_key, check_queue_policy, check_range, real_array
 
 __all__ = [
     "Fleet",
@@ -39,7 +39,7 @@ __all__ = [
 # How the cap C is divided among the computing jobs, and f(n_w) among the writers
 # (docs/model.md §1b); the first of each is the default.
 POWER_POLICIES = ("maxmin", "uniform")
-STORAGE_POLICIES = ("fair", "weighted", "fcfs")
+STORAGE_POLICIES = ("fair", "weighted", "fcfs", "fcfs_nonblocking", "cooperative")
 # What a failure of a two-level checkpointing job loses (docs/model.md §1d).
 RECOVERY_SOURCES = ("storage", "memory")
 
@@ -108,8 +108,15 @@ class Fleet:
         (every computing job at min(1, C / Σ_S w_j)). One policy for the whole batch.
       storage_policy: how f(n_w) is divided among the writers W: ``"fair"`` (default;
         f(n_w)/n_w each), ``"weighted"`` (f(n_w)·w_i / Σ_W w_j) or ``"fcfs"`` (one
-        writer at a time in firing order, ties by job index, at f(1); the others wait).
-        One policy for the whole batch.
+        writer at a time in firing order, ties by job index, at f(1); the others wait),
+        or one of the peer's policies (docs/model.md §1e), one I/O at a time while a job
+        whose checkpoint waits keeps computing: ``"fcfs_nonblocking"`` (requests served in
+        request order; a request still queued when the next checkpoint comes due is
+        dropped and the new one queues) or ``"cooperative"`` (the request of least expected
+        waste first, Least-Waste: its score reads ``size``, ``mtbf``, ``restart`` and each
+        waiting job's uncovered work; without ``mtbf`` every score is 0 and requests are
+        served by job index). The last two exclude ``snapshot``, ``async_fraction`` > 0,
+        ``delay`` > 0 and jitter. One policy for the whole batch.
       mtbf: mean time between failures M_i (docs/model.md §1c): job i fails as a Poisson
         process of rate 1/M_i in wall-clock time, except while it is down. None (default):
         no failures. Finite and > 0, a scalar or broadcastable to (*B, N). Stored as
@@ -269,6 +276,7 @@ class Fleet:
                 f"async_fraction must be 0 with snapshot= (got {async_fraction!r}): a two-level checkpoint "
                 "computes at full speed while its drain runs (docs/model.md §1d)"
             )
+        check_queue_policy(storage_policy, snapshot=snapshot is not None, async_fraction=alpha_np, delay=delay_np)
         table = throughput_table(throughput, n_jobs)
         try:
             table = np.broadcast_to(table, batch_shape + (n_jobs + 1,))

@@ -26,7 +26,8 @@ N_FIRES = 4
 RTOL = 1e-9
 ATOL_OF_SCALE = 1e-12
 RESOLUTION = 1e-12  # exactly distinct instants closer than this (relative) may merge
-POLICIES = [(power, storage) for power in cj.POWER_POLICIES for storage in cj.STORAGE_POLICIES]
+# The §1b policies (the queueing ones of §1e have their own oracle, tests/test_queue_oracle.py).
+POLICIES = [(power, storage) for power in cj.POWER_POLICIES for storage in ("fair", "weighted", "fcfs")]
 SETTINGS = settings(
     max_examples=int(os.environ.get("CKPT_ORACLE_EXAMPLES", 12)),
     deadline=None,

@@ -238,7 +238,7 @@ def sharing_reason(fleet: Fleet, uses: Variants) -> str:
     """Why the fast loops cannot serve some fleet of the batch (docs/model.md §1b), or ""."""
     if uses.fcfs:
         return (
-            "storage_policy='fcfs' (one writer drains at a time, so writers do not share one "
+            f"storage_policy={fleet.storage_policy!r} (one writer drains at a time, so writers do not share one "
             "rate and the virtual clocks do not apply)"
         )
     unequal = ~uses.one_rate

@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 
 from .._observe import SaveAt
-from .._rates import Sharing
+from .._rates import QUEUE_POLICIES, Sharing
 
 __all__ = ["RunConfig"]
 
@@ -75,5 +75,12 @@ class RunConfig:
         one full phase, and `ckpt_jax._simulate.fast_useful_work` derives the useful work
         from the write counts."""
         return self.path == "general" and (
-            self.use_failures or (self.save.jobs and (self.use_jitter or self.use_snapshot))
+            self.use_failures or self.queue or (self.save.jobs and (self.use_jitter or self.use_snapshot))
         )
+
+    @property
+    def queue(self) -> bool:
+        """Checkpoint requests queue while their jobs compute (``"fcfs_nonblocking"``,
+        ``"cooperative"``, docs/model.md §1e): a write covers the work up to its start, which
+        the work accounting follows (so it is kept)."""
+        return self.sharing.storage in QUEUE_POLICIES

@@ -27,10 +27,20 @@ import numpy as np
 
 from .._observe import EventView, LoopInfo
 from .._params import Params
-from .._rates import Sharing, compute_speed, computing_mask, controller_load, fcfs_head, phase_rates, write_rates
+from .._rates import (
+    ONE_AT_A_TIME,
+    QUEUE_POLICIES,
+    Sharing,
+    compute_speed,
+    computing_mask,
+    controller_load,
+    fcfs_head,
+    phase_rates,
+    write_rates,
+)
 from .._snapping import horizon_clock, snapped, to_horizon
 from .._status import Status, flag
-from . import LoopResult, failures, jitter_works, loop_info, loop_result
+from . import LoopResult, failures, jitter_works, loop_info, loop_result, requests
 from . import record as record_cells
 from .config import RunConfig
 from .events import Instant
@@ -67,6 +77,9 @@ class Carry(NamedTuple):
       snap_end: (N,) when its snapshot ends (meaningful where ``snapping``), or None.
       draw: () the fleet's power draw during the interval the last step covered
         (docs/model.md §1d), or None where the run does not observe it.
+      requested: (N,) bool, the job's checkpoint request waits while it computes (the
+        queueing storage policies, docs/model.md §1e, `requests`; ``queued_at`` is then the
+        request's place), or None under the other policies.
     """
 
     time: jax.Array
@@ -90,6 +103,7 @@ class Carry(NamedTuple):
     snapping: jax.Array | None = None
     snap_end: jax.Array | None = None
     draw: jax.Array | None = None
+    requested: jax.Array | None = None
 
 
 def init_carry(
@@ -139,10 +153,15 @@ def init_carry(
         queue_size=jnp.zeros((), jnp.int32),
         n_events=jnp.zeros((), jnp.int32),
         status=jnp.zeros((), jnp.int32),
-        work=failures.init(params, compute_left, use_failures, memory) if track_work or use_failures else None,
+        # The queueing policies always keep the accounting: a write covers what its job did
+        # up to the grant (docs/model.md §1e).
+        work=failures.init(params, compute_left, use_failures, memory)
+        if track_work or use_failures or sharing.storage in QUEUE_POLICIES
+        else None,
         snapping=jnp.zeros(n_jobs, bool) if use_snapshot else None,
         snap_end=jnp.zeros(n_jobs, dtype) if use_snapshot else None,
         draw=jnp.zeros((), dtype) if use_power else None,
+        requested=jnp.zeros(n_jobs, bool) if sharing.storage in QUEUE_POLICIES else None,
     )
 
 
@@ -165,7 +184,7 @@ def rates(params: Params, carry: Carry, use_delay: bool, use_async: bool = True,
     if sharing.power != "count":
         speed = compute_speed(sharing, load, params.size, params.cap)
     drains = writers
-    if sharing.storage == "fcfs":
+    if sharing.storage in ONE_AT_A_TIME:
         drains = fcfs_head(writers, carry.queued_at)
     write_rate = write_rates(sharing, params.throughput, writers, params.size, write_rate, drains, params.write_limit)
     if use_async:
@@ -342,7 +361,7 @@ def switch(
         power = jnp.where(computing, params.size * compute_rate, params.idle_power * params.size)
         draw = jnp.sum(jnp.where(params.active, power, 0)).astype(dtype)
 
-    if sharing.storage == "fcfs" or sharing.limits:  # a writer may drain at rate 0 (queued)
+    if sharing.storage in ONE_AT_A_TIME or sharing.limits:  # a writer may drain at rate 0 (queued)
         write_dt = jnp.where(writers, carry.write_left / jnp.where(writers, write_rate, 1), inf)
     else:
         write_dt = jnp.where(writers, carry.write_left / write_rate, inf)
@@ -380,9 +399,13 @@ def switch(
     draining = carry.draining & ~ends
     # (2) compute completions fire, unless the previous write still drains (then wait);
     # (3) jobs that were waiting fire the instant their drain ends.
+    requesting = sharing.storage in QUEUE_POLICIES
     if use_async:
         fires = (completes & ~draining) | (carry.waiting & ends)
         waiting = (carry.waiting | (completes & draining)) & ~fires
+    elif requesting:  # a compute end is a request; the firing is its grant (`requests`, §1e)
+        fires = jnp.zeros_like(completes)
+        waiting = carry.waiting
     else:  # α = 0: only computing (non-draining) jobs complete, and nobody waits
         fires = completes
         waiting = carry.waiting
@@ -402,7 +425,8 @@ def switch(
     else:
         next_work = params.compute
     write_left = jnp.where(starts, params.write, jnp.where(ends, 0, write_left))
-    compute_left = jnp.where(fires, next_work, jnp.where(completes, 0, compute_left))
+    # A requesting job computes its next phase at once (§1e); elsewhere a compute end waits.
+    compute_left = jnp.where(fires | (completes & requesting), next_work, jnp.where(completes, 0, compute_left))
     work = carry.work
     if work is not None:  # the accounting, then restart ends and failures (docs/model.md §1c)
         work, draining, waiting, write_left, compute_left, snapping = failures.switch(
@@ -427,6 +451,29 @@ def switch(
             **(dict(failure_dt=failure_dt, restart_dt=restart_dt) if use_failures else {}),
         )
         live = failures.up_params(params, work) if use_failures else params
+
+    requested, queued_at = carry.requested, carry.queued_at
+    if requesting:  # the storage grants a waiting request once it is free (docs/model.md §1e)
+        assert work is not None and carry.work is not None and requested is not None  # `RunConfig.track_work`
+        work, requested, queued_at, draining, write_left, compute_left, fires = requests.grant(
+            params,
+            sharing.storage,
+            work,
+            time=time,
+            running=running & finite,
+            up=live.active,
+            failed=work.failures != carry.work.failures,
+            completes=completes,
+            requested=requested,
+            queued_at=queued_at,
+            draining=draining,
+            write_left=write_left,
+            compute_left=compute_left,
+        )
+        fire_slot = jnp.where(fires & (fire_count < n_fires), fire_count, n_fires)
+        fire_count = fire_count + fires.astype(jnp.int32)
+    elif sharing.storage == "fcfs":
+        queued_at = jnp.where(starts, time, queued_at)
 
     applied = carry.applied_computing
     queue_time, queue_count = carry.queue_time, carry.queue_count
@@ -469,9 +516,7 @@ def switch(
             end_count=end_count,
             fire_times=carry.fire_times,
             end_times=carry.end_times,
-            queued_at=keep(jnp.where(starts, time, carry.queued_at), carry.queued_at)
-            if sharing.storage == "fcfs"
-            else carry.queued_at,
+            queued_at=keep(queued_at, carry.queued_at),
             applied_computing=applied,
             queue_time=queue_time,
             queue_count=queue_count,
@@ -483,6 +528,7 @@ def switch(
             snapping=None if snapping is None else keep(snapping, carry.snapping),
             snap_end=None if snap_end is None else keep(snap_end, carry.snap_end),
             draw=None if draw is None else keep(draw, carry.draw),
+            requested=None if requested is None else keep(requested, carry.requested),
         ),
         fire_slot,
         end_slot,

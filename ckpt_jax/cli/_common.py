@@ -256,7 +256,9 @@ def add_fleet_options(parser, *, ensemble: bool = False) -> None:
         choices=STORAGE_POLICIES,
         default="fair",
         help="how f(n) is divided among writers: fair (equal shares), weighted (by "
-        "size) or fcfs (one at a time, in firing order) (default: %(default)s)",
+        "size), fcfs (one at a time, in firing order), fcfs_nonblocking (one at a time, a "
+        "waiting job computes on) or cooperative (one at a time, least expected waste "
+        "first) (default: %(default)s)",
     )
     parser.add_argument(
         "--seed",
