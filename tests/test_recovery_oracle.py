@@ -265,3 +265,12 @@ def test_reads_and_down_failures_run_on_the_general_engine_and_fast_methods_refu
 def test_bad_recovery_parameters_name_the_argument(changes, match):
     with pytest.raises(ValueError, match=match):
         cj.Fleet([3.0, 2.0], [1.0, 1.0], mtbf=10.0, **changes)
+
+
+def test_the_designers_fleets_keep_the_recovery_fields():
+    from ckpt_jax.design import _batched
+
+    fleet = cj.Fleet([3.0, 2.0], [1.0, 1.0], mtbf=10.0, recovery_read=[0.5, 0.0], fail_while_down=True)
+    batched = _batched(fleet, np.array([[4.0, 5.0], [6.0, 7.0]]))
+    np.testing.assert_array_equal(np.asarray(batched.recovery_read), [[0.5, 0.0], [0.5, 0.0]])
+    assert batched.fail_while_down and batched.has_recovery_reads

@@ -255,8 +255,9 @@ def switch(
         listed = params.failure_times is not None
         reading, next_failure = work.reading, work.next_failure
         if reading is not None:  # reads end, restarts start reads (§1e)
-            assert read_ends is not None and params.recovery_read is not None
-            reads = params.recovery_read > 0
+            read_volume = params.recovery_read
+            assert read_ends is not None and read_volume is not None
+            reads = read_volume > 0
             reading = (reading & ~read_ends) | (restarts & reads)
             if not fail_while_down:  # the clock starts again where the read ends
                 again = failure_time(params, jnp.broadcast_to(time, next_failure.shape), work.failures)
@@ -292,7 +293,7 @@ def switch(
             read_starts = (reading & (restarts & ~fails)) | restarts_read
             reading = (reading & ~fails) | restarts_read
             write_left = jnp.where(fails, 0, write_left)
-            write_left = jnp.where(read_starts, params.recovery_read, write_left)
+            write_left = jnp.where(read_starts, read_volume, write_left)
         next_failure = jnp.where(fails, upcoming, next_failure)
         new = WorkCarry(
             down=down | (fails & (params.restart > 0)),

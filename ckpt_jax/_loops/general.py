@@ -354,13 +354,13 @@ def switch(
     dtype = params.compute.dtype
     inf = jnp.asarray(jnp.inf, dtype)
     live = params
-    reading = None
+    reading = read_volume = None
     if use_failures:
         assert carry.work is not None  # a run with failures tracks each job's work
         live = failures.up_params(params, carry.work)
         if use_recovery:
-            assert carry.work.reading is not None and params.recovery_read is not None
-            reading = carry.work.reading
+            reading, read_volume = carry.work.reading, params.recovery_read
+            assert reading is not None and read_volume is not None
     writers, write_rate, computing, compute_rate = rates(live, carry, use_delay, use_async, sharing, reading)
     computes = compute_rate > 0
     draw = carry.draw
@@ -394,7 +394,9 @@ def switch(
     write_left = jnp.where(writers, carry.write_left - write_rate * dt, carry.write_left)
     compute_left = jnp.where(computes, carry.compute_left - compute_rate * dt, carry.compute_left)
     # Simultaneous to working precision (`snapped`): every job due at this instant switches.
-    volume = params.write if reading is None else jnp.where(reading, params.recovery_read, params.write)
+    volume = params.write
+    if reading is not None and read_volume is not None:  # a read's volume sets its snapping scale
+        volume = jnp.where(reading, read_volume, params.write)
     ends = writers & snapped(write_dt, write_left, volume, dt, time, dtype)
     completes = computes & snapped(compute_dt, compute_left, params.compute, dt, time, dtype)
     ends = ends & running & finite
