@@ -45,6 +45,8 @@ class Params(NamedTuple):
     idle_power: jax.Array
     # (N, F) explicit failure times replacing the draws (docs/model.md §1c), or None
     failure_times: jax.Array | None = None
+    # (N,) recovery read volumes r_i (docs/model.md §1e), or None where no job of the batch reads
+    recovery_read: jax.Array | None = None
 
 
 def jitter_work(job_key: jax.Array, compute: jax.Array, jitter: jax.Array, cycle) -> jax.Array:
@@ -107,6 +109,7 @@ def params_of(fleet: Fleet, sigma: np.ndarray, key, fleet_offset: int, failure_t
         failure_times=None
         if failure_times is None
         else jnp.asarray(np.reshape(failure_times, (n_fleets, n_jobs, -1)), fleet.dtype),
+        recovery_read=flat(fleet.recovery_read, (n_jobs,)) if fleet.has_recovery_reads else None,
     )
 
 

@@ -335,6 +335,8 @@ def simulate(
         until=horizon is not None,
         use_snapshot=fleet.has_snapshots,
         recover_from=fleet.recover_from,
+        use_recovery=use_failures and fleet.has_recovery_reads,
+        fail_while_down=use_failures and fleet.fail_while_down,
     )
     horizon_flat = None if horizon is None else jnp.asarray(horizon.reshape(n_fleets), fleet.dtype)
     phase = jnp.reshape(state.phase, params.compute.shape)

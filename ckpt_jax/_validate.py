@@ -240,11 +240,22 @@ MAX_EVENTS = 2**31 - 1  # event counters are int32: no event budget is larger
 METHODS = ("auto", "general", "fifo", "clock")
 
 
-def check_queue_policy(storage_policy: str, *, snapshot: bool, async_fraction, delay, jitter=None) -> None:
+def check_queue_policy(
+    storage_policy: str,
+    *,
+    snapshot: bool,
+    async_fraction,
+    delay,
+    jitter=None,
+    recovery_read=None,
+    fail_while_down: bool = False,
+) -> None:
     """Refuses the variants the queueing storage policies (docs/model.md §1e) do not serve
     yet, naming the argument: a checkpoint request that waits while its job computes is not
     defined with two-level checkpoints (``snapshot``), asynchronous writes (``async_fraction``
-    > 0), a delayed controller (``delay`` > 0) or compute jitter (``jitter`` > 0)."""
+    > 0), a delayed controller (``delay`` > 0) or compute jitter (``jitter`` > 0); and recovery
+    reads (``recovery_read`` > 0, which would need their own grant) and failures while down
+    (``fail_while_down``) are not checked against the queueing reference yet."""
     if storage_policy not in QUEUE_POLICIES:
         return
     why = f"storage_policy={storage_policy!r} (docs/model.md §1e) does not serve "
@@ -256,6 +267,10 @@ def check_queue_policy(storage_policy: str, *, snapshot: bool, async_fraction, d
         raise ValueError(why + f"delay > 0 (a delayed controller) yet (got {_short(delay)}); it must be 0")
     if jitter is not None and np.any(np.asarray(jitter) > 0):
         raise ValueError(why + f"jitter > 0 yet (got {_short(jitter)}); it must be 0 or None")
+    if recovery_read is not None and np.any(np.asarray(recovery_read) > 0):
+        raise ValueError(why + f"recovery_read > 0 yet (got {_short(recovery_read)}); it must be 0")
+    if fail_while_down:
+        raise ValueError(why + "fail_while_down=True yet; it must be False")
 
 
 def check_method(method) -> str:
@@ -372,23 +387,27 @@ def failure_events(fleet: Fleet, n_fires: int) -> float:
     """Events failures add to a run of ``n_fires`` cycles (docs/model.md §1c), per fleet the
     largest: over the run's time bound H ≈ (n_fires + 2) × the slowest solo period, job i
     fails about H / M_i times (Poisson). Each failure costs up to 4 events: the failure, the
-    restart end, and the two switches of the cycle it redoes. Allowed: twice the mean plus
-    8 standard deviations plus 16 failures per job."""
+    restart end, and the two switches of the cycle it redoes; one more, the read's end, with
+    recovery reads (docs/model.md §1e). Allowed: twice the mean plus 8 standard deviations plus
+    16 failures per job (with failures while down, H / M_i still bounds the mean)."""
     period = np.asarray(fleet.period, np.float64)
     active = np.asarray(fleet.active)
     mtbf = np.where(active, np.asarray(fleet.mtbf, np.float64), np.inf)
     horizon = (n_fires + 2) * np.max(np.where(active, period, 0.0), axis=-1, keepdims=True)
     mean = horizon / mtbf
     per_job = 2 * mean + 8 * np.sqrt(mean) + 16
-    return float(np.max(4 * np.sum(np.where(active, per_job, 0.0), axis=-1)))
+    events = 5 if fleet.has_recovery_reads else 4
+    return float(np.max(events * np.sum(np.where(active, per_job, 0.0), axis=-1)))
 
 
 def listed_failure_events(failure_times: np.ndarray, fleet: Fleet) -> int:
     """Events explicit failure times add to a run, per fleet the largest: up to 4 per
     listed time of an active job (the failure, the restart end and the two switches of
-    the cycle it redoes), as `failure_events` counts them for drawn failures."""
+    the cycle it redoes; 5 with recovery reads, their end), as `failure_events` counts them
+    for drawn failures."""
     listed = np.where(np.asarray(fleet.active)[..., None], np.isfinite(failure_times), False)
-    return int(4 * np.max(np.sum(listed, axis=(-1, -2)), initial=0))
+    events = 5 if fleet.has_recovery_reads else 4
+    return int(events * np.max(np.sum(listed, axis=(-1, -2)), initial=0))
 
 
 def fires_before(fleet: Fleet, horizon: np.ndarray) -> int:

@@ -191,6 +191,8 @@ def _batched(fleet: Fleet, intervals: np.ndarray) -> Fleet:
         snapshot=per_job(fleet.snapshot) if fleet.has_snapshots else None,
         recover_from=fleet.recover_from,
         idle_power=per_fleet(fleet.idle_power),
+        recovery_read=per_job(fleet.recovery_read),
+        fail_while_down=fleet.fail_while_down,
         dtype=fleet.dtype,
     )
 

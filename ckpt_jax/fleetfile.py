@@ -9,6 +9,7 @@ of identical jobs and the fleet-wide storage, power and design settings::
     storage_policy = "fair"        # optional (cj.STORAGE_POLICIES)
     recover_from = "storage"       # optional, with snapshots: "storage" or "memory"
     idle_power = 0.0               # optional: draw of a job that does not compute, per size
+    fail_while_down = false        # optional: failures also strike restarts and recovery reads
 
     [design]                       # optional, every key optional
     bounds = [1.0, 200.0]          # range of every interval
@@ -28,9 +29,13 @@ of identical jobs and the fleet-wide storage, power and design settings::
     bounds = [2.0, 60.0]           # optional: this group's design range (default: [design].bounds)
     write_limit = 0.25             # optional: the job's own write rate cap b (default: none)
     snapshot = 0.05                # optional: two-level checkpoints, the blocking snapshot s
+    recovery_read = 0.5            # optional: volume re-read after a restart (default 0)
 
 ``snapshot`` (docs/model.md §1d) is all or nothing: once one group has it, every group must,
 and the fleet checkpoints in two levels (the write then drains in the background).
+``recovery_read`` and ``fail_while_down`` are the recovery of docs/model.md §1e: after its
+restart a failed job re-reads that volume through the shared storage, and with
+``fail_while_down`` a failure during the restart or the read starts the recovery over.
 
 Every quantity may instead be a string with a unit (``"6.5 TB"``, ``"2 TB/s"``, ``"17 min"``,
 ``"700 W"``; `ckpt_jax._units`), with the operator's twins of some fields (``gpus``,
@@ -88,7 +93,8 @@ class FleetFileError(ValueError):
 class Group(NamedTuple):
     """``count`` identical jobs: size w, write volume d, MTBF M, restart R, interval T
     (None: Young's, `FleetSpec.young`), design bounds (lo, hi) (None: the fleet's), write
-    limit b (None: none) and snapshot s (None: blocking checkpoints; docs/model.md §1d)."""
+    limit b (None: none), snapshot s (None: blocking checkpoints; docs/model.md §1d) and
+    recovery read r (None: none; §1e)."""
 
     name: str
     count: int
@@ -100,6 +106,7 @@ class Group(NamedTuple):
     bounds: tuple | None = None
     write_limit: float | None = None
     snapshot: float | None = None
+    recovery_read: float | None = None
 
 
 class DesignSettings(NamedTuple):
@@ -129,6 +136,7 @@ class FleetSpec:
       power_policy, storage_policy: as `cj.Fleet`.
       delay, async_fraction: as `cj.Fleet` (default 0).
       recover_from, idle_power: as `cj.Fleet` (default "storage", 0).
+      fail_while_down: as `cj.Fleet` (default False; docs/model.md §1e).
       design: `DesignSettings`.
       time_unit: in a file with units, the unit reports show time in (its ``time_unit``,
         default "h"); every time is in seconds, every volume in bytes and every bandwidth
@@ -147,6 +155,7 @@ class FleetSpec:
     async_fraction: float = 0.0
     recover_from: str = "storage"
     idle_power: float = 0.0
+    fail_while_down: bool = False
     design: DesignSettings = DesignSettings()
     time_unit: str | None = None
     power_per_gpu: float | None = None
@@ -284,15 +293,20 @@ class FleetSpec:
             snapshot=self.snapshots() if self.has_snapshots else None,
             recover_from=self.recover_from,
             idle_power=self.idle_power,
+            recovery_read=self._per_job_or("recovery_read", 0.0),
+            fail_while_down=self.fail_while_down,
             dtype=dtype,
         )
 
     def to_dict(self) -> dict:
         """Plain data (for JSON), the file's fields with defaults filled in; the fields of
-        write limits, snapshots and the power draw (docs/model.md §1d) only where set."""
+        write limits, snapshots, the power draw (docs/model.md §1d) and the recovery (§1e) only
+        where set."""
         optional = {
             "write_limit": None,
             "snapshot": None,
+            "recovery_read": None,
+            "fail_while_down": False,
             "recover_from": "storage",
             "idle_power": 0.0,
             "time_unit": None,
@@ -312,6 +326,7 @@ class FleetSpec:
                 "async_fraction": self.async_fraction,
                 "recover_from": self.recover_from,
                 "idle_power": self.idle_power,
+                "fail_while_down": self.fail_while_down,
                 "time_unit": self.time_unit,
                 "power_per_gpu": self.power_per_gpu,
                 "design": {**self.design._asdict(), "bounds": list(self.bounds())},
@@ -436,6 +451,7 @@ _TOP = (
     "async_fraction",
     "recover_from",
     "idle_power",
+    "fail_while_down",
     "design",
     "groups",
     # with units (docs/guide/fleet-files.md)
@@ -455,6 +471,7 @@ _GROUP = (
     "bounds",
     "write_limit",
     "snapshot",
+    "recovery_read",
     # with units: twins of size, write, compute and write_limit
     "gpus",
     "checkpoint",
@@ -517,6 +534,7 @@ def _group(reader: _Reader, table, index: int, failure_rate: float | None) -> Gr
         per_node = reader.quantity(table[limit_key], f"{field}.{limit_key}", "bandwidth")
         write_limit = per_node * reader.integer(table["nodes"], f"{field}.nodes", low=1, high=10**9)
     snapshot = table.get("snapshot")
+    recovery_read = table.get("recovery_read")
     return Group(
         name=name,
         count=reader.integer(table["count"], f"{field}.count", low=1, high=COUNT_MAX),
@@ -530,6 +548,9 @@ def _group(reader: _Reader, table, index: int, failure_rate: float | None) -> Gr
         bounds=None if "bounds" not in table else reader.bounds(table["bounds"], f"{field}.bounds"),
         write_limit=write_limit,
         snapshot=None if snapshot is None else reader.quantity(snapshot, f"{field}.snapshot", "duration", strict=False),
+        recovery_read=None
+        if recovery_read is None
+        else reader.quantity(recovery_read, f"{field}.recovery_read", "size", strict=False),
     )
 
 
@@ -684,6 +705,7 @@ def _parse(data: dict, path: str) -> FleetSpec:
         async_fraction=async_fraction,
         recover_from=recover_from,
         idle_power=idle_power,
+        fail_while_down=reader.boolean(data.get("fail_while_down", False), "fail_while_down"),
         design=design,
         time_unit=time_unit,
         power_per_gpu=power_per_gpu,
@@ -722,7 +744,7 @@ def _engine_checks(reader: _Reader, spec: FleetSpec, dtype) -> None:
         for key in ("size", "write", "mtbf", "compute", "write_limit"):
             if getattr(group, key) is not None:
                 reader.engine_range(getattr(group, key), f"groups[{i}].{key}", dtype)
-        for key in ("restart", "snapshot"):  # 0 is allowed
+        for key in ("restart", "snapshot", "recovery_read"):  # 0 is allowed
             if (getattr(group, key) or 0.0) > 0:
                 reader.engine_range(getattr(group, key), f"groups[{i}].{key}", dtype)
         for end, value in enumerate(group.bounds or ()):
@@ -825,6 +847,7 @@ _FIELD_KINDS = {
     "compute": "duration",
     "write_limit": "bandwidth",
     "snapshot": "duration",
+    "recovery_read": "size",
 }
 
 
@@ -856,6 +879,8 @@ def dumps(spec: FleetSpec) -> str:
         lines.append(f"recover_from = {_toml(spec.recover_from)}")
     if spec.idle_power != 0:
         lines.append(f"idle_power = {_toml(spec.idle_power)}")
+    if spec.fail_while_down:
+        lines.append("fail_while_down = true")
     if units:
         lines.append(f"time_unit = {_toml(spec.time_unit)}")
     if spec.power_per_gpu is not None:

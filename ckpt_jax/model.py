@@ -138,6 +138,16 @@ class Fleet:
       recover_from: with ``snapshot``, what a failure keeps: ``"storage"`` (default; the last
         checkpoint whose drain ended) or ``"memory"`` (the last completed snapshot, held by
         peers). One rule for the whole batch.
+      recovery_read: recovery read r_i >= 0 (docs/model.md §1e), a volume: after a failure's
+        restart R_i the job re-reads its last persisted checkpoint as a storage user (it counts in
+        n_w and shares f(n_w) with the writers under the storage policy, at most at its
+        ``write_limit``), then computes its lost cycle again. It neither computes nor writes a
+        checkpoint meanwhile (idle power; not a writer in `WriterStats`; its time counts in
+        `JobStats.down_time`). Default 0: no read, the restart alone. Finite, a scalar or
+        broadcastable to (*B, N).
+      fail_while_down: the failure clock also runs during the restart and the recovery read
+        (docs/model.md §1e, Daly's model): a failure there starts the recovery over (R_i again,
+        then the read). Default False: no failures while down (§1c). One rule for the batch.
       idle_power: p_idle in [0, 1] (docs/model.md §1d): the draw of a job that does not
         compute (snapshot, waiting, blocking write, down) per unit of size; scalar or (*B,).
         Default 0. Used by ``SaveAt(power=True)`` only.
@@ -164,9 +174,11 @@ class Fleet:
     snapshot: jax.Array
     two_level: jax.Array
     idle_power: jax.Array
+    recovery_read: jax.Array
     power_policy: str
     storage_policy: str
     recover_from: str
+    fail_while_down: bool
 
     def __init__(
         self,
@@ -187,11 +199,15 @@ class Fleet:
         snapshot: ArrayLike | None = None,
         recover_from: str = "storage",
         idle_power: ArrayLike = 0.0,
+        recovery_read: ArrayLike = 0.0,
+        fail_while_down: bool = False,
         dtype=None,
     ):
         check_policy("power_policy", power_policy, POWER_POLICIES)
         check_policy("storage_policy", storage_policy, STORAGE_POLICIES)
         check_policy("recover_from", recover_from, RECOVERY_SOURCES)
+        if not isinstance(fail_while_down, (bool, np.bool_)):
+            raise ValueError(f"fail_while_down must be True or False, got {fail_while_down!r}")
         dtype = _float_dtype(dtype, compute, write, cap)
         compute_np = _as_float_array("compute", compute, dtype)
         write_np = _as_float_array("write", write, dtype)
@@ -237,6 +253,9 @@ class Fleet:
         batch_shape = job_shape[:-1]
         mtbf_np, restart_np = _failure_arrays(mtbf, restart, job_shape, dtype)
         limit_np, snapshot_np = _checkpoint_arrays(write_limit, snapshot, job_shape, dtype)
+        read_np = _per_job("recovery_read", recovery_read, 0.0, job_shape)
+        _refuse("recovery_read", read_np, ~(np.isfinite(read_np) & (read_np >= 0)), "finite and >= 0")
+        check_range("recovery_read", np.where(read_np > 0, read_np, 1.0), dtype)
 
         def per_fleet(name, value, default):
             arr = _as_float_array(name, default if value is None else value, dtype)
@@ -276,7 +295,14 @@ class Fleet:
                 f"async_fraction must be 0 with snapshot= (got {async_fraction!r}): a two-level checkpoint "
                 "computes at full speed while its drain runs (docs/model.md §1d)"
             )
-        check_queue_policy(storage_policy, snapshot=snapshot is not None, async_fraction=alpha_np, delay=delay_np)
+        check_queue_policy(
+            storage_policy,
+            snapshot=snapshot is not None,
+            async_fraction=alpha_np,
+            delay=delay_np,
+            recovery_read=read_np,
+            fail_while_down=bool(fail_while_down),
+        )
         table = throughput_table(throughput, n_jobs)
         try:
             table = np.broadcast_to(table, batch_shape + (n_jobs + 1,))
@@ -318,6 +344,7 @@ class Fleet:
         size_np = np.where(active_np, size_np, 1.0)
         limit_np = np.where(active_np, limit_np, np.inf)
         snapshot_np = np.where(active_np, snapshot_np, 0.0)
+        read_np = np.where(active_np, read_np, 0.0)
         fields = dict(
             compute=compute_np,
             write=write_np,
@@ -331,6 +358,7 @@ class Fleet:
             write_limit=limit_np,
             snapshot=snapshot_np,
             idle_power=idle_np,
+            recovery_read=read_np,
         )
         for name, value in fields.items():
             object.__setattr__(self, name, jnp.asarray(value, dtype=dtype))
@@ -339,12 +367,15 @@ class Fleet:
         object.__setattr__(self, "power_policy", power_policy)
         object.__setattr__(self, "storage_policy", storage_policy)
         object.__setattr__(self, "recover_from", recover_from)
+        object.__setattr__(self, "fail_while_down", bool(fail_while_down))
         # Static too: whether any size differs from 1, for code that sees the sizes only
         # as tracers (`jax.vmap` over fleets) and must still choose the rate rule.
         object.__setattr__(self, "_sized", bool(np.any(active_np & (size_np != 1))))
         # Static too, for the same reason: write limits and two-level checkpoints (§1d).
         object.__setattr__(self, "_limited", bool(np.any(active_np & np.isfinite(limit_np))))
         object.__setattr__(self, "_snapshots", snapshot is not None)
+        # Static too: whether some job re-reads its checkpoint after a failure (§1e).
+        object.__setattr__(self, "_reads", bool(np.any(read_np > 0)))
 
     def __repr__(self) -> str:
         # A summary, not the arrays (a fleet of 32 jobs printed 9 KB).
@@ -367,6 +398,7 @@ class Fleet:
                 ("restart", 0.0),
                 ("write_limit", np.inf),
                 ("idle_power", 0.0),
+                ("recovery_read", 0.0),
             )
             if np.any(np.asarray(getattr(self, name)) != default)
         ]
@@ -377,7 +409,8 @@ class Fleet:
             f"Fleet(batch_shape={self.batch_shape}, n_jobs={self.n_jobs}, active={n_active}, "
             f"dtype={np.dtype(self.dtype).name}, {', '.join(summary(name) for name in fields)}, "
             f"power_policy={self.power_policy!r}, storage_policy={self.storage_policy!r}"
-            + (f", recover_from={self.recover_from!r})" if self.has_snapshots else ")")
+            + (f", recover_from={self.recover_from!r}" if self.has_snapshots else "")
+            + (", fail_while_down=True)" if self.fail_while_down else ")")
         )
 
     # -- convenience ---------------------------------------------------------------
@@ -404,6 +437,12 @@ class Fleet:
     def has_snapshots(self) -> bool:
         """Whether the fleets checkpoint in two levels (``snapshot`` given, docs/model.md §1d)."""
         return bool(getattr(self, "_snapshots", False))
+
+    @property
+    def has_recovery_reads(self) -> bool:
+        """Whether some active job re-reads its checkpoint after a failure (``recovery_read`` > 0,
+        docs/model.md §1e)."""
+        return bool(getattr(self, "_reads", False))
 
     @property
     def has_write_limits(self) -> bool:
@@ -480,6 +519,7 @@ _FLEET_FIELDS = (
     "snapshot",
     "two_level",
     "idle_power",
+    "recovery_read",
 )
 
 
@@ -529,7 +569,16 @@ def _checkpoint_arrays(write_limit, snapshot, job_shape, dtype):
     return limit_np, snapshot_np
 
 
-_FLEET_STATIC = ("power_policy", "storage_policy", "recover_from", "_sized", "_limited", "_snapshots")
+_FLEET_STATIC = (
+    "power_policy",
+    "storage_policy",
+    "recover_from",
+    "fail_while_down",
+    "_sized",
+    "_limited",
+    "_snapshots",
+    "_reads",
+)
 
 
 def check_policy(name: str, value, allowed: tuple) -> str:

@@ -64,7 +64,9 @@ def n_expanding(n_jobs: int) -> int:
 # segments of L = T + d. Failures form a Poisson process of rate 1/M while the job is up; a
 # failure costs the segment so far and a restart of length R. The completed segments form a
 # renewal process whose cycle X has E[X] = (M + R)(e^{L/M} − 1) (derivation: docs/model.md,
-# claim 10). Everything below is that formula, its moments and its minimiser.
+# claim 10). Everything below is that formula, its moments and its minimiser. Where failures
+# also strike during the restart (Daly's model, docs/model.md §1e: ``fail_while_down``), a
+# restart takes M(e^{R/M} − 1) on average instead of R, and M + R becomes M·e^{R/M}.
 
 # ln 2 − 1/2: the write fraction d/M at which the optimal T/M is 1/2, where `optimal_interval`
 # switches from solving for x = T/M to solving for u = 1 − x.
@@ -98,17 +100,21 @@ def _floats(*values):
     return tuple(jnp.asarray(v, dtype) for v in values)
 
 
-def renewal_cycle_time(compute, write, mtbf, restart):
+def renewal_cycle_time(compute, write, mtbf, restart, *, fail_while_down=False):
     """Expected wall-clock time for one job alone to complete one cycle (compute + write)
-    under exponential failures: ``E[X] = (M + R)·(e^{(T + d)/M} − 1)`` (docs/model.md claim 10).
+    under exponential failures: ``E[X] = (M + R)·(e^{(T + d)/M} − 1)`` (docs/model.md claim 10),
+    or with failures while down ``E[X] = M·e^{R/M}·(e^{(T + d)/M} − 1)`` (§1e).
     All four arguments broadcast together; jnp arrays, differentiable.
 
     Args:
       compute: T > 0, the compute work of a cycle (time units at speed 1).
       write: d > 0, the wall-clock time of the job's solo write (its volume / f(1)).
       mtbf: M > 0 finite, the mean time between failures (a Poisson process in wall-clock time,
-        off while the job is down).
-      restart: R >= 0 finite, the time down after each failure.
+        off while the job is down unless ``fail_while_down``).
+      restart: R >= 0 finite, the time down after each failure. A lone job's recovery read
+        r adds its solo duration: pass R + r / min(b, f(1)) (docs/model.md §1e).
+      fail_while_down: failures also strike during the restart, which then starts over
+        (Daly's model; `ckpt_jax.Fleet`'s ``fail_while_down``). Default False.
 
     Returns:
       E[X], the broadcast shape of the inputs.
@@ -122,17 +128,42 @@ def renewal_cycle_time(compute, write, mtbf, restart):
     mtbf = _checked("mtbf", mtbf)
     restart = _checked("restart", restart, allow_zero=True)
     T, d, M, R = _floats(compute, write, mtbf, restart)
-    return (M + R) * jnp.expm1((T + d) / M)
+    return _per_failure(M, R, _checked_flag(fail_while_down)) * jnp.expm1((T + d) / M)
 
 
-def renewal_waste(compute, write, mtbf, restart):
+def _checked_flag(fail_while_down) -> bool:
+    if not isinstance(fail_while_down, (bool, np.bool_)):
+        raise ValueError(f"fail_while_down must be True or False, got {fail_while_down!r}")
+    return bool(fail_while_down)
+
+
+def _per_failure(M, R, fail_while_down: bool):
+    """The factor of E[X]: the mean up time before a failure plus the mean recovery, M + R, or
+    with failures while down M + M(e^{R/M} − 1) = M·e^{R/M}."""
+    return M * jnp.exp(R / M) if fail_while_down else M + R
+
+
+def _truncated_moments(M, L):
+    """Mean and variance of an Exp(M) time given that it is below L (a failure within a try of
+    length L): mean M − L p/q, second moment [2M² − p(L² + 2LM + 2M²)]/q, p = e^{−L/M}, q = 1 − p."""
+    p = jnp.exp(-L / M)
+    q = -jnp.expm1(-L / M)
+    safe = jnp.where(q > 0, q, 1)
+    mean = M - L * p / safe
+    second = (2 * M**2 - p * (L**2 + 2 * L * M + 2 * M**2)) / safe
+    return jnp.where(q > 0, mean, 0), jnp.where(q > 0, jnp.maximum(second - mean**2, 0), 0)
+
+
+def renewal_waste(compute, write, mtbf, restart, *, fail_while_down=False):
     """Long-run waste of one job alone with periodic checkpoints and exponential failures,
     ``1 − T / E[X]`` with ``E[X] = (M + R)·(e^{(T + d)/M} − 1)``: the fraction of wall-clock
     time that does not end up as compute saved by a completed write (docs/model.md claim 10).
+    With ``fail_while_down`` (§1e), ``M + R`` becomes ``M·e^{R/M}``.
 
     Args:
       compute, write, mtbf, restart: T > 0, d > 0, M > 0 finite, R >= 0 finite, as in
         `renewal_cycle_time`; they broadcast together. jnp arrays, differentiable in all four.
+      fail_while_down: failures also strike during the restart (`renewal_cycle_time`).
 
     Returns:
       The waste in [0, 1), the broadcast shape of the inputs.
@@ -143,19 +174,26 @@ def renewal_waste(compute, write, mtbf, restart):
     0.1004
     """
     compute = _checked("compute", compute)
-    T, cycle = _floats(compute, renewal_cycle_time(compute, write, mtbf, restart))
+    T, cycle = _floats(compute, renewal_cycle_time(compute, write, mtbf, restart, fail_while_down=fail_while_down))
     return 1 - T / cycle
 
 
-def renewal_cycle_moments(compute, write, mtbf, restart):
+def renewal_cycle_moments(compute, write, mtbf, restart, *, fail_while_down=False):
     """Mean and variance of the cycle time X of `renewal_cycle_time`.
 
     With L = T + d, p = e^{−L/M} (a try succeeds) and q = 1 − p:
     ``E[X] = (M + R)·q/p`` and ``Var[X] = [2(M + R)(M q − L p) − M² q² + R² q] / p²``
     (docs/model.md claim 10). The variance loses about (M/L)²·eps to cancellation for L ≪ M.
 
+    With ``fail_while_down`` (§1e) each failed try costs F + Y: F, the failure time given one
+    within L; Y, a restart of R that starts over at each failure (itself a sum of failed tries of
+    length R, then R). With N ~ Geometric (failed tries before the one that survives, mean q/p,
+    variance q/p²): ``E[X] = (q/p)·M·e^{R/M}`` and
+    ``Var[X] = (q/p)(Var F + Var Y) + (q/p²)(E F + E Y)²``.
+
     Args:
       compute, write, mtbf, restart: as in `renewal_cycle_time`.
+      fail_while_down: failures also strike during the restart (`renewal_cycle_time`).
 
     Returns:
       ``(mean, variance)``, each of the broadcast shape.
@@ -168,12 +206,22 @@ def renewal_cycle_moments(compute, write, mtbf, restart):
     L = T + d
     p = jnp.exp(-L / M)
     q = -jnp.expm1(-L / M)
+    if _checked_flag(fail_while_down):
+        fail_mean, fail_var = _truncated_moments(M, L)
+        # The restart: K failed tries of R (mean q_R/p_R, variance q_R/p_R²), then R itself.
+        p_restart, q_restart = jnp.exp(-R / M), -jnp.expm1(-R / M)
+        try_mean, try_var = _truncated_moments(M, R)
+        restart_mean = M * jnp.expm1(R / M)
+        restart_var = q_restart / p_restart * try_var + q_restart / p_restart**2 * try_mean**2
+        mean = q / p * M * jnp.exp(R / M)
+        variance = q / p * (fail_var + restart_var) + q / p**2 * (fail_mean + restart_mean) ** 2
+        return mean, jnp.maximum(variance, 0)
     mean = (M + R) * q / p
     variance = (2 * (M + R) * (M * q - L * p) - (M * q) ** 2 + R**2 * q) / p**2
     return mean, jnp.maximum(variance, 0)
 
 
-def renewal_waste_bounds(compute, write, mtbf, restart, horizon):
+def renewal_waste_bounds(compute, write, mtbf, restart, horizon, *, fail_while_down=False):
     """Bounds on the *expected* waste ``1 − E[useful work up to H] / H`` of one job alone over
     a finite horizon H, starting with a fresh cycle at t = 0.
 
@@ -186,12 +234,13 @@ def renewal_waste_bounds(compute, write, mtbf, restart, horizon):
     Args:
       compute, write, mtbf, restart: as in `renewal_cycle_time`.
       horizon: H > 0 finite.
+      fail_while_down: failures also strike during the restart (`renewal_cycle_time`).
 
     Returns:
       ``(low, high)``, each of the broadcast shape.
     """
     horizon = _checked("horizon", horizon)
-    mean, variance = renewal_cycle_moments(compute, write, mtbf, restart)
+    mean, variance = renewal_cycle_moments(compute, write, mtbf, restart, fail_while_down=fail_while_down)
     T, H, mean, variance = _floats(compute, horizon, mean, variance)
     waste = 1 - T / mean
     low = jnp.maximum(waste - T * variance / (mean**2 * H), 0)

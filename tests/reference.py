@@ -609,11 +609,14 @@ def simulate_realistic_reference(
     async_fraction=0,
     idle_power=0,
     compute_work=None,
+    recovery_read=None,
+    fail_while_down=False,
     exact=True,
     max_events=1000000,
 ):
     """Integrates a fleet with the mechanisms of docs/model.md §1d (write limits, two-level
-    checkpoints, power draw) and failures (§1c) exactly, event by event, from t = 0 to H.
+    checkpoints, power draw), failures (§1c) and the recovery of §1e (recovery reads, failures
+    while down) exactly, event by event, from t = 0 to H.
 
     Written apart from `simulate_failures_reference` (and from the engine), one job at a time.
     Per job, a state made of flags: ``down``; ``draining`` (a writer: a blocking write, or a
@@ -648,8 +651,20 @@ def simulate_realistic_reference(
     first lost cycle: ``compute_work(i, c)``, c the firing count less one if an unsafe
     checkpoint was in flight (not below 0).
 
+    Recovery (§1e). A job with r_i > 0 becomes a reader when it comes back from a failure
+    (at the restart's end, or at the failure itself where R_i = 0): it has r_i to read, is a
+    storage user exactly as a writer is (it counts among the n users sharing f(n), with its cap
+    b_i and its weight w_i; under `fcfs` it queues at the instant its read starts, ties by job
+    index among everyone who queues at that instant), computes nothing, and on the read's end
+    (step 1 of an instant, with the drains) goes on with the cycle the failure reset. Its read
+    time counts in ``down_time`` (and ``read_time``). Without ``fail_while_down`` a job can only
+    fail while up: listed times while it is down or reading are passed over (a time equal to
+    the read's end hits, as one at the restart's end does). With ``fail_while_down`` every
+    listed time hits, whatever the job does: a failure while down or reading loses nothing
+    more (nothing was computed) and starts the recovery over: down for R_i, then the read.
+
     Power: a computing job draws w_i times its compute rate; any other job (snapshot, waiting,
-    blocking write, down) draws ``idle_power`` * w_i.
+    blocking write, down, reading) draws ``idle_power`` * w_i.
 
     Args:
       compute, write: per-job T_i and d_i (length N).
@@ -666,6 +681,8 @@ def simulate_realistic_reference(
       idle_power: the draw per unit size of a job that does not compute.
       compute_work: optional ``compute_work(i, k)``, the work of job i's compute phase that
         starts after its k-th firing (k = 0: the phase after an initial write); default T_i.
+      recovery_read: None (no reads), one volume r >= 0 for every job, or per job r_i.
+      fail_while_down: failures also hit a job that is down or reading (§1e).
       exact: compute in Fractions (default), else in the inputs' own arithmetic.
       max_events: bound on the number of event instants before RuntimeError.
 
@@ -677,7 +694,8 @@ def simulate_realistic_reference(
       ``snapshot_time``, ``wait_time``, ``write_time`` (time as a writer), ``compute_time``,
       ``completed_write_time`` (drain start to end, over the completed checkpoints: from the
       firing, or with two-level checkpoints from the snapshot end),
-      ``failure_times`` (those that hit), ``restart_times``. Per fleet: ``event_times`` (the
+      ``failure_times`` (those that hit), ``restart_times``, ``read_time`` and ``read_ends``
+      (the instants recovery reads ended). Per fleet: ``event_times`` (the
       instants stepped; the last is H), ``power``: the draw as a list of (t_start, t_end, P)
       over the steps of positive length, covering [0, H], and ``total_size`` (sum of w_i).
     """
@@ -698,6 +716,8 @@ def simulate_realistic_reference(
     s = [num(x) for x in snapshot] if two_level else [zero] * n_jobs
     alpha = num(async_fraction)
     idle = num(idle_power)
+    reads = recovery_read if isinstance(recovery_read, (list, tuple)) else [recovery_read or 0] * n_jobs
+    r = [num(x) for x in reads]
     assert power_policy in ("maxmin", "uniform") and storage_policy in ("fair", "weighted", "fcfs")
     assert recover_from in ("storage", "memory")
     assert not (two_level and alpha > 0), "snapshots and async_fraction exclude each other"
@@ -712,6 +732,7 @@ def simulate_realistic_reference(
         return T[i] if compute_work is None else num(compute_work(i, k))
 
     down, back = [False] * n_jobs, [zero] * n_jobs
+    reading, read_left = [False] * n_jobs, [zero] * n_jobs
     draining, snapping, waiting = [False] * n_jobs, [False] * n_jobs, [False] * n_jobs
     write_left, snap_left, compute_left = [zero] * n_jobs, [zero] * n_jobs, [zero] * n_jobs
     fire_count = [0] * n_jobs
@@ -742,15 +763,16 @@ def simulate_realistic_reference(
             "write_time",
             "compute_time",
             "completed_write_time",
+            "read_time",
         )
     }
     out["failures"] = [0] * n_jobs
-    for name in ("fire_times", "end_times", "failure_times", "restart_times"):
+    for name in ("fire_times", "end_times", "failure_times", "restart_times", "read_ends"):
         out[name] = [[] for _ in range(n_jobs)]
     event_times, power = [], []
 
     def is_computing(i):
-        if down[i] or snapping[i] or waiting[i]:
+        if down[i] or reading[i] or snapping[i] or waiting[i]:
             return False
         return not draining[i] or two_level or alpha > 0
 
@@ -764,7 +786,14 @@ def simulate_realistic_reference(
         level = None if uncapped else maxmin_level(sizes, C)
         return {i: one if level is None or w[i] <= level else level / w[i] for i in computing}
 
-    started_now = []  # drains that start at this instant (fcfs: they queue by job index)
+    started_now = []  # drains and reads that start at this instant (fcfs: they queue by job index)
+
+    def come_back(i, now):
+        """The job is up again after a failure: it reads its checkpoint first, if it has one."""
+        out["restart_times"][i].append(now)
+        if r[i] > 0:
+            reading[i], read_left[i] = True, r[i]
+            started_now.append(i)
 
     def start_drain(i, now):
         draining[i], write_left[i], initial_drain[i], drain_start[i] = True, d[i], False, now
@@ -797,8 +826,8 @@ def simulate_realistic_reference(
         if len(event_times) == max_events:
             raise RuntimeError(f"reference did not finish within max_events={max_events}")
 
-        # Rates, constant until the next event.
-        writers = [i for i in range(n_jobs) if not down[i] and draining[i]]
+        # Rates, constant until the next event; readers use the storage as writers do.
+        writers = [i for i in range(n_jobs) if not down[i] and (draining[i] or reading[i])]
         computing = [i for i in range(n_jobs) if is_computing(i)]
         write_rate, compute_rate = [zero] * n_jobs, [zero] * n_jobs
         if writers:
@@ -823,7 +852,7 @@ def simulate_realistic_reference(
         relative = []
         for i in range(n_jobs):
             if write_rate[i] > 0:
-                relative.append(write_left[i] / write_rate[i])
+                relative.append((read_left[i] if reading[i] else write_left[i]) / write_rate[i])
             if compute_rate[i] > 0:
                 relative.append(compute_left[i] / compute_rate[i])
             if snapping[i] and not down[i]:
@@ -832,7 +861,7 @@ def simulate_realistic_reference(
         for i in range(n_jobs):
             if down[i]:
                 absolute.append(back[i])
-            elif next_failure[i] < len(failures_in[i]):
+            if (fail_while_down or not (down[i] or reading[i])) and next_failure[i] < len(failures_in[i]):
                 absolute.append(failures_in[i][next_failure[i]])
         t_next = min(absolute)
         if relative and t + min(relative) <= t_next:
@@ -844,10 +873,19 @@ def simulate_realistic_reference(
         # Advance every job linearly over [t, t_next).
         if dt > 0:
             power.append((t, t_next, draw))
-        drain_ended, snap_ended, compute_ended = [], [], []
+        drain_ended, snap_ended, compute_ended, read_ended = [], [], [], []
         for i in range(n_jobs):
             if down[i]:
                 out["down_time"][i] += dt
+                continue
+            if reading[i]:
+                out["down_time"][i] += dt
+                out["read_time"][i] += dt
+                if write_rate[i] > 0 and read_left[i] / write_rate[i] == dt:
+                    read_left[i] = zero
+                    read_ended.append(i)
+                else:
+                    read_left[i] -= write_rate[i] * dt
                 continue
             if draining[i]:
                 out["write_time"][i] += dt
@@ -880,7 +918,14 @@ def simulate_realistic_reference(
         t = t_next
         event_times.append(t)
 
-        # (1) drains that end: the checkpoint is persisted.
+        # (1) reads that end: the job computes again; drains that end: the checkpoint is persisted.
+        for i in read_ended:
+            reading[i] = False
+            queue.remove(i)
+            out["read_ends"][i].append(t)
+            # The failure clock, off while the job recovered, runs again: listed times passed over.
+            while not fail_while_down and next_failure[i] < len(failures_in[i]) and failures_in[i][next_failure[i]] < t:
+                next_failure[i] += 1
         for i in drain_ended:
             draining[i] = False
             queue.remove(i)
@@ -905,39 +950,48 @@ def simulate_realistic_reference(
         for i in drain_ended:
             if waiting[i]:
                 fire(i, t)
-        queue.extend(sorted(started_now))
-        started_now.clear()
-        # (5) restarts that end, then (6) failures that are due (of jobs that are up).
+        # (5) restarts that end, then (6) failures that are due (of jobs that are up, or of
+        # every job with fail_while_down).
         for i in range(n_jobs):
             if down[i] and back[i] == t:
                 down[i] = False
-                out["restart_times"][i].append(t)
+                come_back(i, t)
         for i in range(n_jobs):
             times = failures_in[i]
-            if down[i] or next_failure[i] >= len(times) or times[next_failure[i]] != t:
+            if next_failure[i] >= len(times) or times[next_failure[i]] != t:
+                continue
+            if not fail_while_down and (down[i] or reading[i]):
                 continue
             out["failures"][i] += 1
             out["failure_times"][i].append(t)
             unsafe = snapping[i] or (draining[i] and not safe[i])
             out["lost_work"][i] += uncovered[i] + (pending[i] if unsafe else zero)
             lost_cycle = max(fire_count[i] - (1 if unsafe else 0), 0)
-            if draining[i]:
-                queue.remove(i)  # the drain is abandoned: its end time stays None
+            if draining[i] or reading[i]:  # the drain (its end time stays None) or read is abandoned
+                if i in queue:
+                    queue.remove(i)
+                else:
+                    started_now.remove(i)
             draining[i], snapping[i], waiting[i], initial_drain[i] = False, False, False, False
+            reading[i], read_left[i], down[i] = False, zero, False
             write_left[i], snap_left[i] = zero, zero
             uncovered[i], pending[i], safe[i] = zero, zero, False
             compute_left[i] = work(i, lost_cycle)
             back[i] = t + R[i]
-            next_failure[i] += 1  # this one, then any time inside the down period
-            while next_failure[i] < len(times) and times[next_failure[i]] < back[i]:
+            next_failure[i] += 1  # this one, then (the clock off while down) any time inside the down period
+            while not fail_while_down and next_failure[i] < len(times) and times[next_failure[i]] < back[i]:
                 next_failure[i] += 1
             if R[i] == 0:
-                out["restart_times"][i].append(t)
+                come_back(i, t)
             else:
                 down[i] = True
+        # fcfs: who starts at this instant queues after everyone already queued, by job index.
+        queue.extend(sorted(started_now))
+        started_now.clear()
 
     out["uncovered_work"] = list(uncovered)
     out["pending_work"] = list(pending)
+    out["reading"] = list(reading)
     out["event_times"] = event_times
     out["power"] = power
     out["total_size"] = sum(w, zero)

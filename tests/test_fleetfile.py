@@ -93,6 +93,47 @@ def test_write_limits_snapshots_and_the_idle_draw_round_trip(tmp_path):
     assert plain.fleet().has_snapshots is False and plain.fleet().has_write_limits is False
 
 
+def test_recovery_reads_and_failures_while_down_round_trip(tmp_path):
+    text = TINY.replace('storage_policy = "weighted"', 'storage_policy = "weighted"\nfail_while_down = true').replace(
+        "compute = 3.0", "compute = 3.0\nrecovery_read = 0.75"
+    )
+    spec = loads(text, "t.toml")
+    assert spec.fail_while_down and spec.groups[0].recovery_read == 0.75 and spec.groups[1].recovery_read is None
+    fleet = spec.fleet(dtype=np.float64)
+    np.testing.assert_array_equal(np.asarray(fleet.recovery_read), [0.75, 0.75, 0.0])
+    assert fleet.fail_while_down and fleet.has_recovery_reads
+    path = tmp_path / "again.toml"
+    path.write_text(dumps(spec))
+    again = load(path)
+    assert again.groups == spec.groups and again.fail_while_down
+    assert again.to_dict() | {"path": None} == spec.to_dict() | {"path": None}
+    # A file without them is written and described as before; the fleet reads nothing.
+    plain = loads(TINY, "t.toml")
+    assert "fail_while_down" not in dumps(plain) and "recovery_read" not in dumps(plain)
+    assert "fail_while_down" not in plain.to_dict() and "recovery_read" not in plain.to_dict()["groups"][0]
+    assert not plain.fleet().fail_while_down and not plain.fleet().has_recovery_reads
+
+
+def test_a_recovery_read_with_units_is_a_size():
+    text = """
+time_unit = "min"
+[storage]
+peak = "2 TB/s"
+[[groups]]
+count = 2
+gpus = 8
+checkpoint = "100 GB"
+recovery_read = "0.5 TB"
+mtbf = "2 h"
+"""
+    spec = loads(text, "u.toml")
+    assert spec.groups[0].recovery_read == 0.5e12
+    assert 'recovery_read = "500000000000.0 B"' in dumps(spec)
+    assert loads(dumps(spec), "again.toml").groups == spec.groups
+    with pytest.raises(FleetFileError, match=r"groups\[0\]\.recovery_read"):
+        loads(text.replace('"0.5 TB"', '"3 min"'), "u.toml")
+
+
 @pytest.mark.parametrize(
     "changes, field, message",
     [
@@ -170,6 +211,7 @@ GROUP_FIELDS = {
     "name": ['""', "3", '"' + "x" * 41 + '"'],
     "write_limit": ["0", "-1", "nan", "inf", '"x"'],
     "snapshot": ["-0.1", "nan", "inf", '"x"', "true"],
+    "recovery_read": ["-0.1", "nan", "inf", '"x"', "true"],
 }
 TOP_FIELDS = {
     "throughput": ['"fast"', "3", "[1.0, 2.0]", "[1.0, -1.0, 1.0]"],
@@ -180,6 +222,7 @@ TOP_FIELDS = {
     "async_fraction": ["-0.1", "1.5"],
     "recover_from": ['"disk"', "1"],
     "idle_power": ["-0.1", "1.5", "nan", '"x"'],
+    "fail_while_down": ["1", '"yes"', "0.0"],
 }
 DESIGN_FIELDS = {
     "bounds": ["[1.0]", "[5.0, 1.0]", "[2.0, 2.0]", "[0.0, 1.0]", "3", "[1.0, inf]"],

@@ -392,7 +392,13 @@ def test_fast_methods_refuse_them_by_name_and_auto_takes_the_general_engine(poli
 @pytest.mark.parametrize("policy", ["fcfs_nonblocking", "cooperative"])
 @pytest.mark.parametrize(
     "kwargs, word",
-    [(dict(snapshot=0.1), "snapshot"), (dict(async_fraction=0.5), "async_fraction"), (dict(delay=0.2), "delay")],
+    [
+        (dict(snapshot=0.1), "snapshot"),
+        (dict(async_fraction=0.5), "async_fraction"),
+        (dict(delay=0.2), "delay"),
+        (dict(mtbf=10.0, recovery_read=0.5), "recovery_read"),
+        (dict(mtbf=10.0, fail_while_down=True), "fail_while_down"),
+    ],
 )
 def test_unsupported_combinations_are_refused(policy, kwargs, word):
     with pytest.raises(ValueError, match=word):

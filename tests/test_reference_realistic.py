@@ -221,3 +221,100 @@ def test_power_draw_and_its_steps():
     assert same["n_changes"] == 1 and same["n_steps"] == 0 and same["largest_drop"] == 1
     run = simulate_realistic_reference([2, 2], [1, 1], 3, failure_times=[[0], []], restart=1)
     assert run["event_times"][0] == 0 and run["power"][0] == (0, 1, 1)
+
+
+# --- recovery reads and failures while down (docs/model.md §1e) -------------------------------
+
+
+@pytest.mark.parametrize("power, storage", POLICIES)
+def test_without_reads_or_down_failures_it_is_todays_reference(power, storage):
+    # recovery_read = 0 (each job) is today's model whatever fail_while_down says where R = 0;
+    # with R > 0, recovery_read = 0 and fail_while_down off are today's model too.
+    rng = random.Random(500 + POLICIES.index((power, storage)))
+    for _ in range(4):
+        fleet = _random_fleet(rng, rng.randint(2, 4), rng.random() < 0.5)
+        n_jobs = len(fleet["compute"])
+        failures = [sorted({Q(rng.randint(0, 60), 4) for _ in range(rng.randint(0, 4))}) for _ in range(n_jobs)]
+        restart = [Q(rng.randint(0, 4), 4) for _ in range(n_jobs)]
+        limits = [rng.choice([None, Q(rng.randint(1, 8), 4)]) for _ in range(n_jobs)]
+        args = dict(fleet, horizon=Q(15), failure_times=failures, power_policy=power, storage_policy=storage)
+        args.update(write_limit=limits, idle_power=Q(1, 4))
+        today = simulate_realistic_reference(restart=restart, **args)
+        no_reads = simulate_realistic_reference(restart=restart, recovery_read=[0] * n_jobs, **args)
+        assert no_reads == today
+        instant = simulate_realistic_reference(restart=0, **args)
+        assert simulate_realistic_reference(restart=0, recovery_read=0, fail_while_down=True, **args) == instant
+
+
+def test_a_reader_shares_the_storage_with_a_writer_by_hand():
+    # f = 1, T = (3, 2), d = 1, R = 1/2, r = (2, 0). Job 1 fires at 2 and writes. Job 0 fails
+    # at 2 (loses 2) and reads from 5/2: two storage users at 1/2 each, so job 1's write (1/2
+    # left) ends at 7/2; job 0 has read 1/2 by then and the other 3/2 alone by 5. It computes
+    # to 8, fires and writes alone until 17/2, then with job 1 (fired at 17/2) to 19/2.
+    run = simulate_realistic_reference(
+        [3, 2], [1, 1], 14, failure_times=[[2], []], restart=Q(1, 2), recovery_read=[2, 0]
+    )
+    assert run["fire_times"] == [[8, Q(25, 2)], [2, Q(11, 2), Q(17, 2), 12]]
+    assert run["end_times"] == [[Q(19, 2), 14], [Q(7, 2), Q(13, 2), 10, Q(27, 2)]]
+    assert run["read_ends"] == [[5], []] and run["read_time"] == [Q(5, 2), 0]
+    assert run["down_time"] == [3, 0] and run["write_time"][1] == 1 + Q(3, 2) + 1 + Q(3, 2) + Q(1, 2)
+    assert run["lost_work"] == [2, 0] and run["useful_work"] == [6, 8]
+
+
+def test_a_reader_queues_under_fcfs_and_reads_at_its_limit():
+    # fcfs: job 1 fires at 2 and drains alone to 3; job 0 (failed at 2, R = 1/2) queues for
+    # its read at 5/2, behind job 1, and reads 2 from 3 to 5, then computes to 8.
+    run = simulate_realistic_reference(
+        [3, 2], [1, 1], 8, failure_times=[[2], []], restart=Q(1, 2), recovery_read=[2, 0], storage_policy="fcfs"
+    )
+    assert run["read_ends"] == [[5], []] and run["fire_times"][0] == [8] and run["end_times"][1][0] == 3
+    # A lone job's read drains at min(b, f(1)) = 1/2: it fails at 2 (T = 3), is down to 3 and
+    # reads 2 from 3 to 7, computes to 10 and writes 1 at 1/2 until 12.
+    run = simulate_realistic_reference(
+        [3], [1], 12, failure_times=[[2]], restart=1, recovery_read=2, write_limit=[Q(1, 2)]
+    )
+    assert run["read_ends"] == [[7]] and run["fire_times"] == [[10]] and run["end_times"] == [[12]]
+
+
+def test_failures_while_down_restart_the_recovery_by_hand():
+    # f = 1, T = 2, d = 1, R = 1, r = 1; failures listed at 1, 5/2 and 7/2.
+    # fail_while_down: down 1 to 2, read from 2; 5/2 hits the read: down to 7/2, where the
+    # read starts and 7/2 hits it at once: down to 9/2, read to 11/2, compute to 15/2.
+    run = simulate_realistic_reference(
+        [2], [1], 9, failure_times=[[1, Q(5, 2), Q(7, 2)]], restart=1, recovery_read=1, fail_while_down=True
+    )
+    assert run["failures"] == [3] and run["lost_work"] == [1]
+    assert run["restart_times"] == [[2, Q(7, 2), Q(9, 2)]] and run["read_ends"] == [[Q(11, 2)]]
+    assert run["down_time"] == [Q(9, 2)] and run["read_time"] == [Q(3, 2)]
+    assert run["fire_times"] == [[Q(15, 2)]] and run["end_times"] == [[Q(17, 2)]]
+    # Off: 5/2 falls in the read and is passed over; 7/2 hits the redo (1/2 done by then).
+    run = simulate_realistic_reference([2], [1], 9, failure_times=[[1, Q(5, 2), Q(7, 2)]], restart=1, recovery_read=1)
+    assert run["failures"] == [2] and run["lost_work"] == [Q(3, 2)] and run["failure_times"] == [[1, Q(7, 2)]]
+    assert run["restart_times"] == [[2, Q(9, 2)]] and run["read_ends"] == [[3, Q(11, 2)]]
+    assert run["down_time"] == [4] and run["read_time"] == [2]
+    assert run["fire_times"] == [[Q(15, 2)]] and run["end_times"] == [[Q(17, 2)]]
+    # A time equal to the read's end hits the job, which is up again (read ends come first).
+    run = simulate_realistic_reference([2], [1], 9, failure_times=[[1, 3]], restart=1, recovery_read=1)
+    assert run["failure_times"] == [[1, 3]] and run["lost_work"] == [1]
+
+
+def test_recovery_conserves_time():
+    # Every job's time is spent computing, writing (alpha = 0), snapshotting or recovering.
+    rng = random.Random(77)
+    for storage in ("fair", "weighted", "fcfs"):
+        for down in (False, True):
+            fleet = _random_fleet(rng, 3, True)
+            failures = [sorted({Q(rng.randint(0, 60), 4) for _ in range(rng.randint(1, 5))}) for _ in range(3)]
+            run = simulate_realistic_reference(
+                horizon=Q(15),
+                failure_times=failures,
+                restart=[Q(rng.randint(0, 4), 4) for _ in range(3)],
+                recovery_read=[Q(rng.randint(0, 6), 4) for _ in range(3)],
+                fail_while_down=down,
+                storage_policy=storage,
+                **fleet,
+            )
+            for i in range(3):
+                assert run["compute_time"][i] + run["write_time"][i] + run["down_time"][i] == 15
+                assert run["read_time"][i] <= run["down_time"][i]
+                assert run["failures"][i] == len(run["failure_times"][i])

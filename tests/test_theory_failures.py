@@ -355,6 +355,105 @@ def test_cycle_moments_match_direct_draws():
     assert abs(cycle.var() - variance) <= Z_LIMIT * math.sqrt((fourth - variance**2) / n)
 
 
+# --- failures while down (docs/model.md §1e): the formula against the engine ----------------
+
+
+def engine_waste(compute, write, mtbf, restart, read, limit, n_fleets, horizon, seed, fail_while_down=True):
+    """Waste and failure counts of one job alone over ``n_fleets`` independent failure draws of
+    the engine (`cj.simulate`), with restart R and a recovery read r at the write limit b."""
+    fleet = cj.Fleet(
+        np.full((n_fleets, 1), compute),
+        np.full((n_fleets, 1), write),
+        mtbf=mtbf,
+        restart=restart,
+        recovery_read=read,
+        write_limit=limit,
+        fail_while_down=fail_while_down,
+    )
+    out = cj.simulate(
+        fleet,
+        cj.initial_state(fleet),
+        n_fires=None,
+        until=horizon,
+        key=jax.random.key(seed),
+        save=cj.SaveAt(trace=False, jobs=True),
+    )
+    assert bool(np.all(out.ok))
+    return np.asarray(out.jobs.waste)[:, 0], np.asarray(out.jobs.failures)[:, 0]
+
+
+def down_failure_z(compute, write, mtbf, restart, read, limit, n_fleets=1000, seed=0):
+    """z of the engine's mean waste against the renewal formula with failures while down (at R
+    plus the lone read r / b, and the write d / b), corrected for the finite horizon's bias
+    (E N(H) = H/μ + (σ² − μ²)/(2μ²) + o(1), as `tests/test_failures.py` does), and z of the wrong
+    model (M + R) and of the failure count (the clock never stops: E failures = H / M)."""
+    rate = min(limit, 1.0)  # f = 1: a lone job writes and reads at min(b, f(1))
+    write_time, recovery = write / rate, restart + read / rate
+    horizon = 200 * (compute + write_time)
+    waste, failures = engine_waste(compute, write, mtbf, restart, read, limit, n_fleets, horizon, seed)
+    error = waste.std(ddof=1) / math.sqrt(n_fleets)
+
+    def expected(fail_while_down):
+        mean, variance = (
+            float(x)
+            for x in theory.renewal_cycle_moments(compute, write_time, mtbf, recovery, fail_while_down=fail_while_down)
+        )
+        return 1 - compute / mean - compute * (variance - mean**2) / (2 * mean**2 * horizon)
+
+    count_z = (failures.mean() - horizon / mtbf) / math.sqrt(horizon / mtbf / n_fleets)
+    return (waste.mean() - expected(True)) / error, (waste.mean() - expected(False)) / error, count_z
+
+
+DOWN_CASES = [
+    # compute, write, mtbf, restart, recovery read, write limit
+    (10.0, 1.0, 20.0, 4.0, 0.0, 1.0),  # a restart of R/M = 0.2
+    (10.0, 1.5, 20.0, 2.0, 3.0, 0.75),  # R = 2, then a read of 3 at b = 0.75 (4 long)
+    (4.0, 0.5, 8.0, 6.0, 0.0, math.inf),  # R/M = 0.75: often hit while down
+]
+
+
+@pytest.mark.parametrize("case", DOWN_CASES)
+def test_failures_while_down_match_the_renewal_formula(case):
+    z, wrong, count_z = down_failure_z(*case)
+    assert abs(z) < Z_LIMIT, (z, wrong)
+    assert abs(wrong) > 2 * Z_LIMIT, (z, wrong)  # the test tells the two models apart
+    assert abs(count_z) < Z_LIMIT, count_z
+
+
+def test_failures_while_down_cycle_moments_match_direct_draws():
+    # The cycle drawn directly: tries of L until one survives; after each failure a restart of R
+    # that starts over at every failure within it.
+    compute, write, mtbf, restart = 1.0, 0.2, 1.5, 0.4
+    length, rng, n = compute + write, np.random.default_rng(4), 200000
+    cycle, open_ = np.zeros(n), np.ones(n, bool)
+    while open_.any():
+        idx = np.flatnonzero(open_)
+        life = rng.exponential(mtbf, idx.size)
+        survived = life >= length
+        cycle[idx] += np.where(survived, length, life)
+        down = ~survived
+        while down.any():
+            j = np.flatnonzero(down)
+            again = rng.exponential(mtbf, j.size)
+            back = again >= restart
+            cycle[idx[j]] += np.where(back, restart, again)
+            down[j[back]] = False
+        open_[idx[survived]] = False
+    mean, variance = (
+        float(x) for x in theory.renewal_cycle_moments(compute, write, mtbf, restart, fail_while_down=True)
+    )
+    assert mean == pytest.approx(mtbf * math.exp(restart / mtbf) * math.expm1(length / mtbf), rel=1e-12)
+    assert abs(cycle.mean() - mean) <= Z_LIMIT * math.sqrt(variance / n)
+    fourth = np.mean((cycle - cycle.mean()) ** 4)
+    assert abs(cycle.var() - variance) <= Z_LIMIT * math.sqrt((fourth - variance**2) / n)
+    # R = 0: the two models are one.
+    for function in (theory.renewal_cycle_moments, theory.renewal_waste, theory.renewal_waste_bounds):
+        args = (compute, write, mtbf, 0.0) + ((50.0,) if function is theory.renewal_waste_bounds else ())
+        np.testing.assert_allclose(function(*args, fail_while_down=True), function(*args), rtol=1e-13)
+    with pytest.raises(ValueError, match="fail_while_down must be True or False"):
+        theory.renewal_waste(compute, write, mtbf, restart, fail_while_down="yes")
+
+
 # --- the formula's own properties ------------------------------------------------------------
 
 

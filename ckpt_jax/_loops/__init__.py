@@ -185,8 +185,8 @@ def choose_paths(fleet: Fleet, uses: Variants, method: str, save=None) -> np.nda
     engine. Fleets with failures (``mtbf``) always run on the general engine. An explicit
     method is applied to every fleet, or raises `ValueError` where it is not exact.
     ``uses``: the fleet's `variants` (with its jitter), computed once by the caller.
-    Write limits, two-level checkpoints and ``save.power`` (docs/model.md §1d) are exact on
-    the general engine only, as failures are.
+    Write limits, two-level checkpoints and ``save.power`` (docs/model.md §1d), recovery reads
+    and failures while down (§1e) are exact on the general engine only, as failures are.
     """
     batch = fleet.batch_shape
     general_only = general_only_reason(fleet, uses, save)
@@ -222,7 +222,11 @@ def choose_paths(fleet: Fleet, uses: Variants, method: str, save=None) -> np.nda
 
 
 def general_only_reason(fleet: Fleet, uses: Variants, save=None) -> str:
-    """What in the run only the general engine serves, by name, or "" (docs/model.md §1c, §1d)."""
+    """What in the run only the general engine serves, by name, or "" (docs/model.md §1c-§1e)."""
+    if fleet.has_recovery_reads:
+        return "recovery_read (docs/model.md §1e): recovery reads are storage users of the general engine only"
+    if fleet.fail_while_down:
+        return "fail_while_down (docs/model.md §1e): failures are events of the general engine only"
     if fleet.has_failures:
         return "failures (mtbf, docs/model.md §1c): they are events of the general engine only"
     if np.any(uses.limits):

@@ -39,6 +39,9 @@ class RunConfig:
         (`ckpt_jax._rates.Sharing`).
       use_snapshot: some fleet checkpoints in two levels (docs/model.md §1d).
       recover_from: what a failure of a two-level job keeps, ``"storage"`` or ``"memory"``.
+      use_recovery: some job re-reads its checkpoint after a failure (``recovery_read``,
+        docs/model.md §1e): the readers are storage users of the general loop.
+      fail_while_down: the failure clock runs during restarts and recovery reads (§1e).
     """
 
     path: str = "general"
@@ -56,6 +59,8 @@ class RunConfig:
     sharing: Sharing = Sharing()
     use_snapshot: bool = False
     recover_from: str = "storage"
+    use_recovery: bool = False
+    fail_while_down: bool = False
 
     @property
     def use_power(self) -> bool:

@@ -31,6 +31,17 @@ lost cycle again from the start: T_i, or with jitter the same draw as the lost c
 (redo of compute phase c uses `jitter_work` index c, where c is the job's fire count, less
 one if its write was in progress: that write covered phase c − 1).
 
+Recovery reads and failures while down (docs/model.md §1e). With ``recovery_read`` r_i > 0
+the restart's end (the failure itself where R_i = 0) starts a read of r_i: the job is then a
+storage user (``WorkCarry.reading``; the loop counts it in n_w and shares f with the writers)
+that does not compute, and the read's end resumes its lost cycle. Its time counts as time down.
+Without ``fail_while_down`` the failure clock is off during the restart and the read: the next
+failure is drawn at the read's end (memoryless, so ``read end + Exp(M_i)``, with the same index
+as before; listed times inside the recovery are discarded). With ``fail_while_down`` the clock
+never stops: failure n + 1 comes at ``failure n + Exp(M_i)`` (the first listed time after it),
+and one that hits a job in its restart or read starts the recovery over (R_i, then the read);
+it loses nothing, as the job has computed nothing since.
+
 The accounting keeps exact sums: a compute phase adds its full work (``phase_work``) when it
 completes, so without failures the useful work of a deterministic job is exactly its
 completed writes times T_i (after a start at a full phase).
@@ -70,6 +81,8 @@ class WorkCarry(NamedTuple):
         else None (it is the useful work).
       safe: (N,) bool, the checkpoint in progress has completed its snapshot (its work is
         useful already; with ``persisted`` only).
+      reading: (N,) bool, the job re-reads its checkpoint after a restart (docs/model.md
+        §1e; the loop keeps the volume left in its ``write_left``), or None where no job reads.
     """
 
     down: jax.Array
@@ -84,6 +97,7 @@ class WorkCarry(NamedTuple):
     failures: jax.Array
     persisted: jax.Array | None = None
     safe: jax.Array | None = None
+    reading: jax.Array | None = None
 
 
 def failure_time(params: Params, after, index, failed_at=None):
@@ -114,11 +128,14 @@ def failure_time(params: Params, after, index, failed_at=None):
     return jnp.where(fails, after + gap * jnp.where(fails, params.mtbf, 1), jnp.inf).astype(dtype)
 
 
-def init(params: Params, compute_left, use_failures: bool, memory: bool = False) -> WorkCarry:
+def init(
+    params: Params, compute_left, use_failures: bool, memory: bool = False, use_recovery: bool = False
+) -> WorkCarry:
     """The accounting at t = 0. Work done before t = 0 counts nowhere: an initial write
     saves nothing, an initially computing job's first write saves only what it computed
     after t = 0 (its ``remaining``). ``memory``: two-level checkpoints recovered from
-    memory (useful work counts at the snapshot, persisted work at the drain's end)."""
+    memory (useful work counts at the snapshot, persisted work at the drain's end);
+    ``use_recovery``: the recovery reads' state (docs/model.md §1e)."""
     dtype = params.compute.dtype
     n_jobs = params.compute.shape[0]
     zeros = jnp.zeros(n_jobs, dtype)
@@ -138,6 +155,7 @@ def init(params: Params, compute_left, use_failures: bool, memory: bool = False)
         failures=jnp.zeros(n_jobs, jnp.int32),
         persisted=zeros if memory else None,
         safe=jnp.zeros(n_jobs, bool) if memory else None,
+        reading=jnp.zeros(n_jobs, bool) if use_recovery and use_failures else None,
     )
 
 
@@ -179,6 +197,8 @@ def switch(
     snapping=None,
     starts=None,
     memory: bool = False,
+    read_ends=None,
+    fail_while_down: bool = False,
 ):
     """The accounting of one instant, after the loop's write ends, snapshot ends and
     firings, then (with ``use_failures``) its restart ends and failures, in that order.
@@ -188,12 +208,18 @@ def switch(
     starts). With ``memory`` (docs/model.md §1d) a checkpoint's work is useful when its
     snapshot ends and persisted when its drain ends, and a failure keeps it from then on.
 
-    Returns ``(work, draining, waiting, write_left, compute_left, snapping)``: the failed
-    jobs have abandoned their snapshot or write and restart their lost cycle. Lanes not
-    ``running`` are returned unchanged (a batched while_loop steps them too).
+    ``read_ends``: the recovery reads that ended at this instant (where ``work.reading`` is
+    kept, docs/model.md §1e); ``fail_while_down``: failures hit restarts and reads too.
+
+    Returns ``(work, draining, waiting, write_left, compute_left, snapping, read_starts)``:
+    the failed jobs have abandoned their snapshot or write and restart their lost cycle;
+    ``read_starts`` (the reads that start at this instant, their ``write_left`` set to r_i) is
+    None without recovery reads. Lanes not ``running`` are returned unchanged (a batched
+    while_loop steps them too).
     """
     dtype = params.compute.dtype
-    down_time = work.down_time + jnp.where(work.down & running, dt, 0).astype(dtype)
+    recovering = work.down if work.reading is None else work.down | work.reading
+    down_time = work.down_time + jnp.where(recovering & running, dt, 0).astype(dtype)
     # A completed write saves the work its firing moved into ``pending``; a completed
     # compute phase adds its full work; a firing moves the uncovered work into its write.
     persisted, safe = work.persisted, work.safe
@@ -222,10 +248,22 @@ def switch(
         persisted=persisted,
         safe=safe,
     )
+    read_starts = None
     if use_failures:
         restarts = running & work.down & snapped(restart_dt, 1.0, 0.0, dt, time, dtype)
         down = work.down & ~restarts
-        fails = running & params.active & ~down & snapped(failure_dt, 1.0, 0.0, dt, time, dtype)
+        listed = params.failure_times is not None
+        reading, next_failure = work.reading, work.next_failure
+        if reading is not None:  # reads end, restarts start reads (§1e)
+            read_volume = params.recovery_read
+            assert read_ends is not None and read_volume is not None
+            reads = read_volume > 0
+            reading = (reading & ~read_ends) | (restarts & reads)
+            if not fail_while_down:  # the clock starts again where the read ends
+                again = failure_time(params, jnp.broadcast_to(time, next_failure.shape), work.failures)
+                next_failure = jnp.where(read_ends, again, next_failure)
+        hit = params.active if fail_while_down else params.active & ~down
+        fails = running & hit & snapped(failure_dt, 1.0, 0.0, dt, time, dtype)
         progress = phase_work - compute_left
         exposed = pending if safe is None else jnp.where(safe, 0, pending)
         lost = work.lost_work + jnp.where(fails, exposed + uncovered + progress, 0)
@@ -239,13 +277,24 @@ def switch(
             redo = jitter_works(params.job_keys, params.compute, params.jitter, cycle)
         else:
             redo = params.compute
-        if params.failure_times is None:
-            back = time + params.restart
-            upcoming = failure_time(params, back, work.failures + 1)
-        else:  # from the listed time, which the clock may miss by an ulp
-            back = work.next_failure + params.restart
-            upcoming = failure_time(params, back, work.failures + 1, failed_at=work.next_failure)
-        next_failure = jnp.where(fails, upcoming, work.next_failure)
+        # From the listed time, which the clock may miss by an ulp.
+        failed_at = work.next_failure if listed else jnp.broadcast_to(time, work.next_failure.shape)
+        back = failed_at + params.restart
+        # The clock runs again from the restart's end (§1c), or never stops (§1e).
+        clock_from = failed_at if fail_while_down else back
+        if listed:
+            upcoming = failure_time(params, clock_from, work.failures + 1, failed_at=work.next_failure)
+        else:
+            upcoming = failure_time(params, clock_from, work.failures + 1)
+        if reading is not None:
+            restarts_read = fails & reads & (params.restart == 0)  # R_i = 0: the read starts now
+            if not fail_while_down:  # drawn where the read ends
+                upcoming = jnp.where(reads, jnp.asarray(jnp.inf, dtype), upcoming)
+            read_starts = (reading & (restarts & ~fails)) | restarts_read
+            reading = (reading & ~fails) | restarts_read
+            write_left = jnp.where(fails, 0, write_left)
+            write_left = jnp.where(read_starts, read_volume, write_left)
+        next_failure = jnp.where(fails, upcoming, next_failure)
         new = WorkCarry(
             down=down | (fails & (params.restart > 0)),
             up_at=jnp.where(fails, back, work.up_at),
@@ -259,11 +308,13 @@ def switch(
             failures=work.failures + fails.astype(jnp.int32),
             persisted=persisted,
             safe=None if safe is None else safe & ~fails,
+            reading=reading,
         )
         draining = draining & ~fails
         snapping = None if snapping is None else snapping & ~fails
         waiting = waiting & ~fails
-        write_left = jnp.where(fails, 0, write_left)
+        if reading is None:
+            write_left = jnp.where(fails, 0, write_left)
         compute_left = jnp.where(fails, redo, compute_left)
     new = jax.tree_util.tree_map(lambda a, b: jnp.where(running, a, b), new, work)
-    return new, draining, waiting, write_left, compute_left, snapping
+    return new, draining, waiting, write_left, compute_left, snapping, read_starts

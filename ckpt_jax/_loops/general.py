@@ -119,11 +119,13 @@ def init_carry(
     use_snapshot: bool = False,
     memory: bool = False,
     use_power: bool = False,
+    use_recovery: bool = False,
 ) -> Carry:
     """The carry at t = 0; ``track_work`` (static) adds the work accounting, and
     ``use_failures`` (static) the failure state, of `failures.WorkCarry`; ``use_snapshot``
     the snapshot state of two-level checkpoints (``memory``: recovered from memory) and
-    ``use_power`` the power draw (docs/model.md §1d)."""
+    ``use_power`` the power draw (docs/model.md §1d); ``use_recovery`` the recovery reads
+    (docs/model.md §1e)."""
     dtype = params.compute.dtype
     n_jobs = params.compute.shape[0]
     draining = params.active & (state_phase == 1)
@@ -155,7 +157,7 @@ def init_carry(
         status=jnp.zeros((), jnp.int32),
         # The queueing policies always keep the accounting: a write covers what its job did
         # up to the grant (docs/model.md §1e).
-        work=failures.init(params, compute_left, use_failures, memory)
+        work=failures.init(params, compute_left, use_failures, memory, use_recovery)
         if track_work or use_failures or sharing.storage in QUEUE_POLICIES
         else None,
         snapping=jnp.zeros(n_jobs, bool) if use_snapshot else None,
@@ -165,16 +167,30 @@ def init_carry(
     )
 
 
-def rates(params: Params, carry: Carry, use_delay: bool, use_async: bool = True, sharing: Sharing = Sharing()):
+def rates(
+    params: Params,
+    carry: Carry,
+    use_delay: bool,
+    use_async: bool = True,
+    sharing: Sharing = Sharing(),
+    reading=None,
+):
     """Piecewise-constant rates of every job between now and the next event.
 
-    Returns ``(drains, write_rate, computing, compute_rate)``: the writers that drain now
-    (all writers but those queued behind the head under "fcfs"), their rate, the jobs
-    drawing compute power and their rate."""
+    ``reading``: (N,) the jobs that re-read their checkpoint after a failure (docs/model.md
+    §1e), or None: storage users like the writers (in n_w, sharing f under the policy, at
+    most at their limit b_i), and not computing.
+
+    Returns ``(drains, write_rate, computing, compute_rate)``: the storage users that drain
+    now (all but those queued behind the head under "fcfs"), their rate, the jobs drawing
+    compute power and their rate."""
     dtype = params.compute.dtype
     writers = params.active & carry.draining
-    n_writers = jnp.sum(writers)
     computing = computing_mask(params, carry.draining, carry.waiting, use_async, carry.snapping)
+    if reading is not None:
+        writers = writers | (params.active & reading)
+        computing = computing & ~reading
+    n_writers = jnp.sum(writers)
     load = controller_load(sharing, params.size, computing, params.cap)
     if use_delay:
         # τ = 0 fleets bypass the queue, so they reproduce the base model bit for bit.
@@ -330,6 +346,8 @@ def switch(
     use_snapshot: bool = False,
     memory: bool = False,
     use_power: bool = False,
+    use_recovery: bool = False,
+    fail_while_down: bool = False,
 ):
     """`step` without writing the trace buffers: returns (carry, fire_slot, end_slot,
     fires, ends), the last two (N,) masks of the jobs that fired / ended a write.
@@ -346,15 +364,21 @@ def switch(
     starts the drain (a writer) and the next compute phase; a fleet without snapshots, or
     with s_i = 0, starts the drain at the firing. ``memory``: failures recover from the
     last snapshot. ``use_power``: the carry's ``draw`` is the fleet's power draw during
-    the interval stepped.
+    the interval stepped. ``use_recovery``: after its restart a failed job re-reads its
+    checkpoint (``Params.recovery_read``) as a storage user, then computes (docs/model.md
+    §1e); ``fail_while_down``: failures also hit restarts and reads (§1e).
     """
     dtype = params.compute.dtype
     inf = jnp.asarray(jnp.inf, dtype)
     live = params
+    reading = read_volume = None
     if use_failures:
         assert carry.work is not None  # a run with failures tracks each job's work
         live = failures.up_params(params, carry.work)
-    writers, write_rate, computing, compute_rate = rates(live, carry, use_delay, use_async, sharing)
+        if use_recovery:
+            reading, read_volume = carry.work.reading, params.recovery_read
+            assert reading is not None and read_volume is not None
+    writers, write_rate, computing, compute_rate = rates(live, carry, use_delay, use_async, sharing, reading)
     computes = compute_rate > 0
     draw = carry.draw
     if use_power:  # computing: w_i · rate_i; otherwise (a job of the fleet, up or down) p_idle · w_i
@@ -387,10 +411,17 @@ def switch(
     write_left = jnp.where(writers, carry.write_left - write_rate * dt, carry.write_left)
     compute_left = jnp.where(computes, carry.compute_left - compute_rate * dt, carry.compute_left)
     # Simultaneous to working precision (`snapped`): every job due at this instant switches.
-    ends = writers & snapped(write_dt, write_left, params.write, dt, time, dtype)
+    volume = params.write
+    if reading is not None and read_volume is not None:  # a read's volume sets its snapping scale
+        volume = jnp.where(reading, read_volume, params.write)
+    ends = writers & snapped(write_dt, write_left, volume, dt, time, dtype)
     completes = computes & snapped(compute_dt, compute_left, params.compute, dt, time, dtype)
     ends = ends & running & finite
     completes = completes & running & finite
+    read_ends = None
+    if reading is not None:  # a recovery read that ends: the job computes from now (§1e)
+        read_ends = ends & reading
+        ends = ends & ~reading
 
     # (1) drains that end: record the end of the write started by the latest firing.
     record_end = ends & (carry.fire_count >= 1) & (carry.fire_count <= n_fires)
@@ -425,11 +456,14 @@ def switch(
     else:
         next_work = params.compute
     write_left = jnp.where(starts, params.write, jnp.where(ends, 0, write_left))
+    if read_ends is not None:
+        write_left = jnp.where(read_ends, 0, write_left)
     # A requesting job computes its next phase at once (§1e); elsewhere a compute end waits.
     compute_left = jnp.where(fires | (completes & requesting), next_work, jnp.where(completes, 0, compute_left))
     work = carry.work
+    read_starts = None
     if work is not None:  # the accounting, then restart ends and failures (docs/model.md §1c)
-        work, draining, waiting, write_left, compute_left, snapping = failures.switch(
+        work, draining, waiting, write_left, compute_left, snapping, read_starts = failures.switch(
             params,
             work,
             time=time,
@@ -448,6 +482,8 @@ def switch(
             snapping=snapping,
             starts=starts & params.two_level if use_snapshot else None,
             memory=memory,
+            read_ends=read_ends,
+            fail_while_down=fail_while_down,
             **(dict(failure_dt=failure_dt, restart_dt=restart_dt) if use_failures else {}),
         )
         live = failures.up_params(params, work) if use_failures else params
@@ -472,8 +508,8 @@ def switch(
         )
         fire_slot = jnp.where(fires & (fire_count < n_fires), fire_count, n_fires)
         fire_count = fire_count + fires.astype(jnp.int32)
-    elif sharing.storage == "fcfs":
-        queued_at = jnp.where(starts, time, queued_at)
+    elif sharing.storage == "fcfs":  # writes, and recovery reads, queue when they start
+        queued_at = jnp.where(starts if read_starts is None else starts | read_starts, time, queued_at)
 
     applied = carry.applied_computing
     queue_time, queue_count = carry.queue_time, carry.queue_count
@@ -487,6 +523,9 @@ def switch(
         queue_head = jnp.where(pop, (queue_head + 1) % capacity, queue_head)
         queue_size = queue_size - pop.astype(jnp.int32)
         now_computing = computing_mask(live, draining, waiting, use_async, snapping)
+        if read_starts is not None:
+            assert work is not None and work.reading is not None
+            now_computing = now_computing & ~work.reading
         new_computing = controller_load(sharing, params.size, now_computing, params.cap)
         changed = new_computing != controller_load(sharing, params.size, computing, params.cap)
         if sharing.power != "count":
@@ -587,6 +626,7 @@ class GeneralLoop:
             use_snapshot=config.use_snapshot,
             memory=config.memory,
             use_power=config.use_power,
+            use_recovery=config.use_recovery,
         )
         return jax.vmap(init)(self.params, phase, remaining)
 
@@ -604,6 +644,8 @@ class GeneralLoop:
             use_snapshot=config.use_snapshot,
             memory=config.memory,
             use_power=config.use_power,
+            use_recovery=config.use_recovery,
+            fail_while_down=config.fail_while_down,
         )
         if self.horizon is None:
             new, fire_slot, end_slot, fires, ends = jax.vmap(lambda p, c, r: one(p, c, r, horizon=None))(
