@@ -76,7 +76,10 @@ def test_verdict_13_peer_against_the_published_increment(theirs, outcome, monkey
         mtbf_hours=8.0,
         no_interference=estimate(0.09, 0.01),
         proportional=estimate(0.14, 0.01),
-        increment=estimate(0.047, 0.004),
+        increment=estimate(0.2, 0.004),  # a fixed down time: not what is judged
+        with_peer_recovery=dict(
+            no_interference=estimate(0.1, 0.01), proportional=estimate(0.15, 0.01), increment=estimate(0.047, 0.004)
+        ),
         peer_increment=theirs,
     )
     assert cooperative.verdict_13_peer([point])["verdict"] == outcome

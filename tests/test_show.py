@@ -97,7 +97,9 @@ def test_trace_index_picks_fleets(trace):
 def _spec(names):
     from types import SimpleNamespace
 
-    return SimpleNamespace(groups=[SimpleNamespace(name=n) for n in names], names=list(names), has_snapshots=False)
+    return SimpleNamespace(
+        groups=[SimpleNamespace(name=n) for n in names], names=list(names), has_snapshots=False, time_unit=None
+    )
 
 
 def _labels(axis):
