@@ -369,9 +369,11 @@ def strategies_figure(settings: list):
         ax.set_yticks(rows, names)
         ax.set_xlabel("fleet waste (node-weighted fraction of time)")
         ax.set_title(f"cielo, B = {fmt(s['bandwidth_gbs'])} GB/s, system MTBF {fmt(s['mtbf_hours'])} h")
-        for row, m in zip(rows, mean):
-            ax.text(m, row, f" {m:.3f}", va="center", fontsize=8)
-        ax.set_xlim(0, max(mean.max() * 1.2, 1e-3))
+        high = mean + err[:, 1]
+        span = max(float(high.max()) * 1.2, 1e-3)
+        for row, m, top in zip(rows, mean, high):  # the value just past its error bar
+            ax.text(top + 0.01 * span, row, f"{m:.3f}", va="center", fontsize=8)
+        ax.set_xlim(0, span)
     return figure
 
 
