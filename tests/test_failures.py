@@ -35,8 +35,16 @@ VARIANTS = [
 ]
 
 
-@pytest.mark.parametrize("variant", VARIANTS)
-@pytest.mark.parametrize("jitter", [None, 0.5])
+# Every variant without jitter, and with it the base model, asynchronous writes and sizes under fcfs
+# (the rest under ``-m slow``).
+@pytest.mark.parametrize(
+    "variant, jitter",
+    [(variant, None) for variant in VARIANTS]
+    + [
+        pytest.param(variant, 0.5, marks=() if k in (0, 3, 5) else pytest.mark.slow)
+        for k, variant in enumerate(VARIANTS)
+    ],
+)
 def test_without_failures_the_engine_is_unchanged_bit_for_bit(variant, jitter):
     # The failure machinery is static: off without mtbf, and the work accounting that the
     # jobs observer adds does not feed back into the dynamics. A fleet whose failures never

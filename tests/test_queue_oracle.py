@@ -232,7 +232,7 @@ DEFAULT = [("fcfs_nonblocking", "listed"), ("cooperative", "failing"), ("coopera
 
 
 @pytest.mark.parametrize("policy, mode", DEFAULT)
-@_settings(8)
+@_settings(5)
 @given(data=st.data())
 def test_engine_matches_the_queue_reference(policy, mode, data):
     specs = [data.draw(fleet_specs(mode)) for _ in range(N_FLEETS)]
@@ -416,7 +416,7 @@ def teardown_module():
         print("\nqueue oracle, largest relative error per policy:", ERRORS)
 
 
-@pytest.mark.parametrize("policy", ["fcfs_nonblocking", "cooperative"])
+@pytest.mark.parametrize("policy", [pytest.param("fcfs_nonblocking", marks=pytest.mark.slow), "cooperative"])
 def test_the_designer_accepts_the_queueing_policies(policy):
     """`design.checkpoint_intervals` perturbs intervals through the simulator under them."""
     from ckpt_jax import design
