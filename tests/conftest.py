@@ -39,8 +39,35 @@ settings.register_profile("explore", derandomize=False, database=None, deadline=
 settings.load_profile(os.environ.get("CKPT_JAX_HYPOTHESIS", "deterministic"))
 
 
+# The longest test modules of the default tier (summed test time, longest first). pytest-xdist's
+# ``--dist loadfile`` hands out modules in collection order, so collecting these first keeps a long
+# module from starting last while the other worker idles (longest-first scheduling).
+LONGEST_FIRST = (
+    "test_failures",
+    "test_maps",
+    "test_realistic_oracle",
+    "test_queue_oracle",
+    "test_design",
+    "test_notebooks",
+    "test_sizes",
+    "test_observers",
+    "test_lyapunov",
+    "test_failures_oracle",
+    "test_sharding",
+    "test_methods",
+    "test_assess",
+    "test_realistic",
+    "test_cli_design",
+    "test_cli",
+)
+
+
 def pytest_collection_modifyitems(items):
-    """Under the ``explore`` profile, run CKPT_JAX_EXPLORE_FACTOR times each test's examples."""
+    """Collects the `LONGEST_FIRST` modules first (the rest keep their order); under the
+    ``explore`` profile, runs CKPT_JAX_EXPLORE_FACTOR times each test's examples."""
+    rank = {name: k for k, name in enumerate(LONGEST_FIRST)}
+    order = {id(item): k for k, item in enumerate(items)}
+    items.sort(key=lambda item: (rank.get(item.module.__name__.rpartition(".")[2], len(rank)), order[id(item)]))
     if settings.get_current_profile_name() != "explore":
         return
     factor = int(os.environ.get("CKPT_JAX_EXPLORE_FACTOR", 4))
