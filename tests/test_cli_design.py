@@ -196,6 +196,7 @@ TWO_LEVEL = (
 )
 
 
+@pytest.mark.slow  # the library's snapshot designs are in tests/test_design.py
 def test_design_fleet_file_with_write_limits_and_snapshots(fleet_file, tmp_path, capsys):
     from ckpt_jax.fleetfile import load
 

@@ -144,7 +144,7 @@ def test_problems_give_nan_and_a_flag():
     assert cj.Status.DEGENERATE not in (cj.Status.MAX_EVENTS, cj.Status.NONFINITE, cj.Status.QUEUE_OVERFLOW)
 
 
-@pytest.mark.parametrize("method", ["jacobian", "tangent"])
+@pytest.mark.parametrize("method", ["jacobian", pytest.param("tangent", marks=pytest.mark.slow)])
 def test_horizons_read_one_run_as_the_separate_runs_would(method):
     # One run of burn-in + max(horizons) cycles: the burn-in's rate is a run from the launch,
     # each horizon's rate a run from the point the burn-in reached, to rounding.
