@@ -152,8 +152,11 @@ class Sharing(NamedTuple):
     """The rate rules one call traces (static, hashable).
 
     Attributes:
-      power: ``"count"`` (min(1, C/n_c), the base rule: every size is 1), ``"maxmin"`` or
-        ``"uniform"``.
+      power: ``"count"`` (min(1, C/n_c), the base rule: every size is 1), ``"maxmin"``,
+        ``"uniform"``, or ``"free"``: the cap cannot bind in any fleet of the run (the sizes
+        of its active jobs sum to at most C, and τ = 0), so every computing job runs at full
+        speed — the values of ``"maxmin"`` and ``"uniform"`` there, without their per-event
+        passes (`sharing_for` decides it on the host).
       storage: ``"fair"``, ``"weighted"``, ``"fcfs"``, ``"fcfs_nonblocking"`` or ``"cooperative"``.
       limits: the writers have write limits (docs/model.md §1d): the storage is shared by
         water-filling with caps (`capped_fill`).
@@ -180,10 +183,25 @@ def sharing_for(fleet: Fleet, any_sized: bool | None = None, any_limits: bool | 
     if any_limits is None:
         any_limits = bool(np.any(variants(fleet).limits))
     power = fleet.power_policy if any_sized else "count"
+    if power != "count" and _cap_never_binds(fleet):
+        power = "free"
     storage = fleet.storage_policy
     if storage == "weighted" and not any_sized:
         storage = "fair"
     return Sharing(power, storage, bool(any_limits))
+
+
+def _cap_never_binds(fleet: Fleet) -> bool:
+    """Whether no computing set of any fleet can exceed the power cap: Σ of the active sizes
+    ≤ C in every fleet (sizes are > 0, so every subset draws less), and no controller delay
+    (a delayed controller schedules its updates from the load, so it keeps its rule).
+    False under tracing (the values are unknown there)."""
+    arrays = (fleet.size, fleet.active, fleet.cap, fleet.delay)
+    if any(isinstance(x, Tracer) for x in arrays):
+        return False
+    size = np.where(np.asarray(fleet.active), np.asarray(fleet.size, np.float64), 0.0)
+    cap = np.asarray(fleet.cap, np.float64)
+    return bool(np.all(np.asarray(fleet.delay) == 0) and np.all(size.sum(axis=-1) <= cap))
 
 
 def non_default_sharing(fleet: Fleet) -> dict:
@@ -231,7 +249,7 @@ def controller_load(sharing: Sharing, size, computing, cap):
     water-filling level λ (``"maxmin"``, inf where the cap does not bind). The delayed
     controller (τ > 0) applies the value from τ earlier."""
     dtype = size.dtype
-    if sharing.power == "count":
+    if sharing.power in ("count", "free"):  # "free": the count, never applied (τ = 0)
         return jnp.sum(computing).astype(dtype)
     if sharing.power == "uniform":
         return jnp.sum(jnp.where(computing, size, 0)).astype(dtype)
@@ -269,8 +287,10 @@ def maxmin_level(size, computing, cap):
 def compute_speed(sharing: Sharing, load, size, cap):
     """Each computing job's speed from the controller's `controller_load` (not for
     ``"count"``, which is `phase_rates`): ``"uniform"`` min(1, C/W), one factor for all;
-    ``"maxmin"`` min(w_i, λ) / w_i, shape (N,)."""
+    ``"maxmin"`` min(w_i, λ) / w_i, shape (N,); ``"free"`` 1 (the cap never binds)."""
     dtype = size.dtype
+    if sharing.power == "free":
+        return jnp.ones_like(size)
     if sharing.power == "uniform":
         binds = load > cap
         return jnp.where(binds, cap / jnp.where(binds, load, 1), 1).astype(dtype)

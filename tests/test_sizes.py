@@ -383,3 +383,31 @@ def test_return_maps_and_coupling_follow_sizes():
     np.testing.assert_allclose(cj.maps.gap_return_map(equal, jnp.array([3.0]))[0], [3.0], rtol=1e-12)
     # The coupling function follows sizes too (claim 9a): non-zero for the unequal pair.
     assert np.max(np.abs(np.asarray(cj.coupling.coupling_function(pair, np.array([1.0, 4.0])).coupling))) > 1e-3
+
+
+@pytest.mark.parametrize("power", ["maxmin", "uniform"])
+def test_uncapped_sizes_run_free_with_the_same_bits(power):
+    """Where the cap cannot bind (Σ of the active sizes ≤ C, τ = 0), `sharing_for` traces the
+    "free" rule, which skips the controller's load; it must give the policy's own bits, and a
+    cap that can bind must keep the policy."""
+    import jax
+    import jax.numpy as jnp
+
+    from ckpt_jax import loop
+
+    sizes = [3.0, 1.0, 2.5, 0.5]
+    fleet = cj.Fleet([2.0, 3.1, 1.7, 4.2], [0.4, 0.7, 0.3, 0.9], size=sizes, cap=7.0, power_policy=power)
+    assert loop.sharing_for(fleet).power == "free"
+    assert loop.sharing_for(cj.Fleet([2.0] * 4, [0.4] * 4, size=sizes, cap=6.9, power_policy=power)).power == power
+    params = jax.tree_util.tree_map(lambda x: x[0], loop.flat_params(fleet))
+    phase, remaining = jnp.array([0, 1, 0, 1]), jnp.array([0.3, 0.2, 1.1, 0.5])
+    ends = []
+    for sharing in (loop.sharing_for(fleet), loop.Sharing(power, "fair")):
+        carry = loop.init_carry(params, phase, remaining, 1, 1, False, sharing=sharing)
+        carry, _ = loop.advance(params, carry, max_events=200, horizon=30.0, sharing=sharing)
+        ends.append(carry)
+    # ``applied_computing`` is the delayed controller's value, unused where τ = 0.
+    free, policy = (jax.tree_util.tree_leaves(end._replace(applied_computing=0)) for end in ends)
+    for a, b in zip(free, policy):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    assert int(ends[0].n_events) > 20
