@@ -58,7 +58,7 @@ from .._params import Params
 from .._snapping import snapped
 from . import jitter_works
 
-__all__ = ["FAILURE_STREAM", "WorkCarry", "init", "up_params", "event_times", "switch"]
+__all__ = ["FAILURE_STREAM", "WorkCarry", "init", "up_params", "event_times", "switch", "refresh_gaps"]
 
 FAILURE_STREAM = 2**31
 
@@ -83,6 +83,10 @@ class WorkCarry(NamedTuple):
         useful already; with ``persisted`` only).
       reading: (N,) bool, the job re-reads its checkpoint after a restart (docs/model.md
         §1e; the loop keeps the volume left in its ``write_left``), or None where no job reads.
+      next_gap: (N,) the standard exponential draw its next failure will use (number
+        ``failures + 1`` of its stream), drawn ahead by `refresh_gaps` so that an event draws
+        only for the jobs that failed at it; None with listed failure times or recovery reads
+        (there `failure_time` draws at the failure).
     """
 
     down: jax.Array
@@ -98,6 +102,27 @@ class WorkCarry(NamedTuple):
     persisted: jax.Array | None = None
     safe: jax.Array | None = None
     reading: jax.Array | None = None
+    next_gap: jax.Array | None = None
+
+
+def _draw_gap(job_key, n, dtype):
+    """The standard exponential draw number ``n`` of a job's failure stream."""
+    key = jax.random.fold_in(jax.random.fold_in(job_key, FAILURE_STREAM), n)
+    return jax.random.exponential(key, (), dtype)
+
+
+def _gaps(params: Params, index):
+    """(..., N) each job's draw number ``index`` ((..., N) ints) of its failure stream."""
+    keys, flat = params.job_keys.reshape(-1), index.reshape(-1).astype(jnp.uint32)
+    draws = jax.vmap(lambda k, n: _draw_gap(k, n, params.compute.dtype))(keys, flat)
+    return draws.reshape(index.shape)
+
+
+def _after(params: Params, after, gap):
+    """``after + gap·M_i`` where a job fails at all, inf elsewhere. Masked before the product:
+    Exp · inf would be NaN where the draw is 0."""
+    fails = params.active & jnp.isfinite(params.mtbf)
+    return jnp.where(fails, after + gap * jnp.where(fails, params.mtbf, 1), jnp.inf).astype(params.compute.dtype)
 
 
 def failure_time(params: Params, after, index, failed_at=None):
@@ -118,14 +143,7 @@ def failure_time(params: Params, after, index, failed_at=None):
         upcoming = jnp.take_along_axis(padded, cursor[:, None], axis=-1)[:, 0]
         return jnp.where(params.active, upcoming, jnp.inf).astype(dtype)
 
-    def draw(job_key, n):
-        key = jax.random.fold_in(jax.random.fold_in(job_key, FAILURE_STREAM), n)
-        return jax.random.exponential(key, (), dtype)
-
-    gap = jax.vmap(draw)(params.job_keys, index.astype(jnp.uint32))
-    fails = params.active & jnp.isfinite(params.mtbf)
-    # Masked before the product: Exp · inf would be NaN where the draw is 0.
-    return jnp.where(fails, after + gap * jnp.where(fails, params.mtbf, 1), jnp.inf).astype(dtype)
+    return _after(params, after, _gaps(params, index))
 
 
 def init(
@@ -139,6 +157,7 @@ def init(
     dtype = params.compute.dtype
     n_jobs = params.compute.shape[0]
     zeros = jnp.zeros(n_jobs, dtype)
+    ahead = use_failures and not use_recovery and params.failure_times is None
     first = (
         failure_time(params, zeros, jnp.zeros(n_jobs, jnp.int32)) if use_failures else jnp.full(n_jobs, jnp.inf, dtype)
     )
@@ -156,6 +175,7 @@ def init(
         persisted=zeros if memory else None,
         safe=jnp.zeros(n_jobs, bool) if memory else None,
         reading=jnp.zeros(n_jobs, bool) if use_recovery and use_failures else None,
+        next_gap=_gaps(params, jnp.ones(n_jobs, jnp.int32)) if ahead else None,
     )
 
 
@@ -284,6 +304,8 @@ def switch(
         clock_from = failed_at if fail_while_down else back
         if listed:
             upcoming = failure_time(params, clock_from, work.failures + 1, failed_at=work.next_failure)
+        elif work.next_gap is not None:  # drawn ahead (`refresh_gaps`): the same value
+            upcoming = _after(params, clock_from, work.next_gap)
         else:
             upcoming = failure_time(params, clock_from, work.failures + 1)
         if reading is not None:
@@ -309,6 +331,7 @@ def switch(
             persisted=persisted,
             safe=None if safe is None else safe & ~fails,
             reading=reading,
+            next_gap=work.next_gap,
         )
         draining = draining & ~fails
         snapping = None if snapping is None else snapping & ~fails
@@ -318,3 +341,35 @@ def switch(
         compute_left = jnp.where(fails, redo, compute_left)
     new = jax.tree_util.tree_map(lambda a, b: jnp.where(running, a, b), new, work)
     return new, draining, waiting, write_left, compute_left, snapping, read_starts
+
+
+def refresh_gaps(params: Params, before: WorkCarry, after: WorkCarry, few: int) -> WorkCarry:
+    """``after`` with a new `WorkCarry.next_gap` for every job that failed since ``before``
+    (any leading batch axes): its draw number ``failures + 1``. Nothing is drawn at an event
+    without failures; up to ``few`` failed jobs (over the whole batch) are gathered and drawn
+    alone, more draw for every job (the same values either way: a draw depends only on the
+    job's key and its index)."""
+    if after.next_gap is None:
+        return after
+    failed = (after.failures != before.failures).reshape(-1)
+    count = jnp.sum(failed)
+    gaps, index = after.next_gap.reshape(-1), (after.failures + 1).reshape(-1)
+    keys = params.job_keys.reshape(-1)
+    dtype = params.compute.dtype
+
+    def none():
+        return gaps
+
+    def some():
+        (slot,) = jnp.nonzero(failed, size=few, fill_value=gaps.shape[0])  # past the end: dropped
+        safe = jnp.minimum(slot, gaps.shape[0] - 1)
+        drawn = jax.vmap(lambda k, n: _draw_gap(k, n, dtype))(keys[safe], index[safe].astype(jnp.uint32))
+        return gaps.at[slot].set(drawn, mode="drop")
+
+    def every():
+        drawn = jax.vmap(lambda k, n: _draw_gap(k, n, dtype))(keys, index.astype(jnp.uint32))
+        return jnp.where(failed, drawn, gaps)
+
+    branch = jnp.where(count == 0, 0, jnp.where(count <= few, 1, 2))
+    new = jax.lax.switch(branch, (none, some, every))
+    return after._replace(next_gap=new.reshape(after.next_gap.shape))

@@ -255,9 +255,12 @@ def step(
     adds two-level checkpoints (docs/model.md §1d; a carry from `init_carry` with
     ``use_snapshot=True``).
     """
-    carry, fire_slot, end_slot, _, _ = switch(
+    new, fire_slot, end_slot, _, _ = switch(
         params, carry, running, n_fires, use_delay, use_jitter, horizon, use_async, sharing, use_failures, use_snapshot
     )
+    if new.work is not None and carry.work is not None:
+        new = new._replace(work=failures.refresh_gaps(params, carry.work, new.work, few=1))
+    carry = new
     jobs = jnp.arange(params.compute.shape[0])
     return carry._replace(
         fire_times=carry.fire_times.at[jobs, fire_slot].set(carry.time, mode="drop"),
@@ -666,6 +669,9 @@ class GeneralLoop:
             new, fire_slot, end_slot, fires, ends = jax.vmap(lambda p, c, r, h: one(p, c, r, horizon=h))(
                 self.params, carry, running, self.horizon
             )
+        if new.work is not None:  # draws for the next failures of the jobs that failed
+            few = max(4, self.params.compute.shape[0] // 8)
+            new = new._replace(work=failures.refresh_gaps(self.params, carry.work, new.work, few))
         new = new._replace(
             fire_times=record(new.fire_times, fire_slot, new.time),
             end_times=record(new.end_times, end_slot, new.time),
