@@ -47,6 +47,9 @@ class Params(NamedTuple):
     failure_times: jax.Array | None = None
     # (N,) recovery read volumes r_i (docs/model.md §1e), or None where no job of the batch reads
     recovery_read: jax.Array | None = None
+    # (N,) int32 the job slots by ascending write limit (ties by index), for the water-filling
+    # of `ckpt_jax._rates.capped_fill` without a sort per event; None where the limits are traced
+    limit_order: jax.Array | None = None
 
 
 def jitter_work(job_key: jax.Array, compute: jax.Array, jitter: jax.Array, cycle) -> jax.Array:
@@ -110,7 +113,17 @@ def params_of(fleet: Fleet, sigma: np.ndarray, key, fleet_offset: int, failure_t
         if failure_times is None
         else jnp.asarray(np.reshape(failure_times, (n_fleets, n_jobs, -1)), fleet.dtype),
         recovery_read=flat(fleet.recovery_read, (n_jobs,)) if fleet.has_recovery_reads else None,
+        limit_order=_limit_order(fleet.write_limit, n_fleets, n_jobs),
     )
+
+
+def _limit_order(write_limit, n_fleets: int, n_jobs: int):
+    """(B, N) each fleet's job slots sorted by write limit, or None for traced limits."""
+    if isinstance(write_limit, jax.core.Tracer):
+        return None
+    limits = np.broadcast_to(np.asarray(write_limit), (n_fleets, n_jobs)) if np.ndim(write_limit) < 2 else None
+    limits = np.reshape(np.asarray(write_limit), (n_fleets, n_jobs)) if limits is None else limits
+    return jnp.asarray(np.argsort(limits, axis=-1, kind="stable").astype(np.int32))
 
 
 def batch_keys(key, batch_shape, n_jobs: int, fleet_offset: int):

@@ -297,7 +297,7 @@ def compute_speed(sharing: Sharing, load, size, cap):
     return jnp.where(size <= load, 1, load / size).astype(dtype)
 
 
-def write_rates(sharing: Sharing, throughput, writers, size, fair_rate, head, limit=None):
+def write_rates(sharing: Sharing, throughput, writers, size, fair_rate, head, limit=None, order=None):
     """Each writer's drain rate: ``"fair"`` f(n_w)/n_w (``fair_rate``, from `phase_rates`),
     ``"weighted"`` f(n_w)·w_i / Σ_W w_j, ``"fcfs"`` f(1) for the ``head`` and 0 for the
     writers queued behind it. ``throughput`` is the table f(0..N).
@@ -312,7 +312,7 @@ def write_rates(sharing: Sharing, throughput, writers, size, fair_rate, head, li
         if sharing.storage in ONE_AT_A_TIME:
             return jnp.where(head, jnp.minimum(limit, throughput[1]), 0).astype(dtype)
         weight = size if sharing.storage == "weighted" else None
-        return capped_fill(throughput[jnp.sum(writers)], limit, weight, writers)
+        return capped_fill(throughput[jnp.sum(writers)], limit, weight, writers, order)
     if sharing.storage == "fair":
         return fair_rate
     if sharing.storage == "weighted":
@@ -323,7 +323,7 @@ def write_rates(sharing: Sharing, throughput, writers, size, fair_rate, head, li
     return jnp.where(head, throughput[1], 0).astype(dtype)
 
 
-def capped_fill(total, limit, weight, members):
+def capped_fill(total, limit, weight, members, order=None):
     """Max-min fair water-filling with caps (docs/model.md §1d): the rates
     r_i = min(b_i, λ·w_i) of the ``members`` with Σ r_i = ``total``, or r_i = b_i where
     Σ b_i <= total (every member at its cap; the rest of the storage is unused).
@@ -333,9 +333,10 @@ def capped_fill(total, limit, weight, members):
     Σ_{j>=k} w_j; the level is λ_k for the first k with λ_k <= b_k / w_k (member k is the
     first one not held back by its cap). Fixed shape: one sort and two prefix sums over
     the N slots, as `maxmin_level`. ``weight`` None means unit weights (``"fair"``), which
-    `_unit_fill` computes without a sort. Returns (N,) rates, 0 outside ``members``."""
+    `_unit_fill` computes without a sort, or with ``order`` (the slots by ascending b_i,
+    `Params.limit_order`) `_ordered_fill`. Returns (N,) rates, 0 outside ``members``."""
     if weight is None:
-        return _unit_fill(total, limit, members)
+        return _unit_fill(total, limit, members) if order is None else _ordered_fill(total, limit, members, order)
     dtype = weight.dtype
     inf = jnp.asarray(jnp.inf, dtype)
     ratio = jnp.where(members, limit / weight, inf)
@@ -377,6 +378,25 @@ def _unit_fill(total, limit, members):
     caps = jnp.where(in_set, ordered, 0)
     before = _exclusive_prefix(caps) if small else jnp.concatenate([jnp.zeros((1,), dtype), jnp.cumsum(caps)[:-1]])
     rest = (m - k).astype(dtype)
+    level = (total - before) / jnp.where(rest > 0, rest, 1)
+    fits = in_set & (level <= ordered)
+    chosen = jnp.where(jnp.any(fits), level[jnp.argmax(fits)], inf)
+    return jnp.where(members, jnp.minimum(limit, chosen), 0).astype(dtype)
+
+
+def _ordered_fill(total, limit, members, order):
+    """`_unit_fill` where the slots' order by b_i is known (``order``, static per fleet): the
+    members read in that order with the others' caps zeroed are the sorted caps with zeros
+    between them, and x + 0 = x, so the prefix sums, levels and the first member that fits
+    are the same numbers, without a sort per event."""
+    dtype = limit.dtype
+    inf = jnp.asarray(jnp.inf, dtype)
+    in_set = members[order]
+    ordered = limit[order]
+    caps = jnp.where(in_set, ordered, 0)
+    before = _exclusive_prefix(caps)
+    counted = jnp.cumsum(in_set.astype(jnp.int32)) - in_set.astype(jnp.int32)  # members before
+    rest = (jnp.sum(members) - counted).astype(dtype)
     level = (total - before) / jnp.where(rest > 0, rest, 1)
     fits = in_set & (level <= ordered)
     chosen = jnp.where(jnp.any(fits), level[jnp.argmax(fits)], inf)

@@ -213,7 +213,9 @@ def _rates_after_speed(
     drains = writers
     if sharing.storage in ONE_AT_A_TIME:
         drains = fcfs_head(writers, carry.queued_at)
-    write_rate = write_rates(sharing, params.throughput, writers, params.size, write_rate, drains, params.write_limit)
+    write_rate = write_rates(
+        sharing, params.throughput, writers, params.size, write_rate, drains, params.write_limit, params.limit_order
+    )
     if use_async:
         compute_rate = jnp.where(computing, jnp.where(carry.draining, params.async_fraction * speed, speed), 0)
     else:
