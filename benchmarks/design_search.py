@@ -135,13 +135,16 @@ def main():
     }
     gap = rows["design"]["minus_search"]
     verdict = "within" if gap["high"] < args.tolerance else "NOT within"
-    print(f"{'':16s} " + " ".join(f"{g.name[:14]:>14s}" for g in spec.groups) + "   fleet waste [95% CI]   minus search")
+    print(
+        f"{'':16s} " + " ".join(f"{g.name[:14]:>14s}" for g in spec.groups) + "   fleet waste [95% CI]   minus search"
+    )
     for name, row in rows.items():
         w, d = row["waste"], row["minus_search"]
         print(
             f"{name:16s} "
             + " ".join(f"{x:11.2f} min" for x in row["intervals_min"])
-            + f"   {w['mean']:.5f} [{w['low']:.5f}, {w['high']:.5f}]   {d['mean']:+.5f} [{d['low']:+.5f}, {d['high']:+.5f}]"
+            + f"   {w['mean']:.5f} [{w['low']:.5f}, {w['high']:.5f}]"
+            + f"   {d['mean']:+.5f} [{d['low']:+.5f}, {d['high']:+.5f}]"
         )
     print(
         f"the design is {verdict} {args.tolerance:g} fleet waste of the search's best "

@@ -900,7 +900,8 @@ def checkpoint_intervals(
       candidates: None or {name: (N,) intervals}: more interval sets to start from
         (``"search"``) and to weigh the design against (e.g. the intervals in use today).
       rtol: the search's finest move, a factor 1 + rtol on an interval (``"search"``).
-      fallback: recommend a baseline or candidate that beats the design outside the noise.
+      fallback: recommend a baseline or candidate that beats the design outside the noise
+        (the best such set whose intervals lie inside the bounds).
 
     Returns:
       A `DesignResult`. A `RuntimeWarning` says why when the objective was flat (every
@@ -1000,7 +1001,21 @@ def checkpoint_intervals(
     searched, chosen = intervals, None
     if fallback:
         waste = evaluation.fleet_waste
-        beaten = [name for i, name in enumerate(evaluation.names[1:], 1) if _mean_ci(waste[i] - waste[0]).high < 0]
+        # Only sets the design could have been: inside the bounds (the caller's range of
+        # allowed intervals) and one interval per group.
+        labels = settings["labels"]
+        _, first_job = np.unique(labels, return_index=True)  # labels are 0..G-1
+
+        def inside(name):
+            value = compared[name]
+            shared = np.array_equal(value, value[first_job][labels])
+            return shared and bool(np.all((value >= job_bounds[0]) & (value <= job_bounds[1])))
+
+        beaten = [
+            name
+            for i, name in enumerate(evaluation.names[1:], 1)
+            if _mean_ci(waste[i] - waste[0]).high < 0 and inside(name)
+        ]
         if beaten:
             chosen = min(beaten, key=lambda name: waste[evaluation.names.index(name)].mean())
             evaluation = _with_design(evaluation, chosen)

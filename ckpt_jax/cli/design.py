@@ -1,16 +1,27 @@
 """``ckpt-jax design FLEET.toml --out DIR``: checkpoint intervals for a fleet file
 (`cj.design.checkpoint_intervals`, docs/model.md claim 10), with a report and figures.
 
-design.json holds the run's settings, the intervals per group (``groups``: the design and each
-baseline, in the file's engine units), the fleet waste of the design and the baselines with 95%
-CIs (``waste``, ``baselines``), the waste per group on separate fresh draws (``per_group``,
-``per_group_saved``, ``per_group_fleet_waste``), the writer-count distribution and the history.
+The intervals come from a deterministic compass search on common draws (``--method search``,
+the default: `checkpoint_intervals` with ``method="search"``), started at the best of the
+baselines and the file's own intervals, or from ``optax.adam`` (``--method adam``). Every
+comparison of the report comes from one set of fresh draws (`cj.design.Evaluation`).
+
+design.json holds the run's settings, the intervals per group (``groups``: the design, what the
+search found (``searched``) and each baseline, in the file's engine units), ``method``,
+``converged``, ``start`` (the set the search started from), ``fallback`` (the baseline
+recommended instead, where one beat the search outside the noise, else null), the fleet waste of
+the design and the baselines with 95% CIs (``waste``, ``baselines``, ``candidates``), the waste
+per group on the same draws (``per_group``, ``per_group_saved``, ``per_group_fleet_waste``),
+``power_and_storage`` (per interval set, the power steps above the threshold and the volume of
+completed checkpoints, per day in a file with units, else per horizon), the writer-count
+distribution, the history and ``rerun``, the command for a settled answer.
 
 A file with units (`FleetSpec.time_unit` set: the engine runs in seconds, bytes and B/s, a
 group's size counts GPUs) adds, on the same fresh draws as ``per_group``:
 
 - ``current``: the file's own intervals (each group's ``interval``/``compute``, Young's where a
-  group gives none) as a fourth comparison, in ``groups[g]["current"]``, ``per_group``,
+  group gives none) as a fourth comparison (also in a file of plain numbers that gives any), in
+  ``groups[g]["current"]``, ``per_group``,
   ``per_group_saved`` and ``per_group_fleet_waste``;
 - ``time_unit`` and ``seconds_per_time_unit``; ``intervals_in_time_unit``: per group its
   ``name`` and every interval set (``design``, ``current``, the baselines) in the time unit;
@@ -26,7 +37,7 @@ group's size counts GPUs) adds, on the same fresh draws as ``per_group``:
 - ``gains_and_pays``: per comparison, the groups whose GPU-hours the design saves (``gain``),
   costs (``pay``) outside the noise, and the rest (``tie``).
 
-Files of plain numbers have none of these keys, and their numbers are as before.
+Files of plain numbers have none of these keys.
 """
 
 from __future__ import annotations
