@@ -117,7 +117,7 @@ def test_design_offsets_and_group_bounds(fleet_file, tmp_path, capsys):
     summary = json.loads((out / "design.json").read_text())
     assert summary["settings"]["offsets"] is True and len(summary["offsets"]) == 3
     assert summary["settings"]["group_bounds"] == [[0.5, 50.0], [4.0, 8.0]]
-    assert 4.0 < summary["groups"][1]["design"] < 8.0
+    assert 4.0 <= summary["groups"][1]["design"] <= 8.0  # the search may stop on a bound
     assert summary["schedule_failures_shown"] >= 1
     report = (out / "report.md").read_text()
     assert "## Launch offsets (designed)" in report and "designed launch offsets" in report
