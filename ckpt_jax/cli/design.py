@@ -356,7 +356,7 @@ def savings_lines(summary: dict, quote: Callable[[str], str] = str) -> list:
         threshold = (
             f"{significant(block['threshold_watts'] / 1e6)} MW"
             if block["threshold_watts"] is not None
-            else f"{significant(block['threshold'])} GPUs' draw"
+            else "a tenth of the fleet's full draw"
         )
         lines.append(
             f"Power and storage: {sets['design']['power_steps']['mean']:.0f} power steps over {threshold} a day "
