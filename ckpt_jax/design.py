@@ -58,6 +58,8 @@ __all__ = [
     "Baseline",
     "History",
     "DesignResult",
+    "Evaluation",
+    "METHODS",
     "GradientEstimate",
     "LAUNCHES",
     "interval_from_theta",
@@ -125,22 +127,67 @@ class History(NamedTuple):
         return labelled.history_dataset(self, groups=groups, attrs=attrs)
 
 
+class Evaluation(NamedTuple):
+    """Every interval set a design is weighed against, run on one set of fresh draws
+    (`checkpoint_intervals`): every comparison of a report comes from these runs.
+
+    Attributes:
+      names: (D,) ``"design"``, then each baseline, then each candidate given.
+      intervals: (D, N) the intervals of each set.
+      job_waste: (D, S, N) each job's waste (`job_waste`) under each draw.
+      fleet_waste: (D, S) the fleet waste, weighted by size (`fleet_waste`).
+      writes: (D, S, N) completed writes (`JobStats.writes`).
+      writers: (D, S, N + 1) share of the observation window with k writers (`WriterStats`;
+        NaN on a draw where some job never fired).
+      power_steps: (D, S) instants where the fleet's draw moved by more than
+        ``power_threshold`` (`PowerStats.n_steps`: a job that fires and one that resumes
+        each make a step).
+      power_threshold: that threshold, in units of one job's full draw (the default of
+        `SaveAt.power_threshold`: a tenth of the fleet's full draw).
+      horizon: H, the span of every run.
+    """
+
+    names: tuple
+    intervals: np.ndarray
+    job_waste: np.ndarray
+    fleet_waste: np.ndarray
+    writes: np.ndarray
+    writers: np.ndarray
+    power_steps: np.ndarray
+    power_threshold: float
+    horizon: float
+
+
 class DesignResult(NamedTuple):
     """What `checkpoint_intervals` returns.
 
     Attributes:
-      intervals: (N,) recommended T_i.
+      intervals: (N,) recommended T_i: the search's, or the baseline it fell back to
+        (``fallback``).
       waste: `Estimate` of the fleet waste at ``intervals`` on fresh evaluation draws.
       baselines: ``{"young", "daly", "young_contended"}`` → `Baseline`, on the same draws.
         With two-level checkpoints: max(√(2·s·M), D), Daly's with s then no shorter than D,
         the fixed point of `contended_young` (D the drain alone, d / min(b, f(1))), and
         ``"two_level"``: a lone job's exact optimum (`theory.two_level_optimal_interval`).
       history: `History` of the optimisation.
-      stopped_early: whether early stopping ended the run before ``steps``.
+      stopped_early: whether the stopping test ended the run before ``steps``.
       offsets: (N,) recommended launch offsets (``offsets=True``), each job's position at
         t = 0 in [0, `launch_cycle`) for the fleet run at ``intervals`` (`launch_state`): in
         its solo cycle D_i + T_i in time, or with two-level checkpoints in its compute phase T_i; None
-        when the offsets were not designed.
+        when the offsets were not designed (or the design fell back to a baseline).
+      converged: whether the method's stopping test passed (``"search"``: no move of the
+        finest step improved the common-draw waste beyond its standard error; ``"adam"``:
+        early stopping).
+      method: ``"search"`` or ``"adam"``.
+      start: the name of the interval set the search started from (the best of the
+        baselines and candidates on the training draws); None with ``"adam"``.
+      fallback: the baseline or candidate recommended instead of the search's intervals,
+        because it beat them outside the noise on the evaluation draws; else None.
+      searched: (N,) the intervals the optimisation found (``intervals`` unless ``fallback``).
+      candidates: ``{name: Baseline}`` for the ``candidates`` given, on the same draws.
+      evaluation: the `Evaluation` every estimate above comes from.
+      mesh: (steps,) the search's relative step per step (a move multiplies an interval by
+        e^mesh); None with ``"adam"``.
     """
 
     intervals: np.ndarray
@@ -149,6 +196,14 @@ class DesignResult(NamedTuple):
     history: History
     stopped_early: bool
     offsets: np.ndarray | None = None
+    converged: bool = False
+    method: str = "adam"
+    start: str | None = None
+    fallback: str | None = None
+    searched: np.ndarray | None = None
+    candidates: dict | None = None
+    evaluation: Evaluation | None = None
+    mesh: np.ndarray | None = None
 
 
 class GradientEstimate(NamedTuple):
@@ -239,9 +294,12 @@ def _launch_state(batched: Fleet, draw_keys, launch: str, offsets=None):
     return launch_state(batched, cycle_positions(fractions, cycle))
 
 
-def _run(fleet: Fleet, intervals: np.ndarray, draw_keys, horizon: float, jitter, launch: str, offsets=None):
+def _run(
+    fleet: Fleet, intervals: np.ndarray, draw_keys, horizon: float, jitter, launch: str, offsets=None, *, full=False
+):
     """JobStats of ``fleet`` at ``intervals`` (*P, N) under draws ``draw_keys`` (S,): every
-    interval set runs every draw, batch (*P, S, N); ``offsets`` (*P, N) replace ``launch``."""
+    interval set runs every draw, batch (*P, S, N); ``offsets`` (*P, N) replace ``launch``.
+    ``full``: the whole `Trace` (jobs, writers and power recorded) instead."""
     n_draws = draw_keys.shape[0]
     batch = intervals.shape[:-1]
     grid = np.broadcast_to(intervals[..., None, :], batch + (n_draws, fleet.n_jobs))
@@ -257,10 +315,10 @@ def _run(fleet: Fleet, intervals: np.ndarray, draw_keys, horizon: float, jitter,
         jitter=jitter,
         throw=True,
         progress=False,
-        save=SaveAt(trace=False, jobs=True),
+        save=SaveAt(trace=False, jobs=True, writers=full, power=full),
     )
     assert out.jobs is not None  # recorded: SaveAt(jobs=True)
-    return out.jobs
+    return out if full else out.jobs
 
 
 def _weighted(fleet: Fleet, per_job):
@@ -601,6 +659,164 @@ def _flat_reason(fleet: Fleet, job_bounds, horizon: float, launch: str, offsets:
     )
 
 
+# -- one evaluation on fresh draws ---------------------------------------------------
+
+
+def _records(out, n_sets: int, n_draws: int) -> dict:
+    """The arrays of an `Evaluation` from a full run (`_run` with ``full=True``)."""
+    writer_time = np.asarray(out.writers.time, np.float64)
+    window = np.asarray(out.writers.window, np.float64)
+    span = np.maximum(window[..., 1] - window[..., 0], np.finfo(float).tiny)
+    shape = (n_sets, n_draws)
+    return {
+        "jobs": out.jobs,
+        "writes": np.asarray(out.jobs.writes, np.float64).reshape(shape + (-1,)),
+        "writers": (writer_time / span[..., None]).reshape(shape + (-1,)),
+        "power_steps": np.asarray(out.power.n_steps, np.float64).reshape(shape),
+        "power_threshold": float(np.asarray(out.power.threshold, np.float64).reshape(-1)[0]),
+    }
+
+
+def _evaluate(fleet: Fleet, table: dict, keys, horizon: float, jitter, launch: str, offsets=None) -> Evaluation:
+    """Run every set of ``table`` ({name: (N,)}, ``"design"`` first) on the draws ``keys``:
+    failures (and launch fractions) shared; the design launches at ``offsets`` (N,
+    fractions of its cycle) where given, the others at ``launch``."""
+    names = tuple(table)
+    intervals = np.stack([np.asarray(table[name], np.float64) for name in names])
+    n_draws = keys.shape[0]
+    if offsets is None:
+        parts = [(intervals, None, len(names))]
+    else:  # the baselines keep their launch; the design takes its offsets
+        parts = [(intervals[:1], np.asarray(offsets, np.float64)[None], 1), (intervals[1:], None, len(names) - 1)]
+    records = []
+    for sets, fractions, count in parts:
+        out = _run(fleet, sets, keys, horizon, jitter, launch, fractions, full=True)
+        records.append(_records(out, count, n_draws))
+    waste = np.concatenate(
+        [np.asarray(job_waste(fleet, r["jobs"], horizon), np.float64).reshape(r["writes"].shape) for r in records]
+    )
+    join = lambda name: np.concatenate([r[name] for r in records])  # noqa: E731
+    return Evaluation(
+        names=names,
+        intervals=intervals,
+        job_waste=waste,
+        fleet_waste=_weighted(fleet, waste),
+        writes=join("writes"),
+        writers=join("writers"),
+        power_steps=join("power_steps"),
+        power_threshold=records[0]["power_threshold"],
+        horizon=float(horizon),
+    )
+
+
+def _with_design(evaluation: Evaluation, name: str) -> Evaluation:
+    """``evaluation`` with the design's row replaced by ``name``'s (a fallback)."""
+    source = evaluation.names.index(name)
+    fields = {}
+    for field in ("intervals", "job_waste", "fleet_waste", "writes", "writers", "power_steps"):
+        value = np.array(getattr(evaluation, field))
+        value[0] = value[source]
+        fields[field] = value
+    return evaluation._replace(**fields)
+
+
+# -- the deterministic search on common draws ------------------------------------------
+
+METHODS = ("search", "adam")
+# The search's first step multiplies an interval by 2 (or halves it); each step without an
+# accepted move halves the step (in log-interval).
+_FIRST_MESH = math.log(2.0)
+# An offset coordinate (a fraction of the cycle) moves by this much per unit of mesh: a
+# quarter of the cycle at the first step.
+_OFFSET_SCALE = 0.25 / _FIRST_MESH
+
+
+def _compass_search(evaluate, start, lower, upper, scale, *, mesh_min, max_steps, bar):
+    """Compass (pattern) search on a deterministic sample-average objective.
+
+    Each step evaluates, on the same draws, the centre, the 2K points one step up and down
+    each coordinate, and the combination of the previous step's improving moves; the best
+    point that lowers the waste by more than the standard error of its paired difference
+    with the centre becomes the centre, and a step with none halves the step. It stops,
+    converged, when a step at ``mesh <= mesh_min`` accepts no move.
+
+    Args:
+      evaluate: (M, K) points -> (M, S) waste, every point on the same S draws.
+      start: (K,) the first centre.
+      lower, upper: (K,) bounds (±inf for periodic coordinates).
+      scale: (K,) the move of a coordinate per unit of mesh.
+
+    Returns:
+      ``(centre, converged, rows)``, rows one (objective, stderr, grad_norm, centre, mesh)
+      per step.
+    """
+    centre, mesh, extra, rows = np.asarray(start, np.float64), _FIRST_MESH, None, []
+    n_coordinates = centre.size
+    for _ in range(max_steps):
+        step = mesh * scale
+        moves = np.repeat(centre[None], 2 * n_coordinates, axis=0)
+        moves[0::2] += np.diag(step)
+        moves[1::2] -= np.diag(step)
+        points = np.clip(
+            np.concatenate([centre[None], moves] + ([extra[None]] if extra is not None else [])), lower, upper
+        )
+        waste = np.asarray(evaluate(points), np.float64)  # (M, S)
+        gain = waste[:1] - waste  # paired improvement on the centre, per draw
+        n_draws = waste.shape[1]
+        mean = gain.mean(axis=1)
+        stderr = gain.std(axis=1, ddof=1) / math.sqrt(n_draws) if n_draws > 1 else np.zeros_like(mean)
+        accepted = (mean > stderr) & (mean > 0)
+        slope = (waste[1 : 1 + 2 * n_coordinates : 2].mean(1) - waste[2 : 2 + 2 * n_coordinates : 2].mean(1)) / (
+            2 * np.maximum(step, np.finfo(float).tiny)
+        )
+        centre_se = waste[0].std(ddof=1) / math.sqrt(n_draws) if n_draws > 1 else math.nan
+        rows.append((float(waste[0].mean()), float(centre_se), float(np.linalg.norm(slope)), centre, mesh))
+        if bar is not None:
+            bar.update(1)
+            bar.set_postfix(waste=f"{waste[0].mean():.5f}", step=f"{math.expm1(mesh):.0%}")
+        if not accepted.any():
+            extra = None
+            if mesh <= mesh_min:
+                return centre, True, rows
+            mesh /= 2
+            continue
+        # The next step also tries every coordinate's improving move at once.
+        combined, moved = centre.copy(), 0
+        for k in range(n_coordinates):
+            up, down = 1 + 2 * k, 2 + 2 * k
+            better = up if mean[up] >= mean[down] else down
+            if accepted[better]:
+                combined[k] = points[better, k]
+                moved += 1
+        best = int(np.argmax(np.where(accepted, mean, -np.inf)))
+        centre = points[best]
+        extra = combined if moved >= 2 and not np.array_equal(combined, centre) else None
+    return centre, False, rows
+
+
+def _candidates(fleet, candidates, init, n_jobs: int) -> dict:
+    """The caller's interval sets, checked: {name: (N,) float64}."""
+    table = dict(candidates or {})
+    if init is not None:
+        table.setdefault("init", init)
+    checked = {}
+    for name, value in table.items():
+        if not isinstance(name, str) or name in ("design", "young", "daly", "young_contended", "two_level"):
+            raise ValueError(f"candidates: {name!r} is not a name of its own (design and the baselines are taken)")
+        value = np.asarray(value, np.float64)
+        if value.shape != (n_jobs,) or not np.all(np.isfinite(value) & (value > 0)):
+            raise ValueError(f"candidates[{name!r}] must be ({n_jobs},) positive finite intervals, got {value!r}")
+        checked[name] = value
+    return checked
+
+
+def _group_start(intervals, labels, bounds) -> np.ndarray:
+    """(G,) log of each group's geometric-mean interval, clipped into its bounds."""
+    n_groups = int(labels.max()) + 1
+    logs = np.array([np.log(intervals[labels == g]).mean() for g in range(n_groups)])
+    return np.clip(logs, np.log(bounds[0]), np.log(bounds[1]))
+
+
 # -- the design loop -------------------------------------------------------------------
 
 
@@ -612,6 +828,7 @@ def checkpoint_intervals(
     n_draws: int,
     key: jax.Array,
     groups=None,
+    method: str = "adam",
     n_pairs: int = 4,
     steps: int = 200,
     learning_rate: float = 0.1,
@@ -625,27 +842,53 @@ def checkpoint_intervals(
     offsets: bool = False,
     offset_groups=None,
     progress: bool = True,
+    candidates=None,
+    rtol: float = 0.1,
+    fallback: bool = True,
 ) -> DesignResult:
-    """Checkpoint intervals that minimise the fleet's waste over [0, H], found with
-    `optax.adam` over the exact simulator (docs/model.md claim 10).
+    """Checkpoint intervals that minimise the fleet's waste over [0, H], found over the exact
+    simulator (docs/model.md claim 10).
+
+    Two methods:
+
+    * ``"search"``: a deterministic compass search over each group's log-interval (and
+      each offset group's launch offset) on S common draws, fixed for the whole run, so
+      that it minimises one sample-average objective and every comparison within a step
+      is paired. It starts at the best of the baselines (Young, Daly, contended Young) and
+      the ``candidates`` on those draws, moves a group's interval by ×2 or ÷2, then by
+      ever smaller factors, accepting a move only where it lowers the waste by more than
+      the standard error of the paired difference, and stops, converged, when no move of
+      a factor of 1 + ``rtol`` or less is accepted. It needs 2K + 1 (+1) interval sets per
+      step (K coordinates), each run on the S draws.
+    * ``"adam"``: `optax.adam` (cosine-decayed learning rate) on an antithetic,
+      common-random-number gradient estimate (`smoothed_gradient`), stopped when a
+      windowed mean of the objective stops improving beyond its standard error; the
+      recommendation is T at the mean θ of the last ``window`` steps.
+
+    The recommendation, the baselines and the candidates are then run on fresh draws shared
+    by all of them (`Evaluation`: every estimate of the result comes from those runs). With
+    ``fallback``, where one of them beats the recommendation outside the noise (the 95% CI
+    of the paired difference below zero), it is recommended instead (``fallback`` names it).
 
     Args:
       fleet: a single `Fleet` (batch shape ()) with ``mtbf``; its ``compute`` is ignored.
       bounds: (lo, hi), 0 < lo < hi finite: the range of the intervals; each a number
         (every job) or an (N,) array (per job; the jobs of a group must share their bounds).
       horizon: H > 0, the time over which waste is measured.
-      n_draws: S >= 1 failure draws per step, shared by the whole population of the step.
+      n_draws: S >= 1 failure draws per step (``"adam"``: shared by the step's population;
+        ``"search"``: the same S draws at every step).
       key: PRNG key; the same key gives the same result.
       groups: None (one interval per job) or (N,) integer labels of jobs sharing an interval.
-      n_pairs: P antithetic directions per step (a step simulates 2P·S fleets at once).
-      steps: at most this many optimisation steps (the cosine schedule spans them).
+      method: ``"search"`` or ``"adam"`` (above).
+      n_pairs: P antithetic directions per step (``"adam"``; a step simulates 2P·S fleets).
+      steps: at most this many optimisation steps (``"adam"``: the cosine schedule spans them).
       learning_rate: Adam's initial learning rate, in θ (log-interval) units.
-      smoothing: σ, the Gaussian smoothing scale in θ.
-      init: (N,) starting intervals (default: Young's, clipped into the bounds).
+      smoothing: σ, the Gaussian smoothing scale in θ (``"adam"``).
+      init: (N,) starting intervals (``"adam"``; default Young's, clipped into the bounds);
+        ``"search"`` takes them as one more candidate, ``"init"``.
       patience: stop after this many steps in which the windowed mean objective did not
-        improve on its best by more than its standard error.
-      window: steps per windowed mean; the recommendation is T at the mean θ of the last
-        ``window`` steps (an average of the iterates, which damps the estimator's noise).
+        improve on its best by more than its standard error (``"adam"``).
+      window: steps per windowed mean (``"adam"``).
       eval_draws: fresh draws for the final evaluation (default 2·P·S).
       jitter, launch: as `fleet_waste`; ``launch`` is the baselines' launch (and the
         design's, unless ``offsets``).
@@ -654,14 +897,19 @@ def checkpoint_intervals(
       offset_groups: None (one offset per job: identical jobs sharing an interval still
         launch apart) or (N,) integer labels of jobs sharing one offset.
       progress: show a tqdm progress bar.
+      candidates: None or {name: (N,) intervals}: more interval sets to start from
+        (``"search"``) and to weigh the design against (e.g. the intervals in use today).
+      rtol: the search's finest move, a factor 1 + rtol on an interval (``"search"``).
+      fallback: recommend a baseline or candidate that beats the design outside the noise
+        (the best such set whose intervals lie inside the bounds).
 
     Returns:
       A `DesignResult`. A `RuntimeWarning` says why when the objective was flat (every
-      perturbed interval set measured the same waste: a horizon shorter than a cycle, jobs
+      interval set tried measured the same waste: a horizon shorter than a cycle, jobs
       that never complete a checkpoint): the intervals returned are then the starting ones.
     """
-    import optax  # imported here so that `import ckpt_jax` stays light
-
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {', '.join(map(repr, METHODS))}, got {method!r}")
     settings, job_bounds = _settings(
         fleet, bounds, horizon, n_draws, n_pairs, groups, launch, smoothing, offsets, offset_groups
     )
@@ -670,14 +918,228 @@ def checkpoint_intervals(
             raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
     if not (0 < float(learning_rate) < math.inf):
         raise ValueError(f"learning_rate must be > 0 and finite, got {learning_rate!r}")
+    if not (0 < float(rtol) < 1):
+        raise ValueError(f"rtol must be in (0, 1), got {rtol!r}")
     eval_draws = 2 * n_pairs * n_draws if eval_draws is None else eval_draws
     if isinstance(eval_draws, bool) or not isinstance(eval_draws, (int, np.integer)) or eval_draws < 2:
         raise ValueError(f"eval_draws must be an integer >= 2, got {eval_draws!r}")
-    bounds, labels, n_groups = settings["bounds"], settings["labels"], int(settings["labels"].max()) + 1
     young = _young(fleet)
-    start = young if init is None else np.asarray(init, np.float64)
-    if start.shape != (fleet.n_jobs,) or not np.all(np.isfinite(start) & (start > 0)):
-        raise ValueError(f"init must be None or ({fleet.n_jobs},) positive finite intervals, got {init!r}")
+    if method == "adam" and init is not None:
+        start_intervals = np.asarray(init, np.float64)
+        if start_intervals.shape != (fleet.n_jobs,) or not np.all(np.isfinite(start_intervals) & (start_intervals > 0)):
+            raise ValueError(f"init must be None or ({fleet.n_jobs},) positive finite intervals, got {init!r}")
+    extra = _candidates(fleet, candidates, init if method == "search" else None, fleet.n_jobs)
+
+    train_key, eval_key, calibration_key = jax.random.split(key, 3)
+    bar = None
+    if progress:
+        from ._progress import progress_bar
+
+        bar = progress_bar(total=int(steps), desc=f"ckpt_jax.design ({method})", unit="step")
+    try:
+        # The contended fixed point uses its own draws (as many as the evaluation's for
+        # "adam", the search's S otherwise: it is one more starting point there).
+        contended, _, _ = contended_young(
+            fleet,
+            horizon=settings["horizon"],
+            keys=jax.random.split(calibration_key, eval_draws if method == "adam" else n_draws),
+            jitter=jitter,
+            launch=launch,
+            rtol=1e-3 if method == "adam" else 1e-2,
+        )
+        baselines_table = {
+            "young": young,
+            "daly": _daly(fleet),
+            "young_contended": contended,
+            **({"two_level": _two_level_optimum(fleet)} if fleet.has_snapshots else {}),
+        }
+        compared = {**baselines_table, **extra}
+        if method == "adam":
+            found = _adam(
+                fleet,
+                settings,
+                job_bounds,
+                young if init is None else start_intervals,
+                train_key,
+                steps=int(steps),
+                patience=int(patience),
+                window=int(window),
+                learning_rate=float(learning_rate),
+                n_draws=n_draws,
+                jitter=jitter,
+                launch=launch,
+                offsets=offsets,
+                bar=bar,
+            )
+        else:
+            found = _search(
+                fleet,
+                settings,
+                compared,
+                train_key,
+                steps=int(steps),
+                rtol=float(rtol),
+                n_draws=n_draws,
+                jitter=jitter,
+                launch=launch,
+                bar=bar,
+            )
+    finally:
+        if bar is not None:
+            bar.close()
+    intervals, fractions, history, converged, stopped_early, start, mesh = found
+
+    evaluation = _evaluate(
+        fleet,
+        {"design": intervals, **compared},
+        jax.random.split(eval_key, eval_draws),
+        settings["horizon"],
+        jitter,
+        launch,
+        fractions,
+    )
+    searched, chosen = intervals, None
+    if fallback:
+        waste = evaluation.fleet_waste
+        # Only sets the design could have been: inside the bounds (the caller's range of
+        # allowed intervals) and one interval per group.
+        labels = settings["labels"]
+        _, first_job = np.unique(labels, return_index=True)  # labels are 0..G-1
+
+        def inside(name):
+            value = compared[name]
+            shared = np.array_equal(value, value[first_job][labels])
+            return shared and bool(np.all((value >= job_bounds[0]) & (value <= job_bounds[1])))
+
+        beaten = [
+            name
+            for i, name in enumerate(evaluation.names[1:], 1)
+            if _mean_ci(waste[i] - waste[0]).high < 0 and inside(name)
+        ]
+        if beaten:
+            chosen = min(beaten, key=lambda name: waste[evaluation.names.index(name)].mean())
+            evaluation = _with_design(evaluation, chosen)
+            intervals, fractions = compared[chosen], None
+    waste = evaluation.fleet_waste
+    estimates = {
+        name: Baseline(compared[name], _mean_ci(waste[i]), _mean_ci(waste[i] - waste[0]))
+        for i, name in enumerate(evaluation.names)
+        if i > 0
+    }
+    if not np.any(np.asarray(history.grad_norm) > 0):
+        # Every interval set tried at every step measured the same waste: the intervals
+        # returned are the starting ones, and the comparison with the baselines is empty.
+        reason = _flat_reason(fleet, job_bounds, settings["horizon"], launch, offsets, waste)
+        warnings.warn(
+            f"checkpoint_intervals: the objective is flat, nothing was designed: {reason}; the "
+            "intervals returned are the starting ones",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+    write = _solo_write(fleet)
+    return DesignResult(
+        intervals,
+        _mean_ci(waste[0]),
+        {name: estimates[name] for name in baselines_table},
+        history,
+        stopped_early,
+        None if fractions is None else cycle_positions(fractions, _launch_span(fleet, write, intervals)),
+        converged=converged,
+        method=method,
+        start=start,
+        fallback=chosen,
+        searched=searched,
+        candidates={name: estimates[name] for name in extra},
+        evaluation=evaluation,
+        mesh=mesh,
+    )
+
+
+def _search(fleet, settings, compared, key, *, steps, rtol, n_draws, jitter, launch, bar):
+    """`checkpoint_intervals` with ``method="search"``: the best of ``compared`` on S common
+    draws, then `_compass_search` from there on the same draws."""
+    bounds, labels, offset_labels = settings["bounds"], settings["labels"], settings["offset_labels"]
+    n_groups = int(labels.max()) + 1
+    draws = jax.random.split(key, n_draws)
+    horizon = settings["horizon"]
+
+    def split(points):
+        intervals = np.exp(points[:, :n_groups])[:, labels]
+        if offset_labels is None:
+            return intervals, None
+        return intervals, np.mod(points[:, n_groups:], 1.0)[:, offset_labels]
+
+    def evaluate(points):
+        intervals, fractions = split(points)
+        return fleet_waste(
+            fleet, intervals, horizon=horizon, keys=draws, jitter=jitter, launch=launch, offsets=fractions
+        )
+
+    names = list(compared)
+    starts = np.stack([_group_start(compared[name], labels, bounds) for name in names])
+    lower, upper = np.log(bounds[0]), np.log(bounds[1])
+    scale = np.ones(n_groups)
+    if offset_labels is not None:  # evenly staggered offsets, as "adam" starts them
+        n_offsets = int(offset_labels.max()) + 1
+        starts = np.concatenate([starts, np.broadcast_to(np.arange(n_offsets) / n_offsets, (len(names), n_offsets))], 1)
+        lower = np.concatenate([lower, np.full(n_offsets, -np.inf)])
+        upper = np.concatenate([upper, np.full(n_offsets, np.inf)])
+        scale = np.concatenate([scale, np.full(n_offsets, _OFFSET_SCALE)])
+    # The best starting point on the search's own draws (the offsets, if designed, staggered).
+    if offset_labels is None:
+        start_waste = fleet_waste(
+            fleet, np.stack([compared[n] for n in names]), horizon=horizon, keys=draws, jitter=jitter, launch=launch
+        )
+    else:
+        start_waste = evaluate(starts)
+    first = int(np.argmin(start_waste.mean(axis=1)))
+    centre, converged, rows = _compass_search(
+        evaluate, starts[first], lower, upper, scale, mesh_min=math.log1p(rtol), max_steps=steps, bar=bar
+    )
+    path = np.stack([row[3] for row in rows])
+    path_intervals, path_fractions = split(path)
+    intervals, fractions = split(centre[None])
+    write = _solo_write(fleet)
+    history = History(
+        np.array([row[0] for row in rows]),
+        np.array([row[1] for row in rows]),
+        np.array([row[2] for row in rows]),
+        path_intervals,
+        None if path_fractions is None else cycle_positions(path_fractions, _launch_span(fleet, write, path_intervals)),
+    )
+    mesh = np.array([math.expm1(row[4]) for row in rows])
+    return (
+        intervals[0],
+        None if fractions is None else fractions[0],
+        history,
+        converged,
+        converged,
+        names[first],
+        mesh,
+    )
+
+
+def _adam(
+    fleet,
+    settings,
+    job_bounds,
+    start,
+    key,
+    *,
+    steps,
+    patience,
+    window,
+    learning_rate,
+    n_draws,
+    jitter,
+    launch,
+    offsets,
+    bar,
+):
+    """`checkpoint_intervals` with ``method="adam"``."""
+    import optax  # imported here so that `import ckpt_jax` stays light
+
+    bounds, labels, n_groups = settings["bounds"], settings["labels"], int(settings["labels"].max()) + 1
     theta = np.array(
         [
             theta_from_interval(np.exp(np.log(start[labels == g]).mean()), (bounds[0][g], bounds[1][g]))
@@ -689,57 +1151,46 @@ def checkpoint_intervals(
         n_offsets = int(offset_labels.max()) + 1
         theta = np.concatenate([theta, np.arange(n_offsets) / n_offsets])
 
-    train_key, eval_key, calibration_key = jax.random.split(key, 3)
-    schedule = optax.cosine_decay_schedule(float(learning_rate), int(steps), alpha=0.01)
+    schedule = optax.cosine_decay_schedule(learning_rate, steps, alpha=0.01)
     optimizer = optax.adam(schedule)
     opt_state = optimizer.init(jnp.asarray(theta))
     objective, stderr, grad_norm, thetas = [], [], [], []
     best, since_best, stopped_early = math.inf, 0, False
-
-    bar = None
-    if progress:
-        from ._progress import progress_bar
-
-        bar = progress_bar(total=int(steps), desc="ckpt_jax.design", unit="step")
-    try:
-        for step in range(int(steps)):
-            estimate = smoothed_gradient(
-                fleet,
-                theta,
-                jax.random.fold_in(train_key, step),
-                groups=labels,
-                bounds=job_bounds,
-                horizon=settings["horizon"],
-                n_draws=n_draws,
-                n_pairs=n_pairs,
-                smoothing=settings["smoothing"],
-                jitter=jitter,
-                launch=launch,
-                offsets=offsets,
-                offset_groups=None if offset_labels is None else offset_labels,
-            )
-            objective.append(estimate.objective)
-            stderr.append(estimate.stderr)
-            grad_norm.append(float(np.linalg.norm(estimate.gradient)))
-            thetas.append(theta)
-            updates, opt_state = optimizer.update(jnp.asarray(estimate.gradient), opt_state)
-            theta = np.asarray(optax.apply_updates(jnp.asarray(theta), updates), np.float64)
-            if bar is not None:
-                bar.update(1)
-                bar.set_postfix(waste=f"{estimate.objective:.5f}")
-            if len(objective) >= window:
-                recent = np.asarray(objective[-window:])
-                recent_se = np.sqrt(np.nansum(np.square(stderr[-window:]))) / window
-                if recent.mean() < best - recent_se:
-                    best, since_best = recent.mean(), 0
-                else:
-                    since_best += 1
-                    if since_best >= patience:
-                        stopped_early = step + 1 < steps
-                        break
-    finally:
+    for step in range(steps):
+        estimate = smoothed_gradient(
+            fleet,
+            theta,
+            jax.random.fold_in(key, step),
+            groups=labels,
+            bounds=job_bounds,
+            horizon=settings["horizon"],
+            n_draws=n_draws,
+            n_pairs=settings["n_pairs"],
+            smoothing=settings["smoothing"],
+            jitter=jitter,
+            launch=launch,
+            offsets=offsets,
+            offset_groups=None if offset_labels is None else offset_labels,
+        )
+        objective.append(estimate.objective)
+        stderr.append(estimate.stderr)
+        grad_norm.append(float(np.linalg.norm(estimate.gradient)))
+        thetas.append(theta)
+        updates, opt_state = optimizer.update(jnp.asarray(estimate.gradient), opt_state)
+        theta = np.asarray(optax.apply_updates(jnp.asarray(theta), updates), np.float64)
         if bar is not None:
-            bar.close()
+            bar.update(1)
+            bar.set_postfix(waste=f"{estimate.objective:.5f}")
+        if len(objective) >= window:
+            recent = np.asarray(objective[-window:])
+            recent_se = np.sqrt(np.nansum(np.square(stderr[-window:]))) / window
+            if recent.mean() < best - recent_se:
+                best, since_best = recent.mean(), 0
+            else:
+                since_best += 1
+                if since_best >= patience:
+                    stopped_early = step + 1 < steps
+                    break
 
     # θ is unconstrained, offsets included (θ mod 1 is taken after the mean): averaging the
     # iterates does not wrap around the cycle.
@@ -754,60 +1205,4 @@ def checkpoint_intervals(
         path_intervals,
         None if fractions is None else cycle_positions(path_fractions, _launch_span(fleet, write, path_intervals)),
     )
-
-    # The contended fixed point uses its own draws; all four designs are then evaluated
-    # on the same fresh draws, never the training ones.
-    contended, _, _ = contended_young(
-        fleet,
-        horizon=settings["horizon"],
-        keys=jax.random.split(calibration_key, eval_draws),
-        jitter=jitter,
-        launch=launch,
-    )
-    candidates = {
-        "young": young,
-        "daly": _daly(fleet),
-        "young_contended": contended,
-        **({"two_level": _two_level_optimum(fleet)} if fleet.has_snapshots else {}),
-    }
-    eval_keys = jax.random.split(eval_key, eval_draws)
-    if fractions is None:
-        table = np.stack([intervals] + list(candidates.values()))
-        waste = fleet_waste(fleet, table, horizon=settings["horizon"], keys=eval_keys, jitter=jitter, launch=launch)
-    else:  # the baselines keep their launch; the design takes its offsets
-        table = np.stack(list(candidates.values()))
-        waste = np.concatenate(
-            [
-                fleet_waste(
-                    fleet,
-                    intervals[None],
-                    horizon=settings["horizon"],
-                    keys=eval_keys,
-                    jitter=jitter,
-                    offsets=fractions[None],
-                ),
-                fleet_waste(fleet, table, horizon=settings["horizon"], keys=eval_keys, jitter=jitter, launch=launch),
-            ]
-        )
-    baselines = {
-        name: Baseline(candidates[name], _mean_ci(waste[i + 1]), _mean_ci(waste[i + 1] - waste[0]))
-        for i, name in enumerate(candidates)
-    }
-    if not np.any(np.asarray(grad_norm) > 0):
-        # Every perturbed interval set of every step measured the same waste: the intervals
-        # returned are the starting ones, and the comparison with the baselines is empty.
-        reason = _flat_reason(fleet, job_bounds, settings["horizon"], launch, offsets, waste)
-        warnings.warn(
-            f"checkpoint_intervals: the objective is flat, nothing was designed: {reason}; the "
-            "intervals returned are the starting ones",
-            RuntimeWarning,
-            stacklevel=2,
-        )
-    return DesignResult(
-        intervals,
-        _mean_ci(waste[0]),
-        baselines,
-        history,
-        stopped_early,
-        None if fractions is None else cycle_positions(fractions, _launch_span(fleet, write, intervals)),
-    )
+    return intervals, fractions, history, stopped_early, stopped_early, None, None

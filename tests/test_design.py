@@ -486,3 +486,98 @@ def test_two_level_jobs_launch_computing():
     assert np.all((remaining > 0) & (remaining <= [3.0, 4.0, 5.0])) and len(np.unique(remaining)) == 9
     with pytest.raises(ValueError, match=r"position must lie in \[0, T_i\)"):
         design.launch_state(fleet, [0.0, 1.0, 1.5])
+
+
+# -- the deterministic search ------------------------------------------------------------
+
+
+def test_compass_search_finds_the_minimum_of_a_quadratic_and_says_when_it_stopped():
+    # A deterministic bowl in two coordinates with a per-draw offset (cancelled by pairing):
+    # the search must stop converged within one finest step of the minimum, and a budget of
+    # one step must end it not converged.
+    minimum = np.array([0.7, -1.2])
+    offsets = np.array([0.0, 0.3, -0.1, 0.05])
+
+    def evaluate(points):
+        return ((points - minimum) ** 2).sum(axis=1)[:, None] + offsets
+
+    lower, upper, scale = np.full(2, -10.0), np.full(2, 10.0), np.ones(2)
+    mesh_min = math.log1p(0.1)
+    centre, converged, rows = design._compass_search(
+        evaluate, np.zeros(2), lower, upper, scale, mesh_min=mesh_min, max_steps=100, bar=None
+    )
+    assert converged and len(rows) < 100
+    assert np.all(np.abs(centre - minimum) <= mesh_min), centre
+    assert [row[0] for row in rows] == sorted([row[0] for row in rows], reverse=True)  # never worse
+    _, converged, rows = design._compass_search(
+        evaluate, np.zeros(2), lower, upper, scale, mesh_min=mesh_min, max_steps=1, bar=None
+    )
+    assert not converged and len(rows) == 1
+
+
+def test_search_is_reproducible_and_every_estimate_comes_from_one_evaluation(pair):
+    def run(seed):
+        return design.checkpoint_intervals(
+            pair,
+            key=jax.random.key(seed),
+            method="search",
+            steps=8,
+            progress=False,
+            candidates={"mine": np.array([1.5, 2.5])},
+            **dict(SMALL, n_draws=4, n_pairs=1),
+        )
+
+    first, again = run(0), run(0)
+    np.testing.assert_array_equal(first.intervals, again.intervals)
+    assert first.waste == again.waste and first.method == "search"
+    assert first.start in ("young", "daly", "young_contended", "mine")
+    evaluation = first.evaluation
+    assert evaluation.names == ("design", "young", "daly", "young_contended", "mine")
+    assert evaluation.fleet_waste.shape == (5, 8) and evaluation.job_waste.shape == (5, 8, 2)
+    np.testing.assert_array_equal(evaluation.intervals[0], first.intervals)
+    assert math.isclose(first.waste.mean, evaluation.fleet_waste[0].mean(), rel_tol=1e-12)
+    compared = {**first.baselines, **first.candidates}
+    for i, name in enumerate(evaluation.names[1:], 1):
+        assert math.isclose(
+            compared[name].saved.mean, (evaluation.fleet_waste[i] - evaluation.fleet_waste[0]).mean(), abs_tol=1e-12
+        )
+        assert not compared[name].saved.high < 0  # no set beats the recommendation outside the noise
+    assert np.all(evaluation.power_steps >= 0) and np.all(evaluation.writes >= 0)
+    assert first.mesh is not None and first.mesh[0] == pytest.approx(1.0)  # the first move: x2 or /2
+    assert np.all(np.diff(first.mesh) <= 0)
+
+
+def test_a_baseline_that_beats_the_design_is_recommended_instead(pair):
+    # Bounds that hold the design at tiny intervals, and a candidate inside them far better:
+    # the design falls back to it, and every estimate says so (the design's row is its row).
+    bounds = (0.5, 60.0)
+    result = design.checkpoint_intervals(
+        pair,
+        key=jax.random.key(0),
+        method="adam",
+        steps=1,
+        window=1,
+        learning_rate=1e-6,
+        init=np.array([0.55, 0.55]),
+        progress=False,
+        candidates={"good": np.array([3.0, 4.5])},
+        **dict(SMALL, bounds=bounds, n_draws=4, n_pairs=1),
+    )
+    assert result.fallback is not None
+    assert result.searched[0] < 0.6
+    chosen = {**result.baselines, **result.candidates}[result.fallback]
+    np.testing.assert_array_equal(result.intervals, chosen.intervals)
+    assert chosen.saved == design.Estimate(0.0, 0.0, 0.0)
+    off = design.checkpoint_intervals(
+        pair,
+        key=jax.random.key(0),
+        method="adam",
+        steps=1,
+        window=1,
+        learning_rate=1e-6,
+        init=np.array([0.55, 0.55]),
+        progress=False,
+        fallback=False,
+        **dict(SMALL, bounds=bounds, n_draws=4, n_pairs=1),
+    )
+    assert off.fallback is None and off.intervals[0] < 0.6

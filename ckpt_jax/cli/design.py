@@ -1,16 +1,27 @@
 """``ckpt-jax design FLEET.toml --out DIR``: checkpoint intervals for a fleet file
 (`cj.design.checkpoint_intervals`, docs/model.md claim 10), with a report and figures.
 
-design.json holds the run's settings, the intervals per group (``groups``: the design and each
-baseline, in the file's engine units), the fleet waste of the design and the baselines with 95%
-CIs (``waste``, ``baselines``), the waste per group on separate fresh draws (``per_group``,
-``per_group_saved``, ``per_group_fleet_waste``), the writer-count distribution and the history.
+The intervals come from a deterministic compass search on common draws (``--method search``,
+the default: `checkpoint_intervals` with ``method="search"``), started at the best of the
+baselines and the file's own intervals, or from ``optax.adam`` (``--method adam``). Every
+comparison of the report comes from one set of fresh draws (`cj.design.Evaluation`).
+
+design.json holds the run's settings, the intervals per group (``groups``: the design, what the
+search found (``searched``) and each baseline, in the file's engine units), ``method``,
+``converged``, ``start`` (the set the search started from), ``fallback`` (the baseline
+recommended instead, where one beat the search outside the noise, else null), the fleet waste of
+the design and the baselines with 95% CIs (``waste``, ``baselines``, ``candidates``), the waste
+per group on the same draws (``per_group``, ``per_group_saved``, ``per_group_fleet_waste``),
+``power_and_storage`` (per interval set, the power steps above the threshold and the volume of
+completed checkpoints, per day in a file with units, else per horizon), the writer-count
+distribution, the history and ``rerun``, the command for a settled answer.
 
 A file with units (`FleetSpec.time_unit` set: the engine runs in seconds, bytes and B/s, a
 group's size counts GPUs) adds, on the same fresh draws as ``per_group``:
 
 - ``current``: the file's own intervals (each group's ``interval``/``compute``, Young's where a
-  group gives none) as a fourth comparison, in ``groups[g]["current"]``, ``per_group``,
+  group gives none) as a fourth comparison (also in a file of plain numbers that gives any), in
+  ``groups[g]["current"]``, ``per_group``,
   ``per_group_saved`` and ``per_group_fleet_waste``;
 - ``time_unit`` and ``seconds_per_time_unit``; ``intervals_in_time_unit``: per group its
   ``name`` and every interval set (``design``, ``current``, the baselines) in the time unit;
@@ -26,7 +37,7 @@ group's size counts GPUs) adds, on the same fresh draws as ``per_group``:
 - ``gains_and_pays``: per comparison, the groups whose GPU-hours the design saves (``gain``),
   costs (``pay``) outside the noise, and the rest (``tie``).
 
-Files of plain numbers have none of these keys, and their numbers are as before.
+Files of plain numbers have none of these keys.
 """
 
 from __future__ import annotations
@@ -48,6 +59,12 @@ QUICK = {"steps": 8, "draws": 4, "pairs": 2, "horizon_max": 200.0}
 # In a file with units the horizon is in seconds, where 200 would end before the first
 # checkpoint of a job that checkpoints every few minutes: --quick takes one day there.
 QUICK_HORIZON_UNITS = 86400.0
+
+# The methods of `cj.design.checkpoint_intervals` (its METHODS; not imported, to keep --help light).
+METHODS = ("search", "adam")
+
+# The search's finest move: a factor 1 + SEARCH_RTOL on an interval (`checkpoint_intervals`' rtol).
+SEARCH_RTOL = 0.1
 
 BASELINES = {"young": "Young", "daly": "Daly", "young_contended": "contended Young"}
 # With two-level checkpoints (docs/model.md §1d) a fourth: a lone job's exact optimum.
@@ -119,6 +136,14 @@ def add_design(subparsers) -> None:
         help="design each job's launch offset too (default: [design].offsets, else off)",
     )
     parser.add_argument(
+        "--method",
+        choices=METHODS,
+        default="search",
+        help="search: a deterministic compass search over each group's interval on common draws, from the "
+        "best of the baselines and the file's intervals (default); adam: optax.adam on a smoothed gradient "
+        "(--pairs directions per step)",
+    )
+    parser.add_argument(
         "--quick",
         action="store_true",
         help=f"a small fast run: {QUICK['steps']} steps, {QUICK['draws']} draws, "
@@ -156,6 +181,7 @@ def settings_for(args, spec) -> dict:
         "seed": args.seed if args.seed is not None else file.seed,
         "launch": file.launch,
         "offsets": args.offsets if args.offsets is not None else file.offsets,
+        "method": getattr(args, "method", "search"),
         "bounds": list(spec.bounds()),
         "group_bounds": [list(bounds) for bounds in spec.group_bounds()],
         "quick": quick,
@@ -324,6 +350,20 @@ def savings_lines(summary: dict, quote: Callable[[str], str] = str) -> list:
         f"Fleet goodput {estimate_text(goodput['current']['fleet'], '{:.4f}'.format)} with the current "
         f"intervals -> {estimate_text(goodput['design']['fleet'], '{:.4f}'.format)} with the design."
     )
+    block = summary.get("power_and_storage")
+    if block is not None:
+        sets = block["sets"]
+        threshold = (
+            f"{significant(block['threshold_watts'] / 1e6)} MW"
+            if block["threshold_watts"] is not None
+            else "a tenth of the fleet's full draw"
+        )
+        lines.append(
+            f"Power and storage: {sets['design']['power_steps']['mean']:.0f} power steps over {threshold} a day "
+            f"with the design ({sets['current']['power_steps']['mean']:.0f} with the current intervals); "
+            f"{volume_text(sets['design']['volume']['mean'])} written a day "
+            f"({volume_text(sets['current']['volume']['mean'])} now)."
+        )
     for name, label in comparisons_of(summary).items():
         saved = summary["gpu_hours_saved_per_day"][name]
         verdict = summary["gains_and_pays"][name]
@@ -351,47 +391,14 @@ def savings_lines(summary: dict, quote: Callable[[str], str] = str) -> list:
     return lines
 
 
-def _evaluate(spec, table: dict, *, horizon, n_draws, key, launch, dtype, offsets=None):
-    """Per group waste, fleet waste and the n_w distribution of each interval set in ``table``
-    ({name: (N,)}), on the same fresh draws (failures and launch fractions shared); the
-    "design" set launches at ``offsets`` (N,) cycle positions where given."""
-    import jax
-
-    from .. import SaveAt, cycle_positions, simulate
-    from ..design import job_waste, launch_cycle, launch_state
-
-    names = list(table)
-    intervals = np.stack([table[name] for name in names])  # (D, N)
-    n_sets, n_jobs = intervals.shape
-    grid = np.ascontiguousarray(np.broadcast_to(intervals[:, None, :], (n_sets, n_draws, n_jobs)))
-    fleet = spec.fleet(grid, dtype=dtype)
-    draw_keys = jax.random.split(key, n_draws + 1)
-    launch_key, draw_keys = draw_keys[0], draw_keys[1:]
-    # Positions in `cj.design.launch_cycle`: time into the solo cycle D + T, or T alone with
-    # two-level checkpoints.
-    cycle = launch_cycle(fleet)
-    if launch == "random":
-        fractions = np.asarray(jax.random.uniform(launch_key, (n_draws, n_jobs)), np.float64)
-        position = cycle_positions(fractions[None], cycle)
-    else:  # a fresh compute phase: the position just past the write (two-level: none first)
-        start = 0.0 if fleet.has_snapshots else np.asarray(fleet.solo_write, np.float64)
-        position = np.array(np.broadcast_to(start, cycle.shape))
-    if offsets is not None:
-        position[names.index("design")] = np.asarray(offsets, np.float64)
-    state = launch_state(fleet, position)
-    keys = jax.numpy.broadcast_to(draw_keys, (n_sets, n_draws))
-    out = simulate(
-        fleet,
-        state,
-        None,
-        until=horizon,
-        key=keys,
-        throw=True,
-        progress=False,
-        save=SaveAt(trace=False, jobs=True, writers=True),
-    )
-    assert out.jobs is not None and out.writers is not None  # both saved above
-    waste = np.asarray(job_waste(fleet, out.jobs, horizon), np.float64)  # (D, S, N)
+def _from_evaluation(spec, evaluation):
+    """Per group waste (D, S, G), fleet waste (D, S), the n_w distribution (D, N + 1) and the
+    draws it is defined on (D,), of every interval set of the library's `Evaluation` (one set
+    of fresh draws: failures and launch fractions shared)."""
+    # The design, the file's own intervals, then the baselines (the order of every table).
+    names = sorted(evaluation.names, key=lambda name: {"design": 0, "current": 1}.get(name, 2))
+    order = [evaluation.names.index(name) for name in names]
+    waste = np.asarray(evaluation.job_waste, np.float64)[order]  # (D, S, N)
     size = spec.per_job("size")
     labels = spec.labels
     per_group = np.stack(
@@ -401,11 +408,7 @@ def _evaluate(spec, table: dict, *, horizon, n_draws, key, launch, dtype, offset
         ],
         axis=-1,
     )  # (D, S, G)
-    fleet_waste = (waste * size).sum(-1) / size.sum()  # (D, S)
-    writer_time = np.asarray(out.writers.time, np.float64)
-    window = np.asarray(out.writers.window, np.float64)
-    span = np.maximum(window[..., 1] - window[..., 0], np.finfo(float).tiny)
-    fraction = writer_time / span[..., None]  # (D, S, N + 1)
+    fraction = np.asarray(evaluation.writers, np.float64)[order]  # (D, S, N + 1)
     # The writer count is defined on a draw only once every job has fired (WriterStats):
     # where some job never fired before H it is NaN. Average over the draws where it is
     # defined (a plain mean would be NaN as soon as one draw is).
@@ -413,7 +416,50 @@ def _evaluate(spec, table: dict, *, horizon, n_draws, key, launch, dtype, offset
     n_defined = defined.sum(axis=1)  # (D,)
     total = np.where(defined[..., None], fraction, 0.0).sum(axis=1)
     writers = np.where(n_defined[:, None] > 0, total / np.maximum(n_defined, 1)[:, None], np.nan)  # (D, N + 1)
-    return names, per_group, fleet_waste, writers, n_defined
+    return names, per_group, np.asarray(evaluation.fleet_waste, np.float64)[order], writers, n_defined
+
+
+def _power_and_storage(spec, evaluation) -> dict:
+    """design.json's ``power_and_storage``: per interval set, the fleet's power steps above
+    the threshold (`PowerStats.n_steps`) and the volume of its completed checkpoints, per day
+    in a file with units (per horizon H otherwise), estimates over the same draws."""
+    horizon = evaluation.horizon
+    per_day = spec.time_unit is not None
+    scale = 86400.0 / horizon if per_day else 1.0
+    volume = np.asarray(evaluation.writes, np.float64) @ spec.per_job("write")  # (D, S)
+    threshold = float(evaluation.power_threshold)
+    return {
+        "per": "day" if per_day else "horizon",
+        "threshold": threshold,
+        "threshold_watts": None if spec.power_per_gpu is None else threshold * spec.power_per_gpu,
+        "sets": {
+            name: {
+                "power_steps": _estimate(np.asarray(evaluation.power_steps[i], np.float64) * scale),
+                "volume": _estimate(volume[i] * scale),
+            }
+            for i, name in sorted(
+                enumerate(evaluation.names), key=lambda item: {"design": 0, "current": 1}.get(item[1], 2)
+            )
+        },
+    }
+
+
+def rerun_command(spec, settings: dict, summary: dict, out) -> str:
+    """The command for a settled answer: twice the draws (and the steps, where the run did
+    not converge; without --quick), the other settings as this run's."""
+    file = spec.design
+    parts = ["ckpt-jax", "design", str(spec.path), "--draws", str(2 * settings["draws"])]
+    if not summary.get("converged", summary["stopped_early"]):
+        parts += ["--steps", str(2 * settings["steps"])]
+    if settings["horizon"] != file.horizon:
+        parts += ["--horizon", f"{settings['horizon']:g}"]
+    if settings["seed"] != file.seed:
+        parts += ["--seed", str(settings["seed"])]
+    if settings["offsets"] and not file.offsets:
+        parts.append("--offsets")
+    if settings.get("method", "search") != "search":
+        parts += ["--method", settings["method"], "--pairs", str(settings["pairs"])]
+    return " ".join(parts + ["--out", str(out)])
 
 
 def _failure_times(spec, until: float, seed: int):
@@ -543,19 +589,52 @@ def _group_verdicts(summary: dict, names: list) -> dict:
     return verdicts
 
 
+def _use_text(summary: dict) -> str:
+    """Which intervals to use, from the fleet waste on the evaluation draws: a fallback's, or
+    the design's, naming the baselines (and the file's own intervals) that are as good."""
+    labels = {**{"current": "the current intervals"}, **baselines_of(summary)}
+    fallback = summary.get("fallback")
+    if fallback is not None:
+        return (
+            f"use {labels.get(fallback, fallback)}: {'they' if fallback == 'current' else 'its intervals'} beat the "
+            "search's outside the noise on fresh draws, so they are the design here"
+        )
+    compared = {**summary["baselines"], **summary.get("candidates", {})}
+    ties = [labels.get(name, name) for name, b in compared.items() if b["saved"]["low"] <= 0 <= b["saved"]["high"]]
+    start = summary.get("start")
+    started = f" (the search started from {labels.get(start, start)})" if start else ""
+    if not ties:
+        return f"use the design's intervals{started}: they beat every comparison outside the noise"
+    return (
+        f"use the design's intervals{started}; {', '.join(ties)} {'is' if len(ties) == 1 else 'are'} as good "
+        "within the noise, so either serves"
+    )
+
+
 def headline(summary: dict, names: list, quote: Callable[[str], str] = str) -> list:
-    """The run's verdict in a few sentences: converged or not, and per baseline what the
-    fleet saves and which groups gain and which pay (``quote`` formats a group name)."""
+    """The run's verdict in a few sentences: converged or not and which intervals to use, per
+    baseline what the fleet saves and which groups gain and which pay (``quote`` formats a
+    group name), and the command for a settled answer."""
     steps = summary["steps_taken"]
     lines = []
-    if summary["stopped_early"]:
-        lines.append(f"Converged: the objective stopped improving after {steps} steps (early stopping).")
+    converged = summary.get("converged", summary["stopped_early"])
+    use = f"; {_use_text(summary)}" if "waste" in summary else ""
+    if converged:
+        if summary.get("method", "adam") == "search":
+            test = (
+                f"no move of {summary['search_rtol']:.0%} in any group's interval lowered the waste beyond "
+                f"its standard error on {summary['settings']['draws']} common draws"
+            )
+        else:
+            test = "the objective stopped improving (early stopping)"
+        lines.append(f"Converged after {steps} steps: {test}{use}.")
     else:
         budget = "the --quick budget" if summary["settings"]["quick"] else "the step budget"
         lines.append(
-            f"NOT CONVERGED: {steps} steps ({budget}) ran out before the objective settled (no early stop); "
+            f"NOT CONVERGED: {steps} steps ({budget}) ran out before the search settled; "
             "treat these intervals as a first guess and rerun with more steps"
-            + (" (without --quick)." if summary["settings"]["quick"] else ".")
+            + (" (without --quick)" if summary["settings"]["quick"] else "")
+            + (f"{use} for now." if use else ".")
         )
     verdicts = _group_verdicts(summary, names)
     for name, label in baselines_of(summary).items():
@@ -585,6 +664,8 @@ def headline(summary: dict, names: list, quote: Callable[[str], str] = str) -> l
         if verdict["tie"]:
             parts.append(f"{', '.join(map(quote, verdict['tie']))} within the noise")
         lines.append(f"{text}; per group: {'; '.join(parts)}.")
+    if "rerun" in summary:
+        lines.append(f"For a settled answer (tighter intervals of confidence): {summary['rerun']}")
     return lines
 
 
@@ -597,7 +678,11 @@ def _report(spec, settings, result_json: dict, wall_s: float) -> str:
     quote = lambda name: f'"{md(name)}"'  # noqa: E731
     head = headline(result_json, groups, quote=quote)
     if units:  # the verdicts in GPU-hours per day, with the file's own intervals among them
-        head = head[:1] + savings_lines(result_json, quote=quote)
+        head = (
+            head[:1]
+            + savings_lines(result_json, quote=quote)
+            + [line for line in head if line.startswith("For a settled")]
+        )
     lines = [f"# Checkpoint intervals for {md(spec.path)}", ""]
     lines += [
         f"- **{line}**" if i == 0 and not result_json["stopped_early"] else f"- {line}" for i, line in enumerate(head)
@@ -628,10 +713,8 @@ def _report(spec, settings, result_json: dict, wall_s: float) -> str:
             if settings["offsets"]
             else f"launch {settings['launch']}; "
         )
-        + f"{result_json['steps_taken']} optimisation steps "
-        f"({'stopped early' if result_json['stopped_early'] else 'not stopped early, so not known to be converged'}), "
-        f"{settings['draws']} draws × {settings['pairs']} pairs per step, seed {settings['seed']}, "
-        f"{wall_s:.0f} s.",
+        + _method_text(settings, result_json)
+        + f", seed {settings['seed']}, {wall_s:.0f} s.",
         "",
         "## Recommended intervals",
         "",
@@ -685,8 +768,9 @@ def _report(spec, settings, result_json: dict, wall_s: float) -> str:
         f"| **design** | {waste['mean']:.4f} [{waste['low']:.4f}, {waste['high']:.4f}] | | |",
     ]
     as_good = []
-    for name, label in baselines.items():
-        base = result_json["baselines"][name]
+    weighed = {**({"current": "current"} if "current" in result_json.get("candidates", {}) else {}), **baselines}
+    for name, label in weighed.items():
+        base = {**result_json["baselines"], **result_json.get("candidates", {})}[name]
         w, s = base["waste"], base["saved"]
         lines.append(
             f"| {label} | {w['mean']:.4f} [{w['low']:.4f}, {w['high']:.4f}] | "
@@ -712,9 +796,10 @@ def _report(spec, settings, result_json: dict, wall_s: float) -> str:
                 else ", and no group pays more, outside the noise."
             )
         )
+    lines += _power_storage_lines(spec, result_json)
     lines += [
         "",
-        "## Waste per group (separate fresh draws, 95% CIs)",
+        "## Waste per group (the same fresh draws, 95% CIs)",
         "",
         "Positive: the design wastes less in this group than the "
         + ("intervals compared" if units else "baseline")
@@ -755,6 +840,59 @@ def _report(spec, settings, result_json: dict, wall_s: float) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def _method_text(settings: dict, summary: dict) -> str:
+    """How the intervals were found, in a few words."""
+    steps, converged = summary["steps_taken"], summary.get("converged", summary["stopped_early"])
+    if summary.get("method", "adam") == "search":
+        start = summary.get("start")
+        return (
+            f"a compass search over each group's interval on {settings['draws']} common draws"
+            + (f" from the best starting point, {LABELS.get(start, start)}" if start else "")
+            + f", {steps} steps ({'converged' if converged else 'not converged'})"
+            + ("" if summary.get("fallback") is None else f", then the fallback to {summary['fallback']}")
+            + f"; every comparison on {2 * settings['pairs'] * settings['draws']} fresh draws"
+        )
+    return (
+        f"{steps} optimisation steps "
+        f"({'stopped early' if converged else 'not stopped early, so not known to be converged'}), "
+        f"{settings['draws']} draws × {settings['pairs']} pairs per step"
+    )
+
+
+def _power_storage_lines(spec, summary: dict) -> list:
+    """The report's power and storage table: power steps above the threshold and the volume
+    of the completed checkpoints, per day (per H in a file of plain numbers), per interval set."""
+    block = summary.get("power_and_storage")
+    if block is None:
+        return []
+    units = spec.time_unit is not None
+    per = "per day" if block["per"] == "day" else "over H"
+    if block["threshold_watts"] is not None:
+        threshold = f"{significant(block['threshold_watts'] / 1e6)} MW"
+    else:
+        threshold = f"{significant(block['threshold'])} (one job's draw per unit of size)"
+    show_volume = (lambda v: volume_text(v)) if units else (lambda v: significant(v))  # noqa: E731
+    labels = {"design": "**design**", "current": "current", **LABELS}
+    lines = [
+        "",
+        "## Power and storage (the same draws, 95% CIs)",
+        "",
+        f"Power steps: instants where the fleet's draw moves by more than {threshold} (a tenth of its full "
+        "draw; a job that fires and one that resumes each make one); volume: the completed checkpoints.",
+        "",
+        f"| intervals | power steps {per} | volume written {per} |",
+        "|---|---|---|",
+    ]
+    for name, row in block["sets"].items():
+        steps, volume = row["power_steps"], row["volume"]
+        lines.append(
+            f"| {labels.get(name, markdown_text(name))} | "
+            f"{steps['mean']:.1f} [{steps['low']:.1f}, {steps['high']:.1f}] | "
+            f"{show_volume(volume['mean'])} [{show_volume(volume['low'])}, {show_volume(volume['high'])}] |"
+        )
+    return lines
 
 
 def _horizon_text(spec, horizon: float) -> str:
@@ -882,18 +1020,29 @@ def _design(args) -> int:
 
     spec, settings = args.spec, args.settings
     report_devices("design", args.device_info, 1)
-    runs = 2 * settings["pairs"] * settings["draws"]
+    units = spec.time_unit is not None
+    # The file's own intervals are weighed (and tried as a start) where it gives any, and
+    # always in a file with units (Young's where a group gives none).
+    current = units or any(group.compute is not None for group in spec.groups)
+    search = settings["method"] == "search"
+    n_sets = 2 * len(spec.groups) + 2 if search else 2 * settings["pairs"]
     print(
         f"ckpt-jax design: {spec.n_jobs} jobs to H = {_horizon_text(spec, settings['horizon'])}: about "
-        f"{spec.events(settings['horizon']):.2g} events per run (each O(N)), {runs} runs per step, "
-        f"up to {settings['steps']} steps"
+        f"{spec.events(settings['horizon']):.2g} events per run (each O(N)), "
+        + (
+            f"up to {n_sets} interval sets x {settings['draws']} common draws per step"
+            if search
+            else f"{n_sets * settings['draws']} runs per step"
+        )
+        + f", up to {settings['steps']} steps"
     )
     dtype = np.float64 if args.x64 else np.float32
     fleet = spec.fleet(dtype=dtype)
     key = seed_key(settings["seed"])
-    design_key, eval_key = jax.random.split(key)
+    design_key, _ = jax.random.split(key)
     started = time.perf_counter()
-    window = min(10, settings["steps"])  # the recommendation: T at the mean θ of the last `window` steps
+    window = min(10, settings["steps"])  # "adam": T at the mean θ of the last `window` steps
+    n_eval = 2 * settings["pairs"] * settings["draws"]
     result = checkpoint_intervals(
         fleet,
         bounds=args.spec.job_bounds(),
@@ -903,29 +1052,18 @@ def _design(args) -> int:
         steps=settings["steps"],
         key=design_key,
         groups=spec.labels,
+        method=settings["method"],
         launch=settings["launch"],
         offsets=settings["offsets"],
         progress=not args.no_progress,
         window=window,
+        eval_draws=n_eval,
+        candidates={"current": spec.intervals()} if current else None,
+        rtol=SEARCH_RTOL,
     )
-    units = spec.time_unit is not None
-    table = {
-        "design": result.intervals,
-        # A file with units is weighed against its own intervals too (Young's where a group has none).
-        **({"current": spec.intervals()} if units else {}),
-        **{name: baseline.intervals for name, baseline in result.baselines.items()},
-    }
-    n_eval = 2 * settings["pairs"] * settings["draws"]
-    names, per_group, fleet_waste, writers, writers_draws = _evaluate(
-        spec,
-        table,
-        horizon=settings["horizon"],
-        n_draws=n_eval,
-        key=eval_key,
-        launch=settings["launch"],
-        dtype=dtype,
-        offsets=result.offsets,
-    )
+    compared = {**result.baselines, **(result.candidates or {})}
+    table = {"design": result.intervals, **{name: b.intervals for name, b in compared.items()}}
+    names, per_group, fleet_waste, writers, writers_draws = _from_evaluation(spec, result.evaluation)
     schedule = _schedule(
         spec, result.intervals, seed=settings["seed"], launch=settings["launch"], dtype=dtype, offsets=result.offsets
     )
@@ -933,31 +1071,40 @@ def _design(args) -> int:
 
     first = np.searchsorted(spec.labels, np.arange(len(spec.groups)))
     as_dict = lambda e: {"mean": e.mean, "low": e.low, "high": e.high}  # noqa: E731
+    outcome = lambda b: {  # noqa: E731
+        "waste": as_dict(b.waste),
+        "saved": as_dict(b.saved),
+        "outside_noise": bool(b.saved.low > 0 or b.saved.high < 0),
+    }
     summary = {
         "command": "design",
         "version": __version__,
         "fleet": spec.to_dict(),
         "settings": settings,
-        "keys": {"seed": SEED_KEY_TEXT, "design": "split(key(seed))[0]", "per_group": "split(key(seed))[1]"},
+        "keys": {
+            "seed": SEED_KEY_TEXT,
+            "design": "split(key(seed))[0]",
+            "evaluation": "split(split(key(seed))[0], 3)[1]: every comparison's draws",
+        },
         "groups": [
             {
                 "name": group.name,
                 "design": float(result.intervals[first[g]]),
-                **({"current": float(table["current"][first[g]])} if units else {}),
-                **{name: float(baseline.intervals[first[g]]) for name, baseline in result.baselines.items()},
+                "searched": float(result.searched[first[g]]),
+                **{name: float(table[name][first[g]]) for name in compared},
             }
             for g, group in enumerate(spec.groups)
         ],
         "offsets": None if result.offsets is None else [float(x) for x in result.offsets],
+        "method": result.method,
+        "converged": bool(result.converged),
+        "start": result.start,
+        "fallback": result.fallback,
+        "search_rtol": SEARCH_RTOL,
+        "mesh": None if result.mesh is None else result.mesh.tolist(),
         "waste": as_dict(result.waste),
-        "baselines": {
-            name: {
-                "waste": as_dict(b.waste),
-                "saved": as_dict(b.saved),
-                "outside_noise": bool(b.saved.low > 0 or b.saved.high < 0),
-            }
-            for name, b in result.baselines.items()
-        },
+        "baselines": {name: outcome(b) for name, b in result.baselines.items()},
+        "candidates": {name: outcome(b) for name, b in (result.candidates or {}).items()},
         "per_group": {
             name: [_estimate(per_group[i, :, g]) for g in range(len(spec.groups))] for i, name in enumerate(names)
         },
@@ -970,6 +1117,7 @@ def _design(args) -> int:
             if name != "design"
         },
         "per_group_fleet_waste": {name: _estimate(fleet_waste[i]) for i, name in enumerate(names)},
+        "power_and_storage": _power_and_storage(spec, result.evaluation),
         "writers_fraction": {name: writers[i].tolist() for i, name in enumerate(names)},
         "writers_draws": {name: int(writers_draws[i]) for i, name in enumerate(names)},
         "history": {
@@ -978,7 +1126,7 @@ def _design(args) -> int:
             "grad_norm": result.history.grad_norm.tolist(),
             "intervals": result.history.intervals[:, first].tolist(),
         },
-        "recommended_from_last_steps": min(window, int(result.history.objective.size)),
+        "recommended_from_last_steps": 1 if search else min(window, int(result.history.objective.size)),
         "steps_taken": int(result.history.objective.size),
         "stopped_early": bool(result.stopped_early),
         "schedule_period": schedule["period"],
@@ -993,6 +1141,7 @@ def _design(args) -> int:
     if units:
         summary.update(_in_units(spec, table, names, per_group, fleet_waste))
     out = Path(args.out)
+    summary["rerun"] = rerun_command(spec, settings, summary, out)
     atomic_write_bytes(out / "design.json", (json.dumps(summary, indent=2) + "\n").encode())
     atomic_write_bytes(out / "report.md", _report(spec, settings, summary, wall_s).encode())
     for name, figure in figures.all_figures(spec, summary, schedule, per_group, writers, names).items():
