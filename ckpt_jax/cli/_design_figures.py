@@ -85,13 +85,19 @@ def objective_figure(spec, summary):
     averaged = summary.get("recommended_from_last_steps", 1)
     span = (steps[-1] - averaged + 0.5, steps[-1] + 0.5)
     shade = dict(color="#d62728", alpha=0.08, lw=0)
+    search = summary.get("method", "adam") == "search"
     figure, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2), constrained_layout=True)
-    left.axvspan(*span, **shade, label=f"last {averaged} step{'s' * (averaged != 1)}: averaged for the recommendation")
+    if search:  # the search's point of each step; its moves are judged by paired differences
+        shade = dict(alpha=0, lw=0)
+    else:
+        left.axvspan(
+            *span, **shade, label=f"last {averaged} step{'s' * (averaged != 1)}: averaged for the recommendation"
+        )
     left.plot(steps, objective, color="k", lw=1.2, marker="o", ms=3, label="fleet waste (training draws)")
-    left.fill_between(
-        steps, objective - stderr, objective + stderr, color="k", alpha=0.15, lw=0, label="± 1 standard error"
-    )
-    left.set(xlabel="optimisation step", ylabel="smoothed fleet waste", title="objective vs step")
+    band = "± 1 standard error over the draws (moves are judged paired)" if search else "± 1 standard error"
+    left.fill_between(steps, objective - stderr, objective + stderr, color="k", alpha=0.15, lw=0, label=band)
+    label = "fleet waste on the common draws" if search else "smoothed fleet waste"
+    left.set(xlabel="search step" if search else "optimisation step", ylabel=label, title="objective vs step")
     left.yaxis.set_major_locator(MaxNLocator(nbins=6))
     left.legend(loc="best", fontsize=8)
     scale, unit = _time_scale(spec)
@@ -115,7 +121,11 @@ def objective_figure(spec, summary):
     right.plot([], [], marker="*", ms=10, color="w", mec="k", ls="none", label="recommended")
     _interval_axis(right, np.concatenate([intervals.ravel(), recommended]))
     right.set_xlim(0.5, steps[-1] + 1)
-    right.set(xlabel="optimisation step", ylabel=f"checkpoint interval T{unit}", title="interval per group vs step")
+    right.set(
+        xlabel="search step" if search else "optimisation step",
+        ylabel=f"checkpoint interval T{unit}",
+        title="interval per group vs step",
+    )
     for axis in (left, right):
         axis.xaxis.set_major_locator(MaxNLocator(integer=True))
     right.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8, title="group")
