@@ -394,7 +394,9 @@ def _ordered_fill(total, limit, members, order):
     in_set = members[order]
     ordered = limit[order]
     caps = jnp.where(in_set, ordered, 0)
-    before = _exclusive_prefix(caps)
+    # One windowed reduction (each window summed in order on the CPU: the unrolled sum's
+    # bits) instead of N − 1 dependent adds, each its own pass.
+    before = jnp.concatenate([jnp.zeros((1,), dtype), jnp.cumsum(caps)[:-1]])
     counted = jnp.cumsum(in_set.astype(jnp.int32)) - in_set.astype(jnp.int32)  # members before
     rest = (jnp.sum(members) - counted).astype(dtype)
     level = (total - before) / jnp.where(rest > 0, rest, 1)
