@@ -32,9 +32,10 @@ What it does:
    (the same failures on both sides): the same, plus lost work, failures and time down.
    It aborts (exit status 1) if any differs;
 2. times the file over one day with failures for B fleets (``--sizes``; default 1, 128,
-   1024, 8192; ``--quick``: 1, 128): ckpt_jax's ``simulate`` after a compiling call
-   (the best of ``--repeats``), the Numba loop after its compile (the best of as many),
-   ratio = Numba time / ckpt_jax time (> 1: ckpt_jax is faster);
+   1024, 8192; ``--quick``: 1, 128): ckpt_jax's ``simulate`` after a compiling call, the
+   Numba loop after its compile, in alternating rounds (both see the same load; the best
+   of ``--repeats``, ``--large-repeats`` above B = 1024), ratio = Numba time / ckpt_jax
+   time (> 1: ckpt_jax is faster), with the drawn failures' means compared as a check;
 3. a per-mechanism table at B = 128 (``--mechanism-fleets``): the file as is, then with
    failures off, write limits off, all sizes 1, everything off, and a binding cap
    (16 MW, failures on): each row's ckpt_jax and Numba times, their ratio, and ckpt_jax's
@@ -59,6 +60,7 @@ import argparse
 import json
 import os
 import platform
+import subprocess
 import sys
 import time
 
@@ -405,7 +407,9 @@ def numba_inputs(fleet, state) -> dict:
     )
 
 
-def simulate_numba(inputs: dict, horizon: float, *, n_fires: int = 0, seed: int = 0, failure_times=None, max_events=10**8):
+def simulate_numba(
+    inputs: dict, horizon: float, *, n_fires: int = 0, seed: int = 0, failure_times=None, max_events=10**8
+):
     """Runs the batch ``inputs`` (`numba_inputs`) to ``horizon``: failures drawn (seed
     ``seed + b`` for fleet b) or taken from ``failure_times`` (B, N, F). ``n_fires``: trace
     columns to record (0: none). Returns a dict of NumPy arrays."""
@@ -474,6 +478,14 @@ NUMBA_ARGS = (
 
 
 # --------------------------------------------------------------------------- fleets
+NOTES = {  # what each row's mechanism does to the rates of the file's fleet
+    "as is": "sizes, write limits, f(n), failures, no cap",
+    "failures off": "failures and restart ends are events (under 1 % more); a down job counts nowhere",
+    "write limits off": "the limits bind: a lone 70B or 8B writer drains at b < f(1)",
+    "sizes all 1": "without a cap the sizes cannot change any rate",
+    "everything off": "unit sizes, no limits, no failures: the base model with f(n)",
+    "binding cap (16 MW)": "the cap binds while nearly every job computes; sizes then matter",
+}
 MECHANISMS = {  # row -> (failures, write limits, sizes, binding cap)
     "as is": (True, True, True, False),
     "failures off": (False, True, True, False),
@@ -649,28 +661,29 @@ def check_statistics(trace, out) -> dict:
 
 
 # --------------------------------------------------------------------------- timing
-def best_of(run, repeats: int) -> tuple:
-    times, out = [], None
-    for _ in range(repeats):
-        start = time.perf_counter()
-        out = run()
-        times.append(time.perf_counter() - start)
-    return min(times), times, out
-
-
 def time_case(spec, n_fleets: int, seed: int, repeats: int, **options) -> dict:
     """ckpt_jax and Numba on the same fleets and launches, one day, each after a compiling
-    call (not timed): best of ``repeats``."""
+    call (not timed; ckpt_jax's to a short horizon, which compiles the same program), then
+    ``repeats`` rounds that call each once in turn, so that both see the same load on the
+    machine: each engine's best time, and the ratio of the two."""
     fleet = make_fleet(spec, n_fleets, **options)
     state, keys = launches(spec, n_fleets, seed)
-    start = time.perf_counter()
-    simulate_jax(fleet, state, keys, DAY)
-    first_jax = time.perf_counter() - start
-    jax_s, jax_all, trace = best_of(lambda: simulate_jax(fleet, state, keys, DAY), repeats)
-
     inputs = numba_inputs(fleet, state)
+    start = time.perf_counter()
+    simulate_jax(fleet, state, keys, DAY / 50)
+    first_jax = time.perf_counter() - start
     simulate_numba({k: v[:1] for k, v in inputs.items()}, DAY, seed=seed)  # compile (or load the cache)
-    numba_s, numba_all, out = best_of(lambda: simulate_numba(inputs, DAY, seed=seed), repeats)
+    jax_all, numba_all, jax_cpu, numba_cpu = [], [], [], []
+    for _ in range(repeats):
+        start, cpu = time.perf_counter(), time.process_time()
+        trace = simulate_jax(fleet, state, keys, DAY)
+        jax_all.append(time.perf_counter() - start)
+        jax_cpu.append(time.process_time() - cpu)
+        start, cpu = time.perf_counter(), time.process_time()
+        out = simulate_numba(inputs, DAY, seed=seed)
+        numba_all.append(time.perf_counter() - start)
+        numba_cpu.append(time.process_time() - cpu)
+    jax_s, numba_s = min(jax_all), min(numba_all)
     if not (np.all(np.asarray(trace.ok)) and np.all(out["status"] == 0)):
         raise SystemExit(f"a run did not complete (B = {n_fleets}, {options})")
     events_jax = int(np.sum(np.asarray(trace.n_events)))
@@ -680,15 +693,21 @@ def time_case(spec, n_fleets: int, seed: int, repeats: int, **options) -> dict:
         fleets=n_fleets,
         jax_s=jax_s,
         jax_runs_s=jax_all,
-        jax_first_call_s=first_jax,
+        jax_first_call_s=first_jax,  # compile + a run to H / 50
         numba_s=numba_s,
         numba_runs_s=numba_all,
         ratio=numba_s / jax_s,
+        # CPU time of all threads (XLA's and Numba's alike): steadier on a shared machine.
+        jax_cpu_s=min(jax_cpu),
+        numba_cpu_s=min(numba_cpu),
+        cpu_ratio=min(numba_cpu) / min(jax_cpu),
+        round_ratios=[n / j for n, j in zip(numba_all, jax_all)],
         events_jax=events_jax,
         events_numba=events_numba,
         jax_job_updates_per_s=events_jax * n_jobs / jax_s,
         numba_job_updates_per_s=events_numba * n_jobs / numba_s,
         jax_us_per_iteration=jax_s / max(int(np.max(np.asarray(trace.n_events))), 1) * 1e6,
+        load_average=os.getloadavg(),
     )
     if options.get("failures", True):
         row["statistics"] = check_statistics(trace, out)
@@ -699,7 +718,12 @@ def environment() -> dict:
     import jax
     import numba
 
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    except OSError:
+        commit = ""
     return dict(
+        commit=commit,
         python=platform.python_version(),
         jax=jax.__version__,
         numba=numba.__version__,
@@ -715,8 +739,8 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[1, 128, 1024, 8192], help="batch sizes B")
     parser.add_argument("--quick", action="store_true", help="B = 1, 128 only")
-    parser.add_argument("--repeats", type=int, default=3, help="timed calls per engine (best of), B <= 128")
-    parser.add_argument("--large-repeats", type=int, default=1, help="timed calls per engine for B > 128")
+    parser.add_argument("--repeats", type=int, default=3, help="timed rounds (best of), B <= 1024")
+    parser.add_argument("--large-repeats", type=int, default=1, help="timed rounds for B > 1024")
     parser.add_argument("--mechanism-fleets", type=int, default=128, help="B of the per-mechanism table (0: skip)")
     parser.add_argument("--check-fleets", type=int, default=16, help="fleets of the agreement check")
     parser.add_argument("--seed", type=int, default=0)
@@ -734,12 +758,11 @@ def main(argv=None) -> int:
 
     result["sizes"] = []
     for n_fleets in sizes:
-        repeats = args.repeats if n_fleets <= 128 else args.large_repeats
+        repeats = args.repeats if n_fleets <= 1024 else args.large_repeats
         row = time_case(spec, n_fleets, args.seed, repeats)
         result["sizes"].append(row)
         print(
-            f"  B = {n_fleets}: ckpt_jax {row['jax_s']:.3f} s, Numba {row['numba_s']:.3f} s, "
-            f"ratio {row['ratio']:.3f}",
+            f"  B = {n_fleets}: ckpt_jax {row['jax_s']:.3f} s, Numba {row['numba_s']:.3f} s, ratio {row['ratio']:.3f}",
             flush=True,
         )
 
@@ -763,6 +786,8 @@ def main(argv=None) -> int:
         for row in result["mechanisms"]:
             row["jax_cost"] = full["jax_s"] / row["jax_s"]  # the file as is / this row
             row["jax_cost_per_job_update"] = row["jax_job_updates_per_s"] / full["jax_job_updates_per_s"]
+            row["numba_cost"] = full["numba_s"] / row["numba_s"]
+            row["note"] = NOTES[row["row"]]
 
     print()
     print(markdown(result))
@@ -777,27 +802,30 @@ def main(argv=None) -> int:
 
 def markdown(result: dict) -> str:
     lines = [
-        "| B | ckpt_jax s | Numba s | ratio Numba/ckpt_jax | ckpt_jax job-updates/s | Numba job-updates/s |",
+        "| B | ckpt_jax s | Numba s | ratio Numba/ckpt_jax (wall / CPU) | ckpt_jax job-updates/s | "
+        "Numba job-updates/s |",
         "|---|---|---|---|---|---|",
     ]
     for row in result["sizes"]:
         lines.append(
-            f"| {row['fleets']} | {row['jax_s']:.3f} | {row['numba_s']:.3f} | {row['ratio']:.3f} | "
+            f"| {row['fleets']} | {row['jax_s']:.3f} | {row['numba_s']:.3f} | {row['ratio']:.3f} / "
+            f"{row['cpu_ratio']:.3f} | "
             f"{row['jax_job_updates_per_s']:.2e} | {row['numba_job_updates_per_s']:.2e} |"
         )
     if result["mechanisms"]:
         fleets = result["mechanisms"][0]["fleets"]
         lines += [
             "",
-            f"| B = {fleets}, one day | ckpt_jax s | Numba s | ratio Numba/ckpt_jax | events/fleet | "
-            "cost: as is / row | cost per job-update |",
-            "|---|---|---|---|---|---|---|",
+            f"| B = {fleets}, one day | ckpt_jax s | Numba s | ratio Numba/ckpt_jax (wall / CPU) | events/fleet | "
+            "ckpt_jax: as is / row | per job-update | Numba: as is / row |",
+            "|---|---|---|---|---|---|---|---|",
         ]
         for row in result["mechanisms"]:
             lines.append(
-                f"| {row['row']} | {row['jax_s']:.3f} | {row['numba_s']:.3f} | {row['ratio']:.3f} | "
+                f"| {row['row']} | {row['jax_s']:.3f} | {row['numba_s']:.3f} | {row['ratio']:.3f} / "
+                f"{row['cpu_ratio']:.3f} | "
                 f"{row['events_jax'] / row['fleets']:.0f} | {row['jax_cost']:.2f} | "
-                f"{row['jax_cost_per_job_update']:.2f} |"
+                f"{row['jax_cost_per_job_update']:.2f} | {row['numba_cost']:.2f} |"
             )
     return "\n".join(lines)
 
