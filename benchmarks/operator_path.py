@@ -34,13 +34,15 @@ What it does:
 2. times the file over one day with failures for B fleets (``--sizes``; default 1, 128,
    1024, 8192; ``--quick``: 1, 128): ckpt_jax's ``simulate`` after a compiling call, the
    Numba loop after its compile, in alternating rounds (both see the same load; the best
-   of ``--repeats``, ``--large-repeats`` above B = 1024), ratio = Numba time / ckpt_jax
+   of ``--repeats``, ``--large-repeats`` above B = 1024, 5× as many at B = 1), ratio = Numba time / ckpt_jax
    time (> 1: ckpt_jax is faster), with the drawn failures' means compared as a check;
 3. a per-mechanism table at B = 128 (``--mechanism-fleets``): the file as is, then with
    failures off, write limits off, all sizes 1, everything off, and a binding cap
-   (16 MW, failures on): each row's ckpt_jax and Numba times, their ratio, and ckpt_jax's
-   cost of the mechanism (time of the file as is / time of the row, and the same per
-   job-update, N × events);
+   (16 MW, failures on), all compiled first and then called in ``--mechanism-repeats``
+   rounds of every row: each row's ckpt_jax and Numba times (best of the rounds), their
+   ratio, and the cost of the mechanism the row switches off, (time of the file as is) /
+   (time of the row), the median over rounds of the ratio within a round (wall and CPU
+   time; per job-update, N × events, for ckpt_jax; and Numba's);
 4. writes ``operator_path.json`` under ``--out`` and prints markdown tables.
 
 Every variant runs from the same launches (the file's `random_state`, one key per fleet,
@@ -661,57 +663,80 @@ def check_statistics(trace, out) -> dict:
 
 
 # --------------------------------------------------------------------------- timing
-def time_case(spec, n_fleets: int, seed: int, repeats: int, **options) -> dict:
-    """ckpt_jax and Numba on the same fleets and launches, one day, each after a compiling
-    call (not timed; ckpt_jax's to a short horizon, which compiles the same program), then
-    ``repeats`` rounds that call each once in turn, so that both see the same load on the
-    machine: each engine's best time, and the ratio of the two."""
-    fleet = make_fleet(spec, n_fleets, **options)
-    state, keys = launches(spec, n_fleets, seed)
-    inputs = numba_inputs(fleet, state)
-    start = time.perf_counter()
-    simulate_jax(fleet, state, keys, DAY / 50)
-    first_jax = time.perf_counter() - start
-    simulate_numba({k: v[:1] for k, v in inputs.items()}, DAY, seed=seed)  # compile (or load the cache)
-    jax_all, numba_all, jax_cpu, numba_cpu = [], [], [], []
+def time_cases(spec, n_fleets: int, seed: int, repeats: int, cases: dict) -> dict:
+    """ckpt_jax and Numba on the same fleets and launches, one day, for each case (name ->
+    `make_fleet` options). Every case is compiled first (not timed; ckpt_jax to a short
+    horizon, which compiles the same program), then ``repeats`` rounds call every case
+    once, ckpt_jax then Numba, so that the rows of one round see the same load on the
+    machine. Per case: each engine's best time, their ratio, and the per-round times (the
+    on/off ratios of the mechanism table are paired per round)."""
+    prepared = {}
+    for name, options in cases.items():
+        fleet = make_fleet(spec, n_fleets, **options)
+        state, keys = launches(spec, n_fleets, seed)
+        inputs = numba_inputs(fleet, state)
+        start = time.perf_counter()
+        simulate_jax(fleet, state, keys, DAY / 50)
+        first_jax = time.perf_counter() - start
+        simulate_numba({k: v[:1] for k, v in inputs.items()}, DAY, seed=seed)  # compile (or load the cache)
+        prepared[name] = (fleet, state, keys, inputs, first_jax)
+    runs = {name: dict(jax=[], numba=[], jax_cpu=[], numba_cpu=[], load=[]) for name in cases}
+    last = {}
     for _ in range(repeats):
-        start, cpu = time.perf_counter(), time.process_time()
-        trace = simulate_jax(fleet, state, keys, DAY)
-        jax_all.append(time.perf_counter() - start)
-        jax_cpu.append(time.process_time() - cpu)
-        start, cpu = time.perf_counter(), time.process_time()
-        out = simulate_numba(inputs, DAY, seed=seed)
-        numba_all.append(time.perf_counter() - start)
-        numba_cpu.append(time.process_time() - cpu)
-    jax_s, numba_s = min(jax_all), min(numba_all)
-    if not (np.all(np.asarray(trace.ok)) and np.all(out["status"] == 0)):
-        raise SystemExit(f"a run did not complete (B = {n_fleets}, {options})")
-    events_jax = int(np.sum(np.asarray(trace.n_events)))
-    events_numba = int(np.sum(out["n_events"]))
-    n_jobs = fleet.n_jobs
-    row = dict(
-        fleets=n_fleets,
-        jax_s=jax_s,
-        jax_runs_s=jax_all,
-        jax_first_call_s=first_jax,  # compile + a run to H / 50
-        numba_s=numba_s,
-        numba_runs_s=numba_all,
-        ratio=numba_s / jax_s,
-        # CPU time of all threads (XLA's and Numba's alike): steadier on a shared machine.
-        jax_cpu_s=min(jax_cpu),
-        numba_cpu_s=min(numba_cpu),
-        cpu_ratio=min(numba_cpu) / min(jax_cpu),
-        round_ratios=[n / j for n, j in zip(numba_all, jax_all)],
-        events_jax=events_jax,
-        events_numba=events_numba,
-        jax_job_updates_per_s=events_jax * n_jobs / jax_s,
-        numba_job_updates_per_s=events_numba * n_jobs / numba_s,
-        jax_us_per_iteration=jax_s / max(int(np.max(np.asarray(trace.n_events))), 1) * 1e6,
-        load_average=os.getloadavg(),
-    )
-    if options.get("failures", True):
-        row["statistics"] = check_statistics(trace, out)
-    return row
+        for name, (fleet, state, keys, inputs, _) in prepared.items():
+            times = runs[name]
+            start, cpu = time.perf_counter(), time.process_time()
+            trace = simulate_jax(fleet, state, keys, DAY)
+            times["jax"].append(time.perf_counter() - start)
+            times["jax_cpu"].append(time.process_time() - cpu)
+            start, cpu = time.perf_counter(), time.process_time()
+            out = simulate_numba(inputs, DAY, seed=seed)
+            times["numba"].append(time.perf_counter() - start)
+            times["numba_cpu"].append(time.process_time() - cpu)
+            times["load"].append(os.getloadavg()[0])
+            last[name] = (trace, out)
+    rows = {}
+    for name, options in cases.items():
+        fleet, first_jax = prepared[name][0], prepared[name][4]
+        trace, out = last[name]
+        if not (np.all(np.asarray(trace.ok)) and np.all(out["status"] == 0)):
+            raise SystemExit(f"a run did not complete (B = {n_fleets}, {name})")
+        times = runs[name]
+        jax_s, numba_s = min(times["jax"]), min(times["numba"])
+        events_jax = int(np.sum(np.asarray(trace.n_events)))
+        events_numba = int(np.sum(out["n_events"]))
+        n_jobs = fleet.n_jobs
+        row = dict(
+            fleets=n_fleets,
+            jax_s=jax_s,
+            jax_runs_s=times["jax"],
+            jax_first_call_s=first_jax,  # compile + a run to H / 50
+            numba_s=numba_s,
+            numba_runs_s=times["numba"],
+            ratio=numba_s / jax_s,
+            # CPU time of all threads (XLA's and Numba's alike): steadier on a shared machine.
+            jax_cpu_s=min(times["jax_cpu"]),
+            numba_cpu_s=min(times["numba_cpu"]),
+            jax_cpu_runs_s=times["jax_cpu"],
+            numba_cpu_runs_s=times["numba_cpu"],
+            cpu_ratio=min(times["numba_cpu"]) / min(times["jax_cpu"]),
+            round_ratios=[n / j for n, j in zip(times["numba"], times["jax"])],
+            events_jax=events_jax,
+            events_numba=events_numba,
+            jax_job_updates_per_s=events_jax * n_jobs / jax_s,
+            numba_job_updates_per_s=events_numba * n_jobs / numba_s,
+            jax_us_per_iteration=jax_s / max(int(np.max(np.asarray(trace.n_events))), 1) * 1e6,
+            load_average_1min=times["load"],
+        )
+        if options.get("failures", True):
+            row["statistics"] = check_statistics(trace, out)
+        rows[name] = row
+    return rows
+
+
+def paired_cost(full: dict, row: dict, key: str) -> float:
+    """Median over rounds of (the file as is) / (this row), times of one round paired."""
+    return float(np.median(np.asarray(full[key]) / np.asarray(row[key])))
 
 
 def environment() -> dict:
@@ -742,6 +767,7 @@ def main(argv=None) -> int:
     parser.add_argument("--repeats", type=int, default=3, help="timed rounds (best of), B <= 1024")
     parser.add_argument("--large-repeats", type=int, default=1, help="timed rounds for B > 1024")
     parser.add_argument("--mechanism-fleets", type=int, default=128, help="B of the per-mechanism table (0: skip)")
+    parser.add_argument("--mechanism-repeats", type=int, default=5, help="rounds of the per-mechanism table")
     parser.add_argument("--check-fleets", type=int, default=16, help="fleets of the agreement check")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default=None, help="directory for operator_path.json")
@@ -759,7 +785,9 @@ def main(argv=None) -> int:
     result["sizes"] = []
     for n_fleets in sizes:
         repeats = args.repeats if n_fleets <= 1024 else args.large_repeats
-        row = time_case(spec, n_fleets, args.seed, repeats)
+        if n_fleets == 1:  # calls of a few ms: more rounds against the machine's noise
+            repeats *= 5
+        row = time_cases(spec, n_fleets, args.seed, repeats, {"as is": {}})["as is"]
         result["sizes"].append(row)
         print(
             f"  B = {n_fleets}: ckpt_jax {row['jax_s']:.3f} s, Numba {row['numba_s']:.3f} s, ratio {row['ratio']:.3f}",
@@ -768,26 +796,22 @@ def main(argv=None) -> int:
 
     result["mechanisms"] = []
     if args.mechanism_fleets > 0:
-        for name, (failures, limits, sizes_on, binding_cap) in MECHANISMS.items():
-            row = time_case(
-                spec,
-                args.mechanism_fleets,
-                args.seed,
-                args.repeats,
-                failures=failures,
-                limits=limits,
-                sizes=sizes_on,
-                binding_cap=binding_cap,
-            )
+        cases = {
+            name: dict(failures=failures, limits=limits, sizes=sizes_on, binding_cap=binding_cap)
+            for name, (failures, limits, sizes_on, binding_cap) in MECHANISMS.items()
+        }
+        rows = time_cases(spec, args.mechanism_fleets, args.seed, args.mechanism_repeats, cases)
+        full = rows["as is"]
+        for name, row in rows.items():
             row["row"] = name
+            row["note"] = NOTES[name]
+            # ckpt_jax's cost of the mechanism(s) the row switches off: the file as is / row.
+            row["jax_cost"] = paired_cost(full, row, "jax_runs_s")
+            row["jax_cpu_cost"] = paired_cost(full, row, "jax_cpu_runs_s")
+            row["jax_cost_per_job_update"] = row["jax_cost"] * row["events_jax"] / full["events_jax"]
+            row["numba_cost"] = paired_cost(full, row, "numba_runs_s")
             result["mechanisms"].append(row)
             print(f"  {name}: ckpt_jax {row['jax_s']:.3f} s, Numba {row['numba_s']:.3f} s", flush=True)
-        full = result["mechanisms"][0]
-        for row in result["mechanisms"]:
-            row["jax_cost"] = full["jax_s"] / row["jax_s"]  # the file as is / this row
-            row["jax_cost_per_job_update"] = row["jax_job_updates_per_s"] / full["jax_job_updates_per_s"]
-            row["numba_cost"] = full["numba_s"] / row["numba_s"]
-            row["note"] = NOTES[row["row"]]
 
     print()
     print(markdown(result))
@@ -817,14 +841,14 @@ def markdown(result: dict) -> str:
         lines += [
             "",
             f"| B = {fleets}, one day | ckpt_jax s | Numba s | ratio Numba/ckpt_jax (wall / CPU) | events/fleet | "
-            "ckpt_jax: as is / row | per job-update | Numba: as is / row |",
+            "ckpt_jax: as is / row (wall / CPU) | per job-update | Numba: as is / row |",
             "|---|---|---|---|---|---|---|---|",
         ]
         for row in result["mechanisms"]:
             lines.append(
                 f"| {row['row']} | {row['jax_s']:.3f} | {row['numba_s']:.3f} | {row['ratio']:.3f} / "
                 f"{row['cpu_ratio']:.3f} | "
-                f"{row['events_jax'] / row['fleets']:.0f} | {row['jax_cost']:.2f} | "
+                f"{row['events_jax'] / row['fleets']:.0f} | {row['jax_cost']:.2f} / {row['jax_cpu_cost']:.2f} | "
                 f"{row['jax_cost_per_job_update']:.2f} | {row['numba_cost']:.2f} |"
             )
     return "\n".join(lines)
