@@ -34,8 +34,9 @@ What it does:
 2. times the file over one day with failures for B fleets (``--sizes``; default 1, 128,
    1024, 8192; ``--quick``: 1, 128): ckpt_jax's ``simulate`` after a compiling call, the
    Numba loop after its compile, in alternating rounds (both see the same load; the best
-   of ``--repeats``, ``--large-repeats`` above B = 1024, 5× as many at B = 1), ratio = Numba time / ckpt_jax
-   time (> 1: ckpt_jax is faster), with the drawn failures' means compared as a check;
+   of ``--repeats``, ``--large-repeats`` above B = 1024, 5× as many at B = 1),
+   ratio = Numba time / ckpt_jax time (> 1: ckpt_jax is faster), with the drawn
+   failures' means compared as a check (the same distribution: within 6 standard errors);
 3. a per-mechanism table at B = 128 (``--mechanism-fleets``): the file as is, then with
    failures off, write limits off, all sizes 1, everything off, and a binding cap
    (16 MW, failures on), all compiled first and then called in ``--mechanism-repeats``
