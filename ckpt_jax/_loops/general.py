@@ -257,9 +257,16 @@ def step(
     adds two-level checkpoints (docs/model.md §1d; a carry from `init_carry` with
     ``use_snapshot=True``).
     """
-    new, fire_slot, end_slot, _, _ = switch(
-        params, carry, running, n_fires, use_delay, use_jitter, horizon, use_async, sharing, use_failures, use_snapshot
+    config = RunConfig(
+        n_fires=n_fires,
+        use_jitter=use_jitter,
+        use_delay=use_delay,
+        use_async=use_async,
+        use_failures=use_failures,
+        sharing=sharing,
+        use_snapshot=use_snapshot,
     )
+    new, fire_slot, end_slot, _, _ = switch(params, carry, running, config, horizon)
     if new.work is not None and carry.work is not None:
         new = new._replace(work=failures.refresh_gaps(params, carry.work, new.work, few=1))
     carry = new
@@ -348,25 +355,87 @@ def advance_to_firing(
     )
 
 
-def switch(
-    params: Params,
-    carry: Carry,
-    running,
-    n_fires: int,
-    use_delay: bool,
-    use_jitter: bool,
-    horizon,
-    use_async: bool,
-    sharing: Sharing = Sharing(),
-    use_failures: bool = False,
-    use_snapshot: bool = False,
-    memory: bool = False,
-    use_power: bool = False,
-    use_recovery: bool = False,
-    fail_while_down: bool = False,
-):
+class _Next(NamedTuple):
+    """The next event of one fleet (`_next_event`): the rates until it, and when it comes.
+
+    Attributes:
+      live: the parameters the rates see (`failures.up_params`: a job that is down is inactive).
+      reading: (N,) the jobs re-reading their checkpoint (docs/model.md §1e), or None.
+      writers, write_rate, computing, compute_rate: the rates of `rates`; ``computes``: (N,)
+        the jobs whose compute rate is positive.
+      draw: () the fleet's power draw over the interval (docs/model.md §1d), or None.
+      write_dt, compute_dt: (N,) the time to empty each job's drain and compute phase.
+      queue_dt: () the time to the next pending controller update, or None.
+      failure_dt, restart_dt: (N,) the time to each job's failure and restart end, or None.
+      snap_dt: (N,) the time to each snapshot's end, or None.
+      dt: () the step (0 where the fleet stops or no event is finite); ``finite``: whether
+        the event is finite; ``time``: the event's time.
+    """
+
+    live: Params
+    reading: jax.Array | None
+    writers: jax.Array
+    write_rate: jax.Array
+    computing: jax.Array
+    compute_rate: jax.Array
+    computes: jax.Array
+    draw: jax.Array | None
+    write_dt: jax.Array
+    compute_dt: jax.Array
+    queue_dt: jax.Array | None
+    failure_dt: jax.Array | None
+    restart_dt: jax.Array | None
+    snap_dt: jax.Array | None
+    dt: jax.Array
+    finite: jax.Array
+    time: jax.Array
+
+
+class _Rows(NamedTuple):
+    """The per-job rows of one instant as its rules switch them, in order.
+
+    Attributes:
+      ends, completes: (N,) the drains that end and the compute phases that complete;
+        ``read_ends``: the recovery reads that end (or None).
+      draining, waiting, write_left, compute_left: the carry's rows, switched so far.
+      end_slot, end_count, fire_slot, fire_count: the trace columns (K: none) and counts.
+      fires: (N,) the jobs that fire; ``starts``: the drains that start.
+      snapping, snap_end: the snapshot rows (None without two-level checkpoints).
+      work: the work accounting (None where not kept); ``read_starts``: the recovery reads
+        that start (or None); ``live``: the parameters of the jobs up after the instant.
+      requested, queued_at: the queued requests and the storage queue's places.
+    """
+
+    ends: jax.Array
+    completes: jax.Array
+    read_ends: jax.Array | None
+    draining: jax.Array
+    waiting: jax.Array
+    write_left: jax.Array
+    compute_left: jax.Array
+    end_slot: Any = None
+    end_count: Any = None
+    fires: Any = None
+    fire_slot: Any = None
+    fire_count: Any = None
+    starts: Any = None
+    snapping: Any = None
+    snap_end: Any = None
+    work: Any = None
+    read_starts: Any = None
+    live: Any = None
+    requested: Any = None
+    queued_at: Any = None
+
+
+def switch(params: Params, carry: Carry, running, config: RunConfig, horizon):
     """`step` without writing the trace buffers: returns (carry, fire_slot, end_slot,
     fires, ends), the last two (N,) masks of the jobs that fired / ended a write.
+
+    ``config`` (static): the run's variants and rate rules (`RunConfig`; the switch reads
+    ``n_fires``, ``use_delay``, ``use_jitter``, ``use_async``, ``sharing``,
+    ``use_failures``, ``use_snapshot``, ``memory``, ``use_power``, ``use_recovery`` and
+    ``fail_while_down``).
 
     ``fire_slot`` / ``end_slot`` (N,) give the trace column each job's switch at the new
     ``carry.time`` goes to; K (= n_fires) means "nothing to record". The batched loop
@@ -384,37 +453,55 @@ def switch(
     checkpoint (``Params.recovery_read``) as a storage user, then computes (docs/model.md
     §1e); ``fail_while_down``: failures also hit restarts and reads (§1e).
     """
+    nxt = _next_event(params, carry, running, config, horizon)
+    rows = _advance_phases(params, carry, running, nxt)
+    rows = _write_ends_and_firings(carry, config, rows)
+    rows = _snapshots(params, carry, running, config, nxt, rows)
+    rows = _start_phases(params, config, rows)
+    rows = _failures(params, carry, running, config, nxt, rows)
+    rows = _grants(params, carry, running, config, nxt, rows)
+    queue = _controller_queue(params, carry, running, config, nxt, rows)
+    return _kept(carry, running, nxt, rows, queue), rows.fire_slot, rows.end_slot, rows.fires, rows.ends
+
+
+def _next_event(params: Params, carry: Carry, running, config: RunConfig, horizon) -> _Next:
+    """The rates until the next event and its time: the first drain, compute phase, pending
+    controller update, failure or restart end, snapshot end, or the horizon."""
     dtype = params.compute.dtype
     inf = jnp.asarray(jnp.inf, dtype)
     live = params
-    reading = read_volume = None
-    if use_failures:
+    reading = None
+    if config.use_failures:
         assert carry.work is not None  # a run with failures tracks each job's work
         live = failures.up_params(params, carry.work)
-        if use_recovery:
-            reading, read_volume = carry.work.reading, params.recovery_read
-            assert reading is not None and read_volume is not None
-    writers, write_rate, computing, compute_rate = rates(live, carry, use_delay, use_async, sharing, reading)
+        if config.use_recovery:
+            reading = carry.work.reading
+            assert reading is not None and params.recovery_read is not None
+    writers, write_rate, computing, compute_rate = rates(
+        live, carry, config.use_delay, config.use_async, config.sharing, reading
+    )
     computes = compute_rate > 0
     draw = carry.draw
-    if use_power:  # computing: w_i · rate_i; otherwise (a job of the fleet, up or down) p_idle · w_i
+    if config.use_power:  # computing: w_i · rate_i; otherwise (a job of the fleet, up or down) p_idle · w_i
         power = jnp.where(computing, params.size * compute_rate, params.idle_power * params.size)
         draw = jnp.sum(jnp.where(params.active, power, 0)).astype(dtype)
 
+    sharing = config.sharing
     if sharing.storage in ONE_AT_A_TIME or sharing.limits:  # a writer may drain at rate 0 (queued)
         write_dt = jnp.where(writers, carry.write_left / jnp.where(writers, write_rate, 1), inf)
     else:
         write_dt = jnp.where(writers, carry.write_left / write_rate, inf)
     compute_dt = jnp.where(computes, carry.compute_left / jnp.where(computes, compute_rate, 1), inf)
     dt = jnp.minimum(jnp.min(write_dt), jnp.min(compute_dt))
-    if use_delay:
+    queue_dt = failure_dt = restart_dt = snap_dt = None
+    if config.use_delay:
         queue_dt = jnp.where(carry.queue_size > 0, carry.queue_time[carry.queue_head] - carry.time, inf)
         dt = jnp.minimum(dt, queue_dt)
-    if use_failures:
+    if config.use_failures:
         assert carry.work is not None  # as above
         failure_dt, restart_dt = failures.event_times(params, carry.work, carry.time)
         dt = jnp.minimum(dt, jnp.minimum(jnp.min(failure_dt), jnp.min(restart_dt)))
-    if use_snapshot:  # a snapshot ends at a wall-clock time, as a restart does
+    if config.use_snapshot:  # a snapshot ends at a wall-clock time, as a restart does
         assert carry.snapping is not None and carry.snap_end is not None
         snap_dt = jnp.where(live.active & carry.snapping, carry.snap_end - carry.time, inf)
         dt = jnp.minimum(dt, jnp.min(snap_dt))
@@ -423,22 +510,52 @@ def switch(
     finite = jnp.isfinite(dt)
     dt = jnp.where(finite & running, dt, 0)
     time = carry.time + dt if horizon is None else horizon_clock(carry.time, dt, horizon)
+    return _Next(
+        live=live,
+        reading=reading,
+        writers=writers,
+        write_rate=write_rate,
+        computing=computing,
+        compute_rate=compute_rate,
+        computes=computes,
+        draw=draw,
+        write_dt=write_dt,
+        compute_dt=compute_dt,
+        queue_dt=queue_dt,
+        failure_dt=failure_dt,
+        restart_dt=restart_dt,
+        snap_dt=snap_dt,
+        dt=dt,
+        finite=finite,
+        time=time,
+    )
 
-    write_left = jnp.where(writers, carry.write_left - write_rate * dt, carry.write_left)
-    compute_left = jnp.where(computes, carry.compute_left - compute_rate * dt, carry.compute_left)
-    # Simultaneous to working precision (`snapped`): every job due at this instant switches.
+
+def _advance_phases(params: Params, carry: Carry, running, nxt: _Next) -> _Rows:
+    """Every drain and compute phase advanced linearly to the event, and those that empty at
+    it: to working precision (`snapped`), every job due at this instant switches."""
+    dtype = params.compute.dtype
+    dt, time, writers, computes = nxt.dt, nxt.time, nxt.writers, nxt.computes
+    write_left = jnp.where(writers, carry.write_left - nxt.write_rate * dt, carry.write_left)
+    compute_left = jnp.where(computes, carry.compute_left - nxt.compute_rate * dt, carry.compute_left)
     volume = params.write
-    if reading is not None and read_volume is not None:  # a read's volume sets its snapping scale
-        volume = jnp.where(reading, read_volume, params.write)
-    ends = writers & snapped(write_dt, write_left, volume, dt, time, dtype)
-    completes = computes & snapped(compute_dt, compute_left, params.compute, dt, time, dtype)
-    ends = ends & running & finite
-    completes = completes & running & finite
+    if nxt.reading is not None:  # a read's volume sets its snapping scale
+        assert params.recovery_read is not None  # as `_next_event` checked
+        volume = jnp.where(nxt.reading, params.recovery_read, params.write)
+    ends = writers & snapped(nxt.write_dt, write_left, volume, dt, time, dtype)
+    completes = computes & snapped(nxt.compute_dt, compute_left, params.compute, dt, time, dtype)
+    ends = ends & running & nxt.finite
+    completes = completes & running & nxt.finite
     read_ends = None
-    if reading is not None:  # a recovery read that ends: the job computes from now (§1e)
-        read_ends = ends & reading
-        ends = ends & ~reading
+    if nxt.reading is not None:  # a recovery read that ends: the job computes from now (§1e)
+        read_ends = ends & nxt.reading
+        ends = ends & ~nxt.reading
+    return _Rows(ends, completes, read_ends, carry.draining, carry.waiting, write_left, compute_left)
 
+
+def _write_ends_and_firings(carry: Carry, config: RunConfig, rows: _Rows) -> _Rows:
+    """The drains that end, and the firings they and the compute completions make."""
+    n_fires, ends, completes = config.n_fires, rows.ends, rows.completes
     # (1) drains that end: record the end of the write started by the latest firing.
     record_end = ends & (carry.fire_count >= 1) & (carry.fire_count <= n_fires)
     end_slot = jnp.where(record_end, carry.fire_count - 1, n_fires)  # n_fires = dropped
@@ -446,11 +563,10 @@ def switch(
     draining = carry.draining & ~ends
     # (2) compute completions fire, unless the previous write still drains (then wait);
     # (3) jobs that were waiting fire the instant their drain ends.
-    requesting = sharing.storage in QUEUE_POLICIES
-    if use_async:
+    if config.use_async:
         fires = (completes & ~draining) | (carry.waiting & ends)
         waiting = (carry.waiting | (completes & draining)) & ~fires
-    elif requesting:  # a compute end is a request; the firing is its grant (`requests`, §1e)
+    elif config.queue:  # a compute end is a request; the firing is its grant (`requests`, §1e)
         fires = jnp.zeros_like(completes)
         waiting = carry.waiting
     else:  # α = 0: only computing (non-draining) jobs complete, and nobody waits
@@ -458,96 +574,158 @@ def switch(
         waiting = carry.waiting
     fire_slot = jnp.where(fires & (carry.fire_count < n_fires), carry.fire_count, n_fires)
     fire_count = carry.fire_count + fires.astype(jnp.int32)
-    snapping, snap_end, snap_ends, starts = carry.snapping, carry.snap_end, None, fires
-    if use_snapshot:  # snapshots that end start their drain; a firing starts a snapshot
-        assert carry.snapping is not None and carry.snap_end is not None
-        snap_ends = carry.snapping & running & finite & snapped(snap_dt, 1.0, 0.0, dt, time, dtype)
-        snaps = fires & params.two_level & (params.snapshot > 0)
-        starts = (fires & ~snaps) | snap_ends
-        snapping = (carry.snapping & ~snap_ends) | snaps
-        snap_end = jnp.where(snaps, time + params.snapshot, carry.snap_end)
-    draining = draining | starts
-    if use_jitter:
-        next_work = jitter_works(params.job_keys, params.compute, params.jitter, fire_count)
+    return rows._replace(
+        end_slot=end_slot,
+        end_count=end_count,
+        draining=draining,
+        waiting=waiting,
+        fires=fires,
+        fire_slot=fire_slot,
+        fire_count=fire_count,
+    )
+
+
+def _snapshots(params: Params, carry: Carry, running, config: RunConfig, nxt: _Next, rows: _Rows) -> _Rows:
+    """Two-level checkpoints (docs/model.md §1d): snapshots that end start their drain; a
+    firing starts a snapshot. Elsewhere a firing starts the drain itself."""
+    if not config.use_snapshot:
+        return rows._replace(starts=rows.fires, snapping=carry.snapping, snap_end=carry.snap_end)
+    assert carry.snapping is not None and carry.snap_end is not None
+    dtype = params.compute.dtype
+    snap_ends = carry.snapping & running & nxt.finite & snapped(nxt.snap_dt, 1.0, 0.0, nxt.dt, nxt.time, dtype)
+    snaps = rows.fires & params.two_level & (params.snapshot > 0)
+    starts = (rows.fires & ~snaps) | snap_ends
+    snapping = (carry.snapping & ~snap_ends) | snaps
+    snap_end = jnp.where(snaps, nxt.time + params.snapshot, carry.snap_end)
+    return rows._replace(starts=starts, snapping=snapping, snap_end=snap_end)
+
+
+def _start_phases(params: Params, config: RunConfig, rows: _Rows) -> _Rows:
+    """The drains that start, and the next compute phase of the jobs that fired."""
+    draining = rows.draining | rows.starts
+    if config.use_jitter:
+        next_work = jitter_works(params.job_keys, params.compute, params.jitter, rows.fire_count)
     else:
         next_work = params.compute
-    write_left = jnp.where(starts, params.write, jnp.where(ends, 0, write_left))
-    if read_ends is not None:
-        write_left = jnp.where(read_ends, 0, write_left)
+    write_left = jnp.where(rows.starts, params.write, jnp.where(rows.ends, 0, rows.write_left))
+    if rows.read_ends is not None:
+        write_left = jnp.where(rows.read_ends, 0, write_left)
     # A requesting job computes its next phase at once (§1e); elsewhere a compute end waits.
-    compute_left = jnp.where(fires | (completes & requesting), next_work, jnp.where(completes, 0, compute_left))
-    work = carry.work
-    read_starts = None
-    if work is not None:  # the accounting, then restart ends and failures (docs/model.md §1c)
-        work, draining, waiting, write_left, compute_left, snapping, read_starts = failures.switch(
-            params,
-            work,
-            time=time,
-            dt=dt,
-            running=running & finite,
-            completes=completes,
-            fires=fires,
-            ends=ends,
-            draining=draining,
-            waiting=waiting,
-            write_left=write_left,
-            compute_left=compute_left,
-            fire_count=fire_count,
-            use_failures=use_failures,
-            use_jitter=use_jitter,
-            snapping=snapping,
-            starts=starts & params.two_level if use_snapshot else None,
-            memory=memory,
-            read_ends=read_ends,
-            fail_while_down=fail_while_down,
-            **(dict(failure_dt=failure_dt, restart_dt=restart_dt) if use_failures else {}),
-        )
-        live = failures.up_params(params, work) if use_failures else params
+    fresh = rows.fires | (rows.completes & config.queue)
+    compute_left = jnp.where(fresh, next_work, jnp.where(rows.completes, 0, rows.compute_left))
+    return rows._replace(draining=draining, write_left=write_left, compute_left=compute_left)
 
+
+def _failures(params: Params, carry: Carry, running, config: RunConfig, nxt: _Next, rows: _Rows) -> _Rows:
+    """The work accounting, then restart ends and failures (docs/model.md §1c,
+    `failures.switch`), where the run keeps it."""
+    if carry.work is None:
+        return rows._replace(work=None, read_starts=None, live=nxt.live)
+    work, draining, waiting, write_left, compute_left, snapping, read_starts = failures.switch(
+        params,
+        carry.work,
+        time=nxt.time,
+        dt=nxt.dt,
+        running=running & nxt.finite,
+        completes=rows.completes,
+        fires=rows.fires,
+        ends=rows.ends,
+        draining=rows.draining,
+        waiting=rows.waiting,
+        write_left=rows.write_left,
+        compute_left=rows.compute_left,
+        fire_count=rows.fire_count,
+        use_failures=config.use_failures,
+        use_jitter=config.use_jitter,
+        snapping=rows.snapping,
+        starts=rows.starts & params.two_level if config.use_snapshot else None,
+        memory=config.memory,
+        read_ends=rows.read_ends,
+        fail_while_down=config.fail_while_down,
+        **(dict(failure_dt=nxt.failure_dt, restart_dt=nxt.restart_dt) if config.use_failures else {}),
+    )
+    return rows._replace(
+        work=work,
+        draining=draining,
+        waiting=waiting,
+        write_left=write_left,
+        compute_left=compute_left,
+        snapping=snapping,
+        read_starts=read_starts,
+        live=failures.up_params(params, work) if config.use_failures else params,
+    )
+
+
+def _grants(params: Params, carry: Carry, running, config: RunConfig, nxt: _Next, rows: _Rows) -> _Rows:
+    """The storage queue: under a queueing policy a waiting request is granted once the
+    storage is free (docs/model.md §1e, `requests.grant`); under "fcfs" writes, and
+    recovery reads, take their place when they start."""
     requested, queued_at = carry.requested, carry.queued_at
-    if requesting:  # the storage grants a waiting request once it is free (docs/model.md §1e)
+    if config.queue:
+        work = rows.work
         assert work is not None and carry.work is not None and requested is not None  # `RunConfig.track_work`
         work, requested, queued_at, draining, write_left, compute_left, fires = requests.grant(
             params,
-            sharing.storage,
+            config.sharing.storage,
             work,
-            time=time,
-            running=running & finite,
-            up=live.active,
+            time=nxt.time,
+            running=running & nxt.finite,
+            up=rows.live.active,
             failed=work.failures != carry.work.failures,
-            completes=completes,
+            completes=rows.completes,
+            requested=requested,
+            queued_at=queued_at,
+            draining=rows.draining,
+            write_left=rows.write_left,
+            compute_left=rows.compute_left,
+        )
+        n_fires, fire_count = config.n_fires, rows.fire_count
+        fire_slot = jnp.where(fires & (fire_count < n_fires), fire_count, n_fires)
+        fire_count = fire_count + fires.astype(jnp.int32)
+        return rows._replace(
+            work=work,
             requested=requested,
             queued_at=queued_at,
             draining=draining,
             write_left=write_left,
             compute_left=compute_left,
+            fires=fires,
+            fire_slot=fire_slot,
+            fire_count=fire_count,
         )
-        fire_slot = jnp.where(fires & (fire_count < n_fires), fire_count, n_fires)
-        fire_count = fire_count + fires.astype(jnp.int32)
-    elif sharing.storage == "fcfs":  # writes, and recovery reads, queue when they start
-        queued_at = jnp.where(starts if read_starts is None else starts | read_starts, time, queued_at)
+    if config.sharing.storage == "fcfs":
+        starts = rows.starts if rows.read_starts is None else rows.starts | rows.read_starts
+        queued_at = jnp.where(starts, nxt.time, queued_at)
+    return rows._replace(requested=requested, queued_at=queued_at)
 
+
+def _controller_queue(params: Params, carry: Carry, running, config: RunConfig, nxt: _Next, rows: _Rows):
+    """The delayed controller (docs/model.md §1): the update due at this instant applies,
+    and a change of the computing load is queued to apply τ later (a ring buffer; a full
+    one sets `Status.QUEUE_OVERFLOW`). Returns ``(applied_computing, queue_time,
+    queue_count, queue_head, queue_size, status)``."""
     applied = carry.applied_computing
     queue_time, queue_count = carry.queue_time, carry.queue_count
     queue_head, queue_size = carry.queue_head, carry.queue_size
     status = carry.status
-    if use_delay:
+    if config.use_delay:
+        dtype, sharing, time = params.compute.dtype, config.sharing, nxt.time
         capacity = queue_time.shape[0]
         # A pending controller update due at this instant (the time half of the snap rule).
-        pop = running & (queue_size > 0) & snapped(queue_dt, 1.0, 0.0, dt, time, dtype)
+        pop = running & (queue_size > 0) & snapped(nxt.queue_dt, 1.0, 0.0, nxt.dt, time, dtype)
         applied = jnp.where(pop, queue_count[queue_head], applied)
         queue_head = jnp.where(pop, (queue_head + 1) % capacity, queue_head)
         queue_size = queue_size - pop.astype(jnp.int32)
-        now_computing = computing_mask(live, draining, waiting, use_async, snapping)
-        if read_starts is not None:
-            assert work is not None and work.reading is not None
-            now_computing = now_computing & ~work.reading
+        now_computing = computing_mask(rows.live, rows.draining, rows.waiting, config.use_async, rows.snapping)
+        if rows.read_starts is not None:
+            assert rows.work is not None and rows.work.reading is not None
+            now_computing = now_computing & ~rows.work.reading
         new_computing = controller_load(sharing, params.size, now_computing, params.cap)
-        changed = new_computing != controller_load(sharing, params.size, computing, params.cap)
+        changed = new_computing != controller_load(sharing, params.size, nxt.computing, params.cap)
         if sharing.power != "count":
             # A change of the count is an update even where the level stays (as in the
             # base model, so unit sizes schedule the same updates).
-            changed = changed | (jnp.sum(now_computing) != jnp.sum(computing))
+            changed = changed | (jnp.sum(now_computing) != jnp.sum(nxt.computing))
         push = running & (params.delay > 0) & changed
         overflow = push & (queue_size >= capacity)
         slot = (queue_head + queue_size) % capacity
@@ -555,40 +733,40 @@ def switch(
         queue_count = jnp.where(push & ~overflow, queue_count.at[slot].set(new_computing), queue_count)
         queue_size = queue_size + (push & ~overflow).astype(jnp.int32)
         status = status | flag(overflow, Status.QUEUE_OVERFLOW)
-    status = status | flag(running & ~finite, Status.NONFINITE)
+    status = status | flag(running & ~nxt.finite, Status.NONFINITE)
+    return applied, queue_time, queue_count, queue_head, queue_size, status
+
+
+def _kept(carry: Carry, running, nxt: _Next, rows: _Rows, queue) -> Carry:
+    """The carry after the instant: a fleet that is not running keeps its rows."""
+    applied, queue_time, queue_count, queue_head, queue_size, status = queue
 
     def keep(new, old):
         return jnp.where(running, new, old)
 
-    return (
-        Carry(
-            time=time,
-            draining=keep(draining, carry.draining),
-            waiting=keep(waiting, carry.waiting),
-            write_left=keep(write_left, carry.write_left),
-            compute_left=keep(compute_left, carry.compute_left),
-            fire_count=fire_count,
-            end_count=end_count,
-            fire_times=carry.fire_times,
-            end_times=carry.end_times,
-            queued_at=keep(queued_at, carry.queued_at),
-            applied_computing=applied,
-            queue_time=queue_time,
-            queue_count=queue_count,
-            queue_head=queue_head,
-            queue_size=queue_size,
-            n_events=carry.n_events + running.astype(jnp.int32),
-            status=status.astype(jnp.int32),
-            work=work,
-            snapping=None if snapping is None else keep(snapping, carry.snapping),
-            snap_end=None if snap_end is None else keep(snap_end, carry.snap_end),
-            draw=None if draw is None else keep(draw, carry.draw),
-            requested=None if requested is None else keep(requested, carry.requested),
-        ),
-        fire_slot,
-        end_slot,
-        fires,
-        ends,
+    return Carry(
+        time=nxt.time,
+        draining=keep(rows.draining, carry.draining),
+        waiting=keep(rows.waiting, carry.waiting),
+        write_left=keep(rows.write_left, carry.write_left),
+        compute_left=keep(rows.compute_left, carry.compute_left),
+        fire_count=rows.fire_count,
+        end_count=rows.end_count,
+        fire_times=carry.fire_times,
+        end_times=carry.end_times,
+        queued_at=keep(rows.queued_at, carry.queued_at),
+        applied_computing=applied,
+        queue_time=queue_time,
+        queue_count=queue_count,
+        queue_head=queue_head,
+        queue_size=queue_size,
+        n_events=carry.n_events + running.astype(jnp.int32),
+        status=status.astype(jnp.int32),
+        work=rows.work,
+        snapping=None if rows.snapping is None else keep(rows.snapping, carry.snapping),
+        snap_end=None if rows.snap_end is None else keep(rows.snap_end, carry.snap_end),
+        draw=None if nxt.draw is None else keep(nxt.draw, carry.draw),
+        requested=None if rows.requested is None else keep(rows.requested, carry.requested),
     )
 
 
@@ -649,20 +827,7 @@ class GeneralLoop:
     def step(self, carry: Carry, running, event_limit):
         """Every running fleet to its next event instant; returns ``(carry, events.Instant)``."""
         config = self.config
-        one = functools.partial(
-            switch,
-            n_fires=config.n_fires,
-            use_delay=config.use_delay,
-            use_jitter=config.use_jitter,
-            use_async=config.use_async,
-            sharing=config.sharing,
-            use_failures=config.use_failures,
-            use_snapshot=config.use_snapshot,
-            memory=config.memory,
-            use_power=config.use_power,
-            use_recovery=config.use_recovery,
-            fail_while_down=config.fail_while_down,
-        )
+        one = functools.partial(switch, config=config)
         if self.horizon is None:
             new, fire_slot, end_slot, fires, ends = jax.vmap(lambda p, c, r: one(p, c, r, horizon=None))(
                 self.params, carry, running
@@ -671,7 +836,7 @@ class GeneralLoop:
             new, fire_slot, end_slot, fires, ends = jax.vmap(lambda p, c, r, h: one(p, c, r, horizon=h))(
                 self.params, carry, running, self.horizon
             )
-        if new.work is not None:  # draws for the next failures of the jobs that failed
+        if new.work is not None and carry.work is not None:  # draws for the next failures of the jobs that failed
             few = max(4, self.params.compute.shape[0] // 8)
             new = new._replace(work=failures.refresh_gaps(self.params, carry.work, new.work, few))
         new = new._replace(
