@@ -14,6 +14,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.core import Tracer
 
 from ._validate import check_fleet_offset, check_jitter, check_key
 from .model import Fleet
@@ -119,7 +120,7 @@ def params_of(fleet: Fleet, sigma: np.ndarray, key, fleet_offset: int, failure_t
 
 def _limit_order(write_limit, n_fleets: int, n_jobs: int):
     """(B, N) each fleet's job slots sorted by write limit, or None for traced limits."""
-    if isinstance(write_limit, jax.core.Tracer):
+    if isinstance(write_limit, Tracer):
         return None
     limits = np.broadcast_to(np.asarray(write_limit), (n_fleets, n_jobs)) if np.ndim(write_limit) < 2 else None
     limits = np.reshape(np.asarray(write_limit), (n_fleets, n_jobs)) if limits is None else limits

@@ -294,12 +294,18 @@ def _launch_state(batched: Fleet, draw_keys, launch: str, offsets=None):
     return launch_state(batched, cycle_positions(fractions, cycle))
 
 
-def _run(
+def _run(fleet: Fleet, intervals: np.ndarray, draw_keys, horizon: float, jitter, launch: str, offsets=None):
+    """JobStats of ``fleet`` at ``intervals`` (*P, N) under draws ``draw_keys`` (S,): every
+    interval set runs every draw, batch (*P, S, N); ``offsets`` (*P, N) replace ``launch``."""
+    jobs = _run_trace(fleet, intervals, draw_keys, horizon, jitter, launch, offsets).jobs
+    assert jobs is not None  # recorded: SaveAt(jobs=True)
+    return jobs
+
+
+def _run_trace(
     fleet: Fleet, intervals: np.ndarray, draw_keys, horizon: float, jitter, launch: str, offsets=None, *, full=False
 ):
-    """JobStats of ``fleet`` at ``intervals`` (*P, N) under draws ``draw_keys`` (S,): every
-    interval set runs every draw, batch (*P, S, N); ``offsets`` (*P, N) replace ``launch``.
-    ``full``: the whole `Trace` (jobs, writers and power recorded) instead."""
+    """`_run`'s whole `Trace`; ``full``: with the writers and the power recorded too."""
     n_draws = draw_keys.shape[0]
     batch = intervals.shape[:-1]
     grid = np.broadcast_to(intervals[..., None, :], batch + (n_draws, fleet.n_jobs))
@@ -318,7 +324,7 @@ def _run(
         save=SaveAt(trace=False, jobs=True, writers=full, power=full),
     )
     assert out.jobs is not None  # recorded: SaveAt(jobs=True)
-    return out if full else out.jobs
+    return out
 
 
 def _weighted(fleet: Fleet, per_job):
@@ -690,7 +696,7 @@ def _evaluate(fleet: Fleet, table: dict, keys, horizon: float, jitter, launch: s
         parts = [(intervals[:1], np.asarray(offsets, np.float64)[None], 1), (intervals[1:], None, len(names) - 1)]
     records = []
     for sets, fractions, count in parts:
-        out = _run(fleet, sets, keys, horizon, jitter, launch, fractions, full=True)
+        out = _run_trace(fleet, sets, keys, horizon, jitter, launch, fractions, full=True)
         records.append(_records(out, count, n_draws))
     waste = np.concatenate(
         [np.asarray(job_waste(fleet, r["jobs"], horizon), np.float64).reshape(r["writes"].shape) for r in records]

@@ -1090,7 +1090,7 @@ def _design(args) -> int:
             {
                 "name": group.name,
                 "design": float(result.intervals[first[g]]),
-                "searched": float(result.searched[first[g]]),
+                "searched": float((result.intervals if result.searched is None else result.searched)[first[g]]),
                 **{name: float(table[name][first[g]]) for name in compared},
             }
             for g, group in enumerate(spec.groups)
