@@ -122,8 +122,7 @@ def _limit_order(write_limit, n_fleets: int, n_jobs: int):
     """(B, N) each fleet's job slots sorted by write limit, or None for traced limits."""
     if isinstance(write_limit, Tracer):
         return None
-    limits = np.broadcast_to(np.asarray(write_limit), (n_fleets, n_jobs)) if np.ndim(write_limit) < 2 else None
-    limits = np.reshape(np.asarray(write_limit), (n_fleets, n_jobs)) if limits is None else limits
+    limits = np.reshape(np.asarray(write_limit), (n_fleets, n_jobs))
     return jnp.asarray(np.argsort(limits, axis=-1, kind="stable").astype(np.int32))
 
 

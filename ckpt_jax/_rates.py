@@ -377,11 +377,7 @@ def _unit_fill(total, limit, members):
     in_set = k < m
     caps = jnp.where(in_set, ordered, 0)
     before = _exclusive_prefix(caps) if small else jnp.concatenate([jnp.zeros((1,), dtype), jnp.cumsum(caps)[:-1]])
-    rest = (m - k).astype(dtype)
-    level = (total - before) / jnp.where(rest > 0, rest, 1)
-    fits = in_set & (level <= ordered)
-    chosen = jnp.where(jnp.any(fits), level[jnp.argmax(fits)], inf)
-    return jnp.where(members, jnp.minimum(limit, chosen), 0).astype(dtype)
+    return _first_fit(total, limit, members, ordered, in_set, before, (m - k).astype(dtype))
 
 
 def _ordered_fill(total, limit, members, order):
@@ -390,7 +386,6 @@ def _ordered_fill(total, limit, members, order):
     between them, and x + 0 = x, so the prefix sums, levels and the first member that fits
     are the same numbers, without a sort per event."""
     dtype = limit.dtype
-    inf = jnp.asarray(jnp.inf, dtype)
     in_set = members[order]
     ordered = limit[order]
     caps = jnp.where(in_set, ordered, 0)
@@ -398,10 +393,17 @@ def _ordered_fill(total, limit, members, order):
     # bits) instead of N − 1 dependent adds, each its own pass.
     before = jnp.concatenate([jnp.zeros((1,), dtype), jnp.cumsum(caps)[:-1]])
     counted = jnp.cumsum(in_set.astype(jnp.int32)) - in_set.astype(jnp.int32)  # members before
-    rest = (jnp.sum(members) - counted).astype(dtype)
+    return _first_fit(total, limit, members, ordered, in_set, before, (jnp.sum(members) - counted).astype(dtype))
+
+
+def _first_fit(total, limit, members, ordered, in_set, before, rest):
+    """The unit-weight rates from the caps in ascending order (``ordered``, members
+    ``in_set``): the first member whose level λ_k = (total − ``before``) / ``rest`` fits
+    under its cap gives every member min(b_i, λ); none fits: every member at its cap."""
+    dtype = limit.dtype
     level = (total - before) / jnp.where(rest > 0, rest, 1)
     fits = in_set & (level <= ordered)
-    chosen = jnp.where(jnp.any(fits), level[jnp.argmax(fits)], inf)
+    chosen = jnp.where(jnp.any(fits), level[jnp.argmax(fits)], jnp.asarray(jnp.inf, dtype))
     return jnp.where(members, jnp.minimum(limit, chosen), 0).astype(dtype)
 
 

@@ -192,9 +192,9 @@ def rates(
         computing = computing & ~reading
     n_writers = jnp.sum(writers)
     if sharing.power == "free":  # the cap never binds: full speed, no load to compute
-        write_rate = params.throughput[n_writers] / jnp.maximum(n_writers, 1).astype(dtype)
-        return _rates_after_speed(params, carry, use_async, sharing, writers, computing, write_rate, 1.0)
-    load = controller_load(sharing, params.size, computing, params.cap)
+        load = jnp.zeros((), dtype)
+    else:
+        load = controller_load(sharing, params.size, computing, params.cap)
     if use_delay:
         # τ = 0 fleets bypass the queue, so they reproduce the base model bit for bit.
         load = jnp.where(params.delay > 0, carry.applied_computing, load)
@@ -202,14 +202,6 @@ def rates(
     write_rate, speed = phase_rates(params.throughput[n_writers], n_writers, load, params.cap, dtype)
     if sharing.power != "count":
         speed = compute_speed(sharing, load, params.size, params.cap)
-    return _rates_after_speed(params, carry, use_async, sharing, writers, computing, write_rate, speed)
-
-
-def _rates_after_speed(
-    params: Params, carry: Carry, use_async: bool, sharing: Sharing, writers, computing, write_rate, speed
-):
-    """`rates` once the compute speed is known: the storage side and the compute rates."""
-    dtype = params.compute.dtype
     drains = writers
     if sharing.storage in ONE_AT_A_TIME:
         drains = fcfs_head(writers, carry.queued_at)
