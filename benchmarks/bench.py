@@ -229,7 +229,7 @@ def worker(config, repeats):
     from numba_engine import simulate_numba
 
     import ckpt_jax as cj
-    from ckpt_jax._validate import default_max_events
+    from ckpt_jax._plan import default_max_events
 
     n_fires = config["n_fires"]
     row = dict(config)

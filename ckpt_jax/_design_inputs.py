@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._validate import check_horizon_events
+from ._plan import check_horizon_events
 from .model import Fleet
 
 __all__ = [

@@ -51,6 +51,9 @@ class Params(NamedTuple):
     # (N,) int32 the job slots by ascending write limit (ties by index), for the water-filling
     # of `ckpt_jax._rates.capped_fill` without a sort per event; None where the limits are traced
     limit_order: jax.Array | None = None
+    # (N,) int32 the job slots by ascending size (ties by index), for the power's water-filling
+    # level (`ckpt_jax._rates.maxmin_level`) without a sort per event; None where sizes are traced
+    size_order: jax.Array | None = None
 
 
 def jitter_work(job_key: jax.Array, compute: jax.Array, jitter: jax.Array, cycle) -> jax.Array:
@@ -114,16 +117,18 @@ def params_of(fleet: Fleet, sigma: np.ndarray, key, fleet_offset: int, failure_t
         if failure_times is None
         else jnp.asarray(np.reshape(failure_times, (n_fleets, n_jobs, -1)), fleet.dtype),
         recovery_read=flat(fleet.recovery_read, (n_jobs,)) if fleet.has_recovery_reads else None,
-        limit_order=_limit_order(fleet.write_limit, n_fleets, n_jobs),
+        limit_order=_slot_order(fleet.write_limit, n_fleets, n_jobs),
+        size_order=_slot_order(fleet.size, n_fleets, n_jobs),
     )
 
 
-def _limit_order(write_limit, n_fleets: int, n_jobs: int):
-    """(B, N) each fleet's job slots sorted by write limit, or None for traced limits."""
-    if isinstance(write_limit, Tracer):
+def _slot_order(values, n_fleets: int, n_jobs: int):
+    """(B, N) each fleet's job slots sorted by ``values`` (write limits, sizes; ties by
+    index), or None for traced values."""
+    if isinstance(values, Tracer):
         return None
-    limits = np.reshape(np.asarray(write_limit), (n_fleets, n_jobs))
-    return jnp.asarray(np.argsort(limits, axis=-1, kind="stable").astype(np.int32))
+    values = np.reshape(np.asarray(values), (n_fleets, n_jobs))
+    return jnp.asarray(np.argsort(values, axis=-1, kind="stable").astype(np.int32))
 
 
 def batch_keys(key, batch_shape, n_jobs: int, fleet_offset: int):

@@ -1,16 +1,16 @@
 """The rate rule of every policy (docs/model.md §1, §1b): how fast each computing job works
-and each writer drains, given who computes and who writes; and which variants of the model a
-fleet uses (`variants`), which decides the rules a run traces and the loops that are exact.
+and each writer drains, given who computes and who writes. Which variants a fleet uses, and
+so which of these rules a run traces, is decided on the host (`ckpt_jax._plan`).
 
 The base model's anonymous rule is `phase_rates`: f(n_w)/n_w per writer and min(1, C/n_c)
 per computing job, written once for every loop (general, FIFO, clock), so the three agree bit
 for bit where they overlap. Job sizes and sharing policies (§1b) refine it on the general
-engine, which traces one `Sharing` per group of fleets, decided on the host (`sharing_for`):
+engine, which traces one `Sharing` per group of fleets, decided on the host (`ckpt_jax._plan.sharing_for`):
 ``Sharing()`` is the base rule and costs nothing extra. `simulate` runs the fleets whose
 sizes are all 1 on it, so with unit sizes ``"maxmin"``, ``"uniform"`` and ``"weighted"`` are
 the base model's results bit for bit, whatever the batch. The size-aware rules give the same
 values for unit sizes too (``"maxmin"``: λ = C/n_c exactly), and the same bits where the
-rates keep their shape (see `sharing_for` for the one exception).
+rates keep their shape (see `ckpt_jax._plan.sharing_for` for the one exception).
 
 The per-job rules act on ONE fleet (arrays of shape (N,)); the loops `vmap` them. When a
 phase ends is the snapping rule, `ckpt_jax._snapping`.
@@ -18,22 +18,15 @@ phase ends is the snapping rule, `ckpt_jax._snapping`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import jax.numpy as jnp
-import numpy as np
-from jax.core import Tracer
 
 if TYPE_CHECKING:  # annotations only: the rate rule imports nothing of the package
     from ._params import Params
-    from .model import Fleet
 
 __all__ = [
-    "Variants",
-    "variants",
     "Sharing",
-    "sharing_for",
-    "non_default_sharing",
     "phase_rates",
     "computing_mask",
     "controller_load",
@@ -55,99 +48,6 @@ QUEUE_POLICIES = ("fcfs_nonblocking", "cooperative")
 ONE_AT_A_TIME = ("fcfs",) + QUEUE_POLICIES
 
 
-class Variants(NamedTuple):
-    """Which variants of the model the fleets of a batch use (docs/model.md §1, §1b, §1c):
-    boolean arrays of the batch shape, one flag per fleet, and the storage policy's one flag
-    for the batch. From `variants`, the one test of the variants a fleet uses: a run's static
-    flags, the loops that are exact for a fleet and the rules it traces all follow from it.
-
-    Attributes:
-      delay: τ > 0, the power controller acts on the load of τ earlier.
-      asynchronous: α > 0, a draining job keeps computing at α of its speed.
-      jitter: σ > 0, compute works drawn per cycle.
-      sized: some active job has a size other than 1.
-      failures: some job fails (a finite ``mtbf``).
-      fcfs: a storage policy that drains one writer at a time (``"fcfs"``,
-        ``"fcfs_nonblocking"``, ``"cooperative"``; the whole batch).
-      limits: some active job has a finite write limit (docs/model.md §1d).
-      two_level: two-level checkpoints, a snapshot then a background drain (§1d).
-    """
-
-    delay: Any
-    asynchronous: Any
-    jitter: Any
-    sized: Any
-    failures: Any
-    fcfs: bool
-    limits: Any = False
-    two_level: Any = False
-
-    @property
-    def instant_blocking(self):
-        """Where τ = 0 and α = 0: the controller acts at once and a job blocks while it
-        writes (the return maps' and the phase coupling's base model)."""
-        return ~self.delay & ~self.asynchronous
-
-    @property
-    def one_rate(self):
-        """Where every writer drains at one rate and every computing job works at one rate:
-        all sizes 1 and a storage policy other than ``"fcfs"``. Unequal sizes break that
-        under ``"maxmin"`` and ``"weighted"``, and under ``"uniform"`` the common speed
-        min(1, C/Σ_S w_j) depends on *which* jobs compute; ``"fcfs"`` drains one writer at
-        a time. Elsewhere only the general engine is exact."""
-        return np.logical_not(self.sized | self.fcfs)
-
-    @property
-    def virtual_clock(self):
-        """Where the virtual clocks of the fast loops (FIFO, clock) are exact: τ = 0, α = 0
-        and one rate per phase (`one_rate`); the base model exactly."""
-        return self.instant_blocking & self.one_rate & np.logical_not(self.limits | self.two_level)
-
-
-def variants(fleet: Fleet, jitter=None) -> Variants:
-    """Which variants of the model each fleet of ``fleet`` uses (`Variants`), with the jitter
-    σ ``jitter`` (None: none; a validated scalar or batch-shaped σ otherwise).
-
-    Decided on the host for concrete fleets (NumPy arrays). A `Fleet` traced by `jax.vmap`
-    or `jax.jit` (as the return maps allow) gets traced flags for τ, α and failures, and for
-    sizes the flag `Fleet` recorded when it was built."""
-    arrays = (fleet.delay, fleet.async_fraction, fleet.mtbf, jitter, fleet.write_limit, fleet.two_level)
-    xp = jnp if any(isinstance(x, Tracer) for x in arrays) else np
-    sigma = xp.zeros(fleet.batch_shape) if jitter is None else xp.asarray(jitter)
-    two_level = xp.asarray(fleet.two_level)
-    return Variants(
-        delay=xp.asarray(fleet.delay) > 0,
-        # A two-level job computes while its drain runs, as α = 1 does (§1d).
-        asynchronous=(xp.asarray(fleet.async_fraction) > 0) | two_level,
-        jitter=xp.broadcast_to(sigma > 0, fleet.batch_shape),
-        sized=_sized(fleet),
-        failures=xp.any(xp.isfinite(xp.asarray(fleet.mtbf)), axis=-1),
-        fcfs=fleet.storage_policy in ONE_AT_A_TIME,
-        limits=_limited(fleet),
-        two_level=two_level,
-    )
-
-
-def _limited(fleet: Fleet) -> np.ndarray:
-    """Per fleet (batch shape), whether some active job has a finite write limit; under
-    tracing the flag `Fleet` recorded when it was built (as `_sized`)."""
-    if isinstance(fleet.write_limit, Tracer) or isinstance(fleet.active, Tracer):
-        return np.full(fleet.batch_shape, getattr(fleet, "_limited", True))
-    return np.any(np.asarray(fleet.active) & np.isfinite(np.asarray(fleet.write_limit)), axis=-1)
-
-
-def _sized(fleet: Fleet) -> np.ndarray:
-    """Per fleet (batch shape), whether some active job has a size other than 1.
-
-    Under tracing (a `Fleet` passed through `jax.vmap` or `jax.jit`, as the return maps
-    allow) the sizes are unknown; the answer is then the flag `Fleet` recorded, as static
-    data, when it was built (True for the whole batch if any fleet of it was sized: the
-    size-aware rules are exact for unit sizes too, only slower)."""
-    if isinstance(fleet.size, Tracer) or isinstance(fleet.active, Tracer):
-        return np.full(fleet.batch_shape, getattr(fleet, "_sized", True))
-    return np.any(np.asarray(fleet.active) & (np.asarray(fleet.size) != 1), axis=-1)
-
-
 class Sharing(NamedTuple):
     """The rate rules one call traces (static, hashable).
 
@@ -165,56 +65,6 @@ class Sharing(NamedTuple):
     power: str = "count"
     storage: str = "fair"
     limits: bool = False
-
-
-def sharing_for(fleet: Fleet, any_sized: bool | None = None, any_limits: bool | None = None) -> Sharing:
-    """The `Sharing` the general engine traces for ``fleet`` (decided on the host).
-
-    ``any_sized``: whether the fleets it will run include one with a size other than 1
-    (default: `Variants.sized` over the whole batch). `simulate` runs the unit-size fleets of a
-    batch apart from the sized ones, so they trace the base rule itself: per-job rates
-    ("weighted") let XLA fuse a product into a subtraction (one FMA) where the base rule's
-    per-fleet rate does not, which would move unit-size fleets by an ulp. ``any_limits``:
-    whether they include one with a write limit (default: `Variants.limits` over the batch);
-    fleets without run apart, on the rules without limits, for the same reason.
-    """
-    if any_sized is None:
-        any_sized = bool(np.any(variants(fleet).sized))
-    if any_limits is None:
-        any_limits = bool(np.any(variants(fleet).limits))
-    power = fleet.power_policy if any_sized else "count"
-    if power != "count" and _cap_never_binds(fleet):
-        power = "free"
-    storage = fleet.storage_policy
-    if storage == "weighted" and not any_sized:
-        storage = "fair"
-    return Sharing(power, storage, bool(any_limits))
-
-
-def _cap_never_binds(fleet: Fleet) -> bool:
-    """Whether no computing set of any fleet can exceed the power cap: Σ of the active sizes
-    ≤ C in every fleet (sizes are > 0, so every subset draws less), and no controller delay
-    (a delayed controller schedules its updates from the load, so it keeps its rule).
-    False under tracing (the values are unknown there)."""
-    arrays = (fleet.size, fleet.active, fleet.cap, fleet.delay)
-    if any(isinstance(x, Tracer) for x in arrays):
-        return False
-    size = np.where(np.asarray(fleet.active), np.asarray(fleet.size, np.float64), 0.0)
-    cap = np.asarray(fleet.cap, np.float64)
-    return bool(np.all(np.asarray(fleet.delay) == 0) and np.all(size.sum(axis=-1) <= cap))
-
-
-def non_default_sharing(fleet: Fleet) -> dict:
-    """The sizes and policies of ``fleet`` that differ from the defaults (for manifests and
-    summaries, which then stay as they were for base-model fleets)."""
-    entries = {}
-    if bool(np.any(np.asarray(fleet.size) != 1)):
-        entries["size"] = np.asarray(fleet.size).tolist()
-    if fleet.power_policy != "maxmin":
-        entries["power_policy"] = fleet.power_policy
-    if fleet.storage_policy != "fair":
-        entries["storage_policy"] = fleet.storage_policy
-    return entries
 
 
 def phase_rates(throughput_at_writers, n_writers, n_computing, cap, dtype):
@@ -243,17 +93,18 @@ def computing_mask(params: Params, draining, waiting, use_async: bool = True, sn
     return computing if snapping is None else computing & ~snapping
 
 
-def controller_load(sharing: Sharing, size, computing, cap):
+def controller_load(sharing: Sharing, size, computing, cap, order=None):
     """The one number the power controller acts on (docs/model.md §1b): the computing
     count n_c (``"count"``), the computing size Σ_S w_j (``"uniform"``) or the
-    water-filling level λ (``"maxmin"``, inf where the cap does not bind). The delayed
-    controller (τ > 0) applies the value from τ earlier."""
+    water-filling level λ (``"maxmin"``, inf where the cap does not bind; ``order``: the
+    slots by ascending size, `Params.size_order`, or None). The delayed controller (τ > 0)
+    applies the value from τ earlier."""
     dtype = size.dtype
     if sharing.power in ("count", "free"):  # "free": the count, never applied (τ = 0)
         return jnp.sum(computing).astype(dtype)
     if sharing.power == "uniform":
         return jnp.sum(jnp.where(computing, size, 0)).astype(dtype)
-    return maxmin_level(size, computing, cap)
+    return maxmin_level(size, computing, cap) if order is None else _ordered_level(size, computing, cap, order)
 
 
 def maxmin_level(size, computing, cap):
@@ -282,6 +133,28 @@ def maxmin_level(size, computing, cap):
     # largest job alone is throttled, to what is left, which is its size to rounding.
     first = jnp.where(jnp.any(fits), jnp.argmax(fits), jnp.maximum(m - 1, 0))
     return jnp.where(total > cap, level[first], inf).astype(dtype)
+
+
+def _ordered_level(size, computing, cap, order):
+    """`maxmin_level` where the slots' order by size is known (``order``, static per
+    fleet): the computing sizes read in that order with the others zeroed are the sorted
+    sizes with zeros between them, and x + 0 = x, so the prefix sums, levels and the first
+    job that fits are the same numbers, without a sort per event."""
+    dtype = size.dtype
+    in_set = computing[order]
+    ordered = size[order]
+    served = jnp.where(in_set, ordered, 0)
+    total = jnp.sum(served)
+    before = jnp.concatenate([jnp.zeros((1,), dtype), jnp.cumsum(served)[:-1]])
+    rank = jnp.cumsum(in_set.astype(jnp.int32)) - in_set.astype(jnp.int32)  # computing jobs before
+    m = jnp.sum(in_set.astype(jnp.int32))
+    level = (cap - before) / jnp.maximum(m - rank, 1).astype(dtype)
+    fits = in_set & (level <= ordered)
+    # No k fits (C within an ulp of Σ_S w): the largest computing job, the last in order.
+    last = jnp.where(in_set, level, jnp.asarray(-jnp.inf, dtype))[::-1]
+    fallback = last[jnp.argmax(in_set[::-1])]
+    chosen = jnp.where(jnp.any(fits), level[jnp.argmax(fits)], fallback)
+    return jnp.where(total > cap, chosen, jnp.asarray(jnp.inf, dtype)).astype(dtype)
 
 
 def compute_speed(sharing: Sharing, load, size, cap):

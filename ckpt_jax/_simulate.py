@@ -1,46 +1,25 @@
-"""The front door: `simulate` validates its input, builds the run's one static
-configuration (`RunConfig`), chooses a loop per fleet, runs each group of fleets through
-the driver (`ckpt_jax._loops.driver`: on CPU blocks or sharded over devices), and merges
-the results into one `Trace` in batch order. The loops themselves are in `ckpt_jax._loops`.
+"""The front door: `simulate` plans the run (`ckpt_jax._plan.plan`: every check, the one
+static configuration `RunConfig`, the loop of each fleet and the groups of fleets), runs each
+group through the driver (`ckpt_jax._loops.driver`: on CPU blocks or sharded over devices),
+and merges the results into one `Trace` in batch order. The loops themselves are in
+`ckpt_jax._loops`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-import math
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import sharding
-from ._loops import PATHS, LoopResult, choose_paths, driver
+from ._loops import LoopResult, driver
 from ._loops.config import RunConfig
 from ._observe import JobStats, PowerStats, SaveAt, WriterStats
-from ._params import params_of
-from ._rates import Sharing, sharing_for, variants
+from ._plan import plan
 from ._status import describe_status
-from ._validate import (
-    MAX_FIRES,
-    check_failure_times,
-    check_fleet_offset,
-    check_horizon,
-    check_horizon_events,
-    check_int,
-    check_jitter,
-    check_key,
-    check_key_given,
-    check_method,
-    check_queue_policy,
-    check_time_bound,
-    check_trace_memory,
-    default_max_events,
-    fires_before,
-    horizon_events,
-    listed_failure_events,
-)
-from .model import Fleet, State, check_state
+from .model import Fleet, State
 
 __all__ = ["Trace", "simulate"]
 
@@ -248,136 +227,52 @@ def simulate(
     Returns:
       A `Trace`.
     """
-    if not isinstance(fleet, Fleet):
-        raise ValueError(f"fleet must be a ckpt_jax.Fleet, got {type(fleet).__name__}")
-    save = SaveAt() if save is None else save
-    if not isinstance(save, SaveAt):
-        raise ValueError(f"save must be a ckpt_jax.SaveAt, got {type(save).__name__}")
-    state = check_state(fleet, state)  # a State built by hand is validated here too
-    horizon = None if until is None else check_horizon(until, fleet.batch_shape, fleet.dtype)
-    if n_fires is None:
-        if horizon is None:
-            raise ValueError("n_fires must be an integer >= 1 (it may be None only with until=)")
-        if save.trace or save.gaps:
-            raise ValueError(
-                "n_fires is needed to size the trace and the gaps observer; "
-                "pass n_fires or save=SaveAt(trace=False, gaps=False)"
-            )
-    if failure_times is not None:
-        failure_times = check_failure_times(failure_times, fleet)
-        if method in ("fifo", "clock"):
-            raise ValueError(
-                f"method={method!r} cannot serve failure_times (failures are events of the general "
-                "engine only, docs/model.md §1c); use 'general' or 'auto'"
-            )
-    use_failures = fleet.has_failures or failure_times is not None
-    if use_failures and horizon is None:
-        # Without a horizon the run would stop at K completed writes per job, which a fleet
-        # that keeps failing may never reach (an abandoned write takes a trace column).
-        raise ValueError(
-            f"n_fires={n_fires!r} without until= cannot end a run with failures (Fleet(mtbf=...) or "
-            "failure_times): a failure abandons the write in progress, so K completed writes per job may "
-            "never come (docs/model.md §1c). Pass until=H, a time horizon: the run stops at t = H and "
-            "n_fires only sizes the trace (each job's first K firings up to H, a write a failure abandoned "
-            "keeping its fire time with a NaN end time)"
-        )
-    # Counters and trace columns are int32: K stays well inside it.
-    n_fires = None if n_fires is None else check_int("n_fires", n_fires, 1, MAX_FIRES)
-    # K where it stops the run or sizes the trace: n_fires is None only with until= and
-    # neither the trace nor the gaps saved (checked above), where K is read nowhere.
-    fires = 0 if n_fires is None else n_fires
-    budget_fires = fires if horizon is None else fires_before(fleet, horizon)
-    default_budget = max_events is None
-    if max_events is None:
-        max_events = default_max_events(fleet.n_jobs, budget_fires, fleet)
-        if failure_times is not None:
-            max_events = min(max_events + listed_failure_events(failure_times, fleet), 2**31 - 1)
-    max_events = check_int("max_events", max_events, 1, 2**31 - 1)
-    queue_size = check_int("queue_size", queue_size, 1, 2**20)
-    check_method(method)
     if not isinstance(throw, (bool, np.bool_)):
         raise ValueError(f"throw must be True or False, got {throw!r}")
-    devices = sharding.resolve_devices(devices)
-    sigma = check_jitter(jitter, fleet.batch_shape, fleet.dtype)
-    fleet_offset = check_fleet_offset(fleet_offset, math.prod(fleet.batch_shape))
-    uses = variants(fleet, jitter)  # the one test of which variants the run traces
-    check_queue_policy(
-        fleet.storage_policy, snapshot=False, async_fraction=fleet.async_fraction, delay=fleet.delay, jitter=sigma
-    )
-    if horizon is None:
-        check_time_bound(fleet, fires, jitter)
-    elif default_budget:  # a budget the caller chose may stop the run on purpose
-        check_horizon_events(fleet, horizon, jitter, max_events)
-    trace_len = fires if save.trace else 0
-    check_trace_memory(fleet, trace_len, queue_size if np.any(uses.delay) else 1, devices)
-    # What a progress bar of a run to a horizon counts down: the busiest fleet's events.
-    expected_events = None if horizon is None else int(min(np.max(horizon_events(fleet, horizon)), max_events))
-    use_jitter = bool(np.any(uses.jitter))
-    path = choose_paths(fleet, uses, "general" if failure_times is not None else method, save).ravel()
-    check_key_given(key, use_jitter, drawn_failures=fleet.has_failures and failure_times is None)
-    key = None if key is None else check_key(key, fleet.batch_shape)
-    params = params_of(fleet, sigma, key, fleet_offset, failure_times)  # all checked: built last
-    n_fleets = params.compute.shape[0]
-    use_delay = bool(np.any(uses.delay))
-    # Everything static about the run, once: each group of fleets below runs it with its
-    # own loop and rate rules.
-    config = RunConfig(
-        n_fires=MAX_FIRES if horizon is not None else fires,
-        trace_len=trace_len,
+    run = plan(
+        fleet,
+        state,
+        n_fires,
+        max_events=max_events,
+        jitter=jitter,
+        key=key,
+        queue_size=queue_size,
+        fleet_offset=fleet_offset,
+        method=method,
+        devices=devices,
         save=save,
-        stop_fires=n_fires if horizon is None else None,
-        gap_fires=n_fires,
-        queue_size=queue_size if use_delay else 1,
-        use_jitter=use_jitter,
-        use_delay=use_delay,
-        use_async=bool(np.any(uses.asynchronous)),
-        use_failures=use_failures,
-        until=horizon is not None,
-        use_snapshot=fleet.has_snapshots,
-        recover_from=fleet.recover_from,
-        use_recovery=use_failures and fleet.has_recovery_reads,
-        fail_while_down=use_failures and fleet.fail_while_down,
+        until=until,
+        failure_times=failure_times,
     )
-    horizon_flat = None if horizon is None else jnp.asarray(horizon.reshape(n_fleets), fleet.dtype)
-    phase = jnp.reshape(state.phase, params.compute.shape)
-    remaining = jnp.reshape(state.remaining, params.compute.shape).astype(fleet.dtype)
-    # "auto" decides per fleet, so a fleet's trace never depends on what it is batched with;
-    # on the general engine, unit-size fleets run apart from sized ones (`sharing_for`).
-    with_sizes = uses.sized.reshape(n_fleets)
-    with_limits = np.broadcast_to(uses.limits, fleet.batch_shape).reshape(n_fleets)
-    groups = [(name, path == name, Sharing()) for name in PATHS if name != "general"]
-    groups += [
-        (
-            "general",
-            (path == "general") & (with_sizes == has_sizes) & (with_limits == has_limits),
-            sharing_for(fleet, has_sizes, has_limits),
-        )
-        for has_limits in (False, True)
-        for has_sizes in (False, True)
-    ]
     pieces = []
-    for name, chosen, sharing in groups:
-        index = np.flatnonzero(chosen)
-        if index.size == 0:
-            continue
-        part = (params, phase, remaining, horizon_flat)
-        if index.size < n_fleets:
-            part = jax.tree_util.tree_map(lambda x, index=index: x[index], part)
-        group = dataclasses.replace(config, path=name, sharing=sharing)
+    for group in run.groups:
+        part = run.part(group)
         result = driver.run(
-            group, part, max_events=max_events, progress=progress, devices=devices, expected_events=expected_events
+            group.config,
+            part,
+            max_events=run.max_events,
+            progress=progress,
+            devices=run.devices,
+            expected_events=run.expected_events,
         )
-        piece = flat_trace(result, save=save)
-        if save.jobs and not group.track_work:
-            piece = dataclasses.replace(piece, jobs=fast_useful_work(piece.jobs, *part, use_jitter=use_jitter))
-        pieces.append((index, piece))
-    flat = pieces[0][1] if len(pieces) == 1 else merge(pieces, n_fleets)
-    batch = fleet.batch_shape
-    trace = jax.tree_util.tree_map(lambda x: x.reshape(batch + x.shape[1:]), flat)
+        pieces.append((group.index, group_trace(result, group.config, part)))
+    flat = pieces[0][1] if len(pieces) == 1 else merge(pieces, run.n_fleets)
+    trace = jax.tree_util.tree_map(lambda x: x.reshape(run.batch_shape + x.shape[1:]), flat)
     if throw and not bool(np.all(trace.ok)):
         bad = np.asarray(trace.status)[~np.asarray(trace.ok)]
         codes = np.bitwise_or.reduce(bad.ravel())
         raise RuntimeError(f"{bad.size} of {np.size(trace.ok)} fleets did not complete: {describe_status(int(codes))}")
+    return trace
+
+
+def group_trace(result: LoopResult, config: RunConfig, part) -> Trace:
+    """The flat `Trace` of one group of fleets from the driver's result; where the loop
+    kept no work accounting (`RunConfig.track_work`), the jobs' useful work is computed
+    from their writes (`fast_useful_work`)."""
+    trace = flat_trace(result, save=config.save)
+    if config.save.jobs and not config.track_work:
+        jobs = fast_useful_work(trace.jobs, *part, use_jitter=config.use_jitter)
+        trace = dataclasses.replace(trace, jobs=jobs)
     return trace
 
 

@@ -1,5 +1,6 @@
-"""Host-side checks and budgets shared by every entry point: dtypes, numbers, ranges, keys,
-memory, the event budget and the time bound of a run.
+"""Host-side argument checks shared by every entry point: dtypes, numbers, ranges, keys,
+memory, methods, horizons, jitter and listed failure times. The budgets of a run (its
+events, time bound and trace memory) are part of its plan, `ckpt_jax._plan`.
 
 Everything here runs on concrete values *before* any tracing, and every failure is a
 `ValueError` that names the argument and says what is allowed.
@@ -10,7 +11,7 @@ clocks' double-words need ``eps · value`` normal too: values below
 ``tiny / eps² · 2¹⁰`` (about 4.6e-274 in float64, 8.5e-22 in float32) are refused. At
 the top, a run's times must stay finite: values above ``max · 2⁻⁶⁴`` (about 9.7e288 in
 float64, 1.8e19 in float32) are refused, and `simulate` also refuses runs whose time
-bound (`time_bound`) would overflow.
+bound (`ckpt_jax._plan.time_bound`) would overflow.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._rates import ONE_AT_A_TIME, QUEUE_POLICIES, variants
+from ._rates import QUEUE_POLICIES
 
 if TYPE_CHECKING:
     from .model import Fleet
@@ -47,20 +48,6 @@ __all__ = [
     "check_horizon",
     "check_jitter",
     "check_failure_times",
-    "default_max_events",
-    "failure_events",
-    "listed_failure_events",
-    "fires_before",
-    "time_bound",
-    "check_time_bound",
-    "horizon_events",
-    "events_to",
-    "failures_to",
-    "least_failure_events",
-    "check_events",
-    "check_horizon_events",
-    "trace_bytes",
-    "check_trace_memory",
 ]
 
 DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
@@ -350,214 +337,3 @@ def check_failure_times(failure_times, fleet: Fleet) -> np.ndarray:
 
 
 # -- budgets: the events, time and memory a run may take, sized and refused before it starts
-
-
-def default_max_events(n_jobs: int, n_fires: int, fleet: Fleet | None = None) -> int:
-    """A generous event budget: two switches per job per cycle, plus slack for
-    heterogeneous fleets whose fast jobs cycle more often than the slowest one."""
-    ratio = 1.0
-    if fleet is not None:
-        period = np.asarray(fleet.compute, np.float64) + np.asarray(fleet.write, np.float64) / np.asarray(
-            fleet.throughput[..., 1:2], np.float64
-        )
-        active = np.asarray(fleet.active)
-        fastest = np.where(active, period, np.inf).min(axis=-1)
-        slowest = np.where(active, period, 0).max(axis=-1)
-        with np.errstate(all="ignore"):
-            ratio = float(np.max(slowest / fastest))
-        if not np.isfinite(ratio):  # validated fleets have finite periods; stay safe anyway
-            ratio = 1e4
-        if np.any(variants(fleet).delay):
-            ratio *= 2  # each change of the computing count schedules one controller update
-        # Sizes (§1b) slow a job beyond its solo period: a small writer's weighted share, or
-        # a large job's water-filling level, by up to max w / min w; under "fcfs" a write
-        # may wait for every other one.
-        size = np.where(active, np.asarray(fleet.size, np.float64), 1.0)
-        if fleet.power_policy == "maxmin" or fleet.storage_policy == "weighted":
-            ratio *= float(np.max(size.max(axis=-1) / size.min(axis=-1)))
-        if fleet.storage_policy in ONE_AT_A_TIME:
-            ratio *= n_jobs
-    budget = 4 * n_jobs * (n_fires + 2) * min(ratio, 1e4) + 64
-    if fleet is not None and fleet.has_failures:
-        budget += failure_events(fleet, n_fires)
-    return int(min(budget, 2**31 - 1))
-
-
-def failure_events(fleet: Fleet, n_fires: int) -> float:
-    """Events failures add to a run of ``n_fires`` cycles (docs/model.md §1c), per fleet the
-    largest: over the run's time bound H ≈ (n_fires + 2) × the slowest solo period, job i
-    fails about H / M_i times (Poisson). Each failure costs up to 4 events: the failure, the
-    restart end, and the two switches of the cycle it redoes; one more, the read's end, with
-    recovery reads (docs/model.md §1e). Allowed: twice the mean plus 8 standard deviations plus
-    16 failures per job (with failures while down, H / M_i still bounds the mean)."""
-    period = np.asarray(fleet.period, np.float64)
-    active = np.asarray(fleet.active)
-    mtbf = np.where(active, np.asarray(fleet.mtbf, np.float64), np.inf)
-    horizon = (n_fires + 2) * np.max(np.where(active, period, 0.0), axis=-1, keepdims=True)
-    mean = horizon / mtbf
-    per_job = 2 * mean + 8 * np.sqrt(mean) + 16
-    events = 5 if fleet.has_recovery_reads else 4
-    return float(np.max(events * np.sum(np.where(active, per_job, 0.0), axis=-1)))
-
-
-def listed_failure_events(failure_times: np.ndarray, fleet: Fleet) -> int:
-    """Events explicit failure times add to a run, per fleet the largest: up to 4 per
-    listed time of an active job (the failure, the restart end and the two switches of
-    the cycle it redoes; 5 with recovery reads, their end), as `failure_events` counts them
-    for drawn failures."""
-    listed = np.where(np.asarray(fleet.active)[..., None], np.isfinite(failure_times), False)
-    events = 5 if fleet.has_recovery_reads else 4
-    return int(events * np.max(np.sum(listed, axis=(-1, -2)), initial=0))
-
-
-def fires_before(fleet: Fleet, horizon: np.ndarray) -> int:
-    """About how many cycles the fastest job completes before the horizon: sizes the event
-    budget of runs with ``until`` (at least one cycle per solo period of the fastest job)."""
-    period = np.asarray(fleet.period, np.float64)
-    fastest = np.min(np.where(np.asarray(fleet.active), period, np.inf), axis=-1)
-    cycles = np.max(np.asarray(horizon, np.float64) / fastest)
-    return int(min(MAX_FIRES, np.ceil(cycles) + 1))
-
-
-def time_bound(fleet: Fleet, n_fires: int, jitter=None) -> np.ndarray:
-    """An upper bound on the time at which each fleet completes ``n_fires`` cycles (*B,).
-
-    Every cycle of job i takes at most its compute work at the slowest compute speed
-    min(1, C/N) (or α of it while a write drains) plus its write at the slowest per-writer
-    rate min_n f(n)/N; ``n_fires + 2`` cycles bound the run (jitter: T_i + 8σ per cycle).
-    `simulate` refuses runs whose bound overflows the dtype instead of returning inf times.
-    """
-    compute = np.asarray(fleet.compute, np.float64)
-    write = np.asarray(fleet.write, np.float64)
-    active = np.asarray(fleet.active)
-    n_jobs = fleet.n_jobs
-    sigma = 0.0 if jitter is None else np.asarray(jitter, np.float64)[..., None]
-    cap = np.asarray(fleet.cap, np.float64)[..., None]
-    alpha = np.asarray(fleet.async_fraction, np.float64)[..., None]
-    size = np.where(active, np.asarray(fleet.size, np.float64), 0.0)
-    largest = np.max(size, axis=-1, keepdims=True)
-    # With sizes (§1b) a job runs at least at min(1, C / (N·max w)) under either power
-    # policy (maxmin: λ ≥ C/N; uniform: Σ_S w ≤ N·max w), at least its share
-    # min f · w_i / Σ w under "weighted", and under "fcfs" it waits at most for every
-    # other write queued ahead of it, each at f(1).
-    slowest_speed = np.minimum(1.0, cap / (n_jobs * np.maximum(largest, 1.0))) * np.where(alpha > 0, alpha, 1.0)
-    table = np.asarray(fleet.throughput, np.float64)
-    slowest_rate = np.min(table[..., 1:], axis=-1, keepdims=True) / n_jobs
-    with np.errstate(all="ignore"):
-        if fleet.storage_policy == "weighted":
-            share = size / np.sum(size, axis=-1, keepdims=True)
-            slowest_rate = np.minimum(slowest_rate, np.min(table[..., 1:], axis=-1, keepdims=True) * share)
-        write_time = write / slowest_rate
-        if fleet.storage_policy in ONE_AT_A_TIME:
-            write_time = np.sum(np.where(active, write, 0.0), axis=-1, keepdims=True) / table[..., 1:2]
-        cycle = (compute + 8 * sigma) / slowest_speed + write_time
-        cycle = cycle + np.asarray(fleet.delay, np.float64)[..., None]
-        return (n_fires + 2) * np.max(np.where(active, cycle, 0.0), axis=-1)
-
-
-def check_time_bound(fleet: Fleet, n_fires: int, jitter) -> None:
-    """Refuses runs whose times could overflow the dtype (they would come back as inf)."""
-    bound = time_bound(fleet, n_fires, jitter)
-    _, high = value_range(fleet.dtype)
-    too_long = ~(bound <= high)
-    if np.any(too_long):
-        worst = float(np.max(np.where(np.isfinite(bound), bound, np.inf)))
-        raise ValueError(
-            f"n_fires = {n_fires} cycles of these fleets could take up to {worst:.3g} time units, beyond "
-            f"the {high:.3g} that {np.dtype(fleet.dtype)} holds with room for rounding; lower n_fires, "
-            "rescale the time unit (compute, write)"
-            + (" or use float64" if np.dtype(fleet.dtype) == np.float32 else "")
-        )
-
-
-def horizon_events(fleet: Fleet, horizon) -> np.ndarray:
-    """About how many events each fleet steps up to the horizon H (*B,) (`events_to`)."""
-    return events_to(
-        horizon,
-        np.asarray(fleet.period, np.float64),
-        np.asarray(fleet.mtbf, np.float64),
-        np.asarray(fleet.restart, np.float64),
-        np.asarray(fleet.active),
-    )
-
-
-def events_to(horizon, period, mtbf, restart, active) -> np.ndarray:
-    """About how many events a fleet of jobs with solo periods T_i + d_i/f(1), MTBFs M_i
-    (inf: none) and restarts R_i steps up to the horizon H: two switches per solo cycle,
-    H / period_i cycles, plus a failure and a restart end per failure, about H / (M_i + R_i)
-    of them (docs/model.md §1c). (*B, N) arrays in, (*B,) out. An estimate for progress
-    bars and messages: simultaneous switches count once, and contention slows the cycles."""
-    with np.errstate(all="ignore"):
-        cycles = np.sum(np.where(active, np.asarray(horizon, np.float64)[..., None] / period, 0.0), axis=-1)
-    return 2 * cycles + 2 * failures_to(horizon, mtbf, restart, active)
-
-
-def failures_to(horizon, mtbf, restart, active) -> np.ndarray:
-    """About how many failures the jobs of a fleet have up to H (*B,): each fails about
-    H / (M_i + R_i) times (an up time of M_i on average, then R_i down; M_i = inf: none)."""
-    horizon = np.asarray(horizon, np.float64)[..., None]
-    with np.errstate(all="ignore"):
-        per_job = np.where(active & np.isfinite(mtbf), horizon / (mtbf + restart), 0.0)
-    return np.sum(per_job, axis=-1)
-
-
-def least_failure_events(horizon, mtbf, restart, active) -> np.ndarray:
-    """A lower bound on the events of failures up to H (*B,): half the expected failures
-    (`failures_to`)."""
-    return 0.5 * failures_to(horizon, mtbf, restart, active)
-
-
-def check_events(name: str, horizon, least, estimate, n_jobs: int, failures: bool, max_events: int = MAX_EVENTS):
-    """Refuses, naming ``name``, a horizon whose run needs at least ``least`` events (per
-    fleet, *B) where that is beyond ``max_events``; ``estimate``: the likely count."""
-    least = np.ravel(least)
-    if not np.any(least > max_events):
-        return
-    worst = int(np.argmax(least))
-    horizon = np.broadcast_to(horizon, np.shape(least)).ravel() if np.ndim(horizon) else np.full(least.shape, horizon)
-    raise ValueError(
-        f"{name} = {float(horizon[worst]):.6g} cannot finish within the event budget: it needs about "
-        f"{float(np.ravel(estimate)[worst]):.3g} events per fleet ({n_jobs} jobs x H / cycle"
-        + (" + failures" if failures else "")
-        + f"), at least {least[worst]:.3g}, beyond the budget of "
-        f"{max_events} events; lower {name} (or rescale the time unit)"
-    )
-
-
-def check_horizon_events(fleet: Fleet, horizon, jitter=None, max_events: int = MAX_EVENTS, name: str = "until") -> None:
-    """Refuses a run to the horizon H that cannot finish within ``max_events`` events per
-    fleet, before it starts (it would run for a long while and stop unfinished).
-
-    The count compared is a lower bound: with failures, half the expected failures
-    (`least_failure_events`); without, the job of the slowest cycle still switches twice
-    per cycle bound of `time_bound`, 2·⌊H / cycle⌋ times."""
-    horizon = np.broadcast_to(np.asarray(horizon, np.float64), fleet.batch_shape)
-    active = np.asarray(fleet.active)
-    mtbf, restart = np.asarray(fleet.mtbf, np.float64), np.asarray(fleet.restart, np.float64)
-    if fleet.has_failures:
-        least = least_failure_events(horizon, mtbf, restart, active)
-    else:
-        with np.errstate(all="ignore"):
-            least = 2 * np.floor(horizon / time_bound(fleet, -1, jitter))
-    least = np.where(np.any(active, axis=-1), least, 0.0)
-    check_events(name, horizon, least, horizon_events(fleet, horizon), fleet.n_jobs, fleet.has_failures, max_events)
-
-
-def trace_bytes(fleet: Fleet, n_fires: int, queue_size: int = 1) -> int:
-    """Peak bytes `simulate` allocates for a batch: the (B, N, K) fire and end buffers,
-    held about three times at once (loop carry, the finished trace, the job-order copy),
-    plus the per-job state."""
-    n_fleets = int(np.prod(fleet.batch_shape, dtype=np.int64))
-    item = np.dtype(fleet.dtype).itemsize
-    per_fleet = fleet.n_jobs * (6 * n_fires + 16) * item + 2 * queue_size * item + 64
-    return int(n_fleets) * int(per_fleet)
-
-
-def check_trace_memory(fleet: Fleet, n_fires: int, queue_size: int, devices) -> None:
-    n_fleets = int(np.prod(fleet.batch_shape, dtype=np.int64))
-    check_memory(
-        f"simulate with B = {n_fleets} fleets x N = {fleet.n_jobs} jobs x K = {n_fires} firings",
-        trace_bytes(fleet, n_fires, queue_size),
-        devices,
-        hint="lower n_fires or the batch, or split the ensemble (ckpt_jax.run_ensemble)",
-    )

@@ -25,7 +25,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import loop
-from ._rates import compute_speed, controller_load, variants
+from ._plan import variants
+from ._rates import compute_speed, controller_load
 from ._status import Status, describe_status
 from ._validate import check_int
 from .model import Fleet

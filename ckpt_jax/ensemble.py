@@ -56,7 +56,7 @@ import numpy as np
 
 from . import _manifest
 from ._io import atomic_write
-from ._rates import non_default_sharing
+from ._plan import non_default_sharing
 from ._validate import check_int, check_key_given, check_method
 from .model import Fleet, State, random_state
 

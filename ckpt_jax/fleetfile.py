@@ -244,9 +244,9 @@ class FleetSpec:
 
     def events(self, horizon: float | None = None) -> float:
         """About how many events one run of the fleet steps up to the horizon (default
-        ``[design].horizon``) at `intervals` (`ckpt_jax._validate.events_to`); each event
+        ``[design].horizon``) at `intervals` (`ckpt_jax._plan.events_to`); each event
         costs O(N) on the general engine."""
-        from ._validate import events_to
+        from ._plan import events_to
 
         horizon = self.design.horizon if horizon is None else horizon
         period = self.period()
@@ -736,9 +736,10 @@ def _engine_checks(reader: _Reader, spec: FleetSpec, dtype) -> None:
     """Every value against the checks the engine will apply to it in ``dtype``
     (`ckpt_jax._validate.check_range`, `ckpt_jax._validate.check_horizon`, `cj.Fleet`'s
     solo period), so that each refusal names the file and the field; then the design's
-    horizon against the event budget (`ckpt_jax._validate.check_events`) at the file's
+    horizon against the event budget (`ckpt_jax._plan.check_events`) at the file's
     intervals. Plain NumPy: nothing is built on a device (the CLI reads the file first)."""
-    from ._validate import check_events, check_horizon, check_range, least_failure_events
+    from ._plan import check_events, least_failure_events
+    from ._validate import check_horizon, check_range
 
     for i, group in enumerate(spec.groups):
         for key in ("size", "write", "mtbf", "compute", "write_limit"):

@@ -18,7 +18,8 @@ not by hand.
   use_failures=False, use_snapshot=False)` — one event (`advance` steps without failures);
 * `advance(params, carry, max_events=..., stop=..., horizon=..., observe=...)` — the
   stepping primitive: event by event until a condition, a horizon or the budget, with an
-  optional observer of each step; `advance_to_firing(params, carry, job, ...)` stops at
+  optional observer of each step (the driver's one-fleet loop, with the budget rule of
+  `simulate`); `advance_to_firing(params, carry, job, ...)` stops at
   the next firing of ``job``;
 * `computing_mask(params, draining, waiting)` — who draws compute power;
 * `sharing_for(fleet)` — the static rate rules (`Sharing`) of a fleet with job sizes,
@@ -42,10 +43,13 @@ Example: the time until job 0 of a synchronous pair fires again.
 12.0
 """
 
-from ._loops.general import Carry, advance, advance_to_firing, init_carry, step
+from ._loops.driver import advance_fleet as advance
+from ._loops.driver import advance_to_firing
+from ._loops.general import Carry, init_carry, step
 from ._observe import EventView, FinalView, GapsObserver, JobsObserver, LoopInfo, Observer, WritersObserver
 from ._params import Params, flat_params, jitter_work
-from ._rates import Sharing, computing_mask, sharing_for
+from ._plan import sharing_for
+from ._rates import Sharing, computing_mask
 
 __all__ = [
     "Carry",

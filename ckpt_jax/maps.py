@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import loop
-from ._rates import variants
+from ._plan import variants
 from ._status import Status, flag
 from ._validate import check_int
 from .model import Fleet

@@ -468,7 +468,7 @@ class Fleet:
         estimate, as `ckpt_jax.fleetfile.FleetSpec.events`, to size a run to ``until=H``
         (its ``max_events``, whether it shows a progress bar): simultaneous switches count
         once, and contention slows the cycles."""
-        from ._validate import horizon_events  # _validate builds on this module
+        from ._plan import horizon_events  # the plan builds on this module
 
         return horizon_events(self, horizon)
 

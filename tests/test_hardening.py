@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import ckpt_jax as cj
-from ckpt_jax import _simulate
+from ckpt_jax import _plan
 from ckpt_jax._validate import value_range
 
 FAST = settings(max_examples=25, deadline=None)
@@ -122,7 +122,7 @@ def test_runs_whose_times_would_overflow_are_refused():
 def test_a_non_finite_time_is_never_ok(method, monkeypatch):
     # Bypass the overflow check to see the loop's own guard: with two or more writers the
     # throughput drops to 1e-200 and a write of 1e200 lasts longer than float64 holds.
-    monkeypatch.setattr(_simulate, "check_time_bound", lambda *args: None)
+    monkeypatch.setattr(_plan, "check_time_bound", lambda *args: None)
     n_jobs = 2 if method == "general" else 8
     table = [1.0, 1.0] + [1e-200] * (n_jobs - 1)
     fleet = cj.Fleet(np.full(n_jobs, 1.0), np.full(n_jobs, 1e200), throughput=table)

@@ -95,7 +95,7 @@ def test_a_budget_the_caller_chose_still_stops_a_long_run():
 
 
 def test_the_event_estimate_counts_cycles_and_failures():
-    from ckpt_jax._validate import horizon_events
+    from ckpt_jax._plan import horizon_events
 
     # Two jobs of solo period 10 + 2/1 and one of 5 + 1: 2 switches per cycle; a job of
     # MTBF 98 and restart 2 fails about H / 100 times, with a restart end each (the others

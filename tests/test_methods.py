@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 import ckpt_jax as cj
-from ckpt_jax import _loops, sharding
+from ckpt_jax import _plan, sharding
 from ckpt_jax._loops.fifo import ring_ranks
-from ckpt_jax._rates import variants
+from ckpt_jax._plan import variants
 
 THROUGHPUTS = [None, "sqrt", "degrading", "linear", "saturating"]
 
@@ -129,7 +129,7 @@ def test_clock_path_rejects_delay_and_async():
         with pytest.raises(ValueError, match="clock"):
             cj.simulate(fleet, cj.initial_state(fleet), 3, method="clock")
     fleet = cj.Fleet(np.full((2, 9), 5.0) + np.arange(9), np.ones((2, 9)), delay=np.array([0.0, 0.5]))
-    np.testing.assert_array_equal(_loops.choose_paths(fleet, variants(fleet), "auto"), ["clock", "general"])
+    np.testing.assert_array_equal(_plan.choose_paths(fleet, variants(fleet), "auto"), ["clock", "general"])
 
 
 @pytest.mark.parametrize(
@@ -177,13 +177,13 @@ def test_eligibility_is_decided_per_fleet():
     compute = np.array([[5.0, 5.0, 5.0], [5.0, 6.0, 5.0], [4.0, 4.0, 1.0], [3.0, 3.0, 3.0]])
     active = np.array([[True] * 3, [True] * 3, [True, True, False], [True] * 3])
     fleet = cj.Fleet(compute, np.ones((4, 3)), active=active, delay=[0.0, 0.0, 0.0, 0.5])
-    np.testing.assert_array_equal(_loops.fifo_eligible(fleet, variants(fleet)), [True, False, True, False])
-    assert not bool(np.all(_loops.fifo_eligible(fleet, variants(fleet))))
-    assert not _loops.fifo_eligible(fleet, variants(fleet, 0.1)).any()
+    np.testing.assert_array_equal(_plan.fifo_eligible(fleet, variants(fleet)), [True, False, True, False])
+    assert not bool(np.all(_plan.fifo_eligible(fleet, variants(fleet))))
+    assert not _plan.fifo_eligible(fleet, variants(fleet, 0.1)).any()
     async_fleet = cj.Fleet(np.full(3, 5.0), np.ones(3), async_fraction=0.5)
-    assert not bool(np.all(_loops.fifo_eligible(async_fleet, variants(async_fleet))))
+    assert not bool(np.all(_plan.fifo_eligible(async_fleet, variants(async_fleet))))
     same = cj.Fleet(np.full(3, 5.0), np.ones(3))
-    assert bool(np.all(_loops.fifo_eligible(same, variants(same, 0.0))))
+    assert bool(np.all(_plan.fifo_eligible(same, variants(same, 0.0))))
 
 
 def test_auto_decides_per_fleet_and_matches_each_fleet_alone():
@@ -199,7 +199,7 @@ def test_auto_decides_per_fleet_and_matches_each_fleet_alone():
     state = cj.random_state(fleet, jax.random.key(4))
     batch = cj.simulate(fleet, state, 20)
     expected = ["fifo", "clock", "general", "fifo"]
-    assert _loops.FIFO_MIN_JOBS == 8
+    assert _plan.FIFO_MIN_JOBS == 8
     for b in range(4):
         alone_state = cj.State(state.phase[b], state.remaining[b])
         alone = cj.simulate(fleet[b], alone_state, 20)

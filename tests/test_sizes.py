@@ -289,8 +289,7 @@ def test_unit_size_fleet_batched_with_sized_fleets_is_unchanged(delay, alpha):
 
 
 def test_auto_routes_sized_and_fcfs_fleets_to_the_general_engine():
-    from ckpt_jax._loops import choose_paths
-    from ckpt_jax._rates import variants
+    from ckpt_jax._plan import choose_paths, variants
 
     sizes = np.ones((3, 8))
     sizes[1, 2] = 2.0

@@ -1,4 +1,4 @@
-"""The event loops, behind one protocol (`driver.Loop`), and the choice of loop per fleet.
+"""The event loops, behind one protocol (`driver.Loop`).
 
 Every loop is a strategy: ``init`` → carry, ``step(carry, running)`` → (carry, event),
 ``unfinished(carry)``, ``view(event)`` → the observers' `EventView`, and ``final(carry)`` →
@@ -16,7 +16,7 @@ driver runs them all.
   * `fifo` — identical deterministic jobs: a fixed ring, O(1) per switch;
   * `clock` — any T_i, d_i and jitter: a per-phase argmin.
 
-`choose_paths` decides per fleet, on the host.
+Which loop a fleet runs on is decided on the host (`ckpt_jax._plan.choose_paths`).
 """
 
 from __future__ import annotations
@@ -25,12 +25,9 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from .._observe import FinalView, LoopInfo, completed_writes
 from .._params import jitter_work
-from .._rates import Variants
-from ..model import Fleet
 
 __all__ = [
     "LoopResult",
@@ -38,10 +35,6 @@ __all__ = [
     "loop_result",
     "jitter_works",
     "record",
-    "FIFO_MIN_JOBS",
-    "PATHS",
-    "choose_paths",
-    "fifo_eligible",
 ]
 
 
@@ -150,107 +143,3 @@ def record(flat, cell, value, write):
     are dropped. Cheaper on XLA:CPU than the batched 2-D scatter `vmap` produces.
     """
     return flat.at[jnp.where(write, cell, flat.shape[0])].set(value, mode="drop", unique_indices=True)
-
-
-# `method="auto"` uses the FIFO and clock paths for fleets of at least this many active
-# jobs: below it the general engine's O(N) step is as cheap as their bookkeeping
-# (benchmarks/bench.py: at N = 2 the general engine is 1.3-1.8x the clock path).
-FIFO_MIN_JOBS = 8
-
-
-def fifo_eligible(fleet: Fleet, uses: Variants) -> np.ndarray:
-    """Per fleet (batch shape), whether the FIFO path is exact for it: all its active jobs
-    share T and d, and it has no jitter, τ = 0 and α = 0, all sizes 1 and a storage policy
-    other than "fcfs" (docs/model.md §1b). ``uses``: the fleet's `variants` (with its jitter).
-    Decided on the host."""
-    ok = uses.virtual_clock & ~uses.jitter
-    active = np.asarray(fleet.active)
-    first = np.argmax(active, axis=-1)[..., None]
-    for values in (np.asarray(fleet.compute), np.asarray(fleet.write)):
-        same = values == np.take_along_axis(values, first, axis=-1)
-        ok &= np.all(~active | same, axis=-1)
-    return ok
-
-
-# The batched paths, in the order `simulate` runs them.
-PATHS = ("fifo", "clock", "general")
-
-
-def choose_paths(fleet: Fleet, uses: Variants, method: str, save=None) -> np.ndarray:
-    """Per fleet (batch shape), the path `simulate` runs it on: "fifo", "clock" or "general".
-
-    ``method="auto"``: fleets with fewer than `FIFO_MIN_JOBS` active jobs run on the
-    general engine (its O(N) step is cheapest there); larger ones on the FIFO path where
-    `fifo_eligible`, else on the clock path where `Variants.virtual_clock`, else on the general
-    engine. Fleets with failures (``mtbf``) always run on the general engine. An explicit
-    method is applied to every fleet, or raises `ValueError` where it is not exact.
-    ``uses``: the fleet's `variants` (with its jitter), computed once by the caller.
-    Write limits, two-level checkpoints and ``save.power`` (docs/model.md §1d), recovery reads
-    and failures while down (§1e) are exact on the general engine only, as failures are.
-    """
-    batch = fleet.batch_shape
-    general_only = general_only_reason(fleet, uses, save)
-    if method == "general" or (method == "auto" and general_only):
-        return np.full(batch, "general", dtype=object)
-    if general_only:
-        raise ValueError(f"method={method!r} cannot serve {general_only}; use 'general' or 'auto'")
-    fifo = fifo_eligible(fleet, uses)
-    clock = uses.virtual_clock
-    policy = sharing_reason(fleet, uses)
-    if method == "fifo":
-        if policy:
-            raise ValueError(f"method='fifo' cannot serve {policy}; use 'general' or 'auto'")
-        if not fifo.all():
-            raise ValueError(
-                "method='fifo' needs identical deterministic fleets (all active jobs of a fleet with "
-                "the same compute and write, no jitter, delay 0, async_fraction 0); use 'clock', 'general' or 'auto'"
-            )
-        return np.full(batch, "fifo", dtype=object)
-    if method == "clock":
-        if policy:
-            raise ValueError(f"method='clock' cannot serve {policy}; use 'general' or 'auto'")
-        if not clock.all():
-            raise ValueError(
-                "method='clock' needs delay 0 and async_fraction 0 in every fleet; use 'general' or 'auto'"
-            )
-        return np.full(batch, "clock", dtype=object)
-    n_active = np.asarray(fleet.active).sum(axis=-1)
-    big = n_active >= FIFO_MIN_JOBS
-    path = np.where(clock & big, "clock", "general").astype(object)
-    path[fifo & big] = "fifo"
-    return path
-
-
-def general_only_reason(fleet: Fleet, uses: Variants, save=None) -> str:
-    """What in the run only the general engine serves, by name, or "" (docs/model.md §1c-§1e)."""
-    if fleet.has_recovery_reads:
-        return "recovery_read (docs/model.md §1e): recovery reads are storage users of the general engine only"
-    if fleet.fail_while_down:
-        return "fail_while_down (docs/model.md §1e): failures are events of the general engine only"
-    if fleet.has_failures:
-        return "failures (mtbf, docs/model.md §1c): they are events of the general engine only"
-    if np.any(uses.limits):
-        return "write_limit (docs/model.md §1d): writers at their limits do not share one rate"
-    if np.any(uses.two_level):
-        return "snapshot (two-level checkpoints, docs/model.md §1d): snapshots are events of the general engine only"
-    if save is not None and save.power:
-        return "SaveAt(power=True): the power draw is observed on the general engine only"
-    return ""
-
-
-def sharing_reason(fleet: Fleet, uses: Variants) -> str:
-    """Why the fast loops cannot serve some fleet of the batch (docs/model.md §1b), or ""."""
-    if uses.fcfs:
-        return (
-            f"storage_policy={fleet.storage_policy!r} (one writer drains at a time, so writers do not share one "
-            "rate and the virtual clocks do not apply)"
-        )
-    unequal = ~uses.one_rate
-    if np.any(unequal):
-        first = tuple(int(i) for i in np.argwhere(np.atleast_1d(unequal))[0]) if fleet.batch_shape else ()
-        return (
-            f"job sizes other than 1 (fleet {first}): under power_policy={fleet.power_policy!r} and "
-            f"storage_policy={fleet.storage_policy!r} the jobs of one phase do not share one rate, "
-            "so the virtual clocks do not apply"
-        )
-    return ""

@@ -23,7 +23,7 @@ class RunConfig:
     """The static configuration of one run of one loop (hashable).
 
     Attributes:
-      path: the loop, ``"general"``, ``"fifo"`` or ``"clock"`` (`ckpt_jax._loops.choose_paths`).
+      path: the loop, ``"general"``, ``"fifo"`` or ``"clock"`` (`ckpt_jax._plan.choose_paths`).
       n_fires: the stop count K: a fleet is done when every active job completed K writes
         (with ``until`` a count never reached, `ckpt_jax._params.MAX_FIRES`).
       trace_len: the trace's length K (0: no trace buffer).

@@ -16,8 +16,11 @@ driver owns everything around it, once for every loop:
 * where the batch runs: sharded over devices (`ckpt_jax.sharding`), in cache-sized blocks
   of fleets on a CPU (the virtual-clock loops), or as one batch;
 * progress: a bar that moves per chunk of events (the general loop resumes where a chunk
-  stopped: in cycles, or in percent of the horizon) or per group of blocks of fleets (the
-  virtual-clock loops, which halt for good at a budget: in fleets).
+  stopped: in cycles, or in percent of the horizon, as `Loop.progress` tells) or per group
+  of blocks of fleets (the virtual-clock loops, which halt for good at a budget: in fleets);
+* the one-fleet loop (`advance_fleet`, `advance_to_firing`): the general step of ONE fleet
+  until a stop the caller gives, with the same budget rule (`budget_status`), for code that
+  drives a fleet itself (`ckpt_jax.loop`, the return maps, the phase coupling).
 
 Everything static about a run is one `RunConfig`, the single static argument of every
 compiled program here.
@@ -34,13 +37,15 @@ import jax.numpy as jnp
 
 from .. import _observe, _progress, sharding
 from .._observe import EventView, LoopInfo
+from .._params import Params
+from .._rates import Sharing
 from .._status import Status, flag
 from . import LoopResult
 from .config import RunConfig
-from .general import GeneralLoop
+from .general import Carry, GeneralLoop, step
 from .virtual import VirtualLoop
 
-__all__ = ["Loop", "loop_for", "run", "run_part"]
+__all__ = ["Loop", "loop_for", "run", "run_part", "budget_status", "advance_fleet", "advance_to_firing"]
 
 
 class Loop(Protocol):
@@ -74,6 +79,11 @@ class Loop(Protocol):
 
     def within_budget(self, carry, event_limit) -> jax.Array:
         """(B,) fleets within the event budget."""
+        ...
+
+    def progress(self, carry) -> jax.Array:
+        """How far the slowest fleet got, in [0, 1] (what a progress bar shows): with
+        ``until`` the fraction of its horizon, else of the K cycles."""
         ...
 
     def final(self, carry) -> LoopResult:
@@ -134,14 +144,19 @@ def finish(config: RunConfig, part, state) -> LoopResult:
     params, _, _, horizon = part
     carry, states = state
     result = loop_for(config, params, horizon).final(carry)
-    # The budget is the reason only where nothing else stopped the run.
-    status = jnp.where(result.done | (result.status != 0), result.status, result.status | Status.MAX_EVENTS)
+    status = budget_status(result.status, result.done)
     # A non-finite time is never ok, whichever loop produced it.
     status = status | flag(~jnp.isfinite(result.time), Status.NONFINITE)
     # Any flag means the numbers cannot be trusted, so ok requires status == 0.
     ok = result.done & (status == Status.OK)
     final = result.final._replace(ok=ok)
     return result._replace(status=status, ok=ok, final=final, observers=_observe.finalize(config.save, states, final))
+
+
+def budget_status(status, done):
+    """``status`` with `Status.MAX_EVENTS` added where the run is not ``done`` and no other
+    flag is set: the budget is the reason only where nothing else stopped it."""
+    return jnp.where(done | (status != Status.OK), status, status | Status.MAX_EVENTS).astype(jnp.int32)
 
 
 def run_part(config: RunConfig, part, event_limit) -> LoopResult:
@@ -175,7 +190,7 @@ def run(config: RunConfig, part, *, max_events: int, progress=None, devices=None
     virtual-clock loops run on a CPU in blocks of fleets (`sharding.block_size`), padded
     with inert fleets to whole blocks. ``progress`` (None: only for long runs) shows a bar;
     ``expected_events``: with ``until``, about how many events the busiest fleet steps
-    (`ckpt_jax._validate.horizon_events`), which sizes the chunks and decides whether a bar
+    (`ckpt_jax._plan.horizon_events`), which sizes the chunks and decides whether a bar
     is shown.
     """
     params, phase, remaining, horizon = part
@@ -225,7 +240,7 @@ def _events_with_progress(config: RunConfig, part, max_events: int, events: int)
     horizon reached by the slowest fleet. The event limit is a traced argument, so every
     chunk reuses one compiled loop."""
     params, _, _, horizon = part
-    loop = GeneralLoop(config, params, horizon)
+    loop = loop_for(config, params, horizon)
     if config.until:
         shown = dict(
             total=100, unit="% of H", bar_format="{l_bar}{bar}| {n:.0f}/{total} {unit} [{elapsed}<{remaining}]"
@@ -240,8 +255,8 @@ def _events_with_progress(config: RunConfig, part, max_events: int, events: int)
             limit = min(limit + chunk, max_events)
             state = advance_jit(config, part, state, jnp.int32(limit))
             carry = state[0]
-            reached = float(loop.progress(carry))
-            bar.update((100 * min(1.0, reached) if config.until else int(reached)) - bar.n)
+            done = float(loop.progress(carry))
+            bar.update((100 * done if config.until else int(round(done * config.n_fires))) - bar.n)
             if limit >= max_events or not bool(jnp.any(still_running(loop, carry, None, max_events))):
                 return finish_jit(config, part, state)
 
@@ -259,3 +274,83 @@ def _blocks_with_progress(config: RunConfig, part, limit, n_blocks: int, block: 
             pieces.append(jax.block_until_ready(run_blocks(config, group, limit, n_blocks=count)))
             bar.update(min(n_fleets, (first + count) * block) - bar.n)
     return jax.tree_util.tree_map(lambda *leaves: jnp.concatenate(leaves)[:n_fleets], *pieces)
+
+
+# -- one fleet, driven by the caller: the stepping primitive of `ckpt_jax.loop`
+
+
+def advance_fleet(
+    params: Params,
+    carry: Carry,
+    *,
+    max_events,
+    stop=None,
+    horizon=None,
+    use_delay: bool = False,
+    observe=None,
+    observed: Any = None,  # any pytree
+    sharing: Sharing = Sharing(),
+    use_snapshot: bool = False,
+):
+    """Advances ONE fleet (no batch axis) event by event with the general step (`step`).
+
+    It stops where ``stop(carry, observed)`` becomes True, at ``horizon`` (the last step
+    goes to it exactly, `to_horizon`), when ``carry.n_events`` reaches ``max_events``
+    (`Status.MAX_EVENTS` is then set, as the stop was not reached: `budget_status`) or at a
+    status flag. ``observe(observed, before, after) -> observed`` runs after every step
+    (an observer of the two carries). Jit-able, and differentiable by `jax.jacfwd`
+    (forward mode works through `lax.while_loop`). ``sharing``: the static rate rules
+    (`ckpt_jax.loop.sharing_for(fleet)` for a fleet with sizes, policies or write
+    limits); ``use_snapshot``: two-level checkpoints, for a carry from `init_carry` with
+    ``use_snapshot=True`` (docs/model.md §1d).
+
+    Returns ``(carry, observed)``.
+    """
+
+    def stopped(c, o):
+        reached = jnp.zeros((), bool) if stop is None else stop(c, o)
+        if horizon is not None:
+            reached = reached | (c.time >= horizon)
+        return reached
+
+    def cond(state):
+        c, o = state
+        return ~stopped(c, o) & (c.status == Status.OK) & (c.n_events < max_events)
+
+    def body(state):
+        c, o = state
+        new = step(
+            params, c, jnp.bool_(True), 1, use_delay, False, horizon=horizon, sharing=sharing, use_snapshot=use_snapshot
+        )
+        return new, (o if observe is None else observe(o, c, new))
+
+    carry, observed = jax.lax.while_loop(cond, body, (carry, observed))
+    return carry._replace(status=budget_status(carry.status, stopped(carry, observed))), observed
+
+
+def advance_to_firing(
+    params: Params,
+    carry: Carry,
+    job: int,
+    *,
+    max_events,
+    use_delay: bool = False,
+    observe=None,
+    observed: Any = None,  # any pytree
+    sharing: Sharing = Sharing(),
+    use_snapshot: bool = False,
+):
+    """`advance_fleet` until job ``job`` fires once more (the return maps' step: job 0's
+    next firing is the Poincaré section, docs/model.md §2). Returns ``(carry, observed)``."""
+    target = carry.fire_count[job] + 1
+    return advance_fleet(
+        params,
+        carry,
+        max_events=max_events,
+        stop=lambda c, _: c.fire_count[job] >= target,
+        use_delay=use_delay,
+        observe=observe,
+        observed=observed,
+        sharing=sharing,
+        use_snapshot=use_snapshot,
+    )

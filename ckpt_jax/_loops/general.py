@@ -8,8 +8,9 @@ current phases (and pending controller updates); everything advances linearly to
 `GeneralLoop` is this loop for a batch of B fleets, run by the driver's masked
 `jax.lax.while_loop` (`ckpt_jax._loops.driver`): each iteration steps every fleet that is
 still running (a `vmap` of the single-fleet step) and masks the rest, so a finished fleet
-costs a few selects per iteration and its trace buffers are never touched. `advance` is
-the same step for one fleet, for code that drives it (`ckpt_jax.loop`).
+costs a few selects per iteration and its trace buffers are never touched. `step` is the
+same step for one fleet, which the driver's one-fleet loop (`driver.advance_fleet`) runs
+for code that drives a fleet itself (`ckpt_jax.loop`).
 
 Per-job state is kept general enough for asynchronous checkpoints (docs/model.md §1): a job has
 ``write_left`` (its background drain, while ``draining``) and ``compute_left`` (work of the
@@ -45,7 +46,7 @@ from . import record as record_cells
 from .config import RunConfig
 from .events import Instant
 
-__all__ = ["Carry", "GeneralLoop", "init_carry", "step", "advance", "advance_to_firing"]
+__all__ = ["Carry", "GeneralLoop", "init_carry", "step"]
 
 
 class Carry(NamedTuple):
@@ -135,7 +136,9 @@ def init_carry(
         first_work = params.compute
     compute_left = jnp.where(draining, first_work, state_remaining)
     waiting = jnp.zeros(n_jobs, bool)
-    load = controller_load(sharing, params.size, computing_mask(params, draining, waiting), params.cap)
+    load = controller_load(
+        sharing, params.size, computing_mask(params, draining, waiting), params.cap, params.size_order
+    )
     nan_trace = jnp.full((n_jobs, n_fires), jnp.nan, dtype)
     return Carry(
         time=jnp.zeros((), dtype),
@@ -194,7 +197,7 @@ def rates(
     if sharing.power == "free":  # the cap never binds: full speed, no load to compute
         load = jnp.zeros((), dtype)
     else:
-        load = controller_load(sharing, params.size, computing, params.cap)
+        load = controller_load(sharing, params.size, computing, params.cap, params.size_order)
     if use_delay:
         # τ = 0 fleets bypass the queue, so they reproduce the base model bit for bit.
         load = jnp.where(params.delay > 0, carry.applied_computing, load)
@@ -243,7 +246,7 @@ def step(
     no inf − inf — and it must write nothing: their carry is returned unchanged.
 
     ``sharing`` (static) selects the rate rules of job sizes and sharing policies
-    (`ckpt_jax._rates.sharing_for`; default: the base model's anonymous rates);
+    (`ckpt_jax._plan.sharing_for`; default: the base model's anonymous rates);
     ``use_failures`` (static) adds failures and restarts (docs/model.md §1c; the carry
     must come from `init_carry` with ``use_failures=True``); ``use_snapshot`` (static)
     adds two-level checkpoints (docs/model.md §1d; a carry from `init_carry` with
@@ -266,84 +269,6 @@ def step(
     return carry._replace(
         fire_times=carry.fire_times.at[jobs, fire_slot].set(carry.time, mode="drop"),
         end_times=carry.end_times.at[jobs, end_slot].set(carry.time, mode="drop"),
-    )
-
-
-def advance(
-    params: Params,
-    carry: Carry,
-    *,
-    max_events,
-    stop=None,
-    horizon=None,
-    use_delay: bool = False,
-    observe=None,
-    observed: Any = None,  # any pytree
-    sharing: Sharing = Sharing(),
-    use_snapshot: bool = False,
-):
-    """The stepping primitive: advances ONE fleet (no batch axis) event by event.
-
-    It stops where ``stop(carry, observed)`` becomes True, at ``horizon`` (the last step
-    goes to it exactly, `to_horizon`), when ``carry.n_events`` reaches ``max_events``
-    (`Status.MAX_EVENTS` is then set, as the stop was not reached) or at a status flag.
-    ``observe(observed, before, after) -> observed`` runs after every step (an observer
-    of the two carries). Jit-able, and differentiable by `jax.jacfwd` (forward mode
-    works through `lax.while_loop`). ``sharing``: the static rate rules, as for `step`
-    (`ckpt_jax.loop.sharing_for(fleet)` for a fleet with sizes, policies or write limits);
-    ``use_snapshot``: two-level checkpoints, for a carry from `init_carry` with
-    ``use_snapshot=True`` (docs/model.md §1d).
-
-    Returns ``(carry, observed)``.
-    """
-
-    def stopped(c, o):
-        reached = jnp.zeros((), bool) if stop is None else stop(c, o)
-        if horizon is not None:
-            reached = reached | (c.time >= horizon)
-        return reached
-
-    def cond(state):
-        c, o = state
-        return ~stopped(c, o) & (c.status == Status.OK) & (c.n_events < max_events)
-
-    def body(state):
-        c, o = state
-        new = step(
-            params, c, jnp.bool_(True), 1, use_delay, False, horizon=horizon, sharing=sharing, use_snapshot=use_snapshot
-        )
-        return new, (o if observe is None else observe(o, c, new))
-
-    carry, observed = jax.lax.while_loop(cond, body, (carry, observed))
-    short = ~stopped(carry, observed) & (carry.status == Status.OK)
-    return carry._replace(status=(carry.status | flag(short, Status.MAX_EVENTS)).astype(jnp.int32)), observed
-
-
-def advance_to_firing(
-    params: Params,
-    carry: Carry,
-    job: int,
-    *,
-    max_events,
-    use_delay: bool = False,
-    observe=None,
-    observed: Any = None,  # any pytree
-    sharing: Sharing = Sharing(),
-    use_snapshot: bool = False,
-):
-    """`advance` until job ``job`` fires once more (the return maps' step: job 0's next
-    firing is the Poincaré section, docs/model.md §2). Returns ``(carry, observed)``."""
-    target = carry.fire_count[job] + 1
-    return advance(
-        params,
-        carry,
-        max_events=max_events,
-        stop=lambda c, _: c.fire_count[job] >= target,
-        use_delay=use_delay,
-        observe=observe,
-        observed=observed,
-        sharing=sharing,
-        use_snapshot=use_snapshot,
     )
 
 
@@ -712,8 +637,8 @@ def _controller_queue(params: Params, carry: Carry, running, config: RunConfig, 
         if rows.read_starts is not None:
             assert rows.work is not None and rows.work.reading is not None
             now_computing = now_computing & ~rows.work.reading
-        new_computing = controller_load(sharing, params.size, now_computing, params.cap)
-        changed = new_computing != controller_load(sharing, params.size, nxt.computing, params.cap)
+        new_computing = controller_load(sharing, params.size, now_computing, params.cap, params.size_order)
+        changed = new_computing != controller_load(sharing, params.size, nxt.computing, params.cap, params.size_order)
         if sharing.power != "count":
             # A change of the count is an update even where the level stays (as in the
             # base model, so unit sizes schedule the same updates).
@@ -853,11 +778,12 @@ class GeneralLoop:
         return carry.n_events < event_limit
 
     def progress(self, carry: Carry):
-        """How far the slowest fleet got: with ``until`` the fraction of its horizon, else the
-        fewest completed writes of an active job (what a progress bar shows)."""
+        """How far the slowest fleet got, in [0, 1]: with ``until`` the fraction of its
+        horizon, else the fewest completed writes of an active job over K."""
         if self.horizon is not None:
-            return jnp.min(carry.time / self.horizon)
-        return jnp.min(jnp.where(self.params.active, carry.end_count, self.config.n_fires))
+            return jnp.minimum(1, jnp.min(carry.time / self.horizon))
+        n_fires = self.config.n_fires
+        return jnp.min(jnp.where(self.params.active, jnp.minimum(carry.end_count, n_fires), n_fires)) / n_fires
 
     def final(self, carry: Carry) -> LoopResult:
         """The `LoopResult` of the final carry. Without failures the completed writes are the

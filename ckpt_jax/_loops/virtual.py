@@ -33,7 +33,7 @@ Both are one loop, `VirtualLoop`, with a **heads strategy**: `ckpt_jax._loops.fi
 `ckpt_jax._loops.clock` say how the slots are laid out at t = 0 (``slots``), what each
 job's works are (``works``), which writer and computing job lead their phases
 (``heads``) and where the writer queue's head moves (``next_write_head``).
-`ckpt_jax.simulate` (``method="auto"``) picks a path per fleet (`choose_paths`); the driver
+`ckpt_jax.simulate` (``method="auto"``) picks a path per fleet (`ckpt_jax._plan.choose_paths`); the driver
 (`ckpt_jax._loops.driver`) runs big batches on a CPU in cache-sized blocks of fleets.
 """
 
@@ -372,6 +372,17 @@ class VirtualLoop:
     def within_budget(self, carry: VirtualCarry, event_limit):
         # The budget is enforced in `switch`: past it a fleet finishes its instant, then halts.
         return ~carry.halted
+
+    def progress(self, carry: VirtualCarry):
+        """How far the slowest fleet got, in [0, 1]: with ``until`` the fraction of its
+        horizon, else the fewest firings of an active job over K."""
+        if self.horizon is not None:
+            return jnp.minimum(1, jnp.min(carry.time / self.horizon))
+        n_fleets, n_jobs = carry.position.shape
+        slots = carry.slots.reshape(n_fleets, n_jobs, -1)
+        fired = job_order(slots, carry.position if self.config.path == "fifo" else None)[..., 2]
+        n_fires = self.config.n_fires
+        return jnp.min(jnp.where(self.params.active, jnp.minimum(fired, n_fires), n_fires)) / n_fires
 
     def final(self, carry: VirtualCarry) -> LoopResult:
         """The final state in job order."""
