@@ -19,54 +19,16 @@ in one process compiles enough programs to exhaust the kernel's limit on memory 
 (vm.max_map_count, 65530 here), which ends the run with a segmentation fault in the compiler.
 Without this, two modules (test_simulate, test_methods) leave 8,758 mappings; with it, 598.
 ``CKPT_JAX_REPORT_MAPPINGS=1 pytest -s`` prints the count after each module.
-
-Compiled programs are shared between the modules and the workers of one run through JAX's
-persistent compilation cache, in a directory of this run only (every run starts cold, as CI
-does, and the controller removes it at the end): a program that two modules, or the two
-workers, compile alike is compiled once and loaded the second time. ``CKPT_JAX_TEST_CACHE=0``
-turns it off.
 """
 
 import gc
 import os
-import shutil
-import tempfile
-import uuid
 
 import jax
 import pytest
 from hypothesis import settings
 
 jax.config.update("jax_enable_x64", True)
-
-
-def _run_cache_dir(run: str) -> str:
-    return os.path.join(tempfile.gettempdir(), f"ckpt_jax-tests-xla-{run}")
-
-
-# A worker knows its run's uid (pytest-xdist sets it before this file is imported); a run
-# without workers uses its process id.
-_RUN = os.environ.get("PYTEST_XDIST_TESTRUNUID") or f"pid{os.getpid()}"
-if os.environ.get("CKPT_JAX_TEST_CACHE", "1") != "0":
-    jax.config.update("jax_compilation_cache_dir", _run_cache_dir(_RUN))
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.2)
-
-
-def pytest_configure(config):
-    """The controller of a run with workers fixes the run's uid, so it knows their cache."""
-    global _RUN
-    if hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None):
-        return
-    if config.option.testrunuid is None:
-        config.option.testrunuid = uuid.uuid4().hex
-    _RUN = config.option.testrunuid
-
-
-def pytest_unconfigure(config):
-    """The controller (or a run without workers) removes the run's compilation cache."""
-    if not hasattr(config, "workerinput"):
-        shutil.rmtree(_run_cache_dir(_RUN), ignore_errors=True)
-
 
 # The default tier: the same examples on every run (derandomize draws them from a seed fixed
 # by each test), nothing read from or written to an example database, no per-example deadline
