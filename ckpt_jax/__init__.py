@@ -6,7 +6,8 @@ spectra), `cj.analysis` (statistics of traces), `cj.coupling` (two-job coupling 
 `cj.ensemble` (many fleets, one run), `cj.design` and `cj.theory` (checkpoint intervals),
 `cj.lyapunov` (finite-time Lyapunov exponents), `cj.fleetfile` (fleets from files), `cj.assess`
 (goodput and losses by cause of a fleet as configured) and `cj.loop` (the stepping primitive).
-`open_ensemble` reads a saved ensemble as an `xarray.Dataset` (`cj.labelled`; optional xarray).
+`open_ensemble` reads a saved ensemble as an `xarray.Dataset` (`cj.ensemble`, labelled by
+`cj.labelled`; optional xarray).
 """
 
 from . import analysis as analysis
@@ -28,7 +29,8 @@ from ._simulate import Trace as Trace
 from ._simulate import simulate as simulate
 from ._status import Status as Status
 from ._status import describe_status as describe_status
-from .labelled import open_ensemble as open_ensemble
+from ._version import __version__ as __version__
+from .ensemble import open_ensemble as open_ensemble
 from .model import POWER_POLICIES as POWER_POLICIES
 from .model import RECOVERY_SOURCES as RECOVERY_SOURCES
 from .model import STORAGE_POLICIES as STORAGE_POLICIES
@@ -42,8 +44,6 @@ from .model import random_state as random_state
 from .model import solo_cycle_positions as solo_cycle_positions
 from .model import state_from_positions as state_from_positions
 from .model import throughput_table as throughput_table
-
-__version__ = "0.1.0"
 
 __all__ = [
     "Fleet",

@@ -29,11 +29,10 @@ from . import sharding
 from ._loops.config import RunConfig
 from ._observe import SaveAt
 from ._params import Params, params_of
-from ._rates import ONE_AT_A_TIME, Sharing
+from ._rates import Sharing
 from ._validate import (
     MAX_EVENTS,
     MAX_FIRES,
-    check_failure_times,
     check_fleet_offset,
     check_horizon,
     check_int,
@@ -42,10 +41,10 @@ from ._validate import (
     check_key_given,
     check_memory,
     check_method,
-    check_queue_policy,
+    real_array,
     value_range,
 )
-from .model import Fleet, State, check_state
+from .model import ONE_AT_A_TIME, Fleet, State, check_queue_policy, check_state, failures_to
 
 __all__ = [
     "Variants",
@@ -65,13 +64,12 @@ __all__ = [
     "time_bound",
     "check_time_bound",
     "horizon_events",
-    "events_to",
-    "failures_to",
     "least_failure_events",
     "check_events",
     "check_horizon_events",
     "trace_bytes",
     "check_trace_memory",
+    "check_failure_times",
     "Group",
     "Plan",
     "plan",
@@ -453,34 +451,8 @@ def check_time_bound(fleet: Fleet, n_fires: int, jitter) -> None:
 
 
 def horizon_events(fleet: Fleet, horizon) -> np.ndarray:
-    """About how many events each fleet steps up to the horizon H (*B,) (`events_to`)."""
-    return events_to(
-        horizon,
-        np.asarray(fleet.period, np.float64),
-        np.asarray(fleet.mtbf, np.float64),
-        np.asarray(fleet.restart, np.float64),
-        np.asarray(fleet.active),
-    )
-
-
-def events_to(horizon, period, mtbf, restart, active) -> np.ndarray:
-    """About how many events a fleet of jobs with solo periods T_i + d_i/f(1), MTBFs M_i
-    (inf: none) and restarts R_i steps up to the horizon H: two switches per solo cycle,
-    H / period_i cycles, plus a failure and a restart end per failure, about H / (M_i + R_i)
-    of them (docs/model.md §1c). (*B, N) arrays in, (*B,) out. An estimate for progress
-    bars and messages: simultaneous switches count once, and contention slows the cycles."""
-    with np.errstate(all="ignore"):
-        cycles = np.sum(np.where(active, np.asarray(horizon, np.float64)[..., None] / period, 0.0), axis=-1)
-    return 2 * cycles + 2 * failures_to(horizon, mtbf, restart, active)
-
-
-def failures_to(horizon, mtbf, restart, active) -> np.ndarray:
-    """About how many failures the jobs of a fleet have up to H (*B,): each fails about
-    H / (M_i + R_i) times (an up time of M_i on average, then R_i down; M_i = inf: none)."""
-    horizon = np.asarray(horizon, np.float64)[..., None]
-    with np.errstate(all="ignore"):
-        per_job = np.where(active & np.isfinite(mtbf), horizon / (mtbf + restart), 0.0)
-    return np.sum(per_job, axis=-1)
+    """About how many events each fleet steps up to the horizon H (*B,) (`Fleet.events`)."""
+    return fleet.events(horizon)
 
 
 def least_failure_events(horizon, mtbf, restart, active) -> np.ndarray:
@@ -543,6 +515,38 @@ def check_trace_memory(fleet: Fleet, n_fires: int, queue_size: int, devices) -> 
         devices,
         hint="lower n_fires or the batch, or split the ensemble (ckpt_jax.run_ensemble)",
     )
+
+
+def check_failure_times(failure_times, fleet: Fleet) -> np.ndarray:
+    """Explicit failure times (docs/model.md §1c) as an array of shape (*B, N, F) in the
+    fleet's dtype: broadcastable to it, no NaN, >= 0, each job's row strictly increasing
+    and padded at its end with +inf (a row of only +inf: the job never fails)."""
+    times = real_array("failure_times", failure_times)
+    if times.ndim < 2:
+        raise ValueError(
+            f"failure_times must have shape (*B, N, F) = {fleet.batch_shape + (fleet.n_jobs,)} + (F,), "
+            f"got {times.shape}"
+        )
+    try:
+        times = np.broadcast_to(times, fleet.batch_shape + (fleet.n_jobs, times.shape[-1]))
+    except ValueError:
+        raise ValueError(
+            f"failure_times must have shape (*B, N, F) = {fleet.batch_shape + (fleet.n_jobs,)} + (F,), "
+            f"got {times.shape}"
+        ) from None
+    if np.any(np.isnan(times)) or np.any(times < 0):
+        raise ValueError("failure_times must be >= 0 and not NaN (pad a job's row with +inf)")
+    _, high = value_range(fleet.dtype)
+    if np.any(np.isfinite(times) & (times > high)):
+        raise ValueError(f"failure_times must be +inf or at most {high:.3g} in {np.dtype(fleet.dtype)}")
+    cast = times.astype(fleet.dtype)
+    earlier, later = cast[..., :-1], cast[..., 1:]
+    if np.any((later <= earlier) & ~(np.isinf(earlier) & np.isinf(later))):
+        raise ValueError(
+            f"failure_times must be strictly increasing along each job's row in "
+            f"{np.dtype(fleet.dtype)}, padded at the end with +inf"
+        )
+    return cast
 
 
 # -- the plan: every host decision of one `simulate` call, made once before any tracing

@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import jax.numpy as jnp
 
+from .model import ONE_AT_A_TIME, QUEUE_POLICIES
+
 if TYPE_CHECKING:  # annotations only: the rate rule imports nothing of the package
     from ._params import Params
 
@@ -39,13 +41,6 @@ __all__ = [
     "ONE_AT_A_TIME",
     "least_waste_scores",
 ]
-
-# Storage policies of the peer's model (docs/model.md §1e): one I/O at a time, and a job whose
-# checkpoint waits keeps computing (its request stays queued). Like "fcfs", they drain one
-# writer at a time; unlike it, a firing is a checkpoint *request*, and the write starts when
-# the storage grants it.
-QUEUE_POLICIES = ("fcfs_nonblocking", "cooperative")
-ONE_AT_A_TIME = ("fcfs",) + QUEUE_POLICIES
 
 
 class Sharing(NamedTuple):

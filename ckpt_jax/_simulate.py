@@ -92,6 +92,22 @@ class Trace:
 
         return jax.tree_util.tree_map(pick, self)
 
+    def arrays(self) -> dict:
+        """Every field the run recorded as NumPy arrays, by the names an ensemble stores
+        them under (`ckpt_jax.ensemble.EnsembleResult.arrays`): ``fire_times``,
+        ``end_times``, ``n_events``, ``time``, ``gaps`` and one array per observer field
+        (``writers_time``, ``jobs_writes``, ``power_mean``, ...). ``ok`` and ``status`` are
+        apart (an ensemble keeps them as its own fields)."""
+        arrays = {name: getattr(self, name) for name in ("fire_times", "end_times", "n_events", "time")}
+        arrays = {name: value for name, value in arrays.items() if value is not None}
+        for prefix in ("writers", "gaps", "jobs", "power"):  # one array per field: writers_time, ...
+            value = getattr(self, prefix)
+            if prefix == "gaps" and value is not None:
+                arrays["gaps"] = value
+            elif value is not None:
+                arrays.update({f"{prefix}_{field}": part for field, part in value._asdict().items()})
+        return {name: np.asarray(value) for name, value in arrays.items()}
+
     def to_xarray(self, fleet=None, *, groups=None, batch_dims=None, attrs=None):
         """The trace as an `xarray.Dataset` (`ckpt_jax.labelled`): ``fire_times`` and
         ``end_times`` (``fleet``, ``job``, ``cycle``), ``ok``, ``status``, ``n_events``,

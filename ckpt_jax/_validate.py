@@ -17,21 +17,14 @@ bound (`ckpt_jax._plan.time_bound`) would overflow.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._rates import QUEUE_POLICIES
-
-if TYPE_CHECKING:
-    from .model import Fleet
-
 __all__ = [
     "DTYPES",
     "check_key_given",
-    "check_queue_policy",
     "check_dtype",
     "real_array",
     "value_range",
@@ -47,7 +40,6 @@ __all__ = [
     "check_method",
     "check_horizon",
     "check_jitter",
-    "check_failure_times",
 ]
 
 DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
@@ -77,11 +69,11 @@ def real_array(name: str, value) -> np.ndarray:
         try:
             arr = arr.astype(np.float64)
         except (TypeError, ValueError):
-            raise ValueError(f"{name} must be an array of real numbers, got {_short(value)}") from None
+            raise ValueError(f"{name} must be an array of real numbers, got {short_repr(value)}") from None
     return arr.astype(np.float64)
 
 
-def _short(value) -> str:
+def short_repr(value) -> str:
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
 
@@ -117,7 +109,7 @@ def check_range(name: str, values: np.ndarray, dtype, mask=None) -> None:
 def check_int(name: str, value, low: int, high: int | None = None) -> int:
     """``value`` as an int in [low, high]; `ValueError` naming ``name`` otherwise."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-        raise ValueError(f"{name} must be an integer >= {low}, got {_short(value)}")
+        raise ValueError(f"{name} must be an integer >= {low}, got {short_repr(value)}")
     if value < low or (high is not None and value > high):
         bound = f">= {low}" if high is None else f"in [{low}, {high}]"
         raise ValueError(f"{name} must be {bound}, got {int(value)}")
@@ -132,7 +124,7 @@ def check_key(key, batch_shape: tuple = (), name: str = "key") -> jax.Array:
     Returns the typed key array (shape () or ``batch_shape``).
     """
     if isinstance(key, (int, np.integer, float, str, bytes)) or key is None:
-        raise ValueError(f"{name} must be a JAX PRNG key (e.g. jax.random.key(0)), got {_short(key)}")
+        raise ValueError(f"{name} must be a JAX PRNG key (e.g. jax.random.key(0)), got {short_repr(key)}")
     try:
         dtype = key.dtype
     except AttributeError:
@@ -227,39 +219,6 @@ MAX_EVENTS = 2**31 - 1  # event counters are int32: no event budget is larger
 METHODS = ("auto", "general", "fifo", "clock")
 
 
-def check_queue_policy(
-    storage_policy: str,
-    *,
-    snapshot: bool,
-    async_fraction,
-    delay,
-    jitter=None,
-    recovery_read=None,
-    fail_while_down: bool = False,
-) -> None:
-    """Refuses the variants the queueing storage policies (docs/model.md §1e) do not serve
-    yet, naming the argument: a checkpoint request that waits while its job computes is not
-    defined with two-level checkpoints (``snapshot``), asynchronous writes (``async_fraction``
-    > 0), a delayed controller (``delay`` > 0) or compute jitter (``jitter`` > 0); and recovery
-    reads (``recovery_read`` > 0, which would need their own grant) and failures while down
-    (``fail_while_down``) are not checked against the queueing reference yet."""
-    if storage_policy not in QUEUE_POLICIES:
-        return
-    why = f"storage_policy={storage_policy!r} (docs/model.md §1e) does not serve "
-    if snapshot:
-        raise ValueError(why + "snapshot= (two-level checkpoints) yet; use 'fcfs', 'fair' or 'weighted'")
-    if np.any(np.asarray(async_fraction) > 0):
-        raise ValueError(why + f"async_fraction > 0 yet (got {_short(async_fraction)}); it must be 0")
-    if np.any(np.asarray(delay) > 0):
-        raise ValueError(why + f"delay > 0 (a delayed controller) yet (got {_short(delay)}); it must be 0")
-    if jitter is not None and np.any(np.asarray(jitter) > 0):
-        raise ValueError(why + f"jitter > 0 yet (got {_short(jitter)}); it must be 0 or None")
-    if recovery_read is not None and np.any(np.asarray(recovery_read) > 0):
-        raise ValueError(why + f"recovery_read > 0 yet (got {_short(recovery_read)}); it must be 0")
-    if fail_while_down:
-        raise ValueError(why + "fail_while_down=True yet; it must be False")
-
-
 def check_method(method) -> str:
     """``method`` if it is one of `METHODS`, else `ValueError`."""
     if method not in METHODS:
@@ -302,38 +261,6 @@ def check_jitter(jitter, batch_shape, dtype) -> np.ndarray:
     if np.any(positive & ((sigma.astype(dtype) == 0) | (sigma > high))):
         raise ValueError(f"jitter must be 0 or lie in [{low:.3g}, {high:.3g}] in {np.dtype(dtype)}")
     return sigma
-
-
-def check_failure_times(failure_times, fleet: Fleet) -> np.ndarray:
-    """Explicit failure times (docs/model.md §1c) as an array of shape (*B, N, F) in the
-    fleet's dtype: broadcastable to it, no NaN, >= 0, each job's row strictly increasing
-    and padded at its end with +inf (a row of only +inf: the job never fails)."""
-    times = real_array("failure_times", failure_times)
-    if times.ndim < 2:
-        raise ValueError(
-            f"failure_times must have shape (*B, N, F) = {fleet.batch_shape + (fleet.n_jobs,)} + (F,), "
-            f"got {times.shape}"
-        )
-    try:
-        times = np.broadcast_to(times, fleet.batch_shape + (fleet.n_jobs, times.shape[-1]))
-    except ValueError:
-        raise ValueError(
-            f"failure_times must have shape (*B, N, F) = {fleet.batch_shape + (fleet.n_jobs,)} + (F,), "
-            f"got {times.shape}"
-        ) from None
-    if np.any(np.isnan(times)) or np.any(times < 0):
-        raise ValueError("failure_times must be >= 0 and not NaN (pad a job's row with +inf)")
-    _, high = value_range(fleet.dtype)
-    if np.any(np.isfinite(times) & (times > high)):
-        raise ValueError(f"failure_times must be +inf or at most {high:.3g} in {np.dtype(fleet.dtype)}")
-    cast = times.astype(fleet.dtype)
-    earlier, later = cast[..., :-1], cast[..., 1:]
-    if np.any((later <= earlier) & ~(np.isinf(earlier) & np.isinf(later))):
-        raise ValueError(
-            f"failure_times must be strictly increasing along each job's row in "
-            f"{np.dtype(fleet.dtype)}, padded at the end with +inf"
-        )
-    return cast
 
 
 # -- budgets: the events, time and memory a run may take, sized and refused before it starts

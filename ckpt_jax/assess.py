@@ -131,7 +131,7 @@ class Assessment(NamedTuple):
         and ``attrs`` (a dict) as attributes. Needs xarray (``pip install "ckpt_jax[xarray]"``)."""
         from .labelled import assessment_dataset
 
-        return assessment_dataset(self, attrs=attrs)
+        return assessment_dataset(self, CAUSES, attrs=attrs)
 
     def to_json(self) -> dict:
         """The assessment as plain JSON types. Schema (every estimate is

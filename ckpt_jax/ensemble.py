@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import importlib
 import json
 import os
 import stat
@@ -48,7 +49,7 @@ import warnings
 import zipfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -56,12 +57,13 @@ import numpy as np
 
 from . import _manifest
 from ._io import atomic_write
+from ._observe import JobStats, PowerStats, SaveAt, WriterStats
 from ._plan import non_default_sharing
+from ._simulate import Trace, simulate
+from ._status import describe_status
 from ._validate import check_int, check_key_given, check_method
+from .labelled import ensemble_dataset, require_xarray
 from .model import Fleet, State, random_state
-
-if TYPE_CHECKING:
-    from . import Trace
 
 __all__ = [
     "LOCK",
@@ -84,8 +86,6 @@ _RESERVED = _VERDICT + _TAGS
 # What the default reduce keeps of a `Trace` (ok and status are always kept): the trace
 # (where `SaveAt.trace`), the run's events and stop time, and every observer `SaveAt` asks
 # for, one array per field (``writers_time``, ``writers_window``, ..., ``gaps``, ``jobs_writes``).
-_TRACE_ARRAYS = ("fire_times", "end_times")
-_RUN_ARRAYS = ("n_events", "time")
 # simulate options that may pass through, and those that decide the results.
 _SIMULATE_OPTIONS = ("max_events", "queue_size", "method", "throw", "devices")
 
@@ -160,8 +160,6 @@ class EnsembleResult:
     @property
     def writers(self):
         """The `ckpt_jax.WriterStats` of every fleet (from ``arrays``), or None if not stored."""
-        from . import WriterStats
-
         return self._group("writers", WriterStats)
 
     @property
@@ -172,24 +170,18 @@ class EnsembleResult:
     @property
     def jobs(self):
         """The `ckpt_jax.JobStats` of every fleet (from ``arrays``), or None if not stored."""
-        from . import JobStats
-
         return self._group("jobs", JobStats)
 
     @property
     def power(self):
         """The `ckpt_jax.PowerStats` of every fleet (``SaveAt(power=True)``), or None."""
-        from . import PowerStats
-
         return self._group("power", PowerStats)
 
     def to_xarray(self, *, groups=None, attrs=None):
         """The ensemble as an `xarray.Dataset` (`ckpt_jax.labelled.ensemble_dataset`): one
         variable per array, dimensions ``fleet``, ``job``, ``cycle``, ``writers``, ..., the
         manifest's parameters as attributes. Needs ``pip install "ckpt_jax[xarray]"``."""
-        from . import labelled
-
-        return labelled.ensemble_dataset(self, groups=groups, attrs=attrs)
+        return ensemble_dataset(self, groups=groups, attrs=attrs)
 
     def _group(self, prefix, kind):
         # Fields with a default (added later) may be absent from ensembles saved before.
@@ -451,8 +443,6 @@ def _run(
     arrays = _concatenate(chunks)
     ok, status = arrays.pop("ok").astype(bool), arrays.pop("status")
     if n_bad:
-        from . import describe_status
-
         codes = int(np.bitwise_or.reduce(status[~ok]))
         warnings.warn(
             f"{n_bad} of {n_fleets} fleets did not complete: {describe_status(codes)} (see EnsembleResult.ok)",
@@ -478,20 +468,6 @@ def chunk_bounds(n_fleets: int, chunk_size: int) -> list:
 
 def _chunk_name(index: int) -> str:
     return f"chunk-{index:06d}.npz"
-
-
-def _trace_arrays(trace: Trace) -> dict:
-    """What the default reduce keeps: every field of ``trace`` that the run recorded."""
-    arrays = {name: getattr(trace, name) for name in _TRACE_ARRAYS + _RUN_ARRAYS if getattr(trace, name) is not None}
-    if trace.writers is not None:  # one array per field: writers_time, writers_window, ...
-        arrays.update({f"writers_{field}": value for field, value in trace.writers._asdict().items()})
-    if trace.gaps is not None:
-        arrays["gaps"] = trace.gaps
-    if trace.jobs is not None:
-        arrays.update({f"jobs_{field}": value for field, value in trace.jobs._asdict().items()})
-    if trace.power is not None:  # power_time, power_edges, power_mean, ...
-        arrays.update({f"power_{field}": value for field, value in trace.power._asdict().items()})
-    return {name: np.asarray(value) for name, value in arrays.items()}
 
 
 def _run_chunk(make_chunk, start, stop, chunk_size, n_fires, key, jitter, reduce, options, save) -> dict:
@@ -524,12 +500,10 @@ def _run_chunk(make_chunk, start, stop, chunk_size, n_fires, key, jitter, reduce
         key = key[start + rows]
     if jitter is not None and np.ndim(jitter) == 1:
         jitter = jitter[start + rows]
-    from . import simulate
-
     trace = simulate(
         fleet, state, n_fires, jitter=jitter, key=key, fleet_offset=start, progress=False, save=save, **options
     )
-    arrays = _trace_arrays(trace) if reduce is None else _reduced(reduce(trace), chunk_size)
+    arrays = trace.arrays() if reduce is None else _reduced(reduce(trace), chunk_size)
     arrays.update(ok=np.asarray(trace.ok), status=np.asarray(trace.status))
     return {name: value[:size] for name, value in arrays.items()}
 
@@ -747,8 +721,6 @@ def _check_simulate_kwargs(kwargs: dict) -> dict:
 
 def _check_save(save):
     """``save`` as a `SaveAt`, or None where it asks for the default (the full trace only)."""
-    from . import SaveAt
-
     if save is None:
         return None
     if not isinstance(save, SaveAt):
@@ -773,3 +745,122 @@ def _check_jitter(jitter, n_fleets: int):
     if not (np.isfinite(sigma) & (sigma >= 0)).all():
         raise ValueError(f"jitter must be finite and >= 0, got {jitter!r}")
     return float(sigma) if sigma.ndim == 0 else sigma
+
+
+# -- saved ensembles, read back as labelled data
+
+
+# -- saved ensembles ---------------------------------------------------------------------------
+def open_ensemble(path, *, lazy: bool | None = None, groups=None):
+    """A saved ensemble (`ckpt_jax.ensemble.run_ensemble`'s ``out_dir``, or the folder
+    ``ckpt-jax ensemble --out`` wrote) as an `xarray.Dataset`, equal bit for bit to the
+    arrays `run_ensemble` returns.
+
+    Nothing is written, locked or recomputed: every chunk file is checked (its chunk index
+    and the manifest's fingerprint, its number of fleets) and a missing or foreign one
+    raises, naming it. Reading while a run writes is safe (chunk files appear whole).
+
+    Args:
+      path: the ensemble's folder (``manifest.json`` and ``chunk-*.npz``).
+      lazy: read each array when it is computed, one dask chunk per chunk file (needs
+        dask); False reads everything now; None: lazily where dask is installed.
+      groups: optional (N,) job group labels (a ``group`` coordinate along ``job``).
+
+    Returns:
+      An `xarray.Dataset`: ``ok``, ``status`` and every stored array along ``fleet`` (the
+      global fleet index), with the manifest's parameters as attributes. For example
+      ``ds.gaps.min("cycle").plot.hist()``.
+
+    Raises:
+      ImportError: xarray is missing (or dask, with ``lazy=True``).
+      FileNotFoundError: no ``manifest.json`` in ``path``.
+      ValueError: an unreadable manifest, or a chunk missing, unreadable or not this
+        ensemble's (rerun the ensemble to complete it).
+    """
+    require_xarray()
+    if lazy is not None and not isinstance(lazy, bool):
+        raise ValueError(f"lazy must be None, True or False, got {lazy!r}")
+    dask = None
+    if lazy is not False:
+        try:  # an optional dependency, imported by name (the type checker need not resolve it)
+            dask = importlib.import_module("dask")
+            importlib.import_module("dask.array")
+        except ImportError as err:
+            if lazy:
+                raise ImportError(f"open_ensemble(lazy=True) needs dask: pip install dask ({err})") from None
+    out = Path(path)
+    if not (out / MANIFEST).is_file():
+        raise FileNotFoundError(f"{out} holds no {MANIFEST}: not a saved ensemble (run_ensemble's out_dir)")
+    try:
+        manifest = json.loads((out / MANIFEST).read_text())
+        bounds = chunk_bounds(int(manifest["n_fleets"]), int(manifest["chunk_size"]))
+        fingerprint = str(manifest["fingerprint"])
+    except (OSError, ValueError, KeyError, TypeError, RecursionError) as err:
+        raise ValueError(f"{out / MANIFEST} is unreadable ({err!r})") from None
+    if manifest.get("format") != _manifest.FORMAT:
+        raise ValueError(f"{out / MANIFEST} has format {manifest.get('format')!r}, not {_manifest.FORMAT!r}")
+    headers = [_chunk_header(out, index, stop - start, fingerprint) for index, (start, stop) in enumerate(bounds)]
+    layout = {name: (shape[1:], dtype) for name, (shape, dtype) in headers[0].items()}
+    for index, header in enumerate(headers):
+        if {name: (shape[1:], dtype) for name, (shape, dtype) in header.items()} != layout:
+            raise ValueError(f"{out / _chunk_file(index)} holds other arrays than {out / _chunk_file(0)}")
+    if dask is not None:
+        arrays = {}
+        for name, (rest, dtype) in layout.items():
+            parts = [
+                dask.array.from_delayed(
+                    dask.delayed(_read_member)(out / _chunk_file(index), name), (stop - start,) + rest, dtype
+                )
+                for index, (start, stop) in enumerate(bounds)
+            ]
+            arrays[name] = dask.array.concatenate(parts)
+    else:
+        arrays = {name: [] for name in layout}
+        for index in range(len(bounds)):
+            with np.load(out / _chunk_file(index), allow_pickle=False) as npz:
+                for name in layout:
+                    arrays[name].append(npz[name])
+        arrays = {name: np.concatenate(parts) for name, parts in arrays.items()}
+    ok, status = arrays.pop("ok"), arrays.pop("status")
+    result = EnsembleResult(arrays, ok, status, 0, len(bounds), fingerprint, manifest)
+    return ensemble_dataset(result, groups=groups)
+
+
+def _chunk_file(index: int) -> str:
+    return _chunk_name(index)
+
+
+def _read_member(path: Path, name: str) -> np.ndarray:
+    with np.load(path, allow_pickle=False) as npz:
+        return npz[name]
+
+
+def _chunk_header(out: Path, index: int, size: int, fingerprint: str) -> dict:
+    """``{name: (shape, dtype)}`` of chunk ``index``'s arrays, read from the array headers
+    (and its two tags) alone; raises `ValueError` where the chunk is not this ensemble's."""
+    path = out / _chunk_file(index)
+    if not path.is_file():
+        raise ValueError(f"{path} is missing: the ensemble is not complete (rerun it to compute the rest)")
+    header, tags = {}, {}
+    try:
+        with zipfile.ZipFile(path) as archive:
+            for member in archive.namelist():
+                name = member.removesuffix(".npy")
+                with archive.open(member) as handle:
+                    if name in _TAGS:
+                        tags[name] = np.lib.format.read_array(handle, allow_pickle=False)
+                        continue
+                    version = np.lib.format.read_magic(handle)
+                    if version == (1, 0):
+                        shape, _, dtype = np.lib.format.read_array_header_1_0(handle)
+                    elif version == (2, 0):
+                        shape, _, dtype = np.lib.format.read_array_header_2_0(handle)
+                    else:
+                        raise ValueError(f"{member} has .npy format version {version}, not 1.0 or 2.0")
+                    header[name] = (tuple(shape), dtype)
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:
+        raise ValueError(f"{path} is unreadable ({err})") from None
+    problem = chunk_problem(tags, {name: shape for name, (shape, _) in header.items()}, size, index, fingerprint)
+    if problem is not None:
+        raise ValueError(f"{path} {problem}: rerun the ensemble to recompute it")
+    return header

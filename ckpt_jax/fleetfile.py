@@ -244,9 +244,9 @@ class FleetSpec:
 
     def events(self, horizon: float | None = None) -> float:
         """About how many events one run of the fleet steps up to the horizon (default
-        ``[design].horizon``) at `intervals` (`ckpt_jax._plan.events_to`); each event
+        ``[design].horizon``) at `intervals` (`ckpt_jax.model.events_to`); each event
         costs O(N) on the general engine."""
-        from ._plan import events_to
+        from .model import events_to
 
         horizon = self.design.horizon if horizon is None else horizon
         period = self.period()

@@ -16,8 +16,10 @@ both::
     trace.to_xarray(fleet).writers_time.mean("fleet").plot()
 
 xarray is an optional dependency (``pip install "ckpt_jax[xarray]"``); this module imports
-it only when called. `open_ensemble` reads a saved ensemble lazily, one dask chunk per
-chunk file, where dask is installed, and into memory otherwise.
+it only when called. It imports no result module: each result hands itself in
+(``to_xarray``), so the results sit above it. `ckpt_jax.open_ensemble` (in
+`ckpt_jax.ensemble`) reads a saved ensemble lazily, one dask chunk per chunk file, where dask
+is installed, and into memory otherwise.
 """
 
 from __future__ import annotations
@@ -28,7 +30,6 @@ import os
 import shutil
 import tempfile
 import uuid
-import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -39,7 +40,6 @@ __all__ = [
     "ensemble_dataset",
     "assessment_dataset",
     "history_dataset",
-    "open_ensemble",
     "remove_zarr_strays",
     "require_xarray",
     "write_zarr",
@@ -194,7 +194,7 @@ def zarr_fingerprint(path) -> str | None:
 
 
 def _version() -> str:
-    from . import __version__
+    from ._version import __version__
 
     return __version__
 
@@ -330,10 +330,9 @@ def _fleet_parameters(fleet, batch: tuple, n_jobs) -> tuple:
 
 # -- results ---------------------------------------------------------------------------------
 def trace_dataset(trace, *, fleet=None, groups=None, batch_dims=None, attrs=None):
-    """`ckpt_jax.Trace.to_xarray`: the trace's recorded fields, one variable each."""
-    from .ensemble import _trace_arrays
-
-    arrays = {**_trace_arrays(trace), "ok": np.asarray(trace.ok), "status": np.asarray(trace.status)}
+    """`ckpt_jax.Trace.to_xarray`: the trace's recorded fields (`ckpt_jax.Trace.arrays`), one
+    variable each."""
+    arrays = {**trace.arrays(), "ok": np.asarray(trace.ok), "status": np.asarray(trace.status)}
     return dataset(
         arrays, batch_ndim=len(trace.batch_shape), batch_dims=batch_dims, groups=groups, fleet=fleet, attrs=attrs
     )
@@ -427,21 +426,20 @@ _ASSESSMENT_ARRAYS = {
 _ESTIMATE_PARTS = {"mean": "mean over the draws", "low": "95% CI low", "high": "95% CI high"}
 
 
-def assessment_dataset(assessment, *, attrs=None):
+def assessment_dataset(assessment, causes, *, attrs=None):
     """`ckpt_jax.assess.Assessment.to_xarray`: one dataset of an assessment.
 
-    Dimensions ``group`` (the group names, then ``"fleet"``), ``cause``
-    (`ckpt_jax.assess.CAUSES`), ``writers`` (n = 0..N), power ``bin`` and ``edge``. Each
-    estimate is three variables, ``NAME_mean``, ``NAME_low`` and ``NAME_high`` (a 95% CI over
-    the draws): ``goodput_*`` per group, ``lost_fraction_*`` and ``gpu_hours_lost_per_day_*``
-    per group and cause, and 0-d ``saturated_time_*``, ``power_*``, ``cap_time_*`` (absent
-    without a cap), ``throttled_*``; with ``gpus`` per group, ``writer_time``,
-    ``independent_writer_time``, ``power_time`` and ``power_edges``. The scalars (horizon,
-    draws, writer percentiles, saturation count, power unit) and each group's jobs (JSON) are
+    Dimensions ``group`` (the group names, then ``"fleet"``), ``cause`` (``causes``, the
+    names of the assessment's causes in order: `ckpt_jax.assess.CAUSES`), ``writers``
+    (n = 0..N), power ``bin`` and ``edge``. Each estimate is three variables, ``NAME_mean``,
+    ``NAME_low`` and ``NAME_high`` (a 95% CI over the draws): ``goodput_*`` per group,
+    ``lost_fraction_*`` and ``gpu_hours_lost_per_day_*`` per group and cause, and 0-d
+    ``saturated_time_*``, ``power_*``, ``cap_time_*`` (absent without a cap),
+    ``throttled_*``; with ``gpus`` per group, ``writer_time``, ``independent_writer_time``,
+    ``power_time`` and ``power_edges``. The scalars (horizon, draws, writer percentiles,
+    saturation count, power unit) and each group's jobs (JSON) are
     attributes; every variable's ``units`` says what it counts.
     """
-    from .assess import CAUSES
-
     if attrs is not None and not isinstance(attrs, dict):
         raise ValueError(f"attrs must be None or a dict of dataset attributes, got {type(attrs).__name__}")
     names = list(assessment.goodput)
@@ -455,8 +453,8 @@ def assessment_dataset(assessment, *, attrs=None):
     }
     estimates = {
         "goodput": [assessment.goodput[name] for name in names],
-        "lost_fraction": [[assessment.losses[name][c] for c in CAUSES] for name in names],
-        "gpu_hours_lost_per_day": [[assessment.gpu_hours_lost_per_day[name][c] for c in CAUSES] for name in names],
+        "lost_fraction": [[assessment.losses[name][c] for c in causes] for name in names],
+        "gpu_hours_lost_per_day": [[assessment.gpu_hours_lost_per_day[name][c] for c in causes] for name in names],
     }
     for field in list(_ASSESSMENT_ESTIMATES)[3:]:
         if getattr(assessment, field) is not None:
@@ -494,128 +492,5 @@ def assessment_dataset(assessment, *, attrs=None):
     # Python strings: zarr and netCDF store them as variable-length text.
     return ds.assign_coords(
         group=("group", np.array(names, dtype=object), {"long_name": "job group ('fleet': every job)"}),
-        cause=("cause", np.array(CAUSES, dtype=object), {"long_name": "cause of lost GPU time"}),
+        cause=("cause", np.array(causes, dtype=object), {"long_name": "cause of lost GPU time"}),
     )
-
-
-# -- saved ensembles ---------------------------------------------------------------------------
-def open_ensemble(path, *, lazy: bool | None = None, groups=None):
-    """A saved ensemble (`ckpt_jax.ensemble.run_ensemble`'s ``out_dir``, or the folder
-    ``ckpt-jax ensemble --out`` wrote) as an `xarray.Dataset`, equal bit for bit to the
-    arrays `run_ensemble` returns.
-
-    Nothing is written, locked or recomputed: every chunk file is checked (its chunk index
-    and the manifest's fingerprint, its number of fleets) and a missing or foreign one
-    raises, naming it. Reading while a run writes is safe (chunk files appear whole).
-
-    Args:
-      path: the ensemble's folder (``manifest.json`` and ``chunk-*.npz``).
-      lazy: read each array when it is computed, one dask chunk per chunk file (needs
-        dask); False reads everything now; None: lazily where dask is installed.
-      groups: optional (N,) job group labels (a ``group`` coordinate along ``job``).
-
-    Returns:
-      An `xarray.Dataset`: ``ok``, ``status`` and every stored array along ``fleet`` (the
-      global fleet index), with the manifest's parameters as attributes. For example
-      ``ds.gaps.min("cycle").plot.hist()``.
-
-    Raises:
-      ImportError: xarray is missing (or dask, with ``lazy=True``).
-      FileNotFoundError: no ``manifest.json`` in ``path``.
-      ValueError: an unreadable manifest, or a chunk missing, unreadable or not this
-        ensemble's (rerun the ensemble to complete it).
-    """
-    from . import _manifest
-    from .ensemble import MANIFEST, EnsembleResult, chunk_bounds
-
-    require_xarray()
-    if lazy is not None and not isinstance(lazy, bool):
-        raise ValueError(f"lazy must be None, True or False, got {lazy!r}")
-    dask = None
-    if lazy is not False:
-        try:  # an optional dependency, imported by name (the type checker need not resolve it)
-            dask = importlib.import_module("dask")
-            importlib.import_module("dask.array")
-        except ImportError as err:
-            if lazy:
-                raise ImportError(f"open_ensemble(lazy=True) needs dask: pip install dask ({err})") from None
-    out = Path(path)
-    if not (out / MANIFEST).is_file():
-        raise FileNotFoundError(f"{out} holds no {MANIFEST}: not a saved ensemble (run_ensemble's out_dir)")
-    try:
-        manifest = json.loads((out / MANIFEST).read_text())
-        bounds = chunk_bounds(int(manifest["n_fleets"]), int(manifest["chunk_size"]))
-        fingerprint = str(manifest["fingerprint"])
-    except (OSError, ValueError, KeyError, TypeError, RecursionError) as err:
-        raise ValueError(f"{out / MANIFEST} is unreadable ({err!r})") from None
-    if manifest.get("format") != _manifest.FORMAT:
-        raise ValueError(f"{out / MANIFEST} has format {manifest.get('format')!r}, not {_manifest.FORMAT!r}")
-    headers = [_chunk_header(out, index, stop - start, fingerprint) for index, (start, stop) in enumerate(bounds)]
-    layout = {name: (shape[1:], dtype) for name, (shape, dtype) in headers[0].items()}
-    for index, header in enumerate(headers):
-        if {name: (shape[1:], dtype) for name, (shape, dtype) in header.items()} != layout:
-            raise ValueError(f"{out / _chunk_file(index)} holds other arrays than {out / _chunk_file(0)}")
-    if dask is not None:
-        arrays = {}
-        for name, (rest, dtype) in layout.items():
-            parts = [
-                dask.array.from_delayed(
-                    dask.delayed(_read_member)(out / _chunk_file(index), name), (stop - start,) + rest, dtype
-                )
-                for index, (start, stop) in enumerate(bounds)
-            ]
-            arrays[name] = dask.array.concatenate(parts)
-    else:
-        arrays = {name: [] for name in layout}
-        for index in range(len(bounds)):
-            with np.load(out / _chunk_file(index), allow_pickle=False) as npz:
-                for name in layout:
-                    arrays[name].append(npz[name])
-        arrays = {name: np.concatenate(parts) for name, parts in arrays.items()}
-    ok, status = arrays.pop("ok"), arrays.pop("status")
-    result = EnsembleResult(arrays, ok, status, 0, len(bounds), fingerprint, manifest)
-    return ensemble_dataset(result, groups=groups)
-
-
-def _chunk_file(index: int) -> str:
-    from .ensemble import _chunk_name
-
-    return _chunk_name(index)
-
-
-def _read_member(path: Path, name: str) -> np.ndarray:
-    with np.load(path, allow_pickle=False) as npz:
-        return npz[name]
-
-
-def _chunk_header(out: Path, index: int, size: int, fingerprint: str) -> dict:
-    """``{name: (shape, dtype)}`` of chunk ``index``'s arrays, read from the array headers
-    (and its two tags) alone; raises `ValueError` where the chunk is not this ensemble's."""
-    from .ensemble import _TAGS, chunk_problem
-
-    path = out / _chunk_file(index)
-    if not path.is_file():
-        raise ValueError(f"{path} is missing: the ensemble is not complete (rerun it to compute the rest)")
-    header, tags = {}, {}
-    try:
-        with zipfile.ZipFile(path) as archive:
-            for member in archive.namelist():
-                name = member.removesuffix(".npy")
-                with archive.open(member) as handle:
-                    if name in _TAGS:
-                        tags[name] = np.lib.format.read_array(handle, allow_pickle=False)
-                        continue
-                    version = np.lib.format.read_magic(handle)
-                    if version == (1, 0):
-                        shape, _, dtype = np.lib.format.read_array_header_1_0(handle)
-                    elif version == (2, 0):
-                        shape, _, dtype = np.lib.format.read_array_header_2_0(handle)
-                    else:
-                        raise ValueError(f"{member} has .npy format version {version}, not 1.0 or 2.0")
-                    header[name] = (tuple(shape), dtype)
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:
-        raise ValueError(f"{path} is unreadable ({err})") from None
-    problem = chunk_problem(tags, {name: shape for name, (shape, _) in header.items()}, size, index, fingerprint)
-    if problem is not None:
-        raise ValueError(f"{path} {problem}: rerun the ensemble to recompute it")
-    return header

@@ -19,7 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._throughput import THROUGHPUT_PRESETS, Throughput, throughput_table
-from ._validate import check_dtype, check_key, check_queue_policy, check_range, real_array
+from ._validate import check_dtype, check_key, check_range, real_array, short_repr
 
 __all__ = [
     "Fleet",
@@ -34,6 +34,11 @@ __all__ = [
     "POWER_POLICIES",
     "STORAGE_POLICIES",
     "RECOVERY_SOURCES",
+    "QUEUE_POLICIES",
+    "ONE_AT_A_TIME",
+    "check_queue_policy",
+    "events_to",
+    "failures_to",
 ]
 
 # How the cap C is divided among the computing jobs, and f(n_w) among the writers
@@ -42,8 +47,47 @@ POWER_POLICIES = ("maxmin", "uniform")
 STORAGE_POLICIES = ("fair", "weighted", "fcfs", "fcfs_nonblocking", "cooperative")
 # What a failure of a two-level checkpointing job loses (docs/model.md §1d).
 RECOVERY_SOURCES = ("storage", "memory")
+# Storage policies of the peer's model (docs/model.md §1e): one I/O at a time, and a job whose
+# checkpoint waits keeps computing (its request stays queued). Like "fcfs", they drain one
+# writer at a time; unlike it, a firing is a checkpoint *request*, and the write starts when
+# the storage grants it.
+QUEUE_POLICIES = ("fcfs_nonblocking", "cooperative")
+ONE_AT_A_TIME = ("fcfs",) + QUEUE_POLICIES
 
 ArrayLike = np.ndarray | jax.Array | Sequence[float] | float
+
+
+def check_queue_policy(
+    storage_policy: str,
+    *,
+    snapshot: bool,
+    async_fraction,
+    delay,
+    jitter=None,
+    recovery_read=None,
+    fail_while_down: bool = False,
+) -> None:
+    """Refuses the variants the queueing storage policies (docs/model.md §1e) do not serve
+    yet, naming the argument: a checkpoint request that waits while its job computes is not
+    defined with two-level checkpoints (``snapshot``), asynchronous writes (``async_fraction``
+    > 0), a delayed controller (``delay`` > 0) or compute jitter (``jitter`` > 0); and recovery
+    reads (``recovery_read`` > 0, which would need their own grant) and failures while down
+    (``fail_while_down``) are not checked against the queueing reference yet."""
+    if storage_policy not in QUEUE_POLICIES:
+        return
+    why = f"storage_policy={storage_policy!r} (docs/model.md §1e) does not serve "
+    if snapshot:
+        raise ValueError(why + "snapshot= (two-level checkpoints) yet; use 'fcfs', 'fair' or 'weighted'")
+    if np.any(np.asarray(async_fraction) > 0):
+        raise ValueError(why + f"async_fraction > 0 yet (got {short_repr(async_fraction)}); it must be 0")
+    if np.any(np.asarray(delay) > 0):
+        raise ValueError(why + f"delay > 0 (a delayed controller) yet (got {short_repr(delay)}); it must be 0")
+    if jitter is not None and np.any(np.asarray(jitter) > 0):
+        raise ValueError(why + f"jitter > 0 yet (got {short_repr(jitter)}); it must be 0 or None")
+    if recovery_read is not None and np.any(np.asarray(recovery_read) > 0):
+        raise ValueError(why + f"recovery_read > 0 yet (got {short_repr(recovery_read)}); it must be 0")
+    if fail_while_down:
+        raise ValueError(why + "fail_while_down=True yet; it must be False")
 
 
 def _float_dtype(dtype, *arrays) -> np.dtype:
@@ -468,9 +512,13 @@ class Fleet:
         estimate, as `ckpt_jax.fleetfile.FleetSpec.events`, to size a run to ``until=H``
         (its ``max_events``, whether it shows a progress bar): simultaneous switches count
         once, and contention slows the cycles."""
-        from ._plan import horizon_events  # the plan builds on this module
-
-        return horizon_events(self, horizon)
+        return events_to(
+            horizon,
+            np.asarray(self.period, np.float64),
+            np.asarray(self.mtbf, np.float64),
+            np.asarray(self.restart, np.float64),
+            np.asarray(self.active),
+        )
 
     def __getitem__(self, index) -> Fleet:
         """Indexes the batch axes as NumPy does: ``fleet[3]`` is the fourth fleet of a 1-D
@@ -801,3 +849,23 @@ def random_state(fleet: Fleet, key: jax.Array) -> State:
     remaining = np.where(two_level, compute - cycle_positions(u, compute), np.asarray(state.remaining))
     phase = np.where(two_level, 0, np.asarray(state.phase))
     return initial_state(fleet, phase=phase, remaining=remaining)
+
+
+def events_to(horizon, period, mtbf, restart, active) -> np.ndarray:
+    """About how many events a fleet of jobs with solo periods T_i + d_i/f(1), MTBFs M_i
+    (inf: none) and restarts R_i steps up to the horizon H: two switches per solo cycle,
+    H / period_i cycles, plus a failure and a restart end per failure, about H / (M_i + R_i)
+    of them (docs/model.md §1c). (*B, N) arrays in, (*B,) out. An estimate for progress
+    bars and messages: simultaneous switches count once, and contention slows the cycles."""
+    with np.errstate(all="ignore"):
+        cycles = np.sum(np.where(active, np.asarray(horizon, np.float64)[..., None] / period, 0.0), axis=-1)
+    return 2 * cycles + 2 * failures_to(horizon, mtbf, restart, active)
+
+
+def failures_to(horizon, mtbf, restart, active) -> np.ndarray:
+    """About how many failures the jobs of a fleet have up to H (*B,): each fails about
+    H / (M_i + R_i) times (an up time of M_i on average, then R_i down; M_i = inf: none)."""
+    horizon = np.asarray(horizon, np.float64)[..., None]
+    with np.errstate(all="ignore"):
+        per_job = np.where(active & np.isfinite(mtbf), horizon / (mtbf + restart), 0.0)
+    return np.sum(per_job, axis=-1)

@@ -13,7 +13,8 @@ from __future__ import annotations
 import dataclasses
 
 from .._observe import SaveAt
-from .._rates import QUEUE_POLICIES, Sharing
+from .._rates import Sharing
+from ..model import QUEUE_POLICIES
 
 __all__ = ["RunConfig"]
 

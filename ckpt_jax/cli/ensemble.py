@@ -332,7 +332,8 @@ def _discard_stale_zarr(out: Path, restart: bool) -> None:
 def _write_zarr(out: Path) -> bool:
     """Writes ensemble.zarr, the dataset of ``open_ensemble(out)``, atomically (replacing an
     older one), and returns True; without xarray or zarr prints what to install and returns False."""
-    from ..labelled import open_ensemble, write_zarr, zarr_missing
+    from ..ensemble import open_ensemble
+    from ..labelled import write_zarr, zarr_missing
 
     missing = zarr_missing()
     if missing is not None:

@@ -497,10 +497,13 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
     sizes = _sizes_part(config)
     fcfs = _fcfs_part(config)
     figures_a = [
-        save_figure(figure_9a_coupling(sizes), out_dir / f"{NAME}_9a.png"),
+        save_figure(
+            figure_9a_coupling(sizes, coupling_tol=COUPLING_TOL, control_tol=CONTROL_TOL, sizes_pair=SIZES_PAIR),
+            out_dir / f"{NAME}_9a.png",
+        ),
         save_figure(figure_9a_locking(sizes), out_dir / f"{NAME}_9a_locking.png"),
     ]
-    figure_b = save_figure(figure_9b(fcfs), out_dir / f"{NAME}_9b.png")
+    figure_b = save_figure(figure_9b(fcfs, coupling_tol=COUPLING_TOL), out_dir / f"{NAME}_9b.png")
     thresholds = dict(
         COUPLING_TOL=COUPLING_TOL,
         CONTROL_TOL=CONTROL_TOL,

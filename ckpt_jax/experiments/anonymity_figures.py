@@ -10,14 +10,13 @@ FLOOR = 1e-17  # exact zeros are drawn at this level on log axes (said on each a
 CASE_STYLES = (("tab:red", "o", "-"), ("tab:orange", "s", "--"), ("tab:purple", "^", "-."), ("tab:blue", "v", ":"))
 
 
-def figure_9a_coupling(sizes):
+def figure_9a_coupling(sizes, *, coupling_tol: float, control_tol: float, sizes_pair):
     """9a: coupling functions in time phase and in work, the controls, and the cap scan."""
-    from .anonymity import CONTROL_TOL, COUPLING_TOL, SIZES_PAIR
 
     fig = new_figure(figsize=(13, 9), layout="constrained")
     (phase_ax, work_ax), (scan_ax, control_ax) = fig.subplots(2, 2)
     for (label, row), (color, marker, line) in zip(sizes["coupled"].items(), CASE_STYLES):
-        neutral = row["phase"]["max_abs"] <= COUPLING_TOL * row["period"]
+        neutral = row["phase"]["max_abs"] <= coupling_tol * row["period"]
         name = label + (" (neutral: one common slowdown)" if neutral else "")
         phase_ax.plot(
             row["phases"] / row["period"],
@@ -66,12 +65,12 @@ def figure_9a_coupling(sizes):
             mfc="none",
             label=f"{policy}: one common slowdown",
         )
-    for value, text in ((min(SIZES_PAIR), "min w"), (max(SIZES_PAIR), "max w"), (sum(SIZES_PAIR), "Σ w")):
+    for value, text in ((min(sizes_pair), "min w"), (max(sizes_pair), "max w"), (sum(sizes_pair), "Σ w")):
         scan_ax.axvline(value, color="0.6", lw=0.8, ls=":")
         scan_ax.text(value, 1e-14, f" {text}", fontsize=8, color="0.35", rotation=90, va="bottom")
-    scan_ax.axhline(COUPLING_TOL, color="black", lw=1, ls="--", label=f"threshold {COUPLING_TOL:.0e}")
+    scan_ax.axhline(coupling_tol, color="black", lw=1, ls="--", label=f"threshold {coupling_tol:.0e}")
     scan_ax.set_ylim(FLOOR / 3, 3)
-    scan_ax.set_xlabel(f"power cap C (sizes w = {SIZES_PAIR[0]:g}, {SIZES_PAIR[1]:g})")
+    scan_ax.set_xlabel(f"power cap C (sizes w = {sizes_pair[0]:g}, {sizes_pair[1]:g})")
     scan_ax.set_ylabel(f"max |c| / P in time phase (0 drawn at {FLOOR:.0e})")
     scan_ax.set_title("the pair couples exactly where its two shared-compute slowdowns differ", fontsize=10)
     scan_ax.legend(fontsize=8, loc="center right", framealpha=0.9)
@@ -83,7 +82,7 @@ def figure_9a_coupling(sizes):
     control_ax.barh(y, np.maximum(values, FLOOR), color="tab:green", left=FLOOR / 3)
     control_ax.set_xscale("log")
     control_ax.set_xlim(FLOOR / 3, 1.0)
-    control_ax.axvline(CONTROL_TOL, color="black", lw=1, ls="--", label=f"control threshold {CONTROL_TOL:.0e}")
+    control_ax.axvline(control_tol, color="black", lw=1, ls="--", label=f"control threshold {control_tol:.0e}")
     control_ax.set_yticks(y, labels, fontsize=8)
     control_ax.set_xlabel(f"max |c| over both coordinates, per circle (0 drawn at {FLOOR:.0e})")
     control_ax.set_title("controls: rounding level only", fontsize=10)
@@ -151,15 +150,14 @@ def figure_9a_locking(sizes):
     return fig
 
 
-def figure_9b(fcfs):
+def figure_9b(fcfs, *, coupling_tol: float):
     """9b: fcfs coupling of identical jobs, where long runs end, and the gap-map determinant."""
-    from .anonymity import COUPLING_TOL
 
     fig = new_figure(figsize=(15, 4.8), layout="constrained")
     coupling_ax, hist_ax, det_ax = fig.subplots(1, 3)
     first = next(iter(fcfs["cases"].values()))
     for k, ((label, row), (color, marker, line)) in enumerate(zip(fcfs["cases"].items(), CASE_STYLES)):
-        neutral = row["phase"]["max_abs"] <= COUPLING_TOL * row["period"]
+        neutral = row["phase"]["max_abs"] <= coupling_tol * row["period"]
         same = k > 0 and np.allclose(row["work_coupling"], first["work_coupling"], rtol=0, atol=1e-12 * row["length"])
         coupling_ax.plot(
             row["deltas"] / row["length"],
