@@ -15,14 +15,13 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ..fleetfile import SEED_MAX
+
 # Runs with more firings than this (fleets × jobs × cycles) show a progress bar.
 PROGRESS_WORK = 200_000
 
 
 CSV_COLUMNS = ("fleet", "job", "cycle", "fire_time", "end_time")
-
-
-_SEED_MAX = 2**64 - 1
 
 
 # Exit status of a run stopped by Ctrl-C (128 + SIGINT), as shells report it.
@@ -262,9 +261,9 @@ def add_fleet_options(parser, *, ensemble: bool = False) -> None:
     )
     parser.add_argument(
         "--seed",
-        type=integer(0, _SEED_MAX),
+        type=integer(0, SEED_MAX),
         default=0,
-        help=f"PRNG seed for the random start and the jitter, 0 to {_SEED_MAX} (default: 0)",
+        help=f"PRNG seed for the random start and the jitter, 0 to {SEED_MAX} (default: 0)",
     )
 
 
