@@ -43,10 +43,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ._estimate import Estimate, mean_ci
 from ._observe import Observer, SaveAt
 from ._simulate import simulate
 from ._validate import check_key
-from .design import Estimate, _batched, _mean_ci
+from .design import _batched
 from .model import Fleet, random_state
 
 __all__ = ["CAUSES", "Assessment", "Timeline", "assess", "default_groups", "timeline"]
@@ -377,9 +378,9 @@ def assess(
         weight[list(jobs)] = sizes[list(jobs)]
         gpus[name] = float(weight.sum())
         weight = weight / gpus[name]
-        goodput_by[name] = _mean_ci(goodput @ weight)
-        losses[name] = {cause: _mean_ci(causes[cause] @ weight) for cause in CAUSES}
-        per_day[name] = {cause: _mean_ci(causes[cause] @ weight * gpus[name] * 24.0) for cause in CAUSES}
+        goodput_by[name] = mean_ci(goodput @ weight)
+        losses[name] = {cause: mean_ci(causes[cause] @ weight) for cause in CAUSES}
+        per_day[name] = {cause: mean_ci(causes[cause] @ weight * gpus[name] * 24.0) for cause in CAUSES}
 
     writers = out.writers
     writer_time = np.asarray(writers.time, np.float64)  # (S, N + 1)
@@ -399,7 +400,7 @@ def assess(
     cap_time = None
     if math.isfinite(cap):
         at_cap = np.asarray(power.edges, np.float64)[0, :-1] >= cap * _AT_CAP
-        cap_time = _mean_ci(np.asarray(power.time, np.float64)[:, at_cap].sum(axis=1) / horizon)
+        cap_time = mean_ci(np.asarray(power.time, np.float64)[:, at_cap].sum(axis=1) / horizon)
     # The fleet's work done from its draw (module docstring), as a fraction of its GPU time.
     compute_time = np.where(active, np.asarray(out.jobs.compute_time, np.float64), 0.0) @ sizes
     idle = float(np.asarray(fleet.idle_power))
@@ -422,16 +423,16 @@ def assess(
         writers_p99=_weighted_percentile(counts, pooled, 0.99),
         writers_max=int(np.max(np.asarray(writers.max))),
         saturation_writers=int(saturation),
-        saturated_time=_mean_ci(saturated[np.isfinite(saturated)]),
-        power_mean=_mean_ci(np.asarray(power.mean, np.float64) * scale),
-        power_max=_mean_ci(np.asarray(power.max, np.float64) * scale),
-        power_largest_drop=_mean_ci(np.asarray(power.largest_drop, np.float64) * scale),
-        power_largest_rise=_mean_ci(np.asarray(power.largest_rise, np.float64) * scale),
+        saturated_time=mean_ci(saturated[np.isfinite(saturated)]),
+        power_mean=mean_ci(np.asarray(power.mean, np.float64) * scale),
+        power_max=mean_ci(np.asarray(power.max, np.float64) * scale),
+        power_largest_drop=mean_ci(np.asarray(power.largest_drop, np.float64) * scale),
+        power_largest_rise=mean_ci(np.asarray(power.largest_rise, np.float64) * scale),
         power_edges=edges * scale,
         power_time=power_time / power_time.sum(),
         cap_time=cap_time,
-        throttled=_mean_ci(throttled),
-        throttled_gpu_hours_per_day=_mean_ci(throttled * full_draw * 24.0),
+        throttled=mean_ci(throttled),
+        throttled_gpu_hours_per_day=mean_ci(throttled * full_draw * 24.0),
         power_unit="W" if gpu_power is not None else "gpu",
         horizon=horizon,
         hours_per_time_unit=hours_per_time_unit,

@@ -49,6 +49,7 @@ from ._design_inputs import (
     offset_from_theta,
     theta_from_interval,
 )
+from ._estimate import Estimate, mean_ci
 from ._observe import SaveAt
 from ._simulate import simulate
 from .model import Fleet, State, cycle_positions, initial_state, solo_cycle_positions, state_from_positions
@@ -77,21 +78,6 @@ __all__ = [
 
 
 # Two-sided 95% normal quantile for the confidence intervals of `Estimate`.
-_Z95 = 1.959963984540054
-
-
-class Estimate(NamedTuple):
-    """A Monte-Carlo mean with its 95% confidence interval (normal, over independent draws)."""
-
-    mean: float
-    low: float
-    high: float
-
-    @property
-    def stderr(self) -> float:
-        return (self.high - self.low) / (2 * _Z95)
-
-
 class Baseline(NamedTuple):
     """A baseline's intervals (N,), its fleet waste, and the waste the recommendation saves
     against it (baseline − recommended, paired on the same draws: > 0 means better)."""
@@ -543,8 +529,7 @@ def _estimate(directions, waste, smoothing) -> GradientEstimate:
 
 def _solo_write(fleet: Fleet) -> np.ndarray:
     """(N,) each job's write time alone, D = d / min(b, f(1)) (`Fleet.solo_write`), in float64."""
-    rate = np.minimum(np.asarray(fleet.write_limit, np.float64), float(np.asarray(fleet.throughput)[1]))
-    return np.asarray(fleet.write, np.float64) / rate
+    return theory.solo_write_time(fleet.write, fleet.write_limit, float(np.asarray(fleet.throughput)[1]))
 
 
 def _young(fleet: Fleet, write=None) -> np.ndarray:
@@ -553,11 +538,8 @@ def _young(fleet: Fleet, write=None) -> np.ndarray:
     blocks, not the drain, and a checkpoint due before the previous drain of D ended waits
     for it: max(√(2·s·M), D), the exact optimum (`theory.two_level_optimal_interval`) to
     first order in s/M and D/M."""
-    mtbf = np.asarray(fleet.mtbf, np.float64)
     write = _solo_write(fleet) if write is None else write
-    if not fleet.has_snapshots:
-        return np.sqrt(2 * write * mtbf)
-    return np.maximum(np.sqrt(2 * np.asarray(fleet.snapshot, np.float64) * mtbf), write)
+    return theory.blocking_young(write, fleet.mtbf, fleet.snapshot if fleet.has_snapshots else None)
 
 
 def _daly(fleet: Fleet) -> np.ndarray:
@@ -627,13 +609,6 @@ def contended_young(
 def _launch_span(fleet: Fleet, write, intervals) -> np.ndarray:
     """`launch_cycle` of ``fleet`` run at ``intervals`` (..., N)."""
     return intervals if fleet.has_snapshots else write + intervals
-
-
-def _mean_ci(samples) -> Estimate:
-    samples = np.asarray(samples, np.float64)
-    mean = float(samples.mean())
-    half = _Z95 * float(samples.std(ddof=1)) / math.sqrt(samples.size) if samples.size > 1 else math.nan
-    return Estimate(mean, mean - half, mean + half)
 
 
 def _flat_reason(fleet: Fleet, job_bounds, horizon: float, launch: str, offsets: bool, waste) -> str:
@@ -1020,7 +995,7 @@ def checkpoint_intervals(
         beaten = [
             name
             for i, name in enumerate(evaluation.names[1:], 1)
-            if _mean_ci(waste[i] - waste[0]).high < 0 and inside(name)
+            if mean_ci(waste[i] - waste[0]).high < 0 and inside(name)
         ]
         if beaten:
             chosen = min(beaten, key=lambda name: waste[evaluation.names.index(name)].mean())
@@ -1028,7 +1003,7 @@ def checkpoint_intervals(
             intervals, fractions = compared[chosen], None
     waste = evaluation.fleet_waste
     estimates = {
-        name: Baseline(compared[name], _mean_ci(waste[i]), _mean_ci(waste[i] - waste[0]))
+        name: Baseline(compared[name], mean_ci(waste[i]), mean_ci(waste[i] - waste[0]))
         for i, name in enumerate(evaluation.names)
         if i > 0
     }
@@ -1045,7 +1020,7 @@ def checkpoint_intervals(
     write = _solo_write(fleet)
     return DesignResult(
         intervals,
-        _mean_ci(waste[0]),
+        mean_ci(waste[0]),
         {name: estimates[name] for name in baselines_table},
         history,
         stopped_early,

@@ -197,24 +197,28 @@ class FleetSpec:
         return np.repeat(np.asarray(values, np.float64), [group.count for group in self.groups])
 
     def solo_write_time(self) -> np.ndarray:
-        """(N,) write time alone, D = d / min(b, f(1))."""
-        return self.per_job("write") / np.minimum(self.write_limits(), self._f1())
+        """(N,) write time alone, D = d / min(b, f(1)) (`cj.theory.solo_write_time`)."""
+        from .theory import solo_write_time
+
+        return solo_write_time(self.per_job("write"), self.write_limits(), self._f1())
 
     def young(self) -> np.ndarray:
         """(N,) Young's interval per job: √(2·D·M) with D the write time alone; with snapshots
         max(√(2·s·M), D), as `cj.design` takes it (the snapshot blocks, and a checkpoint due
-        before the previous drain ended waits for it)."""
-        if not self.has_snapshots:
-            return np.sqrt(2 * self.solo_write_time() * self.per_job("mtbf"))
-        return np.maximum(np.sqrt(2 * self.snapshots() * self.per_job("mtbf")), self.solo_write_time())
+        before the previous drain ended waits for it; `cj.theory.blocking_young`)."""
+        from .theory import blocking_young
+
+        return blocking_young(
+            self.solo_write_time(), self.per_job("mtbf"), self.snapshots() if self.has_snapshots else None
+        )
 
     def period(self, intervals=None) -> np.ndarray:
         """(N,) each job's solo period at ``intervals`` (default `intervals`): T + D, or with
         snapshots s + max(T, D) (`cj.Fleet.period`)."""
+        from .theory import solo_period
+
         compute = self.intervals() if intervals is None else np.asarray(intervals, np.float64)
-        if not self.has_snapshots:
-            return compute + self.solo_write_time()
-        return self.snapshots() + np.maximum(compute, self.solo_write_time())
+        return solo_period(compute, self.solo_write_time(), self.snapshots() if self.has_snapshots else None)
 
     def intervals(self) -> np.ndarray:
         """(N,) compute intervals: each group's ``compute``, else Young's."""

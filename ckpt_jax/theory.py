@@ -29,6 +29,9 @@ __all__ = [
     "two_level_waste",
     "two_level_optimal_interval",
     "two_level_pair_band",
+    "solo_write_time",
+    "solo_period",
+    "blocking_young",
 ]
 
 
@@ -312,6 +315,36 @@ def optimal_interval(write, mtbf, restart=0.0):
     u_large = u - (jnp.log(u) - u + 1 + a_large) * u / (1 - u)
 
     return M * jnp.where(small, x_small, 1 - u_large)
+
+
+# -- a fleet's solo formulas on the host (float64 NumPy; `Fleet.solo_write` and `Fleet.period`
+# are their traced forms): what the designer, the fleet files and the reports compute from
+
+
+def solo_write_time(write, write_limit, single_rate) -> np.ndarray:
+    """A job's write (or drain) time alone, D = d / min(b, f(1)): the volume ``write`` at the
+    smaller of its write limit and the storage's one-writer rate ``single_rate``."""
+    return np.asarray(write, np.float64) / np.minimum(np.asarray(write_limit, np.float64), single_rate)
+
+
+def solo_period(compute, write_alone, snapshot=None) -> np.ndarray:
+    """A job's solo cycle: T + D with a blocking checkpoint, s + max(T, D) with a two-level one
+    (``snapshot`` s; None: blocking), as `Fleet.period` (docs/model.md §1d)."""
+    compute, write_alone = np.asarray(compute, np.float64), np.asarray(write_alone, np.float64)
+    if snapshot is None:
+        return compute + write_alone
+    return np.asarray(snapshot, np.float64) + np.maximum(compute, write_alone)
+
+
+def blocking_young(write_alone, mtbf, snapshot=None) -> np.ndarray:
+    """Young's interval from the time a checkpoint blocks its job: √(2·D·M), D the write time
+    alone; with two-level checkpoints (``snapshot`` s) the snapshot blocks, not the drain, and a
+    checkpoint due before the previous drain of D ended waits for it: max(√(2·s·M), D), the
+    exact optimum (`two_level_optimal_interval`) to first order in s/M and D/M."""
+    write_alone, mtbf = np.asarray(write_alone, np.float64), np.asarray(mtbf, np.float64)
+    if snapshot is None:
+        return np.sqrt(2 * write_alone * mtbf)
+    return np.maximum(np.sqrt(2 * np.asarray(snapshot, np.float64) * mtbf), write_alone)
 
 
 def young_interval(write, mtbf):

@@ -8,6 +8,8 @@ import numpy as np
 from matplotlib.patches import Rectangle
 from matplotlib.ticker import MaxNLocator
 
+from .._estimate import half_width
+
 COLOURS = {
     "design": "#d62728",
     "current": "#7f7f7f",
@@ -144,7 +146,7 @@ def waste_figure(spec, per_group, names):
     for k, name in enumerate(order):
         samples = per_group[names.index(name)]  # (S, G)
         mean = samples.mean(axis=0)
-        half = 1.96 * samples.std(axis=0, ddof=1) / np.sqrt(samples.shape[0])
+        half = half_width(samples, axis=0)
         top = max(top, float((mean + half).max()))
         axis.bar(
             x + (k - (len(order) - 1) / 2) * width,

@@ -52,6 +52,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .._estimate import mean_ci
 from ._common import SEED_KEY_TEXT, CliError, add_devices, add_x64, integer, real, report_devices, seed_key
 
 # --quick: a small run that shows every output in well under a minute on a laptop CPU.
@@ -208,10 +209,7 @@ def _check(args) -> None:
 
 
 def _estimate(samples) -> dict:
-    samples = np.asarray(samples, np.float64)
-    mean = float(samples.mean())
-    half = 1.959963984540054 * float(samples.std(ddof=1)) / math.sqrt(samples.size)
-    return {"mean": mean, "low": mean - half, "high": mean + half}
+    return mean_ci(samples).to_dict()
 
 
 # -- a file with units: its time unit, GB and GB/s, goodput and GPU-hours --------------------

@@ -29,13 +29,13 @@ peer's published numbers (`PEER_INCREMENT`): reproduced where their value lies i
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import jax
 import numpy as np
 
 from .. import design
+from .._estimate import mean_ci
 from ..model import STORAGE_POLICIES, Fleet
 from .framework import (
     INCONCLUSIVE,
@@ -140,10 +140,7 @@ def class_labels() -> np.ndarray:
 
 
 def _estimate(samples) -> dict:
-    samples = np.asarray(samples, np.float64)
-    mean = float(samples.mean())
-    half = 1.959963984540054 * float(samples.std(ddof=1)) / math.sqrt(samples.size)
-    return dict(mean=mean, low=mean - half, high=mean + half)
+    return mean_ci(samples).to_dict()
 
 
 def _waste(fleet: Fleet, intervals, horizon: float, keys) -> np.ndarray:
