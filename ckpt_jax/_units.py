@@ -76,6 +76,10 @@ def to_base(text: str, kind: str) -> float:
     expected = KINDS[kind]
     wanted = f'expected a {expected.name} such as "{expected.example}"'
     rule = f'must be a plain number or a {expected.name} with its unit, such as "{expected.example}"'
+    if "," in text:  # pint would drop it as a thousands separator: "6,5 TB" is 65 TB there
+        raise UnitError(f"{rule}; got {_quote(text)}: a comma is not read here, as a decimal point or otherwise")
+    if "**" in text or "^" in text:  # pint evaluates powers exactly: "10**10**10 B" never ends
+        raise UnitError(f'{rule}; got {_quote(text)}: powers are not read here (write "1e10 B")')
     registry = _registry()
     try:
         quantity = registry.Quantity(text)
@@ -88,10 +92,23 @@ def to_base(text: str, kind: str) -> float:
         raise UnitError(f"{_quote(text)} is a quantity of dimension {quantity.dimensionality}; {wanted}")
     if found.name != kind:
         raise UnitError(f"{_quote(text)} is a {found.name}; {wanted}")
-    magnitude = quantity.to(expected.base).magnitude
-    if isinstance(magnitude, complex) or not math.isfinite(float(magnitude)):
+    units = str(quantity.units)
+    if kind == "size" and any(f"{prefix}{unit}" in units for prefix in _SUB_UNIT for unit in ("byte", "bit")):
+        raise UnitError(f'{_quote(text)} is in {units}s, a fraction of a byte; {wanted} (a capital B for bytes: "MB")')
+    try:
+        magnitude = quantity.to(expected.base).magnitude
+        finite = not isinstance(magnitude, complex) and math.isfinite(float(magnitude))
+    except (OverflowError, ValueError):
+        finite = False
+    if not finite:
         raise UnitError(f"{_quote(text)} is not a finite real quantity; {wanted}")
+    if kind == "size" and 0 < float(magnitude) < 1:
+        raise UnitError(f"{_quote(text)} is less than one byte; {wanted}")
     return float(magnitude)
+
+
+# Prefixes below one: a size in them is a fraction of a byte ("800 mB" is 0.8 bytes, surely MB).
+_SUB_UNIT = ("deci", "centi", "milli", "micro", "nano", "pico", "femto", "atto", "zepto", "yocto")
 
 
 def duration_unit(text: str) -> float:

@@ -910,6 +910,16 @@ def checkpoint_intervals(
         if start_intervals.shape != (fleet.n_jobs,) or not np.all(np.isfinite(start_intervals) & (start_intervals > 0)):
             raise ValueError(f"init must be None or ({fleet.n_jobs},) positive finite intervals, got {init!r}")
     extra = _candidates(fleet, candidates, init if method == "search" else None, fleet.n_jobs)
+    if init is not None:  # before: clipped into the bounds without a word
+        start = np.asarray(init, np.float64)
+        lo, hi = (np.broadcast_to(np.asarray(b, np.float64), start.shape) for b in job_bounds)
+        outside = np.flatnonzero((start < lo) | (start > hi))
+        if outside.size:
+            job = int(outside[0])
+            raise ValueError(
+                f"init must lie inside the bounds: job {job} starts at {start[job]:g}, outside "
+                f"[{lo[job]:g}, {hi[job]:g}]"
+            )
 
     train_key, eval_key, calibration_key = jax.random.split(key, 3)
     bar = None

@@ -50,6 +50,7 @@ the file, the field (``groups[2].mtbf``) and what is allowed.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import math
 import tomllib
 from pathlib import Path
@@ -362,7 +363,9 @@ class _Reader:
             self.fail(field, f"must be a table, got {_show(table)}")
         for key in table:
             if key not in allowed:
-                self.fail(f"{where}{key}", f"unknown key (allowed: {', '.join(allowed)})")
+                near = difflib.get_close_matches(str(key), allowed, n=1)
+                hint = f"did you mean {near[0]!r}? " if near else ""
+                self.fail(f"{where}{key}", f"unknown key ({hint}allowed: {', '.join(allowed)})")
         for key in required:
             if key not in table:
                 self.fail(f"{where}{key}", "missing (required)")

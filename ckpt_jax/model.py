@@ -295,6 +295,16 @@ class Fleet:
                 f"slots, got shape {size_np.shape}"
             )
         batch_shape = job_shape[:-1]
+        if 0 in batch_shape:
+            raise ValueError(
+                f"compute and write must hold at least one fleet: the batch shape (*B,) = {batch_shape} "
+                "has an axis of length 0"
+            )
+        if recover_from == "memory" and snapshot is None:
+            raise ValueError(
+                "recover_from='memory' needs snapshot= (two-level checkpoints, docs/model.md §1d): without "
+                "snapshots a failure recovers from storage; pass snapshot=s or drop recover_from"
+            )
         mtbf_np, restart_np = _failure_arrays(mtbf, restart, job_shape, dtype)
         limit_np, snapshot_np = _checkpoint_arrays(write_limit, snapshot, job_shape, dtype)
         read_np = _per_job("recovery_read", recovery_read, 0.0, job_shape)

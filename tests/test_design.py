@@ -282,6 +282,8 @@ BAD = [
     (dict(groups=[0, 1, 2]), "groups"),
     (dict(launch="staggered"), "launch"),
     (dict(init=[1.0, -1.0]), "init"),
+    (dict(init=[0.1, 5.0]), r"init must lie inside the bounds: job 0 starts at 0.1, outside \[0.5, 30\]"),
+    (dict(method="search", init=[5.0, 100.0]), r"init must lie inside the bounds: job 1"),
     (dict(eval_draws=1), "eval_draws"),
     (dict(offsets="yes"), "offsets"),
     (dict(offset_groups=[0, 0]), "offset_groups"),

@@ -265,9 +265,12 @@ def test_every_bad_field_names_file_and_field(table, key, value):
     assert "must" in message or "at most" in message or "unique" in message, message
 
 
-@pytest.mark.parametrize("table, key", [("", "troughput"), ("design", "horizn"), ("groups[1]", "mtfb")])
-def test_unknown_keys_are_errors(table, key):
-    with pytest.raises(FleetFileError, match=r"unknown key \(allowed: "):
+@pytest.mark.parametrize(
+    "table, key, near",
+    [("", "troughput", "throughput"), ("design", "horizn", "horizon"), ("groups[1]", "mtfb", "mtbf")],
+)
+def test_unknown_keys_are_errors(table, key, near):
+    with pytest.raises(FleetFileError, match=rf"unknown key \(did you mean '{near}'\? allowed: "):
         loads(_set(TINY, table, key, "1.0"), "t.toml")
     with pytest.raises(
         FleetFileError, match=(f"{table}.{key}" if table else key).replace("[", r"\[").replace("]", r"\]")

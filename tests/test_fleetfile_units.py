@@ -243,6 +243,25 @@ def test_mistakes_with_units_are_named(change, match):
         loads(_text(data), "units.toml")
 
 
+@pytest.mark.parametrize(
+    ("field", "value", "match"),
+    [
+        ("checkpoint", "6,5 TB", r"a comma is not read here"),  # pint: 65 TB
+        ("checkpoint", "10**10**10 B", r"powers are not read here"),  # pint: evaluates it for ever
+        ("checkpoint", "10**400 B", r"powers are not read here"),  # pint: OverflowError
+        ("interval", "10**400 s", r"powers are not read here"),
+        ("checkpoint", "1" + "0" * 400 + " B", r"not a finite real quantity"),  # pint: OverflowError
+        ("checkpoint", "800 mB", r"millibytes, a fraction of a byte"),  # pint: 0.8 bytes
+        ("checkpoint", "0.5 B", r"less than one byte"),
+    ],
+)
+def test_quantities_pint_would_misread_are_refused_by_field(field, value, match):
+    data = copy.deepcopy(BASE)
+    data["groups"][0][field] = value
+    with pytest.raises(FleetFileError, match=rf"groups\[0\]\.{field}: .*{match}"):
+        loads(_text(data), "units.toml")
+
+
 def test_zero_needs_no_unit_and_horizon_defaults_to_a_week():
     data = copy.deepcopy(BASE)
     data["groups"][0]["restart"] = 0

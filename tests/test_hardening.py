@@ -373,3 +373,16 @@ def test_sizes_that_would_overflow_the_run_time_are_refused():
     fleet = _fleet(size=[1.0, 1e287, 1.0], cap=1.0)
     with pytest.raises(ValueError, match="n_fires"):
         cj.simulate(fleet, cj.initial_state(fleet), 5)
+
+
+def test_an_empty_batch_is_refused_by_name():
+    # Before: accepted, then a NumPy "zero-size array to reduction" error inside simulate.
+    with pytest.raises(ValueError, match=r"at least one fleet: the batch shape \(\*B,\) = \(0,\)"):
+        cj.Fleet(np.zeros((0, 3)), np.ones((0, 3)))
+
+
+def test_recover_from_memory_without_snapshots_is_refused():
+    # Before: accepted and ignored (the fleet-file loader refused it).
+    with pytest.raises(ValueError, match=r"recover_from='memory' needs snapshot="):
+        cj.Fleet([10.0, 12.0], [1.0, 1.0], recover_from="memory")
+    assert cj.Fleet([10.0, 12.0], [1.0, 1.0], snapshot=0.1, recover_from="memory").recover_from == "memory"

@@ -160,6 +160,7 @@ def test_names_are_escaped_for_markdown_and_figures():
     from ckpt_jax.cli.design import markdown_text
 
     assert markdown_text("a|b\n# c") == "a\\|b\\\\n\\# c"  # renders as a|b\n# c, on one line
+    assert markdown_text("&lt;b&gt;") == "\\&lt;b\\&gt;"  # an entity would render as <b>
     assert figure_text("$\\x{$") == "\\$\\x{\\$"
     assert "\n" not in figure_text("a\nb")
 

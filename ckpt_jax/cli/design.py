@@ -559,7 +559,8 @@ def _verdict(saved: dict) -> str:
     return "as good as the design (within the noise)"
 
 
-_MARKDOWN_SPECIAL = set("\\`*_[]<>#|~$")
+# "&" too: "&lt;b&gt;" would render as "<b>".
+_MARKDOWN_SPECIAL = set("\\`*_[]<>#|~$&")
 
 
 def markdown_text(text) -> str:
