@@ -227,3 +227,12 @@ def test_a_random_launch_is_uniform_in_time_when_the_write_is_a_volume():
     remaining = np.asarray(state.remaining)
     assert np.all(remaining[writing] <= 1e11) and np.all(remaining[~writing] <= 590.0)
     assert remaining[~writing].max() > 0.9 * 590.0
+
+
+def test_a_fleet_without_failures_is_assessed_with_no_failure_losses():
+    # mtbf=None is documented as allowed; before, an internal rebuild refused the infinite mtbf.
+    fleet = cj.Fleet(np.full(3, 600.0), np.full(3, 10.0), cap=None)
+    result = cj.assess.assess(fleet, horizon=6000.0, key=jax.random.key(0), n_draws=2, progress=False)
+    for cause in ("lost_work", "restart"):
+        assert result.losses["fleet"][cause].mean == 0.0
+    assert 0.9 < result.goodput["fleet"].mean < 1.0
