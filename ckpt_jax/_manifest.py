@@ -39,7 +39,24 @@ def manifest(n_fleets, chunk_size, n_fires, jitter, key, options, chunk_config, 
         fields = jsonable(fields)
     except (TypeError, ValueError) as err:
         raise ValueError(f"config must be JSON-serializable: {err}") from None
-    return {"format": FORMAT, **fields, "fingerprint": hashlib.sha256(canonical(fields).encode()).hexdigest()}
+    return {"format": FORMAT, **fields, "fingerprint": _fingerprint(fields)}
+
+
+def _fingerprint(fields: dict) -> str:
+    return hashlib.sha256(canonical(fields).encode()).hexdigest()
+
+
+def check_saved(saved: dict) -> str | None:
+    """What is wrong with a manifest read back from disk, in words, or None: its counts must be
+    integers >= 1 and its fingerprint the hash of its fields (an edited field changes it)."""
+    for name in ("n_fleets", "chunk_size"):
+        value = saved.get(name)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            return f"{name} must be an integer >= 1, got {value!r}"
+    fields = {name: value for name, value in saved.items() if name not in ("format", "fingerprint")}
+    if saved.get("fingerprint") != _fingerprint(fields):
+        return "its fields do not match its fingerprint (edited after the run?)"
+    return None
 
 
 def differences(saved: dict, current: dict) -> list:

@@ -793,12 +793,15 @@ def open_ensemble(path, *, lazy: bool | None = None, groups=None):
         raise FileNotFoundError(f"{out} holds no {MANIFEST}: not a saved ensemble (run_ensemble's out_dir)")
     try:
         manifest = json.loads((out / MANIFEST).read_text())
-        bounds = chunk_bounds(int(manifest["n_fleets"]), int(manifest["chunk_size"]))
-        fingerprint = str(manifest["fingerprint"])
+        problem = _manifest.check_saved(manifest) if isinstance(manifest, dict) else "it is not a JSON object"
     except (OSError, ValueError, KeyError, TypeError, RecursionError) as err:
         raise ValueError(f"{out / MANIFEST} is unreadable ({err!r})") from None
     if manifest.get("format") != _manifest.FORMAT:
         raise ValueError(f"{out / MANIFEST} has format {manifest.get('format')!r}, not {_manifest.FORMAT!r}")
+    if problem is not None:
+        raise ValueError(f"{out / MANIFEST} cannot be trusted: {problem}")
+    bounds = chunk_bounds(manifest["n_fleets"], manifest["chunk_size"])
+    fingerprint = str(manifest["fingerprint"])
     headers = [_chunk_header(out, index, stop - start, fingerprint) for index, (start, stop) in enumerate(bounds)]
     layout = {name: (shape[1:], dtype) for name, (shape, dtype) in headers[0].items()}
     for index, header in enumerate(headers):

@@ -218,6 +218,25 @@ def test_open_ensemble_refuses_an_incomplete_or_tampered_ensemble(tmp_path):
     assert cj.open_ensemble(tmp_path).sizes["fleet"] == N_FLEETS
 
 
+@pytest.mark.parametrize(
+    ("field", "value", "match"),
+    [
+        ("n_fleets", N_FLEETS // 2, "its fields do not match its fingerprint"),  # before: half the fleets
+        ("n_fleets", 10**18, "its fields do not match its fingerprint"),  # before: MemoryError
+        ("chunk_size", 0, r"chunk_size must be an integer >= 1, got 0"),  # before: range() arg 3 ...
+        ("n_fires", 99, "its fields do not match its fingerprint"),
+    ],
+)
+def test_open_ensemble_refuses_an_edited_manifest(tmp_path, field, value, match):
+    run(tmp_path, save=LEAN)
+    path = tmp_path / "manifest.json"
+    manifest = json.loads(path.read_text())
+    manifest[field] = value
+    path.write_text(json.dumps(manifest))
+    with pytest.raises(ValueError, match=rf"manifest.json cannot be trusted: {match}"):
+        cj.open_ensemble(tmp_path)
+
+
 def test_open_ensemble_bad_lazy_is_a_value_error(saved):
     with pytest.raises(ValueError, match="lazy must be None, True or False"):
         cj.open_ensemble(saved[0], lazy="yes")
