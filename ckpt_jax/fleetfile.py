@@ -762,6 +762,14 @@ def _engine_checks(reader: _Reader, spec: FleetSpec, dtype) -> None:
             reader.engine_range(value, f"throughput[{i}]", dtype)
     if spec.cap is not None:
         reader.engine_range(spec.cap, "cap", dtype)
+        largest = max(spec.groups, key=lambda group: group.size)
+        if spec.cap < largest.size:  # before: loaded, then assess failed far from the cause
+            reader.fail(
+                "cap",
+                f"{spec.cap:g} (in GPUs at full power, or size units) is below the full draw of one "
+                f"{largest.name!r} job ({largest.size:g}): that job could never compute at full speed, even "
+                "alone; raise the cap or give none",
+            )
     if spec.delay > 0:
         reader.engine_range(spec.delay, "delay", dtype)
     for end, value in enumerate(spec.design.bounds or ()):

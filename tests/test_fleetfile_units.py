@@ -262,6 +262,14 @@ def test_quantities_pint_would_misread_are_refused_by_field(field, value, match)
         loads(_text(data), "units.toml")
 
 
+def test_a_cap_below_one_jobs_draw_is_refused_at_load():
+    # Before: "1 W" loaded, then assess died with "horizon ... too short to observe the writer count".
+    data = copy.deepcopy(BASE)
+    data["cap"] = "1 W"
+    with pytest.raises(FleetFileError, match=r"cap: .* is below the full draw of one .* job"):
+        loads(_text(data), "units.toml")
+
+
 def test_zero_needs_no_unit_and_horizon_defaults_to_a_week():
     data = copy.deepcopy(BASE)
     data["groups"][0]["restart"] = 0
