@@ -97,14 +97,14 @@ def to_base(text: str, kind: str) -> float:
         raise UnitError(f'{_quote(text)} is in {units}s, a fraction of a byte; {wanted} (a capital B for bytes: "MB")')
     try:
         magnitude = quantity.to(expected.base).magnitude
-        finite = not isinstance(magnitude, complex) and math.isfinite(float(magnitude))
-    except (OverflowError, ValueError):
-        finite = False
-    if not finite:
+        value = math.nan if isinstance(magnitude, complex) else float(magnitude)
+    except (OverflowError, ValueError, TypeError):  # an integer beyond float's range
+        value = math.nan
+    if not math.isfinite(value):
         raise UnitError(f"{_quote(text)} is not a finite real quantity; {wanted}")
-    if kind == "size" and 0 < float(magnitude) < 1:
+    if kind == "size" and 0 < value < 1:
         raise UnitError(f"{_quote(text)} is less than one byte; {wanted}")
-    return float(magnitude)
+    return value
 
 
 # Prefixes below one: a size in them is a fraction of a byte ("800 mB" is 0.8 bytes, surely MB).
