@@ -63,7 +63,6 @@ __all__ = [
     "fires_before",
     "time_bound",
     "check_time_bound",
-    "horizon_events",
     "least_failure_events",
     "check_events",
     "check_horizon_events",
@@ -450,11 +449,6 @@ def check_time_bound(fleet: Fleet, n_fires: int, jitter) -> None:
         )
 
 
-def horizon_events(fleet: Fleet, horizon) -> np.ndarray:
-    """About how many events each fleet steps up to the horizon H (*B,) (`Fleet.events`)."""
-    return fleet.events(horizon)
-
-
 def least_failure_events(horizon, mtbf, restart, active) -> np.ndarray:
     """A lower bound on the events of failures up to H (*B,): half the expected failures
     (`failures_to`)."""
@@ -494,7 +488,7 @@ def check_horizon_events(fleet: Fleet, horizon, jitter=None, max_events: int = M
         with np.errstate(all="ignore"):
             least = 2 * np.floor(horizon / time_bound(fleet, -1, jitter))
     least = np.where(np.any(active, axis=-1), least, 0.0)
-    check_events(name, horizon, least, horizon_events(fleet, horizon), fleet.n_jobs, fleet.has_failures, max_events)
+    check_events(name, horizon, least, fleet.events(horizon), fleet.n_jobs, fleet.has_failures, max_events)
 
 
 def trace_bytes(fleet: Fleet, n_fires: int, queue_size: int = 1) -> int:
@@ -575,7 +569,7 @@ class Plan:
         those with, `sharing_for`).
       max_events: the event budget per fleet.
       expected_events: with ``until``, about how many events the busiest fleet steps
-        (`horizon_events`: what a progress bar counts down), else None.
+        (`Fleet.events`: what a progress bar counts down), else None.
       devices: the devices to shard over (`ckpt_jax.sharding.resolve_devices`), or None.
       batch_shape: the fleets' batch shape (*B,).
     """
@@ -672,9 +666,7 @@ def plan(
         horizon=None if run.horizon is None else jnp.asarray(run.horizon.reshape(n_fleets), fleet.dtype),
         groups=_groups(fleet, uses, config, path),
         max_events=max_events,
-        expected_events=(
-            None if run.horizon is None else int(min(np.max(horizon_events(fleet, run.horizon)), max_events))
-        ),
+        expected_events=(None if run.horizon is None else int(min(np.max(fleet.events(run.horizon)), max_events))),
         devices=devices,
         batch_shape=fleet.batch_shape,
     )

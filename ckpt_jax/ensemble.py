@@ -806,13 +806,13 @@ def open_ensemble(path, *, lazy: bool | None = None, groups=None):
     layout = {name: (shape[1:], dtype) for name, (shape, dtype) in headers[0].items()}
     for index, header in enumerate(headers):
         if {name: (shape[1:], dtype) for name, (shape, dtype) in header.items()} != layout:
-            raise ValueError(f"{out / _chunk_file(index)} holds other arrays than {out / _chunk_file(0)}")
+            raise ValueError(f"{out / _chunk_name(index)} holds other arrays than {out / _chunk_name(0)}")
     if dask is not None:
         arrays = {}
         for name, (rest, dtype) in layout.items():
             parts = [
                 dask.array.from_delayed(
-                    dask.delayed(_read_member)(out / _chunk_file(index), name), (stop - start,) + rest, dtype
+                    dask.delayed(_read_member)(out / _chunk_name(index), name), (stop - start,) + rest, dtype
                 )
                 for index, (start, stop) in enumerate(bounds)
             ]
@@ -820,17 +820,13 @@ def open_ensemble(path, *, lazy: bool | None = None, groups=None):
     else:
         arrays = {name: [] for name in layout}
         for index in range(len(bounds)):
-            with np.load(out / _chunk_file(index), allow_pickle=False) as npz:
+            with np.load(out / _chunk_name(index), allow_pickle=False) as npz:
                 for name in layout:
                     arrays[name].append(npz[name])
         arrays = {name: np.concatenate(parts) for name, parts in arrays.items()}
     ok, status = arrays.pop("ok"), arrays.pop("status")
     result = EnsembleResult(arrays, ok, status, 0, len(bounds), fingerprint, manifest)
     return ensemble_dataset(result, groups=groups)
-
-
-def _chunk_file(index: int) -> str:
-    return _chunk_name(index)
 
 
 def _read_member(path: Path, name: str) -> np.ndarray:
@@ -841,7 +837,7 @@ def _read_member(path: Path, name: str) -> np.ndarray:
 def _chunk_header(out: Path, index: int, size: int, fingerprint: str) -> dict:
     """``{name: (shape, dtype)}`` of chunk ``index``'s arrays, read from the array headers
     (and its two tags) alone; raises `ValueError` where the chunk is not this ensemble's."""
-    path = out / _chunk_file(index)
+    path = out / _chunk_name(index)
     if not path.is_file():
         raise ValueError(f"{path} is missing: the ensemble is not complete (rerun it to compute the rest)")
     header, tags = {}, {}

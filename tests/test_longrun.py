@@ -95,13 +95,11 @@ def test_a_budget_the_caller_chose_still_stops_a_long_run():
 
 
 def test_the_event_estimate_counts_cycles_and_failures():
-    from ckpt_jax._plan import horizon_events
-
     # Two jobs of solo period 10 + 2/1 and one of 5 + 1: 2 switches per cycle; a job of
     # MTBF 98 and restart 2 fails about H / 100 times, with a restart end each (the others
     # about never).
     fleet = cj.Fleet([10.0, 10.0, 5.0], [2.0, 2.0, 1.0], mtbf=[1e15, 98.0, 1e15], restart=[0.0, 2.0, 0.0])
-    assert horizon_events(fleet, 1200.0) == pytest.approx(2 * (100 + 100 + 200) + 2 * 12)
+    assert fleet.events(1200.0) == pytest.approx(2 * (100 + 100 + 200) + 2 * 12)
 
 
 def test_a_design_horizon_beyond_the_event_budget_is_refused_naming_it():

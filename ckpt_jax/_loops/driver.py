@@ -190,7 +190,7 @@ def run(config: RunConfig, part, *, max_events: int, progress=None, devices=None
     virtual-clock loops run on a CPU in blocks of fleets (`sharding.block_size`), padded
     with inert fleets to whole blocks. ``progress`` (None: only for long runs) shows a bar;
     ``expected_events``: with ``until``, about how many events the busiest fleet steps
-    (`ckpt_jax._plan.horizon_events`), which sizes the chunks and decides whether a bar
+    (`ckpt_jax.Fleet.events`), which sizes the chunks and decides whether a bar
     is shown.
     """
     params, phase, remaining, horizon = part
