@@ -65,7 +65,12 @@ __all__ = [
     "check_time_bound",
     "least_failure_events",
     "check_events",
+    "least_events",
     "check_horizon_events",
+    "WORK_BUDGET",
+    "work",
+    "check_work",
+    "largest_count",
     "trace_bytes",
     "check_trace_memory",
     "check_failure_times",
@@ -457,38 +462,96 @@ def least_failure_events(horizon, mtbf, restart, active) -> np.ndarray:
 
 def check_events(name: str, horizon, least, estimate, n_jobs: int, failures: bool, max_events: int = MAX_EVENTS):
     """Refuses, naming ``name``, a horizon whose run needs at least ``least`` events (per
-    fleet, *B) where that is beyond ``max_events``; ``estimate``: the likely count."""
+    fleet, *B) where that is beyond ``max_events``; ``estimate``: the likely count, every
+    event kind in it (`ckpt_jax.Fleet.events`)."""
     least = np.ravel(least)
     if not np.any(least > max_events):
         return
     worst = int(np.argmax(least))
     horizon = np.broadcast_to(horizon, np.shape(least)).ravel() if np.ndim(horizon) else np.full(least.shape, horizon)
+    kinds = "firings and write ends" + (", failures and restarts" if failures else "")
     raise ValueError(
         f"{name} = {float(horizon[worst]):.6g} cannot finish within the event budget: it needs about "
-        f"{float(np.ravel(estimate)[worst]):.3g} events per fleet ({n_jobs} jobs x H / cycle"
-        + (" + failures" if failures else "")
-        + f"), at least {least[worst]:.3g}, beyond the budget of "
+        f"{float(np.ravel(estimate)[worst]):.3g} events per fleet ({n_jobs} jobs to H, every kind counted: "
+        f"{kinds}), at least {least[worst]:.3g}, beyond the budget of "
         f"{max_events} events; lower {name} (or rescale the time unit)"
     )
+
+
+def least_events(fleet: Fleet, horizon, jitter=None) -> np.ndarray:
+    """A lower bound on the events of a run to the horizon H (*B,), every kind in one count:
+    the switches of the job of the slowest cycle bound (`time_bound`), twice per cycle it
+    completes in the time failures leave it (each failure costs at most its restart and the
+    cycle it abandons), plus the failures' own events (`least_failure_events`). Fleets
+    without active jobs step none."""
+    horizon = np.broadcast_to(np.asarray(horizon, np.float64), fleet.batch_shape)
+    active = np.asarray(fleet.active)
+    mtbf, restart = np.asarray(fleet.mtbf, np.float64), np.asarray(fleet.restart, np.float64)
+    with np.errstate(all="ignore"):
+        bound = time_bound(fleet, -1, jitter)
+        # The share of H a job spends in cycles it completes: M / (M + R + one cycle bound).
+        share = np.where(active & np.isfinite(mtbf), mtbf / (mtbf + restart + bound[..., None]), 1.0)
+        up = horizon * np.min(np.where(active, share, 1.0), axis=-1)
+        least = 2 * np.floor(up / bound)
+    if fleet.has_failures:
+        least = least + least_failure_events(horizon, mtbf, restart, active)
+    return np.where(np.any(active, axis=-1), least, 0.0)
 
 
 def check_horizon_events(fleet: Fleet, horizon, jitter=None, max_events: int = MAX_EVENTS, name: str = "until") -> None:
     """Refuses a run to the horizon H that cannot finish within ``max_events`` events per
     fleet, before it starts (it would run for a long while and stop unfinished).
 
-    The count compared is a lower bound: with failures, half the expected failures
-    (`least_failure_events`); without, the job of the slowest cycle still switches twice
-    per cycle bound of `time_bound`, 2·⌊H / cycle⌋ times."""
+    One budget for every kind of event: the count compared is `least_events` (the cycles'
+    switches and the failures' events together), a lower bound, and the message gives the
+    likely count (`ckpt_jax.Fleet.events`)."""
     horizon = np.broadcast_to(np.asarray(horizon, np.float64), fleet.batch_shape)
-    active = np.asarray(fleet.active)
-    mtbf, restart = np.asarray(fleet.mtbf, np.float64), np.asarray(fleet.restart, np.float64)
-    if fleet.has_failures:
-        least = least_failure_events(horizon, mtbf, restart, active)
-    else:
-        with np.errstate(all="ignore"):
-            least = 2 * np.floor(horizon / time_bound(fleet, -1, jitter))
-    least = np.where(np.any(active, axis=-1), least, 0.0)
+    least = least_events(fleet, horizon, jitter)
     check_events(name, horizon, least, fleet.events(horizon), fleet.n_jobs, fleet.has_failures, max_events)
+
+
+# The work a command runs without being told `force`: job-events, events x jobs x runs
+# (each event of the general engine costs O(N)). On one CPU core a job-event takes a few
+# tenths of a microsecond, so 10^10 of them are about an hour of it; beyond, a run is refused
+# unless the caller says so (``--force`` on the command line, ``force=True`` here).
+WORK_BUDGET = 10**10
+
+
+def work(events, n_jobs: int, n_runs: int) -> float:
+    """The work of ``n_runs`` runs of ``n_jobs`` jobs stepping ``events`` events each (the
+    largest of an array): job-events, what `check_work` compares with `WORK_BUDGET`."""
+    return float(np.max(events)) * float(n_jobs) * float(n_runs)
+
+
+def check_work(
+    events, n_jobs: int, n_runs: int, *, force: bool = False, size: str = "", budget: float = WORK_BUDGET
+) -> float:
+    """The work of a run, estimated up front (`work`: events x jobs x runs), refused where it
+    is beyond ``budget`` (`WORK_BUDGET`) unless ``force``, before anything is traced.
+
+    ``events``: the events of one run (`ckpt_jax.Fleet.events` to a horizon, every kind
+    counted); ``n_runs``: the fleets it runs (a batch, the draws, every step's runs);
+    ``size``: what sets the fleet's size, for the message (a fleet file's
+    ``groups[i].count``, an option such as ``--jobs``). Returns the work."""
+    if not isinstance(force, bool):
+        raise ValueError(f"force must be True or False, got {force!r}")
+    total = work(events, n_jobs, n_runs)
+    if not force and not total <= budget:
+        where = f" ({size})" if size else ""
+        raise ValueError(
+            f"this run is about {total:.2g} job-events of work ({float(np.max(events)):.3g} events per run x "
+            f"N = {n_jobs} jobs{where} x {n_runs} runs), beyond the budget of {budget:.2g} "
+            "(about an hour of one CPU core) that runs without asking: lower the fleet size, the horizon "
+            "or the runs, or pass --force (force=True) to run it anyway"
+        )
+    return total
+
+
+def largest_count(spec) -> str:
+    """A fleet file's largest group count, as its key: ``groups[i].count = n`` (for `check_work`)."""
+    counts = [int(getattr(group, "count", 1)) for group in spec.groups]
+    index = int(np.argmax(counts))
+    return f"groups[{index}].count = {counts[index]}"
 
 
 def trace_bytes(fleet: Fleet, n_fires: int, queue_size: int = 1) -> int:

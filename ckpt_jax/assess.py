@@ -45,6 +45,7 @@ import numpy as np
 
 from ._estimate import Estimate, mean_ci
 from ._observe import Observer, SaveAt
+from ._plan import check_horizon_events
 from ._simulate import simulate
 from ._validate import check_key
 from .design import _batched
@@ -337,6 +338,7 @@ def assess(
     if fleet.batch_shape != ():
         raise ValueError(f"fleet must be a single fleet (batch shape ()), got batch shape {fleet.batch_shape}")
     horizon = _positive("horizon", horizon)
+    check_horizon_events(fleet, horizon, name="horizon")  # every event kind, before any tracing
     hours_per_time_unit = _positive("hours_per_time_unit", hours_per_time_unit)
     gpu_power = None if gpu_power is None else _positive("gpu_power", gpu_power)
     if isinstance(n_draws, (bool, np.bool_)) or not isinstance(n_draws, (int, np.integer)) or n_draws < 2:

@@ -517,17 +517,26 @@ class Fleet:
         return jnp.where(two_level, self.snapshot + jnp.maximum(self.compute, solo), self.compute + solo)
 
     def events(self, horizon) -> np.ndarray:
-        """About how many events each fleet steps up to the horizon H, shape (*B,): two
-        switches per solo cycle (`period`) and two per failure (docs/model.md §1c). An
-        estimate, as `ckpt_jax.fleetfile.FleetSpec.events`, to size a run to ``until=H``
-        (its ``max_events``, whether it shows a progress bar): simultaneous switches count
-        once, and contention slows the cycles."""
+        """About how many events each fleet steps up to the horizon H, shape (*B,), every
+        kind counted (`events_to`): per solo cycle (`period`) its firing and its write end
+        (with a two-level checkpoint, the snapshot's end and the drain's end), each doubled
+        by a delayed controller (a change of the computing count schedules an update);
+        per failure (docs/model.md §1c) the failure and the restart's end, plus the recovery
+        read's end (§1e). An estimate, as `ckpt_jax.fleetfile.FleetSpec.events`, to size a
+        run to ``until=H`` (its ``max_events``, its progress bar, the work it is refused
+        beyond): simultaneous switches count once, and contention slows the cycles."""
+        two_level = np.asarray(self.two_level)[..., None]
+        delayed = (np.asarray(self.delay) > 0)[..., None]
+        per_cycle = np.where(two_level, 3.0, 2.0) * np.where(delayed, 2.0, 1.0)
+        per_failure = np.where(np.asarray(self.recovery_read) > 0, 3.0, 2.0)
         return events_to(
             horizon,
             np.asarray(self.period, np.float64),
             np.asarray(self.mtbf, np.float64),
             np.asarray(self.restart, np.float64),
             np.asarray(self.active),
+            per_cycle=per_cycle,
+            per_failure=per_failure,
         )
 
     def __getitem__(self, index) -> Fleet:
@@ -861,15 +870,22 @@ def random_state(fleet: Fleet, key: jax.Array) -> State:
     return initial_state(fleet, phase=phase, remaining=remaining)
 
 
-def events_to(horizon, period, mtbf, restart, active) -> np.ndarray:
+def events_to(
+    horizon, period, mtbf, restart, active, *, per_cycle: ArrayLike = 2.0, per_failure: ArrayLike = 2.0
+) -> np.ndarray:
     """About how many events a fleet of jobs with solo periods T_i + d_i/f(1), MTBFs M_i
-    (inf: none) and restarts R_i steps up to the horizon H: two switches per solo cycle,
-    H / period_i cycles, plus a failure and a restart end per failure, about H / (M_i + R_i)
-    of them (docs/model.md §1c). (*B, N) arrays in, (*B,) out. An estimate for progress
-    bars and messages: simultaneous switches count once, and contention slows the cycles."""
+    (inf: none) and restarts R_i steps up to the horizon H, every kind in one count: H /
+    period_i cycles of ``per_cycle`` events each (the firing and the write end: 2; a
+    two-level checkpoint adds the snapshot's end), plus ``per_failure`` events for each of
+    about H / (M_i + R_i) failures (the failure and the restart's end: 2; a recovery read
+    adds its end) (docs/model.md §1c-§1e). (*B, N) arrays in (``per_cycle`` and
+    ``per_failure`` broadcast to them), (*B,) out. An estimate for budgets, progress bars
+    and messages: simultaneous switches count once, and contention slows the cycles."""
+    horizon = np.asarray(horizon, np.float64)[..., None]
     with np.errstate(all="ignore"):
-        cycles = np.sum(np.where(active, np.asarray(horizon, np.float64)[..., None] / period, 0.0), axis=-1)
-    return 2 * cycles + 2 * failures_to(horizon, mtbf, restart, active)
+        cycles = np.where(active, horizon / period, 0.0)
+        failures = np.where(active & np.isfinite(mtbf), horizon / (mtbf + restart), 0.0)
+    return np.sum(np.asarray(per_cycle) * cycles + np.asarray(per_failure) * failures, axis=-1)
 
 
 def failures_to(horizon, mtbf, restart, active) -> np.ndarray:

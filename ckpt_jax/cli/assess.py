@@ -72,6 +72,11 @@ def add_assess(subparsers) -> None:
         f"({QUICK['horizon_plain']:g} in a file of plain numbers); options given win",
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="run beyond the work budget, 1e10 job-events (events x jobs x runs), refused otherwise",
+    )
     add_devices(parser, shards=False)
     add_x64(parser)
     parser.add_argument(
@@ -441,6 +446,7 @@ def _assess(args) -> int:
 
     from .. import __version__, labelled
     from .._io import atomic_write, atomic_write_bytes
+    from .._plan import check_work, largest_count
     from ..assess import assess, timeline
     from . import _assess_figures as figures
     from ._design_figures import close
@@ -453,6 +459,14 @@ def _assess(args) -> int:
         f"{spec.events(settings['horizon']):.2g} events per run (each O(N)), {settings['draws']} draws"
     )
     fleet = spec.fleet(dtype=np.float64 if args.x64 else np.float32)
+    # The draws and the timeline's run, refused up front beyond the work budget unless --force.
+    check_work(
+        fleet.events(settings["horizon"]),
+        spec.n_jobs,
+        settings["draws"] + 1,
+        force=args.force,
+        size=largest_count(spec),
+    )
     groups = {name: [int(i) for i in np.flatnonzero(spec.labels == g)] for g, name in enumerate(spec.names)}
     key = seed_key(settings["seed"])
     started = time.perf_counter()

@@ -152,6 +152,11 @@ def add_design(subparsers) -> None:
         "one day) (options given win)",
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="run beyond the work budget, 1e10 job-events (events x jobs x runs), refused otherwise",
+    )
     add_devices(parser, shards=False)
     add_x64(parser)
     parser.add_argument(
@@ -1013,6 +1018,7 @@ def _design(args) -> int:
     import jax
 
     from .. import __version__
+    from .._plan import check_work, largest_count
     from ..design import checkpoint_intervals
     from ..files import atomic_write, atomic_write_bytes
     from . import _design_figures as figures
@@ -1037,6 +1043,8 @@ def _design(args) -> int:
     )
     dtype = np.float64 if args.x64 else np.float32
     fleet = spec.fleet(dtype=dtype)
+    runs = n_sets * settings["draws"] * settings["steps"]  # every step's runs, refused up front unless --force
+    check_work(fleet.events(settings["horizon"]), spec.n_jobs, runs, force=args.force, size=largest_count(spec))
     key = seed_key(settings["seed"])
     design_key, _ = jax.random.split(key)
     started = time.perf_counter()

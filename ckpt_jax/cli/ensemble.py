@@ -95,6 +95,11 @@ def add_ensemble(subparsers) -> None:
     )
     parser.add_argument("--restart", action="store_true", help="discard the chunks saved in DIR and start over")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="run beyond the work budget, 1e10 job-events (events x jobs x runs), refused otherwise",
+    )
     add_devices(parser)
     add_x64(parser)
     parser.add_argument(
@@ -354,9 +359,12 @@ def _fingerprint(path: Path) -> str | None:
 
 
 def _ensemble(args) -> int:
+    from .._plan import check_work
     from ..ensemble import LOCK, EnsembleBusyError, locked
 
     compute, write = _durations(args)
+    # Two events per job and cycle in each of --fleets runs, refused up front unless --force.
+    check_work(2 * args.jobs * (args.fires + 2), args.jobs, args.fleets, force=args.force, size="--jobs")
     out = Path(args.out)
     parameters = _ensemble_parameters(args, compute, write)
     # The lock is held from the first check to summary.json: no other run changes the

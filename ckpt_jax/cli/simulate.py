@@ -44,6 +44,11 @@ def add_simulate(subparsers) -> None:
     add_fleet_options(parser)
     _add_checkpoint_options(parser)
     parser.add_argument(
+        "--force",
+        action="store_true",
+        help="run beyond the work budget, 1e10 job-events (events x jobs x runs), refused otherwise",
+    )
+    parser.add_argument(
         "--fleet",
         type=Path,
         default=None,
@@ -278,6 +283,7 @@ def _simulate(args) -> int:
     import jax
 
     from .. import Fleet, SaveAt, __version__, describe_status, simulate
+    from .._plan import check_work, largest_count
     from ..analysis import writer_count
     from ..files import atomic_write, atomic_write_bytes
     from ..plotting import plot_trace
@@ -298,6 +304,9 @@ def _simulate(args) -> int:
     state = _initial_state(fleet, args.start, args.seed)
     # The jitter stream is derived apart from the launch key so the two are independent.
     jitter_key = jax.random.fold_in(seed_key(args.seed), 1)
+    events = 2 * n_jobs * (n_cycles + 2) if args.horizon is None else fleet.events(args.horizon)
+    size = "--jobs" if args.spec is None else largest_count(args.spec)
+    check_work(events, n_jobs, n_fleets, force=args.force, size=size)  # up front, unless --force
     work = n_fleets * n_jobs * n_cycles
     if args.horizon is not None:  # the horizon, not the trace's cycles, says how long the run is
         work = max(work, n_fleets * float(np.max(fleet.events(args.horizon))) / 2)
