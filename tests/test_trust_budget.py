@@ -45,6 +45,30 @@ def test_assess_refuses_such_a_horizon_naming_horizon_before_any_run():
         assess(_fleet(1e6), horizon=H, key=jax.random.key(0), n_draws=2)
 
 
+RARE = """
+throughput = "shared"
+
+[[groups]]
+count = 2
+size = 1
+write = 0.1
+mtbf = 1e6
+compute = 1.0
+"""
+
+
+@pytest.mark.parametrize("command", ["assess", "design"])
+def test_the_commands_refuse_such_a_horizon_naming_it_even_with_force(command, tmp_path, capsys):
+    # The event budget is a limit (--force lifts the work budget only), checked first.
+    path = tmp_path / "rare.toml"
+    path.write_text(RARE)
+    argv = [command, str(path), "--horizon", "1e10", "--no-progress", "--devices", "1", "--out", str(tmp_path / "o")]
+    for extra in ([], ["--force"]):
+        assert main(argv + extra) != 0
+        err = _error(capsys)
+        assert "horizon = 1e+10 cannot finish within the event budget" in err and "2147483647" in err, err
+
+
 def test_a_horizon_within_the_budget_is_not_refused():
     _plan.check_horizon_events(_fleet(1e6), 1e6)
     _plan.check_horizon_events(_fleet(1e3), 1e8)  # frequent failures: still about 2e8 events

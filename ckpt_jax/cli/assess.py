@@ -446,7 +446,7 @@ def _assess(args) -> int:
 
     from .. import __version__, labelled
     from .._io import atomic_write, atomic_write_bytes
-    from .._plan import check_work, largest_count
+    from .._plan import check_horizon_events, check_work, largest_count
     from ..assess import assess, timeline
     from . import _assess_figures as figures
     from ._design_figures import close
@@ -459,7 +459,8 @@ def _assess(args) -> int:
         f"{spec.events(settings['horizon']):.2g} events per run (each O(N)), {settings['draws']} draws"
     )
     fleet = spec.fleet(dtype=np.float64 if args.x64 else np.float32)
-    # The draws and the timeline's run, refused up front beyond the work budget unless --force.
+    # The event budget (a limit), then the work of the draws and the timeline's run (unless --force).
+    check_horizon_events(fleet, settings["horizon"], name="horizon")
     check_work(
         fleet.events(settings["horizon"]),
         spec.n_jobs,

@@ -1018,7 +1018,7 @@ def _design(args) -> int:
     import jax
 
     from .. import __version__
-    from .._plan import check_work, largest_count
+    from .._plan import check_horizon_events, check_work, largest_count
     from ..design import checkpoint_intervals
     from ..files import atomic_write, atomic_write_bytes
     from . import _design_figures as figures
@@ -1043,6 +1043,7 @@ def _design(args) -> int:
     )
     dtype = np.float64 if args.x64 else np.float32
     fleet = spec.fleet(dtype=dtype)
+    check_horizon_events(fleet, settings["horizon"], name="horizon")  # the event budget: a limit
     runs = n_sets * settings["draws"] * settings["steps"]  # every step's runs, refused up front unless --force
     check_work(fleet.events(settings["horizon"]), spec.n_jobs, runs, force=args.force, size=largest_count(spec))
     key = seed_key(settings["seed"])

@@ -283,7 +283,7 @@ def _simulate(args) -> int:
     import jax
 
     from .. import Fleet, SaveAt, __version__, describe_status, simulate
-    from .._plan import check_work, largest_count
+    from .._plan import check_horizon_events, check_work, largest_count
     from ..analysis import writer_count
     from ..files import atomic_write, atomic_write_bytes
     from ..plotting import plot_trace
@@ -304,6 +304,8 @@ def _simulate(args) -> int:
     state = _initial_state(fleet, args.start, args.seed)
     # The jitter stream is derived apart from the launch key so the two are independent.
     jitter_key = jax.random.fold_in(seed_key(args.seed), 1)
+    if args.horizon is not None:  # the event budget first: a limit, which --force does not lift
+        check_horizon_events(fleet, args.horizon, args.jitter if args.jitter > 0 else None, name="horizon")
     events = 2 * n_jobs * (n_cycles + 2) if args.horizon is None else fleet.events(args.horizon)
     size = "--jobs" if args.spec is None else largest_count(args.spec)
     check_work(events, n_jobs, n_fleets, force=args.force, size=size)  # up front, unless --force
