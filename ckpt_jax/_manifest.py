@@ -1,5 +1,6 @@
 """The manifest of a saved ensemble (`ckpt_jax.ensemble`): what its chunks are results of,
-as canonical JSON values with a fingerprint, and how a saved manifest differs from a run's."""
+as canonical JSON values with a fingerprint, how a saved manifest differs from a run's, and
+the content hash of each chunk saved (`HASHES`, `content_hash`)."""
 
 from __future__ import annotations
 
@@ -11,11 +12,26 @@ import numpy as np
 
 from ._observe import SaveAt
 
-__all__ = ["FORMAT", "RESULT_OPTIONS", "manifest", "differences", "jsonable", "key_description"]
+__all__ = [
+    "FORMAT",
+    "HASHES",
+    "RESULT_OPTIONS",
+    "manifest",
+    "differences",
+    "jsonable",
+    "key_description",
+    "content_hash",
+    "recorded_hashes",
+]
 
 FORMAT = "ckpt_jax.ensemble/1"
 # simulate options that decide the results.
 RESULT_OPTIONS = ("max_events", "queue_size", "method")
+# The manifest's record of each chunk file's content (`content_hash`), by chunk index, None
+# where no chunk is saved yet. It grows as the chunks are saved, so it is no part of the
+# fingerprint (what the chunks are results of); manifests saved before it lack it.
+HASHES = "chunk_sha256"
+_NOT_FIELDS = ("format", "fingerprint", HASHES)
 
 
 def manifest(n_fleets, chunk_size, n_fires, jitter, key, options, chunk_config, config, save=None) -> dict:
@@ -53,7 +69,7 @@ def check_saved(saved: dict) -> str | None:
         value = saved.get(name)
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             return f"{name} must be an integer >= 1, got {value!r}"
-    fields = {name: value for name, value in saved.items() if name not in ("format", "fingerprint")}
+    fields = {name: value for name, value in saved.items() if name not in _NOT_FIELDS}
     if saved.get("fingerprint") != _fingerprint(fields):
         return "its fields do not match its fingerprint (edited after the run?)"
     return None
@@ -70,7 +86,7 @@ def differences(saved: dict, current: dict) -> list:
     for name in names:
         value = current.get(name, defaults.get(name))
         old = saved.get(name, defaults.get(name))
-        if name in ("format", "fingerprint") or canonical(old) == canonical(value):
+        if name in _NOT_FIELDS or canonical(old) == canonical(value):
             continue
         if isinstance(old, dict) and isinstance(value, dict):
             for item in sorted(set(old) | set(value)):
@@ -121,3 +137,35 @@ def array_description(value):
 
 def key_description(key):
     return {"impl": str(jax.random.key_impl(key)), "data": array_description(jax.random.key_data(key))}
+
+
+def content_hash(arrays: dict) -> str:
+    """The SHA-256 of a chunk file's content: every array (name, dtype, shape and bytes),
+    in name order. Any number edited, an array added, removed, renamed or retyped changes it;
+    the file's zip metadata (times, compression) does not enter it."""
+    digest = hashlib.sha256()
+    for name in sorted(arrays):
+        value = np.ascontiguousarray(arrays[name])
+        digest.update(json.dumps([name, value.dtype.str, list(value.shape)]).encode())
+        digest.update(value.tobytes())
+    return digest.hexdigest()
+
+
+def recorded_hashes(saved: dict, n_chunks: int) -> list | None:
+    """The content hashes a saved manifest records, one per chunk (None where that chunk is
+    not recorded), or None where it records none (saved before chunk hashes existed).
+
+    Raises:
+      ValueError: the record is not a list of ``n_chunks`` hexadecimal SHA-256 strings or nulls.
+    """
+    if HASHES not in saved:
+        return None
+    hashes = saved[HASHES]
+    if not isinstance(hashes, list) or len(hashes) != n_chunks:
+        raise ValueError(f"{HASHES} must be a list of {n_chunks} chunk hashes, got {short(hashes)}")
+    for value in hashes:
+        if value is not None and not (
+            isinstance(value, str) and len(value) == 64 and all(c in "0123456789abcdef" for c in value)
+        ):
+            raise ValueError(f"{HASHES} must hold SHA-256 hex digests or null, got {short(value)}")
+    return list(hashes)

@@ -8,7 +8,12 @@ computes only the rest: nothing is lost and nothing is counted twice. ``manifest
 records what the chunks are results of; resuming a different ensemble into the same
 directory raises `EnsembleMismatchError` (a `ValueError`) rather than mixing results. Each
 chunk file records its chunk index and the manifest's fingerprint: a chunk file renamed,
-swapped with another or copied in from another ensemble is recomputed, with a warning.
+swapped with another or copied in from another ensemble is recomputed, with a warning. The
+manifest records each chunk file's content hash (``chunk_sha256``, `_manifest.content_hash`),
+written just after the chunk: a chunk whose content differs (a number edited after it was
+saved) or that the manifest does not record (a run stopped between the two writes) is
+recomputed, with a warning. A manifest saved before these hashes has its chunks loaded
+unchecked, with a warning, and their hashes recorded.
 
 ``save`` (a `ckpt_jax.SaveAt`) picks what each chunk's run records, as for `simulate`: with
 ``SaveAt(trace=False, writers=True, gaps=True, jobs=True)`` no (B, N, K) trace exists and
@@ -410,10 +415,24 @@ def _run(
     """`run_ensemble` after its checks, holding ``out``'s lock."""
     bounds = chunk_bounds(n_fleets, chunk_size)
     chunks: list = [None] * len(bounds)
+    hashes: list = [None] * len(bounds)
     if out is not None:
-        _prepare(out, manifest, resume)
+        recorded = _prepare(out, manifest, resume, len(bounds))
         for index, (start, stop) in enumerate(bounds):
-            chunks[index] = _load_chunk(out / _chunk_name(index), stop - start, index, manifest["fingerprint"])
+            expected = _UNCHECKED if recorded is None else recorded[index]
+            loaded = _load_chunk(out / _chunk_name(index), stop - start, index, manifest["fingerprint"], expected)
+            if loaded is not None:
+                chunks[index], hashes[index] = loaded
+        if recorded is None or hashes != recorded:
+            if recorded is None and any(chunk is not None for chunk in chunks):
+                warnings.warn(
+                    f"{out / MANIFEST} records no content hashes of its chunks (saved by an older version): "
+                    f"its {sum(chunk is not None for chunk in chunks)} chunks are loaded unchecked, and their "
+                    "hashes are recorded from now on",
+                    RuntimeWarning,
+                    stacklevel=3,
+                )
+            _write_manifest(out, manifest, hashes)  # the chunks recomputed below are recorded as they come
     n_loaded = sum(chunk is not None for chunk in chunks)
 
     from ._progress import progress_bar
@@ -430,10 +449,12 @@ def _run(
             chunk = _run_chunk(make_chunk, start, stop, chunk_size, n_fires, key, jitter, reduce, options, save)
             if out is not None:
                 tags = {"chunk_index": np.int64(index), "fingerprint": np.str_(manifest["fingerprint"])}
-                atomic_write(
-                    out / _chunk_name(index),
-                    lambda handle, arrays=chunk, tags=tags: _write_npz(handle, {**arrays, **tags}),
-                )
+                content = {**chunk, **tags}
+                atomic_write(out / _chunk_name(index), lambda handle, content=content: _write_npz(handle, content))
+                # The file first, then its hash: a run stopped in between leaves a chunk the
+                # manifest does not vouch for, which the next run recomputes.
+                hashes[index] = _manifest.content_hash(content)
+                _write_manifest(out, manifest, hashes)
             chunks[index] = chunk
             n_bad += int(np.sum(~chunk["ok"]))
             bar.update(stop - start)
@@ -546,10 +567,16 @@ def _write_npz(handle, arrays: dict) -> None:
                 np.lib.format.write_array(member, np.asanyarray(value), allow_pickle=False)
 
 
-def _load_chunk(path: Path, size: int, index: int, fingerprint: str) -> dict | None:
-    """Chunk ``index``'s saved arrays, or None if it must be computed: the file is missing,
-    unreadable (then removed), of the wrong size, or another chunk's or another ensemble's
-    (then left for the recomputed chunk to overwrite)."""
+# `_load_chunk`'s ``expected`` for a manifest saved before chunk hashes: nothing to check.
+_UNCHECKED = object()
+
+
+def _load_chunk(path: Path, size: int, index: int, fingerprint: str, expected: object = _UNCHECKED) -> tuple | None:
+    """Chunk ``index``'s saved arrays and the content hash of its file, or None if it must be
+    computed: the file is missing, unreadable (then removed), of the wrong size, another
+    chunk's or another ensemble's, or not the content the manifest recorded for it, ``expected``
+    (`_manifest.content_hash`; None: none recorded; `_UNCHECKED`: a manifest saved before
+    chunk hashes) (then left for the recomputed chunk to overwrite)."""
     if not path.exists():
         return None
     try:
@@ -559,12 +586,28 @@ def _load_chunk(path: Path, size: int, index: int, fingerprint: str) -> dict | N
         warnings.warn(f"{path} is unreadable ({err}); recomputing that chunk", RuntimeWarning, stacklevel=4)
         path.unlink()
         return None
+    digest = _manifest.content_hash(arrays)
     tags = {name: arrays.pop(name) for name in _TAGS if name in arrays}
     problem = chunk_problem(tags, {name: value.shape for name, value in arrays.items()}, size, index, fingerprint)
+    if problem is None and expected is not _UNCHECKED:
+        problem = hash_problem(digest, expected)
     if problem is not None:
         warnings.warn(f"{path} {problem}; recomputing that chunk", RuntimeWarning, stacklevel=4)
         return None
-    return arrays
+    return arrays, digest
+
+
+def hash_problem(digest: str, expected: object) -> str | None:
+    """Why a chunk file whose content hashes to ``digest`` is not the one the manifest
+    recorded, ``expected`` (None: none recorded), in words, or None when it is."""
+    if expected is None:
+        return f"is not recorded in {MANIFEST} (a run stopped between saving it and recording it?)"
+    if digest != expected:
+        return (
+            f"does not match the content hash {MANIFEST} records for it (sha256 {digest[:12]}..., "
+            f"not {str(expected)[:12]}...: edited after it was saved?)"
+        )
+    return None
 
 
 def chunk_problem(tags: dict, shapes: dict, size: int, index: int, fingerprint: str) -> str | None:
@@ -658,8 +701,11 @@ def _strays(out: Path) -> list:
     return [*out.glob(f".{MANIFEST}.*.tmp"), *out.glob(".chunk-*.npz.*.tmp")]
 
 
-def _prepare(out: Path, manifest: dict, resume: bool) -> None:
-    """Creates ``out``, removes stray temporary files, checks or writes the manifest."""
+def _prepare(out: Path, manifest: dict, resume: bool, n_chunks: int) -> list | None:
+    """Creates ``out``, removes stray temporary files, checks or writes the manifest.
+
+    Returns the content hashes of the chunks the saved manifest records (None where that
+    chunk is not recorded), or None for a manifest saved before chunk hashes."""
     out.mkdir(parents=True, exist_ok=True)
     check_files(out)
     for stray in _strays(out):
@@ -683,12 +729,25 @@ def _prepare(out: Path, manifest: dict, resume: bool) -> None:
                 out,
                 differences,
             )
-        return
+        try:
+            return _manifest.recorded_hashes(saved, n_chunks)
+        except ValueError as err:
+            raise EnsembleMismatchError(
+                f"{path} is unreadable ({err}); rerun with resume=False to start over", out
+            ) from None
     elif any(out.glob("chunk-*.npz")):
         raise EnsembleMismatchError(
             f"{out} holds chunk files but no {MANIFEST}; rerun with resume=False to discard them", out
         )
-    atomic_write(path, lambda handle: handle.write((json.dumps(manifest, indent=2) + "\n").encode()))
+    hashes = [None] * n_chunks
+    _write_manifest(out, manifest, hashes)
+    return hashes
+
+
+def _write_manifest(out: Path, manifest: dict, hashes: list) -> None:
+    """Writes ``manifest`` with the chunks' content hashes (`_manifest.HASHES`), atomically."""
+    text = json.dumps({**manifest, _manifest.HASHES: hashes}, indent=2) + "\n"
+    atomic_write(out / MANIFEST, lambda handle: handle.write(text.encode()))
 
 
 def _typed_key(key, name: str) -> jax.Array:
@@ -757,8 +816,10 @@ def open_ensemble(path, *, lazy: bool | None = None, groups=None):
     arrays `run_ensemble` returns.
 
     Nothing is written, locked or recomputed: every chunk file is checked (its chunk index
-    and the manifest's fingerprint, its number of fleets) and a missing or foreign one
-    raises, naming it. Reading while a run writes is safe (chunk files appear whole).
+    and the manifest's fingerprint, its number of fleets, and its content against the hash
+    the manifest records, when it is read) and a missing, foreign or edited one raises,
+    naming it. A manifest saved before chunk hashes is read with a warning that its chunks
+    are unchecked. Reading while a run writes is safe (chunk files appear whole).
 
     Args:
       path: the ensemble's folder (``manifest.json`` and ``chunk-*.npz``).
@@ -774,8 +835,9 @@ def open_ensemble(path, *, lazy: bool | None = None, groups=None):
     Raises:
       ImportError: xarray is missing (or dask, with ``lazy=True``).
       FileNotFoundError: no ``manifest.json`` in ``path``.
-      ValueError: an unreadable manifest, or a chunk missing, unreadable or not this
-        ensemble's (rerun the ensemble to complete it).
+      ValueError: an unreadable manifest, or a chunk missing, unreadable, not this
+        ensemble's, or not the content the manifest records for it (rerun the ensemble to
+        complete it; lazily, raised where the chunk is read).
     """
     require_xarray()
     if lazy is not None and not isinstance(lazy, bool):
@@ -802,36 +864,62 @@ def open_ensemble(path, *, lazy: bool | None = None, groups=None):
         raise ValueError(f"{out / MANIFEST} cannot be trusted: {problem}")
     bounds = chunk_bounds(manifest["n_fleets"], manifest["chunk_size"])
     fingerprint = str(manifest["fingerprint"])
+    try:
+        hashes = _manifest.recorded_hashes(manifest, len(bounds))
+    except ValueError as err:
+        raise ValueError(f"{out / MANIFEST} cannot be trusted: {err}") from None
+    if hashes is None:
+        warnings.warn(
+            f"{out / MANIFEST} records no content hashes of its chunks (saved by an older version): they are "
+            "read unchecked; rerun the ensemble (it resumes, computing nothing) to record them",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+    manifest = {name: value for name, value in manifest.items() if name != _manifest.HASHES}
     headers = [_chunk_header(out, index, stop - start, fingerprint) for index, (start, stop) in enumerate(bounds)]
     layout = {name: (shape[1:], dtype) for name, (shape, dtype) in headers[0].items()}
     for index, header in enumerate(headers):
         if {name: (shape[1:], dtype) for name, (shape, dtype) in header.items()} != layout:
             raise ValueError(f"{out / _chunk_name(index)} holds other arrays than {out / _chunk_name(0)}")
+    expected = [_UNCHECKED] * len(bounds) if hashes is None else hashes
+    for index, digest in enumerate(expected):
+        if digest is None:  # before reading anything: the manifest does not vouch for this chunk
+            raise ValueError(f"{out / _chunk_name(index)} {hash_problem('', None)}: rerun the ensemble")
     if dask is not None:
+        # One read of each chunk file, checked against its hash, shared by its arrays.
+        read = [dask.delayed(_read_chunk)(out / _chunk_name(index), digest) for index, digest in enumerate(expected)]
         arrays = {}
         for name, (rest, dtype) in layout.items():
             parts = [
-                dask.array.from_delayed(
-                    dask.delayed(_read_member)(out / _chunk_name(index), name), (stop - start,) + rest, dtype
-                )
+                dask.array.from_delayed(read[index][name], (stop - start,) + rest, dtype)
                 for index, (start, stop) in enumerate(bounds)
             ]
             arrays[name] = dask.array.concatenate(parts)
     else:
         arrays = {name: [] for name in layout}
-        for index in range(len(bounds)):
-            with np.load(out / _chunk_name(index), allow_pickle=False) as npz:
-                for name in layout:
-                    arrays[name].append(npz[name])
+        for index, digest in enumerate(expected):
+            chunk = _read_chunk(out / _chunk_name(index), digest)
+            for name in layout:
+                arrays[name].append(chunk[name])
         arrays = {name: np.concatenate(parts) for name, parts in arrays.items()}
     ok, status = arrays.pop("ok"), arrays.pop("status")
     result = EnsembleResult(arrays, ok, status, 0, len(bounds), fingerprint, manifest)
     return ensemble_dataset(result, groups=groups)
 
 
-def _read_member(path: Path, name: str) -> np.ndarray:
-    with np.load(path, allow_pickle=False) as npz:
-        return npz[name]
+def _read_chunk(path: Path, expected) -> dict:
+    """Every array of a chunk file, its content checked against ``expected`` (the hash the
+    manifest records; `_UNCHECKED`: none to check); raises `ValueError` where it differs."""
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            arrays = {name: npz[name] for name in npz.files}
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:
+        raise ValueError(f"{path} is unreadable ({err})") from None
+    if expected is not _UNCHECKED:
+        problem = hash_problem(_manifest.content_hash(arrays), expected)
+        if problem is not None:
+            raise ValueError(f"{path} {problem}: rerun the ensemble to recompute it")
+    return arrays
 
 
 def _chunk_header(out: Path, index: int, size: int, fingerprint: str) -> dict:

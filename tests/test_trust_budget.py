@@ -3,6 +3,7 @@ and a work budget (events x jobs x runs) that a command passes only with ``--for
 saved ensemble's chunks checked against the content hashes its manifest records."""
 
 import jax
+import numpy as np
 import pytest
 
 import ckpt_jax as cj
@@ -159,3 +160,132 @@ def test_force_is_an_option_of_every_command_that_runs_fleets():
     ):
         assert parser.parse_args([*argv, "--force"]).force is True
         assert parser.parse_args(argv).force is False
+
+
+# -- saved ensembles: each chunk's content hash in the manifest, checked on load
+
+N_JOBS, N_FIRES, N_FLEETS, CHUNK = 2, 3, 4, 2  # two chunks of two fleets
+
+
+def _launches():
+    return cj.ensemble.random_launches(np.full(N_JOBS, 0.8), np.full(N_JOBS, 0.2), key=jax.random.key(3))
+
+
+def _run(out, **kwargs):
+    return cj.ensemble.run_ensemble(_launches(), N_FLEETS, N_FIRES, chunk_size=CHUNK, out_dir=out, **kwargs)
+
+
+def _edit_a_number(path):
+    """Changes one number of a chunk file as a user would: load it, edit, save it again."""
+    from ckpt_jax.ensemble import _write_npz
+
+    with np.load(path, allow_pickle=False) as npz:
+        arrays = {name: npz[name] for name in npz.files}
+    arrays["end_times"] = arrays["end_times"].copy()
+    arrays["end_times"][1, 0, 0] += 0.125
+    with open(path, "wb") as handle:
+        _write_npz(handle, arrays)
+
+
+def _read_manifest(out):
+    import json
+
+    return json.loads((out / cj.ensemble.MANIFEST).read_text())
+
+
+def _set_manifest(out, manifest):
+    import json
+
+    (out / cj.ensemble.MANIFEST).write_text(json.dumps(manifest, indent=2))
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory):
+    out = tmp_path_factory.mktemp("ensemble")
+    return out, _run(out)
+
+
+def _copy(saved, tmp_path):
+    import shutil
+
+    out, result = saved
+    shutil.copytree(out, tmp_path / "copy")
+    return tmp_path / "copy", result
+
+
+def test_the_manifest_records_each_chunks_content_hash(saved):
+    from ckpt_jax import _manifest as manifests
+
+    out, result = saved
+    hashes = _read_manifest(out)[manifests.HASHES]
+    assert len(hashes) == 2 and all(isinstance(h, str) and len(h) == 64 for h in hashes)
+    with np.load(out / "chunk-000001.npz") as npz:
+        assert hashes[1] == manifests.content_hash({name: npz[name] for name in npz.files})
+    assert manifests.HASHES not in result.manifest  # what the arrays are results of, not the record
+
+
+@pytest.mark.parametrize("lazy", [False, True])
+def test_a_number_edited_in_a_saved_chunk_is_refused_by_open_ensemble(saved, tmp_path, lazy):
+    out, result = _copy(saved, tmp_path)
+    np.testing.assert_array_equal(cj.open_ensemble(out, lazy=lazy).end_times.values, result.arrays["end_times"])
+    _edit_a_number(out / "chunk-000001.npz")
+    with pytest.raises(ValueError, match=r"chunk-000001\.npz does not match the content hash manifest\.json"):
+        cj.open_ensemble(out, lazy=lazy).end_times.values  # noqa: B018  (lazily: read here)
+
+
+def test_a_resume_recomputes_an_edited_chunk(saved, tmp_path):
+    out, result = _copy(saved, tmp_path)
+    _edit_a_number(out / "chunk-000001.npz")
+    with pytest.warns(RuntimeWarning, match=r"chunk-000001\.npz does not match the content hash"):
+        again = _run(out)
+    assert (again.n_loaded, again.n_computed) == (1, 1)
+    np.testing.assert_array_equal(again.arrays["end_times"], result.arrays["end_times"])
+    assert _read_manifest(out) == _read_manifest(saved[0])  # the recomputed chunk's hash recorded again
+    cj.open_ensemble(out)  # and read back
+
+
+def test_a_chunk_saved_but_not_yet_recorded_is_recomputed_on_resume(saved, tmp_path):
+    # A run stopped between saving a chunk and recording its hash.
+    from ckpt_jax import _manifest as manifests
+
+    out, result = _copy(saved, tmp_path)
+    manifest = _read_manifest(out)
+    manifest[manifests.HASHES][1] = None
+    _set_manifest(out, manifest)
+    with pytest.raises(ValueError, match=r"chunk-000001\.npz is not recorded in manifest\.json"):
+        cj.open_ensemble(out)
+    with pytest.warns(RuntimeWarning, match=r"chunk-000001\.npz is not recorded in manifest\.json"):
+        again = _run(out)
+    assert (again.n_loaded, again.n_computed) == (1, 1)
+    np.testing.assert_array_equal(again.arrays["end_times"], result.arrays["end_times"])
+    assert _read_manifest(out) == _read_manifest(saved[0])
+
+
+def test_an_ensemble_saved_before_chunk_hashes_loads_with_a_warning(saved, tmp_path):
+    from ckpt_jax import _manifest as manifests
+
+    out, result = _copy(saved, tmp_path)
+    manifest = _read_manifest(out)
+    del manifest[manifests.HASHES]
+    _set_manifest(out, manifest)
+    with pytest.warns(RuntimeWarning, match="records no content hashes of its chunks.*read unchecked"):
+        ds = cj.open_ensemble(out)
+    np.testing.assert_array_equal(ds.end_times.values, result.arrays["end_times"])
+    # A resume loads its chunks unchecked, once, and records their hashes.
+    with pytest.warns(RuntimeWarning, match="records no content hashes of its chunks.*loaded unchecked"):
+        again = _run(out)
+    assert (again.n_loaded, again.n_computed) == (2, 0)
+    assert _read_manifest(out) == _read_manifest(saved[0])
+
+
+def test_a_malformed_hash_record_is_refused(saved, tmp_path):
+    from ckpt_jax import _manifest as manifests
+
+    out, _ = _copy(saved, tmp_path)
+    manifest = _read_manifest(out)
+    manifest[manifests.HASHES] = ["0" * 64]
+    _set_manifest(out, manifest)
+    with pytest.raises(ValueError, match=r"cannot be trusted: chunk_sha256 must be a list of 2 chunk hashes"):
+        cj.open_ensemble(out)
+    with pytest.raises(cj.ensemble.EnsembleMismatchError, match="chunk_sha256 must be a list of 2"):
+        _run(out)
