@@ -53,13 +53,22 @@ from pathlib import Path
 import numpy as np
 
 from .._estimate import mean_ci
-from ._common import SEED_KEY_TEXT, CliError, add_devices, add_x64, integer, real, report_devices, seed_key
+from ._common import SEED_KEY_TEXT, CliError, add_devices, add_x64, integer, report_devices, seed_key
+from ._options import (
+    HORIZON_FROM_FILE,
+    QUICK_HORIZON_TEXT,
+    add_horizon,
+    add_no_progress,
+    add_out,
+    add_quick,
+    add_seed,
+    horizon_argument,
+    run_horizon,
+)
 
-# --quick: a small run that shows every output in well under a minute on a laptop CPU.
-QUICK = {"steps": 8, "draws": 4, "pairs": 2, "horizon_max": 200.0}
-# In a file with units the horizon is in seconds, where 200 would end before the first
-# checkpoint of a job that checkpoints every few minutes: --quick takes one day there.
-QUICK_HORIZON_UNITS = 86400.0
+# --quick: a small run that shows every output in well under a minute on a laptop CPU (and
+# the horizon capped at one day, 200 in a file of plain numbers: `_options.run_horizon`).
+QUICK = {"steps": 8, "draws": 4, "pairs": 2}
 
 # The methods of `cj.design.checkpoint_intervals` (its METHODS; not imported, to keep --help light).
 METHODS = ("search", "adam")
@@ -81,8 +90,6 @@ FILES = ["design.json", "report.md", "objective.png", "waste_by_group.png", "sch
 
 
 def add_design(subparsers) -> None:
-    from ..fleetfile import SEED_MAX
-
     parser = subparsers.add_parser(
         "design",
         help="design checkpoint intervals for the fleet of a fleet file",
@@ -115,20 +122,8 @@ def add_design(subparsers) -> None:
         metavar="P",
         help="antithetic directions per step (default: [design].pairs, else 4)",
     )
-    parser.add_argument(
-        "--horizon",
-        type=real(positive=True),
-        default=None,
-        metavar="H",
-        help="time over which waste is measured, in seconds in a file with units "
-        "(default: [design].horizon, else 1000, or a week in a file with units)",
-    )
-    parser.add_argument(
-        "--seed",
-        type=integer(0, SEED_MAX),
-        default=None,
-        help="PRNG seed for every draw (default: [design].seed, else 0)",
-    )
+    add_horizon(parser, HORIZON_FROM_FILE)
+    add_seed(parser, default=None)
     parser.add_argument(
         "--offsets",
         action="store_const",
@@ -144,19 +139,15 @@ def add_design(subparsers) -> None:
         "best of the baselines and the file's intervals (default); adam: optax.adam on a smoothed gradient "
         "(--pairs directions per step)",
     )
-    parser.add_argument(
-        "--quick",
-        action="store_true",
-        help=f"a small fast run: {QUICK['steps']} steps, {QUICK['draws']} draws, "
-        f"{QUICK['pairs']} pairs, horizon at most {QUICK['horizon_max']:g} (in a file with units: "
-        "one day) (options given win)",
+    add_quick(
+        parser,
+        f"{QUICK['steps']} steps, {QUICK['draws']} draws, {QUICK['pairs']} pairs, {QUICK_HORIZON_TEXT}; "
+        "options given win",
     )
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_no_progress(parser)
     add_devices(parser, shards=False)
     add_x64(parser)
-    parser.add_argument(
-        "--out", type=Path, required=True, metavar="DIR", help="output directory, created if missing (required)"
-    )
+    add_out(parser)
     parser.set_defaults(run=_design, check=_check, resumes=False)
 
 
@@ -170,15 +161,11 @@ def settings_for(args, spec) -> dict:
             return option
         return QUICK[key] if quick else getattr(file, key)
 
-    quick_horizon = QUICK["horizon_max"] if spec.time_unit is None else QUICK_HORIZON_UNITS
-    horizon = (
-        args.horizon if args.horizon is not None else (min(file.horizon, quick_horizon) if quick else file.horizon)
-    )
     return {
         "steps": pick(args.steps, "steps"),
         "draws": pick(args.draws, "draws"),
         "pairs": pick(args.pairs, "pairs"),
-        "horizon": horizon,
+        "horizon": run_horizon(args.horizon, spec, quick),
         "seed": args.seed if args.seed is not None else file.seed,
         "launch": file.launch,
         "offsets": args.offsets if args.offsets is not None else file.offsets,
@@ -450,7 +437,7 @@ def rerun_command(spec, settings: dict, summary: dict, out) -> str:
     if not summary.get("converged", summary["stopped_early"]):
         parts += ["--steps", str(2 * settings["steps"])]
     if settings["horizon"] != file.horizon:
-        parts += ["--horizon", f"{settings['horizon']:g}"]
+        parts += ["--horizon", horizon_argument(spec, settings["horizon"])]
     if settings["seed"] != file.seed:
         parts += ["--seed", str(settings["seed"])]
     if settings["offsets"] and not file.offsets:

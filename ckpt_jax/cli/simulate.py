@@ -29,6 +29,7 @@ from ._common import (
     report_devices,
     seed_key,
 )
+from ._options import add_horizon, add_no_progress, add_out, add_seed, horizon_value
 
 
 def add_simulate(subparsers) -> None:
@@ -53,14 +54,8 @@ def add_simulate(subparsers) -> None:
         "that describe the fleet (--jobs, --compute, --write, --cap, ...)",
     )
     _mark_defaults(parser)
-    parser.add_argument(
-        "--horizon",
-        type=real(positive=True),
-        default=None,
-        metavar="H",
-        help="stop every fleet at t = H; --cycles then only sizes the trace (default: "
-        "none; with --fleet, whose jobs fail, the file's [design].horizon)",
-    )
+    # Every fleet stops at t = H; --cycles then only sizes the trace.
+    add_horizon(parser, "none: K cycles; with --fleet, whose jobs fail, the file's [design].horizon")
     parser.add_argument(
         "--cycles",
         type=integer(1),
@@ -82,11 +77,11 @@ def add_simulate(subparsers) -> None:
         help="random: uniform cycle positions; sync: all start computing "
         "together; stagger: evenly spaced cycle positions (default: %(default)s)",
     )
+    add_seed(parser, default=None)
+    add_no_progress(parser)
     add_devices(parser)
     add_x64(parser)
-    parser.add_argument(
-        "--out", type=Path, required=True, metavar="DIR", help="output directory, created if missing (required)"
-    )
+    add_out(parser)
     parser.set_defaults(run=_simulate, check=_check, resumes=False)
 
 
@@ -189,11 +184,19 @@ def _check(args) -> None:
 
         args.spec = load(args.fleet, dtype=np.float64 if args.x64 else np.float32)
         args.jobs = args.spec.n_jobs
+        if args.seed is None:
+            args.seed = args.spec.design.seed
         if args.horizon is None:
             # Failures abandon writes, so a run of K completed cycles per job has no bound:
             # a fleet file's run stops at a horizon.
             args.horizon = args.spec.design.horizon
+        else:
+            args.horizon = horizon_value(args.horizon, args.spec.time_unit)
         return
+    if args.seed is None:
+        args.seed = 0
+    if args.horizon is not None:
+        args.horizon = horizon_value(args.horizon, None, fleet_file=False)
     check_period(args.compute, args.write)
     if args.snapshot is not None and args.async_fraction > 0:
         raise CliError(
@@ -313,7 +316,7 @@ def _simulate(args) -> int:
         n_cycles,
         jitter=args.jitter if args.jitter > 0 else None,
         key=jitter_key,
-        progress=work >= PROGRESS_WORK,
+        progress=not args.no_progress and work >= PROGRESS_WORK,
         devices=devices,
         until=args.horizon,
         # A fleet file's jobs fail: keep each job's failures and time down for the figure.
