@@ -791,6 +791,19 @@ def _candidates(fleet, candidates, init, n_jobs: int) -> dict:
     return checked
 
 
+def _within_horizon(bounds, horizon: float) -> tuple[np.ndarray, np.ndarray]:
+    """``bounds`` (lo, hi) held at or under the horizon H: hi becomes min(hi, H), and a range
+    lying wholly at or beyond H keeps its width (the ratio hi / lo) below H, so that
+    (lo, hi) = (10 Young, 1000 Young) with H far shorter becomes (H / 100, H).
+
+    An interval longer than H completes no checkpoint before H from a synchronous launch,
+    so it wastes the whole run: a very reliable job with a large checkpoint (a Young
+    interval of years) must not be designed at one over a horizon of a day."""
+    lo, hi = (np.asarray(bound, np.float64) for bound in bounds)
+    top = np.minimum(hi, horizon)
+    return np.where(lo < top, lo, top * (lo / hi)), top
+
+
 def _group_start(intervals, labels, bounds) -> np.ndarray:
     """(G,) log of each group's geometric-mean interval, clipped into its bounds."""
     n_groups = int(labels.max()) + 1
@@ -855,6 +868,8 @@ def checkpoint_intervals(
       fleet: a single `Fleet` (batch shape ()) with ``mtbf``; its ``compute`` is ignored.
       bounds: (lo, hi), 0 < lo < hi finite: the range of the intervals; each a number
         (every job) or an (N,) array (per job; the jobs of a group must share their bounds).
+        The range is held at or under the horizon (`_within_horizon`): an interval longer
+        than H completes no checkpoint before H, so it can only waste the whole run.
       horizon: H > 0, the time over which waste is measured.
       n_draws: S >= 1 failure draws per step (``"adam"``: shared by the step's population;
         ``"search"``: the same S draws at every step).
@@ -882,7 +897,9 @@ def checkpoint_intervals(
         (``"search"``) and to weigh the design against (e.g. the intervals in use today).
       rtol: the search's finest move, a factor 1 + rtol on an interval (``"search"``).
       fallback: recommend a baseline or candidate that beats the design outside the noise
-        (the best such set whose intervals lie inside the bounds).
+        (the best such set with one interval per group; a baseline also inside the bounds,
+        while a candidate, the caller's own set such as the intervals in use, is taken
+        wherever it lies).
 
     Returns:
       A `DesignResult`. A `RuntimeWarning` says why when the objective was flat (every
@@ -920,6 +937,9 @@ def checkpoint_intervals(
                 f"init must lie inside the bounds: job {job} starts at {start[job]:g}, outside "
                 f"[{lo[job]:g}, {hi[job]:g}]"
             )
+
+    job_bounds = _within_horizon(job_bounds, settings["horizon"])
+    settings["bounds"] = _within_horizon(settings["bounds"], settings["horizon"])
 
     train_key, eval_key, calibration_key = jax.random.split(key, 3)
     bar = None
@@ -992,14 +1012,18 @@ def checkpoint_intervals(
     searched, chosen = intervals, None
     if fallback:
         waste = evaluation.fleet_waste
-        # Only sets the design could have been: inside the bounds (the caller's range of
-        # allowed intervals) and one interval per group.
+        # Only sets the design could have been: one interval per group, and a baseline
+        # inside the bounds (the caller's range of allowed intervals); a candidate is the
+        # caller's own set (the intervals in use), never worse to recommend than a design
+        # it beats outside the noise, wherever it lies.
         labels = settings["labels"]
         _, first_job = np.unique(labels, return_index=True)  # labels are 0..G-1
 
         def inside(name):
             value = compared[name]
             shared = np.array_equal(value, value[first_job][labels])
+            if name in extra:
+                return shared
             return shared and bool(np.all((value >= job_bounds[0]) & (value <= job_bounds[1])))
 
         beaten = [

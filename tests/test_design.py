@@ -583,3 +583,51 @@ def test_a_baseline_that_beats_the_design_is_recommended_instead(pair):
         **dict(SMALL, bounds=bounds, n_draws=4, n_pairs=1),
     )
     assert off.fallback is None and off.intervals[0] < 0.6
+
+
+def test_a_reliable_job_is_never_designed_past_the_horizon():
+    # Jobs that (almost) never fail with large checkpoints: Young's interval, √(2·d·M) = 10⁶,
+    # lies far past H = 200, and so did the default bounds (Young ÷ 10 to × 10): the design
+    # recommended intervals no checkpoint completes within, waste 1, while the intervals in
+    # use (3 and 4.5) kept most of the work. The bounds are now held under H.
+    fleet = cj.Fleet([1.0, 1.0], [0.5, 1.0], mtbf=1e12, restart=0.2, dtype="float64")
+    young = np.sqrt(2 * np.array([0.5, 1.0]) * 1e12)
+    result = design.checkpoint_intervals(
+        fleet,
+        key=jax.random.key(0),
+        method="search",
+        steps=2,
+        progress=False,
+        candidates={"current": np.array([3.0, 4.5])},
+        **dict(SMALL, bounds=(young / 10, young * 10)),
+    )
+    assert np.all(result.intervals <= SMALL["horizon"]), result.intervals
+    assert result.waste.mean < 0.5
+    assert not result.candidates["current"].saved.high < 0  # the intervals in use do not beat it
+
+
+def test_the_intervals_in_use_are_recommended_where_they_beat_the_design_outside_the_bounds(pair):
+    # Bounds that hold the design at tiny intervals and a candidate outside them far better
+    # (the caller's own intervals): the design falls back to it rather than recommending
+    # what it beats outside the noise.
+    result = design.checkpoint_intervals(
+        pair,
+        key=jax.random.key(0),
+        method="adam",
+        steps=1,
+        window=1,
+        learning_rate=1e-6,
+        init=np.array([0.55, 0.55]),
+        progress=False,
+        candidates={"current": np.array([3.0, 4.5])},
+        **dict(SMALL, bounds=(0.5, 0.6), n_draws=4, n_pairs=1),
+    )
+    assert result.fallback == "current"
+    np.testing.assert_array_equal(result.intervals, [3.0, 4.5])
+    assert result.candidates["current"].saved == design.Estimate(0.0, 0.0, 0.0)
+
+
+def test_bounds_are_held_under_the_horizon():
+    lo, hi = design._within_horizon((np.array([0.5, 1e5, 300.0]), np.array([30.0, 1e7, 400.0])), 200.0)
+    np.testing.assert_allclose(lo, [0.5, 2.0, 150.0])
+    np.testing.assert_allclose(hi, [30.0, 200.0, 200.0])
