@@ -52,7 +52,15 @@ from ._design_inputs import (
 from ._estimate import Estimate, mean_ci
 from ._observe import SaveAt
 from ._simulate import simulate
-from .model import Fleet, State, cycle_positions, initial_state, solo_cycle_positions, state_from_positions
+from .model import (
+    Fleet,
+    State,
+    cycle_positions,
+    initial_state,
+    random_state,
+    solo_cycle_positions,
+    state_from_positions,
+)
 
 __all__ = [
     "Estimate",
@@ -74,6 +82,13 @@ __all__ = [
     "launch_cycle",
     "launch_state",
     "checkpoint_intervals",
+    "Comparison",
+    "compare",
+    "group_waste",
+    "writer_distribution",
+    "power_and_storage",
+    "failure_draws",
+    "schedule",
 ]
 
 
@@ -1221,3 +1236,254 @@ def _adam(
         None if fractions is None else cycle_positions(path_fractions, _launch_span(fleet, write, path_intervals)),
     )
     return intervals, fractions, history, stopped_early, stopped_early, None, None
+
+
+# -- reading an evaluation: per group, writers, power and storage --------------------
+
+
+def group_waste(evaluation: Evaluation, labels, size) -> np.ndarray:
+    """(D, S, G) each interval set's waste per group of jobs, on the evaluation's draws (paired
+    across the sets): the waste of the group's jobs weighted by their ``size``.
+
+    Args:
+      evaluation: an `Evaluation` (`DesignResult.evaluation`).
+      labels: (N,) each job's group, 0 to G − 1.
+      size: (N,) each job's size (its weight in the group's waste).
+    """
+    waste = np.asarray(evaluation.job_waste, np.float64)  # (D, S, N)
+    labels, size = np.asarray(labels), np.asarray(size, np.float64)
+    n_groups = int(labels.max()) + 1
+    return np.stack(
+        [(waste[..., labels == g] * size[labels == g]).sum(-1) / size[labels == g].sum() for g in range(n_groups)],
+        axis=-1,
+    )
+
+
+def writer_distribution(evaluation: Evaluation) -> tuple[np.ndarray, np.ndarray]:
+    """Each interval set's share of time at each writer count n_w, averaged over the draws
+    where it is defined, (D, N + 1) (NaN where no draw defines it), and how many draws those
+    are, (D,).
+
+    The writer count is defined on a draw only once every job has fired (`WriterStats`):
+    where some job never fired before H it is NaN, and a plain mean would be NaN as soon as
+    one draw is."""
+    fraction = np.asarray(evaluation.writers, np.float64)  # (D, S, N + 1)
+    defined = np.all(np.isfinite(fraction), axis=-1)  # (D, S)
+    n_defined = defined.sum(axis=1)  # (D,)
+    total = np.where(defined[..., None], fraction, 0.0).sum(axis=1)
+    shares = np.where(n_defined[:, None] > 0, total / np.maximum(n_defined, 1)[:, None], np.nan)
+    return shares, n_defined
+
+
+def power_and_storage(evaluation: Evaluation, write, *, day: float | None = None) -> dict:
+    """Per interval set, ``{name: {"power_steps": Estimate, "volume": Estimate}}``: the
+    fleet's power steps above ``evaluation.power_threshold`` (`PowerStats.n_steps`) and the
+    volume of its completed checkpoints (`Evaluation.writes` × each job's volume), over the
+    evaluation's draws, per ``day`` or over the horizon H.
+
+    Args:
+      evaluation: an `Evaluation`.
+      write: (N,) each job's checkpoint volume.
+      day: a day in the engine's time (86400 where it runs in seconds): the estimates are
+        per day (scaled by day / H); None: over H.
+    """
+    scale = day / evaluation.horizon if day is not None else 1.0
+    volume = np.asarray(evaluation.writes, np.float64) @ np.asarray(write, np.float64)  # (D, S)
+    return {
+        name: {
+            "power_steps": mean_ci(np.asarray(evaluation.power_steps[i], np.float64) * scale),
+            "volume": mean_ci(volume[i] * scale),
+        }
+        for i, name in enumerate(evaluation.names)
+    }
+
+
+class Comparison(NamedTuple):
+    """Every interval set of an `Evaluation` weighed against the design, per group and for
+    the fleet, on the evaluation's draws (each difference paired over them): `compare`.
+
+    Attributes:
+      names: (D,) the interval sets, as `Evaluation.names` (``"design"`` first).
+      group_waste: (D, S, G) each set's waste per group (`group_waste`).
+      waste: {name: [Estimate per group]} of ``group_waste``.
+      saved: {name: [Estimate per group]}, every set but the design: its waste minus the
+        design's (> 0: the design wastes less there).
+      fleet_waste: {name: Estimate} of `Evaluation.fleet_waste`.
+      fleet_saved: {name: Estimate}, every set but the design: its fleet waste minus the
+        design's.
+      goodput: {name: (fleet Estimate, [Estimate per group])} of 1 − waste.
+      gpu_hours_saved: with ``gpus``: {name: (fleet Estimate, [Estimate per group])}, every
+        set but the design: the waste saved × GPUs × 24. The waste is a share of the
+        wall-clock time over the horizon, so every day the design saves that share of each
+        GPU's 24 hours. None without ``gpus``.
+    """
+
+    names: tuple
+    group_waste: np.ndarray
+    waste: dict
+    saved: dict
+    fleet_waste: dict
+    fleet_saved: dict
+    goodput: dict
+    gpu_hours_saved: dict | None
+
+
+def compare(evaluation: Evaluation, labels, size, *, gpus=None) -> Comparison:
+    """Every interval set of ``evaluation`` weighed against the design (its first set), per
+    group and for the fleet, with 95% CIs (`Comparison`).
+
+    Args:
+      evaluation: an `Evaluation` (`DesignResult.evaluation`).
+      labels: (N,) each job's group, 0 to G − 1.
+      size: (N,) each job's size (its weight in its group's waste).
+      gpus: None, or (G,) each group's GPUs, for the GPU-hours saved per day.
+    """
+    names = tuple(evaluation.names)
+    per_group = group_waste(evaluation, labels, size)  # (D, S, G)
+    fleet = np.asarray(evaluation.fleet_waste, np.float64)  # (D, S)
+    n_groups = per_group.shape[-1]
+    design = names.index("design")
+    compared = [name for name in names if name != "design"]
+    group_saved = {name: per_group[names.index(name)] - per_group[design] for name in compared}  # (S, G)
+    fleet_saved = {name: fleet[names.index(name)] - fleet[design] for name in compared}
+    hours = None
+    if gpus is not None:
+        gpus = np.asarray(gpus, np.float64)
+        hours = {
+            name: (
+                mean_ci(fleet_saved[name] * gpus.sum() * 24),
+                [mean_ci(group_saved[name][:, g] * gpus[g] * 24) for g in range(n_groups)],
+            )
+            for name in compared
+        }
+    return Comparison(
+        names=names,
+        group_waste=per_group,
+        waste={name: [mean_ci(per_group[i, :, g]) for g in range(n_groups)] for i, name in enumerate(names)},
+        saved={name: [mean_ci(group_saved[name][:, g]) for g in range(n_groups)] for name in compared},
+        fleet_waste={name: mean_ci(fleet[i]) for i, name in enumerate(names)},
+        fleet_saved={name: mean_ci(fleet_saved[name]) for name in compared},
+        goodput={
+            name: (mean_ci(1 - fleet[i]), [mean_ci(1 - per_group[i, :, g]) for g in range(n_groups)])
+            for i, name in enumerate(names)
+        },
+        gpu_hours_saved=hours,
+    )
+
+
+# -- one period of a schedule in a run with failures -----------------------------------
+
+
+def failure_draws(mtbf, restart, until: float, seed: int) -> tuple[np.ndarray, list]:
+    """Per job, Poisson failure times of rate 1/M_i on [0, until] from NumPy's generator of
+    ``[seed, 7]``: (N, F) sorted and +inf padded (as ``simulate(..., failure_times=...)``
+    takes them), and per job the down periods [t_f, t_f + R_i) of those that strike (a time
+    inside a down period is passed over, as the engine passes over listed times there)."""
+    rng = np.random.default_rng([seed, 7])
+    rows, down = [], []
+    for m, r in zip(np.asarray(mtbf, np.float64), np.asarray(restart, np.float64)):
+        times, t = [], 0.0
+        while True:
+            t += rng.exponential(m)
+            if t > until:
+                break
+            times.append(t)
+        rows.append(times)
+        struck, back = [], -np.inf
+        for t in times:
+            if t >= back:
+                struck.append((t, t + r))
+                back = t + r
+        down.append(struck)
+    width = max(1, max(len(times) for times in rows))
+    listed = np.full((len(rows), width), np.inf)
+    for job, times in enumerate(rows):
+        listed[job, : len(times)] = times
+    return listed, down
+
+
+def schedule(
+    fleet: Fleet,
+    *,
+    period,
+    mtbf,
+    restart,
+    seed: int,
+    key: jax.Array | None = None,
+    launch: str = "synchronous",
+    offsets=None,
+) -> dict:
+    """One period of ``fleet``'s schedule (run at its ``compute``, the intervals) in a run
+    with failures drawn from ``seed`` (`failure_draws`).
+
+    The run lasts long enough for a failure to show after the launch transient (at most 40
+    periods). The window shown is one period around the first failure after the transient
+    (three periods), else around the last failure, else the run's last period; the period is
+    the longest job's median fire-to-fire time over the cycles that no failure of its own
+    interrupted (a failure stretches its cycle by the lost work and the restart).
+
+    Args:
+      fleet: a single `Fleet` (batch shape ()).
+      period: (N,) each job's solo period at its interval (the run's length is set from it).
+      mtbf, restart: (N,) each job's M_i and R_i, for the failure draws.
+      seed: the failure draws' seed.
+      key: PRNG key of a random launch (``launch="random"``).
+      launch: ``"synchronous"`` or ``"random"``.
+      offsets: None, or (N,) launch offsets (`launch_state`), which take precedence.
+
+    Returns:
+      A dict: ``fire`` and ``end`` (N, K) fire and end times (an abandoned write ends at
+      the job's next failure, or at the run's end), ``abandoned`` (N, K) the writes a
+      failure abandoned (or still open at the end), ``down`` per job its down periods,
+      ``start`` and ``stop`` the window shown, ``period``, and ``failures_shown`` the
+      failures inside the window.
+    """
+    solo = np.asarray(period, np.float64)
+    mtbf = np.asarray(mtbf, np.float64)
+    period_guess = float(solo.max())
+    rate = float(np.sum(1 / mtbf))
+    until = min(max(6.0, 3.0 + 2.0 / (rate * period_guess)) * period_guess, 40.0 * period_guess)
+    listed, down = failure_draws(mtbf, restart, until, seed)
+    if offsets is not None:
+        state = launch_state(fleet, offsets)
+    elif launch == "random":
+        if key is None:
+            raise ValueError('key must be a PRNG key with launch="random", got None')
+        state = random_state(fleet, key)
+    else:
+        state = initial_state(fleet)
+    n_fires = int(np.ceil(until / solo.min())) + 2
+    trace = simulate(fleet, state, n_fires, until=until, progress=False, failure_times=listed)
+    fire = np.asarray(trace.fire_times, np.float64)
+    end = np.asarray(trace.end_times, np.float64)
+    stop = float(np.asarray(trace.time).max())
+    # A write with no end was abandoned at the job's next failure (or is open at the stop).
+    abandoned = np.isfinite(fire) & ~np.isfinite(end)
+    cut = np.full_like(fire, stop)
+    for job, periods in enumerate(down):
+        starts = np.array([t for t, _ in periods] + [stop])
+        cut[job] = starts[np.minimum(np.searchsorted(starts, fire[job]), starts.size - 1)]
+    end_drawn = np.where(abandoned, np.minimum(cut, stop), end)
+    gaps = []
+    for job, periods in enumerate(down):
+        fired = fire[job][np.isfinite(fire[job])]
+        failed = np.array([t for t, _ in periods])
+        clean = [b - a for a, b in zip(fired, fired[1:]) if not np.any((failed >= a) & (failed < b))]
+        gaps.append(float(np.median(clean)) if clean else math.nan)
+    shown_period = float(np.nanmax(gaps)) if np.isfinite(gaps).any() else period_guess
+    struck = sorted(t for periods in down for t, _ in periods if t < stop)
+    later = [t for t in struck if t >= 3 * shown_period] or struck[-1:]  # after the transient if any
+    if later:
+        start = min(max(later[0] - shown_period / 3, 0.0), max(stop - shown_period, 0.0))
+    else:
+        start = max(stop - shown_period, 0.0)
+    return {
+        "fire": fire,
+        "end": end_drawn,
+        "abandoned": abandoned,
+        "down": down,
+        "start": start,
+        "stop": min(start + shown_period, stop),
+        "period": shown_period,
+        "failures_shown": sum(start <= t < start + shown_period for periods in down for t, _ in periods),
+    }

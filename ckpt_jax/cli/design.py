@@ -52,7 +52,6 @@ from pathlib import Path
 
 import numpy as np
 
-from .._estimate import mean_ci
 from ._common import SEED_KEY_TEXT, CliError, add_devices, add_x64, integer, report_devices, seed_key
 from ._options import (
     HORIZON_FROM_FILE,
@@ -195,10 +194,6 @@ def _check(args) -> None:
             )
 
 
-def _estimate(samples) -> dict:
-    return mean_ci(samples).to_dict()
-
-
 # -- a file with units: its time unit, GB and GB/s, goodput and GPU-hours --------------------
 
 
@@ -267,29 +262,26 @@ def comparisons_of(summary: dict) -> dict:
     return {"current": "the current intervals", **baselines_of(summary)}
 
 
-def _in_units(spec, table: dict, names: list, per_group, fleet_waste) -> dict:
+def _in_units(spec, table: dict, names: list, comparison) -> dict:
     """design.json's keys for a file with units (the module docstring lists them), from the
-    interval sets ``table`` ({name: (N,) s}) and their waste on the same draws, ``per_group``
-    (D, S, G) and ``fleet_waste`` (D, S) in the order of ``names``."""
+    interval sets ``table`` ({name: (N,) s}) and the library's `cj.design.Comparison` of their
+    runs on the same draws, in the order of ``names``."""
     first = np.searchsorted(spec.labels, np.arange(len(spec.groups)))
     unit = seconds_per_unit(spec)
-    gpus = np.asarray([group.size * group.count for group in spec.groups], np.float64)
-    design = names.index("design")
     compared = [name for name in names if name != "design"]
+    saved = comparison.gpu_hours_saved
+    assert saved is not None  # compared with the GPUs of a file with units
     goodput = {
         name: {
-            "fleet": _estimate(1 - fleet_waste[names.index(name)]),
-            "groups": [_estimate(1 - per_group[names.index(name), :, g]) for g in range(len(spec.groups))],
+            "fleet": comparison.goodput[name][0].to_dict(),
+            "groups": [estimate.to_dict() for estimate in comparison.goodput[name][1]],
         }
         for name in ("current", "design")
     }
-    # Waste is a share of the wall-clock time over H: per day, that share of each GPU's 24 hours.
-    fleet_saved = {name: fleet_waste[names.index(name)] - fleet_waste[design] for name in compared}
-    group_saved = {name: per_group[names.index(name)] - per_group[design] for name in compared}  # (S, G)
     hours = {
         name: {
-            "fleet": _estimate(fleet_saved[name] * gpus.sum() * 24),
-            "groups": [_estimate(group_saved[name][:, g] * gpus[g] * 24) for g in range(len(spec.groups))],
+            "fleet": saved[name][0].to_dict(),
+            "groups": [estimate.to_dict() for estimate in saved[name][1]],
         }
         for name in compared
     }
@@ -301,6 +293,7 @@ def _in_units(spec, table: dict, names: list, per_group, fleet_waste) -> dict:
         }
         for name in compared
     }
+    gpus = _gpus(spec)
     return {
         "time_unit": spec.time_unit,
         "seconds_per_time_unit": unit,
@@ -314,10 +307,15 @@ def _in_units(spec, table: dict, names: list, per_group, fleet_waste) -> dict:
         ],
         "gpus": {"groups": gpus.tolist(), "fleet": float(gpus.sum())},
         "goodput": goodput,
-        "per_group_fleet_saved": {name: _estimate(fleet_saved[name]) for name in compared},
+        "per_group_fleet_saved": {name: comparison.fleet_saved[name].to_dict() for name in compared},
         "gpu_hours_saved_per_day": hours,
         "gains_and_pays": verdicts,
     }
+
+
+def _gpus(spec) -> np.ndarray:
+    """(G,) GPUs per group: size × count."""
+    return np.asarray([group.size * group.count for group in spec.groups], np.float64)
 
 
 def savings_lines(summary: dict, quote: Callable[[str], str] = str) -> list:
@@ -376,55 +374,27 @@ def savings_lines(summary: dict, quote: Callable[[str], str] = str) -> list:
     return lines
 
 
-def _from_evaluation(spec, evaluation):
-    """Per group waste (D, S, G), fleet waste (D, S), the n_w distribution (D, N + 1) and the
-    draws it is defined on (D,), of every interval set of the library's `Evaluation` (one set
-    of fresh draws: failures and launch fractions shared)."""
-    # The design, the file's own intervals, then the baselines (the order of every table).
-    names = sorted(evaluation.names, key=lambda name: {"design": 0, "current": 1}.get(name, 2))
-    order = [evaluation.names.index(name) for name in names]
-    waste = np.asarray(evaluation.job_waste, np.float64)[order]  # (D, S, N)
-    size = spec.per_job("size")
-    labels = spec.labels
-    per_group = np.stack(
-        [
-            (waste[..., labels == g] * size[labels == g]).sum(-1) / size[labels == g].sum()
-            for g in range(len(spec.groups))
-        ],
-        axis=-1,
-    )  # (D, S, G)
-    fraction = np.asarray(evaluation.writers, np.float64)[order]  # (D, S, N + 1)
-    # The writer count is defined on a draw only once every job has fired (WriterStats):
-    # where some job never fired before H it is NaN. Average over the draws where it is
-    # defined (a plain mean would be NaN as soon as one draw is).
-    defined = np.all(np.isfinite(fraction), axis=-1)  # (D, S)
-    n_defined = defined.sum(axis=1)  # (D,)
-    total = np.where(defined[..., None], fraction, 0.0).sum(axis=1)
-    writers = np.where(n_defined[:, None] > 0, total / np.maximum(n_defined, 1)[:, None], np.nan)  # (D, N + 1)
-    return names, per_group, np.asarray(evaluation.fleet_waste, np.float64)[order], writers, n_defined
+def _in_report_order(names) -> list:
+    """The design, the file's own intervals, then the baselines: the order of every table."""
+    return sorted(names, key=lambda name: {"design": 0, "current": 1}.get(name, 2))
 
 
 def _power_and_storage(spec, evaluation) -> dict:
-    """design.json's ``power_and_storage``: per interval set, the fleet's power steps above
-    the threshold (`PowerStats.n_steps`) and the volume of its completed checkpoints, per day
-    in a file with units (per horizon H otherwise), estimates over the same draws."""
-    horizon = evaluation.horizon
+    """design.json's ``power_and_storage`` (`cj.design.power_and_storage`): per interval set,
+    the fleet's power steps above the threshold and the volume of its completed checkpoints,
+    per day in a file with units (per horizon H otherwise)."""
+    from ..design import power_and_storage
+
     per_day = spec.time_unit is not None
-    scale = 86400.0 / horizon if per_day else 1.0
-    volume = np.asarray(evaluation.writes, np.float64) @ spec.per_job("write")  # (D, S)
+    sets = power_and_storage(evaluation, spec.per_job("write"), day=86400.0 if per_day else None)
     threshold = float(evaluation.power_threshold)
     return {
         "per": "day" if per_day else "horizon",
         "threshold": threshold,
         "threshold_watts": None if spec.power_per_gpu is None else threshold * spec.power_per_gpu,
         "sets": {
-            name: {
-                "power_steps": _estimate(np.asarray(evaluation.power_steps[i], np.float64) * scale),
-                "volume": _estimate(volume[i] * scale),
-            }
-            for i, name in sorted(
-                enumerate(evaluation.names), key=lambda item: {"design": 0, "current": 1}.get(item[1], 2)
-            )
+            name: {key: estimate.to_dict() for key, estimate in sets[name].items()}
+            for name in _in_report_order(evaluation.names)
         },
     }
 
@@ -447,95 +417,24 @@ def rerun_command(spec, settings: dict, summary: dict, out) -> str:
     return " ".join(parts + ["--out", str(out)])
 
 
-def _failure_times(spec, until: float, seed: int):
-    """Per job, Poisson failure times of rate 1/M_i on [0, until] (sorted, +inf padded) and
-    the down periods [t_f, t_f + R_i) of those that strike: a time inside a down period is
-    passed over, as the engine takes listed failure times."""
-    rng = np.random.default_rng([seed, 7])
-    mtbf, restart = spec.per_job("mtbf"), spec.per_job("restart")
-    rows, down = [], []
-    for m, r in zip(mtbf, restart):
-        times, t = [], 0.0
-        while True:
-            t += rng.exponential(m)
-            if t > until:
-                break
-            times.append(t)
-        rows.append(times)
-        struck, back = [], -np.inf
-        for t in times:
-            if t >= back:
-                struck.append((t, t + r))
-                back = t + r
-        down.append(struck)
-    width = max(1, max(len(times) for times in rows))
-    listed = np.full((len(rows), width), np.inf)
-    for job, times in enumerate(rows):
-        listed[job, : len(times)] = times
-    return listed, down
-
-
 def _schedule(spec, intervals, *, seed: int, launch: str, dtype, offsets=None) -> dict:
-    """One period of the recommended schedule in a run with failures (drawn from ``seed``):
-    per job, its write windows (completed, and abandoned at a failure), its down periods,
-    and the window shown: one period around the first failure after the launch transient
-    (three periods; else around the last failure, else the run's last period). The period is the longest job's median
-    fire-to-fire time over the cycles that no failure of its own interrupted."""
+    """One period of the recommended schedule in a run with failures drawn from ``seed``
+    (`cj.design.schedule`)."""
     import jax
 
-    from .. import initial_state, random_state, simulate
-    from ..design import launch_state
+    from ..design import schedule
 
-    fleet = spec.fleet(intervals, dtype=dtype)
-    solo = spec.period(intervals)
-    period_guess = float(solo.max())
-    # Long enough for a failure to show up after the transient, at most 40 periods.
-    rate = float(np.sum(1 / spec.per_job("mtbf")))
-    until = min(max(6.0, 3.0 + 2.0 / (rate * period_guess)) * period_guess, 40.0 * period_guess)
-    listed, down = _failure_times(spec, until, seed)
-    if offsets is not None:
-        state = launch_state(fleet, offsets)
-    elif launch == "random":
-        state = random_state(fleet, jax.random.fold_in(seed_key(seed), 7))
-    else:
-        state = initial_state(fleet)
-    n_fires = int(np.ceil(until / solo.min())) + 2
-    trace = simulate(fleet, state, n_fires, until=until, progress=False, failure_times=listed)
-    fire = np.asarray(trace.fire_times, np.float64)
-    end = np.asarray(trace.end_times, np.float64)
-    stop = float(np.asarray(trace.time).max())
-    # A write with no end was abandoned at the job's next failure (or is open at the stop).
-    abandoned = np.isfinite(fire) & ~np.isfinite(end)
-    cut = np.full_like(fire, stop)
-    for job, periods in enumerate(down):
-        starts = np.array([t for t, _ in periods] + [stop])
-        cut[job] = starts[np.minimum(np.searchsorted(starts, fire[job]), starts.size - 1)]
-    end_drawn = np.where(abandoned, np.minimum(cut, stop), end)
-    # The period: the longest job's median fire-to-fire time over the cycles no failure of
-    # its own interrupted (a failure stretches that cycle by the lost work and the restart).
-    gaps = []
-    for job, periods in enumerate(down):
-        fired = fire[job][np.isfinite(fire[job])]
-        failed = np.array([t for t, _ in periods])
-        clean = [b - a for a, b in zip(fired, fired[1:]) if not np.any((failed >= a) & (failed < b))]
-        gaps.append(float(np.median(clean)) if clean else math.nan)
-    period = float(np.nanmax(gaps)) if np.isfinite(gaps).any() else period_guess
-    struck = sorted(t for periods in down for t, _ in periods if t < stop)
-    later = [t for t in struck if t >= 3 * period] or struck[-1:]  # after the transient if any
-    if later:
-        start = min(max(later[0] - period / 3, 0.0), max(stop - period, 0.0))
-    else:
-        start = max(stop - period, 0.0)
-    return {
-        "fire": fire,
-        "end": end_drawn,
-        "abandoned": abandoned,
-        "down": down,
-        "start": start,
-        "stop": min(start + period, stop),
-        "period": period,
-        "failures_shown": sum(start <= t < start + period for periods in down for t, _ in periods),
-    }
+    key = jax.random.fold_in(seed_key(seed), 7) if launch == "random" and offsets is None else None
+    return schedule(
+        spec.fleet(intervals, dtype=dtype),
+        period=spec.period(intervals),
+        mtbf=spec.per_job("mtbf"),
+        restart=spec.per_job("restart"),
+        seed=seed,
+        key=key,
+        launch=launch,
+        offsets=offsets,
+    )
 
 
 def _verdict(saved: dict) -> str:
@@ -1000,7 +899,7 @@ def _design(args) -> int:
     import jax
 
     from .. import __version__
-    from ..design import checkpoint_intervals
+    from ..design import checkpoint_intervals, compare, writer_distribution
     from ..files import atomic_write, atomic_write_bytes
     from . import _design_figures as figures
 
@@ -1049,7 +948,13 @@ def _design(args) -> int:
     )
     compared = {**result.baselines, **(result.candidates or {})}
     table = {"design": result.intervals, **{name: b.intervals for name, b in compared.items()}}
-    names, per_group, fleet_waste, writers, writers_draws = _from_evaluation(spec, result.evaluation)
+    evaluation = result.evaluation
+    assert evaluation is not None  # checkpoint_intervals always evaluates on fresh draws
+    comparison = compare(evaluation, spec.labels, spec.per_job("size"), gpus=_gpus(spec) if units else None)
+    names = _in_report_order(evaluation.names)
+    order = [evaluation.names.index(name) for name in names]
+    per_group = comparison.group_waste[order]  # (D, S, G), in the order of names
+    writers, writers_draws = (value[order] for value in writer_distribution(evaluation))
     schedule = _schedule(
         spec, result.intervals, seed=settings["seed"], launch=settings["launch"], dtype=dtype, offsets=result.offsets
     )
@@ -1091,19 +996,10 @@ def _design(args) -> int:
         "waste": as_dict(result.waste),
         "baselines": {name: outcome(b) for name, b in result.baselines.items()},
         "candidates": {name: outcome(b) for name, b in (result.candidates or {}).items()},
-        "per_group": {
-            name: [_estimate(per_group[i, :, g]) for g in range(len(spec.groups))] for i, name in enumerate(names)
-        },
-        "per_group_saved": {
-            name: [
-                _estimate(per_group[names.index(name), :, g] - per_group[names.index("design"), :, g])
-                for g in range(len(spec.groups))
-            ]
-            for name in names
-            if name != "design"
-        },
-        "per_group_fleet_waste": {name: _estimate(fleet_waste[i]) for i, name in enumerate(names)},
-        "power_and_storage": _power_and_storage(spec, result.evaluation),
+        "per_group": {name: [e.to_dict() for e in comparison.waste[name]] for name in names},
+        "per_group_saved": {name: [e.to_dict() for e in comparison.saved[name]] for name in names if name != "design"},
+        "per_group_fleet_waste": {name: comparison.fleet_waste[name].to_dict() for name in names},
+        "power_and_storage": _power_and_storage(spec, evaluation),
         "writers_fraction": {name: writers[i].tolist() for i, name in enumerate(names)},
         "writers_draws": {name: int(writers_draws[i]) for i, name in enumerate(names)},
         "history": {
@@ -1125,7 +1021,7 @@ def _design(args) -> int:
         "files": FILES,
     }
     if units:
-        summary.update(_in_units(spec, table, names, per_group, fleet_waste))
+        summary.update(_in_units(spec, table, names, comparison))
     out = Path(args.out)
     summary["rerun"] = rerun_command(spec, settings, summary, out)
     atomic_write_bytes(out / "design.json", (json.dumps(summary, indent=2) + "\n").encode())
