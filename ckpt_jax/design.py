@@ -826,6 +826,74 @@ def _group_start(intervals, labels, bounds) -> np.ndarray:
     return np.clip(logs, np.log(bounds[0]), np.log(bounds[1]))
 
 
+def _check_run(fleet, method, init, *, steps, patience, window, learning_rate, rtol, eval_draws) -> int:
+    """`checkpoint_intervals`' own arguments, checked before any run; returns ``eval_draws``."""
+    for name, value in (("steps", steps), ("patience", patience), ("window", window)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+            raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+    if not (0 < float(learning_rate) < math.inf):
+        raise ValueError(f"learning_rate must be > 0 and finite, got {learning_rate!r}")
+    if not (0 < float(rtol) < 1):
+        raise ValueError(f"rtol must be in (0, 1), got {rtol!r}")
+    if isinstance(eval_draws, bool) or not isinstance(eval_draws, (int, np.integer)) or eval_draws < 2:
+        raise ValueError(f"eval_draws must be an integer >= 2, got {eval_draws!r}")
+    if method == "adam" and init is not None:
+        start = np.asarray(init, np.float64)
+        if start.shape != (fleet.n_jobs,) or not np.all(np.isfinite(start) & (start > 0)):
+            raise ValueError(f"init must be None or ({fleet.n_jobs},) positive finite intervals, got {init!r}")
+    return int(eval_draws)
+
+
+def _check_init_bounds(init, job_bounds) -> None:
+    """``init`` inside the bounds (before: clipped into them without a word)."""
+    if init is None:
+        return
+    start = np.asarray(init, np.float64)
+    lo, hi = (np.broadcast_to(np.asarray(b, np.float64), start.shape) for b in job_bounds)
+    outside = np.flatnonzero((start < lo) | (start > hi))
+    if outside.size:
+        job = int(outside[0])
+        raise ValueError(
+            f"init must lie inside the bounds: job {job} starts at {start[job]:g}, outside [{lo[job]:g}, {hi[job]:g}]"
+        )
+
+
+def _baselines(fleet, young, horizon: float, keys, *, jitter, launch, rtol) -> dict:
+    """{name: (N,) intervals} of the baselines: Young, Daly, contended Young (its fixed point on
+    ``keys``), and with two-level checkpoints a lone job's exact optimum."""
+    contended, _, _ = contended_young(fleet, horizon=horizon, keys=keys, jitter=jitter, launch=launch, rtol=rtol)
+    return {
+        "young": young,
+        "daly": _daly(fleet),
+        "young_contended": contended,
+        **({"two_level": _two_level_optimum(fleet)} if fleet.has_snapshots else {}),
+    }
+
+
+def _fallback(evaluation: Evaluation, compared: dict, extra: dict, labels, job_bounds) -> str | None:
+    """The set to recommend instead of the design, if any: the best of those that beat it
+    outside the noise on the evaluation draws, among the sets the design could have been:
+    one interval per group, and a baseline inside the bounds (the caller's range of allowed
+    intervals); a candidate (``extra``: the caller's own set, such as the intervals in use)
+    wherever it lies, as a design it beats outside the noise is never the better answer."""
+    waste = evaluation.fleet_waste
+    _, first_job = np.unique(labels, return_index=True)  # labels are 0..G-1
+
+    def inside(name):
+        value = compared[name]
+        shared = np.array_equal(value, value[first_job][labels])
+        if name in extra:
+            return shared
+        return shared and bool(np.all((value >= job_bounds[0]) & (value <= job_bounds[1])))
+
+    beaten = [
+        name for i, name in enumerate(evaluation.names[1:], 1) if mean_ci(waste[i] - waste[0]).high < 0 and inside(name)
+    ]
+    if not beaten:
+        return None
+    return min(beaten, key=lambda name: waste[evaluation.names.index(name)].mean())
+
+
 # -- the design loop -------------------------------------------------------------------
 
 
@@ -926,33 +994,20 @@ def checkpoint_intervals(
     settings, job_bounds = _settings(
         fleet, bounds, horizon, n_draws, n_pairs, groups, launch, smoothing, offsets, offset_groups
     )
-    for name, value in (("steps", steps), ("patience", patience), ("window", window)):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-            raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
-    if not (0 < float(learning_rate) < math.inf):
-        raise ValueError(f"learning_rate must be > 0 and finite, got {learning_rate!r}")
-    if not (0 < float(rtol) < 1):
-        raise ValueError(f"rtol must be in (0, 1), got {rtol!r}")
-    eval_draws = 2 * n_pairs * n_draws if eval_draws is None else eval_draws
-    if isinstance(eval_draws, bool) or not isinstance(eval_draws, (int, np.integer)) or eval_draws < 2:
-        raise ValueError(f"eval_draws must be an integer >= 2, got {eval_draws!r}")
+    eval_draws = _check_run(
+        fleet,
+        method,
+        init,
+        steps=steps,
+        patience=patience,
+        window=window,
+        learning_rate=learning_rate,
+        rtol=rtol,
+        eval_draws=2 * n_pairs * n_draws if eval_draws is None else eval_draws,
+    )
     young = _young(fleet)
-    if method == "adam" and init is not None:
-        start_intervals = np.asarray(init, np.float64)
-        if start_intervals.shape != (fleet.n_jobs,) or not np.all(np.isfinite(start_intervals) & (start_intervals > 0)):
-            raise ValueError(f"init must be None or ({fleet.n_jobs},) positive finite intervals, got {init!r}")
     extra = _candidates(fleet, candidates, init if method == "search" else None, fleet.n_jobs)
-    if init is not None:  # before: clipped into the bounds without a word
-        start = np.asarray(init, np.float64)
-        lo, hi = (np.broadcast_to(np.asarray(b, np.float64), start.shape) for b in job_bounds)
-        outside = np.flatnonzero((start < lo) | (start > hi))
-        if outside.size:
-            job = int(outside[0])
-            raise ValueError(
-                f"init must lie inside the bounds: job {job} starts at {start[job]:g}, outside "
-                f"[{lo[job]:g}, {hi[job]:g}]"
-            )
-
+    _check_init_bounds(init, job_bounds)
     job_bounds = _within_horizon(job_bounds, settings["horizon"])
     settings["bounds"] = _within_horizon(settings["bounds"], settings["horizon"])
 
@@ -965,27 +1020,22 @@ def checkpoint_intervals(
     try:
         # The contended fixed point uses its own draws (as many as the evaluation's for
         # "adam", the search's S otherwise: it is one more starting point there).
-        contended, _, _ = contended_young(
+        baselines_table = _baselines(
             fleet,
-            horizon=settings["horizon"],
-            keys=jax.random.split(calibration_key, eval_draws if method == "adam" else n_draws),
+            young,
+            settings["horizon"],
+            jax.random.split(calibration_key, eval_draws if method == "adam" else n_draws),
             jitter=jitter,
             launch=launch,
             rtol=1e-3 if method == "adam" else 1e-2,
         )
-        baselines_table = {
-            "young": young,
-            "daly": _daly(fleet),
-            "young_contended": contended,
-            **({"two_level": _two_level_optimum(fleet)} if fleet.has_snapshots else {}),
-        }
         compared = {**baselines_table, **extra}
         if method == "adam":
             found = _adam(
                 fleet,
                 settings,
                 job_bounds,
-                young if init is None else start_intervals,
+                young if init is None else np.asarray(init, np.float64),
                 train_key,
                 steps=int(steps),
                 patience=int(patience),
@@ -1024,32 +1074,11 @@ def checkpoint_intervals(
         launch,
         fractions,
     )
-    searched, chosen = intervals, None
-    if fallback:
-        waste = evaluation.fleet_waste
-        # Only sets the design could have been: one interval per group, and a baseline
-        # inside the bounds (the caller's range of allowed intervals); a candidate is the
-        # caller's own set (the intervals in use), never worse to recommend than a design
-        # it beats outside the noise, wherever it lies.
-        labels = settings["labels"]
-        _, first_job = np.unique(labels, return_index=True)  # labels are 0..G-1
-
-        def inside(name):
-            value = compared[name]
-            shared = np.array_equal(value, value[first_job][labels])
-            if name in extra:
-                return shared
-            return shared and bool(np.all((value >= job_bounds[0]) & (value <= job_bounds[1])))
-
-        beaten = [
-            name
-            for i, name in enumerate(evaluation.names[1:], 1)
-            if mean_ci(waste[i] - waste[0]).high < 0 and inside(name)
-        ]
-        if beaten:
-            chosen = min(beaten, key=lambda name: waste[evaluation.names.index(name)].mean())
-            evaluation = _with_design(evaluation, chosen)
-            intervals, fractions = compared[chosen], None
+    searched = intervals
+    chosen = _fallback(evaluation, compared, extra, settings["labels"], job_bounds) if fallback else None
+    if chosen is not None:
+        evaluation = _with_design(evaluation, chosen)
+        intervals, fractions = compared[chosen], None
     waste = evaluation.fleet_waste
     estimates = {
         name: Baseline(compared[name], mean_ci(waste[i]), mean_ci(waste[i] - waste[0]))

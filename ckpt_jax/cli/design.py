@@ -554,11 +554,10 @@ def headline(summary: dict, names: list, quote: Callable[[str], str] = str) -> l
     return lines
 
 
-def _report(spec, settings, result_json: dict, wall_s: float) -> str:
+def _report_head(spec, settings, result_json: dict, wall_s: float) -> list:
+    """The report's verdict lines, the fleet and how the run measured it."""
     groups = spec.names
     md = markdown_text
-    baselines = baselines_of(result_json)
-    compared = comparisons_of(result_json) if spec.time_unit is not None else baselines
     units = spec.time_unit is not None
     quote = lambda name: f'"{md(name)}"'  # noqa: E731
     head = headline(result_json, groups, quote=quote)
@@ -604,47 +603,64 @@ def _report(spec, settings, result_json: dict, wall_s: float) -> str:
         "## Recommended intervals",
         "",
     ]
-    if not units:
-        lines += [
-            "| group | jobs | size | write | MTBF | **design** | " + " | ".join(baselines.values()) + " |",
-            "|---" * (6 + len(baselines)) + "|",
-        ]
-        for g, group in enumerate(spec.groups):
-            row = result_json["groups"][g]
-            lines.append(
-                f"| {md(group.name)} | {group.count} | {group.size:g} | {group.write:g} | {group.mtbf:g} | "
-                f"**{row['design']:.4g}** | " + " | ".join(f"{row[name]:.4g}" for name in baselines) + " |"
-            )
-    else:
-        lines += _units_tables(spec, result_json)
-    if result_json["offsets"] is not None:
-        offsets = np.asarray(result_json["offsets"])
-        design = np.asarray([row["design"] for row in result_json["groups"]])[spec.labels]
-        cycle = design if spec.has_snapshots else design + spec.solo_write_time()
-        where = (
-            "Each job's compute done at t = 0 in its first compute phase T (with two-level checkpoints every "
-            "job starts computing, no drain in flight), and as a fraction of T"
-            if spec.has_snapshots
-            else "Each job's time into its solo cycle D + T at t = 0 (write first, then compute), and as a "
-            "fraction of the cycle"
+    return lines
+
+
+def _plain_tables(spec, result_json: dict) -> list:
+    """A file of plain numbers: the intervals per group, the design's and each baseline's."""
+    md = markdown_text
+    baselines = baselines_of(result_json)
+    lines = [
+        "| group | jobs | size | write | MTBF | **design** | " + " | ".join(baselines.values()) + " |",
+        "|---" * (6 + len(baselines)) + "|",
+    ]
+    for g, group in enumerate(spec.groups):
+        row = result_json["groups"][g]
+        lines.append(
+            f"| {md(group.name)} | {group.count} | {group.size:g} | {group.write:g} | {group.mtbf:g} | "
+            f"**{row['design']:.4g}** | " + " | ".join(f"{row[name]:.4g}" for name in baselines) + " |"
         )
-        lines += [
-            "",
-            "## Launch offsets (designed)",
-            "",
-            f"{where}; the baselines keep the launch {settings['launch']}.",
-            "",
-            f"| group | offsets | fractions of {'T' if spec.has_snapshots else 'the cycle'} |",
-            "|---|---|---|",
-        ]
-        for g, group in enumerate(spec.groups):
-            mine = spec.labels == g
-            lines.append(
-                f"| {md(group.name)} | {', '.join(f'{x:.3g}' for x in offsets[mine])} | "
-                f"{', '.join(f'{x:.2f}' for x in offsets[mine] / cycle[mine])} |"
-            )
+    return lines
+
+
+def _offsets_lines(spec, settings, result_json: dict) -> list:
+    """The designed launch offsets per group, and as fractions of the cycle."""
+    md = markdown_text
+    offsets = np.asarray(result_json["offsets"])
+    design = np.asarray([row["design"] for row in result_json["groups"]])[spec.labels]
+    cycle = design if spec.has_snapshots else design + spec.solo_write_time()
+    where = (
+        "Each job's compute done at t = 0 in its first compute phase T (with two-level checkpoints every "
+        "job starts computing, no drain in flight), and as a fraction of T"
+        if spec.has_snapshots
+        else "Each job's time into its solo cycle D + T at t = 0 (write first, then compute), and as a "
+        "fraction of the cycle"
+    )
+    lines = [
+        "",
+        "## Launch offsets (designed)",
+        "",
+        f"{where}; the baselines keep the launch {settings['launch']}.",
+        "",
+        f"| group | offsets | fractions of {'T' if spec.has_snapshots else 'the cycle'} |",
+        "|---|---|---|",
+    ]
+    for g, group in enumerate(spec.groups):
+        mine = spec.labels == g
+        lines.append(
+            f"| {md(group.name)} | {', '.join(f'{x:.3g}' for x in offsets[mine])} | "
+            f"{', '.join(f'{x:.2f}' for x in offsets[mine] / cycle[mine])} |"
+        )
+    return lines
+
+
+def _fleet_waste_lines(spec, result_json: dict) -> list:
+    """The fleet waste of the design and each comparison, and what that means plainly."""
+    md = markdown_text
+    groups = spec.names
+    baselines = baselines_of(result_json)
     waste = result_json["waste"]
-    lines += [
+    lines = [
         "",
         "## Fleet waste (fresh draws, 95% CIs)",
         "",
@@ -681,8 +697,15 @@ def _report(spec, settings, result_json: dict, wall_s: float) -> str:
                 else ", and no group pays more, outside the noise."
             )
         )
-    lines += _power_storage_lines(spec, result_json)
-    lines += [
+    return lines
+
+
+def _per_group_lines(spec, result_json: dict) -> list:
+    """The waste per group: saved against each comparison, then each set's own."""
+    md = markdown_text
+    units = spec.time_unit is not None
+    compared = comparisons_of(result_json) if units else baselines_of(result_json)
+    lines = [
         "",
         "## Waste per group (the same fresh draws, 95% CIs)",
         "",
@@ -709,7 +732,12 @@ def _report(spec, settings, result_json: dict, wall_s: float) -> str:
             + " | ".join(f"{c['mean']:.4f} [{c['low']:.4f}, {c['high']:.4f}]" for c in cells)
             + " |"
         )
-    lines += [
+    return lines
+
+
+def _figures_lines(units: bool) -> list:
+    """What each figure shows."""
+    return [
         "",
         "## Figures",
         "",
@@ -724,6 +752,17 @@ def _report(spec, settings, result_json: dict, wall_s: float) -> str:
         + "Young and design.",
         "",
     ]
+
+
+def _report(spec, settings, result_json: dict, wall_s: float) -> str:
+    lines = _report_head(spec, settings, result_json, wall_s)
+    lines += _units_tables(spec, result_json) if spec.time_unit is not None else _plain_tables(spec, result_json)
+    if result_json["offsets"] is not None:
+        lines += _offsets_lines(spec, settings, result_json)
+    lines += _fleet_waste_lines(spec, result_json)
+    lines += _power_storage_lines(spec, result_json)
+    lines += _per_group_lines(spec, result_json)
+    lines += _figures_lines(spec.time_unit is not None)
     return "\n".join(lines)
 
 
