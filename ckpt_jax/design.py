@@ -52,7 +52,15 @@ from ._design_inputs import (
 from ._estimate import Estimate, mean_ci
 from ._observe import SaveAt
 from ._simulate import simulate
-from .model import Fleet, State, cycle_positions, initial_state, solo_cycle_positions, state_from_positions
+from .model import (
+    Fleet,
+    State,
+    cycle_positions,
+    initial_state,
+    random_state,
+    solo_cycle_positions,
+    state_from_positions,
+)
 
 __all__ = [
     "Estimate",
@@ -74,6 +82,13 @@ __all__ = [
     "launch_cycle",
     "launch_state",
     "checkpoint_intervals",
+    "Comparison",
+    "compare",
+    "group_waste",
+    "writer_distribution",
+    "power_and_storage",
+    "failure_draws",
+    "schedule",
 ]
 
 
@@ -791,11 +806,92 @@ def _candidates(fleet, candidates, init, n_jobs: int) -> dict:
     return checked
 
 
+def _within_horizon(bounds, horizon: float) -> tuple[np.ndarray, np.ndarray]:
+    """``bounds`` (lo, hi) held at or under the horizon H: hi becomes min(hi, H), and a range
+    lying wholly at or beyond H keeps its width (the ratio hi / lo) below H, so that
+    (lo, hi) = (10 Young, 1000 Young) with H far shorter becomes (H / 100, H).
+
+    An interval longer than H completes no checkpoint before H from a synchronous launch,
+    so it wastes the whole run: a very reliable job with a large checkpoint (a Young
+    interval of years) must not be designed at one over a horizon of a day."""
+    lo, hi = (np.asarray(bound, np.float64) for bound in bounds)
+    top = np.minimum(hi, horizon)
+    return np.where(lo < top, lo, top * (lo / hi)), top
+
+
 def _group_start(intervals, labels, bounds) -> np.ndarray:
     """(G,) log of each group's geometric-mean interval, clipped into its bounds."""
     n_groups = int(labels.max()) + 1
     logs = np.array([np.log(intervals[labels == g]).mean() for g in range(n_groups)])
     return np.clip(logs, np.log(bounds[0]), np.log(bounds[1]))
+
+
+def _check_run(fleet, method, init, *, steps, patience, window, learning_rate, rtol, eval_draws) -> int:
+    """`checkpoint_intervals`' own arguments, checked before any run; returns ``eval_draws``."""
+    for name, value in (("steps", steps), ("patience", patience), ("window", window)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+            raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+    if not (0 < float(learning_rate) < math.inf):
+        raise ValueError(f"learning_rate must be > 0 and finite, got {learning_rate!r}")
+    if not (0 < float(rtol) < 1):
+        raise ValueError(f"rtol must be in (0, 1), got {rtol!r}")
+    if isinstance(eval_draws, bool) or not isinstance(eval_draws, (int, np.integer)) or eval_draws < 2:
+        raise ValueError(f"eval_draws must be an integer >= 2, got {eval_draws!r}")
+    if method == "adam" and init is not None:
+        start = np.asarray(init, np.float64)
+        if start.shape != (fleet.n_jobs,) or not np.all(np.isfinite(start) & (start > 0)):
+            raise ValueError(f"init must be None or ({fleet.n_jobs},) positive finite intervals, got {init!r}")
+    return int(eval_draws)
+
+
+def _check_init_bounds(init, job_bounds) -> None:
+    """``init`` inside the bounds (before: clipped into them without a word)."""
+    if init is None:
+        return
+    start = np.asarray(init, np.float64)
+    lo, hi = (np.broadcast_to(np.asarray(b, np.float64), start.shape) for b in job_bounds)
+    outside = np.flatnonzero((start < lo) | (start > hi))
+    if outside.size:
+        job = int(outside[0])
+        raise ValueError(
+            f"init must lie inside the bounds: job {job} starts at {start[job]:g}, outside [{lo[job]:g}, {hi[job]:g}]"
+        )
+
+
+def _baselines(fleet, young, horizon: float, keys, *, jitter, launch, rtol) -> dict:
+    """{name: (N,) intervals} of the baselines: Young, Daly, contended Young (its fixed point on
+    ``keys``), and with two-level checkpoints a lone job's exact optimum."""
+    contended, _, _ = contended_young(fleet, horizon=horizon, keys=keys, jitter=jitter, launch=launch, rtol=rtol)
+    return {
+        "young": young,
+        "daly": _daly(fleet),
+        "young_contended": contended,
+        **({"two_level": _two_level_optimum(fleet)} if fleet.has_snapshots else {}),
+    }
+
+
+def _fallback(evaluation: Evaluation, compared: dict, extra: dict, labels, job_bounds) -> str | None:
+    """The set to recommend instead of the design, if any: the best of those that beat it
+    outside the noise on the evaluation draws, among the sets the design could have been:
+    one interval per group, and a baseline inside the bounds (the caller's range of allowed
+    intervals); a candidate (``extra``: the caller's own set, such as the intervals in use)
+    wherever it lies, as a design it beats outside the noise is never the better answer."""
+    waste = evaluation.fleet_waste
+    _, first_job = np.unique(labels, return_index=True)  # labels are 0..G-1
+
+    def inside(name):
+        value = compared[name]
+        shared = np.array_equal(value, value[first_job][labels])
+        if name in extra:
+            return shared
+        return shared and bool(np.all((value >= job_bounds[0]) & (value <= job_bounds[1])))
+
+    beaten = [
+        name for i, name in enumerate(evaluation.names[1:], 1) if mean_ci(waste[i] - waste[0]).high < 0 and inside(name)
+    ]
+    if not beaten:
+        return None
+    return min(beaten, key=lambda name: waste[evaluation.names.index(name)].mean())
 
 
 # -- the design loop -------------------------------------------------------------------
@@ -855,6 +951,8 @@ def checkpoint_intervals(
       fleet: a single `Fleet` (batch shape ()) with ``mtbf``; its ``compute`` is ignored.
       bounds: (lo, hi), 0 < lo < hi finite: the range of the intervals; each a number
         (every job) or an (N,) array (per job; the jobs of a group must share their bounds).
+        The range is held at or under the horizon (`_within_horizon`): an interval longer
+        than H completes no checkpoint before H, so it can only waste the whole run.
       horizon: H > 0, the time over which waste is measured.
       n_draws: S >= 1 failure draws per step (``"adam"``: shared by the step's population;
         ``"search"``: the same S draws at every step).
@@ -882,7 +980,9 @@ def checkpoint_intervals(
         (``"search"``) and to weigh the design against (e.g. the intervals in use today).
       rtol: the search's finest move, a factor 1 + rtol on an interval (``"search"``).
       fallback: recommend a baseline or candidate that beats the design outside the noise
-        (the best such set whose intervals lie inside the bounds).
+        (the best such set with one interval per group; a baseline also inside the bounds,
+        while a candidate, the caller's own set such as the intervals in use, is taken
+        wherever it lies).
 
     Returns:
       A `DesignResult`. A `RuntimeWarning` says why when the objective was flat (every
@@ -894,32 +994,22 @@ def checkpoint_intervals(
     settings, job_bounds = _settings(
         fleet, bounds, horizon, n_draws, n_pairs, groups, launch, smoothing, offsets, offset_groups
     )
-    for name, value in (("steps", steps), ("patience", patience), ("window", window)):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-            raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
-    if not (0 < float(learning_rate) < math.inf):
-        raise ValueError(f"learning_rate must be > 0 and finite, got {learning_rate!r}")
-    if not (0 < float(rtol) < 1):
-        raise ValueError(f"rtol must be in (0, 1), got {rtol!r}")
-    eval_draws = 2 * n_pairs * n_draws if eval_draws is None else eval_draws
-    if isinstance(eval_draws, bool) or not isinstance(eval_draws, (int, np.integer)) or eval_draws < 2:
-        raise ValueError(f"eval_draws must be an integer >= 2, got {eval_draws!r}")
+    eval_draws = _check_run(
+        fleet,
+        method,
+        init,
+        steps=steps,
+        patience=patience,
+        window=window,
+        learning_rate=learning_rate,
+        rtol=rtol,
+        eval_draws=2 * n_pairs * n_draws if eval_draws is None else eval_draws,
+    )
     young = _young(fleet)
-    if method == "adam" and init is not None:
-        start_intervals = np.asarray(init, np.float64)
-        if start_intervals.shape != (fleet.n_jobs,) or not np.all(np.isfinite(start_intervals) & (start_intervals > 0)):
-            raise ValueError(f"init must be None or ({fleet.n_jobs},) positive finite intervals, got {init!r}")
     extra = _candidates(fleet, candidates, init if method == "search" else None, fleet.n_jobs)
-    if init is not None:  # before: clipped into the bounds without a word
-        start = np.asarray(init, np.float64)
-        lo, hi = (np.broadcast_to(np.asarray(b, np.float64), start.shape) for b in job_bounds)
-        outside = np.flatnonzero((start < lo) | (start > hi))
-        if outside.size:
-            job = int(outside[0])
-            raise ValueError(
-                f"init must lie inside the bounds: job {job} starts at {start[job]:g}, outside "
-                f"[{lo[job]:g}, {hi[job]:g}]"
-            )
+    _check_init_bounds(init, job_bounds)
+    job_bounds = _within_horizon(job_bounds, settings["horizon"])
+    settings["bounds"] = _within_horizon(settings["bounds"], settings["horizon"])
 
     train_key, eval_key, calibration_key = jax.random.split(key, 3)
     bar = None
@@ -930,27 +1020,22 @@ def checkpoint_intervals(
     try:
         # The contended fixed point uses its own draws (as many as the evaluation's for
         # "adam", the search's S otherwise: it is one more starting point there).
-        contended, _, _ = contended_young(
+        baselines_table = _baselines(
             fleet,
-            horizon=settings["horizon"],
-            keys=jax.random.split(calibration_key, eval_draws if method == "adam" else n_draws),
+            young,
+            settings["horizon"],
+            jax.random.split(calibration_key, eval_draws if method == "adam" else n_draws),
             jitter=jitter,
             launch=launch,
             rtol=1e-3 if method == "adam" else 1e-2,
         )
-        baselines_table = {
-            "young": young,
-            "daly": _daly(fleet),
-            "young_contended": contended,
-            **({"two_level": _two_level_optimum(fleet)} if fleet.has_snapshots else {}),
-        }
         compared = {**baselines_table, **extra}
         if method == "adam":
             found = _adam(
                 fleet,
                 settings,
                 job_bounds,
-                young if init is None else start_intervals,
+                young if init is None else np.asarray(init, np.float64),
                 train_key,
                 steps=int(steps),
                 patience=int(patience),
@@ -989,28 +1074,11 @@ def checkpoint_intervals(
         launch,
         fractions,
     )
-    searched, chosen = intervals, None
-    if fallback:
-        waste = evaluation.fleet_waste
-        # Only sets the design could have been: inside the bounds (the caller's range of
-        # allowed intervals) and one interval per group.
-        labels = settings["labels"]
-        _, first_job = np.unique(labels, return_index=True)  # labels are 0..G-1
-
-        def inside(name):
-            value = compared[name]
-            shared = np.array_equal(value, value[first_job][labels])
-            return shared and bool(np.all((value >= job_bounds[0]) & (value <= job_bounds[1])))
-
-        beaten = [
-            name
-            for i, name in enumerate(evaluation.names[1:], 1)
-            if mean_ci(waste[i] - waste[0]).high < 0 and inside(name)
-        ]
-        if beaten:
-            chosen = min(beaten, key=lambda name: waste[evaluation.names.index(name)].mean())
-            evaluation = _with_design(evaluation, chosen)
-            intervals, fractions = compared[chosen], None
+    searched = intervals
+    chosen = _fallback(evaluation, compared, extra, settings["labels"], job_bounds) if fallback else None
+    if chosen is not None:
+        evaluation = _with_design(evaluation, chosen)
+        intervals, fractions = compared[chosen], None
     waste = evaluation.fleet_waste
     estimates = {
         name: Baseline(compared[name], mean_ci(waste[i]), mean_ci(waste[i] - waste[0]))
@@ -1197,3 +1265,254 @@ def _adam(
         None if fractions is None else cycle_positions(path_fractions, _launch_span(fleet, write, path_intervals)),
     )
     return intervals, fractions, history, stopped_early, stopped_early, None, None
+
+
+# -- reading an evaluation: per group, writers, power and storage --------------------
+
+
+def group_waste(evaluation: Evaluation, labels, size) -> np.ndarray:
+    """(D, S, G) each interval set's waste per group of jobs, on the evaluation's draws (paired
+    across the sets): the waste of the group's jobs weighted by their ``size``.
+
+    Args:
+      evaluation: an `Evaluation` (`DesignResult.evaluation`).
+      labels: (N,) each job's group, 0 to G − 1.
+      size: (N,) each job's size (its weight in the group's waste).
+    """
+    waste = np.asarray(evaluation.job_waste, np.float64)  # (D, S, N)
+    labels, size = np.asarray(labels), np.asarray(size, np.float64)
+    n_groups = int(labels.max()) + 1
+    return np.stack(
+        [(waste[..., labels == g] * size[labels == g]).sum(-1) / size[labels == g].sum() for g in range(n_groups)],
+        axis=-1,
+    )
+
+
+def writer_distribution(evaluation: Evaluation) -> tuple[np.ndarray, np.ndarray]:
+    """Each interval set's share of time at each writer count n_w, averaged over the draws
+    where it is defined, (D, N + 1) (NaN where no draw defines it), and how many draws those
+    are, (D,).
+
+    The writer count is defined on a draw only once every job has fired (`WriterStats`):
+    where some job never fired before H it is NaN, and a plain mean would be NaN as soon as
+    one draw is."""
+    fraction = np.asarray(evaluation.writers, np.float64)  # (D, S, N + 1)
+    defined = np.all(np.isfinite(fraction), axis=-1)  # (D, S)
+    n_defined = defined.sum(axis=1)  # (D,)
+    total = np.where(defined[..., None], fraction, 0.0).sum(axis=1)
+    shares = np.where(n_defined[:, None] > 0, total / np.maximum(n_defined, 1)[:, None], np.nan)
+    return shares, n_defined
+
+
+def power_and_storage(evaluation: Evaluation, write, *, day: float | None = None) -> dict:
+    """Per interval set, ``{name: {"power_steps": Estimate, "volume": Estimate}}``: the
+    fleet's power steps above ``evaluation.power_threshold`` (`PowerStats.n_steps`) and the
+    volume of its completed checkpoints (`Evaluation.writes` × each job's volume), over the
+    evaluation's draws, per ``day`` or over the horizon H.
+
+    Args:
+      evaluation: an `Evaluation`.
+      write: (N,) each job's checkpoint volume.
+      day: a day in the engine's time (86400 where it runs in seconds): the estimates are
+        per day (scaled by day / H); None: over H.
+    """
+    scale = day / evaluation.horizon if day is not None else 1.0
+    volume = np.asarray(evaluation.writes, np.float64) @ np.asarray(write, np.float64)  # (D, S)
+    return {
+        name: {
+            "power_steps": mean_ci(np.asarray(evaluation.power_steps[i], np.float64) * scale),
+            "volume": mean_ci(volume[i] * scale),
+        }
+        for i, name in enumerate(evaluation.names)
+    }
+
+
+class Comparison(NamedTuple):
+    """Every interval set of an `Evaluation` weighed against the design, per group and for
+    the fleet, on the evaluation's draws (each difference paired over them): `compare`.
+
+    Attributes:
+      names: (D,) the interval sets, as `Evaluation.names` (``"design"`` first).
+      group_waste: (D, S, G) each set's waste per group (`group_waste`).
+      waste: {name: [Estimate per group]} of ``group_waste``.
+      saved: {name: [Estimate per group]}, every set but the design: its waste minus the
+        design's (> 0: the design wastes less there).
+      fleet_waste: {name: Estimate} of `Evaluation.fleet_waste`.
+      fleet_saved: {name: Estimate}, every set but the design: its fleet waste minus the
+        design's.
+      goodput: {name: (fleet Estimate, [Estimate per group])} of 1 − waste.
+      gpu_hours_saved: with ``gpus``: {name: (fleet Estimate, [Estimate per group])}, every
+        set but the design: the waste saved × GPUs × 24. The waste is a share of the
+        wall-clock time over the horizon, so every day the design saves that share of each
+        GPU's 24 hours. None without ``gpus``.
+    """
+
+    names: tuple
+    group_waste: np.ndarray
+    waste: dict
+    saved: dict
+    fleet_waste: dict
+    fleet_saved: dict
+    goodput: dict
+    gpu_hours_saved: dict | None
+
+
+def compare(evaluation: Evaluation, labels, size, *, gpus=None) -> Comparison:
+    """Every interval set of ``evaluation`` weighed against the design (its first set), per
+    group and for the fleet, with 95% CIs (`Comparison`).
+
+    Args:
+      evaluation: an `Evaluation` (`DesignResult.evaluation`).
+      labels: (N,) each job's group, 0 to G − 1.
+      size: (N,) each job's size (its weight in its group's waste).
+      gpus: None, or (G,) each group's GPUs, for the GPU-hours saved per day.
+    """
+    names = tuple(evaluation.names)
+    per_group = group_waste(evaluation, labels, size)  # (D, S, G)
+    fleet = np.asarray(evaluation.fleet_waste, np.float64)  # (D, S)
+    n_groups = per_group.shape[-1]
+    design = names.index("design")
+    compared = [name for name in names if name != "design"]
+    group_saved = {name: per_group[names.index(name)] - per_group[design] for name in compared}  # (S, G)
+    fleet_saved = {name: fleet[names.index(name)] - fleet[design] for name in compared}
+    hours = None
+    if gpus is not None:
+        gpus = np.asarray(gpus, np.float64)
+        hours = {
+            name: (
+                mean_ci(fleet_saved[name] * gpus.sum() * 24),
+                [mean_ci(group_saved[name][:, g] * gpus[g] * 24) for g in range(n_groups)],
+            )
+            for name in compared
+        }
+    return Comparison(
+        names=names,
+        group_waste=per_group,
+        waste={name: [mean_ci(per_group[i, :, g]) for g in range(n_groups)] for i, name in enumerate(names)},
+        saved={name: [mean_ci(group_saved[name][:, g]) for g in range(n_groups)] for name in compared},
+        fleet_waste={name: mean_ci(fleet[i]) for i, name in enumerate(names)},
+        fleet_saved={name: mean_ci(fleet_saved[name]) for name in compared},
+        goodput={
+            name: (mean_ci(1 - fleet[i]), [mean_ci(1 - per_group[i, :, g]) for g in range(n_groups)])
+            for i, name in enumerate(names)
+        },
+        gpu_hours_saved=hours,
+    )
+
+
+# -- one period of a schedule in a run with failures -----------------------------------
+
+
+def failure_draws(mtbf, restart, until: float, seed: int) -> tuple[np.ndarray, list]:
+    """Per job, Poisson failure times of rate 1/M_i on [0, until] from NumPy's generator of
+    ``[seed, 7]``: (N, F) sorted and +inf padded (as ``simulate(..., failure_times=...)``
+    takes them), and per job the down periods [t_f, t_f + R_i) of those that strike (a time
+    inside a down period is passed over, as the engine passes over listed times there)."""
+    rng = np.random.default_rng([seed, 7])
+    rows, down = [], []
+    for m, r in zip(np.asarray(mtbf, np.float64), np.asarray(restart, np.float64)):
+        times, t = [], 0.0
+        while True:
+            t += rng.exponential(m)
+            if t > until:
+                break
+            times.append(t)
+        rows.append(times)
+        struck, back = [], -np.inf
+        for t in times:
+            if t >= back:
+                struck.append((t, t + r))
+                back = t + r
+        down.append(struck)
+    width = max(1, max(len(times) for times in rows))
+    listed = np.full((len(rows), width), np.inf)
+    for job, times in enumerate(rows):
+        listed[job, : len(times)] = times
+    return listed, down
+
+
+def schedule(
+    fleet: Fleet,
+    *,
+    period,
+    mtbf,
+    restart,
+    seed: int,
+    key: jax.Array | None = None,
+    launch: str = "synchronous",
+    offsets=None,
+) -> dict:
+    """One period of ``fleet``'s schedule (run at its ``compute``, the intervals) in a run
+    with failures drawn from ``seed`` (`failure_draws`).
+
+    The run lasts long enough for a failure to show after the launch transient (at most 40
+    periods). The window shown is one period around the first failure after the transient
+    (three periods), else around the last failure, else the run's last period; the period is
+    the longest job's median fire-to-fire time over the cycles that no failure of its own
+    interrupted (a failure stretches its cycle by the lost work and the restart).
+
+    Args:
+      fleet: a single `Fleet` (batch shape ()).
+      period: (N,) each job's solo period at its interval (the run's length is set from it).
+      mtbf, restart: (N,) each job's M_i and R_i, for the failure draws.
+      seed: the failure draws' seed.
+      key: PRNG key of a random launch (``launch="random"``).
+      launch: ``"synchronous"`` or ``"random"``.
+      offsets: None, or (N,) launch offsets (`launch_state`), which take precedence.
+
+    Returns:
+      A dict: ``fire`` and ``end`` (N, K) fire and end times (an abandoned write ends at
+      the job's next failure, or at the run's end), ``abandoned`` (N, K) the writes a
+      failure abandoned (or still open at the end), ``down`` per job its down periods,
+      ``start`` and ``stop`` the window shown, ``period``, and ``failures_shown`` the
+      failures inside the window.
+    """
+    solo = np.asarray(period, np.float64)
+    mtbf = np.asarray(mtbf, np.float64)
+    period_guess = float(solo.max())
+    rate = float(np.sum(1 / mtbf))
+    until = min(max(6.0, 3.0 + 2.0 / (rate * period_guess)) * period_guess, 40.0 * period_guess)
+    listed, down = failure_draws(mtbf, restart, until, seed)
+    if offsets is not None:
+        state = launch_state(fleet, offsets)
+    elif launch == "random":
+        if key is None:
+            raise ValueError('key must be a PRNG key with launch="random", got None')
+        state = random_state(fleet, key)
+    else:
+        state = initial_state(fleet)
+    n_fires = int(np.ceil(until / solo.min())) + 2
+    trace = simulate(fleet, state, n_fires, until=until, progress=False, failure_times=listed)
+    fire = np.asarray(trace.fire_times, np.float64)
+    end = np.asarray(trace.end_times, np.float64)
+    stop = float(np.asarray(trace.time).max())
+    # A write with no end was abandoned at the job's next failure (or is open at the stop).
+    abandoned = np.isfinite(fire) & ~np.isfinite(end)
+    cut = np.full_like(fire, stop)
+    for job, periods in enumerate(down):
+        starts = np.array([t for t, _ in periods] + [stop])
+        cut[job] = starts[np.minimum(np.searchsorted(starts, fire[job]), starts.size - 1)]
+    end_drawn = np.where(abandoned, np.minimum(cut, stop), end)
+    gaps = []
+    for job, periods in enumerate(down):
+        fired = fire[job][np.isfinite(fire[job])]
+        failed = np.array([t for t, _ in periods])
+        clean = [b - a for a, b in zip(fired, fired[1:]) if not np.any((failed >= a) & (failed < b))]
+        gaps.append(float(np.median(clean)) if clean else math.nan)
+    shown_period = float(np.nanmax(gaps)) if np.isfinite(gaps).any() else period_guess
+    struck = sorted(t for periods in down for t, _ in periods if t < stop)
+    later = [t for t in struck if t >= 3 * shown_period] or struck[-1:]  # after the transient if any
+    if later:
+        start = min(max(later[0] - shown_period / 3, 0.0), max(stop - shown_period, 0.0))
+    else:
+        start = max(stop - shown_period, 0.0)
+    return {
+        "fire": fire,
+        "end": end_drawn,
+        "abandoned": abandoned,
+        "down": down,
+        "start": start,
+        "stop": min(start + shown_period, stop),
+        "period": shown_period,
+        "failures_shown": sum(start <= t < start + shown_period for periods in down for t, _ in periods),
+    }

@@ -596,3 +596,130 @@ def test_simulate_two_level_options_that_cannot_run_are_one_line(tmp_path, capsy
     monkeypatch.setattr(ckpt_jax, "simulate", must_not_run)
     assert main([*SMALL, *options, "--out", str(tmp_path)]) == 2
     assert message in one_error_line(capsys)
+
+
+# -- the shared options: one definition, one meaning -------------------------------------------
+SHARED = {
+    "--out": "OUT_HELP",
+    "--seed": "SEED_HELP",
+    "--no-progress": "NO_PROGRESS_HELP",
+    "--horizon": "HORIZON_HELP",
+    "--quick": None,
+}
+
+UNITS_FILE = """
+time_unit = "h"
+
+[storage]
+peak = "1 GB/s"
+
+[design]
+bounds = ["0.5 h", "50 h"]
+horizon = "3 day"
+seed = 5
+
+[[groups]]
+name = "small"
+count = 2
+gpus = 1
+checkpoint = "1.8 TB"
+mtbf = "20 h"
+"""
+
+PLAIN_FILE = """
+throughput = "shared"
+
+[design]
+horizon = 40.0
+
+[[groups]]
+name = "small"
+count = 2
+size = 1
+write = 0.5
+mtbf = 20.0
+"""
+
+
+@pytest.mark.parametrize("command", ["simulate", "ensemble", "reproduce", "design", "assess"])
+def test_every_command_takes_the_shared_options_with_one_help_text(command):
+    from ckpt_jax.cli import _options
+
+    parser = subparsers()[command]
+    actions = {option: action for action in parser._actions for option in action.option_strings}
+    assert "--out" in actions and "--no-progress" in actions
+    for option, constant in SHARED.items():
+        if option not in actions:
+            continue
+        text = actions[option].help
+        if constant is not None:  # the same words, then the default the command states
+            assert text.startswith(getattr(_options, constant)), (command, option, text)
+        else:
+            assert text.startswith("a small fast run: "), (command, text)
+    if "--seed" in actions:
+        assert actions["--seed"].type("18446744073709551615") == 2**64 - 1
+
+
+def _checked(argv):
+    """The parsed and checked arguments of one command (the fleet file loaded, nothing run)."""
+    args = build_parser().parse_args([*argv, "--out", "unused"])
+    args.check(args)
+    return args
+
+
+def test_horizon_means_the_same_in_every_command(tmp_path):
+    units, plain = tmp_path / "units.toml", tmp_path / "plain.toml"
+    units.write_text(UNITS_FILE)
+    plain.write_text(PLAIN_FILE)
+    for value in ("1 day", "24", "24 h", "1440 min"):  # a plain number: in the file's time unit, h
+        assert _checked(["simulate", "--fleet", str(units), "--horizon", value]).horizon == 86400.0
+        assert _checked(["design", str(units), "--horizon", value]).settings["horizon"] == 86400.0
+        assert _checked(["assess", str(units), "--horizon", value]).settings["horizon"] == 86400.0
+    for command in (["simulate", "--fleet", str(plain)], ["design", str(plain)], ["assess", str(plain)]):
+        args = _checked([*command, "--horizon", "12.5"])
+        assert getattr(args, "settings", {"horizon": args.horizon})["horizon"] == 12.5
+    assert _checked(["simulate", "--horizon", "7"]).horizon == 7.0
+    # The default: the file's [design].horizon (and its seed), --quick capped at one day there.
+    assert _checked(["simulate", "--fleet", str(units)]).horizon == 3 * 86400.0
+    assert _checked(["design", str(units), "--quick"]).settings["horizon"] == 86400.0
+    assert _checked(["simulate", "--fleet", str(units)]).seed == 5
+    assert _checked(["design", str(units)]).settings["seed"] == 5
+    assert _checked(["simulate"]).seed == 0
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["simulate", "--horizon", "2 day"], "argument --horizon: a fleet without a fleet file (no --fleet) has"),
+        (["simulate", "--horizon", "-3"], "argument --horizon: must be finite and > 0, got '-3'"),
+        (["simulate", "--horizon", "5 TB"], 'argument --horizon: "5 TB" is a size; expected a duration'),
+        (["design", "PLAIN", "--horizon", "2 day"], "argument --horizon: a file of plain numbers has no time unit"),
+        (["design", "UNITS", "--horizon", "inf"], "argument --horizon: must be finite and > 0"),
+        (["design", "UNITS", "--horizon", "1e306"], "argument --horizon: must be finite, got '1e306' (h)"),
+    ],
+)
+def test_a_bad_horizon_is_one_error_line_in_every_command(tmp_path, capsys, monkeypatch, argv, message):
+    files = {"PLAIN": PLAIN_FILE, "UNITS": UNITS_FILE}
+    for name, text in files.items():
+        (tmp_path / f"{name}.toml").write_text(text)
+    argv = [str(tmp_path / f"{a}.toml") if a in files else a for a in argv]
+    monkeypatch.setattr(ckpt_jax, "simulate", must_not_run)
+    assert main([*argv, "--out", str(tmp_path / "out")]) == 2
+    assert one_error_line(capsys).startswith(f"ckpt-jax: error: {message}")
+
+
+def test_the_rerun_command_gives_the_horizon_in_the_files_time_unit(tmp_path):
+    from ckpt_jax.cli.design import rerun_command
+    from ckpt_jax.fleetfile import load
+
+    units, plain = tmp_path / "units.toml", tmp_path / "plain.toml"
+    units.write_text(UNITS_FILE)
+    plain.write_text(PLAIN_FILE)
+    for path, horizon, shown in ((units, 86400.0, "--horizon 24 "), (plain, 12.5, "--horizon 12.5 ")):
+        args = _checked(["design", str(path), "--horizon", shown.split()[1]])
+        assert args.settings["horizon"] == horizon
+        command = rerun_command(load(path), args.settings, {"converged": True, "stopped_early": True}, "o")
+        assert shown in command
+        # The command reads back to the same horizon.
+        again = _checked(command.split()[1:-2])
+        assert again.settings["horizon"] == horizon

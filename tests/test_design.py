@@ -14,6 +14,7 @@ import pytest
 
 import ckpt_jax as cj
 from ckpt_jax import design
+from ckpt_jax._estimate import mean_ci
 
 SMALL = dict(bounds=(0.5, 30.0), horizon=200.0, n_draws=8, n_pairs=4)
 
@@ -583,3 +584,145 @@ def test_a_baseline_that_beats_the_design_is_recommended_instead(pair):
         **dict(SMALL, bounds=bounds, n_draws=4, n_pairs=1),
     )
     assert off.fallback is None and off.intervals[0] < 0.6
+
+
+def test_a_reliable_job_is_never_designed_past_the_horizon():
+    # Jobs that (almost) never fail with large checkpoints: Young's interval, √(2·d·M) = 10⁶,
+    # lies far past H = 200, and so did the default bounds (Young ÷ 10 to × 10): the design
+    # recommended intervals no checkpoint completes within, waste 1, while the intervals in
+    # use (3 and 4.5) kept most of the work. The bounds are now held under H.
+    fleet = cj.Fleet([1.0, 1.0], [0.5, 1.0], mtbf=1e12, restart=0.2, dtype="float64")
+    young = np.sqrt(2 * np.array([0.5, 1.0]) * 1e12)
+    result = design.checkpoint_intervals(
+        fleet,
+        key=jax.random.key(0),
+        method="search",
+        steps=2,
+        progress=False,
+        candidates={"current": np.array([3.0, 4.5])},
+        **dict(SMALL, bounds=(young / 10, young * 10)),
+    )
+    assert np.all(result.intervals <= SMALL["horizon"]), result.intervals
+    assert result.waste.mean < 0.5
+    assert not result.candidates["current"].saved.high < 0  # the intervals in use do not beat it
+
+
+def test_the_intervals_in_use_are_recommended_where_they_beat_the_design_outside_the_bounds(pair):
+    # Bounds that hold the design at tiny intervals and a candidate outside them far better
+    # (the caller's own intervals): the design falls back to it rather than recommending
+    # what it beats outside the noise.
+    result = design.checkpoint_intervals(
+        pair,
+        key=jax.random.key(0),
+        method="adam",
+        steps=1,
+        window=1,
+        learning_rate=1e-6,
+        init=np.array([0.55, 0.55]),
+        progress=False,
+        candidates={"current": np.array([3.0, 4.5])},
+        **dict(SMALL, bounds=(0.5, 0.6), n_draws=4, n_pairs=1),
+    )
+    assert result.fallback == "current"
+    np.testing.assert_array_equal(result.intervals, [3.0, 4.5])
+    assert result.candidates["current"].saved == design.Estimate(0.0, 0.0, 0.0)
+
+
+def test_bounds_are_held_under_the_horizon():
+    lo, hi = design._within_horizon((np.array([0.5, 1e5, 300.0]), np.array([30.0, 1e7, 400.0])), 200.0)
+    np.testing.assert_allclose(lo, [0.5, 2.0, 150.0])
+    np.testing.assert_allclose(hi, [30.0, 200.0, 200.0])
+
+
+# -- reading an evaluation (what `ckpt-jax design` reports), on arrays made by hand ------------
+
+
+def _evaluation():
+    """Three sets (design, young, current) of 3 jobs in 2 groups over 4 draws; job 2's writer
+    shares undefined (NaN) on draw 0 of the design."""
+    rng = np.random.default_rng(0)
+    job_waste = rng.uniform(0.0, 0.5, (3, 4, 3))
+    size = np.array([1.0, 3.0, 2.0])
+    writers = rng.uniform(0.0, 1.0, (3, 4, 4))
+    writers[0, 0] = np.nan
+    return design.Evaluation(
+        names=("design", "young", "current"),
+        intervals=np.ones((3, 3)),
+        job_waste=job_waste,
+        fleet_waste=(job_waste * size).sum(-1) / size.sum(),
+        writes=rng.integers(0, 5, (3, 4, 3)).astype(float),
+        writers=writers,
+        power_steps=rng.integers(0, 9, (3, 4)).astype(float),
+        power_threshold=0.1,
+        horizon=43200.0,
+    ), size
+
+
+def test_group_waste_and_the_comparison_are_paired_size_weighted_means():
+    evaluation, size = _evaluation()
+    labels = np.array([0, 0, 1])
+    per_group = design.group_waste(evaluation, labels, size)
+    waste = evaluation.job_waste
+    np.testing.assert_allclose(per_group[..., 0], (waste[..., 0] * 1 + waste[..., 1] * 3) / 4)
+    np.testing.assert_allclose(per_group[..., 1], waste[..., 2])
+    result = design.compare(evaluation, labels, size, gpus=[16.0, 8.0])
+    assert result.names == evaluation.names and set(result.saved) == {"young", "current"}
+    difference = per_group[2, :, 1] - per_group[0, :, 1]  # current − design, group 1, per draw
+    assert result.saved["current"][1] == mean_ci(difference)
+    assert result.waste["young"][0] == mean_ci(per_group[1, :, 0])
+    fleet_saved = evaluation.fleet_waste[1] - evaluation.fleet_waste[0]
+    assert result.fleet_saved["young"] == mean_ci(fleet_saved)
+    assert result.fleet_waste["design"] == mean_ci(evaluation.fleet_waste[0])
+    assert result.goodput["design"][0] == mean_ci(1 - evaluation.fleet_waste[0])
+    assert result.gpu_hours_saved is not None
+    fleet_hours, group_hours = result.gpu_hours_saved["young"]
+    assert fleet_hours.mean == pytest.approx(fleet_saved.mean() * 24 * 24)
+    assert group_hours[1].mean == pytest.approx((per_group[1, :, 1] - per_group[0, :, 1]).mean() * 8 * 24)
+    assert design.compare(evaluation, labels, size).gpu_hours_saved is None
+
+
+def test_writer_distribution_averages_the_draws_where_it_is_defined():
+    evaluation, _ = _evaluation()
+    shares, n_draws = design.writer_distribution(evaluation)
+    np.testing.assert_array_equal(n_draws, [3, 4, 4])
+    np.testing.assert_allclose(shares[0], evaluation.writers[0, 1:].mean(0))
+    np.testing.assert_allclose(shares[1], evaluation.writers[1].mean(0))
+
+
+def test_power_and_storage_per_day_and_over_the_horizon():
+    evaluation, _ = _evaluation()
+    write = np.array([2.0, 1.0, 5.0])
+    per_h = design.power_and_storage(evaluation, write)
+    per_day = design.power_and_storage(evaluation, write, day=86400.0)  # H is half a day
+    assert list(per_h) == list(evaluation.names)
+    assert per_h["young"]["volume"] == mean_ci(evaluation.writes[1] @ write)
+    assert per_h["young"]["power_steps"] == mean_ci(evaluation.power_steps[1])
+    assert per_day["current"]["power_steps"].mean == pytest.approx(2 * evaluation.power_steps[2].mean())
+
+
+def test_failure_draws_are_reproducible_and_skip_failures_while_down():
+    listed, down = design.failure_draws([5.0, 1e12], [2.0, 0.0], 60.0, seed=3)
+    again, _ = design.failure_draws([5.0, 1e12], [2.0, 0.0], 60.0, seed=3)
+    np.testing.assert_array_equal(listed, again)
+    times = listed[0][np.isfinite(listed[0])]
+    assert np.all(np.diff(times) > 0) and times.max() <= 60.0 and np.all(np.isinf(listed[1]))
+    assert down[1] == []
+    struck = [t for t, _ in down[0]]
+    assert set(struck) <= set(times) and struck[0] == times[0]
+    for (t, back), later in zip(down[0], down[0][1:]):
+        assert back == t + 2.0 and later[0] >= back  # a failure while down is passed over
+
+
+def test_schedule_shows_one_period_of_a_run_with_failures():
+    fleet = cj.Fleet([3.0, 3.0], [0.5, 1.0], mtbf=[10.0, 20.0], restart=0.2, dtype="float64")
+    period = np.array([3.5, 4.0])
+    shown = design.schedule(fleet, period=period, mtbf=[10.0, 20.0], restart=[0.2, 0.2], seed=0)
+    assert shown["fire"].shape == shown["end"].shape == shown["abandoned"].shape
+    assert 0 <= shown["start"] < shown["stop"] and shown["stop"] - shown["start"] <= shown["period"] + 1e-12
+    assert 3.0 < shown["period"] < 3 * 4.0  # a fire-to-fire time: the interval and a write, or a wait
+    ended = np.isfinite(shown["end"])
+    assert np.all(shown["end"][ended] >= shown["fire"][ended])
+    again = design.schedule(fleet, period=period, mtbf=[10.0, 20.0], restart=[0.2, 0.2], seed=0)
+    np.testing.assert_array_equal(shown["fire"], again["fire"])
+    with pytest.raises(ValueError, match="key"):
+        design.schedule(fleet, period=period, mtbf=[10.0, 20.0], restart=[0.2, 0.2], seed=0, launch="random")

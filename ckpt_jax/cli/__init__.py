@@ -18,7 +18,8 @@ option, an ``--out`` that cannot be written (checked before anything runs), a fu
 or a `ValueError` of the library. Ctrl-C prints one line and exits with status 130.
 
 The subcommands live in ``simulate.py``, ``ensemble.py``, ``reproduce.py``, ``design.py`` and ``assess.py``; what they
-share in ``_common.py``.
+share in ``_common.py``; the options they share (``--out``, ``--seed``, ``--no-progress``, ``--quick``,
+``--horizon``), each defined once with one meaning, in ``_options.py``.
 """
 
 from __future__ import annotations

@@ -15,8 +15,6 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..fleetfile import SEED_MAX
-
 # Runs with more firings than this (fleets × jobs × cycles) show a progress bar.
 PROGRESS_WORK = 200_000
 
@@ -184,7 +182,8 @@ def add_devices(parser, *, shards: bool = True) -> None:
 
 
 def add_fleet_options(parser, *, ensemble: bool = False) -> None:
-    """The options of a fleet of identical jobs, shared by ``simulate`` and ``ensemble``."""
+    """The options of a fleet of identical jobs, shared by ``simulate`` and ``ensemble`` (each adds
+    ``--seed``, `_options.add_seed`)."""
     from .. import POWER_POLICIES, STORAGE_POLICIES, THROUGHPUT_PRESETS
 
     parser.add_argument("--jobs", type=integer(2), default=8, metavar="N", help="jobs per fleet (default: %(default)s)")
@@ -258,12 +257,6 @@ def add_fleet_options(parser, *, ensemble: bool = False) -> None:
         "size), fcfs (one at a time, in firing order), fcfs_nonblocking (one at a time, a "
         "waiting job computes on) or cooperative (one at a time, least expected waste "
         "first) (default: %(default)s)",
-    )
-    parser.add_argument(
-        "--seed",
-        type=integer(0, SEED_MAX),
-        default=0,
-        help=f"PRNG seed for the random start and the jitter, 0 to {SEED_MAX} (default: 0)",
     )
 
 

@@ -14,10 +14,21 @@ from pathlib import Path
 import numpy as np
 
 from ._common import SEED_KEY_TEXT, CliError, add_devices, add_x64, integer, report_devices, seed_key
+from ._options import (
+    HORIZON_FROM_FILE,
+    QUICK_HORIZON_TEXT,
+    add_force,
+    add_horizon,
+    add_no_progress,
+    add_out,
+    add_quick,
+    add_seed,
+    run_horizon,
+)
 from .design import markdown_text
 
 # --quick: a small run that shows every output in well under a minute on a laptop CPU.
-QUICK = {"draws": 8, "horizon_units": 86400.0, "horizon_plain": 200.0}
+QUICK = {"draws": 8}  # and the horizon capped (`_options.run_horizon`)
 
 FILES = ["assess.json", "report.md", "losses.png", "timeline.png", "writers.png"]
 # Assessment.to_xarray() as a zarr group, where xarray and zarr are installed (listed in files then).
@@ -28,8 +39,6 @@ DAY_HOURS = 24.0
 
 
 def add_assess(subparsers) -> None:
-    from ..fleetfile import SEED_MAX
-
     parser = subparsers.add_parser(
         "assess",
         help="what checkpoints and failures cost the fleet of a fleet file, as configured",
@@ -45,13 +54,7 @@ def add_assess(subparsers) -> None:
         ),
     )
     parser.add_argument("fleet_file", type=Path, metavar="FLEET.toml", help="the fleet file (see examples/)")
-    parser.add_argument(
-        "--horizon",
-        default=None,
-        metavar="H",
-        help="the time simulated: a number in the file's time unit, or with a unit such as '2 day' in a file "
-        "with units (default: [design].horizon, a week in a file with units, else 1000)",
-    )
+    add_horizon(parser, HORIZON_FROM_FILE)
     parser.add_argument(
         "--draws",
         type=integer(2, 100_000),
@@ -59,64 +62,20 @@ def add_assess(subparsers) -> None:
         metavar="S",
         help="independent failure draws, each from a random launch (default: 64)",
     )
-    parser.add_argument(
-        "--seed",
-        type=integer(0, SEED_MAX),
-        default=None,
-        help="PRNG seed for every draw (default: [design].seed, else 0)",
-    )
-    parser.add_argument(
-        "--quick",
-        action="store_true",
-        help=f"a small fast run: {QUICK['draws']} draws, horizon at most one day in a file with units "
-        f"({QUICK['horizon_plain']:g} in a file of plain numbers); options given win",
-    )
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
-    parser.add_argument(
-        "--force",
-        action="store_true",
-        help="run beyond the work budget, 1e10 job-events (events x jobs x runs), refused otherwise",
-    )
+    add_seed(parser, default=None)
+    add_quick(parser, f"{QUICK['draws']} draws, {QUICK_HORIZON_TEXT}; options given win")
+    add_no_progress(parser)
+    add_force(parser)
     add_devices(parser, shards=False)
     add_x64(parser)
-    parser.add_argument(
-        "--out", type=Path, required=True, metavar="DIR", help="output directory, created if missing (required)"
-    )
+    add_out(parser)
     parser.set_defaults(run=_assess, check=_check, resumes=False)
-
-
-def _horizon(text: str, spec) -> float:
-    """``--horizon`` in the engine's time: seconds in a file with units (a plain number counts in
-    the file's time unit), the file's own unit in a file of plain numbers."""
-    from .._units import UnitError, duration_unit, to_base
-
-    try:
-        value = float(text)
-    except ValueError:
-        value = None
-    if value is None:
-        if spec.time_unit is None:
-            raise CliError(f"argument --horizon: a file of plain numbers has no time unit; give a number, got {text!r}")
-        try:
-            value = to_base(text, "duration")
-        except UnitError as err:
-            raise CliError(f"argument --horizon: {err}") from None
-    elif spec.time_unit is not None:
-        value *= duration_unit(spec.time_unit)
-    if not (math.isfinite(value) and value > 0):
-        raise CliError(f"argument --horizon: must be finite and > 0, got {text!r}")
-    return value
 
 
 def settings_for(args, spec) -> dict:
     """The run's settings: options, else --quick, else the file (draws: 64)."""
     units = spec.time_unit is not None
-    if args.horizon is not None:
-        horizon = _horizon(args.horizon, spec)
-    elif args.quick:
-        horizon = min(spec.design.horizon, QUICK["horizon_units" if units else "horizon_plain"])
-    else:
-        horizon = spec.design.horizon
+    horizon = run_horizon(args.horizon, spec, args.quick)
     hours_per_time_unit = 1 / 3600 if units else 1.0  # the engine runs in seconds in a file with units
     return {
         "draws": args.draws if args.draws is not None else (QUICK["draws"] if args.quick else 64),

@@ -52,14 +52,23 @@ from pathlib import Path
 
 import numpy as np
 
-from .._estimate import mean_ci
-from ._common import SEED_KEY_TEXT, CliError, add_devices, add_x64, integer, real, report_devices, seed_key
+from ._common import SEED_KEY_TEXT, CliError, add_devices, add_x64, integer, report_devices, seed_key
+from ._options import (
+    HORIZON_FROM_FILE,
+    QUICK_HORIZON_TEXT,
+    add_force,
+    add_horizon,
+    add_no_progress,
+    add_out,
+    add_quick,
+    add_seed,
+    horizon_argument,
+    run_horizon,
+)
 
-# --quick: a small run that shows every output in well under a minute on a laptop CPU.
-QUICK = {"steps": 8, "draws": 4, "pairs": 2, "horizon_max": 200.0}
-# In a file with units the horizon is in seconds, where 200 would end before the first
-# checkpoint of a job that checkpoints every few minutes: --quick takes one day there.
-QUICK_HORIZON_UNITS = 86400.0
+# --quick: a small run that shows every output in well under a minute on a laptop CPU (and
+# the horizon capped at one day, 200 in a file of plain numbers: `_options.run_horizon`).
+QUICK = {"steps": 8, "draws": 4, "pairs": 2}
 
 # The methods of `cj.design.checkpoint_intervals` (its METHODS; not imported, to keep --help light).
 METHODS = ("search", "adam")
@@ -81,8 +90,6 @@ FILES = ["design.json", "report.md", "objective.png", "waste_by_group.png", "sch
 
 
 def add_design(subparsers) -> None:
-    from ..fleetfile import SEED_MAX
-
     parser = subparsers.add_parser(
         "design",
         help="design checkpoint intervals for the fleet of a fleet file",
@@ -115,20 +122,8 @@ def add_design(subparsers) -> None:
         metavar="P",
         help="antithetic directions per step (default: [design].pairs, else 4)",
     )
-    parser.add_argument(
-        "--horizon",
-        type=real(positive=True),
-        default=None,
-        metavar="H",
-        help="time over which waste is measured, in seconds in a file with units "
-        "(default: [design].horizon, else 1000, or a week in a file with units)",
-    )
-    parser.add_argument(
-        "--seed",
-        type=integer(0, SEED_MAX),
-        default=None,
-        help="PRNG seed for every draw (default: [design].seed, else 0)",
-    )
+    add_horizon(parser, HORIZON_FROM_FILE)
+    add_seed(parser, default=None)
     parser.add_argument(
         "--offsets",
         action="store_const",
@@ -144,24 +139,16 @@ def add_design(subparsers) -> None:
         "best of the baselines and the file's intervals (default); adam: optax.adam on a smoothed gradient "
         "(--pairs directions per step)",
     )
-    parser.add_argument(
-        "--quick",
-        action="store_true",
-        help=f"a small fast run: {QUICK['steps']} steps, {QUICK['draws']} draws, "
-        f"{QUICK['pairs']} pairs, horizon at most {QUICK['horizon_max']:g} (in a file with units: "
-        "one day) (options given win)",
+    add_quick(
+        parser,
+        f"{QUICK['steps']} steps, {QUICK['draws']} draws, {QUICK['pairs']} pairs, {QUICK_HORIZON_TEXT}; "
+        "options given win",
     )
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
-    parser.add_argument(
-        "--force",
-        action="store_true",
-        help="run beyond the work budget, 1e10 job-events (events x jobs x runs), refused otherwise",
-    )
+    add_no_progress(parser)
+    add_force(parser)
     add_devices(parser, shards=False)
     add_x64(parser)
-    parser.add_argument(
-        "--out", type=Path, required=True, metavar="DIR", help="output directory, created if missing (required)"
-    )
+    add_out(parser)
     parser.set_defaults(run=_design, check=_check, resumes=False)
 
 
@@ -175,15 +162,11 @@ def settings_for(args, spec) -> dict:
             return option
         return QUICK[key] if quick else getattr(file, key)
 
-    quick_horizon = QUICK["horizon_max"] if spec.time_unit is None else QUICK_HORIZON_UNITS
-    horizon = (
-        args.horizon if args.horizon is not None else (min(file.horizon, quick_horizon) if quick else file.horizon)
-    )
     return {
         "steps": pick(args.steps, "steps"),
         "draws": pick(args.draws, "draws"),
         "pairs": pick(args.pairs, "pairs"),
-        "horizon": horizon,
+        "horizon": run_horizon(args.horizon, spec, quick),
         "seed": args.seed if args.seed is not None else file.seed,
         "launch": file.launch,
         "offsets": args.offsets if args.offsets is not None else file.offsets,
@@ -211,10 +194,6 @@ def _check(args) -> None:
                 f"fleet file {args.fleet_file}: {field} [{lo:g}, {hi:g}] is far from the Young interval "
                 f"of {group.name!r} ({group_young.min():.3g}): widen it"
             )
-
-
-def _estimate(samples) -> dict:
-    return mean_ci(samples).to_dict()
 
 
 # -- a file with units: its time unit, GB and GB/s, goodput and GPU-hours --------------------
@@ -285,29 +264,26 @@ def comparisons_of(summary: dict) -> dict:
     return {"current": "the current intervals", **baselines_of(summary)}
 
 
-def _in_units(spec, table: dict, names: list, per_group, fleet_waste) -> dict:
+def _in_units(spec, table: dict, names: list, comparison) -> dict:
     """design.json's keys for a file with units (the module docstring lists them), from the
-    interval sets ``table`` ({name: (N,) s}) and their waste on the same draws, ``per_group``
-    (D, S, G) and ``fleet_waste`` (D, S) in the order of ``names``."""
+    interval sets ``table`` ({name: (N,) s}) and the library's `cj.design.Comparison` of their
+    runs on the same draws, in the order of ``names``."""
     first = np.searchsorted(spec.labels, np.arange(len(spec.groups)))
     unit = seconds_per_unit(spec)
-    gpus = np.asarray([group.size * group.count for group in spec.groups], np.float64)
-    design = names.index("design")
     compared = [name for name in names if name != "design"]
+    saved = comparison.gpu_hours_saved
+    assert saved is not None  # compared with the GPUs of a file with units
     goodput = {
         name: {
-            "fleet": _estimate(1 - fleet_waste[names.index(name)]),
-            "groups": [_estimate(1 - per_group[names.index(name), :, g]) for g in range(len(spec.groups))],
+            "fleet": comparison.goodput[name][0].to_dict(),
+            "groups": [estimate.to_dict() for estimate in comparison.goodput[name][1]],
         }
         for name in ("current", "design")
     }
-    # Waste is a share of the wall-clock time over H: per day, that share of each GPU's 24 hours.
-    fleet_saved = {name: fleet_waste[names.index(name)] - fleet_waste[design] for name in compared}
-    group_saved = {name: per_group[names.index(name)] - per_group[design] for name in compared}  # (S, G)
     hours = {
         name: {
-            "fleet": _estimate(fleet_saved[name] * gpus.sum() * 24),
-            "groups": [_estimate(group_saved[name][:, g] * gpus[g] * 24) for g in range(len(spec.groups))],
+            "fleet": saved[name][0].to_dict(),
+            "groups": [estimate.to_dict() for estimate in saved[name][1]],
         }
         for name in compared
     }
@@ -319,6 +295,7 @@ def _in_units(spec, table: dict, names: list, per_group, fleet_waste) -> dict:
         }
         for name in compared
     }
+    gpus = _gpus(spec)
     return {
         "time_unit": spec.time_unit,
         "seconds_per_time_unit": unit,
@@ -332,10 +309,15 @@ def _in_units(spec, table: dict, names: list, per_group, fleet_waste) -> dict:
         ],
         "gpus": {"groups": gpus.tolist(), "fleet": float(gpus.sum())},
         "goodput": goodput,
-        "per_group_fleet_saved": {name: _estimate(fleet_saved[name]) for name in compared},
+        "per_group_fleet_saved": {name: comparison.fleet_saved[name].to_dict() for name in compared},
         "gpu_hours_saved_per_day": hours,
         "gains_and_pays": verdicts,
     }
+
+
+def _gpus(spec) -> np.ndarray:
+    """(G,) GPUs per group: size × count."""
+    return np.asarray([group.size * group.count for group in spec.groups], np.float64)
 
 
 def savings_lines(summary: dict, quote: Callable[[str], str] = str) -> list:
@@ -394,55 +376,27 @@ def savings_lines(summary: dict, quote: Callable[[str], str] = str) -> list:
     return lines
 
 
-def _from_evaluation(spec, evaluation):
-    """Per group waste (D, S, G), fleet waste (D, S), the n_w distribution (D, N + 1) and the
-    draws it is defined on (D,), of every interval set of the library's `Evaluation` (one set
-    of fresh draws: failures and launch fractions shared)."""
-    # The design, the file's own intervals, then the baselines (the order of every table).
-    names = sorted(evaluation.names, key=lambda name: {"design": 0, "current": 1}.get(name, 2))
-    order = [evaluation.names.index(name) for name in names]
-    waste = np.asarray(evaluation.job_waste, np.float64)[order]  # (D, S, N)
-    size = spec.per_job("size")
-    labels = spec.labels
-    per_group = np.stack(
-        [
-            (waste[..., labels == g] * size[labels == g]).sum(-1) / size[labels == g].sum()
-            for g in range(len(spec.groups))
-        ],
-        axis=-1,
-    )  # (D, S, G)
-    fraction = np.asarray(evaluation.writers, np.float64)[order]  # (D, S, N + 1)
-    # The writer count is defined on a draw only once every job has fired (WriterStats):
-    # where some job never fired before H it is NaN. Average over the draws where it is
-    # defined (a plain mean would be NaN as soon as one draw is).
-    defined = np.all(np.isfinite(fraction), axis=-1)  # (D, S)
-    n_defined = defined.sum(axis=1)  # (D,)
-    total = np.where(defined[..., None], fraction, 0.0).sum(axis=1)
-    writers = np.where(n_defined[:, None] > 0, total / np.maximum(n_defined, 1)[:, None], np.nan)  # (D, N + 1)
-    return names, per_group, np.asarray(evaluation.fleet_waste, np.float64)[order], writers, n_defined
+def _in_report_order(names) -> list:
+    """The design, the file's own intervals, then the baselines: the order of every table."""
+    return sorted(names, key=lambda name: {"design": 0, "current": 1}.get(name, 2))
 
 
 def _power_and_storage(spec, evaluation) -> dict:
-    """design.json's ``power_and_storage``: per interval set, the fleet's power steps above
-    the threshold (`PowerStats.n_steps`) and the volume of its completed checkpoints, per day
-    in a file with units (per horizon H otherwise), estimates over the same draws."""
-    horizon = evaluation.horizon
+    """design.json's ``power_and_storage`` (`cj.design.power_and_storage`): per interval set,
+    the fleet's power steps above the threshold and the volume of its completed checkpoints,
+    per day in a file with units (per horizon H otherwise)."""
+    from ..design import power_and_storage
+
     per_day = spec.time_unit is not None
-    scale = 86400.0 / horizon if per_day else 1.0
-    volume = np.asarray(evaluation.writes, np.float64) @ spec.per_job("write")  # (D, S)
+    sets = power_and_storage(evaluation, spec.per_job("write"), day=86400.0 if per_day else None)
     threshold = float(evaluation.power_threshold)
     return {
         "per": "day" if per_day else "horizon",
         "threshold": threshold,
         "threshold_watts": None if spec.power_per_gpu is None else threshold * spec.power_per_gpu,
         "sets": {
-            name: {
-                "power_steps": _estimate(np.asarray(evaluation.power_steps[i], np.float64) * scale),
-                "volume": _estimate(volume[i] * scale),
-            }
-            for i, name in sorted(
-                enumerate(evaluation.names), key=lambda item: {"design": 0, "current": 1}.get(item[1], 2)
-            )
+            name: {key: estimate.to_dict() for key, estimate in sets[name].items()}
+            for name in _in_report_order(evaluation.names)
         },
     }
 
@@ -455,7 +409,7 @@ def rerun_command(spec, settings: dict, summary: dict, out) -> str:
     if not summary.get("converged", summary["stopped_early"]):
         parts += ["--steps", str(2 * settings["steps"])]
     if settings["horizon"] != file.horizon:
-        parts += ["--horizon", f"{settings['horizon']:g}"]
+        parts += ["--horizon", horizon_argument(spec, settings["horizon"])]
     if settings["seed"] != file.seed:
         parts += ["--seed", str(settings["seed"])]
     if settings["offsets"] and not file.offsets:
@@ -465,95 +419,24 @@ def rerun_command(spec, settings: dict, summary: dict, out) -> str:
     return " ".join(parts + ["--out", str(out)])
 
 
-def _failure_times(spec, until: float, seed: int):
-    """Per job, Poisson failure times of rate 1/M_i on [0, until] (sorted, +inf padded) and
-    the down periods [t_f, t_f + R_i) of those that strike: a time inside a down period is
-    passed over, as the engine takes listed failure times."""
-    rng = np.random.default_rng([seed, 7])
-    mtbf, restart = spec.per_job("mtbf"), spec.per_job("restart")
-    rows, down = [], []
-    for m, r in zip(mtbf, restart):
-        times, t = [], 0.0
-        while True:
-            t += rng.exponential(m)
-            if t > until:
-                break
-            times.append(t)
-        rows.append(times)
-        struck, back = [], -np.inf
-        for t in times:
-            if t >= back:
-                struck.append((t, t + r))
-                back = t + r
-        down.append(struck)
-    width = max(1, max(len(times) for times in rows))
-    listed = np.full((len(rows), width), np.inf)
-    for job, times in enumerate(rows):
-        listed[job, : len(times)] = times
-    return listed, down
-
-
 def _schedule(spec, intervals, *, seed: int, launch: str, dtype, offsets=None) -> dict:
-    """One period of the recommended schedule in a run with failures (drawn from ``seed``):
-    per job, its write windows (completed, and abandoned at a failure), its down periods,
-    and the window shown: one period around the first failure after the launch transient
-    (three periods; else around the last failure, else the run's last period). The period is the longest job's median
-    fire-to-fire time over the cycles that no failure of its own interrupted."""
+    """One period of the recommended schedule in a run with failures drawn from ``seed``
+    (`cj.design.schedule`)."""
     import jax
 
-    from .. import initial_state, random_state, simulate
-    from ..design import launch_state
+    from ..design import schedule
 
-    fleet = spec.fleet(intervals, dtype=dtype)
-    solo = spec.period(intervals)
-    period_guess = float(solo.max())
-    # Long enough for a failure to show up after the transient, at most 40 periods.
-    rate = float(np.sum(1 / spec.per_job("mtbf")))
-    until = min(max(6.0, 3.0 + 2.0 / (rate * period_guess)) * period_guess, 40.0 * period_guess)
-    listed, down = _failure_times(spec, until, seed)
-    if offsets is not None:
-        state = launch_state(fleet, offsets)
-    elif launch == "random":
-        state = random_state(fleet, jax.random.fold_in(seed_key(seed), 7))
-    else:
-        state = initial_state(fleet)
-    n_fires = int(np.ceil(until / solo.min())) + 2
-    trace = simulate(fleet, state, n_fires, until=until, progress=False, failure_times=listed)
-    fire = np.asarray(trace.fire_times, np.float64)
-    end = np.asarray(trace.end_times, np.float64)
-    stop = float(np.asarray(trace.time).max())
-    # A write with no end was abandoned at the job's next failure (or is open at the stop).
-    abandoned = np.isfinite(fire) & ~np.isfinite(end)
-    cut = np.full_like(fire, stop)
-    for job, periods in enumerate(down):
-        starts = np.array([t for t, _ in periods] + [stop])
-        cut[job] = starts[np.minimum(np.searchsorted(starts, fire[job]), starts.size - 1)]
-    end_drawn = np.where(abandoned, np.minimum(cut, stop), end)
-    # The period: the longest job's median fire-to-fire time over the cycles no failure of
-    # its own interrupted (a failure stretches that cycle by the lost work and the restart).
-    gaps = []
-    for job, periods in enumerate(down):
-        fired = fire[job][np.isfinite(fire[job])]
-        failed = np.array([t for t, _ in periods])
-        clean = [b - a for a, b in zip(fired, fired[1:]) if not np.any((failed >= a) & (failed < b))]
-        gaps.append(float(np.median(clean)) if clean else math.nan)
-    period = float(np.nanmax(gaps)) if np.isfinite(gaps).any() else period_guess
-    struck = sorted(t for periods in down for t, _ in periods if t < stop)
-    later = [t for t in struck if t >= 3 * period] or struck[-1:]  # after the transient if any
-    if later:
-        start = min(max(later[0] - period / 3, 0.0), max(stop - period, 0.0))
-    else:
-        start = max(stop - period, 0.0)
-    return {
-        "fire": fire,
-        "end": end_drawn,
-        "abandoned": abandoned,
-        "down": down,
-        "start": start,
-        "stop": min(start + period, stop),
-        "period": period,
-        "failures_shown": sum(start <= t < start + period for periods in down for t, _ in periods),
-    }
+    key = jax.random.fold_in(seed_key(seed), 7) if launch == "random" and offsets is None else None
+    return schedule(
+        spec.fleet(intervals, dtype=dtype),
+        period=spec.period(intervals),
+        mtbf=spec.per_job("mtbf"),
+        restart=spec.per_job("restart"),
+        seed=seed,
+        key=key,
+        launch=launch,
+        offsets=offsets,
+    )
 
 
 def _verdict(saved: dict) -> str:
@@ -673,11 +556,10 @@ def headline(summary: dict, names: list, quote: Callable[[str], str] = str) -> l
     return lines
 
 
-def _report(spec, settings, result_json: dict, wall_s: float) -> str:
+def _report_head(spec, settings, result_json: dict, wall_s: float) -> list:
+    """The report's verdict lines, the fleet and how the run measured it."""
     groups = spec.names
     md = markdown_text
-    baselines = baselines_of(result_json)
-    compared = comparisons_of(result_json) if spec.time_unit is not None else baselines
     units = spec.time_unit is not None
     quote = lambda name: f'"{md(name)}"'  # noqa: E731
     head = headline(result_json, groups, quote=quote)
@@ -723,47 +605,64 @@ def _report(spec, settings, result_json: dict, wall_s: float) -> str:
         "## Recommended intervals",
         "",
     ]
-    if not units:
-        lines += [
-            "| group | jobs | size | write | MTBF | **design** | " + " | ".join(baselines.values()) + " |",
-            "|---" * (6 + len(baselines)) + "|",
-        ]
-        for g, group in enumerate(spec.groups):
-            row = result_json["groups"][g]
-            lines.append(
-                f"| {md(group.name)} | {group.count} | {group.size:g} | {group.write:g} | {group.mtbf:g} | "
-                f"**{row['design']:.4g}** | " + " | ".join(f"{row[name]:.4g}" for name in baselines) + " |"
-            )
-    else:
-        lines += _units_tables(spec, result_json)
-    if result_json["offsets"] is not None:
-        offsets = np.asarray(result_json["offsets"])
-        design = np.asarray([row["design"] for row in result_json["groups"]])[spec.labels]
-        cycle = design if spec.has_snapshots else design + spec.solo_write_time()
-        where = (
-            "Each job's compute done at t = 0 in its first compute phase T (with two-level checkpoints every "
-            "job starts computing, no drain in flight), and as a fraction of T"
-            if spec.has_snapshots
-            else "Each job's time into its solo cycle D + T at t = 0 (write first, then compute), and as a "
-            "fraction of the cycle"
+    return lines
+
+
+def _plain_tables(spec, result_json: dict) -> list:
+    """A file of plain numbers: the intervals per group, the design's and each baseline's."""
+    md = markdown_text
+    baselines = baselines_of(result_json)
+    lines = [
+        "| group | jobs | size | write | MTBF | **design** | " + " | ".join(baselines.values()) + " |",
+        "|---" * (6 + len(baselines)) + "|",
+    ]
+    for g, group in enumerate(spec.groups):
+        row = result_json["groups"][g]
+        lines.append(
+            f"| {md(group.name)} | {group.count} | {group.size:g} | {group.write:g} | {group.mtbf:g} | "
+            f"**{row['design']:.4g}** | " + " | ".join(f"{row[name]:.4g}" for name in baselines) + " |"
         )
-        lines += [
-            "",
-            "## Launch offsets (designed)",
-            "",
-            f"{where}; the baselines keep the launch {settings['launch']}.",
-            "",
-            f"| group | offsets | fractions of {'T' if spec.has_snapshots else 'the cycle'} |",
-            "|---|---|---|",
-        ]
-        for g, group in enumerate(spec.groups):
-            mine = spec.labels == g
-            lines.append(
-                f"| {md(group.name)} | {', '.join(f'{x:.3g}' for x in offsets[mine])} | "
-                f"{', '.join(f'{x:.2f}' for x in offsets[mine] / cycle[mine])} |"
-            )
+    return lines
+
+
+def _offsets_lines(spec, settings, result_json: dict) -> list:
+    """The designed launch offsets per group, and as fractions of the cycle."""
+    md = markdown_text
+    offsets = np.asarray(result_json["offsets"])
+    design = np.asarray([row["design"] for row in result_json["groups"]])[spec.labels]
+    cycle = design if spec.has_snapshots else design + spec.solo_write_time()
+    where = (
+        "Each job's compute done at t = 0 in its first compute phase T (with two-level checkpoints every "
+        "job starts computing, no drain in flight), and as a fraction of T"
+        if spec.has_snapshots
+        else "Each job's time into its solo cycle D + T at t = 0 (write first, then compute), and as a "
+        "fraction of the cycle"
+    )
+    lines = [
+        "",
+        "## Launch offsets (designed)",
+        "",
+        f"{where}; the baselines keep the launch {settings['launch']}.",
+        "",
+        f"| group | offsets | fractions of {'T' if spec.has_snapshots else 'the cycle'} |",
+        "|---|---|---|",
+    ]
+    for g, group in enumerate(spec.groups):
+        mine = spec.labels == g
+        lines.append(
+            f"| {md(group.name)} | {', '.join(f'{x:.3g}' for x in offsets[mine])} | "
+            f"{', '.join(f'{x:.2f}' for x in offsets[mine] / cycle[mine])} |"
+        )
+    return lines
+
+
+def _fleet_waste_lines(spec, result_json: dict) -> list:
+    """The fleet waste of the design and each comparison, and what that means plainly."""
+    md = markdown_text
+    groups = spec.names
+    baselines = baselines_of(result_json)
     waste = result_json["waste"]
-    lines += [
+    lines = [
         "",
         "## Fleet waste (fresh draws, 95% CIs)",
         "",
@@ -800,8 +699,15 @@ def _report(spec, settings, result_json: dict, wall_s: float) -> str:
                 else ", and no group pays more, outside the noise."
             )
         )
-    lines += _power_storage_lines(spec, result_json)
-    lines += [
+    return lines
+
+
+def _per_group_lines(spec, result_json: dict) -> list:
+    """The waste per group: saved against each comparison, then each set's own."""
+    md = markdown_text
+    units = spec.time_unit is not None
+    compared = comparisons_of(result_json) if units else baselines_of(result_json)
+    lines = [
         "",
         "## Waste per group (the same fresh draws, 95% CIs)",
         "",
@@ -828,7 +734,12 @@ def _report(spec, settings, result_json: dict, wall_s: float) -> str:
             + " | ".join(f"{c['mean']:.4f} [{c['low']:.4f}, {c['high']:.4f}]" for c in cells)
             + " |"
         )
-    lines += [
+    return lines
+
+
+def _figures_lines(units: bool) -> list:
+    """What each figure shows."""
+    return [
         "",
         "## Figures",
         "",
@@ -843,6 +754,17 @@ def _report(spec, settings, result_json: dict, wall_s: float) -> str:
         + "Young and design.",
         "",
     ]
+
+
+def _report(spec, settings, result_json: dict, wall_s: float) -> str:
+    lines = _report_head(spec, settings, result_json, wall_s)
+    lines += _units_tables(spec, result_json) if spec.time_unit is not None else _plain_tables(spec, result_json)
+    if result_json["offsets"] is not None:
+        lines += _offsets_lines(spec, settings, result_json)
+    lines += _fleet_waste_lines(spec, result_json)
+    lines += _power_storage_lines(spec, result_json)
+    lines += _per_group_lines(spec, result_json)
+    lines += _figures_lines(spec.time_unit is not None)
     return "\n".join(lines)
 
 
@@ -1019,7 +941,7 @@ def _design(args) -> int:
 
     from .. import __version__
     from .._plan import check_horizon_events, check_work, largest_count
-    from ..design import checkpoint_intervals
+    from ..design import checkpoint_intervals, compare, writer_distribution
     from ..files import atomic_write, atomic_write_bytes
     from . import _design_figures as figures
 
@@ -1071,7 +993,13 @@ def _design(args) -> int:
     )
     compared = {**result.baselines, **(result.candidates or {})}
     table = {"design": result.intervals, **{name: b.intervals for name, b in compared.items()}}
-    names, per_group, fleet_waste, writers, writers_draws = _from_evaluation(spec, result.evaluation)
+    evaluation = result.evaluation
+    assert evaluation is not None  # checkpoint_intervals always evaluates on fresh draws
+    comparison = compare(evaluation, spec.labels, spec.per_job("size"), gpus=_gpus(spec) if units else None)
+    names = _in_report_order(evaluation.names)
+    order = [evaluation.names.index(name) for name in names]
+    per_group = comparison.group_waste[order]  # (D, S, G), in the order of names
+    writers, writers_draws = (value[order] for value in writer_distribution(evaluation))
     schedule = _schedule(
         spec, result.intervals, seed=settings["seed"], launch=settings["launch"], dtype=dtype, offsets=result.offsets
     )
@@ -1113,19 +1041,10 @@ def _design(args) -> int:
         "waste": as_dict(result.waste),
         "baselines": {name: outcome(b) for name, b in result.baselines.items()},
         "candidates": {name: outcome(b) for name, b in (result.candidates or {}).items()},
-        "per_group": {
-            name: [_estimate(per_group[i, :, g]) for g in range(len(spec.groups))] for i, name in enumerate(names)
-        },
-        "per_group_saved": {
-            name: [
-                _estimate(per_group[names.index(name), :, g] - per_group[names.index("design"), :, g])
-                for g in range(len(spec.groups))
-            ]
-            for name in names
-            if name != "design"
-        },
-        "per_group_fleet_waste": {name: _estimate(fleet_waste[i]) for i, name in enumerate(names)},
-        "power_and_storage": _power_and_storage(spec, result.evaluation),
+        "per_group": {name: [e.to_dict() for e in comparison.waste[name]] for name in names},
+        "per_group_saved": {name: [e.to_dict() for e in comparison.saved[name]] for name in names if name != "design"},
+        "per_group_fleet_waste": {name: comparison.fleet_waste[name].to_dict() for name in names},
+        "power_and_storage": _power_and_storage(spec, evaluation),
         "writers_fraction": {name: writers[i].tolist() for i, name in enumerate(names)},
         "writers_draws": {name: int(writers_draws[i]) for i, name in enumerate(names)},
         "history": {
@@ -1147,7 +1066,7 @@ def _design(args) -> int:
         "files": FILES,
     }
     if units:
-        summary.update(_in_units(spec, table, names, per_group, fleet_waste))
+        summary.update(_in_units(spec, table, names, comparison))
     out = Path(args.out)
     summary["rerun"] = rerun_command(spec, settings, summary, out)
     atomic_write_bytes(out / "design.json", (json.dumps(summary, indent=2) + "\n").encode())

@@ -30,6 +30,7 @@ from ._common import (
     report_devices,
     seed_key,
 )
+from ._options import add_force, add_no_progress, add_out, add_seed
 
 
 def add_ensemble(subparsers) -> None:
@@ -94,21 +95,12 @@ def add_ensemble(subparsers) -> None:
         "(default: gaps)",
     )
     parser.add_argument("--restart", action="store_true", help="discard the chunks saved in DIR and start over")
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
-    parser.add_argument(
-        "--force",
-        action="store_true",
-        help="run beyond the work budget, 1e10 job-events (events x jobs x runs), refused otherwise",
-    )
+    add_seed(parser)
+    add_no_progress(parser)
+    add_force(parser)
     add_devices(parser)
     add_x64(parser)
-    parser.add_argument(
-        "--out",
-        type=Path,
-        required=True,
-        metavar="DIR",
-        help="output directory for the chunks, manifest.json, ensemble.zarr and summary.json (required)",
-    )
+    add_out(parser)  # the chunks, manifest.json, ensemble.zarr and summary.json
     parser.set_defaults(run=_ensemble, check=_durations, resumes=True)
 
 

@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 from ._common import add_devices, report_devices
+from ._options import add_no_progress, add_out, add_quick
 
 
 def add_reproduce(subparsers) -> None:
@@ -23,12 +24,8 @@ def add_reproduce(subparsers) -> None:
         ),
     )
     sizes = parser.add_mutually_exclusive_group()
-    sizes.add_argument(
-        "--quick",
-        dest="size",
-        action="store_const",
-        const="quick",
-        help="about 2-4 minutes on a 2-core CPU (the default size)",
+    add_quick(
+        sizes, "about 2-4 minutes on a 2-core CPU (the default size)", dest="size", action="store_const", const="quick"
     )
     sizes.add_argument("--full", dest="size", action="store_const", const="full", help="sized for one GPU")
     sizes.add_argument(
@@ -49,11 +46,9 @@ def add_reproduce(subparsers) -> None:
         "other parameters in DIR are discarded first "
         "(without --restart such a folder is refused)",
     )
-    parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+    add_no_progress(parser)
     add_devices(parser, shards=False)
-    parser.add_argument(
-        "--out", type=Path, required=True, metavar="DIR", help="output directory, created if missing (required)"
-    )
+    add_out(parser)
 
     def run(args):
         from .. import reproduce

@@ -29,6 +29,7 @@ from ._common import (
     report_devices,
     seed_key,
 )
+from ._options import add_force, add_horizon, add_no_progress, add_out, add_seed, horizon_value
 
 
 def add_simulate(subparsers) -> None:
@@ -43,11 +44,7 @@ def add_simulate(subparsers) -> None:
     )
     add_fleet_options(parser)
     _add_checkpoint_options(parser)
-    parser.add_argument(
-        "--force",
-        action="store_true",
-        help="run beyond the work budget, 1e10 job-events (events x jobs x runs), refused otherwise",
-    )
+    add_force(parser)
     parser.add_argument(
         "--fleet",
         type=Path,
@@ -58,14 +55,8 @@ def add_simulate(subparsers) -> None:
         "that describe the fleet (--jobs, --compute, --write, --cap, ...)",
     )
     _mark_defaults(parser)
-    parser.add_argument(
-        "--horizon",
-        type=real(positive=True),
-        default=None,
-        metavar="H",
-        help="stop every fleet at t = H; --cycles then only sizes the trace (default: "
-        "none; with --fleet, whose jobs fail, the file's [design].horizon)",
-    )
+    # Every fleet stops at t = H; --cycles then only sizes the trace.
+    add_horizon(parser, "none: K cycles; with --fleet, whose jobs fail, the file's [design].horizon")
     parser.add_argument(
         "--cycles",
         type=integer(1),
@@ -87,11 +78,11 @@ def add_simulate(subparsers) -> None:
         help="random: uniform cycle positions; sync: all start computing "
         "together; stagger: evenly spaced cycle positions (default: %(default)s)",
     )
+    add_seed(parser, default=None)
+    add_no_progress(parser)
     add_devices(parser)
     add_x64(parser)
-    parser.add_argument(
-        "--out", type=Path, required=True, metavar="DIR", help="output directory, created if missing (required)"
-    )
+    add_out(parser)
     parser.set_defaults(run=_simulate, check=_check, resumes=False)
 
 
@@ -194,11 +185,19 @@ def _check(args) -> None:
 
         args.spec = load(args.fleet, dtype=np.float64 if args.x64 else np.float32)
         args.jobs = args.spec.n_jobs
+        if args.seed is None:
+            args.seed = args.spec.design.seed
         if args.horizon is None:
             # Failures abandon writes, so a run of K completed cycles per job has no bound:
             # a fleet file's run stops at a horizon.
             args.horizon = args.spec.design.horizon
+        else:
+            args.horizon = horizon_value(args.horizon, args.spec.time_unit)
         return
+    if args.seed is None:
+        args.seed = 0
+    if args.horizon is not None:
+        args.horizon = horizon_value(args.horizon, None, fleet_file=False)
     check_period(args.compute, args.write)
     if args.snapshot is not None and args.async_fraction > 0:
         raise CliError(
@@ -279,28 +278,170 @@ def _write_csv(handle, fire_times: np.ndarray, end_times: np.ndarray) -> None:
     )
 
 
+def _fleet(args):
+    """The (B, N) fleet of the options, or of the fleet file."""
+    from .. import Fleet
+
+    n_fleets, n_jobs = args.fleets, args.jobs
+    if args.spec is not None:
+        one = args.spec.fleet(dtype=np.float64 if args.x64 else np.float32)
+        return args.spec.fleet(
+            np.broadcast_to(np.asarray(one.compute, np.float64), (n_fleets, n_jobs)), dtype=one.dtype
+        )
+    return Fleet(
+        np.full((n_fleets, n_jobs), args.compute),
+        np.full((n_fleets, n_jobs), args.write),
+        **fleet_keywords(args, n_jobs),
+        **_checkpoint_keywords(args),
+    )
+
+
+def _write_traces(out: Path, trace) -> None:
+    """trace.csv and trace.npz, each written atomically: complete (this run's) or as it was before."""
+    from ..files import atomic_write
+
+    atomic_write(out / "trace.csv", lambda handle: _write_csv(handle, trace.fire_times, trace.end_times))
+    atomic_write(
+        out / "trace.npz",
+        lambda handle: np.savez(
+            handle,
+            fire_times=trace.fire_times,
+            end_times=trace.end_times,
+            ok=trace.ok,
+            status=trace.status,
+            n_events=trace.n_events,
+            time=trace.time,
+        ),
+    )
+
+
+def _parameters(args) -> dict:
+    """summary.json's ``parameters``: the options (with --fleet, the file and the run's own)."""
+    parameters = {
+        "jobs": args.jobs,
+        "compute": args.compute,
+        "write": args.write,
+        "cap": args.cap,
+        "throughput": args.throughput,
+        "jitter": args.jitter,
+        "delay": args.delay,
+        "async_fraction": args.async_fraction,
+        "seed": args.seed,
+        "cycles": args.cycles,
+        "fleets": args.fleets,
+        "start": args.start,
+        "x64": args.x64,
+        **policy_parameters(args),
+        **_checkpoint_parameters(args),
+        **({} if args.horizon is None else {"horizon": args.horizon}),
+    }
+    if args.spec is None:
+        return parameters
+    run_only = ("jitter", "seed", "cycles", "fleets", "start", "x64", "horizon")
+    return {"fleet": args.spec.to_dict(), **{name: parameters[name] for name in run_only}}
+
+
+def _load(args, fleet) -> float:
+    """The fleet's load Σ D / period (fleet 0)."""
+    if args.spec is not None:
+        return float(np.sum(args.spec.solo_write_time() / args.spec.period()))
+    if args.write_limit is not None or args.snapshot is not None:  # D / period, as the fleet has them
+        return float(np.sum(np.asarray(fleet.solo_write, np.float64)[0] / np.asarray(fleet.period, np.float64)[0]))
+    return args.jobs * args.write / (args.compute + args.write)
+
+
+def _summary(args, fleet, trace, wall_s: float, device_summary: dict) -> dict:
+    import jax
+
+    from .. import __version__, describe_status
+    from ..analysis import writer_count
+
+    status_all = int(np.bitwise_or.reduce(trace.status.ravel()))
+    _, counts = writer_count(trace.fire_times[0], trace.end_times[0])
+    return {
+        "command": "simulate",
+        "version": __version__,
+        "parameters": _parameters(args),
+        "keys": {
+            "seed": SEED_KEY_TEXT,
+            "start": "key(seed) (used only by --start random)",
+            "jitter": "jax.random.fold_in(key(seed), 1)",
+            "failures": "jax.random.fold_in(key(seed), 1) (--fleet: the file's MTBF)",
+        },
+        "dtype": str(fleet.dtype),
+        "load": _load(args, fleet),
+        "ok": bool(trace.ok.all()),
+        "fleets_ok": int(trace.ok.sum()),
+        "status": status_all,
+        "status_text": describe_status(status_all),
+        "events_total": int(trace.n_events.sum()),
+        "events_per_fleet_max": int(trace.n_events.max()),
+        "simulated_time_max": finite_or_none(np.nanmax(trace.time)),
+        "max_recorded_writers_fleet0": int(counts.max()) if counts.size else 0,
+        "wall_time_s": wall_s,
+        "backend": jax.default_backend(),
+        "devices": device_summary,
+        "python": platform.python_version(),
+        "jax": jax.__version__,
+        "files": ["trace.csv", "trace.npz", "summary.json", "trace.png"],
+        "csv_columns": list(CSV_COLUMNS),
+        "notes": "cycle is the 0-based firing index after t = 0; fire/end times of "
+        "padding or unfinished windows are NaN. Windows in progress at t = 0 are not recorded.",
+        **({"power": _power_summary(trace.power)} if args.power else {}),
+    }
+
+
+def _title(args) -> str:
+    """trace.png's title: fleet 0 and what shapes it."""
+    n_fleets, n_jobs = args.fleets, args.jobs
+    if args.spec is not None:
+        spec = args.spec
+        cap = "uncapped" if spec.cap is None else f"C={spec.cap:g}"
+        throughput = spec.throughput if isinstance(spec.throughput, str) else "list"
+        return (
+            f"fleet 0 of {n_fleets}: {Path(spec.path).name}, N={n_jobs} in {len(spec.groups)} groups, "
+            f"{cap}, f={throughput}, σ={args.jitter:g}, start={args.start}, seed={args.seed}"
+        )
+    cap = "uncapped" if args.cap is None else f"C={args.cap:g}"
+    title = (
+        f"fleet 0 of {n_fleets}: N={n_jobs}, T={args.compute:g}, d={args.write:g}, {cap}, "
+        f"f={args.throughput}, σ={args.jitter:g}, start={args.start}, seed={args.seed}"
+    )
+    for name, value in (("b", args.write_limit), ("s", args.snapshot)):
+        title += "" if value is None else f", {name}={value:g}"
+    if args.size is not None:  # sizes and policies shape the picture: name them
+        title += (
+            f"\nsizes {','.join(f'{w:g}' for w in args.size)}, {args.power_policy} power, {args.storage_policy} storage"
+        )
+    return title
+
+
+def _write_figure(args, out: Path, trace) -> None:
+    from ..files import atomic_write
+    from ..plotting import plot_trace
+
+    shown = (
+        {}
+        if args.spec is None
+        else {
+            "groups": (args.spec.labels, args.spec.names),
+            "failures": trace.jobs.failures[0],
+            "down_time": trace.jobs.down_time[0],
+        }
+    )
+    figure = plot_trace(trace.fire_times[0], trace.end_times[0], title=_title(args), until=args.horizon, **shown)
+    atomic_write(out / "trace.png", lambda handle: figure.savefig(handle, format="png", dpi=120))
+
+
 def _simulate(args) -> int:
     import jax
 
-    from .. import Fleet, SaveAt, __version__, describe_status, simulate
+    from .. import SaveAt, describe_status, simulate
     from .._plan import check_horizon_events, check_work, largest_count
-    from ..analysis import writer_count
-    from ..files import atomic_write, atomic_write_bytes
-    from ..plotting import plot_trace
+    from ..files import atomic_write_bytes
 
     n_fleets, n_jobs, n_cycles = args.fleets, args.jobs, args.cycles
-    if args.spec is not None:
-        one = args.spec.fleet(dtype=np.float64 if args.x64 else np.float32)
-        fleet = args.spec.fleet(
-            np.broadcast_to(np.asarray(one.compute, np.float64), (n_fleets, n_jobs)), dtype=one.dtype
-        )
-    else:
-        fleet = Fleet(
-            np.full((n_fleets, n_jobs), args.compute),
-            np.full((n_fleets, n_jobs), args.write),
-            **fleet_keywords(args, n_jobs),
-            **_checkpoint_keywords(args),
-        )
+    fleet = _fleet(args)
     state = _initial_state(fleet, args.start, args.seed)
     # The jitter stream is derived apart from the launch key so the two are independent.
     jitter_key = jax.random.fold_in(seed_key(args.seed), 1)
@@ -324,7 +465,7 @@ def _simulate(args) -> int:
         n_cycles,
         jitter=args.jitter if args.jitter > 0 else None,
         key=jitter_key,
-        progress=work >= PROGRESS_WORK,
+        progress=not args.no_progress and work >= PROGRESS_WORK,
         devices=devices,
         until=args.horizon,
         # A fleet file's jobs fail: keep each job's failures and time down for the figure.
@@ -336,117 +477,12 @@ def _simulate(args) -> int:
     wall_s = time.perf_counter() - started
 
     out = Path(args.out)
-    # Each file is written atomically: complete (this run's) or as it was before.
-    atomic_write(out / "trace.csv", lambda handle: _write_csv(handle, trace.fire_times, trace.end_times))
-    atomic_write(
-        out / "trace.npz",
-        lambda handle: np.savez(
-            handle,
-            fire_times=trace.fire_times,
-            end_times=trace.end_times,
-            ok=trace.ok,
-            status=trace.status,
-            n_events=trace.n_events,
-            time=trace.time,
-        ),
-    )
-
-    ok = trace.ok
-    n_ok = int(ok.sum())
-    status_all = int(np.bitwise_or.reduce(trace.status.ravel()))
-    _, counts = writer_count(trace.fire_times[0], trace.end_times[0])
-    parameters = {
-        "jobs": n_jobs,
-        "compute": args.compute,
-        "write": args.write,
-        "cap": args.cap,
-        "throughput": args.throughput,
-        "jitter": args.jitter,
-        "delay": args.delay,
-        "async_fraction": args.async_fraction,
-        "seed": args.seed,
-        "cycles": n_cycles,
-        "fleets": n_fleets,
-        "start": args.start,
-        "x64": args.x64,
-        **policy_parameters(args),
-        **_checkpoint_parameters(args),
-        **({} if args.horizon is None else {"horizon": args.horizon}),
-    }
-    if args.spec is not None:
-        run_only = ("jitter", "seed", "cycles", "fleets", "start", "x64", "horizon")
-        parameters = {"fleet": args.spec.to_dict(), **{name: parameters[name] for name in run_only}}
-        load = float(np.sum(args.spec.solo_write_time() / args.spec.period()))
-    elif args.write_limit is not None or args.snapshot is not None:  # D / period, as the fleet has them
-        load = float(np.sum(np.asarray(fleet.solo_write, np.float64)[0] / np.asarray(fleet.period, np.float64)[0]))
-    else:
-        load = n_jobs * args.write / (args.compute + args.write)
-    summary = {
-        "command": "simulate",
-        "version": __version__,
-        "parameters": parameters,
-        "keys": {
-            "seed": SEED_KEY_TEXT,
-            "start": "key(seed) (used only by --start random)",
-            "jitter": "jax.random.fold_in(key(seed), 1)",
-            "failures": "jax.random.fold_in(key(seed), 1) (--fleet: the file's MTBF)",
-        },
-        "dtype": str(fleet.dtype),
-        "load": load,
-        "ok": bool(ok.all()),
-        "fleets_ok": n_ok,
-        "status": status_all,
-        "status_text": describe_status(status_all),
-        "events_total": int(trace.n_events.sum()),
-        "events_per_fleet_max": int(trace.n_events.max()),
-        "simulated_time_max": finite_or_none(np.nanmax(trace.time)),
-        "max_recorded_writers_fleet0": int(counts.max()) if counts.size else 0,
-        "wall_time_s": wall_s,
-        "backend": jax.default_backend(),
-        "devices": device_summary,
-        "python": platform.python_version(),
-        "jax": jax.__version__,
-        "files": ["trace.csv", "trace.npz", "summary.json", "trace.png"],
-        "csv_columns": list(CSV_COLUMNS),
-        "notes": "cycle is the 0-based firing index after t = 0; fire/end times of "
-        "padding or unfinished windows are NaN. Windows in progress at t = 0 are not recorded.",
-        **({"power": _power_summary(trace.power)} if args.power else {}),
-    }
+    _write_traces(out, trace)
+    summary = _summary(args, fleet, trace, wall_s, device_summary)
     atomic_write_bytes(out / "summary.json", (json.dumps(summary, indent=2) + "\n").encode())
+    _write_figure(args, out, trace)
 
-    if args.spec is not None:
-        spec = args.spec
-        cap = "uncapped" if spec.cap is None else f"C={spec.cap:g}"
-        throughput = spec.throughput if isinstance(spec.throughput, str) else "list"
-        title = (
-            f"fleet 0 of {n_fleets}: {Path(spec.path).name}, N={n_jobs} in {len(spec.groups)} groups, "
-            f"{cap}, f={throughput}, σ={args.jitter:g}, start={args.start}, seed={args.seed}"
-        )
-    else:
-        cap = "uncapped" if args.cap is None else f"C={args.cap:g}"
-        title = (
-            f"fleet 0 of {n_fleets}: N={n_jobs}, T={args.compute:g}, d={args.write:g}, {cap}, "
-            f"f={args.throughput}, σ={args.jitter:g}, start={args.start}, seed={args.seed}"
-        )
-        for name, value in (("b", args.write_limit), ("s", args.snapshot)):
-            title += "" if value is None else f", {name}={value:g}"
-        if args.size is not None:  # sizes and policies shape the picture: name them
-            title += (
-                f"\nsizes {','.join(f'{w:g}' for w in args.size)}, {args.power_policy} power, "
-                f"{args.storage_policy} storage"
-            )
-    shown = (
-        {}
-        if args.spec is None
-        else {
-            "groups": (args.spec.labels, args.spec.names),
-            "failures": trace.jobs.failures[0],
-            "down_time": trace.jobs.down_time[0],
-        }
-    )
-    figure = plot_trace(trace.fire_times[0], trace.end_times[0], title=title, until=args.horizon, **shown)
-    atomic_write(out / "trace.png", lambda handle: figure.savefig(handle, format="png", dpi=120))
-
+    n_ok, status_all = summary["fleets_ok"], summary["status"]
     print(
         f"ckpt-jax simulate: {n_ok}/{n_fleets} fleets ok, N={n_jobs}, K={n_cycles}, "
         f"{int(trace.n_events.sum())} events, {wall_s:.2f} s -> {out}"
