@@ -3,8 +3,11 @@ key the file gave (not the engine's array), combinations the engine cannot run a
 load, a share's interval stays in [0, 1], a timeline never loses a finished assessment, and the
 report says where the storage peaks rather than a writer count that never occurs."""
 
+import jax
+import numpy as np
 import pytest
 
+import ckpt_jax as cj
 from ckpt_jax.fleetfile import FleetFileError, loads
 
 UNITS = """
@@ -109,3 +112,24 @@ def test_a_queueing_policy_with_what_it_does_not_serve_is_refused_at_load(policy
 def test_a_queueing_policy_alone_still_loads():
     spec = loads(PLAIN.format(policy="cooperative", top="", group="recovery_read = 0"))
     assert spec.storage_policy == "cooperative"
+
+
+# -- labelled results name groups -------------------------------------------------------------
+
+
+TWO_GROUPS = 'throughput = "shared"\n' + "".join(
+    f'[[groups]]\nname = "{name}"\ncount = 1\nsize = 1\nwrite = 0.5\nmtbf = 50.0\n' for name in ("a", "b")
+)
+
+
+def test_to_xarray_with_a_fleet_file_of_other_jobs_names_groups():
+    pytest.importorskip("xarray")
+    fleet = cj.Fleet(np.array([10.0, 12.0, 14.0]), np.array([1.0, 1.0, 1.0]), mtbf=50.0)
+    out = cj.simulate(
+        fleet, cj.random_state(fleet, jax.random.key(0)), None, until=50.0, key=jax.random.key(1),
+        save=cj.SaveAt(trace=False, jobs=True),
+    )  # fmt: skip
+    assert out.jobs is not None
+    with pytest.raises(ValueError, match=r"^groups: the fleet file <string> has 2 jobs, the results 3") as caught:
+        out.jobs.to_xarray(fleet, groups=loads(TWO_GROUPS))
+    assert "conflicting sizes" not in str(caught.value)
