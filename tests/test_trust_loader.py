@@ -3,11 +3,14 @@ key the file gave (not the engine's array), combinations the engine cannot run a
 load, a share's interval stays in [0, 1], a timeline never loses a finished assessment, and the
 report says where the storage peaks rather than a writer count that never occurs."""
 
+import math
+
 import jax
 import numpy as np
 import pytest
 
 import ckpt_jax as cj
+from ckpt_jax._estimate import mean_ci, share_ci
 from ckpt_jax.fleetfile import FleetFileError, loads
 
 UNITS = """
@@ -133,3 +136,27 @@ def test_to_xarray_with_a_fleet_file_of_other_jobs_names_groups():
     with pytest.raises(ValueError, match=r"^groups: the fleet file <string> has 2 jobs, the results 3") as caught:
         out.jobs.to_xarray(fleet, groups=loads(TWO_GROUPS))
     assert "conflicting sizes" not in str(caught.value)
+
+
+# -- a share's interval stays inside [0, 1] ----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "samples",
+    [[0.0004, 0.9012], [0.9, 0.99], [0.01, 0.3, 0.0], [0.5, 0.5], [0.0, 0.0], [1.0, 1.0], [-1e-13, 2e-13]],
+)
+def test_share_ci_stays_inside_zero_one_and_holds_the_mean(samples):
+    estimate = share_ci(samples)
+    assert estimate.mean == mean_ci(samples).mean
+    assert estimate.low <= estimate.mean <= estimate.high
+    assert min(0.0, estimate.mean) <= estimate.low and estimate.high <= max(1.0, estimate.mean)
+
+
+def test_share_ci_is_the_normal_interval_on_the_logit_scale():
+    samples = np.array([0.90, 0.91, 0.92, 0.93])
+    normal = mean_ci(samples)
+    spread = (normal.high - normal.mean) / (normal.mean * (1 - normal.mean))
+    logit = math.log(normal.mean / (1 - normal.mean))
+    low, high = (1 / (1 + math.exp(-(logit + sign * spread))) for sign in (-1, 1))
+    assert share_ci(samples) == pytest.approx((normal.mean, low, high), rel=1e-12)
+    assert math.isnan(share_ci([0.3]).low)  # one draw: no interval, as mean_ci
