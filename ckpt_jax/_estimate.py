@@ -1,7 +1,8 @@
 """A Monte-Carlo estimate and its 95 % confidence interval, written once: `Estimate` (a mean
-with its interval), `mean_ci` (of a sample of independent draws) and `half_width` (the
-interval's half width along an axis), for the designer, the assessment, the CLI's reports and
-figures and the experiments."""
+with its interval), `mean_ci` (of a sample of independent draws), `share_ci` (the same for a
+share of time, whose interval stays inside [0, 1]) and `half_width` (the interval's half width
+along an axis), for the designer, the assessment, the CLI's reports and figures and the
+experiments."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-__all__ = ["Z95", "Estimate", "mean_ci", "half_width"]
+__all__ = ["Z95", "Estimate", "mean_ci", "share_ci", "half_width"]
 
 # The two-sided 95 % quantile of the normal distribution.
 Z95 = 1.959963984540054
@@ -49,3 +50,26 @@ def mean_ci(samples) -> Estimate:
     mean = float(samples.mean())
     half = float(half_width(samples))
     return Estimate(mean, mean - half, mean + half)
+
+
+def share_ci(samples) -> Estimate:
+    """The mean of ``samples``, independent draws of a share in [0, 1] (a goodput, a fraction
+    of time), with a 95 % interval inside [0, 1].
+
+    The interval is the normal one on the logit scale, back-transformed (the delta method):
+    logit(m) ± Z95 · se / (m (1 − m)), with m the mean and se its standard error. It is
+    asymmetric near 0 and 1 and never leaves [0, 1], where `mean_ci`'s symmetric interval
+    would (a goodput of 45 % ± 88 % from two draws). It is [m, m] where the draws agree
+    (se = 0), and `mean_ci`'s interval clipped to [0, 1] where m is 0 or 1 or beyond (the
+    shares of an assessment may stray past them by rounding, by 1e-12 or so). Like
+    `mean_ci`, it is a large-sample interval: from a few draws it is wide, not exact. NaN
+    bounds for one draw."""
+    estimate = mean_ci(samples)
+    mean, half = estimate.mean, (estimate.high - estimate.low) / 2
+    if not math.isfinite(half):
+        return estimate
+    if half == 0 or not 0 < mean < 1:
+        return Estimate(mean, min(max(estimate.low, 0.0), mean), max(min(estimate.high, 1.0), mean))
+    centre, spread = math.log(mean / (1 - mean)), half / (mean * (1 - mean))
+    expit = lambda x: 1 / (1 + math.exp(-x)) if x >= 0 else math.exp(x) / (1 + math.exp(x))  # noqa: E731
+    return Estimate(mean, expit(centre - spread), expit(centre + spread))

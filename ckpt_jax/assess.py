@@ -43,11 +43,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._estimate import Estimate, mean_ci
+from ._estimate import Estimate, mean_ci, share_ci
 from ._observe import Observer, SaveAt
 from ._plan import check_horizon_events
 from ._simulate import simulate
-from ._validate import check_key
+from ._validate import check_horizon, check_key
 from .design import _batched
 from .model import Fleet, random_state
 
@@ -62,7 +62,9 @@ _POWER_BINS = 100
 
 
 class Assessment(NamedTuple):
-    """A fleet's assessment (`assess`). Estimates are means over the draws with a 95% CI.
+    """A fleet's assessment (`assess`). Estimates are means over the draws with a 95% CI;
+    the CI of a share of time (goodput, losses, saturated and cap time, and the GPU-hours per
+    day made from the losses) stays inside [0, 1] (`ckpt_jax._estimate.share_ci`).
 
     Attributes:
       groups: group name -> (job indices,), in the order the groups were given.
@@ -81,8 +83,9 @@ class Assessment(NamedTuple):
       writers_p50, writers_p99: percentiles of the time-weighted writer count (pooled).
       writers_max: the largest writer count in any draw.
       saturation_writers: the least writer count from which the storage's aggregate f(n)
-        stops growing (f(k) >= f(j) for every j > k) and any that many writers can fill it
-        (the smallest write limits sum to f(k) at least); N + 1 where no count does both.
+        stops growing (f(k) >= f(j) for every j > k, and f(N) <= f(N - 1) for k = N) and
+        any that many writers can fill it (the smallest write limits sum to f(k) at least);
+        N + 1 where no count does both.
       saturated_time: `Estimate` of the fraction of the window with at least that many writers.
       power_mean, power_max, power_largest_drop, power_largest_rise: `Estimate`s over the
         draws of the draw's mean, its max, and its largest drop and rise at one instant, in
@@ -226,6 +229,13 @@ def _positive(name, value) -> float:
     return float(value)
 
 
+def _check_span(name: str, fleet: Fleet, value: float, jitter) -> None:
+    """The engine's checks of a run's end (`check_horizon`, `check_horizon_events`), named
+    ``name`` (the argument given) rather than the engine's ``until``."""
+    check_horizon(value, (), fleet.dtype, name=name)
+    check_horizon_events(fleet, value, jitter, name=name)
+
+
 def _check_groups(groups, fleet: Fleet) -> dict:
     if groups is None:
         return default_groups(fleet)
@@ -285,14 +295,22 @@ def _saturation_writers(throughput: np.ndarray, write_limits: np.ndarray) -> int
     """The least writer count k >= 1 from which f(n) stops growing (f(k) >= f(j) for every
     j > k) and at which any k writers can fill it (the k smallest write limits sum to f(k)
     at least: below that every writer drains at its own limit, docs/model.md §1d); N + 1
-    where no count of the fleet's N slots does both."""
+    where no count of the fleet's N slots does both. A curve still growing at N (f(N) >
+    f(N - 1)) does not stop growing at N: the fleet merely ends there (``saturates_at =
+    1000`` with 4 jobs), and no count saturates the storage."""
     n_jobs = throughput.size - 1
     limits = np.cumsum(np.sort(write_limits))  # the k smallest limits, k = 1..
     for k in range(1, n_jobs + 1):
         fills = k <= limits.size and limits[k - 1] >= throughput[k]
-        if fills and np.all(throughput[k + 1 :] <= throughput[k]):
+        stops = np.all(throughput[k + 1 :] <= throughput[k]) and (k < n_jobs or throughput[k] <= throughput[k - 1])
+        if fills and stops:
             return k
     return n_jobs + 1
+
+
+def _scaled(estimate: Estimate, factor: float) -> Estimate:
+    """A share's estimate in other units (GPU-hours per day): its mean and bounds times ``factor``."""
+    return Estimate(estimate.mean * factor, estimate.low * factor, estimate.high * factor)
 
 
 def _weighted_percentile(counts: np.ndarray, weights: np.ndarray, q: float) -> float:
@@ -338,7 +356,7 @@ def assess(
     if fleet.batch_shape != ():
         raise ValueError(f"fleet must be a single fleet (batch shape ()), got batch shape {fleet.batch_shape}")
     horizon = _positive("horizon", horizon)
-    check_horizon_events(fleet, horizon, name="horizon")  # every event kind, before any tracing
+    _check_span("horizon", fleet, horizon, jitter)
     hours_per_time_unit = _positive("hours_per_time_unit", hours_per_time_unit)
     gpu_power = None if gpu_power is None else _positive("gpu_power", gpu_power)
     if isinstance(n_draws, (bool, np.bool_)) or not isinstance(n_draws, (int, np.integer)) or n_draws < 2:
@@ -368,22 +386,43 @@ def assess(
     )
     assert out.jobs is not None and out.writers is not None and out.power is not None
 
+    scale = gpu_power if gpu_power is not None else 1.0
+    time_fields, causes = _by_group(fleet, out.jobs, groups, horizon, sizes)
+    return Assessment(
+        **time_fields,
+        **_writer_fields(fleet, out, horizon),
+        **_power_fields(fleet, out, horizon, edges * scale, scale, causes["checkpoint"] @ sizes),
+        power_unit="W" if gpu_power is not None else "gpu",
+        horizon=horizon,
+        hours_per_time_unit=hours_per_time_unit,
+        n_draws=n_draws,
+    )
+
+
+def _by_group(fleet: Fleet, jobs, groups: dict, horizon: float, sizes: np.ndarray) -> tuple[dict, dict]:
+    """Each group's (and the fleet's) GPUs, goodput and losses by cause (shares and GPU-hours
+    per day), as `Assessment` fields; and the (S, N) shares by cause (0 on padding slots)."""
     # Padding slots (``active`` False) may hold NaN: they are masked out, never weighted by 0.
     active = np.asarray(fleet.active)
-    goodput, causes = _time_split(fleet, out.jobs, horizon)
+    goodput, causes = _time_split(fleet, jobs, horizon)
     goodput = np.where(active, goodput, 0.0)
     causes = {cause: np.where(active, value, 0.0) for cause, value in causes.items()}
-    members = dict(groups, fleet=tuple(int(i) for i in np.flatnonzero(np.asarray(fleet.active))))
+    members = dict(groups, fleet=tuple(int(i) for i in np.flatnonzero(active)))
     gpus, goodput_by, losses, per_day = {}, {}, {}, {}
-    for name, jobs in members.items():
-        weight = np.zeros(n_jobs)
-        weight[list(jobs)] = sizes[list(jobs)]
+    for name, members_of in members.items():
+        weight = np.zeros(fleet.n_jobs)
+        weight[list(members_of)] = sizes[list(members_of)]
         gpus[name] = float(weight.sum())
         weight = weight / gpus[name]
-        goodput_by[name] = mean_ci(goodput @ weight)
-        losses[name] = {cause: mean_ci(causes[cause] @ weight) for cause in CAUSES}
-        per_day[name] = {cause: mean_ci(causes[cause] @ weight * gpus[name] * 24.0) for cause in CAUSES}
+        goodput_by[name] = share_ci(goodput @ weight)
+        losses[name] = {cause: share_ci(causes[cause] @ weight) for cause in CAUSES}
+        per_day[name] = {cause: _scaled(losses[name][cause], gpus[name] * 24.0) for cause in CAUSES}
+    fields = dict(groups=groups, goodput=goodput_by, losses=losses, gpu_hours_lost_per_day=per_day, gpus=gpus)
+    return fields, causes
 
+
+def _writer_fields(fleet: Fleet, out, horizon: float) -> dict:
+    """The writer count's `Assessment` fields, from the run's `WriterStats` (pooled)."""
     writers = out.writers
     writer_time = np.asarray(writers.time, np.float64)  # (S, N + 1)
     window = np.asarray(writers.window, np.float64)
@@ -391,54 +430,54 @@ def assess(
     pooled = np.nansum(writer_time, axis=0)
     if not pooled.sum() > 0:
         raise ValueError(f"horizon={horizon} is too short to observe the writer count: no window in any draw")
-    counts = np.arange(n_jobs + 1)
+    counts = np.arange(fleet.n_jobs + 1)
+    active = np.asarray(fleet.active)
     throughput = np.asarray(fleet.throughput, np.float64)
-    saturation = _saturation_writers(throughput, np.asarray(fleet.write_limit, np.float64)[np.asarray(fleet.active)])
+    saturation = _saturation_writers(throughput, np.asarray(fleet.write_limit, np.float64)[active])
     saturated = np.where(length > 0, writer_time[:, saturation:].sum(axis=1) / length, np.nan)
+    writing = np.where(active, np.asarray(out.jobs.write_time, np.float64), 0.0).mean(axis=0) / horizon
+    return dict(
+        writer_time=pooled / pooled.sum(),
+        independent_writer_time=_independent_writers(writing),
+        writers_p50=_weighted_percentile(counts, pooled, 0.5),
+        writers_p99=_weighted_percentile(counts, pooled, 0.99),
+        writers_max=int(np.max(np.asarray(writers.max))),
+        saturation_writers=int(saturation),
+        saturated_time=share_ci(saturated[np.isfinite(saturated)]),
+    )
 
+
+def _power_fields(fleet: Fleet, out, horizon: float, edges: np.ndarray, scale: float, stalled) -> dict:
+    """The power draw's `Assessment` fields, from the run's `PowerStats` (``edges`` already
+    in the reported unit, ``scale`` per GPU); ``stalled``: (S,) the checkpoint stalls in GPU
+    time per unit time (counted apart from the throttling with α > 0)."""
     power = out.power
-    scale = gpu_power if gpu_power is not None else 1.0
+    sizes = np.where(np.asarray(fleet.active), np.asarray(fleet.size, np.float64), 0.0)
+    full_draw = float(sizes.sum())
+    cap = float(np.asarray(fleet.cap))
     power_time = np.asarray(power.time, np.float64).sum(axis=0)
     cap_time = None
     if math.isfinite(cap):
         at_cap = np.asarray(power.edges, np.float64)[0, :-1] >= cap * _AT_CAP
-        cap_time = mean_ci(np.asarray(power.time, np.float64)[:, at_cap].sum(axis=1) / horizon)
+        cap_time = share_ci(np.asarray(power.time, np.float64)[:, at_cap].sum(axis=1) / horizon)
     # The fleet's work done from its draw (module docstring), as a fraction of its GPU time.
-    compute_time = np.where(active, np.asarray(out.jobs.compute_time, np.float64), 0.0) @ sizes
+    compute_time = np.where(np.asarray(fleet.active), np.asarray(out.jobs.compute_time, np.float64), 0.0) @ sizes
     idle = float(np.asarray(fleet.idle_power))
     work = np.asarray(power.mean, np.float64) * horizon - idle * (full_draw * horizon - compute_time)
     throttled = (compute_time - work) / (full_draw * horizon)
     if not fleet.has_snapshots and float(np.asarray(fleet.async_fraction)) > 0:
         # Computing at α while draining is counted as a checkpoint stall already.
-        throttled = throttled - causes["checkpoint"] @ sizes / full_draw
-    return Assessment(
-        groups=groups,
-        goodput=goodput_by,
-        losses=losses,
-        gpu_hours_lost_per_day=per_day,
-        gpus=gpus,
-        writer_time=pooled / pooled.sum(),
-        independent_writer_time=_independent_writers(
-            np.where(active, np.asarray(out.jobs.write_time, np.float64), 0.0).mean(axis=0) / horizon
-        ),
-        writers_p50=_weighted_percentile(counts, pooled, 0.5),
-        writers_p99=_weighted_percentile(counts, pooled, 0.99),
-        writers_max=int(np.max(np.asarray(writers.max))),
-        saturation_writers=int(saturation),
-        saturated_time=mean_ci(saturated[np.isfinite(saturated)]),
+        throttled = throttled - stalled / full_draw
+    return dict(
         power_mean=mean_ci(np.asarray(power.mean, np.float64) * scale),
         power_max=mean_ci(np.asarray(power.max, np.float64) * scale),
         power_largest_drop=mean_ci(np.asarray(power.largest_drop, np.float64) * scale),
         power_largest_rise=mean_ci(np.asarray(power.largest_rise, np.float64) * scale),
-        power_edges=edges * scale,
+        power_edges=edges,
         power_time=power_time / power_time.sum(),
         cap_time=cap_time,
         throttled=mean_ci(throttled),
         throttled_gpu_hours_per_day=mean_ci(throttled * full_draw * 24.0),
-        power_unit="W" if gpu_power is not None else "gpu",
-        horizon=horizon,
-        hours_per_time_unit=hours_per_time_unit,
-        n_draws=n_draws,
     )
 
 
@@ -517,37 +556,32 @@ def timeline(
       span: the window's end, in the fleet's time unit (for one day: 24 / hours_per_time_unit).
       key: a PRNG key, as for `assess`.
       hours_per_time_unit, gpu_power, jitter: as for `assess`.
-      capacity: the most intervals recorded (None: twice `Fleet.events` for ``span``, and 64).
+      capacity: the most intervals recorded (None: sized from the run: twice `Fleet.events`
+        for ``span`` and 64, and where the run has more, once more with as many as it had).
 
     Returns:
-      A `Timeline`. Raises ValueError where the fleet has more intervals than ``capacity``.
+      A `Timeline`. Raises ValueError where the fleet has more intervals than a ``capacity``
+      given.
     """
     if not isinstance(fleet, Fleet) or fleet.batch_shape != ():
         raise ValueError("fleet must be a single ckpt_jax.Fleet (batch shape ())")
     span = _positive("span", span)
+    _check_span("span", fleet, span, jitter)
     hours_per_time_unit = _positive("hours_per_time_unit", hours_per_time_unit)
     gpu_power = None if gpu_power is None else _positive("gpu_power", gpu_power)
+    sized = capacity is None  # sized from the run: an estimate first, then the count it had
     if capacity is None:
         capacity = 2 * int(np.max(np.asarray(fleet.events(span)))) + 64
     if isinstance(capacity, (bool, np.bool_)) or not isinstance(capacity, (int, np.integer)) or capacity < 1:
         raise ValueError(f"capacity must be an int >= 1 or None, got {capacity!r}")
     keys = jax.random.split(check_key(key), 2)[:1]
     batched = _batched(fleet, np.asarray(fleet.compute, np.float64)[None])
-    observer = _Intervals(int(capacity))
-    out = simulate(
-        batched,
-        random_state(batched, keys),
-        None,
-        until=span,
-        key=keys,
-        jitter=jitter,
-        throw=True,
-        progress=False,
-        save=SaveAt(trace=False, power=True, observers=(observer,)),
-    )
-    assert out.observed is not None  # recorded: SaveAt(observers=...)
-    recorded = jax.tree_util.tree_map(lambda x: np.asarray(x)[0], out.observed["intervals"])
+    recorded = _record_intervals(batched, keys, span, jitter, int(capacity))
     count = int(recorded["count"])
+    if count > capacity and sized:  # the estimate fell short (failures while down): rerun, sized
+        capacity = count
+        recorded = _record_intervals(batched, keys, span, jitter, capacity)
+        count = int(recorded["count"])
     if count > capacity:
         raise ValueError(f"capacity={capacity} is too small: the fleet has {count} intervals up to span={span}")
     scale = gpu_power if gpu_power is not None else 1.0
@@ -559,3 +593,20 @@ def timeline(
         span=span,
         hours_per_time_unit=hours_per_time_unit,
     )
+
+
+def _record_intervals(batched: Fleet, keys, span: float, jitter, capacity: int) -> dict:
+    """One run of ``batched`` (one fleet) to ``span``, its intervals recorded (`_Intervals`)."""
+    out = simulate(
+        batched,
+        random_state(batched, keys),
+        None,
+        until=span,
+        key=keys,
+        jitter=jitter,
+        throw=True,
+        progress=False,
+        save=SaveAt(trace=False, power=True, observers=(_Intervals(capacity),)),
+    )
+    assert out.observed is not None  # recorded: SaveAt(observers=...)
+    return jax.tree_util.tree_map(lambda x: np.asarray(x)[0], out.observed["intervals"])

@@ -52,6 +52,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import math
+import re
 import tomllib
 from pathlib import Path
 from typing import NamedTuple
@@ -353,6 +354,15 @@ class _Reader:
         self.path = path
         self.unit_fields = []  # time, volume, bandwidth or rate fields given as strings with units
         self.plain_fields = []  # time, volume or bandwidth fields given as plain numbers other than 0
+        # A field the file gives under another key (gpus for size, [storage] for throughput, ...):
+        # the internal name -> (the file's key, how it becomes that field, or None for a twin).
+        self.sources: dict[str, tuple[str, str | None]] = {}
+        self.units = False  # a file with units: its fields run in s, B and B/s
+
+    def source(self, field: str, key: str, how: str | None = None) -> None:
+        """Records that ``field`` comes from the file's ``key`` (``how``: the formula)."""
+        if key != field:
+            self.sources[field] = (key, how)
 
     def fail(self, field: str, message: str):
         raise FleetFileError(f"fleet file {self.path}: {field}: {message}")
@@ -421,13 +431,21 @@ class _Reader:
         return lo, hi
 
     def engine_range(self, value, field: str, dtype) -> None:
-        """The engine's own range check of a work, volume, rate or time (`check_range`)."""
+        """The engine's own range check of a work, volume, rate or time (`check_range`),
+        named by the key the file gave it under (`source`)."""
         from ._validate import check_range
 
+        key, how = self.sources.get(field, (field, None))
         try:
-            check_range(field, np.asarray(value, np.float64), dtype)
+            check_range(how or key, np.asarray(value, np.float64), dtype)
         except ValueError as err:
-            self.fail(field, str(err).removeprefix(f"{field} "))
+            message = str(err).removeprefix(f"{key} ")
+            if self.units:  # the engine runs in s, B and B/s: no time unit to rescale
+                unit = _BASE_UNITS.get(field.rsplit(".", 1)[-1].split("[")[0])
+                message = message.replace("; rescale the time unit", "")
+                if unit is not None:  # the value as the engine holds it
+                    message = re.sub(r"; got (\S+)", lambda got: f"{got.group(0)} {unit}", message, count=1)
+            self.fail(key, message)
 
     def boolean(self, value, field: str) -> bool:
         if not isinstance(value, bool):
@@ -486,6 +504,14 @@ _GROUP = (
     "write_limit_per_node",
     "nodes",
 )
+# The twin keys of a file with units, and the field each gives.
+_TWINS = {"gpus": "size", "checkpoint": "write", "interval": "compute"}
+# The unit every field runs in within a file with units (size and cap count GPUs).
+_BASE_UNITS = {
+    **dict.fromkeys(("mtbf", "restart", "compute", "snapshot", "bounds", "delay", "horizon"), "s"),
+    **dict.fromkeys(("write", "recovery_read"), "B"),
+    **dict.fromkeys(("write_limit", "throughput"), "B/s"),
+}
 _DESIGN = ("bounds", "horizon", "draws", "pairs", "steps", "seed", "launch", "offsets")
 _STORAGE = ("peak", "saturates_at", "degradation", "table")
 # The fields that only a file with units has: a file with any of them, or any time, volume,
@@ -520,6 +546,9 @@ def _group(reader: _Reader, table, index: int, failure_rate: float | None) -> Gr
         if key is None:
             reader.fail(f"{field}.{rule.split()[0]}", f"missing (required: {rule})")
     size = reader.number(table[size_key], f"{field}.{size_key}")
+    for key in (size_key, write_key, compute_key):
+        if key in ("gpus", "checkpoint", "interval"):
+            reader.source(f"{field}.{_TWINS[key]}", f"{field}.{key}")
     if "mtbf" in table:
         mtbf = reader.quantity(table["mtbf"], f"{field}.mtbf", "duration")
     elif failure_rate is None:
@@ -528,8 +557,10 @@ def _group(reader: _Reader, table, index: int, failure_rate: float | None) -> Gr
         reader.fail(f"{field}.gpus", "missing: failure_rate_per_gpu scales with each group's gpus (or give mtbf)")
     else:
         mtbf = 1.0 / failure_rate / size  # the group fails when any of its GPUs does
+        how = f"{field}.mtbf = 1 / (failure_rate_per_gpu × {field}.gpus)"
         if not math.isfinite(mtbf):
-            reader.fail(f"{field}.mtbf", f"1 / (failure_rate_per_gpu * gpus) = {mtbf!r} is not finite")
+            reader.fail("failure_rate_per_gpu", f"{how} = {mtbf!r} is not finite")
+        reader.source(f"{field}.mtbf", "failure_rate_per_gpu", how)
     write_limit = None
     if "nodes" in table and limit_key != "write_limit_per_node":
         reader.fail(f"{field}.nodes", "only counts with write_limit_per_node")
@@ -540,6 +571,8 @@ def _group(reader: _Reader, table, index: int, failure_rate: float | None) -> Gr
             reader.fail(f"{field}.nodes", "missing: write_limit_per_node needs the job's node count")
         per_node = reader.quantity(table[limit_key], f"{field}.{limit_key}", "bandwidth")
         write_limit = per_node * reader.integer(table["nodes"], f"{field}.nodes", low=1, high=10**9)
+        how = f"{field}.write_limit = write_limit_per_node × nodes"
+        reader.source(f"{field}.write_limit", f"{field}.write_limit_per_node", how)
     snapshot = table.get("snapshot")
     recovery_read = table.get("recovery_read")
     return Group(
@@ -575,12 +608,22 @@ def _storage(reader: _Reader, table, n_jobs: int) -> tuple:
                 f"must be a list of 1 to N = {n_jobs} bandwidths f(1), f(2), ..., got {_show(values)}",
             )
         rates = [reader.quantity(v, f"storage.table[{i}]", "bandwidth") for i, v in enumerate(values)]
+        for n in range(1, n_jobs + 1):
+            entry = min(n, len(rates)) - 1
+            reader.source(f"throughput[{n - 1}]", f"storage.table[{entry}]", f"f({n}) = storage.table[{entry}]")
         return tuple(rates + rates[-1:] * (n_jobs - len(rates)))  # the last one holds beyond the table
     if "peak" not in table:
         reader.fail("storage.peak", "missing (required: the aggregate bandwidth peak, or a table)")
     peak = reader.quantity(table["peak"], "storage.peak", "bandwidth")
     saturates_at = reader.integer(table.get("saturates_at", 1), "storage.saturates_at", low=1, high=COUNT_MAX)
     degradation = reader.number(table.get("degradation", 0.0), "storage.degradation", strict=False)
+    for n in range(1, n_jobs + 1):  # each f(n), named by the key that drives it out of range
+        if n > saturates_at and degradation > 0:
+            how = f"f({n}) = storage.peak / (1 + storage.degradation × ({n} - storage.saturates_at))"
+            reader.source(f"throughput[{n - 1}]", "storage.degradation", how)
+        else:
+            how = f"f({n}) = storage.peak" + ("" if n >= saturates_at else f" × {n} / storage.saturates_at")
+            reader.source(f"throughput[{n - 1}]", "storage.peak", how)
     return tuple(
         peak * min(n, saturates_at) / saturates_at / (1.0 + degradation * max(n - saturates_at, 0))
         for n in range(1, n_jobs + 1)
@@ -609,11 +652,10 @@ def _design(reader: _Reader, table) -> DesignSettings:
     )
 
 
-def _parse(data: dict, path: str) -> FleetSpec:
-    from ._throughput import THROUGHPUT_PRESETS
-    from .model import POWER_POLICIES, RECOVERY_SOURCES, STORAGE_POLICIES
+def _parse(data: dict, path: str, reader: _Reader | None = None) -> FleetSpec:
+    from .model import POWER_POLICIES, STORAGE_POLICIES
 
-    reader = _Reader(path)
+    reader = _Reader(path) if reader is None else reader
     reader.keys(data, "", _TOP, required=("groups",))
     failure_rate = data.get("failure_rate_per_gpu")
     if failure_rate is not None:
@@ -621,7 +663,37 @@ def _parse(data: dict, path: str) -> FleetSpec:
     power_per_gpu = data.get("power_per_gpu")
     if power_per_gpu is not None:
         power_per_gpu = reader.quantity(power_per_gpu, "power_per_gpu", "power")
-    groups = data["groups"]
+    groups = _groups(reader, data["groups"], failure_rate)
+    n_jobs = sum(group.count for group in groups)
+    throughput = _throughput(reader, data, n_jobs)
+    cap, idle_power = _power(reader, data, power_per_gpu)
+    delay = reader.quantity(data.get("delay", 0.0), "delay", "duration", strict=False)
+    design = _design(reader, data.get("design", {}))
+    time_unit = _units(reader, data)
+    if time_unit is not None and "horizon" not in data.get("design", {}):
+        design = design._replace(horizon=UNITS_HORIZON)
+    spec = FleetSpec(
+        path=path,
+        groups=groups,
+        throughput=throughput,
+        cap=cap,
+        power_policy=reader.choice(data.get("power_policy", "maxmin"), "power_policy", POWER_POLICIES),
+        storage_policy=reader.choice(data.get("storage_policy", "fair"), "storage_policy", STORAGE_POLICIES),
+        delay=delay,
+        async_fraction=reader.number(data.get("async_fraction", 0.0), "async_fraction", strict=False, high=1.0),
+        recover_from=_recover_from(reader, data, groups),
+        idle_power=idle_power,
+        fail_while_down=reader.boolean(data.get("fail_while_down", False), "fail_while_down"),
+        design=design,
+        time_unit=time_unit,
+        power_per_gpu=power_per_gpu,
+    )
+    _combinations(reader, spec)
+    return spec
+
+
+def _groups(reader: _Reader, groups, failure_rate: float | None) -> tuple:
+    """``[[groups]]``: each group (`_group`), names unique, snapshots in all or none."""
     if not isinstance(groups, list) or not groups:
         reader.fail("groups", f"must be a non-empty array of tables ([[groups]]), got {_show(groups)}")
     groups = tuple(_group(reader, table, i, failure_rate) for i, table in enumerate(groups))
@@ -641,23 +713,31 @@ def _parse(data: dict, path: str) -> FleetSpec:
     n_jobs = sum(group.count for group in groups)
     if n_jobs > COUNT_MAX:
         reader.fail("groups", f"at most {COUNT_MAX} jobs in all, got {n_jobs}")
+    return groups
+
+
+def _throughput(reader: _Reader, data: dict, n_jobs: int) -> str | tuple:
+    """``throughput`` (a preset or f(1..N) in plain numbers) or ``[storage]`` (with units)."""
+    from ._throughput import THROUGHPUT_PRESETS
 
     if ("throughput" in data) == ("storage" in data):
         reader.fail("throughput", "give throughput (plain numbers) or [storage] (with units), one of them")
     throughput = data.get("throughput")
     if throughput is None:
-        throughput = _storage(reader, data["storage"], n_jobs)
-    elif isinstance(throughput, list):
-        if len(throughput) != n_jobs:
-            reader.fail(
-                "throughput",
-                f"a list must give f(1), ..., f(N) for the N = {n_jobs} jobs, got {len(throughput)} values",
-            )
-        throughput = tuple(reader.number(v, f"throughput[{i}]") for i, v in enumerate(throughput))
-        reader.plain_fields.append(("throughput", "bandwidth"))
-    else:
-        throughput = reader.choice(throughput, "throughput", sorted(THROUGHPUT_PRESETS))
-        reader.plain_fields.append(("throughput", "bandwidth"))
+        return _storage(reader, data["storage"], n_jobs)
+    reader.plain_fields.append(("throughput", "bandwidth"))
+    if not isinstance(throughput, list):
+        return reader.choice(throughput, "throughput", sorted(THROUGHPUT_PRESETS))
+    if len(throughput) != n_jobs:
+        reader.fail(
+            "throughput",
+            f"a list must give f(1), ..., f(N) for the N = {n_jobs} jobs, got {len(throughput)} values",
+        )
+    return tuple(reader.number(v, f"throughput[{i}]") for i, v in enumerate(throughput))
+
+
+def _power(reader: _Reader, data: dict, power_per_gpu: float | None) -> tuple:
+    """``cap`` (None: none) and ``idle_power``, in units of one GPU's draw."""
     cap = data.get("cap", "none")
     if isinstance(cap, str) and cap.strip().lower() in ("none", "inf"):
         cap = None
@@ -672,51 +752,71 @@ def _parse(data: dict, path: str) -> FleetSpec:
             reader.fail("idle_power", f"must be at most power_per_gpu, got {data['idle_power']!r}")
     else:
         idle_power = reader.number(idle_power, "idle_power", strict=False, high=1.0)
-    delay = reader.quantity(data.get("delay", 0.0), "delay", "duration", strict=False)
-    design = _design(reader, data.get("design", {}))
+    return cap, idle_power
+
+
+def _units(reader: _Reader, data: dict) -> str | None:
+    """The file's ``time_unit`` where it has units (then no plain time, volume or bandwidth
+    but 0), else None. Called once every other field is read."""
     uses_units = (
         bool(reader.unit_fields)
         or any(key in data for key in _PHYSICAL + ("time_unit",))
         or any(key in table for table in data["groups"] for key in _PHYSICAL)
     )
-    time_unit = None
-    if uses_units:
-        if reader.plain_fields:
-            field, kind = reader.plain_fields[0]
-            hint = "use [storage] with bandwidths" if field == "throughput" else f'such as "{KINDS[kind].example}"'
-            reader.fail(field, f"a plain number in a file with units; give a {kind} with its unit, {hint}")
-        time_unit = _time_unit(reader, data.get("time_unit", "h"))
-        if "horizon" not in data.get("design", {}):
-            design = design._replace(horizon=UNITS_HORIZON)
-    async_fraction = reader.number(data.get("async_fraction", 0.0), "async_fraction", strict=False, high=1.0)
-    if all(two_level) and async_fraction > 0:
-        reader.fail(
-            "async_fraction",
-            f"must be 0 with snapshots (got {_show(async_fraction)}): a two-level checkpoint computes at "
-            "full speed while its drain runs (docs/model.md §1d)",
-        )
+    if not uses_units:
+        return None
+    if reader.plain_fields:
+        field, kind = reader.plain_fields[0]
+        hint = "use [storage] with bandwidths" if field == "throughput" else f'such as "{KINDS[kind].example}"'
+        reader.fail(field, f"a plain number in a file with units; give a {kind} with its unit, {hint}")
+    return _time_unit(reader, data.get("time_unit", "h"))
+
+
+def _recover_from(reader: _Reader, data: dict, groups: tuple) -> str:
+    from .model import RECOVERY_SOURCES
+
     recover_from = reader.choice(data.get("recover_from", "storage"), "recover_from", RECOVERY_SOURCES)
-    if recover_from != "storage" and not all(two_level):
+    if recover_from != "storage" and groups[0].snapshot is None:
         reader.fail(
             "recover_from",
             f"{recover_from!r} needs snapshots (groups[].snapshot): without them a failure recovers from storage",
         )
-    return FleetSpec(
-        path=path,
-        groups=groups,
-        throughput=throughput,
-        cap=cap,
-        power_policy=reader.choice(data.get("power_policy", "maxmin"), "power_policy", POWER_POLICIES),
-        storage_policy=reader.choice(data.get("storage_policy", "fair"), "storage_policy", STORAGE_POLICIES),
-        delay=delay,
-        async_fraction=async_fraction,
-        recover_from=recover_from,
-        idle_power=idle_power,
-        fail_while_down=reader.boolean(data.get("fail_while_down", False), "fail_while_down"),
-        design=design,
-        time_unit=time_unit,
-        power_per_gpu=power_per_gpu,
+    return recover_from
+
+
+def _combinations(reader: _Reader, spec: FleetSpec) -> None:
+    """Fields that each hold but cannot run together: refused here, naming the file and the
+    fields, rather than by `cj.Fleet` once the run starts (`ckpt_jax.model.check_queue_policy`)."""
+    from .model import QUEUE_POLICIES
+
+    if spec.has_snapshots and spec.async_fraction > 0:
+        reader.fail(
+            "async_fraction",
+            f"must be 0 with snapshots (got {_show(spec.async_fraction)}): a two-level checkpoint computes at "
+            "full speed while its drain runs (docs/model.md §1d)",
+        )
+    if spec.storage_policy not in QUEUE_POLICIES:
+        return
+    reading = [i for i, group in enumerate(spec.groups) if (group.recovery_read or 0.0) > 0]
+    conflicts = (
+        ("groups[0].snapshot", spec.has_snapshots, "two-level checkpoints (snapshot)", "drop the snapshots"),
+        ("async_fraction", spec.async_fraction > 0, "asynchronous writes (async_fraction > 0)", "set it to 0"),
+        ("delay", spec.delay > 0, "a delayed controller (delay > 0)", "set it to 0"),
+        (
+            f"groups[{reading[0] if reading else 0}].recovery_read",
+            bool(reading),
+            "recovery reads (recovery_read > 0)",
+            "drop it",
+        ),
+        ("fail_while_down", spec.fail_while_down, "failures while down (fail_while_down = true)", "set it to false"),
     )
+    for field, present, what, fix in conflicts:
+        if present:
+            reader.fail(
+                "storage_policy",
+                f"{spec.storage_policy!r} (docs/model.md §1e) does not serve {what} yet, and {field} asks for "
+                f"them; use storage_policy 'fcfs', 'fair' or 'weighted', or {fix}",
+            )
 
 
 def _per_gpu(reader: _Reader, value: str, field: str, power_per_gpu: float | None, strict: bool = True) -> float:
@@ -748,6 +848,7 @@ def _engine_checks(reader: _Reader, spec: FleetSpec, dtype) -> None:
     from ._plan import check_events, least_failure_events
     from ._validate import check_horizon, check_range
 
+    reader.units = spec.time_unit is not None
     for i, group in enumerate(spec.groups):
         for key in ("size", "write", "mtbf", "compute", "write_limit"):
             if getattr(group, key) is not None:
@@ -781,7 +882,8 @@ def _engine_checks(reader: _Reader, spec: FleetSpec, dtype) -> None:
             try:
                 check_range("Young's interval", young[spec.labels == i][0], dtype)
             except ValueError as err:
-                reader.fail(f"groups[{i}]", f"{err}; set groups[{i}].compute")
+                twin = "interval" if reader.units else "compute"
+                reader.fail(f"groups[{i}]", f"{err}; set groups[{i}].{twin}")
     try:
         check_horizon(spec.design.horizon, (), dtype, name="design.horizon")
     except ValueError as err:
@@ -812,11 +914,12 @@ def loads(text: str, path: str = "<string>", *, dtype: DTypeLike = np.float64) -
         raise FleetFileError(f"fleet file {path}: not valid TOML: {err}") from None
     except RecursionError:  # tomllib parses nested arrays and tables recursively
         raise FleetFileError(f"fleet file {path}: not a fleet file: arrays or tables nested too deeply") from None
+    reader = _Reader(path)
     try:
-        spec = _parse(data, path)
+        spec = _parse(data, path, reader)
     except RecursionError:  # a deeply nested value where a number belongs, shown in the message
         raise FleetFileError(f"fleet file {path}: not a fleet file: arrays nested too deeply") from None
-    _engine_checks(_Reader(path), spec, dtype)
+    _engine_checks(reader, spec, dtype)
     return spec
 
 

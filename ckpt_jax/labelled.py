@@ -212,6 +212,11 @@ def _labels(groups, n_jobs: int):
     if groups is None:
         return None
     if _is_fleet_file(groups):
+        if groups.labels.shape != (n_jobs,):
+            raise ValueError(
+                f"groups: the fleet file {groups.path} has {groups.labels.size} jobs, the results {n_jobs}: "
+                "give the fleet file that was run, or one label per job"
+            )
         return np.asarray(groups.names, dtype=object)[groups.labels]  # each job's group name
     labels = np.asarray(groups)
     if labels.shape != (n_jobs,):

@@ -68,25 +68,35 @@ def losses_figure(assessment: Assessment):
     return figure
 
 
-def writers_figure(assessment: Assessment):
-    """The fraction of time at each writer count, against independent phases, with the
-    count where the storage saturates and the 99th percentile marked."""
+def writers_figure(assessment: Assessment, throughput=None):
+    """The fraction of time at each writer count, against independent phases, with the 99th
+    percentile in the title and, where a count shown reaches them, the count from which every
+    set of writers is storage-bound (`Assessment.saturation_writers`) and, given the storage's
+    ``throughput`` table f(0), ..., f(N), the counts where f(n) peaks."""
     plt = _pyplot()
     observed = np.asarray(assessment.writer_time)
     independent = np.asarray(assessment.independent_writer_time)
     shown = np.flatnonzero((observed > 1e-6) | (independent > 1e-6))
-    highest = max(shown.max() if shown.size else 1, assessment.saturation_writers, assessment.writers_max)
+    highest = max(shown.max() if shown.size else 1, assessment.writers_max)  # the counts that occur
     top = min(int(highest) + 1, observed.size - 1)  # one count beyond, where there is one
     counts = np.arange(top + 1)
     figure, axis = plt.subplots(figsize=(8, 4.2), constrained_layout=True)
     width = 0.4
     axis.bar(counts - width / 2, observed[: top + 1], width, color="#1f77b4", label="this fleet (pooled over draws)")
     axis.bar(counts + width / 2, independent[: top + 1], width, color="#bbbbbb", label="independent phases")
-    if assessment.saturation_writers <= top:
-        axis.axvline(assessment.saturation_writers - 0.5, color="#d62728", lw=1, ls="--")
-        label = f"storage saturated from {assessment.saturation_writers} writers"
+    peak = _peak_counts(throughput)
+    if peak is not None and peak[0] <= top:
+        axis.axvspan(peak[0] - 0.5, min(peak[1], top) + 0.5, color="#2ca02c", alpha=0.12, lw=0)
         axis.text(
-            assessment.saturation_writers - 0.55, 0.97, label,
+            peak[0] - 0.45, 0.97, "f(n) at its peak", transform=axis.get_xaxis_transform(), va="top", ha="left",
+            fontsize=8, color="#2ca02c",
+        )  # fmt: skip
+    saturation = assessment.saturation_writers
+    if saturation <= top:
+        axis.axvline(saturation - 0.5, color="#d62728", lw=1, ls="--")
+        label = f"from {saturation} writers: every set storage-bound"
+        axis.text(
+            saturation - 0.55, 0.90, label,
             transform=axis.get_xaxis_transform(), va="top", ha="right", fontsize=8, color="#d62728",
         )  # fmt: skip
     axis.set_xlim(-0.6, top + 0.6)
@@ -99,19 +109,56 @@ def writers_figure(assessment: Assessment):
     axis.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{100 * v:g} %"))
     axis.set_xlabel("concurrent writers")
     axis.set_ylabel("share of time")
-    saturated = assessment.saturated_time
-    axis.set_title(
-        f"Writers: P50 {assessment.writers_p50:g}, P99 {assessment.writers_p99:g}, max {assessment.writers_max};"
-        f" saturated {100 * saturated.mean:.1f} % of the time",
-        fontsize=10,
-    )
+    title = f"Writers: P50 {assessment.writers_p50:g}, P99 {assessment.writers_p99:g}, max {assessment.writers_max}"
+    if saturation <= assessment.writers_max:  # a count that occurs
+        title += f"; every set storage-bound {100 * assessment.saturated_time.mean:.1f} % of the time"
+    elif saturation < observed.size:
+        title += f"; every set storage-bound only from {saturation} writers, never reached"
+    elif throughput is not None and peak is None:
+        title += f"; f(n) grows up to all {observed.size - 1} writers: never saturated"
+    axis.set_title(title, fontsize=10)
     axis.legend(frameon=False, fontsize=8, loc="center right")
     return figure
 
 
+def _peak_counts(throughput) -> tuple | None:
+    """(first, last) writer count where f(n) = max f, of a table f(0), ..., f(N); None without
+    a table, or where f still grows at N (the fleet ends before the storage saturates)."""
+    if throughput is None:
+        return None
+    curve = np.asarray(throughput, np.float64)[1:]
+    if curve.size > 1 and curve[-1] > curve[-2]:
+        return None
+    at_peak = np.flatnonzero(curve >= curve.max() * (1 - 1e-12)) + 1
+    return int(at_peak.min()), int(at_peak.max())
+
+
+# Above this many intervals the writer count is drawn per bin: a step line of 10^4 steps is a
+# solid block at the figure's width.
+_EXACT_STEPS = 600
+_BINS = 288  # five-minute bins over a day
+
+
+def _binned_writers(edges: np.ndarray, writers: np.ndarray, bins: int) -> tuple:
+    """Per bin of [edges[0], edges[-1]]: its edges, the time-weighted mean writer count and the
+    largest count within it (``writers[i]`` holds over [edges[i], edges[i + 1]))."""
+    grid = np.linspace(edges[0], edges[-1], bins + 1)
+    integral = np.concatenate([[0.0], np.cumsum(writers * np.diff(edges))])  # ∫ writers, at each edge
+    mean = np.diff(np.interp(grid, edges, integral)) / np.diff(grid)
+    largest = np.zeros(bins)
+    first = np.clip(np.searchsorted(grid, edges[:-1], side="right") - 1, 0, bins - 1)
+    last = np.clip(np.searchsorted(grid, edges[1:], side="left") - 1, 0, bins - 1)
+    np.maximum.at(largest, first, writers)
+    np.maximum.at(largest, last, writers)
+    largest = np.maximum(largest, mean)  # a bin inside one interval holds its count throughout
+    return grid, mean, largest
+
+
 def timeline_figure(timeline: Timeline, saturation_writers: int | None = None):
     """The power draw (top) and the writer count (bottom) of one fleet over its window, in
-    hours; the count where the storage saturates dashed."""
+    hours; the count from which every set of writers is storage-bound dashed. With more than
+    a few hundred intervals the writer count is drawn per bin (288 over the window): its
+    time-weighted mean and, lighter, its largest value in the bin."""
     plt = _pyplot()
     hours = timeline.hours_per_time_unit
     edges = np.append(timeline.start, timeline.span) * hours
@@ -123,10 +170,17 @@ def timeline_figure(timeline: Timeline, saturation_writers: int | None = None):
     top.stairs(timeline.draw / scale, edges, color="#ff7f0e", lw=1, baseline=None)
     top.set_ylabel(f"power draw ({unit})")
     top.set_title("One fleet over time: the power draw and the concurrent writers")
-    bottom.stairs(timeline.writers, edges, color="#1f77b4", lw=1, baseline=None)
-    if saturation_writers is not None and saturation_writers <= timeline.writers.max() + 1:
-        bottom.axhline(saturation_writers, color="#d62728", lw=1, ls="--", label="storage saturated from here")
-        bottom.legend(frameon=False, fontsize=8, loc="upper right")
+    writers = np.asarray(timeline.writers, np.float64)
+    if writers.size > _EXACT_STEPS:
+        grid, mean, largest = _binned_writers(edges, writers, _BINS)
+        minutes = (grid[1] - grid[0]) * 60
+        bottom.stairs(largest, grid, color="#aec7e8", lw=1, baseline=None, label=f"most in {minutes:.3g} min")
+        bottom.stairs(mean, grid, color="#1f77b4", lw=1.2, baseline=None, label=f"mean over {minutes:.3g} min")
+    else:
+        bottom.stairs(writers, edges, color="#1f77b4", lw=1, baseline=None, label="writers")
+    if saturation_writers is not None and writers.size and saturation_writers <= writers.max():
+        bottom.axhline(saturation_writers, color="#d62728", lw=1, ls="--", label="every set storage-bound from here")
+    bottom.legend(frameon=False, fontsize=8, loc="upper right")
     bottom.yaxis.set_major_locator(MaxNLocator(integer=True))
     bottom.set_ylabel("writers")
     bottom.set_xlabel("hours")

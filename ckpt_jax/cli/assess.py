@@ -279,33 +279,12 @@ def _report(spec, summary: dict) -> str:
         )
     lines += ["", f"Checkpoint stalls include the slowdown of writes under contention. {split}"]
     storage = summary["storage"]
-    saturation = storage["saturation_writers"]
     n_slots = len(storage["writer_time"]) - 1
-    lines += [
-        "",
-        "## Storage",
-        "",
-        f"- Concurrent writers (time-weighted, pooled over the draws): P50 {storage['writers_p50']:g}, "
-        f"P99 {storage['writers_p99']:g}, max {storage['writers_max']}.",
-    ]
-    if saturation <= n_slots:
-        lines.append(
-            f"- Saturated from {saturation} writers (the aggregate bandwidth stops growing there, and any "
-            f"{saturation} writers can fill it): {_goodput_text(storage['saturated_time'])} of the time."
-        )
-    else:
-        lines.append("- No writer count saturates the storage for every set of writers (their write limits are lower).")
-    alone = _fills_alone(spec)
-    if alone and saturation > 1:  # from one writer: said above
-        lines.append(
-            f"- One job of {', '.join(md(name) for name in alone)} fills the storage alone (it drains at the "
-            f"storage's peak, {_bandwidth(_storage_curve(spec).max(), unit)}): while it writes the storage is "
-            "saturated whatever the writer count."
-        )
+    lines += ["", "## Storage", "", *_storage_lines(spec, storage, unit)]
     observed, independent = storage["writer_time"], storage["independent_writer_time"]
     # Every count up to the last one held 0.01 % of the time, then the rest in one row.
     top = max(k for k in range(n_slots + 1) if observed[k] >= 1e-4 or independent[k] >= 1e-4)
-    share = lambda value: "0 %" if value == 0 else "< 0.01 %" if value < 1e-4 else f"{100 * value:.3g} %"  # noqa: E731
+    share = _share
     lines += [
         "",
         "| writers | share of time | with independent phases |",
@@ -342,20 +321,85 @@ def _report(spec, summary: dict) -> str:
         lines.append("- No power cap.")
     else:
         lines.append(f"- Cap {drawn(spec.cap * per_gpu)}: at the cap {_goodput_text(power['cap_time'])} of the time.")
-    lines += [
-        "",
-        "## Figures",
-        "",
-        "- `losses.png`: where each group's GPU time goes, and its GPU-hours lost per day by cause.",
-        f"- `timeline.png`: the power draw and the concurrent writers of one fleet over "
+    figures = {
+        "losses.png": "where each group's GPU time goes, and its GPU-hours lost per day by cause.",
+        "timeline.png": f"the power draw and the concurrent writers of one fleet over "
         f"{duration_text(settings['timeline_span'], unit)}"
         + (" (one day)" if settings["timeline_span"] * settings["hours_per_time_unit"] == DAY_HOURS else "")
         + (" of the file's time, taken as hours" if unit is None else "")
         + ".",
-        "- `writers.png`: the share of time at each writer count, against jobs with independent phases.",
-        "",
-    ]
+        "writers.png": "the share of time at each writer count, against jobs with independent phases, and the "
+        "counts where the storage's aggregate bandwidth peaks.",
+    }
+    written = summary.get("files", FILES)  # a figure that could not be drawn is not listed
+    lines += ["", "## Figures", "", *(f"- `{name}`: {text}" for name, text in figures.items() if name in written), ""]
     return "\n".join(lines)
+
+
+def _counts_text(low: int, high: int, n_slots: int) -> str:
+    """Writer counts low..high in words ("1 writer", "4 writers or more", "2 to 3 writers")."""
+    if low == high:
+        return f"{low} writer{'s' if low != 1 else ''}"
+    return f"{low} writers or more" if high == n_slots else f"{low} to {high} writers"
+
+
+def _storage_lines(spec, storage: dict, unit: str | None) -> list:
+    """The storage section's statements: the writer counts, where the aggregate bandwidth
+    f(n) peaks and how often the fleet has that many writers, and from which count every set
+    of writers is bound by the storage (`ckpt_jax.assess.Assessment.saturation_writers`)."""
+    md = markdown_text
+    curve = _storage_curve(spec)  # f(1), ..., f(N)
+    observed = storage["writer_time"]
+    n_slots, saturation = len(observed) - 1, storage["saturation_writers"]
+    lines = [
+        f"- Concurrent writers (time-weighted, pooled over the draws): P50 {storage['writers_p50']:g}, "
+        f"P99 {storage['writers_p99']:g}, max {storage['writers_max']}."
+    ]
+    if n_slots > 1 and curve[-1] > curve[-2]:
+        lines.append(
+            f"- The storage's aggregate bandwidth f(n) still grows at n = {n_slots}, every job of the fleet writing "
+            f"(f(1) = {_bandwidth(curve[0], unit)}, f({n_slots}) = {_bandwidth(curve[-1], unit)}): no writer count "
+            "of this fleet saturates it."
+        )
+        return lines
+    at_peak = np.flatnonzero(curve >= curve.max() * (1 - 1e-12)) + 1
+    low, high = int(at_peak.min()), int(at_peak.max())
+    held = sum(observed[n] for n in range(low, high + 1))
+    counts = _counts_text(low, high, n_slots)
+    lines.append(
+        f"- The storage's aggregate bandwidth f(n) is highest, {_bandwidth(curve.max(), unit)}, with {counts}"
+        + (" (it falls as more write)" if high < n_slots else "")
+        + f"; the fleet has {counts} {_share(held)} of the time, the most the storage can run at its peak."
+    )
+    if saturation > n_slots:
+        lines.append(
+            "- No writer count binds every set of writers to the storage: the write limits of the slowest writers "
+            "add up to less than f(n)."
+        )
+    elif saturation > storage["writers_max"]:
+        lines.append(
+            f"- Every set of writers is bound by the storage (not by its write limits) only from {saturation} "
+            f"writers, more than any draw had at once (max {storage['writers_max']})."
+        )
+    else:
+        lines.append(
+            f"- From {saturation} writers every set of writers is bound by the storage, not by its own write "
+            f"limits (f(n) no longer grows, and any {saturation} writers can fill it): "
+            f"{_goodput_text(storage['saturated_time'])} of the time."
+        )
+    alone = _fills_alone(spec)
+    if alone and saturation > 1:  # from one writer: said above
+        lines.append(
+            f"- One job of {', '.join(md(name) for name in alone)} drains at the storage's peak alone "
+            f"({_bandwidth(curve.max(), unit)}): while it writes the storage is the bottleneck whatever the "
+            "writer count."
+        )
+    return lines
+
+
+def _share(value: float) -> str:
+    """A share of time in percent, three significant digits ("< 0.01 %" below that)."""
+    return "0 %" if value == 0 else "< 0.01 %" if value < 1e-4 else f"{100 * value:.3g} %"
 
 
 def _storage_curve(spec) -> np.ndarray:
@@ -440,8 +484,20 @@ def _assess(args) -> int:
         progress=None if not args.no_progress else False,
         **common,
     )
-    one_fleet = timeline(fleet, span=settings["timeline_span"], key=key, **common)
     wall_s = time.perf_counter() - started
+    # The numbers first: a timeline or a figure that fails costs that figure, never the assessment.
+    try:
+        one_fleet = timeline(fleet, span=settings["timeline_span"], key=key, **common)
+    except ValueError as err:
+        one_fleet = None
+        print(f"ckpt-jax assess: warning: timeline.png not drawn: {err}")
+    figures_made = {
+        "losses.png": lambda: figures.losses_figure(result),
+        "timeline.png": None
+        if one_fleet is None
+        else lambda: figures.timeline_figure(one_fleet, result.saturation_writers),
+        "writers.png": lambda: figures.writers_figure(result, throughput=np.asarray(fleet.throughput, np.float64)),
+    }
 
     summary = {
         "command": "assess",
@@ -455,7 +511,7 @@ def _assess(args) -> int:
         "backend": jax.default_backend(),
         "python": platform.python_version(),
         "jax": jax.__version__,
-        "files": FILES,
+        "files": [name for name in FILES if figures_made.get(name, True) is not None],
     }
     out = Path(args.out)
     zarr_missing = labelled.zarr_missing()
@@ -465,21 +521,35 @@ def _assess(args) -> int:
         attrs["horizon_unit"] = "s" if settings["time_unit"] is not None else "h"  # the engine's time
         out.mkdir(parents=True, exist_ok=True)
         labelled.write_zarr(result.to_xarray(attrs=attrs), out / ZARR)
-        summary["files"] = [*FILES, ZARR]
+        summary["files"] = [*summary["files"], ZARR]
     else:
         print(f"ckpt-jax assess: {ZARR} not written: {zarr_missing}")
         if (out / ZARR).is_dir() and not (out / ZARR).is_symlink():
             shutil.rmtree(out / ZARR)  # an earlier run's: it would not describe this one
-    atomic_write_bytes(out / "assess.json", (json.dumps(summary, indent=2) + "\n").encode())
+    write_json = lambda: atomic_write_bytes(out / "assess.json", (json.dumps(summary, indent=2) + "\n").encode())  # noqa: E731
+    write_json()
     atomic_write_bytes(out / "report.md", _report(spec, summary).encode())
-    made = {
-        "losses.png": figures.losses_figure(result),
-        "timeline.png": figures.timeline_figure(one_fleet, result.saturation_writers),
-        "writers.png": figures.writers_figure(result),
-    }
-    for name, figure in made.items():
-        atomic_write(out / name, lambda handle, figure=figure: figure.savefig(handle, format="png", dpi=120))
-        close(figure)
+    failed = []
+    for name, make in figures_made.items():
+        if make is None:
+            (out / name).unlink(missing_ok=True)  # an earlier run's: it would not describe this one
+            continue
+        try:
+            figure = make()
+            try:
+                atomic_write(out / name, lambda handle, figure=figure: figure.savefig(handle, format="png", dpi=120))
+            finally:
+                close(figure)
+        except Exception as err:  # noqa: BLE001 - a figure never costs the numbers written above
+            failed.append(name)
+            print(
+                f"ckpt-jax assess: warning: {name} not drawn ({type(err).__name__}: {err}); the numbers are in "
+                "assess.json and report.md"
+            )
+    if failed:  # assess.json and report.md list only the files written
+        summary["files"] = [name for name in summary["files"] if name not in failed]
+        write_json()
+        atomic_write_bytes(out / "report.md", _report(spec, summary).encode())
 
     for line in headline(summary):
         print(f"ckpt-jax assess: {line}")
