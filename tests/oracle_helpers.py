@@ -112,6 +112,34 @@ def fleet_of(specs, n_slots, **static):
     )
 
 
+def program_class(spec):
+    """Which general-engine program a fleet runs on within a batch: (sized, limited).
+    `simulate` runs the unit-size fleets of a batch apart from the sized ones, and those
+    without a finite write limit apart from those with, each group as one program."""
+    sized = any(w != 1 for w in spec.get("size") or [])
+    limited = any(math.isfinite(b) for b in spec.get("write_limit") or [])
+    return sized, limited
+
+
+def even_groups(specs, *per_spec):
+    """``specs`` with each `program_class` group topped up to ``len(specs)`` fleets by
+    repeating its own fleets (a repeat is checked as its original is).
+
+    A program compiles per group shape: a batch of B fleets that splits into groups of 1 and
+    B - 1 compiles programs a batch that does not split never needs; topped up, every group
+    has B fleets. ``per_spec``: lists parallel to ``specs`` (failure times), repeated alike.
+    Returns the new specs, then each ``per_spec`` list."""
+    groups = {}
+    for k, spec in enumerate(specs):
+        groups.setdefault(program_class(spec), []).append(k)
+    order = []
+    for members in groups.values():
+        order += members + [members[r % len(members)] for r in range(len(specs) - len(members))]
+    if len(groups) == 1:
+        order = list(range(len(specs)))
+    return ([specs[k] for k in order], *([values[k] for k in order] for values in per_spec))
+
+
 def initial_state(specs, fleet, phase_filler=0, remaining_filler=0.5):
     """The batch's initial state from each spec's ``phase`` and ``remaining``."""
     n_slots = fleet.compute.shape[-1]

@@ -236,8 +236,12 @@ def batches(draw, policies, sized, variants=()):
     """``(specs, lists, seed)``: N_FLEETS fleets, their failure times, the jitter key's seed."""
     seed = draw(st.integers(0, 2**16))
     specs = [draw(fleet_specs(sized, variants)) for _ in range(N_FLEETS)]
-    specs = oh.with_jitter_draws(specs, fleet(specs, policies), seed, N_DRAWS)
     lists = [draw(failure_lists(spec, policies)) for spec in specs]
+    # A batch of unit-size and sized fleets runs as two groups: topped up to N_FLEETS each,
+    # they reuse the programs of batches that do not split. The jitter draws are keyed by
+    # the fleet's place in the batch, so they come last.
+    specs, lists = oh.even_groups(specs, lists)
+    specs = oh.with_jitter_draws(specs, fleet(specs, policies), seed, N_DRAWS)
     assume(all(resolvable(spec, times, policies) for spec, times in zip(specs, lists)))
     return specs, lists, seed
 
