@@ -38,6 +38,45 @@ def maxmin_level(sizes, cap):
     return left / len(rest)
 
 
+# The rate rules of `simulate_reference` and `simulate_failures_reference` (the second extends
+# the first with failures). `simulate_realistic_reference` keeps its own, written apart, so
+# that tests/test_reference_realistic.py checks it against these.
+
+
+def power_signal(sizes, cap, power_policy, zero):
+    """What the power controller acts on (MODEL.md section 1b): the level L of the computing
+    jobs' ``sizes`` under ``cap`` (maxmin; None uncapped or where they fit) or their total
+    size (uniform)."""
+    if power_policy == "uniform":
+        return sum(sizes, zero)
+    return None if cap is None else maxmin_level(sizes, cap)
+
+
+def speed_under(size, applied, cap, power_policy, one):
+    """The speed of a computing job of ``size`` when the controller applies the signal
+    ``applied`` (`power_signal`, possibly from tau earlier); ``cap`` None: uncapped."""
+    if power_policy == "uniform":
+        return one if cap is None or applied <= cap else cap / applied
+    return one if applied is None or size <= applied else applied / size
+
+
+def write_rates(writers, size, f, storage_policy, queue, one):
+    """Per writer (job indices), its drain rate: "fair" f(n)/n, "weighted" f(n) w_i / sum of
+    the writers' sizes, "fcfs" f(1) for the head of ``queue`` and 0 for the others (f None:
+    f = 1)."""
+    aggregate = one if f is None else f[len(writers)]
+    writing_size = sum((size[i] for i in writers), one - one)
+    rates = {}
+    for i in writers:
+        if storage_policy == "fair":
+            rates[i] = aggregate / len(writers)
+        elif storage_policy == "weighted":
+            rates[i] = aggregate * size[i] / writing_size
+        else:
+            rates[i] = (one if f is None else f[1]) if i == queue[0] else one - one
+    return rates
+
+
 def simulate_reference(
     compute,
     write,
@@ -126,21 +165,8 @@ def simulate_reference(
     def count_computing():
         return len(computing_jobs())
 
-    def power_signal():
-        """What the power controller acts on: the level L (maxmin) or the computing size."""
-        sizes = [w[i] for i in computing_jobs()]
-        if power_policy == "uniform":
-            return sum(sizes, zero)
-        return None if uncapped else maxmin_level(sizes, C)
-
-    def speed_of(i, applied):
-        if power_policy == "uniform":
-            if uncapped or applied <= C:
-                return num(1)
-            return C / applied
-        if applied is None or w[i] <= applied:
-            return num(1)
-        return applied / w[i]
+    def signal_now():
+        return power_signal([w[i] for i in computing_jobs()], C, power_policy, zero)
 
     queue = [i for i in range(n_jobs) if draining[i]]  # fcfs: writers in the order served
     fired_now = []
@@ -156,7 +182,7 @@ def simulate_reference(
 
     t = zero
     n_computing = count_computing()  # the current count n_c(t)
-    signal = power_signal()  # the current level (or computing size)
+    signal = signal_now()  # the current level (or computing size)
     applied = signal  # the one the controller sees, from t - tau
     pending = []  # controller changes (effective time, value), in order
 
@@ -167,19 +193,11 @@ def simulate_reference(
             raise RuntimeError(f"reference did not finish within max_events={max_events}")
 
         # Rates, constant until the next event.
-        n_writing = sum(1 for i in range(n_jobs) if draining[i])
-        writing_size = sum((w[i] for i in range(n_jobs) if draining[i]), zero)
-        write_rate, compute_rate = [zero] * n_jobs, [zero] * n_jobs
+        writers = [i for i in range(n_jobs) if draining[i]]
+        drains = write_rates(writers, w, f, storage_policy, queue, num(1))
+        write_rate, compute_rate = [drains.get(i, zero) for i in range(n_jobs)], [zero] * n_jobs
         for i in range(n_jobs):
-            speed = speed_of(i, applied)
-            if draining[i]:
-                aggregate = num(1) if f is None else f[n_writing]
-                if storage_policy == "fair":
-                    write_rate[i] = aggregate / n_writing
-                elif storage_policy == "weighted":
-                    write_rate[i] = aggregate * w[i] / writing_size
-                elif i == queue[0]:
-                    write_rate[i] = num(1) if f is None else f[1]
+            speed = speed_under(w[i], applied, C, power_policy, num(1))
             if waiting[i]:
                 compute_rate[i] = zero
             elif draining[i]:
@@ -255,7 +273,7 @@ def simulate_reference(
                 most_computing=most_computing,
             )
 
-        new_count, new_signal = count_computing(), power_signal()
+        new_count, new_signal = count_computing(), signal_now()
         if new_count != n_computing or new_signal != signal:
             n_computing, signal = new_count, new_signal
             if tau > 0:
@@ -415,17 +433,8 @@ def simulate_failures_reference(
     def computing_jobs():
         return [i for i in range(n_jobs) if not down[i] and not waiting[i] and (not draining[i] or alpha > 0)]
 
-    def power_signal():
-        """What the power controller acts on: the level L (maxmin) or the computing size."""
-        sizes = [w[i] for i in computing_jobs()]
-        if power_policy == "uniform":
-            return sum(sizes, zero)
-        return None if uncapped else maxmin_level(sizes, C)
-
-    def speed_of(i, applied):
-        if power_policy == "uniform":
-            return one if uncapped or applied <= C else C / applied
-        return one if applied is None or w[i] <= applied else applied / w[i]
+    def signal_now():
+        return power_signal([w[i] for i in computing_jobs()], C, power_policy, zero)
 
     fired_now = []
 
@@ -437,7 +446,7 @@ def simulate_failures_reference(
         in_write[i], since_firing[i] = since_firing[i], zero
         out["fire_times"][i].append(now)
 
-    n_computing, signal = len(computing_jobs()), power_signal()
+    n_computing, signal = len(computing_jobs()), signal_now()
     applied = signal  # what the controller sees, from t - tau (the launch's, before t = 0)
     pending = []  # controller changes (effective time, value), in order
 
@@ -447,19 +456,11 @@ def simulate_failures_reference(
             raise RuntimeError(f"reference did not finish within max_events={max_events}")
         writers = [i for i in range(n_jobs) if not down[i] and draining[i]]
         computing = computing_jobs()
-        aggregate = None if not writers else one if f is None else f[len(writers)]
-        writing_size = sum((w[i] for i in writers), zero)
-        acted_on = applied if tau > 0 else power_signal()  # the stale value with tau > 0
-        write_rate, compute_rate = [zero] * n_jobs, [zero] * n_jobs
-        for i in writers:
-            if storage_policy == "fair":
-                write_rate[i] = aggregate / len(writers)
-            elif storage_policy == "weighted":
-                write_rate[i] = aggregate * w[i] / writing_size
-            elif i == queue[0]:
-                write_rate[i] = one if f is None else f[1]
+        acted_on = applied if tau > 0 else signal_now()  # the stale value with tau > 0
+        drains = write_rates(writers, w, f, storage_policy, queue, one)
+        write_rate, compute_rate = [drains.get(i, zero) for i in range(n_jobs)], [zero] * n_jobs
         for i in computing:
-            compute_rate[i] = (alpha if draining[i] else one) * speed_of(i, acted_on)
+            compute_rate[i] = (alpha if draining[i] else one) * speed_under(w[i], acted_on, C, power_policy, one)
 
         # Work events (drains, compute ends) are relative; restarts, failures, controller
         # changes and H are absolute.
@@ -555,7 +556,7 @@ def simulate_failures_reference(
             else:
                 down[i] = True
 
-        new_count, new_signal = len(computing_jobs()), power_signal()
+        new_count, new_signal = len(computing_jobs()), signal_now()
         if new_count != n_computing or new_signal != signal:
             n_computing, signal = new_count, new_signal
             if tau > 0:

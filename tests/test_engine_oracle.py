@@ -13,11 +13,11 @@ base model bit for bit, and simultaneous events across mixed scales switch in on
 """
 
 import math
-import os
 
 import numpy as np
+import oracle_helpers as oh
 import pytest
-from hypothesis import HealthCheck, currently_in_test_context, event, example, given, note, settings
+from hypothesis import currently_in_test_context, event, example, given, note
 from hypothesis import strategies as st
 from reference import THROUGHPUT_KINDS, simulate_reference
 
@@ -26,21 +26,17 @@ import ckpt_jax as cj
 N_SLOTS = 6  # every fleet in the property tests is padded to this many job slots
 N_FIRES = 5
 UNCAPPED = 1e6  # a cap that never binds, for mixing capped and uncapped fleets in a batch
-RTOL = 1e-9
+RTOL = oh.RTOL
 ATOL_OF_SCALE = 1e-12  # absolute tolerance, relative to the largest time in the trace
 # On an ill-conditioned fleet the engine may be off by this many times the effect of a
 # one-ulp input change on the exact answer (rounding errors are amplified the same way).
 CONDITION_FACTOR = 1000
 # Exactly distinct events closer than this (relative to the time) are below what float64 can
 # separate: hypothesis found a grid fleet with two instants 3 * 2**-52 apart at t = 24.37.
-RESOLUTION = 1e-12
+RESOLUTION = oh.RESOLUTION
 
 # A modest default for CI; CKPT_ORACLE_EXAMPLES=500 makes a thorough hunt.
-SETTINGS = settings(
-    max_examples=int(os.environ.get("CKPT_ORACLE_EXAMPLES", 25)),
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+SETTINGS = oh.oracle_settings(25)
 
 
 @st.composite
@@ -101,10 +97,7 @@ def fleets(draw, grid=False, capped=None, delay=False, asynchronous=False, ident
 
 def pad(values, slots, filler):
     """Scatters per-job values into N_SLOTS slots, filler elsewhere."""
-    out = [filler] * N_SLOTS
-    for value, slot in zip(values, slots):
-        out[slot] = value
-    return out
+    return oh.padded(values, slots, filler, N_SLOTS)
 
 
 def engine_trace(spec, n_fires=N_FIRES, method="auto"):

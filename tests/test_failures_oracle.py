@@ -20,44 +20,27 @@ policy pair; ``pytest -m slow`` runs every pair with more.
 """
 
 import math
-import os
-from fractions import Fraction
 
 import jax
-import jax.numpy as jnp
 import numpy as np
+import oracle_helpers as oh
 import pytest
-from hypothesis import HealthCheck, assume, currently_in_test_context, event, given, settings
+from hypothesis import assume, currently_in_test_context, event, given
 from hypothesis import strategies as st
 from reference import THROUGHPUT_KINDS, simulate_failures_reference
 
 import ckpt_jax as cj
-from ckpt_jax.loop import flat_params
 
 N_SLOTS = 4
 N_FLEETS = 2
 N_LISTED = 10  # failure times per job, padded with +inf
 N_FIRES = 40  # trace columns: more than any job fires before H (T >= 1/2, H <= 15)
 N_DRAWS = N_FIRES + 1  # jitter draws per job: compute phases 0..N_FIRES
-RTOL = 1e-9
-ATOL_OF_HORIZON = 1e-12
 JOBS = cj.SaveAt(trace=True, jobs=True)
 STATS = ("useful_work", "lost_work", "down_time", "write_time", "compute_time", "completed_write_time")
-# Exactly distinct instants closer than this (relative to the time) are below what float64
-# resolves: the engine switches them together, as docs/model.md §1 snaps simultaneous events
-# (hypothesis found a write end 2e-17 after H on a fleet of T = 0.5, d = 0.1 under "fcfs").
-RESOLUTION = 1e-12
 ERRORS = []  # per example (largest relative error where exact != 0, largest |error| / H where 0)
 
 POLICIES = [(power, storage) for power in ("maxmin", "uniform") for storage in ("fair", "weighted", "fcfs")]
-
-
-def _settings(examples):
-    return settings(
-        max_examples=int(os.environ.get("CKPT_ORACLE_EXAMPLES", examples)),
-        deadline=None,
-        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-    )
 
 
 @st.composite
@@ -139,13 +122,8 @@ def reference(spec, failure_times, policies):
         storage_policy=storage,
         delay=spec["delay"],
         async_fraction=spec["async_fraction"],
-        compute_work=None if spec["draws"] is None else lambda job, cycle: spec["draws"][job][cycle],
+        compute_work=oh.compute_work_of(spec),
     )
-
-
-def exact_float(t):
-    """``t`` as a float where float64 holds it exactly, else None."""
-    return float(t) if Fraction(float(t)) == t else None
 
 
 @st.composite
@@ -175,8 +153,7 @@ def failure_lists(draw, spec, policies):
                 times[job].add(t + draw(inside) * spec["restart"][job])
     if spec["grid"]:
         for _ in range(draw(st.integers(0, 4))):
-            run = reference(spec, [sorted(job) for job in times], policies)
-            instants = [x for x in (exact_float(t) for t in run["event_times"]) if x is not None]
+            instants = oh.exact_instants(reference(spec, [sorted(job) for job in times], policies)["event_times"])
             if not instants:
                 break
             job = draw(st.integers(0, n_active - 1))
@@ -184,95 +161,15 @@ def failure_lists(draw, spec, policies):
     return [sorted(job)[:N_LISTED] for job in times]
 
 
-def padded(values, slots, filler):
-    out = [filler] * N_SLOTS
-    for value, slot in zip(values, slots):
-        out[slot] = value
-    return out
-
-
-def batch_fleet(specs, policies):
-    """The batch of fleets ``specs`` (each padded to N_SLOTS slots) and its initial state."""
+def fleet(specs, policies):
+    """The batch of fleets ``specs``, padded to N_SLOTS slots."""
     power, storage = policies
-    field = lambda name, filler: np.array([padded(s[name], s["slots"], filler) for s in specs])  # noqa: E731
-    table = [s["throughput"] or [1.0] * (N_SLOTS + 1) for s in specs]
-    active = np.array([padded([True] * len(s["slots"]), s["slots"], False) for s in specs])
-    fleet = cj.Fleet(
-        field("compute", 1.25),
-        field("write", 0.75),
-        cap=[s["cap"] for s in specs],
-        throughput=np.array(table),
-        size=field("size", 1.0),
-        restart=field("restart", 0.5),
-        delay=np.array([s["delay"] for s in specs]),
-        async_fraction=np.array([s["async_fraction"] for s in specs]),
-        active=active,
-        power_policy=power,
-        storage_policy=storage,
-    )
-    return fleet, cj.initial_state(fleet, phase=field("phase", 0), remaining=field("remaining", 0.5))
-
-
-def jitter_of(specs):
-    sigma = np.array([s["jitter"] for s in specs])
-    return sigma if np.any(sigma > 0) else None
-
-
-@jax.jit
-def _draws(job_keys, compute, sigma):
-    """(B, N, N_DRAWS) the engine's jitter draws of compute phases 0..N_DRAWS - 1."""
-    per_cycle = jax.vmap(cj.loop.jitter_work, in_axes=(None, None, None, 0))
-    per_job = jax.vmap(per_cycle, in_axes=(0, 0, None, None))
-    return jax.vmap(per_job, in_axes=(0, 0, 0, None))(job_keys, compute, sigma, jnp.arange(N_DRAWS))
-
-
-def with_draws(specs, policies, seed):
-    """``specs`` with the engine's jitter draws under ``jax.random.key(seed)`` (per active
-    job, the work of each compute phase, docs/model.md §1), where the fleet jitters."""
-    sigma = jitter_of(specs)
-    if sigma is None:
-        return specs
-    params = flat_params(batch_fleet(specs, policies)[0], sigma, jax.random.key(seed))
-    draws = np.asarray(_draws(params.job_keys, params.compute, params.jitter))
-    return [
-        dict(
-            spec, draws=None if spec["jitter"] == 0 else [[float(x) for x in draws[b, slot]] for slot in spec["slots"]]
-        )
-        for b, spec in enumerate(specs)
-    ]
+    return oh.fleet_of(specs, N_SLOTS, power_policy=power, storage_policy=storage)
 
 
 def engine(specs, lists, policies, seed=0):
     """The engine on the batch of fleets ``specs``, with jitter under ``jax.random.key(seed)``."""
-    fleet, state = batch_fleet(specs, policies)
-    times = np.full((len(specs), N_SLOTS, N_LISTED), np.inf)
-    for b, (spec, per_job) in enumerate(zip(specs, lists)):
-        for job, slot in enumerate(spec["slots"]):
-            times[b, slot, : len(per_job[job])] = per_job[job]
-    return cj.simulate(
-        fleet,
-        state,
-        n_fires=N_FIRES,
-        until=np.array([s["horizon"] for s in specs]),
-        failure_times=times,
-        save=JOBS,
-        jitter=jitter_of(specs),
-        key=jax.random.key(seed),
-    )
-
-
-def end_columns(fire_times, end_times):
-    """The reference's write ends in the engine's layout: one per firing, NaN where a
-    failure abandoned the write or it was still in progress at H."""
-    columns, later = [], list(end_times)
-    for k, fired in enumerate(fire_times):
-        next_fire = fire_times[k + 1] if k + 1 < len(fire_times) else math.inf
-        if later and fired < later[0] <= next_fire:  # alpha > 0: a waiting job fires at its write end
-            columns.append(later.pop(0))
-        else:
-            columns.append(math.nan)
-    assert not later, "every completed write follows a firing"
-    return columns
+    return oh.run_engine(specs, fleet(specs, policies), N_FIRES, lists, N_LISTED, save=JOBS, seed=seed)
 
 
 def resolvable(spec, failure_times, policies):
@@ -280,14 +177,10 @@ def resolvable(spec, failure_times, policies):
     horizon, any event just after it and the listed failure times included (float64 cannot
     decide whether a time an ulp before t_f + R_i falls inside the down period), and the
     trace's N_FIRES columns hold every firing (short jitter draws can make many)."""
-    longer = dict(spec, horizon=Fraction(spec["horizon"]) * (1 + Fraction(RESOLUTION)))
-    run = reference(longer, failure_times, policies)
+    run = reference(dict(spec, horizon=oh.longer_horizon(spec["horizon"])), failure_times, policies)
     if max(len(fired) for fired in run["fire_times"]) >= N_FIRES:
         return False
-    beyond = run["event_times"][:-1]  # the last is the longer horizon
-    listed = {Fraction(t) for job in failure_times for t in job}
-    instants = sorted(set(beyond) | listed | {Fraction(spec["horizon"])})
-    return all(b - a > RESOLUTION * max(b, 1) for a, b in zip(instants, instants[1:]))
+    return oh.resolvable(run["event_times"], spec["horizon"], failure_times)
 
 
 def coverage(spec, exact, listed):
@@ -309,7 +202,7 @@ def coverage(spec, exact, listed):
         if hit:
             kinds.add("failures")
         fired = exact["fire_times"][job]
-        ends = end_columns(fired, exact["end_times"][job])
+        ends = oh.end_columns(fired, exact["end_times"][job])
         after = fired[1:] + [math.inf]
         if any(math.isnan(end) and start <= t < later for start, end, later in zip(fired, ends, after) for t in hit):
             kinds.add("a failure while writing" + (" (and computing, alpha > 0)" if spec["async_fraction"] else ""))
@@ -322,58 +215,33 @@ def coverage(spec, exact, listed):
 
 def check(specs, lists, policies, seed=0):
     """Engine and reference agree on every fleet of the batch (and `ERRORS` records how
-    closely); ``seed``: the key of the jitter draws in ``specs``."""
+    closely); ``seed``: the key of the jitter draws in ``specs``. Each exact instant is one
+    step on grid fleets (exact in float64); float fleets may merge instants float64 cannot
+    tell apart."""
     out = engine(specs, lists, policies, seed)
     assert bool(np.all(out.ok)), f"engine did not complete (status {np.asarray(out.status)})"
-    relative, absolute = 0.0, 0.0
     for b, (spec, per_job) in enumerate(zip(specs, lists)):
         exact = reference(spec, per_job, policies)
-        slots, horizon = spec["slots"], spec["horizon"]
-        inactive = [s for s in range(N_SLOTS) if s not in slots]
-        fire = np.asarray(out.fire_times)[b]
-        assert np.isnan(fire[inactive]).all() and np.all(np.asarray(out.jobs.failures)[b, inactive] <= 0)
-        np.testing.assert_array_equal(np.asarray(out.jobs.failures)[b, slots], exact["failures"])
-        assert float(np.asarray(out.time)[b]) == horizon, f"fleet {b} stopped at {float(np.asarray(out.time)[b])!r}"
-        if spec["grid"]:  # exact in float64: each exact instant is one step, no more, no fewer
-            assert int(np.asarray(out.n_events)[b]) == len(exact["event_times"]), (
-                f"fleet {b}: {int(np.asarray(out.n_events)[b])} steps, {len(exact['event_times'])} instants"
-            )
-        np.testing.assert_array_equal(np.asarray(out.jobs.writes)[b, slots], [len(e) for e in exact["end_times"]])
-        pairs = []
-        for job, slot in enumerate(slots):
-            fired = exact["fire_times"][job]
-            assert len(fired) < N_FIRES
-            want = np.full((2, N_FIRES), np.nan)
-            want[0, : len(fired)] = [float(t) for t in fired]
-            want[1, : len(fired)] = [float(t) for t in end_columns(fired, exact["end_times"][job])]
-            got = np.stack([fire[slot], np.asarray(out.end_times)[b, slot]])
-            np.testing.assert_array_equal(np.isnan(got), np.isnan(want), err_msg=f"fleet {b} job {job}: {spec}")
-            pairs.append((got[~np.isnan(got)], want[~np.isnan(want)]))
-        for name in STATS:
-            pairs.append((np.asarray(getattr(out.jobs, name))[b, slots], np.array([float(x) for x in exact[name]])))
-        got = np.concatenate([g for g, _ in pairs])
-        want = np.concatenate([w for _, w in pairs])
-        error = np.abs(got - want)
-        bound = RTOL * np.abs(want) + ATOL_OF_HORIZON * horizon
-        assert np.all(error <= bound), (
-            f"fleet {b}: engine {got[np.argmax(error - bound)]!r} != exact {want[np.argmax(error - bound)]!r}; "
-            f"{spec}, failure times {per_job}"
+        what = f", failure times {per_job}"
+        ERRORS.append(
+            oh.assert_run_agrees(out, b, spec, exact, STATS, completed_ends=True, count_steps=spec["grid"], what=what)
         )
         if currently_in_test_context():
             for kind in coverage(spec, exact, per_job):
                 event(kind)
-        exact_zero = want == 0
-        relative = max(relative, float(np.max(error[~exact_zero] / np.abs(want[~exact_zero]), initial=0.0)))
-        absolute = max(absolute, float(np.max(error[exact_zero], initial=0.0)) / horizon)
-    ERRORS.append((relative, absolute))
 
 
 @st.composite
 def batches(draw, policies, sized, variants=()):
     """``(specs, lists, seed)``: N_FLEETS fleets, their failure times, the jitter key's seed."""
     seed = draw(st.integers(0, 2**16))
-    specs = with_draws([draw(fleet_specs(sized, variants)) for _ in range(N_FLEETS)], policies, seed)
+    specs = [draw(fleet_specs(sized, variants)) for _ in range(N_FLEETS)]
     lists = [draw(failure_lists(spec, policies)) for spec in specs]
+    # A batch of unit-size and sized fleets runs as two groups: topped up to N_FLEETS each,
+    # they reuse the programs of batches that do not split. The jitter draws are keyed by
+    # the fleet's place in the batch, so they come last.
+    specs, lists = oh.even_groups(specs, lists)
+    specs = oh.with_jitter_draws(specs, fleet(specs, policies), seed, N_DRAWS)
     assume(all(resolvable(spec, times, policies) for spec, times in zip(specs, lists)))
     return specs, lists, seed
 
@@ -384,7 +252,7 @@ DEFAULT = [(("maxmin", "fair"), False), (("maxmin", "weighted"), True), (("unifo
 
 
 @pytest.mark.parametrize("policies, sized", DEFAULT)
-@_settings(6)
+@oh.oracle_settings(6)
 @given(data=st.data())
 def test_engine_matches_the_failure_reference(policies, sized, data):
     specs, lists, seed = data.draw(batches(policies, sized))
@@ -394,7 +262,7 @@ def test_engine_matches_the_failure_reference(policies, sized, data):
 @pytest.mark.slow
 @pytest.mark.parametrize("policies", POLICIES)
 @pytest.mark.parametrize("sized", [False, True])
-@_settings(60)
+@oh.oracle_settings(60)
 @given(data=st.data())
 def test_engine_matches_the_failure_reference_thoroughly(policies, sized, data):
     specs, lists, seed = data.draw(batches(policies, sized))
@@ -421,7 +289,7 @@ DEFAULT_VARIANTS = [
 
 
 @pytest.mark.parametrize("variant, policies", DEFAULT_VARIANTS, ids=[v for v, _ in DEFAULT_VARIANTS])
-@_settings(20)
+@oh.oracle_settings(20)
 @given(data=st.data())
 def test_engine_matches_the_failure_reference_with_variants(variant, policies, data):
     specs, lists, seed = data.draw(batches(policies, None, VARIANTS[variant]))
@@ -431,7 +299,7 @@ def test_engine_matches_the_failure_reference_with_variants(variant, policies, d
 @pytest.mark.slow
 @pytest.mark.parametrize("policies", POLICIES)
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
-@_settings(60)
+@oh.oracle_settings(60)
 @given(data=st.data())
 def test_engine_matches_the_failure_reference_with_variants_thoroughly(variant, policies, data):
     specs, lists, seed = data.draw(batches(policies, None, VARIANTS[variant]))

@@ -11,14 +11,14 @@ the project's older reference, which learnt "fcfs" on its own.
 """
 
 import math
-import os
 from fractions import Fraction
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+import oracle_helpers as oh
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from reference import simulate_failures_reference
 from reference_queue import least_waste, simulate_queue_reference
@@ -30,20 +30,9 @@ N_SLOTS = 4
 N_FLEETS = 2
 N_LISTED = 6
 N_FIRES = 40
-RTOL = 1e-9
-ATOL_OF_HORIZON = 1e-12
-RESOLUTION = 1e-12
 JOBS = cj.SaveAt(trace=True, jobs=True)
 STATS = ("useful_work", "lost_work", "down_time", "write_time", "compute_time")
 ERRORS = {}  # policy -> largest relative error seen
-
-
-def _settings(examples):
-    return settings(
-        max_examples=int(os.environ.get("CKPT_ORACLE_EXAMPLES", examples)),
-        deadline=None,
-        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-    )
 
 
 @st.composite
@@ -99,7 +88,8 @@ def fleet_specs(draw, mode):
         restart=restart,
         horizon=horizon,
         f1=f1,
-        limit=limit,
+        throughput=[1.0] + [f1] * N_SLOTS,
+        write_limit=limit,
         mtbf=mtbf,
         cap=cap,
         mode=mode,
@@ -123,7 +113,7 @@ def reference(spec, policy, horizon=None):
         cap=spec["cap"],
         f1=spec["f1"],
         size=spec["size"],
-        write_limit=spec["limit"],
+        write_limit=spec["write_limit"],
         mtbf=spec["mtbf"],
     )
 
@@ -132,96 +122,31 @@ def resolvable(spec, policy):
     """Float64 tells every two distinct instants apart (an event just after H included),
     the trace holds every firing, and no two different cooperative scores are closer than
     float arithmetic decides."""
-    run = reference(spec, policy, Fraction(spec["horizon"]) * (1 + Fraction(RESOLUTION)))
+    run = reference(spec, policy, oh.longer_horizon(spec["horizon"]))
     if max(len(f) for f in run["fire_times"]) >= N_FIRES or run["closest_tie"] < 1e-9:
         return False
-    listed = {Fraction(t) for job in spec["failures"] for t in job}
-    instants = sorted(set(run["event_times"][:-1]) | listed | {Fraction(spec["horizon"])})
-    return all(b - a > RESOLUTION * max(b, 1) for a, b in zip(instants, instants[1:]))
-
-
-def padded(values, slots, filler):
-    out = [filler] * N_SLOTS
-    for value, slot in zip(values, slots):
-        out[slot] = value
-    return out
+    return oh.resolvable(run["event_times"], spec["horizon"], spec["failures"])
 
 
 def engine(specs, policy, method="auto"):
-    plain = specs[0]["mode"] == "plain"  # the failure-free engine: no failure times, no M
-    field = lambda name, filler: np.array([padded(s[name], s["slots"], filler) for s in specs])  # noqa: E731
-    active = np.array([padded([True] * len(s["slots"]), s["slots"], False) for s in specs])
-    table = np.array([[1.0] + [s["f1"]] * N_SLOTS for s in specs])
-    fleet = cj.Fleet(
-        field("compute", 1.25),
-        field("write", 0.75),
-        cap=[s["cap"] for s in specs],
-        throughput=table,
-        size=field("size", 1.0),
-        restart=field("restart", 0.5),
-        mtbf=None if plain else field("mtbf", 10.0),
-        write_limit=field("limit", math.inf),
-        active=active,
-        storage_policy=policy,
-    )
-    state = cj.initial_state(fleet, phase=field("phase", 0), remaining=field("remaining", 0.5))
-    times = np.full((len(specs), N_SLOTS, N_LISTED), np.inf)
-    for b, spec in enumerate(specs):
-        for job, slot in enumerate(spec["slots"]):
-            times[b, slot, : len(spec["failures"][job])] = spec["failures"][job]
-    return cj.simulate(
-        fleet,
-        state,
-        n_fires=N_FIRES,
-        until=np.array([s["horizon"] for s in specs]),
-        failure_times=None if plain else times,
-        save=JOBS,
-        method=method,
-    )
-
-
-def end_columns(fired, ended):
-    """The exact write ends in the engine's layout: one per firing, NaN where the write was
-    abandoned or still open at H (writes are served one at a time, so a firing's end comes
-    before the job's next firing)."""
-    later, columns = list(ended), []
-    for k, start in enumerate(fired):
-        after = fired[k + 1] if k + 1 < len(fired) else math.inf
-        columns.append(later.pop(0) if later and start <= later[0] <= after else math.nan)
-    assert not later
-    return columns
+    """One `simulate` call; "plain" specs run the failure-free engine (no failure times, no M)."""
+    plain = specs[0]["mode"] == "plain"
+    fleet = oh.fleet_of(specs, N_SLOTS, storage_policy=policy)
+    lists = None if plain else [spec["failures"] for spec in specs]
+    return oh.run_engine(specs, fleet, N_FIRES, lists, N_LISTED, save=JOBS, seed=None, method=method)
 
 
 def check(specs, policy):
+    # A batch of unit-size and sized fleets (or of fleets with and without write limits) runs
+    # as two groups: topped up to N_FLEETS each, they reuse the programs of batches that do not.
+    (specs,) = oh.even_groups(specs)
     out = engine(specs, policy)
     assert bool(np.all(out.ok)), np.asarray(out.status)
-    worst = 0.0
     for b, spec in enumerate(specs):
         exact = reference(spec, policy)
-        slots, horizon = spec["slots"], spec["horizon"]
-        np.testing.assert_array_equal(np.asarray(out.jobs.failures)[b, slots], exact["failures"])
-        if spec["grid"]:  # each exact instant is one step of the engine
-            assert int(np.asarray(out.n_events)[b]) == len(exact["event_times"]), spec
-        pairs = []
-        for job, slot in enumerate(slots):
-            fired = exact["fire_times"][job]
-            want = np.full((2, N_FIRES), np.nan)
-            want[0, : len(fired)] = [float(t) for t in fired]
-            want[1, : len(fired)] = [float(t) for t in end_columns(fired, exact["end_times"][job])]
-            got = np.stack([np.asarray(out.fire_times)[b, slot], np.asarray(out.end_times)[b, slot]])
-            np.testing.assert_array_equal(np.isnan(got), np.isnan(want), err_msg=f"fleet {b} job {job}: {spec}")
-            pairs.append((got[~np.isnan(got)], want[~np.isnan(want)]))
-        for name in STATS:
-            pairs.append((np.asarray(getattr(out.jobs, name))[b, slots], np.array([float(x) for x in exact[name]])))
-        got = np.concatenate([g for g, _ in pairs])
-        want = np.concatenate([w for _, w in pairs])
-        error = np.abs(got - want)
-        assert np.all(error <= RTOL * np.abs(want) + ATOL_OF_HORIZON * horizon), (
-            f"fleet {b}: engine {got[np.argmax(error)]!r} != exact {want[np.argmax(error)]!r}; {spec}"
-        )
-        nonzero = want != 0
-        worst = max(worst, float(np.max(error[nonzero] / np.abs(want[nonzero]), initial=0.0)))
-    ERRORS[policy] = max(ERRORS.get(policy, 0.0), worst)
+        # Each exact instant is one step of the engine on the grid (exact in float64).
+        worst, _ = oh.assert_run_agrees(out, b, spec, exact, STATS, completed_ends=True, count_steps=spec["grid"])
+        ERRORS[policy] = max(ERRORS.get(policy, 0.0), worst)
 
 
 # The default tier: each queueing policy with failures (drawn, and listed on an exact grid), and
@@ -232,7 +157,7 @@ DEFAULT = [("fcfs_nonblocking", "listed"), ("cooperative", "failing"), ("coopera
 
 
 @pytest.mark.parametrize("policy, mode", DEFAULT)
-@_settings(5)
+@oh.oracle_settings(5)
 @given(data=st.data())
 def test_engine_matches_the_queue_reference(policy, mode, data):
     specs = [data.draw(fleet_specs(mode)) for _ in range(N_FLEETS)]
@@ -242,7 +167,7 @@ def test_engine_matches_the_queue_reference(policy, mode, data):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("policy, mode", MODES + [("fcfs", "plain"), ("fcfs", "listed"), ("fcfs", "failing")])
-@_settings(60)
+@oh.oracle_settings(60)
 @given(data=st.data())
 def test_engine_matches_the_queue_reference_thoroughly(policy, mode, data):
     specs = [data.draw(fleet_specs(mode)) for _ in range(N_FLEETS)]
@@ -250,12 +175,12 @@ def test_engine_matches_the_queue_reference_thoroughly(policy, mode, data):
     check(specs, policy)
 
 
-@_settings(25)
+@oh.oracle_settings(25)
 @given(spec=fleet_specs(mode="failing"))
 def test_the_queue_reference_learnt_fcfs_as_the_older_reference(spec):
     """Blocking fcfs (without write limits, which the older reference does not take): both
     references give the same exact run."""
-    spec = dict(spec, limit=[math.inf] * len(spec["compute"]))
+    spec = dict(spec, write_limit=[math.inf] * len(spec["compute"]))
     mine = reference(spec, "fcfs")
     theirs = simulate_failures_reference(
         spec["compute"],

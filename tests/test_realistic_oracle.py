@@ -15,27 +15,24 @@ float64) where many events fall on one instant, failures included: some are put 
 instants of the exact run (snapshot ends, drain ends, firings, restart ends). Each (power,
 storage) pair runs its fleets in one `simulate` call per kind of checkpoint, so the engine
 compiles a few times per pair; jitter (the redo of the first lost cycle) has its own test.
+The recovery oracle (tests/test_recovery_oracle.py) runs this module's fleets with recovery
+reads, through the same `reference` and `check`.
 """
 
 import math
 from fractions import Fraction
 
-import jax
-import jax.numpy as jnp
 import numpy as np
+import oracle_helpers as oh
 import pytest
 from reference import THROUGHPUT_KINDS, power_stats, simulate_realistic_reference
 
 import ckpt_jax as cj
-from ckpt_jax.loop import flat_params, jitter_work
 
 N_SLOTS = 4
 N_LISTED = 6  # failure times per job, padded with +inf
 N_FIRES = 30  # trace columns: more than any job fires before H
 N_DRAWS = N_FIRES + 1  # jitter draws per job: compute phases 0..N_FIRES
-RTOL = 1e-9
-ATOL_OF_HORIZON = 1e-12
-RESOLUTION = 1e-12  # exactly distinct instants closer than this (relative) are one to float64
 STATS = (
     "useful_work",
     "persisted_work",
@@ -118,10 +115,10 @@ def random_spec(rng, grid, two_level, failing, asynchronous=False, jitter=False,
     )
 
 
-def reference(spec, policies, recover_from, horizon=None):
-    """The exact run of one fleet (active jobs only)."""
+def reference(spec, policies, recover_from="storage", horizon=None):
+    """The exact run of one fleet (active jobs only); with its recovery reads and failure
+    rule where the spec has them (tests/test_recovery_oracle.py)."""
     power, storage = policies
-    draws = spec["draws"]
     return simulate_realistic_reference(
         spec["compute"],
         spec["write"],
@@ -140,31 +137,29 @@ def reference(spec, policies, recover_from, horizon=None):
         recover_from=recover_from,
         async_fraction=spec["async_fraction"],
         idle_power=spec["idle_power"],
-        compute_work=None if draws is None else lambda job, cycle: draws[job][cycle],
+        compute_work=oh.compute_work_of(spec),
+        recovery_read=spec.get("recovery_read"),
+        fail_while_down=spec.get("fail_while_down", False),
     )
 
 
-def resolvable(spec, policies, recover_from):
+def resolvable(spec, policies, recover_from="storage"):
     """Whether float64 tells apart every two distinct instants of the exact run (a little
     past H, listed failure times and restart ends included) and the trace holds every firing."""
-    longer = Fraction(spec["horizon"]) * (1 + Fraction(RESOLUTION))
-    run = reference(spec, policies, recover_from, horizon=longer)
+    run = reference(spec, policies, recover_from, horizon=oh.longer_horizon(spec["horizon"]))
     if max(len(fired) for fired in run["fire_times"]) >= N_FIRES:
         return False
-    listed = {Fraction(t) for job in spec["failures"] for t in job}
-    listed |= {Fraction(t) + Fraction(r) for job, r in zip(spec["failures"], spec["restart"]) for t in job}
-    instants = sorted(set(run["event_times"][:-1]) | listed | {Fraction(spec["horizon"])})
-    return all(b - a > RESOLUTION * max(b, 1) for a, b in zip(instants, instants[1:]))
+    return oh.resolvable(run["event_times"], spec["horizon"], spec["failures"], spec["restart"])
 
 
-def with_ties(rng, spec, policies, recover_from):
+def with_ties(rng, spec, policies, recover_from="storage"):
     """On a grid fleet with failures, up to two more failures, each at an instant of the
     exact run so far that float64 holds exactly (a failure an ulp before an instant it does
     not hold would pre-empt it in the exact run, and no float run can tell)."""
     for _ in range(int(rng.integers(1, 3))):
-        instants = [t for t in reference(spec, policies, recover_from)["event_times"] if Fraction(float(t)) == t]
+        instants = oh.exact_instants(reference(spec, policies, recover_from)["event_times"])
         job = int(rng.integers(len(spec["slots"])))
-        times = sorted(set(spec["failures"][job]) | {float(instants[int(rng.integers(len(instants)))])})
+        times = sorted(set(spec["failures"][job]) | {instants[int(rng.integers(len(instants)))]})
         spec = dict(spec, failures=[times if j == job else t for j, t in enumerate(spec["failures"])])
     return spec
 
@@ -184,116 +179,43 @@ def random_specs(seed, kinds, policies, recover_from, sized=True, limited=True):
     return specs
 
 
-def padded(values, slots, filler):
-    out = [filler] * N_SLOTS
-    for value, slot in zip(values, slots):
-        out[slot] = value
-    return out
-
-
-def batch(specs, policies, recover_from):
-    """The batch of fleets ``specs`` (each padded to N_SLOTS slots) and its initial state."""
+def fleet(specs, policies, recover_from="storage"):
+    """The batch of fleets ``specs``, padded to N_SLOTS slots (one failure rule per batch)."""
     power, storage = policies
-    field = lambda name, filler: np.array([padded(s[name], s["slots"], filler) for s in specs])  # noqa: E731
-    two_level = specs[0]["snapshot"] is not None
-    assert all((s["snapshot"] is not None) == two_level for s in specs)
-    fleet = cj.Fleet(
-        field("compute", 1.25),
-        field("write", 0.75),
-        cap=[s["cap"] for s in specs],
-        throughput=np.array([s["throughput"] or [1.0] * (N_SLOTS + 1) for s in specs]),
-        size=field("size", 1.0),
-        restart=field("restart", 0.5),
-        active=np.array([padded([True] * len(s["slots"]), s["slots"], False) for s in specs]),
-        write_limit=field("write_limit", math.inf),
-        snapshot=field("snapshot", 0.0) if two_level else None,
-        recover_from=recover_from,
-        async_fraction=np.array([s["async_fraction"] for s in specs]),
-        idle_power=np.array([s["idle_power"] for s in specs]),
-        power_policy=power,
-        storage_policy=storage,
-    )
-    return fleet, cj.initial_state(fleet, phase=field("phase", 0), remaining=field("remaining", 0.5))
-
-
-def jitter_of(specs):
-    sigma = np.array([s["jitter"] for s in specs])
-    return sigma if np.any(sigma > 0) else None
-
-
-@jax.jit
-def _draws(job_keys, compute, sigma):
-    """(B, N, N_DRAWS) the engine's jitter draws of compute phases 0..N_DRAWS - 1."""
-    per_cycle = jax.vmap(jitter_work, in_axes=(None, None, None, 0))
-    per_job = jax.vmap(per_cycle, in_axes=(0, 0, None, None))
-    return jax.vmap(per_job, in_axes=(0, 0, 0, None))(job_keys, compute, sigma, jnp.arange(N_DRAWS))
+    static = dict(power_policy=power, storage_policy=storage, recover_from=recover_from)
+    if "fail_while_down" in specs[0]:
+        assert len({spec["fail_while_down"] for spec in specs}) == 1
+        static["fail_while_down"] = specs[0]["fail_while_down"]
+    return oh.fleet_of(specs, N_SLOTS, **static)
 
 
 def with_draws(specs, policies, recover_from, seed):
-    """``specs`` with the engine's jitter draws under ``jax.random.key(seed)`` (per active
-    job, the work of each compute phase), where the fleet jitters."""
-    params = flat_params(batch(specs, policies, recover_from)[0], jitter_of(specs), jax.random.key(seed))
-    draws = np.asarray(_draws(params.job_keys, params.compute, params.jitter))
-    return [
-        dict(spec, draws=[[float(x) for x in draws[b, slot]] for slot in spec["slots"]] if spec["jitter"] else None)
-        for b, spec in enumerate(specs)
-    ]
+    """``specs`` with the engine's jitter draws under ``jax.random.key(seed)``."""
+    return oh.with_jitter_draws(specs, fleet(specs, policies, recover_from), seed, N_DRAWS)
 
 
-def engine(specs, policies, recover_from, failing=True, bins=None, threshold=None, seed=0):
+def engine(specs, policies, recover_from="storage", failing=True, bins=None, threshold=None, seed=0):
     """One `simulate` call on the batch of fleets ``specs``."""
-    fleet, state = batch(specs, policies, recover_from)
-    times = np.full((len(specs), N_SLOTS, N_LISTED), np.inf)
-    for b, spec in enumerate(specs):
-        for job, slot in enumerate(spec["slots"]):
-            times[b, slot, : len(spec["failures"][job])] = spec["failures"][job]
-    return cj.simulate(
-        fleet,
-        state,
-        n_fires=N_FIRES,
-        until=np.array([s["horizon"] for s in specs]),
-        failure_times=times if failing else None,
+    return oh.run_engine(
+        specs,
+        fleet(specs, policies, recover_from),
+        N_FIRES,
+        lists=[spec["failures"] for spec in specs] if failing else None,
+        n_listed=N_LISTED,
         save=cj.SaveAt(jobs=True, power=True, power_bins=bins, power_threshold=threshold),
-        jitter=jitter_of(specs),
-        key=jax.random.key(seed),
+        seed=seed,
     )
-
-
-def close(got, want, scale, what):
-    """``got`` equals ``want`` to RTOL relative plus ATOL_OF_HORIZON * ``scale``, NaN for NaN."""
-    got, want = np.asarray(got, dtype=float), np.asarray(want, dtype=float)
-    np.testing.assert_array_equal(np.isnan(got), np.isnan(want), err_msg=what)
-    got, want = got[~np.isnan(got)], want[~np.isnan(want)]
-    error = np.abs(got - want)
-    bound = RTOL * np.abs(want) + ATOL_OF_HORIZON * scale
-    assert np.all(error <= bound), f"{what}: engine {got.tolist()} != exact {want.tolist()}"
 
 
 def check(specs, policies, recover_from="storage", failing=True, bins=None, threshold=None, seed=0):
     """Engine and reference agree on every fleet of ``specs`` (one simulate call)."""
     out = engine(specs, policies, recover_from, failing, bins, threshold, seed)
     assert bool(np.all(out.ok)), f"engine did not complete (status {np.asarray(out.status)})"
-    jobs = out.jobs
     for b, spec in enumerate(specs):
         exact = reference(spec, policies, recover_from)
-        slots, horizon = spec["slots"], spec["horizon"]
-        what = f"fleet {b} ({policies}, {recover_from}): {spec}"
-        assert float(np.asarray(out.time)[b]) == horizon, what
-        steps = int(np.asarray(out.n_events)[b])
-        assert steps == len(exact["event_times"]), f"{steps} steps, {len(exact['event_times'])} instants; {what}"
-        for job, slot in enumerate(slots):
-            fired = [float(t) for t in exact["fire_times"][job]]
-            ended = [math.nan if e is None else float(e) for e in exact["end_times"][job]]
-            pad = [math.nan] * (N_FIRES - len(fired))
-            close(np.asarray(out.fire_times)[b, slot], fired + pad, horizon, f"fire times of job {job}, {what}")
-            close(np.asarray(out.end_times)[b, slot], ended + pad, horizon, f"end times of job {job}, {what}")
-        np.testing.assert_array_equal(np.asarray(jobs.failures)[b, slots], exact["failures"], err_msg=what)
-        completed = [sum(e is not None for e in ends) for ends in exact["end_times"]]
-        np.testing.assert_array_equal(np.asarray(jobs.writes)[b, slots], completed, err_msg=what)
-        for name in STATS:
-            want = [float(x) for x in exact[name]]
-            close(np.asarray(getattr(jobs, name))[b, slots], want, horizon, f"{name}, {what}")
-        check_power(out.power, b, exact, horizon, bins, threshold, what)
+        what = f" ({policies}, {recover_from})"
+        oh.assert_run_agrees(out, b, spec, exact, STATS, what=what)
+        check_power(out.power, b, exact, spec["horizon"], bins, threshold, f"fleet {b}{what}: {spec}")
 
 
 def check_power(power, b, exact, horizon, bins, threshold, what):
@@ -308,15 +230,19 @@ def check_power(power, b, exact, horizon, bins, threshold, what):
     scale = float(total)
     edges = [Fraction(float(e)) for e in np.asarray(power.edges)[b]]
     asked = bins if bins is None or isinstance(bins, int) else [Fraction(float(e)) for e in bins]
-    close(edges, [float(e) for e in power_stats(exact["power"], total, bins=asked)["edges"]], scale, f"edges, {what}")
+    oh.assert_close(
+        edges, [float(e) for e in power_stats(exact["power"], total, bins=asked)["edges"]], scale, f"edges, {what}"
+    )
     stats = power_stats(exact["power"], total, bins=edges, threshold=None if threshold is None else Fraction(threshold))
-    close(np.asarray(power.full_draw)[b], scale, scale, f"power full_draw, {what}")
+    oh.assert_close(np.asarray(power.full_draw)[b], scale, scale, f"power full_draw, {what}")
     for name in ("mean", "max", "min", "largest_drop", "largest_rise", "threshold"):
-        close(np.asarray(getattr(power, name))[b], float(stats[name]), scale, f"power {name}, {what}")
+        oh.assert_close(np.asarray(getattr(power, name))[b], float(stats[name]), scale, f"power {name}, {what}")
     near = lambda x, y: abs(x - y) <= 1e-9 * total  # noqa: E731
     draws = [draw for _, _, draw in exact["power"]]
     if not any(near(draw, edge) for draw in draws for edge in edges[1:-1]):
-        close(np.asarray(power.time)[b], [float(x) for x in stats["time"]], horizon, f"power time per bin, {what}")
+        oh.assert_close(
+            np.asarray(power.time)[b], [float(x) for x in stats["time"]], horizon, f"power time per bin, {what}"
+        )
     steps = [abs(after[2] - before[2]) for before, after in zip(exact["power"], exact["power"][1:])]
     limit = stats["threshold"]
     sure = sum(1 for step in steps if step > limit and not near(step, limit))
@@ -330,6 +256,8 @@ def check_power(power, b, exact, horizon, bins, threshold, what):
 
 
 # (grid, two_level, failing, asynchronous) per fleet of one call.
+
+
 BLOCKING = [
     (False, False, False, False),
     (False, False, True, False),

@@ -11,44 +11,17 @@ fair, weighted and fcfs storage policies, blocking (some asynchronous) or two-le
 with failures at the exact run's own instants, with and without failures, ``fail_while_down`` on
 and off. A second failure is often put inside the first one's recovery, so that it either
 restarts the recovery (on) or is passed over (off).
-"""
 
-import math
-from fractions import Fraction
+The fleets are `test_realistic_oracle`'s with two more keys, ``recovery_read`` and
+``fail_while_down``, which its `reference` and `check` pass on.
+"""
 
 import jax
 import numpy as np
 import pytest
 import test_realistic_oracle as oracle
-from reference import simulate_realistic_reference
 
 import ckpt_jax as cj
-
-
-def reference(spec, policies, recover_from="storage", horizon=None):
-    """The exact run of one fleet (active jobs only), with its reads and failure rule."""
-    power, storage = policies
-    return simulate_realistic_reference(
-        spec["compute"],
-        spec["write"],
-        spec["horizon"] if horizon is None else horizon,
-        failure_times=spec["failures"],
-        restart=spec["restart"],
-        phase=spec["phase"],
-        remaining=spec["remaining"],
-        cap=spec["cap"],
-        throughput=spec["throughput"],
-        size=spec["size"],
-        power_policy=power,
-        storage_policy=storage,
-        write_limit=spec["write_limit"],
-        snapshot=spec["snapshot"],
-        recover_from=recover_from,
-        async_fraction=spec["async_fraction"],
-        idle_power=spec["idle_power"],
-        recovery_read=spec["recovery_read"],
-        fail_while_down=spec["fail_while_down"],
-    )
 
 
 def random_spec(rng, grid, two_level, failing, asynchronous, fail_while_down, sized=True, limited=True):
@@ -69,30 +42,6 @@ def random_spec(rng, grid, two_level, failing, asynchronous, fail_while_down, si
     return dict(spec, recovery_read=reads, failures=failures, fail_while_down=fail_while_down)
 
 
-def resolvable(spec, policies):
-    """Float64 tells apart every two distinct instants of the exact run (a little past H,
-    listed failure times and restart ends included) and the trace holds every firing."""
-    longer = Fraction(spec["horizon"]) * (1 + Fraction(oracle.RESOLUTION))
-    run = reference(spec, policies, horizon=longer)
-    if max(len(fired) for fired in run["fire_times"]) >= oracle.N_FIRES:
-        return False
-    listed = {Fraction(t) for job in spec["failures"] for t in job}
-    listed |= {Fraction(t) + Fraction(r) for job, r in zip(spec["failures"], spec["restart"]) for t in job}
-    instants = sorted(set(run["event_times"][:-1]) | listed | {Fraction(spec["horizon"])})
-    return all(b - a > oracle.RESOLUTION * max(b, 1) for a, b in zip(instants, instants[1:]))
-
-
-def with_ties(rng, spec, policies):
-    """Up to two more failures of a grid fleet, each at an instant of the exact run so far
-    that float64 holds exactly (read ends and restart ends among them)."""
-    for _ in range(int(rng.integers(1, 3))):
-        instants = [t for t in reference(spec, policies)["event_times"] if Fraction(float(t)) == t]
-        job = int(rng.integers(len(spec["slots"])))
-        times = sorted(set(spec["failures"][job]) | {float(instants[int(rng.integers(len(instants)))])})
-        spec = dict(spec, failures=[times if j == job else t for j, t in enumerate(spec["failures"])])
-    return spec
-
-
 def random_specs(seed, kinds, policies, fail_while_down, sized=True, limited=True):
     """One resolvable fleet per (grid, two_level, failing, asynchronous) in ``kinds``, where the
     exact run reads at least once in every failing fleet."""
@@ -102,80 +51,19 @@ def random_specs(seed, kinds, policies, fail_while_down, sized=True, limited=Tru
         while True:
             spec = random_spec(rng, grid, two_level, failing, asynchronous, fail_while_down, sized, limited)
             if grid and failing:
-                spec = with_ties(rng, spec, policies)
-            if max(map(len, spec["failures"])) > oracle.N_LISTED or not resolvable(spec, policies):
+                spec = oracle.with_ties(rng, spec, policies)
+            if max(map(len, spec["failures"])) > oracle.N_LISTED or not oracle.resolvable(spec, policies):
                 continue
-            if failing and not any(reference(spec, policies)["read_time"]):
+            if failing and not any(oracle.reference(spec, policies)["read_time"]):
                 continue
             specs.append(spec)
             break
     return specs
 
 
-def engine(specs, policies, failing=True):
-    """One `simulate` call on the batch of fleets ``specs`` (one failure rule for the batch)."""
-    power, storage = policies
-    field = lambda name, filler: np.array([oracle.padded(s[name], s["slots"], filler) for s in specs])  # noqa: E731
-    two_level = specs[0]["snapshot"] is not None
-    fail_while_down = specs[0]["fail_while_down"]
-    assert all((s["snapshot"] is not None) == two_level and s["fail_while_down"] == fail_while_down for s in specs)
-    fleet = cj.Fleet(
-        field("compute", 1.25),
-        field("write", 0.75),
-        cap=[s["cap"] for s in specs],
-        throughput=np.array([s["throughput"] or [1.0] * (oracle.N_SLOTS + 1) for s in specs]),
-        size=field("size", 1.0),
-        restart=field("restart", 0.5),
-        active=np.array([oracle.padded([True] * len(s["slots"]), s["slots"], False) for s in specs]),
-        write_limit=field("write_limit", math.inf),
-        snapshot=field("snapshot", 0.0) if two_level else None,
-        async_fraction=np.array([s["async_fraction"] for s in specs]),
-        idle_power=np.array([s["idle_power"] for s in specs]),
-        power_policy=power,
-        storage_policy=storage,
-        recovery_read=field("recovery_read", 0.0),
-        fail_while_down=fail_while_down,
-    )
-    state = cj.initial_state(fleet, phase=field("phase", 0), remaining=field("remaining", 0.5))
-    times = np.full((len(specs), oracle.N_SLOTS, oracle.N_LISTED), np.inf)
-    for b, spec in enumerate(specs):
-        for job, slot in enumerate(spec["slots"]):
-            times[b, slot, : len(spec["failures"][job])] = spec["failures"][job]
-    return cj.simulate(
-        fleet,
-        state,
-        n_fires=oracle.N_FIRES,
-        until=np.array([s["horizon"] for s in specs]),
-        failure_times=times if failing else None,
-        save=cj.SaveAt(jobs=True, power=True),
-    )
-
-
 def check(specs, policies, failing=True):
     """Engine and reference agree on every fleet of ``specs`` (one simulate call)."""
-    out = engine(specs, policies, failing)
-    assert bool(np.all(out.ok)), f"engine did not complete (status {np.asarray(out.status)})"
-    jobs = out.jobs
-    for b, spec in enumerate(specs):
-        exact = reference(spec, policies)
-        slots, horizon = spec["slots"], spec["horizon"]
-        what = f"fleet {b} ({policies}): {spec}"
-        assert float(np.asarray(out.time)[b]) == horizon, what
-        steps = int(np.asarray(out.n_events)[b])
-        assert steps == len(exact["event_times"]), f"{steps} steps, {len(exact['event_times'])} instants; {what}"
-        for job, slot in enumerate(slots):
-            fired = [float(t) for t in exact["fire_times"][job]]
-            ended = [math.nan if e is None else float(e) for e in exact["end_times"][job]]
-            pad = [math.nan] * (oracle.N_FIRES - len(fired))
-            oracle.close(np.asarray(out.fire_times)[b, slot], fired + pad, horizon, f"fire times of job {job}, {what}")
-            oracle.close(np.asarray(out.end_times)[b, slot], ended + pad, horizon, f"end times of job {job}, {what}")
-        np.testing.assert_array_equal(np.asarray(jobs.failures)[b, slots], exact["failures"], err_msg=what)
-        completed = [sum(e is not None for e in ends) for ends in exact["end_times"]]
-        np.testing.assert_array_equal(np.asarray(jobs.writes)[b, slots], completed, err_msg=what)
-        for name in oracle.STATS:
-            want = [float(x) for x in exact[name]]
-            oracle.close(np.asarray(getattr(jobs, name))[b, slots], want, horizon, f"{name}, {what}")
-        oracle.check_power(out.power, b, exact, horizon, None, None, what)
+    oracle.check(specs, policies, failing=failing)
 
 
 # (grid, two_level, failing, asynchronous) per fleet of one call.
