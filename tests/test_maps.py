@@ -102,7 +102,7 @@ def test_spectrum_function_matches_theory():
 
 # Jitted once for the module (the fleet is an argument, so every fleet of one shape shares the
 # program): run op by op, each call compiles every primitive of the event loop on its own.
-# The maps run eagerly in the other tests of this module (flags, refusals, `maps.spectrum`).
+# The maps run eagerly in the other tests of this module (order change, refusals).
 _jacobian = jax.jit(jax.jacfwd(cj.maps.gap_return_map, argnums=1, has_aux=True))
 _gap_maps = jax.jit(jax.vmap(cj.maps.gap_return_map, in_axes=(None, 0)))
 
