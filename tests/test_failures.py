@@ -16,8 +16,9 @@ JOBS = cj.SaveAt(trace=True, jobs=True)
 # One fleet shape (BATCH fleets of three jobs) and one trace length K for the traced runs of
 # this module: the static configuration and the shapes decide which programs are compiled,
 # so the runs that trace the same variant share one compiled general loop (the failure path
-# of the bit-for-bit check is the accounting run's program, the batch-layout check's whole
-# batch too). With ``until`` the run ends at the horizon, so K only sizes the trace.
+# of a jittered bit-for-bit run is the accounting test's program, that of an unjittered one
+# the until-needed check's). With ``until`` the run ends at the horizon, so K only sizes the
+# trace.
 BATCH, K = 4, 200
 
 
