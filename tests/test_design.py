@@ -235,7 +235,8 @@ def test_contended_young_is_young_without_contention():
     # One job whose failures never strike (M huge) writes in exactly d / f(1): the fixed point
     # is Young's interval at once.
     fleet = cj.Fleet([1.0], [0.5], throughput=[0.0, 2.0], mtbf=1e9, dtype="float64")
-    keys = jax.random.split(jax.random.key(0), 2)
+    # As many draws as the next test: the two share one compiled loop (8 fleets of one job).
+    keys = jax.random.split(jax.random.key(0), 8)
     intervals, iterations, converged = design.contended_young(fleet, horizon=1e6, keys=keys)
     np.testing.assert_allclose(intervals, np.sqrt(2 * 0.25 * 1e9), rtol=1e-9)
     assert converged and iterations == 1

@@ -13,8 +13,16 @@ import ckpt_jax as cj
 
 JOBS = cj.SaveAt(trace=True, jobs=True)
 
+# One fleet shape (BATCH fleets of three jobs) and one trace length K for the traced runs of
+# this module: the static configuration and the shapes decide which programs are compiled,
+# so the runs that trace the same variant share one compiled general loop (the failure path
+# of a jittered bit-for-bit run is the accounting test's program, that of an unjittered one
+# the until-needed check's). With ``until`` the run ends at the horizon, so K only sizes the
+# trace.
+BATCH, K = 4, 200
 
-def _fleet(batch=3, **kw):
+
+def _fleet(batch=BATCH, **kw):
     compute = np.array([[10.0, 7.0, 12.5]] * batch)
     write = np.array([[1.0, 2.0, 1.5]] * batch)
     return cj.Fleet(compute, write, **kw)
@@ -52,7 +60,7 @@ def test_without_failures_the_engine_is_unchanged_bit_for_bit(variant, jitter):
     key = jax.random.key(3)
     plain = _fleet(**variant)
     state = cj.random_state(plain, jax.random.key(1))
-    args = dict(n_fires=12, until=150.0, jitter=jitter, key=key, method="general")
+    args = dict(n_fires=K, until=150.0, jitter=jitter, key=key, method="general")
     base = cj.simulate(plain, state, save=cj.SaveAt(), **args)
     observed = cj.simulate(plain, state, save=JOBS, **args)
     never = cj.simulate(_fleet(mtbf=1e200, restart=1.0, **variant), state, save=JOBS, **args)
@@ -96,7 +104,7 @@ def test_without_failures_useful_work_is_completed_writes_times_t(method):
 
 
 def test_without_failures_a_synchronous_start_saves_exactly_writes_times_t():
-    fleet = _fleet(batch=2)
+    fleet = _fleet()
     out = cj.simulate(fleet, cj.initial_state(fleet), n_fires=None, until=333.0, save=cj.SaveAt(trace=False, jobs=True))
     np.testing.assert_array_equal(out.jobs.useful_work, out.jobs.writes * np.asarray(fleet.compute))
 
@@ -104,12 +112,12 @@ def test_without_failures_a_synchronous_start_saves_exactly_writes_times_t():
 @pytest.mark.parametrize("variant", VARIANTS + [dict(cap=1.0, throughput=[0, 1.0, 1.5, 1.8], delay=0.3)])
 @pytest.mark.parametrize("restart", [0.0, 2.5])
 def test_time_and_work_accounting(variant, restart):
-    fleet = _fleet(batch=4, mtbf=[25.0, 40.0, 60.0], restart=restart, **variant)
+    fleet = _fleet(mtbf=[25.0, 40.0, 60.0], restart=restart, **variant)
     horizon = 400.0
     out = cj.simulate(
         fleet,
         cj.random_state(fleet, jax.random.key(5)),
-        n_fires=200,
+        n_fires=K,
         until=horizon,
         key=jax.random.key(7),
         jitter=0.3,
@@ -141,9 +149,9 @@ def test_time_and_work_accounting(variant, restart):
 
 
 def test_failures_are_reproducible_and_independent_of_the_batch_layout():
-    fleet = _fleet(batch=6, mtbf=30.0, restart=1.5, cap=1.5)
+    fleet = _fleet(mtbf=30.0, restart=1.5, cap=1.5)
     state = cj.random_state(fleet, jax.random.key(2))
-    args = dict(n_fires=40, until=300.0, key=jax.random.key(11), jitter=0.2, save=JOBS)
+    args = dict(n_fires=K, until=300.0, key=jax.random.key(11), jitter=0.2, save=JOBS)
     whole = cj.simulate(fleet, state, **args)
     _same(whole, cj.simulate(fleet, state, **args))
     assert np.all(whole.jobs.failures > 0)
@@ -152,14 +160,14 @@ def test_failures_are_reproducible_and_independent_of_the_batch_layout():
     single = lambda x: x[3]  # noqa: E731
     alone = cj.simulate(fleet[3], jax.tree_util.tree_map(single, state), fleet_offset=3, **args)
     _same(jax.tree_util.tree_map(single, whole), alone)
-    middle = cj.simulate(fleet[2:5], jax.tree_util.tree_map(lambda x: x[2:5], state), fleet_offset=2, **args)
-    _same(jax.tree_util.tree_map(lambda x: x[2:5], whole), middle)
+    middle = cj.simulate(fleet[1:3], jax.tree_util.tree_map(lambda x: x[1:3], state), fleet_offset=1, **args)
+    _same(jax.tree_util.tree_map(lambda x: x[1:3], whole), middle)
     reshaped = cj.simulate(
-        _fleet(batch=6, mtbf=30.0, restart=1.5, cap=1.5)[np.arange(6).reshape(2, 3)],
-        jax.tree_util.tree_map(lambda x: x.reshape((2, 3) + x.shape[1:]), state),
+        _fleet(mtbf=30.0, restart=1.5, cap=1.5)[np.arange(BATCH).reshape(2, BATCH // 2)],
+        jax.tree_util.tree_map(lambda x: x.reshape((2, BATCH // 2) + x.shape[1:]), state),
         **args,
     )
-    _same(whole, jax.tree_util.tree_map(lambda x: x.reshape((6,) + x.shape[2:]), reshaped))
+    _same(whole, jax.tree_util.tree_map(lambda x: x.reshape((BATCH,) + x.shape[2:]), reshaped))
     on_devices = cj.simulate(fleet, state, devices=1, **args)
     _same(whole, on_devices)
 
@@ -227,7 +235,7 @@ def test_float32_runs_with_failures():
 
 
 def test_a_run_that_exhausts_the_event_budget_reports_it():
-    fleet = _fleet(batch=2, mtbf=5.0, restart=1.0)
+    fleet = _fleet(mtbf=5.0, restart=1.0)
     out = cj.simulate(
         fleet,
         cj.initial_state(fleet),
@@ -243,7 +251,7 @@ def test_a_run_that_exhausts_the_event_budget_reports_it():
 
 
 def test_the_default_budget_allows_for_frequent_failures():
-    fleet = _fleet(batch=2, mtbf=3.0, restart=0.5)
+    fleet = _fleet(mtbf=3.0, restart=0.5)
     out = cj.simulate(
         fleet,
         cj.initial_state(fleet),
@@ -293,15 +301,15 @@ def test_failures_need_until_not_only_n_fires(save, listed):
     # A failure abandons the write in progress, so "K completed writes per job" may never
     # come: without a horizon the run is refused before tracing, with or without a trace.
     fleet = _fleet(restart=1.0) if listed else _fleet(mtbf=10.0)
-    extra = dict(failure_times=np.full((3, 3, 1), 4.0)) if listed else {}
-    with pytest.raises(ValueError, match=r"n_fires=5 without until=.*failures.*Pass until=H") as raised:
-        cj.simulate(fleet, cj.initial_state(fleet), n_fires=5, save=save, **extra)
+    extra = dict(failure_times=np.full((BATCH, 3, 1), 4.0)) if listed else {}
+    with pytest.raises(ValueError, match=rf"n_fires={K} without until=.*failures.*Pass until=H") as raised:
+        cj.simulate(fleet, cj.initial_state(fleet), n_fires=K, save=save, **extra)
     assert "NaN end time" in str(raised.value)
     # With until the same call runs to H; the trace holds the first K firings.
-    out = cj.simulate(fleet, cj.initial_state(fleet), n_fires=5, save=save, until=80.0, key=jax.random.key(0), **extra)
+    out = cj.simulate(fleet, cj.initial_state(fleet), n_fires=K, save=save, until=80.0, key=jax.random.key(0), **extra)
     assert bool(np.all(out.ok)) and np.all(np.asarray(out.time) == 80.0)
     if save.trace:
-        assert out.fire_times.shape == (3, 3, 5) and np.all(np.isfinite(out.fire_times[..., 0]))
+        assert out.fire_times.shape == (BATCH, 3, K) and np.all(np.isfinite(out.fire_times[..., 0]))
 
 
 def test_without_failures_n_fires_alone_still_ends_the_run():

@@ -22,14 +22,56 @@ def _identical(n_jobs, throughputs, compute=10.0):
 
 
 _batched_jacobian = jax.jit(jax.vmap(jax.jacfwd(cj.maps.gap_return_map, argnums=1, has_aux=True), in_axes=(0, None)))
+_padded_jacobians = jax.jit(jax.vmap(jax.jacfwd(cj.maps.gap_return_map, argnums=1, has_aux=True)))
+
+SLOTS = 12  # the small fleets of claim 2, N = 2..SLOTS, padded to one shape
+SMALL_N = list(range(2, SLOTS + 1))
 
 
-@pytest.mark.parametrize("n_jobs", list(range(2, 13)) + [64, 256])
-def test_claim2_reciprocal_spectrum_by_autodiff(n_jobs):
-    fleets = _identical(n_jobs, THROUGHPUTS)
-    # Small positive gaps: all N write windows overlap (the fully overlapping branch).
-    a = np.random.default_rng(n_jobs).uniform(0.2, 1.0, n_jobs - 1) * (0.1 * float(fleets.write.min()) / n_jobs)
-    jacobians, info = _batched_jacobian(fleets, a)
+def _small_gaps(n_jobs, fleets):
+    """Small positive gaps: all N write windows overlap (the fully overlapping branch)."""
+    return np.random.default_rng(n_jobs).uniform(0.2, 1.0, n_jobs - 1) * (0.1 * float(fleets.write.min()) / n_jobs)
+
+
+@pytest.fixture(scope="module")
+def padded_jacobians():
+    """The gap-map Jacobians of claim 2 for every small N and every f, in one compiled call:
+    each N's fleets are padded to SLOTS slots (inactive jobs after the active ones, which the
+    maps ignore and give gap 0); ``{n_jobs: (jacobians (f, N-1, N-1), info)}``."""
+    fleets, gaps = [], []
+    for n_jobs in SMALL_N:
+        fleet = _identical(n_jobs, THROUGHPUTS)
+        pad = SLOTS - n_jobs
+        fleets.append(
+            cj.Fleet(
+                compute=np.pad(np.asarray(fleet.compute), ((0, 0), (0, pad)), mode="edge"),
+                write=np.pad(np.asarray(fleet.write), ((0, 0), (0, pad)), mode="edge"),
+                throughput=np.stack([cj.throughput_table(t, SLOTS) for t in THROUGHPUTS]),
+                active=np.arange(SLOTS) < n_jobs,
+            )
+        )
+        gaps.append(np.pad(_small_gaps(n_jobs, fleet), (0, pad)))
+    batch = jax.tree_util.tree_map(lambda *rows: jnp.concatenate(rows), *fleets)
+    a = np.repeat(np.stack(gaps), len(THROUGHPUTS), axis=0)
+    jacobians, info = _padded_jacobians(batch, a)
+    jacobians = np.asarray(jacobians).reshape(len(SMALL_N), len(THROUGHPUTS), SLOTS - 1, SLOTS - 1)
+    info = jax.tree_util.tree_map(lambda x: np.asarray(x).reshape((len(SMALL_N), len(THROUGHPUTS)) + x.shape[1:]), info)
+    out = {}
+    for k, n_jobs in enumerate(SMALL_N):
+        block = jacobians[k]
+        # The padding slots neither move nor are moved by the active jobs.
+        assert np.all(block[:, n_jobs - 1 :, :] == 0) and np.all(block[:, :, n_jobs - 1 :] == 0)
+        out[n_jobs] = (block[:, : n_jobs - 1, : n_jobs - 1], jax.tree_util.tree_map(lambda x, k=k: x[k], info))
+    return out
+
+
+@pytest.mark.parametrize("n_jobs", SMALL_N + [64, 256])
+def test_claim2_reciprocal_spectrum_by_autodiff(n_jobs, padded_jacobians):
+    if n_jobs in padded_jacobians:
+        jacobians, info = padded_jacobians[n_jobs]
+    else:
+        fleets = _identical(n_jobs, THROUGHPUTS)
+        jacobians, info = _batched_jacobian(fleets, _small_gaps(n_jobs, fleets))
     assert np.all(np.asarray(info.branch) == cj.maps.BRANCH_OVERLAPPING)
     assert np.all(np.asarray(info.status) == 0)
     for jacobian, throughput in zip(np.asarray(jacobians), THROUGHPUTS):
@@ -58,6 +100,13 @@ def test_spectrum_function_matches_theory():
     assert result.n_expanding == 3 and int(result.info.branch) == cj.maps.BRANCH_OVERLAPPING
 
 
+# Jitted once for the module (the fleet is an argument, so every fleet of one shape shares the
+# program): run op by op, each call compiles every primitive of the event loop on its own.
+# The maps run eagerly in the other tests of this module (order change, refusals).
+_jacobian = jax.jit(jax.jacfwd(cj.maps.gap_return_map, argnums=1, has_aux=True))
+_gap_maps = jax.jit(jax.vmap(cj.maps.gap_return_map, in_axes=(None, 0)))
+
+
 @pytest.mark.parametrize(
     "cap, throughput, a",
     [
@@ -69,29 +118,38 @@ def test_spectrum_function_matches_theory():
 def test_jacobian_agrees_with_central_differences(cap, throughput, a):
     fleet = cj.Fleet(compute=np.full(4, 10.0), write=np.full(4, 3.0), cap=cap, throughput=throughput)
     a = np.asarray(a)
-    jacobian, info = jax.jacfwd(cj.maps.gap_return_map, argnums=1, has_aux=True)(fleet, a)
+    jacobian, info = _jacobian(fleet, a)
     assert int(info.status) == 0
     step = 1e-6
-    columns = []
-    for j in range(a.size):
-        e = np.zeros_like(a)
-        e[j] = step
-        plus, _ = cj.maps.gap_return_map(fleet, a + e)
-        minus, _ = cj.maps.gap_return_map(fleet, a - e)
-        columns.append((np.asarray(plus) - np.asarray(minus)) / (2 * step))
-    np.testing.assert_allclose(np.asarray(jacobian), np.stack(columns, axis=1), rtol=1e-6, atol=1e-7)
+    e = step * np.eye(a.size)  # row j: a step along coordinate j
+    plus, _ = _gap_maps(fleet, a + e)
+    minus, _ = _gap_maps(fleet, a - e)
+    columns = (np.asarray(plus) - np.asarray(minus)) / (2 * step)  # row j: column j of the Jacobian
+    np.testing.assert_allclose(np.asarray(jacobian), columns.T, rtol=1e-6, atol=1e-7)
+
+
+def _return_time(fleet, u):
+    return cj.maps.section_map(fleet, u)[1].return_time
+
+
+def _work_of_job0(fleet, u, time):
+    return cj.maps.work_done(fleet, u, time)[0]
+
+
+_return_time_and_slope = jax.jit(lambda fleet, u: (_return_time(fleet, u), jax.jacfwd(_return_time, 1)(fleet, u)))
+_work_and_slope = jax.jit(lambda fleet, u, t: (_work_of_job0(fleet, u, t), jax.jacfwd(_work_of_job0, 1)(fleet, u, t)))
 
 
 def test_return_time_derivative_matches_implicit_function_theorem():
     # t* solves G(t, u) = θ_0(t; u) − (d_0 + T_0) = 0, so dt*/du = −(∂θ_0/∂u) / (∂θ_0/∂t).
     fleet = cj.Fleet(compute=[10.0, 9.0, 12.0], write=[3.0, 2.0, 4.0], cap=1.5, throughput="sqrt")
     u = jnp.array([4.0, 13.0])
-    dt_du = jax.jacfwd(lambda x: cj.maps.section_map(fleet, x)[1].return_time)(u)
-    t_star = float(cj.maps.section_map(fleet, u)[1].return_time)
+    t_star, dt_du = _return_time_and_slope(fleet, u)
+    t_star = float(t_star)
     probe = t_star * (1 - 1e-7)  # inside the last constant-rate interval before the firing
-    dtheta_du = jax.jacfwd(lambda x: cj.maps.work_done(fleet, x, probe)[0])(u)
+    at_probe, dtheta_du = _work_and_slope(fleet, u, probe)
     h = t_star * 1e-8
-    rate = (cj.maps.work_done(fleet, u, probe)[0] - cj.maps.work_done(fleet, u, probe - h)[0]) / h
+    rate = (at_probe - _work_and_slope(fleet, u, probe - h)[0]) / h
     assert 0 < float(rate) < 1  # the cap binds there, so this is not a trivial rate-1 case
     np.testing.assert_allclose(np.asarray(dt_du), -np.asarray(dtheta_du) / float(rate), rtol=1e-6)
     assert np.any(np.abs(np.asarray(dt_du)) > 1e-3)

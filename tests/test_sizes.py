@@ -11,6 +11,7 @@ Shapes are fixed (fleets padded to ``N_SLOTS`` slots, ``N_FIRES`` firings) so ea
 pair compiles once per variant.
 """
 
+import functools
 import os
 
 import numpy as np
@@ -371,15 +372,20 @@ def test_return_maps_and_coupling_follow_sizes():
     import jax
     import jax.numpy as jnp
 
+    # Jitted (the two sized pairs share the map's program; op by op, the map and its
+    # Jacobian compile every primitive of the event loop on its own): under jit the sized
+    # rules are the ones the Fleet recorded, here the same as the eager choice (the cap binds).
+    gap_map = jax.jit(cj.maps.gap_return_map)
+    gap_jacobian = jax.jit(jax.jacfwd(cj.maps.gap_return_map, argnums=1, has_aux=True))
     # Unequal sizes under a binding cap: the pair is no longer neutral (claim 9a), and
     # the map is differentiable through the size-aware loop.
     pair = cj.Fleet([10.0, 10.0], [1.0, 1.0], cap=1.5, size=[1.0, 2.0])
-    a_next, info = cj.maps.gap_return_map(pair, jnp.array([3.0]))
+    a_next, info = gap_map(pair, jnp.array([3.0]))
     assert int(info.status) == 0 and abs(float(a_next[0]) - 3.0) > 1e-3
-    jacobian, _ = jax.jacfwd(cj.maps.gap_return_map, argnums=1, has_aux=True)(pair, jnp.array([3.0]))
+    jacobian, _ = gap_jacobian(pair, jnp.array([3.0]))
     assert np.isfinite(np.asarray(jacobian)).all()
     equal = cj.Fleet([10.0, 10.0], [1.0, 1.0], cap=1.5, size=[2.0, 2.0])
-    np.testing.assert_allclose(cj.maps.gap_return_map(equal, jnp.array([3.0]))[0], [3.0], rtol=1e-12)
+    np.testing.assert_allclose(gap_map(equal, jnp.array([3.0]))[0], [3.0], rtol=1e-12)
     # The coupling function follows sizes too (claim 9a): non-zero for the unequal pair.
     assert np.max(np.abs(np.asarray(cj.coupling.coupling_function(pair, np.array([1.0, 4.0])).coupling))) > 1e-3
 
@@ -400,11 +406,15 @@ def test_uncapped_sizes_run_free_with_the_same_bits(power):
     assert loop.sharing_for(cj.Fleet([2.0] * 4, [0.4] * 4, size=sizes, cap=6.9, power_policy=power)).power == power
     params = jax.tree_util.tree_map(lambda x: x[0], loop.flat_params(fleet))
     phase, remaining = jnp.array([0, 1, 0, 1]), jnp.array([0.3, 0.2, 1.1, 0.5])
-    ends = []
-    for sharing in (loop.sharing_for(fleet), loop.Sharing(power, "fair")):
+
+    # One program per rule (op by op, the start and the loop compile each primitive apart).
+    @functools.partial(jax.jit, static_argnames="sharing")
+    def run(params, phase, remaining, sharing):
         carry = loop.init_carry(params, phase, remaining, 1, 1, False, sharing=sharing)
-        carry, _ = loop.advance(params, carry, max_events=200, horizon=30.0, sharing=sharing)
-        ends.append(carry)
+        return loop.advance(params, carry, max_events=200, horizon=30.0, sharing=sharing)[0]
+
+    rules = (loop.sharing_for(fleet), loop.Sharing(power, "fair"))
+    ends = [run(params, phase, remaining, sharing) for sharing in rules]
     # ``applied_computing`` is the delayed controller's value, unused where τ = 0.
     free, policy = (jax.tree_util.tree_leaves(end._replace(applied_computing=0)) for end in ends)
     for a, b in zip(free, policy):
