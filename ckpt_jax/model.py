@@ -296,15 +296,7 @@ class Fleet:
         compute_np = np.broadcast_to(compute_np, job_shape)
         write_np = np.broadcast_to(write_np, job_shape)
         _check_jobs(active_np, compute_np, write_np, size_np, dtype)
-        if not (uncapped | ((cap_np > 0) & np.isfinite(cap_np))).all():
-            raise ValueError(f"cap must be finite and > 0 (or None for uncapped), got {shown_cap!r}")
-        check_range("cap", np.where(uncapped, 1.0, cap_np), dtype)
-        check_range("throughput f(n)", table[..., 1:], dtype)
-        if not (np.isfinite(delay_np) & (delay_np >= 0)).all():
-            raise ValueError(f"delay must be finite and >= 0, got {delay!r}")
-        check_range("delay", np.where(delay_np > 0, delay_np, 1.0), dtype)
-        if not ((alpha_np >= 0) & (alpha_np <= 1)).all():
-            raise ValueError(f"async_fraction must lie in [0, 1], got {async_fraction!r}")
+        _check_fleets(cap_np, uncapped, shown_cap, table, delay_np, delay, alpha_np, async_fraction, dtype)
         _check_solo(active_np, compute_np, write_np, table, dtype)
 
         # Inactive slots get harmless positive work so no lane ever divides by zero.
@@ -648,6 +640,20 @@ def _check_jobs(active_np, compute_np, write_np, size_np, dtype) -> None:
                 f"{float(arr[bad].ravel()[0])!r} at index {tuple(int(i) for i in np.argwhere(bad)[0])}"
             )
         check_range(name, arr, dtype, mask=active_np)
+
+
+def _check_fleets(cap_np, uncapped, shown_cap, table, delay_np, delay, alpha_np, async_fraction, dtype) -> None:
+    """Refuses a cap, throughput, delay or asynchronous fraction out of its range; the
+    messages name the value as given (``shown_cap``, ``delay``, ``async_fraction``)."""
+    if not (uncapped | ((cap_np > 0) & np.isfinite(cap_np))).all():
+        raise ValueError(f"cap must be finite and > 0 (or None for uncapped), got {shown_cap!r}")
+    check_range("cap", np.where(uncapped, 1.0, cap_np), dtype)
+    check_range("throughput f(n)", table[..., 1:], dtype)
+    if not (np.isfinite(delay_np) & (delay_np >= 0)).all():
+        raise ValueError(f"delay must be finite and >= 0, got {delay!r}")
+    check_range("delay", np.where(delay_np > 0, delay_np, 1.0), dtype)
+    if not ((alpha_np >= 0) & (alpha_np <= 1)).all():
+        raise ValueError(f"async_fraction must lie in [0, 1], got {async_fraction!r}")
 
 
 def _check_solo(active_np, compute_np, write_np, table, dtype) -> None:
