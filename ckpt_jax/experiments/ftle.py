@@ -369,50 +369,59 @@ def regime_texts(table, peaks, steps, config, low_loads, high_loads, knee) -> di
       ``{"regime", "beyond", "per_time", "horizon", "horizon_headline"}`` sentences ("" where
       the size measured nothing above saturation).
     """
-    n_jobs_list, loads = config["n_jobs"], config["loads"]
-    main, burn_in, horizons = config["main_horizon"], config["burn_in"], config["horizons"]
-    top = max(loads)
-
-    def peak_text(kind):
-        return "; ".join(
-            f"ρ = {fmt(p['grid'])} (≈ {fmt(p['refined'], 2)}{', at the grid edge' if p['at_edge'] else ''}; "
-            f"{rules.CONFIDENCE:.0%} bootstrap range {fmt(p['range'][0])}–{fmt(p['range'][1])}) at N = {n}"
-            for n, p in ((n, peaks[n][kind]) for n in n_jobs_list)
-        )
-
+    n_jobs_list = config["n_jobs"]
     refined = [peaks[n]["per_cycle"]["refined"] for n in n_jobs_list]
     regime = (
-        f"Where the FTLE per cycle peaks: {peak_text('per_cycle')}. The growth with load therefore holds up to "
+        f"Where the FTLE per cycle peaks: {_peak_text(peaks, 'per_cycle', n_jobs_list)}. The growth with load "
+        f"therefore holds up to "
         f"ρ ≈ {fmt(min(refined), 2)}–{fmt(max(refined), 2)}, around storage saturation (ρ = "
         f"{fmt(SATURATION_LOAD)})."
     )
     out = dict(regime=regime, beyond="", per_time="", horizon="", horizon_headline="")
     if not steps:
         return out
+    out["beyond"] = _beyond_text(steps)
+    out["per_time"] = _per_time_text(table, peaks, n_jobs_list, max(config["loads"]), knee)
+    out["horizon"], out["horizon_headline"] = _horizon_texts(table, config, low_loads, high_loads)
+    return out
+
+
+def _peak_text(peaks: dict, kind: str, n_jobs_list) -> str:
+    """Where the FTLE (``kind``: per cycle or per time) peaks at each N, with its range."""
+    return "; ".join(
+        f"ρ = {fmt(p['grid'])} (≈ {fmt(p['refined'], 2)}{', at the grid edge' if p['at_edge'] else ''}; "
+        f"{rules.CONFIDENCE:.0%} bootstrap range {fmt(p['range'][0])}–{fmt(p['range'][1])}) at N = {n}"
+        for n, p in ((n, peaks[n][kind]) for n in n_jobs_list)
+    )
+
+
+def _beyond_text(steps: dict) -> str:
+    """Whether the FTLE per cycle falls, still grows or is undecided beyond saturation, per N."""
     falls = [n for n, st in steps.items() if st["outcome"] == NOT_REPRODUCED]
     grows = [n for n, st in steps.items() if st["outcome"] == REPRODUCED]
     if len(falls) == len(steps):
-        out["beyond"] = (
+        return (
             f"It falls at every N: beyond its peak near saturation (the mean period tends to N·d) the "
             f'FTLE per cycle falls with load, so the claim\'s "grows with load" holds only up to the '
             f"peak, not beyond ρ = {fmt(SATURATION_LOAD)}."
         )
-    else:
-        undecided = [n for n in steps if n not in falls and n not in grows]
-        parts = [
-            f"{word} at N = {fmt_list(group)}"
-            for word, group in (("it falls", falls), ("it still grows", grows), ("it is undecided", undecided))
-            if group
-        ]
-        out["beyond"] = (
-            "Beyond saturation " + (", ".join(parts[:-1]) + " and " + parts[-1] if len(parts) > 1 else parts[0]) + "."
-        )
+    undecided = [n for n in steps if n not in falls and n not in grows]
+    parts = [
+        f"{word} at N = {fmt_list(group)}"
+        for word, group in (("it falls", falls), ("it still grows", grows), ("it is undecided", undecided))
+        if group
+    ]
+    return "Beyond saturation " + (", ".join(parts[:-1]) + " and " + parts[-1] if len(parts) > 1 else parts[0]) + "."
+
+
+def _per_time_text(table: dict, peaks: dict, n_jobs_list, top: float, knee) -> str:
+    """The FTLE per unit time from the knee to the top load, and where it peaks."""
     steeper = all(
         table[(n, top)]["mean_per_time"] / table[(n, knee)]["mean_per_time"]
         < table[(n, top)]["mean"] / table[(n, knee)]["mean"]
         for n in n_jobs_list
     )
-    out["per_time"] = (
+    return (
         (
             "Per unit time the fall is steeper at every N, since a saturated cycle lasts longer: "
             if steeper
@@ -423,8 +432,20 @@ def regime_texts(table, peaks, steps, config, low_loads, high_loads, knee) -> di
             f"{fmt(table[(n, knee)]['mean_per_time'], 2)} → {fmt(table[(n, top)]['mean_per_time'], 2)} at N = {n}"
             for n in n_jobs_list
         )
-        + f"; it peaks at {peak_text('per_time')}."
+        + f"; it peaks at {_peak_text(peaks, 'per_time', n_jobs_list)}."
     )
+
+
+def _horizon_texts(table: dict, config: dict, low_loads, high_loads) -> tuple[str, str]:
+    """``(horizon, headline)``: how the rate at the top load changes with the horizon and
+    measured from the launch, and the same in one line."""
+    n_jobs_list, main, burn_in, horizons = (
+        config["n_jobs"],
+        config["main_horizon"],
+        config["burn_in"],
+        config["horizons"],
+    )
+    top = max(config["loads"])
     changes = {n: table[(n, top)]["horizon_change"] for n in n_jobs_list}
 
     def count(cells):
@@ -435,19 +456,7 @@ def regime_texts(table, peaks, steps, config, low_loads, high_loads, knee) -> di
 
     high_cells = [(n, load) for n in n_jobs_list for load in high_loads]
     low_cells = [(n, load) for n in n_jobs_list for load in low_loads]
-    inflated = [c for c in table if table[c]["from_launch_excess_ci"][0] > 0]
-    falling_top = [n for n in n_jobs_list if table[(n, top)]["horizon_change"]["trend"] == "falling"]
-    launch_text = (
-        f"the rate from the launch lies above the rate after the burn-in (interval above 0) in "
-        f"{len(inflated)} of {len(table)} cells"
-    )
-    if len(inflated) <= LAUNCH_INFLATED_FRACTION * len(table):
-        launch_text += f", at most {LAUNCH_INFLATED_FRACTION:.0%}: the launch's transient does not inflate the rate" + (
-            "; a short horizon does." if falling_top else "."
-        )
-    else:
-        launch_text += f", more than {LAUNCH_INFLATED_FRACTION:.0%}: the launch's transient inflates the rate."
-    out["horizon"] = (
+    horizon = (
         f"With the horizon: after the burn-in, the rate per cycle at ρ = {fmt(top)} over K = {fmt_list(horizons)} "
         "cycles is "
         + "; ".join(
@@ -466,10 +475,10 @@ def regime_texts(table, peaks, steps, config, low_loads, high_loads, knee) -> di
             f"{fmt_interval(*table[(n, top)]['from_launch_excess_ci'], digits=2)} at N = {n}"
             for n in n_jobs_list
         )
-        + f"; {launch_text}"
+        + f"; {_launch_text(table, n_jobs_list, top)}"
     )
     falling = sum(table[c]["horizon_change"]["trend"] == "falling" for c in high_cells)
-    out["horizon_headline"] = (
+    headline = (
         f"rate at ρ = {fmt(top)} from K = {horizons[0]} to {horizons[-1]}: "
         + ", ".join(
             f"{fmt(table[(n, top)]['horizons'][0]['mean'], 2)} → "
@@ -478,7 +487,23 @@ def regime_texts(table, peaks, steps, config, low_loads, high_loads, knee) -> di
         )
         + f"; {falling} of {len(high_cells)} saturated cells still falling"
     )
-    return out
+    return horizon, headline
+
+
+def _launch_text(table: dict, n_jobs_list, top: float) -> str:
+    """Whether the launch's transient inflates the rate measured from the launch."""
+    inflated = [c for c in table if table[c]["from_launch_excess_ci"][0] > 0]
+    falling_top = [n for n in n_jobs_list if table[(n, top)]["horizon_change"]["trend"] == "falling"]
+    launch_text = (
+        f"the rate from the launch lies above the rate after the burn-in (interval above 0) in "
+        f"{len(inflated)} of {len(table)} cells"
+    )
+    if len(inflated) <= LAUNCH_INFLATED_FRACTION * len(table):
+        return launch_text + (
+            f", at most {LAUNCH_INFLATED_FRACTION:.0%}: the launch's transient does not inflate the rate"
+            + ("; a short horizon does." if falling_top else ".")
+        )
+    return launch_text + f", more than {LAUNCH_INFLATED_FRACTION:.0%}: the launch's transient inflates the rate."
 
 
 @in_float64
