@@ -449,50 +449,15 @@ def coupling_function(
         storage or with two-level checkpoints.
       RuntimeError: a run hit its event budget or the controller queue overflowed.
     """
-    if not isinstance(fleet_pair, Fleet):
-        raise ValueError(f"fleet_pair must be a ckpt_jax.Fleet, got {type(fleet_pair).__name__}")
-    if fleet_pair.batch_shape != () or fleet_pair.n_jobs != 2 or not bool(np.all(np.asarray(fleet_pair.active))):
-        raise ValueError(
-            "fleet_pair must be one fleet (batch shape ()) of N = 2 active jobs, got batch shape "
-            f"{fleet_pair.batch_shape} and N = {fleet_pair.n_jobs}"
-        )
-    sharing = loop.sharing_for(fleet_pair)
+    sharing = _check_pair(fleet_pair)
     n_cycles = check_int("n_cycles", n_cycles, 1)
     queue_size = check_int("queue_size", queue_size, 1)
-    if history not in ("launch", "uncoupled"):
-        raise ValueError(f"history must be 'launch' or 'uncoupled', got {history!r}")
-    cap = float(np.asarray(fleet_pair.cap))
-    sizes = np.asarray(fleet_pair.size, dtype=np.float64)
-    if history == "uncoupled" and cap < sizes.max():
-        raise ValueError(
-            f"history='uncoupled' needs a cap C >= max w_i = {sizes.max():g} (jobs alone at full speed), got C = {cap}"
-        )
-    if history == "uncoupled" and sharing.storage == "fcfs":
-        raise ValueError("history='uncoupled' does not support storage_policy 'fcfs' (the uncoupled past has no queue)")
+    cap, sizes = _check_history(fleet_pair, history, sharing)
     two_level = fleet_pair.has_snapshots
-    if history == "uncoupled" and two_level:
-        raise ValueError("history='uncoupled' does not support two-level checkpoints (snapshot)")
     params = jax.tree_util.tree_map(lambda x: x[0], loop.flat_params(fleet_pair))
-    if two_level:
-        cycle = np.asarray(_two_level_period(params), dtype=np.float64)
-        lag_range = "s_1 + max(T_1 / v_1, D_1)"
-    else:
-        cycle = np.asarray(fleet_pair.compute + fleet_pair.write, dtype=np.float64)
-        lag_range = "T_1 + d_1"
-    deltas_np = np.asarray(deltas, dtype=np.float64)
-    if deltas_np.ndim != 1 or deltas_np.size == 0:
-        raise ValueError(f"deltas must be a non-empty 1-D array of lags, got shape {deltas_np.shape}")
-    if not np.all(np.isfinite(deltas_np) & (deltas_np > 0) & (deltas_np <= cycle[1])):
-        raise ValueError(
-            f"deltas must lie in (0, {lag_range}] = (0, {cycle[1]}], got values in "
-            f"[{np.nanmin(deltas_np)}, {np.nanmax(deltas_np)}]"
-        )
+    cycle, deltas_np = _check_deltas(fleet_pair, params, deltas, two_level)
     if max_events is None:
-        # Events per cycle of job 0: a few per cycle of the faster job, more when slow
-        # rates (a tight cap, little bandwidth) stretch job 0's cycle in time.
-        slowest = min(1.0, cap / float(sizes.sum())) * float(np.asarray(fleet_pair.throughput[1:3]).min()) / 2
-        ratio = float(cycle.max() / cycle.min()) / max(slowest, 1e-3)
-        max_events = int(64 * (1 + min(ratio, 1e4)) + 256)
+        max_events = _default_max_events(fleet_pair, cap, sizes, cycle)
     max_events = check_int("max_events", max_events, 1, 2**31 // (4 * (n_cycles + 1)))
     deltas_jax = jnp.asarray(deltas_np, fleet_pair.dtype)
     if two_level:
@@ -508,45 +473,114 @@ def coupling_function(
         queue_size=queue_size,
         sharing=sharing,
     )
-    status = np.asarray(status)
-    ok = status == Status.OK
-    if not ok.all():
-        raise RuntimeError(
-            f"{int((~ok).sum())} of {ok.size} launches failed: {describe_status(int(np.bitwise_or.reduce(status)))}"
-        )
+    status, ok = _launches_ok(status)
     lags = np.concatenate([np.asarray(starts, np.float64)[:, None], np.asarray(lags, np.float64)], axis=1)
     solo_lags = np.asarray(solo_lags, np.float64)
     length = float(cycle[1])
     cycle_coupling = _wrap(lags[:, 1:] - solo_lags, length)
-    work_coupling = _wrap(np.diff(lags, axis=1) + cycle[0], length)
-    speed = np.asarray(solo_speed(params), np.float64)
-    write_speed = float(np.asarray(params.throughput[1]))
-    compute_np = np.asarray(fleet_pair.compute, np.float64)
-    period = np.asarray(fleet_pair.write, np.float64) / write_speed + compute_np / speed
-    solo_return_time = float(solo_return)
-    if variants(fleet_pair).instant_blocking:
-        phase_lags = time_phase(lags, compute_np[1], write_speed, speed[1])
-        phase_coupling = _wrap(np.diff(phase_lags, axis=1) + solo_return_time, period[1])
-    else:
-        phase_lags = np.full(lags.shape, np.nan)
-        phase_coupling = np.full(cycle_coupling.shape, np.nan)
+    speed, period, phase_lags, phase_coupling = _phase_coordinates(fleet_pair, params, lags, float(solo_return))
     return Coupling(
         deltas=deltas_np,
         coupling=cycle_coupling[:, 0],
         lags=lags,
         solo_lags=solo_lags,
         cycle_coupling=cycle_coupling,
-        work_coupling=work_coupling,
+        work_coupling=_wrap(np.diff(lags, axis=1) + cycle[0], length),
         phase_lags=phase_lags,
         phase_coupling=phase_coupling,
         solo_speed=speed,
         solo_period=period,
         return_times=np.asarray(return_times, np.float64),
-        solo_return_time=solo_return_time,
+        solo_return_time=float(solo_return),
         cycle_length=length,
         ok=ok,
         status=status,
     )
+
+
+def _check_pair(fleet_pair: Fleet) -> loop.Sharing:
+    """Refuses anything but one fleet of two active jobs; returns its rate rules."""
+    if not isinstance(fleet_pair, Fleet):
+        raise ValueError(f"fleet_pair must be a ckpt_jax.Fleet, got {type(fleet_pair).__name__}")
+    if fleet_pair.batch_shape != () or fleet_pair.n_jobs != 2 or not bool(np.all(np.asarray(fleet_pair.active))):
+        raise ValueError(
+            "fleet_pair must be one fleet (batch shape ()) of N = 2 active jobs, got batch shape "
+            f"{fleet_pair.batch_shape} and N = {fleet_pair.n_jobs}"
+        )
+    return loop.sharing_for(fleet_pair)
+
+
+def _check_history(fleet_pair: Fleet, history: str, sharing: loop.Sharing):
+    """Refuses a ``history`` the pair cannot have (see `coupling_function`); returns the
+    cap C and the sizes w_i."""
+    if history not in ("launch", "uncoupled"):
+        raise ValueError(f"history must be 'launch' or 'uncoupled', got {history!r}")
+    cap = float(np.asarray(fleet_pair.cap))
+    sizes = np.asarray(fleet_pair.size, dtype=np.float64)
+    if history == "uncoupled" and cap < sizes.max():
+        raise ValueError(
+            f"history='uncoupled' needs a cap C >= max w_i = {sizes.max():g} (jobs alone at full speed), got C = {cap}"
+        )
+    if history == "uncoupled" and sharing.storage == "fcfs":
+        raise ValueError("history='uncoupled' does not support storage_policy 'fcfs' (the uncoupled past has no queue)")
+    if history == "uncoupled" and fleet_pair.has_snapshots:
+        raise ValueError("history='uncoupled' does not support two-level checkpoints (snapshot)")
+    return cap, sizes
+
+
+def _check_deltas(fleet_pair: Fleet, params, deltas, two_level: bool):
+    """``(cycle, deltas)``: each job's lag circle (T_i + d_i, or with two-level checkpoints
+    its solo period P_i) and the launch lags, refused unless they lie in (0, cycle_1]."""
+    if two_level:
+        cycle = np.asarray(_two_level_period(params), dtype=np.float64)
+        lag_range = "s_1 + max(T_1 / v_1, D_1)"
+    else:
+        cycle = np.asarray(fleet_pair.compute + fleet_pair.write, dtype=np.float64)
+        lag_range = "T_1 + d_1"
+    deltas_np = np.asarray(deltas, dtype=np.float64)
+    if deltas_np.ndim != 1 or deltas_np.size == 0:
+        raise ValueError(f"deltas must be a non-empty 1-D array of lags, got shape {deltas_np.shape}")
+    if not np.all(np.isfinite(deltas_np) & (deltas_np > 0) & (deltas_np <= cycle[1])):
+        raise ValueError(
+            f"deltas must lie in (0, {lag_range}] = (0, {cycle[1]}], got values in "
+            f"[{np.nanmin(deltas_np)}, {np.nanmax(deltas_np)}]"
+        )
+    return cycle, deltas_np
+
+
+def _default_max_events(fleet_pair: Fleet, cap: float, sizes, cycle) -> int:
+    """Events per cycle of job 0: a few per cycle of the faster job, more when slow rates
+    (a tight cap, little bandwidth) stretch job 0's cycle in time."""
+    slowest = min(1.0, cap / float(sizes.sum())) * float(np.asarray(fleet_pair.throughput[1:3]).min()) / 2
+    ratio = float(cycle.max() / cycle.min()) / max(slowest, 1e-3)
+    return int(64 * (1 + min(ratio, 1e4)) + 256)
+
+
+def _launches_ok(status):
+    """``(status, ok)`` as NumPy arrays; a `RuntimeError` naming the flags where a launch failed."""
+    status = np.asarray(status)
+    ok = status == Status.OK
+    if not ok.all():
+        raise RuntimeError(
+            f"{int((~ok).sum())} of {ok.size} launches failed: {describe_status(int(np.bitwise_or.reduce(status)))}"
+        )
+    return status, ok
+
+
+def _phase_coordinates(fleet_pair: Fleet, params, lags, solo_return_time: float):
+    """``(solo_speed, solo_period, phase_lags, phase_coupling)``: the lags in time-phase
+    coordinates, where P0 is a rotation by R0 (NaN where the variant has no such phase)."""
+    speed = np.asarray(solo_speed(params), np.float64)
+    write_speed = float(np.asarray(params.throughput[1]))
+    compute_np = np.asarray(fleet_pair.compute, np.float64)
+    period = np.asarray(fleet_pair.write, np.float64) / write_speed + compute_np / speed
+    if variants(fleet_pair).instant_blocking:
+        phase_lags = time_phase(lags, compute_np[1], write_speed, speed[1])
+        phase_coupling = _wrap(np.diff(phase_lags, axis=1) + solo_return_time, period[1])
+    else:
+        phase_lags = np.full(lags.shape, np.nan)
+        phase_coupling = np.full((lags.shape[0], lags.shape[1] - 1), np.nan)
+    return speed, period, phase_lags, phase_coupling
 
 
 def _two_level_coupling(params, deltas_np, deltas_jax, max_events, n_cycles, queue_size, sharing, period):
@@ -554,12 +588,7 @@ def _two_level_coupling(params, deltas_np, deltas_jax, max_events, n_cycles, que
     starts, phases, return_times, status = _two_level_arrays(
         params, deltas_jax, jnp.int32(max_events), n_cycles=n_cycles, queue_size=queue_size, sharing=sharing
     )
-    status = np.asarray(status)
-    ok = status == Status.OK
-    if not ok.all():
-        raise RuntimeError(
-            f"{int((~ok).sum())} of {ok.size} launches failed: {describe_status(int(np.bitwise_or.reduce(status)))}"
-        )
+    status, ok = _launches_ok(status)
     lags = np.concatenate([np.asarray(starts, np.float64)[:, None], np.asarray(phases, np.float64)], axis=1)
     length = float(period[1])
     solo_return_time = float(period[0])  # job 0 alone returns after its own period

@@ -255,51 +255,12 @@ class Fleet:
         dtype = _float_dtype(dtype, compute, write, cap)
         compute_np = _as_float_array("compute", compute, dtype)
         write_np = _as_float_array("write", write, dtype)
-        if compute_np.ndim < 1 and write_np.ndim < 1:
-            # One of the two may be a scalar, shared by every job (as for size, mtbf, ...).
-            raise ValueError(
-                "compute or write must have a trailing job axis of length N >= 1 (the other may be "
-                f"a scalar), got shapes {compute_np.shape} and {write_np.shape}"
-            )
-        try:
-            job_shape = np.broadcast_shapes(compute_np.shape, write_np.shape)
-        except ValueError:
-            raise ValueError(
-                f"compute and write shapes must broadcast to (..., N): got {compute_np.shape} and {write_np.shape}"
-            ) from None
+        job_shape = _job_shape(compute_np, write_np)
         n_jobs = job_shape[-1]
-        if n_jobs < 1:
-            raise ValueError("compute and write must hold at least one job (N >= 1)")
-        if active is None:
-            active_np = np.ones(job_shape, dtype=bool)
-        else:
-            active_np = np.asarray(active)
-            if active_np.dtype != bool:
-                raise ValueError(f"active must be a boolean mask, got dtype {active_np.dtype}")
-            try:
-                job_shape = np.broadcast_shapes(job_shape, active_np.shape)
-            except ValueError:
-                raise ValueError(
-                    f"active shape {active_np.shape} does not broadcast to the fleet shape {job_shape}"
-                ) from None
-            if job_shape[-1] != n_jobs:
-                raise ValueError(f"active must have N = {n_jobs} job slots, got {active_np.shape}")
+        active_np, job_shape = _active_mask(active, job_shape)
         size_np = _as_float_array("size", size, dtype)
-        try:
-            job_shape = np.broadcast_shapes(job_shape, size_np.shape)
-        except ValueError:
-            job_shape = None
-        if job_shape is None or job_shape[-1] != n_jobs:
-            raise ValueError(
-                f"size must be a scalar or broadcast to the fleet shape (*B, N) with N = {n_jobs} job "
-                f"slots, got shape {size_np.shape}"
-            )
+        job_shape = _with_sizes(size_np, job_shape)
         batch_shape = job_shape[:-1]
-        if 0 in batch_shape:
-            raise ValueError(
-                f"compute and write must hold at least one fleet: the batch shape (*B,) = {batch_shape} "
-                "has an axis of length 0"
-            )
         if recover_from == "memory" and snapshot is None:
             raise ValueError(
                 "recover_from='memory' needs snapshot= (two-level checkpoints, docs/model.md §1d): without "
@@ -310,40 +271,12 @@ class Fleet:
         read_np = _per_job("recovery_read", recovery_read, 0.0, job_shape)
         _refuse("recovery_read", read_np, ~(np.isfinite(read_np) & (read_np >= 0)), "finite and >= 0")
         check_range("recovery_read", np.where(read_np > 0, read_np, 1.0), dtype)
-
-        def per_fleet(name, value, default):
-            arr = _as_float_array(name, default if value is None else value, dtype)
-            try:
-                return np.broadcast_to(arr, batch_shape)
-            except ValueError:
-                raise ValueError(
-                    f"{name} must be a scalar or have the batch shape {batch_shape}, got shape {arr.shape}"
-                ) from None
-
-        if cap is not None and not np.isscalar(cap) and not isinstance(cap, (np.ndarray, jax.Array)):
-            # A list may mix capped and uncapped fleets: None entries mean uncapped.
-            try:
-                entries = np.asarray(cap, dtype=object)
-            except ValueError:
-                raise ValueError(f"cap must be a number, None or an array of them, got {cap!r}") from None
-            uncapped = np.vectorize(lambda c: c is None, otypes=[bool])(entries)
-            filled = np.where(uncapped, np.inf, entries)
-            if any(isinstance(c, complex) for c in filled.ravel()):
-                raise ValueError("cap must be real, got complex values")
-            try:
-                cap = filled.astype(np.float64)
-            except (TypeError, ValueError):
-                raise ValueError(f"cap must hold real numbers or None, got {cap!r}") from None
-        else:
-            uncapped = np.zeros(np.shape(cap) if cap is not None else (), bool)
-        cap_np = per_fleet("cap", cap, np.inf)
-        uncapped = np.broadcast_to(uncapped, batch_shape) if cap is not None else np.ones(batch_shape, bool)
-        delay_np = per_fleet("delay", delay, 0.0)
-        alpha_np = per_fleet("async_fraction", async_fraction, 0.0)
-        idle_np = per_fleet("idle_power", idle_power, 0.0)
+        cap_np, uncapped, shown_cap = _cap_array(cap, batch_shape, dtype)
+        delay_np = _per_fleet("delay", delay, 0.0, batch_shape, dtype)
+        alpha_np = _per_fleet("async_fraction", async_fraction, 0.0, batch_shape, dtype)
+        idle_np = _per_fleet("idle_power", idle_power, 0.0, batch_shape, dtype)
         if not ((idle_np >= 0) & (idle_np <= 1)).all():
             raise ValueError(f"idle_power must lie in [0, 1], got {idle_power!r}")
-        two_level_np = np.full(batch_shape, snapshot is not None)
         if snapshot is not None and np.any(alpha_np > 0):
             raise ValueError(
                 f"async_fraction must be 0 with snapshot= (got {async_fraction!r}): a two-level checkpoint "
@@ -357,79 +290,47 @@ class Fleet:
             recovery_read=read_np,
             fail_while_down=bool(fail_while_down),
         )
-        table = throughput_table(throughput, n_jobs)
-        try:
-            table = np.broadcast_to(table, batch_shape + (n_jobs + 1,))
-        except ValueError:
-            raise ValueError(
-                f"throughput table shape {table.shape} does not match the batch shape {batch_shape}"
-            ) from None
-
+        table = _throughput_array(throughput, n_jobs, batch_shape)
         active_np = np.broadcast_to(active_np, job_shape)
         size_np = np.broadcast_to(size_np, job_shape)
         compute_np = np.broadcast_to(compute_np, job_shape)
         write_np = np.broadcast_to(write_np, job_shape)
-        for name, arr in (("compute", compute_np), ("write", write_np), ("size", size_np)):
-            bad = active_np & ~(np.isfinite(arr) & (arr > 0))
-            if bad.any():
-                raise ValueError(
-                    f"{name} must be finite and > 0 for every active job; found "
-                    f"{float(arr[bad].ravel()[0])!r} at index {tuple(int(i) for i in np.argwhere(bad)[0])}"
-                )
-            check_range(name, arr, dtype, mask=active_np)
-        if not (uncapped | ((cap_np > 0) & np.isfinite(cap_np))).all():
-            raise ValueError(f"cap must be finite and > 0 (or None for uncapped), got {cap!r}")
-        check_range("cap", np.where(uncapped, 1.0, cap_np), dtype)
-        check_range("throughput f(n)", table[..., 1:], dtype)
-        if not (np.isfinite(delay_np) & (delay_np >= 0)).all():
-            raise ValueError(f"delay must be finite and >= 0, got {delay!r}")
-        check_range("delay", np.where(delay_np > 0, delay_np, 1.0), dtype)
-        if not ((alpha_np >= 0) & (alpha_np <= 1)).all():
-            raise ValueError(f"async_fraction must lie in [0, 1], got {async_fraction!r}")
-        if not active_np.any(axis=-1).all():
-            raise ValueError("active must mark at least one job active in every fleet")
-        # Each job's solo cycle must be representable (its time bound is checked by simulate).
-        solo = np.where(active_np, compute_np + write_np / table[..., 1:2], 1.0)
-        check_range("the solo period T_i + d_i / f(1)", solo, dtype)
+        _check_jobs(active_np, compute_np, write_np, size_np, dtype)
+        _check_fleets(cap_np, uncapped, shown_cap, table, delay_np, delay, alpha_np, async_fraction, dtype)
+        _check_solo(active_np, compute_np, write_np, table, dtype)
 
         # Inactive slots get harmless positive work so no lane ever divides by zero.
-        compute_np = np.where(active_np, compute_np, 1.0)
-        write_np = np.where(active_np, write_np, 1.0)
-        size_np = np.where(active_np, size_np, 1.0)
-        limit_np = np.where(active_np, limit_np, np.inf)
-        snapshot_np = np.where(active_np, snapshot_np, 0.0)
-        read_np = np.where(active_np, read_np, 0.0)
         fields = dict(
-            compute=compute_np,
-            write=write_np,
-            size=size_np,
+            compute=np.where(active_np, compute_np, 1.0),
+            write=np.where(active_np, write_np, 1.0),
+            size=np.where(active_np, size_np, 1.0),
             cap=cap_np,
             throughput=table,
             delay=delay_np,
             async_fraction=alpha_np,
             mtbf=mtbf_np,
             restart=restart_np,
-            write_limit=limit_np,
-            snapshot=snapshot_np,
+            write_limit=np.where(active_np, limit_np, np.inf),
+            snapshot=np.where(active_np, snapshot_np, 0.0),
             idle_power=idle_np,
-            recovery_read=read_np,
+            recovery_read=np.where(active_np, read_np, 0.0),
         )
         for name, value in fields.items():
             object.__setattr__(self, name, jnp.asarray(value, dtype=dtype))
         object.__setattr__(self, "active", jnp.asarray(active_np, dtype=bool))
-        object.__setattr__(self, "two_level", jnp.asarray(two_level_np, dtype=bool))
+        object.__setattr__(self, "two_level", jnp.asarray(np.full(batch_shape, snapshot is not None), dtype=bool))
         object.__setattr__(self, "power_policy", power_policy)
         object.__setattr__(self, "storage_policy", storage_policy)
         object.__setattr__(self, "recover_from", recover_from)
         object.__setattr__(self, "fail_while_down", bool(fail_while_down))
         # Static too: whether any size differs from 1, for code that sees the sizes only
         # as tracers (`jax.vmap` over fleets) and must still choose the rate rule.
-        object.__setattr__(self, "_sized", bool(np.any(active_np & (size_np != 1))))
+        object.__setattr__(self, "_sized", bool(np.any(active_np & (fields["size"] != 1))))
         # Static too, for the same reason: write limits and two-level checkpoints (§1d).
-        object.__setattr__(self, "_limited", bool(np.any(active_np & np.isfinite(limit_np))))
+        object.__setattr__(self, "_limited", bool(np.any(active_np & np.isfinite(fields["write_limit"]))))
         object.__setattr__(self, "_snapshots", snapshot is not None)
         # Static too: whether some job re-reads its checkpoint after a failure (§1e).
-        object.__setattr__(self, "_reads", bool(np.any(read_np > 0)))
+        object.__setattr__(self, "_reads", bool(np.any(fields["recovery_read"] > 0)))
 
     def __repr__(self) -> str:
         # A summary, not the arrays (a fleet of 32 jobs printed 9 KB).
@@ -634,6 +535,143 @@ def _checkpoint_arrays(write_limit, snapshot, job_shape, dtype):
     _refuse("snapshot", snapshot_np, ~(np.isfinite(snapshot_np) & (snapshot_np >= 0)), "finite and >= 0")
     check_range("snapshot", np.where(snapshot_np > 0, snapshot_np, 1.0), dtype)
     return limit_np, snapshot_np
+
+
+def _job_shape(compute_np: np.ndarray, write_np: np.ndarray) -> tuple:
+    """The fleet shape (*B, N) of ``compute`` and ``write``: one of them may be a scalar,
+    shared by every job (as for size, mtbf, ...), and N >= 1."""
+    if compute_np.ndim < 1 and write_np.ndim < 1:
+        raise ValueError(
+            "compute or write must have a trailing job axis of length N >= 1 (the other may be "
+            f"a scalar), got shapes {compute_np.shape} and {write_np.shape}"
+        )
+    try:
+        job_shape = np.broadcast_shapes(compute_np.shape, write_np.shape)
+    except ValueError:
+        raise ValueError(
+            f"compute and write shapes must broadcast to (..., N): got {compute_np.shape} and {write_np.shape}"
+        ) from None
+    if job_shape[-1] < 1:
+        raise ValueError("compute and write must hold at least one job (N >= 1)")
+    return job_shape
+
+
+def _active_mask(active, job_shape: tuple) -> tuple[np.ndarray, tuple]:
+    """``(active, job_shape)``: the boolean mask of active slots (None: all) and the fleet
+    shape it broadcasts to, with the same N."""
+    if active is None:
+        return np.ones(job_shape, dtype=bool), job_shape
+    n_jobs = job_shape[-1]
+    active_np = np.asarray(active)
+    if active_np.dtype != bool:
+        raise ValueError(f"active must be a boolean mask, got dtype {active_np.dtype}")
+    try:
+        job_shape = np.broadcast_shapes(job_shape, active_np.shape)
+    except ValueError:
+        raise ValueError(f"active shape {active_np.shape} does not broadcast to the fleet shape {job_shape}") from None
+    if job_shape[-1] != n_jobs:
+        raise ValueError(f"active must have N = {n_jobs} job slots, got {active_np.shape}")
+    return active_np, job_shape
+
+
+def _with_sizes(size_np: np.ndarray, job_shape: tuple) -> tuple:
+    """The fleet shape with the sizes broadcast in (same N), refused if a batch axis is empty."""
+    n_jobs = job_shape[-1]
+    try:
+        shape = np.broadcast_shapes(job_shape, size_np.shape)
+    except ValueError:
+        shape = None
+    if shape is None or shape[-1] != n_jobs:
+        raise ValueError(
+            f"size must be a scalar or broadcast to the fleet shape (*B, N) with N = {n_jobs} job "
+            f"slots, got shape {size_np.shape}"
+        )
+    if 0 in shape[:-1]:
+        raise ValueError(
+            f"compute and write must hold at least one fleet: the batch shape (*B,) = {shape[:-1]} "
+            "has an axis of length 0"
+        )
+    return shape
+
+
+def _per_fleet(name: str, value, default, batch_shape: tuple, dtype) -> np.ndarray:
+    """``value`` (``default`` where None) as a float array broadcast to the batch shape (*B,)."""
+    arr = _as_float_array(name, default if value is None else value, dtype)
+    try:
+        return np.broadcast_to(arr, batch_shape)
+    except ValueError:
+        raise ValueError(
+            f"{name} must be a scalar or have the batch shape {batch_shape}, got shape {arr.shape}"
+        ) from None
+
+
+def _cap_array(cap, batch_shape: tuple, dtype):
+    """``(cap, uncapped, shown)``: the cap C (inf where uncapped) and where it is uncapped,
+    broadcast to (*B,), and the value an error names. A list may mix capped and uncapped
+    fleets: None entries mean uncapped (shown as inf)."""
+    if cap is not None and not np.isscalar(cap) and not isinstance(cap, (np.ndarray, jax.Array)):
+        try:
+            entries = np.asarray(cap, dtype=object)
+        except ValueError:
+            raise ValueError(f"cap must be a number, None or an array of them, got {cap!r}") from None
+        uncapped = np.vectorize(lambda c: c is None, otypes=[bool])(entries)
+        filled = np.where(uncapped, np.inf, entries)
+        if any(isinstance(c, complex) for c in filled.ravel()):
+            raise ValueError("cap must be real, got complex values")
+        try:
+            cap = filled.astype(np.float64)
+        except (TypeError, ValueError):
+            raise ValueError(f"cap must hold real numbers or None, got {cap!r}") from None
+    else:
+        uncapped = np.zeros(np.shape(cap) if cap is not None else (), bool)
+    cap_np = _per_fleet("cap", cap, np.inf, batch_shape, dtype)
+    uncapped = np.broadcast_to(uncapped, batch_shape) if cap is not None else np.ones(batch_shape, bool)
+    return cap_np, uncapped, cap
+
+
+def _throughput_array(throughput: Throughput, n_jobs: int, batch_shape: tuple) -> np.ndarray:
+    """The throughput table f(0..N) broadcast to (*B, N + 1)."""
+    table = throughput_table(throughput, n_jobs)
+    try:
+        return np.broadcast_to(table, batch_shape + (n_jobs + 1,))
+    except ValueError:
+        raise ValueError(f"throughput table shape {table.shape} does not match the batch shape {batch_shape}") from None
+
+
+def _check_jobs(active_np, compute_np, write_np, size_np, dtype) -> None:
+    """Refuses a compute work, write volume or size that is not finite and > 0 for an
+    active job, or out of the dtype's range."""
+    for name, arr in (("compute", compute_np), ("write", write_np), ("size", size_np)):
+        bad = active_np & ~(np.isfinite(arr) & (arr > 0))
+        if bad.any():
+            raise ValueError(
+                f"{name} must be finite and > 0 for every active job; found "
+                f"{float(arr[bad].ravel()[0])!r} at index {tuple(int(i) for i in np.argwhere(bad)[0])}"
+            )
+        check_range(name, arr, dtype, mask=active_np)
+
+
+def _check_fleets(cap_np, uncapped, shown_cap, table, delay_np, delay, alpha_np, async_fraction, dtype) -> None:
+    """Refuses a cap, throughput, delay or asynchronous fraction out of its range; the
+    messages name the value as given (``shown_cap``, ``delay``, ``async_fraction``)."""
+    if not (uncapped | ((cap_np > 0) & np.isfinite(cap_np))).all():
+        raise ValueError(f"cap must be finite and > 0 (or None for uncapped), got {shown_cap!r}")
+    check_range("cap", np.where(uncapped, 1.0, cap_np), dtype)
+    check_range("throughput f(n)", table[..., 1:], dtype)
+    if not (np.isfinite(delay_np) & (delay_np >= 0)).all():
+        raise ValueError(f"delay must be finite and >= 0, got {delay!r}")
+    check_range("delay", np.where(delay_np > 0, delay_np, 1.0), dtype)
+    if not ((alpha_np >= 0) & (alpha_np <= 1)).all():
+        raise ValueError(f"async_fraction must lie in [0, 1], got {async_fraction!r}")
+
+
+def _check_solo(active_np, compute_np, write_np, table, dtype) -> None:
+    """Refuses a fleet without an active job, or a job whose solo cycle is not
+    representable (its time bound is checked by simulate)."""
+    if not active_np.any(axis=-1).all():
+        raise ValueError("active must mark at least one job active in every fleet")
+    solo = np.where(active_np, compute_np + write_np / table[..., 1:2], 1.0)
+    check_range("the solo period T_i + d_i / f(1)", solo, dtype)
 
 
 _FLEET_STATIC = (

@@ -195,6 +195,38 @@ def event_times(params: Params, work: WorkCarry, time):
     return failure_dt, restart_dt
 
 
+class _Instant(NamedTuple):
+    """What the loop switched at this instant, as `switch` receives it (all (N,) but the
+    scalars ``time``, ``dt``, ``running``).
+
+    Attributes:
+      time, dt, running: the instant, the step that reached it, and whether the lane steps.
+      completes, fires, ends: the compute phases that completed, the firings, the drains that
+        ended; ``starts``: the two-level snapshots that ended (their drain starts), or None.
+      draining, waiting, write_left, compute_left, fire_count, snapping: the loop's rows after
+        its switches (``snapping`` None without two-level checkpoints).
+      read_ends: the recovery reads that ended, or None.
+      failure_dt, restart_dt: the time to each job's failure and restart end (with failures).
+    """
+
+    time: jax.Array
+    dt: jax.Array
+    running: jax.Array
+    completes: jax.Array
+    fires: jax.Array
+    ends: jax.Array
+    draining: jax.Array
+    waiting: jax.Array
+    write_left: jax.Array
+    compute_left: jax.Array
+    fire_count: jax.Array
+    snapping: jax.Array | None
+    starts: jax.Array | None
+    read_ends: jax.Array | None
+    failure_dt: jax.Array | None
+    restart_dt: jax.Array | None
+
+
 def switch(
     params: Params,
     work: WorkCarry,
@@ -237,9 +269,39 @@ def switch(
     None without recovery reads. Lanes not ``running`` are returned unchanged (a batched
     while_loop steps them too).
     """
+    now = _Instant(
+        time=time,
+        dt=dt,
+        running=running,
+        completes=completes,
+        fires=fires,
+        ends=ends,
+        draining=draining,
+        waiting=waiting,
+        write_left=write_left,
+        compute_left=compute_left,
+        fire_count=fire_count,
+        snapping=snapping,
+        starts=starts,
+        read_ends=read_ends,
+        failure_dt=failure_dt,
+        restart_dt=restart_dt,
+    )
+    new = _account(params, work, now, memory)
+    read_starts = None
+    if use_failures:
+        new, now, read_starts = _failures(params, work, new, now, use_jitter, fail_while_down)
+    new = jax.tree_util.tree_map(lambda a, b: jnp.where(running, a, b), new, work)
+    return new, now.draining, now.waiting, now.write_left, now.compute_left, now.snapping, read_starts
+
+
+def _account(params: Params, work: WorkCarry, now: _Instant, memory: bool) -> WorkCarry:
+    """The work accounting of the instant's write ends, compute completions and firings,
+    and the time down of the step that reached it."""
     dtype = params.compute.dtype
     recovering = work.down if work.reading is None else work.down | work.reading
-    down_time = work.down_time + jnp.where(recovering & running, dt, 0).astype(dtype)
+    down_time = work.down_time + jnp.where(recovering & now.running, now.dt, 0).astype(dtype)
+    ends, fires, starts = now.ends, now.fires, now.starts
     # A completed write saves the work its firing moved into ``pending``; a completed
     # compute phase adds its full work; a firing moves the uncovered work into its write.
     persisted, safe = work.persisted, work.safe
@@ -251,15 +313,15 @@ def switch(
     else:
         useful = work.useful_work + jnp.where(ends, work.pending, 0)
     pending = jnp.where(ends, 0, work.pending)
-    uncovered = work.uncovered + jnp.where(completes, work.phase_work, 0)
+    uncovered = work.uncovered + jnp.where(now.completes, work.phase_work, 0)
     pending = jnp.where(fires, uncovered, pending)
     uncovered = jnp.where(fires, 0, uncovered)
     if memory:  # a snapshot that ends (at its firing where s_i = 0) makes its work safe
         assert safe is not None and starts is not None
         safe = (safe & ~fires) | starts
         useful = useful + jnp.where(starts, pending, 0)
-    phase_work = jnp.where(fires | completes, compute_left, work.phase_work)
-    new = work._replace(
+    phase_work = jnp.where(fires | now.completes, now.compute_left, work.phase_work)
+    return work._replace(
         phase_work=phase_work,
         uncovered=uncovered,
         pending=pending,
@@ -268,79 +330,118 @@ def switch(
         persisted=persisted,
         safe=safe,
     )
-    read_starts = None
-    if use_failures:
-        restarts = running & work.down & snapped(restart_dt, 1.0, 0.0, dt, time, dtype)
-        down = work.down & ~restarts
-        listed = params.failure_times is not None
-        reading, next_failure = work.reading, work.next_failure
-        if reading is not None:  # reads end, restarts start reads (§1e)
-            read_volume = params.recovery_read
-            assert read_ends is not None and read_volume is not None
-            reads = read_volume > 0
-            reading = (reading & ~read_ends) | (restarts & reads)
-            if not fail_while_down:  # the clock starts again where the read ends
-                again = failure_time(params, jnp.broadcast_to(time, next_failure.shape), work.failures)
-                next_failure = jnp.where(read_ends, again, next_failure)
-        hit = params.active if fail_while_down else params.active & ~down
-        fails = running & hit & snapped(failure_dt, 1.0, 0.0, dt, time, dtype)
-        progress = phase_work - compute_left
-        exposed = pending if safe is None else jnp.where(safe, 0, pending)
-        lost = work.lost_work + jnp.where(fails, exposed + uncovered + progress, 0)
-        # The lost cycle again from the start, with the draw it had (docs/model.md §1c):
-        # the cycle a checkpoint in progress covers, unless it is safe (§1d).
-        open_checkpoint = draining if safe is None else draining & ~safe
-        if snapping is not None:
-            open_checkpoint = open_checkpoint | snapping
-        cycle = jnp.maximum(fire_count - open_checkpoint.astype(jnp.int32), 0)
-        if use_jitter:
-            redo = jitter_works(params.job_keys, params.compute, params.jitter, cycle)
-        else:
-            redo = params.compute
-        # From the listed time, which the clock may miss by an ulp.
-        failed_at = work.next_failure if listed else jnp.broadcast_to(time, work.next_failure.shape)
-        back = failed_at + params.restart
-        # The clock runs again from the restart's end (§1c), or never stops (§1e).
-        clock_from = failed_at if fail_while_down else back
-        if listed:
-            upcoming = failure_time(params, clock_from, work.failures + 1, failed_at=work.next_failure)
-        elif work.next_gap is not None:  # drawn ahead (`refresh_gaps`): the same value
-            upcoming = _after(params, clock_from, work.next_gap)
-        else:
-            upcoming = failure_time(params, clock_from, work.failures + 1)
-        if reading is not None:
-            restarts_read = fails & reads & (params.restart == 0)  # R_i = 0: the read starts now
-            if not fail_while_down:  # drawn where the read ends
-                upcoming = jnp.where(reads, jnp.asarray(jnp.inf, dtype), upcoming)
-            read_starts = (reading & (restarts & ~fails)) | restarts_read
-            reading = (reading & ~fails) | restarts_read
-            write_left = jnp.where(fails, 0, write_left)
-            write_left = jnp.where(read_starts, read_volume, write_left)
-        next_failure = jnp.where(fails, upcoming, next_failure)
-        new = WorkCarry(
-            down=down | (fails & (params.restart > 0)),
-            up_at=jnp.where(fails, back, work.up_at),
-            next_failure=next_failure,
-            phase_work=jnp.where(fails, redo, phase_work),
-            uncovered=jnp.where(fails, 0, uncovered),
-            pending=jnp.where(fails, 0, pending),
-            useful_work=useful,
-            lost_work=lost,
-            down_time=down_time,
-            failures=work.failures + fails.astype(jnp.int32),
-            persisted=persisted,
-            safe=None if safe is None else safe & ~fails,
-            reading=reading,
-            next_gap=work.next_gap,
+
+
+def _failures(params: Params, work: WorkCarry, new: WorkCarry, now: _Instant, use_jitter: bool, fail_while_down: bool):
+    """Restart ends (and recovery reads), then failures (docs/model.md §1c, §1e), after the
+    accounting ``new``: returns ``(work, now, read_starts)``, the rows of ``now`` switched."""
+    restarts, down, reading, reads, next_failure = _restart_ends(params, work, now, fail_while_down)
+    hit = params.active if fail_while_down else params.active & ~down
+    fails = now.running & hit & snapped(now.failure_dt, 1.0, 0.0, now.dt, now.time, params.compute.dtype)
+    progress = new.phase_work - now.compute_left
+    exposed = new.pending if new.safe is None else jnp.where(new.safe, 0, new.pending)
+    lost = work.lost_work + jnp.where(fails, exposed + new.uncovered + progress, 0)
+    redo = _redo(params, new, now, use_jitter)
+    back, upcoming = _next_failure(params, work, now, fail_while_down)
+    write_left, read_starts = now.write_left, None
+    if reading is not None:
+        upcoming, reading, write_left, read_starts = _reads_after(
+            params, now, reading, reads, restarts, fails, upcoming, fail_while_down
         )
-        draining = draining & ~fails
-        snapping = None if snapping is None else snapping & ~fails
-        waiting = waiting & ~fails
-        if reading is None:
-            write_left = jnp.where(fails, 0, write_left)
-        compute_left = jnp.where(fails, redo, compute_left)
-    new = jax.tree_util.tree_map(lambda a, b: jnp.where(running, a, b), new, work)
-    return new, draining, waiting, write_left, compute_left, snapping, read_starts
+    next_failure = jnp.where(fails, upcoming, next_failure)
+    failed = WorkCarry(
+        down=down | (fails & (params.restart > 0)),
+        up_at=jnp.where(fails, back, work.up_at),
+        next_failure=next_failure,
+        phase_work=jnp.where(fails, redo, new.phase_work),
+        uncovered=jnp.where(fails, 0, new.uncovered),
+        pending=jnp.where(fails, 0, new.pending),
+        useful_work=new.useful_work,
+        lost_work=lost,
+        down_time=new.down_time,
+        failures=work.failures + fails.astype(jnp.int32),
+        persisted=new.persisted,
+        safe=None if new.safe is None else new.safe & ~fails,
+        reading=reading,
+        next_gap=work.next_gap,
+    )
+    # The failed jobs abandon their snapshot or write and restart their lost cycle.
+    draining = now.draining & ~fails
+    snapping = None if now.snapping is None else now.snapping & ~fails
+    waiting = now.waiting & ~fails
+    if reading is None:
+        write_left = jnp.where(fails, 0, write_left)
+    compute_left = jnp.where(fails, redo, now.compute_left)
+    now = now._replace(
+        draining=draining, waiting=waiting, write_left=write_left, compute_left=compute_left, snapping=snapping
+    )
+    return failed, now, read_starts
+
+
+def _restart_ends(params: Params, work: WorkCarry, now: _Instant, fail_while_down: bool):
+    """The restarts that end at this instant, and with recovery reads (§1e) the reads that
+    end and those the restarts start. Returns ``(restarts, down, reading, reads,
+    next_failure)``: ``reads`` (the jobs with r_i > 0) and ``reading`` are None without
+    recovery reads; without ``fail_while_down`` the failure clock starts again where a read
+    ends."""
+    restarts = now.running & work.down & snapped(now.restart_dt, 1.0, 0.0, now.dt, now.time, params.compute.dtype)
+    down = work.down & ~restarts
+    reading, reads, next_failure = work.reading, None, work.next_failure
+    if reading is not None:  # reads end, restarts start reads (§1e)
+        read_volume = params.recovery_read
+        assert now.read_ends is not None and read_volume is not None
+        reads = read_volume > 0
+        reading = (reading & ~now.read_ends) | (restarts & reads)
+        if not fail_while_down:  # the clock starts again where the read ends
+            again = failure_time(params, jnp.broadcast_to(now.time, next_failure.shape), work.failures)
+            next_failure = jnp.where(now.read_ends, again, next_failure)
+    return restarts, down, reading, reads, next_failure
+
+
+def _redo(params: Params, new: WorkCarry, now: _Instant, use_jitter: bool):
+    """(N,) the work of the cycle a failed job computes again from the start, with the draw
+    it had (docs/model.md §1c): the cycle a checkpoint in progress covers, unless it is safe
+    (§1d)."""
+    open_checkpoint = now.draining if new.safe is None else now.draining & ~new.safe
+    if now.snapping is not None:
+        open_checkpoint = open_checkpoint | now.snapping
+    cycle = jnp.maximum(now.fire_count - open_checkpoint.astype(jnp.int32), 0)
+    if use_jitter:
+        return jitter_works(params.job_keys, params.compute, params.jitter, cycle)
+    return params.compute
+
+
+def _next_failure(params: Params, work: WorkCarry, now: _Instant, fail_while_down: bool):
+    """``(back, upcoming)``: where a job that fails now is up again (its restart's end) and
+    its next failure. The down period starts from the listed time, which the clock may miss
+    by an ulp; the clock runs again from the restart's end (§1c), or never stops (§1e)."""
+    listed = params.failure_times is not None
+    failed_at = work.next_failure if listed else jnp.broadcast_to(now.time, work.next_failure.shape)
+    back = failed_at + params.restart
+    clock_from = failed_at if fail_while_down else back
+    if listed:
+        upcoming = failure_time(params, clock_from, work.failures + 1, failed_at=work.next_failure)
+    elif work.next_gap is not None:  # drawn ahead (`refresh_gaps`): the same value
+        upcoming = _after(params, clock_from, work.next_gap)
+    else:
+        upcoming = failure_time(params, clock_from, work.failures + 1)
+    return back, upcoming
+
+
+def _reads_after(params: Params, now: _Instant, reading, reads, restarts, fails, upcoming, fail_while_down: bool):
+    """Recovery reads after the instant's failures (§1e): a failure abandons the job's read
+    or write, and a read starts where a restart ends (at the failure itself where R_i = 0).
+    Without ``fail_while_down`` a reading job's next failure is drawn where its read ends.
+    Returns ``(upcoming, reading, write_left, read_starts)``."""
+    restarts_read = fails & reads & (params.restart == 0)  # R_i = 0: the read starts now
+    if not fail_while_down:  # drawn where the read ends
+        upcoming = jnp.where(reads, jnp.asarray(jnp.inf, params.compute.dtype), upcoming)
+    read_starts = (reading & (restarts & ~fails)) | restarts_read
+    reading = (reading & ~fails) | restarts_read
+    write_left = jnp.where(fails, 0, now.write_left)
+    assert params.recovery_read is not None  # as `_restart_ends` checked
+    write_left = jnp.where(read_starts, params.recovery_read, write_left)
+    return upcoming, reading, write_left, read_starts
 
 
 def refresh_gaps(params: Params, before: WorkCarry, after: WorkCarry, few: int) -> WorkCarry:

@@ -191,9 +191,74 @@ def index_dtype(size: int):
     return jnp.int64
 
 
-def switch(
-    constants, params, carry: VirtualCarry, running, event_limit, n_fires: int, strategy, use_jitter: bool, horizon=None
-):
+class _Heads(NamedTuple):
+    """The two phases' heads of each fleet (all (B,)) and the rates until the next event.
+
+    Attributes:
+      fleet: the fleets' indices (the trace's index dtype).
+      n_active: the active jobs, at least 1 (a safe wrap on finished, all-padding lanes).
+      write_rate, speed: the writers' and the computing jobs' common rates.
+      write_pos, compute_pos: the slots of the writer and the computing job that leave their
+        phase next; ``write``, ``compute``: their phases' works (the snapping scales);
+        ``next_write``, ``next_compute``: the works of the phases they enter.
+      write_row, compute_row: their slots' rows (target hi, lo, fire count, writes).
+      write_left, compute_left: the work left to each head.
+    """
+
+    fleet: jax.Array
+    n_active: jax.Array
+    write_rate: jax.Array
+    speed: jax.Array
+    write_pos: jax.Array
+    compute_pos: jax.Array
+    compute: jax.Array
+    write: jax.Array
+    next_compute: jax.Array
+    next_write: jax.Array
+    write_row: jax.Array
+    compute_row: jax.Array
+    write_left: jax.Array
+    compute_left: jax.Array
+
+
+class _Due(NamedTuple):
+    """When each head leaves its phase (all (B,)): ``write_dt``, ``compute_dt`` from now
+    (inf where the phase is empty), and whether it is due now (``due_write``,
+    ``due_compute``, either: ``due``)."""
+
+    write_dt: jax.Array
+    compute_dt: jax.Array
+    due_write: jax.Array
+    due_compute: jax.Array
+    due: jax.Array
+
+
+class _Advance(NamedTuple):
+    """The time advance of each fleet (all (B,)).
+
+    Attributes:
+      dt: the advance (0 where a lane does not advance); ``advance``: the lanes that advance;
+        ``finite``: the next event is finite; ``halted``: stopped at the event budget.
+      write_set, compute_set: the head that set ``dt`` (its clock snapped onto its target).
+      write_hi, write_lo, compute_hi, compute_lo: the clocks after the advance.
+      time: the new time; ``stall``: switches since time last advanced.
+    """
+
+    dt: jax.Array
+    advance: jax.Array
+    finite: jax.Array
+    halted: jax.Array
+    write_set: jax.Array
+    compute_set: jax.Array
+    write_hi: jax.Array
+    write_lo: jax.Array
+    compute_hi: jax.Array
+    compute_lo: jax.Array
+    time: jax.Array
+    stall: jax.Array
+
+
+def switch(constants, params, carry: VirtualCarry, running, event_limit, config: RunConfig, horizon=None):
     """Switches one job in each running fleet (advancing time first if no job is due now).
 
     Lanes that are not running take dt = 0, switch nobody and write nothing (their
@@ -202,45 +267,106 @@ def switch(
     at the horizon it switches the jobs due there by the snapping rule, one per
     iteration, then does nothing (no event counted) once none is due.
 
-    ``strategy``: the heads strategy (`STRATEGIES`); ``use_jitter``: draw the jittered
-    compute works (the clock path only). Returns ``(carry, event)``, this iteration's
-    `events.Switch` for the observers.
+    ``config`` (static): the run's `RunConfig`; the switch reads ``path`` (its heads
+    strategy, `STRATEGIES`), ``n_fires`` and ``use_jitter`` (jittered compute works: the
+    clock path only). Returns ``(carry, event)``, this iteration's `events.Switch` for the
+    observers.
     """
+    strategy = STRATEGIES[config.path]
+    heads = _heads(constants, carry, strategy)
+    due = _due(carry, heads)
+    adv = _advance(carry, running, event_limit, heads, due, horizon)
+    # Who switches: a due head (writers first), else the head that set dt.
+    ends = running & jnp.where(due.due, due.due_write, adv.write_set)
+    fires = running & ~ends & jnp.where(due.due, due.due_compute, adv.compute_set)
+    pos = jnp.where(ends, heads.write_pos, heads.compute_pos)
+    count = jnp.where(ends, heads.write_row[:, 2], heads.compute_row[:, 2]).astype(jnp.int32)
+    trace = _record_switch(carry, heads.fleet, adv.time, ends, fires, pos, count)
+    slots = _enter_phases(params, carry, config, heads, adv, ends, fires, pos, count)
+    write_head = strategy.next_write_head(carry.write_head, ends, heads.n_active)
+    n_writers = carry.n_writers - ends.astype(jnp.int32) + fires.astype(jnp.int32)
+    last_end = ends & (count == config.n_fires)
+    event = Switch.of(dt=adv.dt, count=count, slot=pos, running=running, advanced=adv.advance, fired=fires, ended=ends)
+    return VirtualCarry(
+        time=adv.time,
+        write_hi=adv.write_hi,
+        write_lo=adv.write_lo,
+        compute_hi=adv.compute_hi,
+        compute_lo=adv.compute_lo,
+        position=carry.position,
+        job_of_slot=carry.job_of_slot,
+        slots=slots,
+        trace=trace,
+        write_head=write_head,
+        n_writers=n_writers,
+        n_active=carry.n_active,
+        n_finished=carry.n_finished + last_end.astype(jnp.int32),
+        n_events=carry.n_events + adv.advance.astype(jnp.int32),
+        status=carry.status
+        | jnp.where(running & ~due.due & ~adv.finite, Status.NONFINITE, 0).astype(jnp.int32)
+        | jnp.where(running & (adv.stall > 2 * carry.n_active), Status.STALLED, 0).astype(jnp.int32),
+        halted=adv.halted,
+        stall=adv.stall,
+    ), event
+
+
+def _heads(constants, carry: VirtualCarry, strategy) -> _Heads:
+    """The rates, the heads of both phases (the writer and the computing job that leave
+    their phase next, where the two paths differ) and the work each has left."""
     works, throughput, cap = constants
     dtype = carry.time.dtype
     n_fleets, n_jobs = carry.position.shape
-    inf = jnp.asarray(jnp.inf, dtype)
-    index = index_dtype(carry.trace.shape[0])
-    fleet = jnp.arange(n_fleets, dtype=index)
-
+    fleet = jnp.arange(n_fleets, dtype=index_dtype(carry.trace.shape[0]))
     n_writers = carry.n_writers
     # The general loop's rate rule (`phase_rates`), so rates agree bit for bit. (A table of
     # rates precomputed over n would divide by constants, which XLA may rewrite.)
     n_computing = (carry.n_active - n_writers).astype(dtype)
     write_rate, speed = phase_rates(throughput[fleet * (n_jobs + 1) + n_writers], n_writers, n_computing, cap, dtype)
     n_active = jnp.maximum(carry.n_active, 1)  # safe wrap on finished (all-padding) lanes
-    # The heads (the writer and the computing job that leave their phase next) and their
-    # works: where the two loops differ.
     write_pos, compute_pos, compute, write, next_compute, next_write = strategy.heads(
         works, carry.slots, carry.write_head, n_writers, n_active, fleet, n_jobs
     )
-    heads = carry.slots[jnp.concatenate([fleet * n_jobs + write_pos, fleet * n_jobs + compute_pos])]
-    write_head_row, compute_head_row = heads[:n_fleets], heads[n_fleets:]
-    write_left = (write_head_row[:, 0] - carry.write_hi) + (write_head_row[:, 1] - carry.write_lo)
-    compute_left = (compute_head_row[:, 0] - carry.compute_hi) + (compute_head_row[:, 1] - carry.compute_lo)
+    rows = carry.slots[jnp.concatenate([fleet * n_jobs + write_pos, fleet * n_jobs + compute_pos])]
+    write_row, compute_row = rows[:n_fleets], rows[n_fleets:]
+    return _Heads(
+        fleet=fleet,
+        n_active=n_active,
+        write_rate=write_rate,
+        speed=speed,
+        write_pos=write_pos,
+        compute_pos=compute_pos,
+        compute=compute,
+        write=write,
+        next_compute=next_compute,
+        next_write=next_write,
+        write_row=write_row,
+        compute_row=compute_row,
+        write_left=(write_row[:, 0] - carry.write_hi) + (write_row[:, 1] - carry.write_lo),
+        compute_left=(compute_row[:, 0] - carry.compute_hi) + (compute_row[:, 1] - carry.compute_lo),
+    )
 
-    # Due now, by the snapping rule every loop shares (`snapped`, with no time advance):
-    # within `SNAP_ULPS` ulps of the clock, or with that many ulps of the phase's work left.
-    has_writer = n_writers > 0
-    has_computing = n_writers < carry.n_active
-    write_dt = jnp.where(has_writer, write_left / write_rate, inf)
-    compute_dt = jnp.where(has_computing, compute_left / speed, inf)
-    due_write = has_writer & snapped(write_dt, write_left, write, 0.0, carry.time, dtype)
-    due_compute = has_computing & snapped(compute_dt, compute_left, compute, 0.0, carry.time, dtype)
-    due = due_write | due_compute
 
-    dt = jnp.minimum(write_dt, compute_dt)
-    waiting = running & ~due
+def _due(carry: VirtualCarry, heads: _Heads) -> _Due:
+    """When each head leaves its phase, and whether it is due now, by the snapping rule
+    every loop shares (`snapped`, with no time advance): within `SNAP_ULPS` ulps of the
+    clock, or with that many ulps of the phase's work left."""
+    dtype = carry.time.dtype
+    inf = jnp.asarray(jnp.inf, dtype)
+    has_writer = carry.n_writers > 0
+    has_computing = carry.n_writers < carry.n_active
+    write_dt = jnp.where(has_writer, heads.write_left / heads.write_rate, inf)
+    compute_dt = jnp.where(has_computing, heads.compute_left / heads.speed, inf)
+    due_write = has_writer & snapped(write_dt, heads.write_left, heads.write, 0.0, carry.time, dtype)
+    due_compute = has_computing & snapped(compute_dt, heads.compute_left, heads.compute, 0.0, carry.time, dtype)
+    return _Due(write_dt, compute_dt, due_write, due_compute, due_write | due_compute)
+
+
+def _advance(carry: VirtualCarry, running, event_limit, heads: _Heads, due: _Due, horizon) -> _Advance:
+    """The time advance where no head is due now: to the earlier head (or the horizon),
+    within the event budget; both clocks advance, the one whose head set dt onto its target."""
+    dtype = carry.time.dtype
+    dt = jnp.minimum(due.write_dt, due.compute_dt)
+    waiting = running & ~due.due
     if horizon is not None:
         # No event before the horizon (to working precision): a time advance to it; the
         # jobs due there then switch in the next iterations, as every switch at an instant
@@ -256,74 +382,67 @@ def switch(
     dt = jnp.where(advance, dt, 0)
     # The head that sets dt is exactly at its target: snap that clock onto it, so jobs that
     # entered the phase together (equal targets) read exactly zero left and follow at once.
-    write_set = advance & (write_dt == dt)
-    compute_set = advance & (compute_dt == dt)
-    write_hi, write_lo = dw_add(carry.write_hi, carry.write_lo, write_rate * dt)
-    write_hi = jnp.where(write_set, write_head_row[:, 0], write_hi)
-    write_lo = jnp.where(write_set, write_head_row[:, 1], write_lo)
-    compute_hi, compute_lo = dw_add(carry.compute_hi, carry.compute_lo, speed * dt)
-    compute_hi = jnp.where(compute_set, compute_head_row[:, 0], compute_hi)
-    compute_lo = jnp.where(compute_set, compute_head_row[:, 1], compute_lo)
-    time = carry.time + dt if horizon is None else horizon_clock(carry.time, dt, horizon)
-    stall = jnp.where(advance | ~running, 0, carry.stall + 1)
-
-    # Who switches: a due head (writers first), else the head that set dt.
-    ends = running & jnp.where(due, due_write, write_set)
-    fires = running & ~ends & jnp.where(due, due_compute, compute_set)
-    pos = jnp.where(ends, write_pos, compute_pos)
-    count = jnp.where(ends, write_head_row[:, 2], compute_head_row[:, 2]).astype(jnp.int32)
-
-    # The end of the write started by firing number `count` (not an initial write) goes to
-    # cycle count − 1; a firing to cycle `count`. Each fleet writes at most one time.
-    size = carry.trace.shape[0]
-    trace_len = size // max(1, 2 * n_fleets * n_jobs)  # K of the trace (0: none)
-    record_end = ends & (count >= 1) & (count <= trace_len)
-    record_fire = fires & (count < trace_len)
-    cycle = jnp.where(ends, count - 1, count).astype(index)
-    cell = ((fleet * n_jobs + pos) * trace_len + cycle) * 2 + ends.astype(index)
-    trace = record(carry.trace, cell, time, record_end | record_fire)
-
-    # A writer that ends starts computing (target: compute clock + its work), a job that
-    # fires starts writing (write clock + d). FIFO: both are already at that ring spot.
-    if use_jitter:  # compute phase number `count` of that job (`jitter_work`)
-        keys = params.job_keys[jnp.arange(n_fleets), write_pos]
-        next_compute = jitter_works(keys, next_compute, params.jitter, count)
-    target_hi, target_lo = dw_add(
-        jnp.where(ends, compute_hi, write_hi),
-        jnp.where(ends, compute_lo, write_lo),
-        jnp.where(ends, next_compute, next_write),
-    )
-    columns = [target_hi, target_lo, (count + fires.astype(jnp.int32)).astype(dtype), fires.astype(dtype)]
-    row = jnp.stack(columns, axis=-1)
-    switched = ends | fires
-    slots = carry.slots.at[jnp.where(switched, fleet * n_jobs + pos, n_fleets * n_jobs)].set(
-        row, mode="drop", unique_indices=True
-    )
-    write_head = strategy.next_write_head(carry.write_head, ends, n_active)
-    n_writers_after = n_writers - ends.astype(jnp.int32) + fires.astype(jnp.int32)
-    last_end = ends & (count == n_fires)
-    event = Switch.of(dt=dt, count=count, slot=pos, running=running, advanced=advance, fired=fires, ended=ends)
-    return VirtualCarry(
-        time=time,
+    write_set = advance & (due.write_dt == dt)
+    compute_set = advance & (due.compute_dt == dt)
+    write_hi, write_lo = dw_add(carry.write_hi, carry.write_lo, heads.write_rate * dt)
+    write_hi = jnp.where(write_set, heads.write_row[:, 0], write_hi)
+    write_lo = jnp.where(write_set, heads.write_row[:, 1], write_lo)
+    compute_hi, compute_lo = dw_add(carry.compute_hi, carry.compute_lo, heads.speed * dt)
+    compute_hi = jnp.where(compute_set, heads.compute_row[:, 0], compute_hi)
+    compute_lo = jnp.where(compute_set, heads.compute_row[:, 1], compute_lo)
+    return _Advance(
+        dt=dt,
+        advance=advance,
+        finite=finite,
+        halted=halted,
+        write_set=write_set,
+        compute_set=compute_set,
         write_hi=write_hi,
         write_lo=write_lo,
         compute_hi=compute_hi,
         compute_lo=compute_lo,
-        position=carry.position,
-        job_of_slot=carry.job_of_slot,
-        slots=slots,
-        trace=trace,
-        write_head=write_head,
-        n_writers=n_writers_after,
-        n_active=carry.n_active,
-        n_finished=carry.n_finished + last_end.astype(jnp.int32),
-        n_events=carry.n_events + advance.astype(jnp.int32),
-        status=carry.status
-        | jnp.where(running & ~due & ~finite, Status.NONFINITE, 0).astype(jnp.int32)
-        | jnp.where(running & (stall > 2 * carry.n_active), Status.STALLED, 0).astype(jnp.int32),
-        halted=halted,
-        stall=stall,
-    ), event
+        time=carry.time + dt if horizon is None else horizon_clock(carry.time, dt, horizon),
+        stall=jnp.where(advance | ~running, 0, carry.stall + 1),
+    )
+
+
+def _record_switch(carry: VirtualCarry, fleet, time, ends, fires, pos, count):
+    """The trace with this iteration's switch: the end of the write started by firing
+    number ``count`` (not an initial write) goes to cycle count − 1; a firing to cycle
+    ``count``. Each fleet writes at most one time."""
+    n_fleets, n_jobs = carry.position.shape
+    index = fleet.dtype
+    trace_len = carry.trace.shape[0] // max(1, 2 * n_fleets * n_jobs)  # K of the trace (0: none)
+    record_end = ends & (count >= 1) & (count <= trace_len)
+    record_fire = fires & (count < trace_len)
+    cycle = jnp.where(ends, count - 1, count).astype(index)
+    cell = ((fleet * n_jobs + pos) * trace_len + cycle) * 2 + ends.astype(index)
+    return record(carry.trace, cell, time, record_end | record_fire)
+
+
+def _enter_phases(
+    params, carry: VirtualCarry, config: RunConfig, heads: _Heads, adv: _Advance, ends, fires, pos, count
+):
+    """The slots after the switch: a writer that ends starts computing (target: compute
+    clock + its work), a job that fires starts writing (write clock + d). FIFO: both are
+    already at that ring spot."""
+    n_fleets, n_jobs = carry.position.shape
+    dtype, fleet = carry.time.dtype, heads.fleet
+    next_compute = heads.next_compute
+    if config.use_jitter and config.path == "clock":  # compute phase number `count` of that job (`jitter_work`)
+        keys = params.job_keys[jnp.arange(n_fleets), heads.write_pos]
+        next_compute = jitter_works(keys, next_compute, params.jitter, count)
+    target_hi, target_lo = dw_add(
+        jnp.where(ends, adv.compute_hi, adv.write_hi),
+        jnp.where(ends, adv.compute_lo, adv.write_lo),
+        jnp.where(ends, next_compute, heads.next_write),
+    )
+    columns = [target_hi, target_lo, (count + fires.astype(jnp.int32)).astype(dtype), fires.astype(dtype)]
+    row = jnp.stack(columns, axis=-1)
+    switched = ends | fires
+    return carry.slots.at[jnp.where(switched, fleet * n_jobs + pos, n_fleets * n_jobs)].set(
+        row, mode="drop", unique_indices=True
+    )
 
 
 class VirtualLoop:
@@ -334,7 +453,6 @@ class VirtualLoop:
         self.config, self.params = config, params
         self.horizon = horizon if config.until else None
         self.strategy = STRATEGIES[config.path]
-        self.use_jitter = config.use_jitter and config.path == "clock"
         self.constants = fleet_constants(params, self.strategy)
 
     def info(self) -> LoopInfo:
@@ -344,17 +462,7 @@ class VirtualLoop:
         return init_carry(self.params, phase, remaining, self.config.trace_len, self.strategy)
 
     def step(self, carry: VirtualCarry, running, event_limit):
-        return switch(
-            self.constants,
-            self.params,
-            carry,
-            running,
-            event_limit,
-            self.config.n_fires,
-            self.strategy,
-            self.use_jitter,
-            self.horizon,
-        )
+        return switch(self.constants, self.params, carry, running, event_limit, self.config, self.horizon)
 
     def no_event(self, carry: VirtualCarry) -> Switch:
         return Switch.none(carry.time.shape[0], carry.time.dtype)

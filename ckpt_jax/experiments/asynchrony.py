@@ -22,7 +22,7 @@ returns of job 0, to see whether the pair keeps coupling once its launch has rel
 from __future__ import annotations
 
 import time
-from typing import TypedDict
+from typing import NamedTuple, TypedDict
 
 import numpy as np
 
@@ -307,159 +307,18 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
     ]
     _measure(panels, phases)
     relax, curves = _relaxation(panels, phases)  # relax: (coupled cells, RELAX_CYCLES)
-
-    def stack(key):
-        return np.concatenate([panel[key].ravel() for panel in panels])
-
-    compute, first = stack("compute"), stack("first")
+    cells = _classify(panels, step)
     settled = _settled(relax)
     late = float(relax[:, -RELAX_WINDOW:].max()) if relax.size else 0.0
-    lower, upper, shared = stack("lower"), stack("upper"), stack("shared")
-    keep_up = compute >= shared
-    coupled = first > COUPLED_MIN
-    zero = first <= ZERO_TOL
-    ambiguous = ~coupled & ~zero
-    predicted = (lower < compute) & (compute < upper)
-    near_edge = (np.abs(compute - lower) <= EDGE_STEPS * step) | (np.abs(compute - upper) <= EDGE_STEPS * step)
-    near_edge &= upper > lower  # an empty band has no edge
-    far = ~near_edge
-    mismatch = far & ((coupled != predicted) | ambiguous)
-
-    # (a) drains keep up: exactly zero.
-    worst_keep_up = float(first[keep_up].max()) if keep_up.any() else float("nan")
-    claim_a = keep_up.any() and worst_keep_up <= ZERO_TOL
-    # (b) drains back up: where does coupling appear?
-    backed_up = ~keep_up
-    lone_backs_up = backed_up & (compute <= lower)
-    pairwise_only = backed_up & (compute >= upper) & (compute > lower)
-    n_backed, n_coupled_backed = int(backed_up.sum()), int((backed_up & coupled).sum())
-    if n_backed and n_coupled_backed == n_backed:
-        verdict_b = REPRODUCED
-    elif n_coupled_backed and not (keep_up & coupled).any():
-        verdict_b = PARTIALLY
-    else:
-        verdict_b = NOT_REPRODUCED
-    # (c) the boundary: the band predicts every cell beyond one grid step of its edges.
     edges = [_edges(panel, step) for panel in panels]
-    edge_errors_upper, edge_errors_lower, shared_offsets = [], [], []
-    for panel_edges in edges:
-        for row in panel_edges:
-            if row["resolvable"] and np.isfinite(row["measured_upper"]):
-                edge_errors_upper.append(abs(row["measured_upper"] - row["upper"]))
-                edge_errors_lower.append(abs(row["measured_lower"] - row["lower"]))
-                shared_offsets.append(row["shared"] - row["measured_upper"])
-    resolvable = sum(row["resolvable"] for panel_edges in edges for row in panel_edges)
-    worst_edge = max(edge_errors_upper + edge_errors_lower, default=float("nan"))
-    claim_c = (
-        int(mismatch.sum()) == 0
-        and len(edge_errors_upper) == resolvable
-        and resolvable > 0
-        and worst_edge <= EDGE_STEPS * step
-    )
     figures = [
         save_figure(_map_figure(panels, columns_by_panel, computes, step), out_dir / f"{NAME}_map.png"),
         save_figure(_curve_figure(curves, phases), out_dir / f"{NAME}_curves.png"),
     ]
-
-    def panel_row(p, label):
-        panel = panels[p]
-        cells = panel["first"]
-        keep = panel["compute"] >= panel["shared"]
-        hits = cells > COUPLED_MIN
-        band = (panel["lower"] < panel["compute"]) & (panel["compute"] < panel["upper"])
-        return [
-            label,
-            str(cells.size),
-            fmt(cells[keep].max()) if keep.any() else "n/a",
-            str(int((~keep).sum())),
-            str(int(hits.sum())),
-            str(int(band.sum())),
-            fmt(cells.max()),
-        ]
-
-    table = dict(
-        columns=[
-            "panel",
-            "cells",
-            "max |P−δ|/P, D(2) ≤ T",
-            "cells D(2) > T",
-            "coupled cells",
-            "cells in band",
-            "max |P−δ|/P",
-        ],
-        rows=[panel_row(p, label) for p, (label, _, _) in enumerate(PANELS)],
-    )
-    n_cells = int(first.size)
     verdicts = [
-        verdict(
-            11,
-            REPRODUCED if claim_a else NOT_REPRODUCED,
-            f"Over the {int(keep_up.sum())} of {n_cells} cells where drains keep up (D(2) ≤ T, so no drain outlasts "
-            f"its compute), the largest max_δ |P(δ) − δ| / P is {worst_keep_up:.1e}, against the threshold "
-            f"{ZERO_TOL:.0e} ({config['n_delta']} launch lags per pair, f ≡ 1, √n and n, write limits).",
-            sub_claim="11a",
-            title="exactly zero while drains keep up (D(2) ≤ T)",
-            headline=f"max |P(δ) − δ| / P = {worst_keep_up:.1e} over {int(keep_up.sum())} keep-up cells",
-            rule=f"reproduced if max |P(δ) − δ| / P ≤ {ZERO_TOL:.0e} over every cell with D(2) ≤ T.",
-            thresholds=dict(ZERO_TOL=ZERO_TOL),
-            table=table,
-            max_keep_up=worst_keep_up,
-            keep_up_cells=int(keep_up.sum()),
-        ),
-        verdict(
-            11,
-            verdict_b,
-            f"Of the {n_backed} cells where drains can back up (D(2) > T), {n_coupled_backed} couple "
-            f"(max |P(δ) − δ| / P > {COUPLED_MIN:.0e}, largest {float(first.max()):.3g}). The others stay exactly "
-            f"zero (largest {float(first[backed_up & ~coupled].max()) if (backed_up & ~coupled).any() else 0:.1e}): "
-            f"{int(lone_backs_up.sum())} with T ≤ D(1), where even a lone drain backs up and the pair is a closed "
-            f"loop of two equal drains shared fairly, and {int(pairwise_only.sum())} with T_c ≤ T < D(2), where "
-            "drains back up only while they overlap each other, and then end equally late. Backup is necessary for "
-            f"coupling, not sufficient. Followed for {RELAX_CYCLES} cycles, every launch of the coupled cells "
-            f"reaches a lag the pair then keeps exactly, after at most {int(settled.max(initial=0))} cycles "
-            f"(median {fmt(float(np.median(settled)) if settled.size else 0.0)}; largest coupling in the last "
-            f"{RELAX_WINDOW} cycles {late:.1e} of P): the coupling moves lags onto a set the pair is blind to.",
-            sub_claim="11b",
-            title="non-zero once drains back up",
-            headline=f"{n_coupled_backed} of {n_backed} backed-up cells couple; max |P(δ) − δ| / P = "
-            f"{float(first.max()):.3g}",
-            rule=f"reproduced if every cell with D(2) > T has max |P(δ) − δ| / P > {COUPLED_MIN:.0e}; partially if "
-            "some do and no keep-up cell does; not reproduced otherwise.",
-            thresholds=dict(COUPLED_MIN=COUPLED_MIN),
-            figures=[figures[1]],
-            backed_up_cells=n_backed,
-            coupled_backed_up_cells=n_coupled_backed,
-            zero_lone_backs_up=int(lone_backs_up.sum()),
-            zero_pairwise_only=int(pairwise_only.sum()),
-            max_coupling_last_cycles=late,
-            cycles_to_keep_max=int(settled.max(initial=0)),
-        ),
-        verdict(
-            11,
-            REPRODUCED if claim_c else NOT_REPRODUCED,
-            f"The band D(1) < T < T_c = D(2) − s (D(2)/D(1) − 1) (theory.two_level_pair_band) predicts all "
-            f"{int(far.sum())} cells farther than one T step ({step:g} d) from its edges with "
-            f"{int(mismatch.sum())} mismatches ({int(ambiguous.sum())} ambiguous cells in all). In the "
-            f"{resolvable} columns whose band spans more than two cells, the measured edges lie within "
-            f"{fmt(worst_edge)} d of the predicted ones. D(2) ≤ T alone places the upper edge "
-            f"{fmt(max(shared_offsets, default=float('nan')))} d too high at most (it is exact only at s = 0, "
-            "and where f(2)/2 = f(1) or b ≤ f(2)/2 there is no band at all); D(1) ≤ T is the lower edge.",
-            sub_claim="11c",
-            title="the boundary where coupling appears",
-            headline=f"{int(mismatch.sum())} mismatches off the edges; edges within {fmt(worst_edge)} d "
-            f"(step {step:g} d)",
-            rule="reproduced if the band predicts every cell more than one T step from its edges (no mismatch, no "
-            "ambiguous cell) and, in every column whose band spans more than two cells, both measured edges lie "
-            "within one T step of the predicted ones.",
-            thresholds=dict(EDGE_STEPS=EDGE_STEPS, ZERO_TOL=ZERO_TOL, COUPLED_MIN=COUPLED_MIN),
-            figures=[figures[0]],
-            mismatches=int(mismatch.sum()),
-            far_cells=int(far.sum()),
-            ambiguous=int(ambiguous.sum()),
-            resolvable_columns=resolvable,
-            worst_edge_error=worst_edge,
-            max_shared_minus_measured_upper=max(shared_offsets, default=float("nan")),
-        ),
+        _verdict_keep_up(cells, panels, config["n_delta"]),
+        _verdict_backed_up(cells, settled, late, figures[1]),
+        _verdict_boundary(cells, edges, step, figures[0]),
     ]
     numbers = dict(
         write=WRITE,
@@ -495,6 +354,185 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
         seconds=time.perf_counter() - started,
     )
     return finish(out_dir, EXPERIMENT, size, numbers, verdicts, figures)
+
+
+class _Cells(NamedTuple):
+    """Every cell of every panel, flat: its compute work T and first-cycle coupling
+    max_δ |P(δ) − δ| / P, the band's edges and D(2), and how it is classified."""
+
+    compute: np.ndarray
+    first: np.ndarray
+    lower: np.ndarray
+    upper: np.ndarray
+    shared: np.ndarray
+    keep_up: np.ndarray  # D(2) ≤ T: no drain outlasts its compute
+    coupled: np.ndarray  # coupling above COUPLED_MIN
+    ambiguous: np.ndarray  # neither coupled nor zero
+    far: np.ndarray  # more than EDGE_STEPS T steps from the band's edges
+    mismatch: np.ndarray  # far from the edges, and not as the band predicts
+
+
+def _classify(panels: list, step: float) -> _Cells:
+    """The cells of every panel, classified against the band D(1) < T < T_c."""
+
+    def stack(key):
+        return np.concatenate([panel[key].ravel() for panel in panels])
+
+    compute, first = stack("compute"), stack("first")
+    lower, upper, shared = stack("lower"), stack("upper"), stack("shared")
+    coupled = first > COUPLED_MIN
+    zero = first <= ZERO_TOL
+    ambiguous = ~coupled & ~zero
+    predicted = (lower < compute) & (compute < upper)
+    near_edge = (np.abs(compute - lower) <= EDGE_STEPS * step) | (np.abs(compute - upper) <= EDGE_STEPS * step)
+    near_edge &= upper > lower  # an empty band has no edge
+    far = ~near_edge
+    mismatch = far & ((coupled != predicted) | ambiguous)
+    return _Cells(compute, first, lower, upper, shared, compute >= shared, coupled, ambiguous, far, mismatch)
+
+
+def _table(panels: list) -> dict:
+    """The report's table: per panel its cells, the keep-up cells' largest coupling, the
+    backed-up, coupled and in-band cells, and the largest coupling."""
+
+    def panel_row(p, label):
+        panel = panels[p]
+        cells = panel["first"]
+        keep = panel["compute"] >= panel["shared"]
+        hits = cells > COUPLED_MIN
+        band = (panel["lower"] < panel["compute"]) & (panel["compute"] < panel["upper"])
+        return [
+            label,
+            str(cells.size),
+            fmt(cells[keep].max()) if keep.any() else "n/a",
+            str(int((~keep).sum())),
+            str(int(hits.sum())),
+            str(int(band.sum())),
+            fmt(cells.max()),
+        ]
+
+    return dict(
+        columns=[
+            "panel",
+            "cells",
+            "max |P−δ|/P, D(2) ≤ T",
+            "cells D(2) > T",
+            "coupled cells",
+            "cells in band",
+            "max |P−δ|/P",
+        ],
+        rows=[panel_row(p, label) for p, (label, _, _) in enumerate(PANELS)],
+    )
+
+
+def _verdict_keep_up(cells: _Cells, panels: list, n_delta: int) -> dict:
+    """11a: exactly zero while drains keep up (D(2) ≤ T)."""
+    keep_up, first = cells.keep_up, cells.first
+    worst_keep_up = float(first[keep_up].max()) if keep_up.any() else float("nan")
+    claim_a = keep_up.any() and worst_keep_up <= ZERO_TOL
+    return verdict(
+        11,
+        REPRODUCED if claim_a else NOT_REPRODUCED,
+        f"Over the {int(keep_up.sum())} of {int(first.size)} cells where drains keep up (D(2) ≤ T, so no drain "
+        f"outlasts its compute), the largest max_δ |P(δ) − δ| / P is {worst_keep_up:.1e}, against the threshold "
+        f"{ZERO_TOL:.0e} ({n_delta} launch lags per pair, f ≡ 1, √n and n, write limits).",
+        sub_claim="11a",
+        title="exactly zero while drains keep up (D(2) ≤ T)",
+        headline=f"max |P(δ) − δ| / P = {worst_keep_up:.1e} over {int(keep_up.sum())} keep-up cells",
+        rule=f"reproduced if max |P(δ) − δ| / P ≤ {ZERO_TOL:.0e} over every cell with D(2) ≤ T.",
+        thresholds=dict(ZERO_TOL=ZERO_TOL),
+        table=_table(panels),
+        max_keep_up=worst_keep_up,
+        keep_up_cells=int(keep_up.sum()),
+    )
+
+
+def _verdict_backed_up(cells: _Cells, settled: np.ndarray, late: float, figure: str) -> dict:
+    """11b: non-zero once drains back up. Where does coupling appear?"""
+    first, coupled, keep_up = cells.first, cells.coupled, cells.keep_up
+    backed_up = ~keep_up
+    lone_backs_up = backed_up & (cells.compute <= cells.lower)
+    pairwise_only = backed_up & (cells.compute >= cells.upper) & (cells.compute > cells.lower)
+    n_backed, n_coupled_backed = int(backed_up.sum()), int((backed_up & coupled).sum())
+    if n_backed and n_coupled_backed == n_backed:
+        outcome = REPRODUCED
+    elif n_coupled_backed and not (keep_up & coupled).any():
+        outcome = PARTIALLY
+    else:
+        outcome = NOT_REPRODUCED
+    return verdict(
+        11,
+        outcome,
+        f"Of the {n_backed} cells where drains can back up (D(2) > T), {n_coupled_backed} couple "
+        f"(max |P(δ) − δ| / P > {COUPLED_MIN:.0e}, largest {float(first.max()):.3g}). The others stay exactly "
+        f"zero (largest {float(first[backed_up & ~coupled].max()) if (backed_up & ~coupled).any() else 0:.1e}): "
+        f"{int(lone_backs_up.sum())} with T ≤ D(1), where even a lone drain backs up and the pair is a closed "
+        f"loop of two equal drains shared fairly, and {int(pairwise_only.sum())} with T_c ≤ T < D(2), where "
+        "drains back up only while they overlap each other, and then end equally late. Backup is necessary for "
+        f"coupling, not sufficient. Followed for {RELAX_CYCLES} cycles, every launch of the coupled cells "
+        f"reaches a lag the pair then keeps exactly, after at most {int(settled.max(initial=0))} cycles "
+        f"(median {fmt(float(np.median(settled)) if settled.size else 0.0)}; largest coupling in the last "
+        f"{RELAX_WINDOW} cycles {late:.1e} of P): the coupling moves lags onto a set the pair is blind to.",
+        sub_claim="11b",
+        title="non-zero once drains back up",
+        headline=f"{n_coupled_backed} of {n_backed} backed-up cells couple; max |P(δ) − δ| / P = "
+        f"{float(first.max()):.3g}",
+        rule=f"reproduced if every cell with D(2) > T has max |P(δ) − δ| / P > {COUPLED_MIN:.0e}; partially if "
+        "some do and no keep-up cell does; not reproduced otherwise.",
+        thresholds=dict(COUPLED_MIN=COUPLED_MIN),
+        figures=[figure],
+        backed_up_cells=n_backed,
+        coupled_backed_up_cells=n_coupled_backed,
+        zero_lone_backs_up=int(lone_backs_up.sum()),
+        zero_pairwise_only=int(pairwise_only.sum()),
+        max_coupling_last_cycles=late,
+        cycles_to_keep_max=int(settled.max(initial=0)),
+    )
+
+
+def _verdict_boundary(cells: _Cells, edges: list, step: float, figure: str) -> dict:
+    """11c: the band predicts every cell beyond one grid step of its edges."""
+    edge_errors_upper, edge_errors_lower, shared_offsets = [], [], []
+    for panel_edges in edges:
+        for row in panel_edges:
+            if row["resolvable"] and np.isfinite(row["measured_upper"]):
+                edge_errors_upper.append(abs(row["measured_upper"] - row["upper"]))
+                edge_errors_lower.append(abs(row["measured_lower"] - row["lower"]))
+                shared_offsets.append(row["shared"] - row["measured_upper"])
+    resolvable = sum(row["resolvable"] for panel_edges in edges for row in panel_edges)
+    worst_edge = max(edge_errors_upper + edge_errors_lower, default=float("nan"))
+    mismatch, far, ambiguous = cells.mismatch, cells.far, cells.ambiguous
+    claim_c = (
+        int(mismatch.sum()) == 0
+        and len(edge_errors_upper) == resolvable
+        and resolvable > 0
+        and worst_edge <= EDGE_STEPS * step
+    )
+    return verdict(
+        11,
+        REPRODUCED if claim_c else NOT_REPRODUCED,
+        f"The band D(1) < T < T_c = D(2) − s (D(2)/D(1) − 1) (theory.two_level_pair_band) predicts all "
+        f"{int(far.sum())} cells farther than one T step ({step:g} d) from its edges with "
+        f"{int(mismatch.sum())} mismatches ({int(ambiguous.sum())} ambiguous cells in all). In the "
+        f"{resolvable} columns whose band spans more than two cells, the measured edges lie within "
+        f"{fmt(worst_edge)} d of the predicted ones. D(2) ≤ T alone places the upper edge "
+        f"{fmt(max(shared_offsets, default=float('nan')))} d too high at most (it is exact only at s = 0, "
+        "and where f(2)/2 = f(1) or b ≤ f(2)/2 there is no band at all); D(1) ≤ T is the lower edge.",
+        sub_claim="11c",
+        title="the boundary where coupling appears",
+        headline=f"{int(mismatch.sum())} mismatches off the edges; edges within {fmt(worst_edge)} d (step {step:g} d)",
+        rule="reproduced if the band predicts every cell more than one T step from its edges (no mismatch, no "
+        "ambiguous cell) and, in every column whose band spans more than two cells, both measured edges lie "
+        "within one T step of the predicted ones.",
+        thresholds=dict(EDGE_STEPS=EDGE_STEPS, ZERO_TOL=ZERO_TOL, COUPLED_MIN=COUPLED_MIN),
+        figures=[figure],
+        mismatches=int(mismatch.sum()),
+        far_cells=int(far.sum()),
+        ambiguous=int(ambiguous.sum()),
+        resolvable_columns=resolvable,
+        worst_edge_error=worst_edge,
+        max_shared_minus_measured_upper=max(shared_offsets, default=float("nan")),
+    )
 
 
 EXPERIMENT = Experiment(

@@ -254,94 +254,16 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
     """
     out_dir, size, config, started = begin(out_dir, size, SIZES)
     rng = np.random.default_rng(6)
-
-    cells, per_cell = {}, []
-    for n_jobs in config["n_jobs"]:
-        fleet = _identical_fleets(n_jobs, LOADS, config["fleets"])
-        state = random_state(fleet, jax.random.key(6000 + n_jobs))
-        trace = simulate(fleet, state, config["cycles"], progress=progress, save=WRITERS_ONLY)
-        ok = np.asarray(trace.ok)
-        writers = trace.writers
-        assert writers is not None  # saved: WRITERS_ONLY
-        # writer_distribution of the trace: time at each count over the window's length
-        # (NaN where a fleet has no window, as there).
-        window = np.asarray(writers.window)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            dist = np.asarray(writers.time) / (window[..., 1] - window[..., 0])[..., None]
-        excursions = np.asarray(writers.excursions)[..., 1:].astype(np.int64)  # levels k = 1..N
-        for index, load in enumerate(LOADS):
-            usable = ok[index] & np.all(np.isfinite(dist[index]), axis=-1)
-            cell = _cell(dist[index][usable], excursions[index][usable], config["bootstrap"], rng)
-            cells[(n_jobs, load)] = cell
-            per_cell.append(
-                dict(n_jobs=n_jobs, load=load, fleets=int(usable.sum()), failed_runs=int((~ok[index]).sum()), **cell)
-            )
-
+    cells, per_cell = _measure_cells(config, rng, progress)
     figures = [
         save_figure(fig, out_dir / name)
         for fig, name in zip(_figures(cells, config["n_jobs"], LOADS), (f"{NAME}_tails.png", f"{NAME}_ratio.png"))
     ]
-
     outcome = rules.combine(c["outcome"] for c in per_cell)
     counts = {kind: sum(c["outcome"] == kind for c in per_cell) for kind in {c["outcome"] for c in per_cell}}
-
-    def where(c):
-        return f"N = {c['n_jobs']}, ρ = {c['load']:g}"
-
-    short = [c for c in per_cell if c["outcome"] != REPRODUCED]
     smallest = min(
         (c for c in per_cell if c["top_levels"].size), key=lambda c: c["top_ratio_lower"].min(), default=None
     )
-    why = (
-        f"{len(per_cell)} cells (N = {fmt_list(config['n_jobs'])}; ρ = {fmt_list(LOADS)}), {config['fleets']} fleets × "
-        f"{config['cycles']} cycles each; at each cell's top {TOP_LEVELS} levels above the mean with at least "
-        f"{MIN_EXCURSIONS} excursions, the tail ratio P(n_w ≥ k) / P_binomial(n_w ≥ k): "
-        + ", ".join(f"{n} {kind}" for kind, n in sorted(counts.items()))
-        + ". "
-        + (
-            f"The least heavy tail is at {where(smallest)}: its interval at level k = "
-            f"{smallest['top_levels'][int(np.argmin(smallest['top_ratio_lower']))]} starts at "
-            f"×{fmt(smallest['top_ratio_lower'].min(), 2)}. "
-            if smallest is not None
-            else ""
-        )
-        + (
-            f"Cells not shown to exceed ×{MIN_TAIL_RATIO:g} at every top level: "
-            + "; ".join(
-                f"{where(c)}: "
-                + (", ".join(f"k = {k} {o}" for k, o in zip(c["top_levels"], c["level_outcomes"])) or "no usable level")
-                for c in short
-            )
-            + "."
-            if short
-            else f"Every top level of every cell is more than ×{MIN_TAIL_RATIO:g} heavier than binomial."
-        )
-    )
-    rule = (
-        f"at each of a cell's top {TOP_LEVELS} levels k above the mean writer count that the ensemble reaches at least "
-        f"{MIN_EXCURSIONS} times, the {rules.CONFIDENCE:.0%} bootstrap interval (over fleets) of the tail ratio must "
-        f"lie above ×{MIN_TAIL_RATIO:g} (reproduced); wholly below: not reproduced; straddling: inconclusive. Levels, "
-        "then cells, combine by the rule above."
-    )
-    rows = []
-    for c in per_cell:
-        for k, ratio, low, high, o in zip(
-            c["top_levels"], c["top_ratios"], c["top_ratio_lower"], c["top_ratio_upper"], c["level_outcomes"]
-        ):
-            rows.append(
-                [
-                    str(c["n_jobs"]),
-                    fmt(c["load"]),
-                    fmt(c["writing_fraction"]),
-                    str(int(k)),
-                    f"×{fmt(ratio, 3)}",
-                    f"×{fmt(low, 3)} to ×{fmt(high, 3)}",
-                    o,
-                ]
-            )
-        if not c["top_levels"].size:
-            rows.append([str(c["n_jobs"]), fmt(c["load"]), fmt(c["writing_fraction"]), "none", "-", "-", INCONCLUSIVE])
-    table = dict(columns=["N", "ρ", "writing fraction p̄", "level k", "tail ratio", "interval", "verdict"], rows=rows)
     headline = (
         f"tail ratio at the top levels ≥ ×{fmt(smallest['top_ratio_lower'].min(), 2)} (lower interval end; "
         f"margin ×{MIN_TAIL_RATIO:g}); {counts.get(REPRODUCED, 0)} of {len(per_cell)} cells"
@@ -365,10 +287,10 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
         verdict(
             6,
             outcome,
-            why,
+            _why(per_cell, config, counts, smallest),
             title="the writer count's upper tail is heavier than for independent phases",
             headline=headline,
-            rule=rule,
+            rule=_rule(),
             thresholds=dict(
                 MIN_TAIL_RATIO=MIN_TAIL_RATIO,
                 TOP_LEVELS=TOP_LEVELS,
@@ -376,13 +298,108 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
                 CONFIDENCE=rules.CONFIDENCE,
             ),
             figures=figures,
-            table=table,
+            table=_table(per_cell),
             cells=len(per_cell),
             cell_outcomes=[c["outcome"] for c in per_cell],
             top_ratios={f"N={c['n_jobs']},rho={c['load']}": c["top_ratios"] for c in per_cell},
         )
     ]
     return finish(out_dir, EXPERIMENT, size, numbers, verdicts, figures)
+
+
+def _measure_cells(config: dict, rng, progress: bool) -> tuple[dict, list]:
+    """``(cells, per_cell)``: per (N, ρ) the writer-count distribution's tail against the
+    binomial baselines, and the cells' JSON summaries in order."""
+    cells, per_cell = {}, []
+    for n_jobs in config["n_jobs"]:
+        fleet = _identical_fleets(n_jobs, LOADS, config["fleets"])
+        state = random_state(fleet, jax.random.key(6000 + n_jobs))
+        trace = simulate(fleet, state, config["cycles"], progress=progress, save=WRITERS_ONLY)
+        ok = np.asarray(trace.ok)
+        writers = trace.writers
+        assert writers is not None  # saved: WRITERS_ONLY
+        # writer_distribution of the trace: time at each count over the window's length
+        # (NaN where a fleet has no window, as there).
+        window = np.asarray(writers.window)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            dist = np.asarray(writers.time) / (window[..., 1] - window[..., 0])[..., None]
+        excursions = np.asarray(writers.excursions)[..., 1:].astype(np.int64)  # levels k = 1..N
+        for index, load in enumerate(LOADS):
+            usable = ok[index] & np.all(np.isfinite(dist[index]), axis=-1)
+            cell = _cell(dist[index][usable], excursions[index][usable], config["bootstrap"], rng)
+            cells[(n_jobs, load)] = cell
+            per_cell.append(
+                dict(n_jobs=n_jobs, load=load, fleets=int(usable.sum()), failed_runs=int((~ok[index]).sum()), **cell)
+            )
+    return cells, per_cell
+
+
+def _where(c) -> str:
+    return f"N = {c['n_jobs']}, ρ = {c['load']:g}"
+
+
+def _why(per_cell: list, config: dict, counts: dict, smallest) -> str:
+    """The verdict in prose: the cells' outcomes, the least heavy tail, and the cells not
+    shown to exceed the margin at every top level."""
+    short = [c for c in per_cell if c["outcome"] != REPRODUCED]
+    return (
+        f"{len(per_cell)} cells (N = {fmt_list(config['n_jobs'])}; ρ = {fmt_list(LOADS)}), {config['fleets']} fleets × "
+        f"{config['cycles']} cycles each; at each cell's top {TOP_LEVELS} levels above the mean with at least "
+        f"{MIN_EXCURSIONS} excursions, the tail ratio P(n_w ≥ k) / P_binomial(n_w ≥ k): "
+        + ", ".join(f"{n} {kind}" for kind, n in sorted(counts.items()))
+        + ". "
+        + (
+            f"The least heavy tail is at {_where(smallest)}: its interval at level k = "
+            f"{smallest['top_levels'][int(np.argmin(smallest['top_ratio_lower']))]} starts at "
+            f"×{fmt(smallest['top_ratio_lower'].min(), 2)}. "
+            if smallest is not None
+            else ""
+        )
+        + (
+            f"Cells not shown to exceed ×{MIN_TAIL_RATIO:g} at every top level: "
+            + "; ".join(
+                f"{_where(c)}: "
+                + (", ".join(f"k = {k} {o}" for k, o in zip(c["top_levels"], c["level_outcomes"])) or "no usable level")
+                for c in short
+            )
+            + "."
+            if short
+            else f"Every top level of every cell is more than ×{MIN_TAIL_RATIO:g} heavier than binomial."
+        )
+    )
+
+
+def _rule() -> str:
+    """The decision rule in words."""
+    return (
+        f"at each of a cell's top {TOP_LEVELS} levels k above the mean writer count that the ensemble reaches at least "
+        f"{MIN_EXCURSIONS} times, the {rules.CONFIDENCE:.0%} bootstrap interval (over fleets) of the tail ratio must "
+        f"lie above ×{MIN_TAIL_RATIO:g} (reproduced); wholly below: not reproduced; straddling: inconclusive. Levels, "
+        "then cells, combine by the rule above."
+    )
+
+
+def _table(per_cell: list) -> dict:
+    """The report's table: per cell and top level the tail ratio, its interval and verdict."""
+    rows = []
+    for c in per_cell:
+        for k, ratio, low, high, o in zip(
+            c["top_levels"], c["top_ratios"], c["top_ratio_lower"], c["top_ratio_upper"], c["level_outcomes"]
+        ):
+            rows.append(
+                [
+                    str(c["n_jobs"]),
+                    fmt(c["load"]),
+                    fmt(c["writing_fraction"]),
+                    str(int(k)),
+                    f"×{fmt(ratio, 3)}",
+                    f"×{fmt(low, 3)} to ×{fmt(high, 3)}",
+                    o,
+                ]
+            )
+        if not c["top_levels"].size:
+            rows.append([str(c["n_jobs"]), fmt(c["load"]), fmt(c["writing_fraction"]), "none", "-", "-", INCONCLUSIVE])
+    return dict(columns=["N", "ρ", "writing fraction p̄", "level k", "tail ratio", "interval", "verdict"], rows=rows)
 
 
 EXPERIMENT = Experiment(

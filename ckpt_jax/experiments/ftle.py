@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import functools
 import time
+from typing import NamedTuple
 
 import jax
 import numpy as np
@@ -368,50 +369,59 @@ def regime_texts(table, peaks, steps, config, low_loads, high_loads, knee) -> di
       ``{"regime", "beyond", "per_time", "horizon", "horizon_headline"}`` sentences ("" where
       the size measured nothing above saturation).
     """
-    n_jobs_list, loads = config["n_jobs"], config["loads"]
-    main, burn_in, horizons = config["main_horizon"], config["burn_in"], config["horizons"]
-    top = max(loads)
-
-    def peak_text(kind):
-        return "; ".join(
-            f"ρ = {fmt(p['grid'])} (≈ {fmt(p['refined'], 2)}{', at the grid edge' if p['at_edge'] else ''}; "
-            f"{rules.CONFIDENCE:.0%} bootstrap range {fmt(p['range'][0])}–{fmt(p['range'][1])}) at N = {n}"
-            for n, p in ((n, peaks[n][kind]) for n in n_jobs_list)
-        )
-
+    n_jobs_list = config["n_jobs"]
     refined = [peaks[n]["per_cycle"]["refined"] for n in n_jobs_list]
     regime = (
-        f"Where the FTLE per cycle peaks: {peak_text('per_cycle')}. The growth with load therefore holds up to "
+        f"Where the FTLE per cycle peaks: {_peak_text(peaks, 'per_cycle', n_jobs_list)}. The growth with load "
+        f"therefore holds up to "
         f"ρ ≈ {fmt(min(refined), 2)}–{fmt(max(refined), 2)}, around storage saturation (ρ = "
         f"{fmt(SATURATION_LOAD)})."
     )
     out = dict(regime=regime, beyond="", per_time="", horizon="", horizon_headline="")
     if not steps:
         return out
+    out["beyond"] = _beyond_text(steps)
+    out["per_time"] = _per_time_text(table, peaks, n_jobs_list, max(config["loads"]), knee)
+    out["horizon"], out["horizon_headline"] = _horizon_texts(table, config, low_loads, high_loads)
+    return out
+
+
+def _peak_text(peaks: dict, kind: str, n_jobs_list) -> str:
+    """Where the FTLE (``kind``: per cycle or per time) peaks at each N, with its range."""
+    return "; ".join(
+        f"ρ = {fmt(p['grid'])} (≈ {fmt(p['refined'], 2)}{', at the grid edge' if p['at_edge'] else ''}; "
+        f"{rules.CONFIDENCE:.0%} bootstrap range {fmt(p['range'][0])}–{fmt(p['range'][1])}) at N = {n}"
+        for n, p in ((n, peaks[n][kind]) for n in n_jobs_list)
+    )
+
+
+def _beyond_text(steps: dict) -> str:
+    """Whether the FTLE per cycle falls, still grows or is undecided beyond saturation, per N."""
     falls = [n for n, st in steps.items() if st["outcome"] == NOT_REPRODUCED]
     grows = [n for n, st in steps.items() if st["outcome"] == REPRODUCED]
     if len(falls) == len(steps):
-        out["beyond"] = (
+        return (
             f"It falls at every N: beyond its peak near saturation (the mean period tends to N·d) the "
             f'FTLE per cycle falls with load, so the claim\'s "grows with load" holds only up to the '
             f"peak, not beyond ρ = {fmt(SATURATION_LOAD)}."
         )
-    else:
-        undecided = [n for n in steps if n not in falls and n not in grows]
-        parts = [
-            f"{word} at N = {fmt_list(group)}"
-            for word, group in (("it falls", falls), ("it still grows", grows), ("it is undecided", undecided))
-            if group
-        ]
-        out["beyond"] = (
-            "Beyond saturation " + (", ".join(parts[:-1]) + " and " + parts[-1] if len(parts) > 1 else parts[0]) + "."
-        )
+    undecided = [n for n in steps if n not in falls and n not in grows]
+    parts = [
+        f"{word} at N = {fmt_list(group)}"
+        for word, group in (("it falls", falls), ("it still grows", grows), ("it is undecided", undecided))
+        if group
+    ]
+    return "Beyond saturation " + (", ".join(parts[:-1]) + " and " + parts[-1] if len(parts) > 1 else parts[0]) + "."
+
+
+def _per_time_text(table: dict, peaks: dict, n_jobs_list, top: float, knee) -> str:
+    """The FTLE per unit time from the knee to the top load, and where it peaks."""
     steeper = all(
         table[(n, top)]["mean_per_time"] / table[(n, knee)]["mean_per_time"]
         < table[(n, top)]["mean"] / table[(n, knee)]["mean"]
         for n in n_jobs_list
     )
-    out["per_time"] = (
+    return (
         (
             "Per unit time the fall is steeper at every N, since a saturated cycle lasts longer: "
             if steeper
@@ -422,8 +432,20 @@ def regime_texts(table, peaks, steps, config, low_loads, high_loads, knee) -> di
             f"{fmt(table[(n, knee)]['mean_per_time'], 2)} → {fmt(table[(n, top)]['mean_per_time'], 2)} at N = {n}"
             for n in n_jobs_list
         )
-        + f"; it peaks at {peak_text('per_time')}."
+        + f"; it peaks at {_peak_text(peaks, 'per_time', n_jobs_list)}."
     )
+
+
+def _horizon_texts(table: dict, config: dict, low_loads, high_loads) -> tuple[str, str]:
+    """``(horizon, headline)``: how the rate at the top load changes with the horizon and
+    measured from the launch, and the same in one line."""
+    n_jobs_list, main, burn_in, horizons = (
+        config["n_jobs"],
+        config["main_horizon"],
+        config["burn_in"],
+        config["horizons"],
+    )
+    top = max(config["loads"])
     changes = {n: table[(n, top)]["horizon_change"] for n in n_jobs_list}
 
     def count(cells):
@@ -434,19 +456,7 @@ def regime_texts(table, peaks, steps, config, low_loads, high_loads, knee) -> di
 
     high_cells = [(n, load) for n in n_jobs_list for load in high_loads]
     low_cells = [(n, load) for n in n_jobs_list for load in low_loads]
-    inflated = [c for c in table if table[c]["from_launch_excess_ci"][0] > 0]
-    falling_top = [n for n in n_jobs_list if table[(n, top)]["horizon_change"]["trend"] == "falling"]
-    launch_text = (
-        f"the rate from the launch lies above the rate after the burn-in (interval above 0) in "
-        f"{len(inflated)} of {len(table)} cells"
-    )
-    if len(inflated) <= LAUNCH_INFLATED_FRACTION * len(table):
-        launch_text += f", at most {LAUNCH_INFLATED_FRACTION:.0%}: the launch's transient does not inflate the rate" + (
-            "; a short horizon does." if falling_top else "."
-        )
-    else:
-        launch_text += f", more than {LAUNCH_INFLATED_FRACTION:.0%}: the launch's transient inflates the rate."
-    out["horizon"] = (
+    horizon = (
         f"With the horizon: after the burn-in, the rate per cycle at ρ = {fmt(top)} over K = {fmt_list(horizons)} "
         "cycles is "
         + "; ".join(
@@ -465,10 +475,10 @@ def regime_texts(table, peaks, steps, config, low_loads, high_loads, knee) -> di
             f"{fmt_interval(*table[(n, top)]['from_launch_excess_ci'], digits=2)} at N = {n}"
             for n in n_jobs_list
         )
-        + f"; {launch_text}"
+        + f"; {_launch_text(table, n_jobs_list, top)}"
     )
     falling = sum(table[c]["horizon_change"]["trend"] == "falling" for c in high_cells)
-    out["horizon_headline"] = (
+    headline = (
         f"rate at ρ = {fmt(top)} from K = {horizons[0]} to {horizons[-1]}: "
         + ", ".join(
             f"{fmt(table[(n, top)]['horizons'][0]['mean'], 2)} → "
@@ -477,7 +487,23 @@ def regime_texts(table, peaks, steps, config, low_loads, high_loads, knee) -> di
         )
         + f"; {falling} of {len(high_cells)} saturated cells still falling"
     )
-    return out
+    return horizon, headline
+
+
+def _launch_text(table: dict, n_jobs_list, top: float) -> str:
+    """Whether the launch's transient inflates the rate measured from the launch."""
+    inflated = [c for c in table if table[c]["from_launch_excess_ci"][0] > 0]
+    falling_top = [n for n in n_jobs_list if table[(n, top)]["horizon_change"]["trend"] == "falling"]
+    launch_text = (
+        f"the rate from the launch lies above the rate after the burn-in (interval above 0) in "
+        f"{len(inflated)} of {len(table)} cells"
+    )
+    if len(inflated) <= LAUNCH_INFLATED_FRACTION * len(table):
+        return launch_text + (
+            f", at most {LAUNCH_INFLATED_FRACTION:.0%}: the launch's transient does not inflate the rate"
+            + ("; a short horizon does." if falling_top else ".")
+        )
+    return launch_text + f", more than {LAUNCH_INFLATED_FRACTION:.0%}: the launch's transient inflates the rate."
 
 
 @in_float64
@@ -494,13 +520,93 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
     """
     out_dir, size, config, started = begin(out_dir, size, SIZES)
     rng = np.random.default_rng(55)
-    n_jobs_list, loads, launches = config["n_jobs"], config["loads"], config["launches"]
     main, burn_in, horizons = config["main_horizon"], config["burn_in"], config["horizons"]
     if burn_in not in horizons or main not in horizons:
         raise ValueError(f"the burn-in and the main horizon must be among the horizons, got {config}")
+    grid = _measure_grid(config, rng, started, progress)
+    low, high = _low_regime(grid, config), _high_regime(grid, config)
+    table, peaks, n_jobs_list = grid.table, grid.peaks, config["n_jobs"]
+    peak_load = {str(n): peaks[n]["per_cycle"]["grid"] for n in n_jobs_list}
+    trends = {str(n): {fmt(load): table[(n, load)]["horizon_change"] for load in high.loads} for n in n_jobs_list}
+    text = regime_texts(table, peaks, high.steps, config, low.loads, high.loads, high.knee)
+    messages = panel_titles(table, peaks, config, SATURATION_LOAD, low.parts["grows_with_n"] == REPRODUCED, high.knee)
+    figures = [
+        save_figure(growth_figure(table, peaks, config, SATURATION_LOAD, messages), out_dir / f"{NAME}.png"),
+        save_figure(regime_figure(table, config, SATURATION_LOAD, messages), out_dir / f"{NAME}_regime.png"),
+    ]
+    numbers = dict(
+        n_jobs=list(n_jobs_list),
+        loads=list(config["loads"]),
+        launches=config["launches"],
+        burn_in=burn_in,
+        horizons=list(horizons),
+        main_horizon=main,
+        twin_launches=config["twin_launches"],
+        twin_eps=TWIN_EPS,
+        throughput="shared (f = 1)",
+        cap=None,
+        cycle_work="T + d = 1, d = rho / N",
+        spearman_vs_n=low.rho_by_n,
+        spearman_vs_load=low.rho_by_load,
+        change_beyond_saturation=high.steps,
+        peak_load=peak_load,
+        peaks={str(n): v for n, v in peaks.items()},
+        horizon_trends=trends,
+        cells=grid.cells,
+        seconds=time.perf_counter() - started,
+    )
+    verdicts = [
+        _verdict_low(grid, low, config, text, peak_load, figures[:1]),
+        _verdict_high(grid, high, config, text, peak_load, trends, figures[1:]),
+    ]
+    return finish(out_dir, EXPERIMENT, size, numbers, verdicts, figures)
 
+
+class _Grid(NamedTuple):
+    """The measured grid: per (N, ρ) its cell (``table``) and bootstrap means (``boots``),
+    the cells in order (``cells``), and per N the peak load (``peaks``)."""
+
+    table: dict
+    cells: list
+    boots: dict
+    peaks: dict
+
+
+class _Low(NamedTuple):
+    """The regime ρ ≤ 1: its loads and cells, the Spearman correlations with N (per ρ) and
+    with ρ (per N), the parts of the verdict and its outcome, and the twin check's counts."""
+
+    loads: list
+    cells: list
+    rho_by_n: dict
+    rho_by_load: dict
+    parts: dict
+    outcome: str
+    checked: int
+    agreeing: int
+    clean: int
+    total: int
+
+
+class _High(NamedTuple):
+    """The regime ρ > 1: its loads, the top load and the knee (the top ρ ≤ 1, None where
+    either regime is empty), per N the change of the FTLE between them (``steps``), the
+    Spearman correlation with N at the top load, the verdict's parts and its outcome."""
+
+    loads: list
+    top: float
+    knee: float | None
+    steps: dict
+    rho_by_n: float
+    parts: dict
+    outcome: str
+
+
+def _measure_grid(config: dict, rng, started: float, progress: bool) -> _Grid:
+    """Every cell of the (N, ρ) grid, one compiled, batched call per N."""
+    loads = config["loads"]
     table, cells, boots, peaks = {}, [], {}, {}
-    for n_jobs in n_jobs_list:
+    for n_jobs in config["n_jobs"]:
         measured = _measure(n_jobs, config)
         if progress:
             print(f"[ftle] N = {n_jobs}: {time.perf_counter() - started:.1f} s", flush=True)
@@ -521,106 +627,85 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
                 **peak_spread(loads, np.stack(per_time_boots, axis=1)),
             ),
         )
+    return _Grid(table, cells, boots, peaks)
 
+
+def _yes_no(flag) -> str:
+    return REPRODUCED if flag else NOT_REPRODUCED
+
+
+def _growth(values_by_key: dict, grid) -> tuple[dict, str]:
+    """Spearman per key over the grid, and the part's verdict."""
+    if len(grid) < MIN_GRID_POINTS:
+        return {}, INCONCLUSIVE
+    rho = {key: spearman(grid, values) for key, values in values_by_key.items()}
+    return rho, _yes_no(all(v >= MIN_SPEARMAN for v in rho.values()))
+
+
+def _positive(table: dict, region) -> str:
+    return _yes_no(all(table[key]["ci"][0] > 0 for key in region))
+
+
+def _low_regime(grid: _Grid, config: dict) -> _Low:
+    """ρ ≤ 1: positive, grows with N (at each ρ), grows with ρ (at each N), twins agree."""
+    table, cells, n_jobs_list = grid.table, grid.cells, config["n_jobs"]
     checked = sum(c["twin_checked"] for c in cells)
     agreeing = sum(c["twin_agreeing"] for c in cells)
     twin_ok = checked > 0 and agreeing >= TWIN_AGREEMENT * checked
-    clean = sum(c["clean"] for c in cells)
-    total = sum(c["launches"] for c in cells)
-    low_loads = [load for load in loads if load <= SATURATION_LOAD]
-    high_loads = [load for load in loads if load > SATURATION_LOAD]
-
-    def yes_no(flag):
-        return REPRODUCED if flag else NOT_REPRODUCED
-
-    def growth(values_by_key, grid):
-        """Spearman per key over the grid, and the part's verdict."""
-        if len(grid) < MIN_GRID_POINTS:
-            return {}, INCONCLUSIVE
-        rho = {key: spearman(grid, values) for key, values in values_by_key.items()}
-        return rho, yes_no(all(v >= MIN_SPEARMAN for v in rho.values()))
-
-    def positive(region):
-        return yes_no(all(table[key]["ci"][0] > 0 for key in region))
-
-    # ρ ≤ 1: positive, grows with N (at each ρ), grows with ρ (at each N), twins agree.
+    low_loads = [load for load in config["loads"] if load <= SATURATION_LOAD]
     low_cells = [(n, load) for n in n_jobs_list for load in low_loads]
-    rho_by_n, by_n = growth(
+    rho_by_n, by_n = _growth(
         {fmt(load): [table[(n, load)]["mean"] for n in n_jobs_list] for load in low_loads}, n_jobs_list
     )
-    rho_by_load, by_load = growth(
+    rho_by_load, by_load = _growth(
         {str(n): [table[(n, load)]["mean"] for load in low_loads] for n in n_jobs_list}, low_loads
     )
-    low_parts = dict(
-        positive=positive(low_cells) if low_cells else INCONCLUSIVE,
+    parts = dict(
+        positive=_positive(table, low_cells) if low_cells else INCONCLUSIVE,
         grows_with_n=by_n,
         grows_with_load=by_load,
-        twin_check=yes_no(twin_ok),
+        twin_check=_yes_no(twin_ok),
     )
-    outcome_low = rules.combine(low_parts.values())
+    return _Low(
+        loads=low_loads,
+        cells=low_cells,
+        rho_by_n=rho_by_n,
+        rho_by_load=rho_by_load,
+        parts=parts,
+        outcome=rules.combine(parts.values()),
+        checked=checked,
+        agreeing=agreeing,
+        clean=sum(c["clean"] for c in cells),
+        total=sum(c["launches"] for c in cells),
+    )
 
-    # ρ > 1: does it still grow with load? Per N, FTLE(top ρ) − FTLE(ρ = 1 or the top ρ ≤ 1).
+
+def _high_regime(grid: _Grid, config: dict) -> _High:
+    """ρ > 1: does it still grow with load? Per N, FTLE(top ρ) − FTLE(ρ = 1 or the top ρ ≤ 1)."""
+    table, boots, n_jobs_list, loads = grid.table, grid.boots, config["n_jobs"], config["loads"]
+    low_loads = [load for load in loads if load <= SATURATION_LOAD]
+    high_loads = [load for load in loads if load > SATURATION_LOAD]
     steps = {}
     top = max(loads)
-    if high_loads and low_loads:
-        knee = max(low_loads)
-        for n in n_jobs_list:
-            boot = boots[(n, top)] - boots[(n, knee)]
-            change = table[(n, top)]["mean"] - table[(n, knee)]["mean"]
-            low, high = _interval(boot)
-            steps[str(n)] = dict(change=change, ci=[low, high], outcome=rules.interval_verdict(low, high, 0.0))
-        rho_high_by_n = spearman(n_jobs_list, [table[(n, top)]["mean"] for n in n_jobs_list])
-        # The verdict is the growth with load alone; positivity there is reported, not decided.
-        high_parts = dict(
-            grows_with_load=rules.combine(s["outcome"] for s in steps.values()),
-            positive=positive([(n, top) for n in n_jobs_list]),
-        )
-        outcome_high = high_parts["grows_with_load"]
-    else:
-        knee = None
-        rho_high_by_n = float("nan")
-        high_parts = {}
-        outcome_high = INCONCLUSIVE
-    peak_load = {str(n): peaks[n]["per_cycle"]["grid"] for n in n_jobs_list}
-    trends = {str(n): {fmt(load): table[(n, load)]["horizon_change"] for load in high_loads} for n in n_jobs_list}
-    text = regime_texts(table, peaks, steps, config, low_loads, high_loads, knee)
-    messages = panel_titles(table, peaks, config, SATURATION_LOAD, low_parts["grows_with_n"] == REPRODUCED, knee)
-    figures = [
-        save_figure(growth_figure(table, peaks, config, SATURATION_LOAD, messages), out_dir / f"{NAME}.png"),
-        save_figure(regime_figure(table, config, SATURATION_LOAD, messages), out_dir / f"{NAME}_regime.png"),
-    ]
-
-    def spearman_text(values, name):
-        return ", ".join(f"{fmt(v, 2)} at {name} = {k}" for k, v in values.items()) or "not judged"
-
-    grid = (
-        f"FTLE per cycle over K = {main} cycles after a {burn_in}-cycle burn-in, {launches} launches per cell, "
-        f"N = {fmt_list(n_jobs_list)} ({clean} of {total} launches ran clean); twin check {agreeing} of {checked} "
-        f"launches within {TWIN_TOLERANCE:g} (need {TWIN_AGREEMENT:.0%})."
+    if not (high_loads and low_loads):
+        return _High(high_loads, top, None, steps, float("nan"), {}, INCONCLUSIVE)
+    knee = max(low_loads)
+    for n in n_jobs_list:
+        boot = boots[(n, top)] - boots[(n, knee)]
+        change = table[(n, top)]["mean"] - table[(n, knee)]["mean"]
+        low, high = _interval(boot)
+        steps[str(n)] = dict(change=change, ci=[low, high], outcome=rules.interval_verdict(low, high, 0.0))
+    rho_high_by_n = spearman(n_jobs_list, [table[(n, top)]["mean"] for n in n_jobs_list])
+    # The verdict is the growth with load alone; positivity there is reported, not decided.
+    parts = dict(
+        grows_with_load=rules.combine(s["outcome"] for s in steps.values()),
+        positive=_positive(table, [(n, top) for n in n_jobs_list]),
     )
-    low_range = [table[key]["mean"] for key in low_cells]
-    why_low = (
-        f"{grid} At ρ = {fmt_list(low_loads)} the mean FTLE is {fmt(min(low_range))} to {fmt(max(low_range))} per "
-        f"cycle, {'every' if low_parts['positive'] == REPRODUCED else 'not every'} cell's interval above 0. "
-        f"Spearman correlation with N: {spearman_text(rho_by_n, 'ρ')}; with ρ: "
-        f"{spearman_text(rho_by_load, 'N')} (threshold {MIN_SPEARMAN:g}; judged over ≥ {MIN_GRID_POINTS} grid values). "
-        f"Parts: FTLE > 0 {low_parts['positive']}, grows with N {low_parts['grows_with_n']}, grows with ρ "
-        f"{low_parts['grows_with_load']}, twin check {low_parts['twin_check']}. {text['regime']}"
-    )
-    if steps:
-        stays_positive = high_parts["positive"] == REPRODUCED
-        high_sign = "stays positive (every interval above 0)" if stays_positive else "is not positive in every cell"
-        why_high = (
-            f"From ρ = {fmt(knee)} to ρ = {fmt(top)} the mean FTLE per cycle changes by "
-            + ", ".join(
-                f"{fmt(st['change'], 2)} {fmt_interval(*st['ci'], digits=2)} at N = {n}" for n, st in steps.items()
-            )
-            + f". {text['beyond']} At ρ = {fmt(top)} the FTLE {high_sign}"
-            f" and its Spearman correlation with N is {fmt(rho_high_by_n, 2)}. {text['per_time']} {text['horizon']}"
-        )
-    else:
-        why_high = f"No load above ρ = {fmt(SATURATION_LOAD)} at this size: the saturated regime was not measured."
-    thresholds = dict(
+    return _High(high_loads, top, knee, steps, rho_high_by_n, parts, parts["grows_with_load"])
+
+
+def _thresholds() -> dict:
+    return dict(
         SATURATION_LOAD=SATURATION_LOAD,
         MIN_SPEARMAN=MIN_SPEARMAN,
         MIN_GRID_POINTS=MIN_GRID_POINTS,
@@ -630,6 +715,36 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
         LAUNCH_INFLATED_FRACTION=LAUNCH_INFLATED_FRACTION,
         CONFIDENCE=rules.CONFIDENCE,
     )
+
+
+def _spearman_text(values: dict, name: str) -> str:
+    return ", ".join(f"{fmt(v, 2)} at {name} = {k}" for k, v in values.items()) or "not judged"
+
+
+def _least(values: dict) -> str:
+    return f"≥ {fmt(min(values.values()), 2)}" if values else "not judged"
+
+
+def _verdict_low(grid: _Grid, low: _Low, config: dict, text: dict, peak_load: dict, figures) -> dict:
+    """5, ρ ≤ 1: nearby trajectories separate, faster for larger N and load."""
+    table, peaks, n_jobs_list, loads = grid.table, grid.peaks, config["n_jobs"], config["loads"]
+    parts = low.parts
+    setup = (
+        f"FTLE per cycle over K = {config['main_horizon']} cycles after a {config['burn_in']}-cycle burn-in, "
+        f"{config['launches']} launches per cell, "
+        f"N = {fmt_list(n_jobs_list)} ({low.clean} of {low.total} launches ran clean); twin check {low.agreeing} "
+        f"of {low.checked} launches within {TWIN_TOLERANCE:g} (need {TWIN_AGREEMENT:.0%})."
+    )
+    low_range = [table[key]["mean"] for key in low.cells]
+    why_low = (
+        f"{setup} At ρ = {fmt_list(low.loads)} the mean FTLE is {fmt(min(low_range))} to {fmt(max(low_range))} per "
+        f"cycle, {'every' if parts['positive'] == REPRODUCED else 'not every'} cell's interval above 0. "
+        f"Spearman correlation with N: {_spearman_text(low.rho_by_n, 'ρ')}; with ρ: "
+        f"{_spearman_text(low.rho_by_load, 'N')} (threshold {MIN_SPEARMAN:g}; judged over ≥ {MIN_GRID_POINTS} "
+        f"grid values). "
+        f"Parts: FTLE > 0 {parts['positive']}, grows with N {parts['grows_with_n']}, grows with ρ "
+        f"{parts['grows_with_load']}, twin check {parts['twin_check']}. {text['regime']}"
+    )
     rule_low = (
         f"at ρ ≤ {fmt(SATURATION_LOAD)}: every cell's mean-FTLE interval above 0; Spearman correlation of the cell "
         f"means with N ≥ {MIN_SPEARMAN:g} at every ρ and with ρ ≥ {MIN_SPEARMAN:g} at every N (over at least "
@@ -637,14 +752,6 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
         f"{TWIN_TOLERANCE:g} for {TWIN_AGREEMENT:.0%} of the checked launches. Parts combine by the rule above. "
         "The peak is the grid load of the largest mean (refined by a parabola in log ρ), its range the "
         f"{rules.CONFIDENCE:.0%} range over bootstrap resamples."
-    )
-    rule_high = (
-        f"at ρ > {fmt(SATURATION_LOAD)}: per N, the interval of mean FTLE(ρ = {fmt(top)}) − mean FTLE(ρ = {fmt(knee)}) "
-        "above 0 means it still grows (reproduced), below 0 that it falls (not reproduced), straddling 0 "
-        "inconclusive; N combine by the rule above (whether the FTLE stays positive there is reported, not decided). "
-        f"Horizon trend (reported): the interval of rate(K = {horizons[-1]}) − rate(K = {main}) wholly below "
-        f"−{HORIZON_MARGIN:g}× the rate is falling, wholly inside ±{HORIZON_MARGIN:g}× settled, wholly above rising, "
-        "else undecided."
     )
     table_rows = []
     for n in n_jobs_list:
@@ -654,109 +761,119 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
             row.append(f"{fmt(cell['mean'], 2)} {fmt_interval(*cell['ci'], digits=2)}")
         row.append(f"{fmt(peaks[n]['per_cycle']['grid'])} (≈ {fmt(peaks[n]['per_cycle']['refined'], 2)})")
         table_rows.append(row)
-    ftle_table = dict(columns=["N"] + [f"ρ = {fmt(load)}" for load in loads] + ["peak ρ"], rows=table_rows)
-    step_table = (
-        dict(
-            columns=[
-                "N",
-                f"FTLE(ρ = {fmt(top)}) − FTLE(ρ = {fmt(knee)})",
-                "interval",
-                "verdict",
-                f"per time at ρ = {fmt(top)}",
-                f"K = {fmt_list(horizons)} at ρ = {fmt(top)}",
-                f"from launch, K = {burn_in}",
-            ],
-            rows=[
-                [
-                    n,
-                    fmt(st["change"], 3),
-                    fmt_interval(*st["ci"], digits=3),
-                    st["outcome"],
-                    fmt(table[(int(n), top)]["mean_per_time"], 2),
-                    " → ".join(fmt(h["mean"], 2) for h in table[(int(n), top)]["horizons"]),
-                    fmt(table[(int(n), top)]["from_launch_mean"], 2),
-                ]
-                for n, st in steps.items()
-            ],
-        )
-        if steps
-        else None
-    )
-
-    def least(values):
-        return f"≥ {fmt(min(values.values()), 2)}" if values else "not judged"
-
     headline_low = (
         f"FTLE {fmt(min(low_range), 2)} to {fmt(max(low_range), 2)} per cycle; Spearman with N "
-        f"{least(rho_by_n)}, with ρ {least(rho_by_load)} (threshold {MIN_SPEARMAN:g}); peak at ρ = "
+        f"{_least(low.rho_by_n)}, with ρ {_least(low.rho_by_load)} (threshold {MIN_SPEARMAN:g}); peak at ρ = "
         + ", ".join(f"{fmt(v)} (N = {k})" for k, v in peak_load.items())
     )
+    return verdict(
+        5,
+        low.outcome,
+        why_low,
+        sub_claim="5 FTLE, ρ ≤ 1",
+        title="nearby trajectories separate, faster for larger N and load (storage not saturated)",
+        headline=headline_low,
+        rule=rule_low,
+        thresholds=_thresholds(),
+        figures=figures,
+        table=dict(columns=["N"] + [f"ρ = {fmt(load)}" for load in loads] + ["peak ρ"], rows=table_rows),
+        parts=parts,
+        spearman_vs_n=low.rho_by_n,
+        spearman_vs_load=low.rho_by_load,
+        peak_load=peak_load,
+        twin_agreement=low.agreeing / low.checked if low.checked else float("nan"),
+        clean_launches=low.clean,
+    )
+
+
+def _verdict_high(grid: _Grid, high: _High, config: dict, text: dict, peak_load: dict, trends: dict, figures) -> dict:
+    """5, ρ > 1: the FTLE still grows with load once the storage saturates."""
+    table, steps, top, knee = grid.table, high.steps, high.top, high.knee
+    horizons, main, burn_in = config["horizons"], config["main_horizon"], config["burn_in"]
+    if not steps:
+        return verdict(
+            5,
+            high.outcome,
+            f"No load above ρ = {fmt(SATURATION_LOAD)} at this size: the saturated regime was not measured.",
+            sub_claim="5 FTLE, ρ > 1",
+            title="the FTLE still grows with load once the storage saturates",
+            headline="not measured",
+            rule="not measured at this size",
+            thresholds=_thresholds(),
+            figures=figures,
+            table=None,
+            parts=high.parts,
+            change_beyond_saturation=steps,
+            spearman_vs_n_at_top_load=high.rho_by_n,
+            peak_load=peak_load,
+            horizon_trends=trends,
+        )
+    stays_positive = high.parts["positive"] == REPRODUCED
+    high_sign = "stays positive (every interval above 0)" if stays_positive else "is not positive in every cell"
+    why_high = (
+        f"From ρ = {fmt(knee)} to ρ = {fmt(top)} the mean FTLE per cycle changes by "
+        + ", ".join(f"{fmt(st['change'], 2)} {fmt_interval(*st['ci'], digits=2)} at N = {n}" for n, st in steps.items())
+        + f". {text['beyond']} At ρ = {fmt(top)} the FTLE {high_sign}"
+        f" and its Spearman correlation with N is {fmt(high.rho_by_n, 2)}. {text['per_time']} {text['horizon']}"
+    )
+    rule_high = (
+        f"at ρ > {fmt(SATURATION_LOAD)}: per N, the interval of mean FTLE(ρ = {fmt(top)}) − mean FTLE(ρ = {fmt(knee)}) "
+        "above 0 means it still grows (reproduced), below 0 that it falls (not reproduced), straddling 0 "
+        "inconclusive; N combine by the rule above (whether the FTLE stays positive there is reported, not decided). "
+        f"Horizon trend (reported): the interval of rate(K = {horizons[-1]}) − rate(K = {main}) wholly below "
+        f"−{HORIZON_MARGIN:g}× the rate is falling, wholly inside ±{HORIZON_MARGIN:g}× settled, wholly above rising, "
+        "else undecided."
+    )
+    step_table = _step_table(table, steps, top, knee, horizons, burn_in)
     headline_high = (
         f"FTLE from ρ = {fmt(knee)} to {fmt(top)}: "
         + ", ".join(f"{fmt(st['change'], 2)} (N = {n})" for n, st in steps.items())
         + f"; {text['horizon_headline']}"
-        if steps
-        else "not measured"
     )
-    numbers = dict(
-        n_jobs=list(n_jobs_list),
-        loads=list(loads),
-        launches=launches,
-        burn_in=burn_in,
-        horizons=list(horizons),
-        main_horizon=main,
-        twin_launches=config["twin_launches"],
-        twin_eps=TWIN_EPS,
-        throughput="shared (f = 1)",
-        cap=None,
-        cycle_work="T + d = 1, d = rho / N",
-        spearman_vs_n=rho_by_n,
-        spearman_vs_load=rho_by_load,
+    return verdict(
+        5,
+        high.outcome,
+        why_high,
+        sub_claim="5 FTLE, ρ > 1",
+        title="the FTLE still grows with load once the storage saturates",
+        headline=headline_high,
+        rule=rule_high,
+        thresholds=_thresholds(),
+        figures=figures,
+        table=step_table,
+        parts=high.parts,
         change_beyond_saturation=steps,
+        spearman_vs_n_at_top_load=high.rho_by_n,
         peak_load=peak_load,
-        peaks={str(n): v for n, v in peaks.items()},
         horizon_trends=trends,
-        cells=cells,
-        seconds=time.perf_counter() - started,
     )
-    verdicts = [
-        verdict(
-            5,
-            outcome_low,
-            why_low,
-            sub_claim="5 FTLE, ρ ≤ 1",
-            title="nearby trajectories separate, faster for larger N and load (storage not saturated)",
-            headline=headline_low,
-            rule=rule_low,
-            thresholds=thresholds,
-            figures=figures[:1],
-            table=ftle_table,
-            parts=low_parts,
-            spearman_vs_n=rho_by_n,
-            spearman_vs_load=rho_by_load,
-            peak_load=peak_load,
-            twin_agreement=agreeing / checked if checked else float("nan"),
-            clean_launches=clean,
-        ),
-        verdict(
-            5,
-            outcome_high,
-            why_high,
-            sub_claim="5 FTLE, ρ > 1",
-            title="the FTLE still grows with load once the storage saturates",
-            headline=headline_high,
-            rule=rule_high if steps else "not measured at this size",
-            thresholds=thresholds,
-            figures=figures[1:],
-            table=step_table,
-            parts=high_parts,
-            change_beyond_saturation=steps,
-            spearman_vs_n_at_top_load=rho_high_by_n,
-            peak_load=peak_load,
-            horizon_trends=trends,
-        ),
-    ]
-    return finish(out_dir, EXPERIMENT, size, numbers, verdicts, figures)
+
+
+def _step_table(table: dict, steps: dict, top: float, knee, horizons, burn_in: int) -> dict:
+    """The report's table of the regime ρ > 1: per N the change from the knee to the top load."""
+    return dict(
+        columns=[
+            "N",
+            f"FTLE(ρ = {fmt(top)}) − FTLE(ρ = {fmt(knee)})",
+            "interval",
+            "verdict",
+            f"per time at ρ = {fmt(top)}",
+            f"K = {fmt_list(horizons)} at ρ = {fmt(top)}",
+            f"from launch, K = {burn_in}",
+        ],
+        rows=[
+            [
+                n,
+                fmt(st["change"], 3),
+                fmt_interval(*st["ci"], digits=3),
+                st["outcome"],
+                fmt(table[(int(n), top)]["mean_per_time"], 2),
+                " → ".join(fmt(h["mean"], 2) for h in table[(int(n), top)]["horizons"]),
+                fmt(table[(int(n), top)]["from_launch_mean"], 2),
+            ]
+            for n, st in steps.items()
+        ],
+    )
 
 
 EXPERIMENT = Experiment(

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -267,9 +268,46 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
     out_dir, size, config, started = begin(out_dir, size, SIZES)
     rng = np.random.default_rng(3)
     n_jobs_list = tuple(config["n_jobs"])
+    random_by_n, stagger_by_n, not_ok = _simulate_all(config, rng, progress)
+    figure_order = save_figure(
+        _order_figure(random_by_n, stagger_by_n, n_jobs_list, config["cycles"]), out_dir / f"{NAME}_order.png"
+    )
+    figure_free = save_figure(
+        _collision_free_figure(random_by_n, stagger_by_n, n_jobs_list, config["cycles"], config["stagger_cycles"]),
+        out_dir / f"{NAME}_collision_free.png",
+    )
+    figures = [figure_order, figure_free]
+    per_n = {str(n): _per_n(random_by_n[n], stagger_by_n[n]) for n in n_jobs_list}
+    totals = _totals(random_by_n, stagger_by_n, n_jobs_list, not_ok)
+    claim3 = _verdict_order(totals, per_n, config, figure_order)
+    claim4 = _verdict_collision_free(totals, per_n, config, figure_free)
+    numbers = dict(
+        compute=COMPUTE,
+        random_load=LOAD,
+        random_conditions=[dict(throughput=t, cap_over_n=c) for t, c in RANDOM_CONDITIONS],
+        stagger_fill=STAGGER_FILL,
+        n_jobs=list(n_jobs_list),
+        fleets_per_n=config["fleets"],
+        cycles=config["cycles"],
+        stagger_fleets_per_n=config["stagger_fleets"],
+        stagger_cycles=config["stagger_cycles"],
+        incomplete_runs=not_ok,
+        order_kept_fraction=totals.order_fraction,
+        smallest_gap_over_period=totals.smallest_gap,
+        stayed_collision_free_fraction=totals.stay_fraction,
+        became_collision_free_fraction=totals.became_fraction,
+        per_n=per_n,
+        seconds=time.perf_counter() - started,
+    )
+    return finish(out_dir, EXPERIMENT, size, numbers, [claim3, claim4], figures)
 
-    # One simulate call (one compiled loop) per (slot count, cycles); random and staggered
-    # fleets share a call where both agree.
+
+def _simulate_all(config: dict, rng, progress: bool):
+    """``(random_by_n, stagger_by_n, not_ok)``: per N the records of the random launches and
+    of the staggered fleets, and the count of incomplete runs. One simulate call (one
+    compiled loop) per (slot count, cycles); random and staggered fleets share a call where
+    both agree."""
+    n_jobs_list = tuple(config["n_jobs"])
     calls = defaultdict(list)
     for n in n_jobs_list:
         slots = min(g for g in config["groups"] if g >= n)
@@ -285,90 +323,118 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
         results = _simulate_group(specs, slots, cycles, jax.random.fold_in(key, index), progress)
         for spec, (fire, end, ok) in zip(specs, results):
             not_ok += not ok
-            n = spec["n_jobs"]
-            cycle = COMPUTE + spec["write"]
-            kept, min_gap, first_gap, last_gap = _firing_statistics(fire)
-            overlaps = _overlaps(fire, end, cycle)
-            free = _collision_free_blocks(overlaps, n)
-            record = dict(
-                kind=spec["kind"],
-                throughput=spec["throughput"],
-                cap=spec["cap"],
-                ok=ok,
-                order_kept=kept,
-                min_gap=min_gap,
-                first_round_gap=first_gap,
-                last_round_gap=last_gap,
-            )
-            if spec["kind"] == "random":
-                record.update(
-                    uncapped=spec["cap"] is None,
-                    starts_overlapping=bool(overlaps[:n].any()),
-                    becomes_free=bool(free.any()),
-                    stays_free=bool(free.all()),
-                )
-                random_by_n[n].append(record)
-            else:
-                record.update(stays_free=bool(not overlaps.any()), overlapping_windows=int(overlaps.sum()))
-                stagger_by_n[n].append(record)
+            record = _record(spec, fire, end, ok)
+            (random_by_n if spec["kind"] == "random" else stagger_by_n)[spec["n_jobs"]].append(record)
+    return random_by_n, stagger_by_n, not_ok
 
-    figure_order = save_figure(
-        _order_figure(random_by_n, stagger_by_n, n_jobs_list, config["cycles"]), out_dir / f"{NAME}_order.png"
-    )
-    figure_free = save_figure(
-        _collision_free_figure(random_by_n, stagger_by_n, n_jobs_list, config["cycles"], config["stagger_cycles"]),
-        out_dir / f"{NAME}_collision_free.png",
-    )
-    figures = [figure_order, figure_free]
 
-    per_n = {}
-    for n in n_jobs_list:
-        rand, stag = random_by_n[n], stagger_by_n[n]
-        uncapped = [r for r in rand if r["uncapped"]]
-        overlapping = [r for r in uncapped if r["starts_overlapping"]]
-        free_launches = [r for r in uncapped if not r["starts_overlapping"]]
-        per_n[str(n)] = dict(
-            random_fleets=len(rand),
-            order_kept_fraction=float(np.mean([r["order_kept"] for r in rand])),
-            smallest_gap_over_period=float(min(r["min_gap"] for r in rand)),
-            median_smallest_gap_over_period=float(np.median([r["min_gap"] for r in rand])),
-            # Not a verdict here (claim 5 is experiment 'no_clustering'): the smallest gap of the
-            # first and of the last round of N firings, medians over the random launches.
-            median_first_round_gap=float(np.median([r["first_round_gap"] for r in rand])),
-            median_last_round_gap=float(np.median([r["last_round_gap"] for r in rand])),
-            uncapped_overlapping_launches=len(overlapping),
-            became_collision_free=int(sum(r["becomes_free"] for r in overlapping)),
-            uncapped_collision_free_launches=len(free_launches),
-            collision_free_launches_stayed=int(sum(r["stays_free"] for r in free_launches)),
-            staggered_fleets=len(stag),
-            staggered_stayed_collision_free=int(sum(s["stays_free"] for s in stag)),
-            staggered_order_kept=int(sum(s["order_kept"] for s in stag)),
+def _record(spec: dict, fire, end, ok) -> dict:
+    """One fleet's record: its firing order and gaps, and whether it is, becomes or stays
+    collision-free."""
+    n = spec["n_jobs"]
+    cycle = COMPUTE + spec["write"]
+    kept, min_gap, first_gap, last_gap = _firing_statistics(fire)
+    overlaps = _overlaps(fire, end, cycle)
+    free = _collision_free_blocks(overlaps, n)
+    record = dict(
+        kind=spec["kind"],
+        throughput=spec["throughput"],
+        cap=spec["cap"],
+        ok=ok,
+        order_kept=kept,
+        min_gap=min_gap,
+        first_round_gap=first_gap,
+        last_round_gap=last_gap,
+    )
+    if spec["kind"] == "random":
+        record.update(
+            uncapped=spec["cap"] is None,
+            starts_overlapping=bool(overlaps[:n].any()),
+            becomes_free=bool(free.any()),
+            stays_free=bool(free.all()),
         )
+    else:
+        record.update(stays_free=bool(not overlaps.any()), overlapping_windows=int(overlaps.sum()))
+    return record
 
+
+def _per_n(rand: list, stag: list) -> dict:
+    """One N's summary of its random launches and staggered fleets."""
+    uncapped = [r for r in rand if r["uncapped"]]
+    overlapping = [r for r in uncapped if r["starts_overlapping"]]
+    free_launches = [r for r in uncapped if not r["starts_overlapping"]]
+    return dict(
+        random_fleets=len(rand),
+        order_kept_fraction=float(np.mean([r["order_kept"] for r in rand])),
+        smallest_gap_over_period=float(min(r["min_gap"] for r in rand)),
+        median_smallest_gap_over_period=float(np.median([r["min_gap"] for r in rand])),
+        # Not a verdict here (claim 5 is experiment 'no_clustering'): the smallest gap of the
+        # first and of the last round of N firings, medians over the random launches.
+        median_first_round_gap=float(np.median([r["first_round_gap"] for r in rand])),
+        median_last_round_gap=float(np.median([r["last_round_gap"] for r in rand])),
+        uncapped_overlapping_launches=len(overlapping),
+        became_collision_free=int(sum(r["becomes_free"] for r in overlapping)),
+        uncapped_collision_free_launches=len(free_launches),
+        collision_free_launches_stayed=int(sum(r["stays_free"] for r in free_launches)),
+        staggered_fleets=len(stag),
+        staggered_stayed_collision_free=int(sum(s["stays_free"] for s in stag)),
+        staggered_order_kept=int(sum(s["order_kept"] for s in stag)),
+    )
+
+
+class _Totals(NamedTuple):
+    """Over every N: the fleets, the incomplete runs, the fraction that kept its firing
+    order, the smallest gap, the uncapped launches that started overlapping or free, and
+    the fractions that stayed / became collision-free."""
+
+    all_random: list
+    all_stagger: list
+    not_ok: int
+    order_fraction: float
+    smallest_gap: float
+    overlapping: list
+    free_launches: list
+    stay_fraction: float
+    became_fraction: float
+
+
+def _totals(random_by_n, stagger_by_n, n_jobs_list: tuple, not_ok: int) -> _Totals:
     all_random = [r for n in n_jobs_list for r in random_by_n[n]]
     all_stagger = [s for n in n_jobs_list for s in stagger_by_n[n]]
-    order_fraction = float(np.mean([r["order_kept"] for r in all_random + all_stagger]))
-    smallest_gap = float(min(r["min_gap"] for r in all_random))
     overlapping = [r for r in all_random if r["uncapped"] and r["starts_overlapping"]]
     free_launches = [r for r in all_random if r["uncapped"] and not r["starts_overlapping"]]
-    stay_fraction = float(np.mean([s["stays_free"] for s in all_stagger + free_launches]))
-    became_fraction = float(np.mean([r["becomes_free"] for r in overlapping])) if overlapping else float("nan")
+    return _Totals(
+        all_random=all_random,
+        all_stagger=all_stagger,
+        not_ok=not_ok,
+        order_fraction=float(np.mean([r["order_kept"] for r in all_random + all_stagger])),
+        smallest_gap=float(min(r["min_gap"] for r in all_random)),
+        overlapping=overlapping,
+        free_launches=free_launches,
+        stay_fraction=float(np.mean([s["stays_free"] for s in all_stagger + free_launches])),
+        became_fraction=float(np.mean([r["becomes_free"] for r in overlapping])) if overlapping else float("nan"),
+    )
 
+
+def _verdict_order(totals: _Totals, per_n: dict, config: dict, figure: str) -> dict:
+    """Claim 3: identical jobs never overtake and never merge."""
+    n_random, n_stagger = len(totals.all_random), len(totals.all_stagger)
+    order_fraction, smallest_gap, not_ok = totals.order_fraction, totals.smallest_gap, totals.not_ok
     claim3_ok = not_ok == 0 and order_fraction == 1.0 and smallest_gap > 0
-    claim3 = verdict(
+    return verdict(
         3,
         REPRODUCED if claim3_ok else NOT_REPRODUCED,
-        f"{len(all_random)} random launches (N = {fmt_list(n_jobs_list)}, {config['cycles']} cycles; f ≡ 1, f = √n, "
-        f"and a binding cap C = N/2) and {len(all_stagger)} staggered fleets: {order_fraction:.1%} kept their cyclic "
+        f"{n_random} random launches (N = {fmt_list(config['n_jobs'])}, {config['cycles']} cycles; f ≡ 1, f = √n, "
+        f"and a binding cap C = N/2) and {n_stagger} staggered fleets: {order_fraction:.1%} kept their cyclic "
         f"firing order (threshold 100 %); the smallest firing gap between two jobs is {smallest_gap:.2e} of the "
         f"period (threshold > 0: no merger); {not_ok} runs incomplete.",
         title="identical jobs never overtake and never merge",
-        headline=f"order kept in {order_fraction:.0%} of {len(all_random) + len(all_stagger)} fleets; smallest gap "
+        headline=f"order kept in {order_fraction:.0%} of {n_random + n_stagger} fleets; smallest gap "
         f"{smallest_gap:.1e} of the period",
         rule="reproduced if every run completes, every fleet repeats one firing permutation, and the smallest "
         "firing gap between distinct jobs stays > 0; not reproduced otherwise.",
         thresholds=dict(OVERLAP_RTOL=OVERLAP_RTOL),
-        figures=[figure_order],
+        figures=[figure],
         table=dict(
             columns=["N", "random launches", "order kept", "smallest gap / period", "median smallest gap / period"],
             rows=[
@@ -386,22 +452,28 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
         smallest_gap_over_period=smallest_gap,
         incomplete_runs=not_ok,
     )
-    claim4_ok = not_ok == 0 and stay_fraction == 1.0 and bool(overlapping) and became_fraction == 0.0
-    claim4 = verdict(
+
+
+def _verdict_collision_free(totals: _Totals, per_n: dict, config: dict, figure: str) -> dict:
+    """Claim 4: collision-free configurations stay so and are not reached from outside."""
+    n_stagger, n_free, n_overlapping = len(totals.all_stagger), len(totals.free_launches), len(totals.overlapping)
+    stay_fraction, became_fraction = totals.stay_fraction, totals.became_fraction
+    claim4_ok = totals.not_ok == 0 and stay_fraction == 1.0 and bool(totals.overlapping) and became_fraction == 0.0
+    return verdict(
         4,
         REPRODUCED if claim4_ok else NOT_REPRODUCED,
-        f"{len(all_stagger)} staggered fleets (N d = {STAGGER_FILL:g} (T + d), {config['stagger_cycles']} cycles) and "
-        f"{len(free_launches)} random launches that started collision-free: {stay_fraction:.1%} stayed collision-free "
-        f"(threshold 100 %). Of {len(overlapping)} uncapped random launches that started overlapping, "
+        f"{n_stagger} staggered fleets (N d = {STAGGER_FILL:g} (T + d), {config['stagger_cycles']} cycles) and "
+        f"{n_free} random launches that started collision-free: {stay_fraction:.1%} stayed collision-free "
+        f"(threshold 100 %). Of {n_overlapping} uncapped random launches that started overlapping, "
         f"{became_fraction:.1%} ever had a collision-free round of N windows (threshold 0 %, over "
         f"{config['cycles']} cycles).",
         title="collision-free configurations stay so and are not reached from outside",
-        headline=f"{stay_fraction:.0%} of {len(all_stagger) + len(free_launches)} collision-free fleets stayed so; "
-        f"{became_fraction:.0%} of {len(overlapping)} overlapping launches became so",
+        headline=f"{stay_fraction:.0%} of {n_stagger + n_free} collision-free fleets stayed so; "
+        f"{became_fraction:.0%} of {n_overlapping} overlapping launches became so",
         rule="reproduced if every run completes, every collision-free fleet stays collision-free, and no uncapped "
         "launch that starts overlapping ever has a collision-free round of N windows; not reproduced otherwise.",
         thresholds=dict(OVERLAP_RTOL=OVERLAP_RTOL, STAGGER_FILL=STAGGER_FILL),
-        figures=[figure_free],
+        figures=[figure],
         table=dict(
             columns=["N", "staggered fleets stayed collision-free", "overlapping launches became collision-free"],
             rows=[
@@ -415,29 +487,9 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
         ),
         stayed_collision_free_fraction=stay_fraction,
         became_collision_free_fraction=became_fraction,
-        overlapping_launches=len(overlapping),
-        staggered_fleets=len(all_stagger),
+        overlapping_launches=n_overlapping,
+        staggered_fleets=n_stagger,
     )
-
-    numbers = dict(
-        compute=COMPUTE,
-        random_load=LOAD,
-        random_conditions=[dict(throughput=t, cap_over_n=c) for t, c in RANDOM_CONDITIONS],
-        stagger_fill=STAGGER_FILL,
-        n_jobs=list(n_jobs_list),
-        fleets_per_n=config["fleets"],
-        cycles=config["cycles"],
-        stagger_fleets_per_n=config["stagger_fleets"],
-        stagger_cycles=config["stagger_cycles"],
-        incomplete_runs=not_ok,
-        order_kept_fraction=order_fraction,
-        smallest_gap_over_period=smallest_gap,
-        stayed_collision_free_fraction=stay_fraction,
-        became_collision_free_fraction=became_fraction,
-        per_n=per_n,
-        seconds=time.perf_counter() - started,
-    )
-    return finish(out_dir, EXPERIMENT, size, numbers, [claim3, claim4], figures)
 
 
 EXPERIMENT = Experiment(

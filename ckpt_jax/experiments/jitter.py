@@ -217,101 +217,29 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
     out_dir, size, config, started = begin(out_dir, size, SIZES)
     ratios = np.geomspace(*config["ratio_range"], config["n_points"])
     fleet, state, margin = staggered_fleet(config["n_fleets"])
-    key = jax.random.key(7)
-
-    lifetimes, censored, n_fires, medians, not_ok = [], [], [], [], []
-    for p, ratio in enumerate(ratios):
-        k = cycles_for(ratio)
-        trace = simulate(
-            fleet, state, n_fires=k, jitter=margin / ratio, key=jax.random.fold_in(key, p), progress=progress
-        )
-        ok = np.asarray(trace.ok)
-        life, cens = stagger_lifetime(np.asarray(trace.fire_times)[ok], np.asarray(trace.end_times)[ok])
-        lifetimes.append(life)
-        censored.append(cens)
-        n_fires.append(k)
-        not_ok.append(int((~ok).sum()))
-        medians.append(median_lifetime(life, cens, k))
-    medians = np.asarray(medians)
+    runs = _measure_lifetimes(fleet, state, margin, ratios, progress)
+    lifetimes, censored, n_fires, medians, not_ok = runs
     censored_fraction = np.asarray([c.mean() for c in censored])
     fitted_mask = np.isfinite(medians) & (medians >= FIT_MIN_MEDIAN)
-
-    slope = intercept = low = high = float("nan")
-    if fitted_mask.sum() >= MIN_FIT_POINTS:
-        slope, intercept = fit_slope(ratios[fitted_mask], medians[fitted_mask])
-        fitted = [(ratios[p], p) for p in np.flatnonzero(fitted_mask)]
-        slopes = _bootstrap(lifetimes, censored, n_fires, fitted, np.random.default_rng(7))
-        low, high = (float(q) for q in np.quantile(slopes, [(1 - rules.CONFIDENCE) / 2, (1 + rules.CONFIDENCE) / 2]))
-        se = float(np.std(slopes, ddof=1))
-    else:
-        se = float("nan")
-
+    fit = _fit(ratios, runs, fitted_mask)
+    slope, intercept, low, high, se = fit
     figure = save_figure(
         _figure(ratios, lifetimes, censored, np.asarray(n_fires), medians, (slope, intercept, low, high), fitted_mask),
         out_dir / f"{NAME}.png",
     )
-
     span = float(np.log10(ratios[fitted_mask].max() / ratios[fitted_mask].min())) if fitted_mask.any() else 0.0
-    fleets = config["n_fleets"]
-    band = (CLAIMED_SLOPE - SLOPE_MARGIN, CLAIMED_SLOPE + SLOPE_MARGIN)
     outcome = slope_verdict(low, high)
     supported = rules.smallest_supported_margin(se)
     detectable = rules.smallest_detectable_effect(se, SLOPE_MARGIN)
     power = rules.equivalence_power(se, -SLOPE_MARGIN, SLOPE_MARGIN)
-    scaled = medians / ratios**2
-    rule = (
-        f"the {rules.CONFIDENCE:.0%} bootstrap interval (fleets resampled within each point) of the fitted slope of "
-        f"log(median lifetime) against log(m/σ) must lie inside {fmt(band[0])}..{fmt(band[1])} (reproduced); wholly "
-        f"outside: not reproduced; straddling an edge, or fewer than {MIN_FIT_POINTS} points with fewer than "
-        f"{MAX_CENSORED:.0%} censored fleets and a median of at least {FIT_MIN_MEDIAN:g} cycles: inconclusive."
-    )
-    if not np.isfinite(slope):
-        why = (
-            f"Only {int(fitted_mask.sum())} of {ratios.size} points (m/σ = {fmt(ratios.min())} to {fmt(ratios.max())}, "
-            f"{fleets} fleets each) had fewer than {MAX_CENSORED:.0%} censored fleets and a median lifetime of at "
-            f"least {FIT_MIN_MEDIAN:g} cycles; the fit needs {MIN_FIT_POINTS}. Inconclusive at this size: sizes quick "
-            f"and full fit m/σ from {fmt(SIZES['quick']['ratio_range'][0])} up."
-        )
-        headline = f"only {int(fitted_mask.sum())} usable points (need {MIN_FIT_POINTS})"
-    else:
-        lo_r, hi_r = ratios[fitted_mask].min(), ratios[fitted_mask].max()
-        why = (
-            f"The median stagger lifetime grows as (m/σ)^{fmt(slope)}, interval {fmt_interval(low, high)}, fitted on "
-            f"{int(fitted_mask.sum())} points over m/σ = {fmt(lo_r)} to {fmt(hi_r)} ({span:.2f} decades; {fleets} "
-            f"fleets per point, N = {N_JOBS}, margin m = {margin:g}); the law claims 2, margin ±{SLOPE_MARGIN:g}. "
-            f"Median lifetime / (m/σ)² runs from {fmt(scaled[fitted_mask][0])} to {fmt(scaled[fitted_mask][-1])} "
-            f"cycles over the fitted points (constant under the law). Power: the slope's standard error is {fmt(se)}, "
-            f"so this run supports a margin as narrow as ±{fmt(supported)} and would have detected a slope off 2 by "
-            f"{fmt(detectable)} or more with {rules.POWER:.0%} power; power to conclude the law if it holds exactly: "
-            f"{power:.0%}."
-        )
-        if outcome == INCONCLUSIVE and abs(slope - CLAIMED_SLOPE) >= SLOPE_MARGIN:
-            why += (
-                " Inconclusive at this size, and the fitted slope itself lies outside the margin: a larger run "
-                "would more likely say not reproduced."
-            )
-        elif outcome == INCONCLUSIVE:
-            needed = rules.launches_to_decide(se, fleets, SLOPE_MARGIN - abs(slope - CLAIMED_SLOPE))
-            why += (
-                f" Inconclusive at this size: deciding needs about {needed:,} fleets per point if the fitted slope "
-                "is the truth "
-                f"(size full runs {SIZES['full']['n_fleets']:,} over a wider m/σ range)."
-            )
-        headline = f"lifetime ∝ (m/σ)^{fmt(slope)}, interval {fmt_interval(low, high)}; margin 2 ± {SLOPE_MARGIN:g}"
-    table = dict(
-        columns=["m/σ", "σ", "cycles run", "median lifetime", "median / (m/σ)²", "censored", "fitted"],
-        rows=[
-            [fmt(r), fmt(margin / r), str(k), fmt(m), fmt(m / r**2), f"{c:.0%}", "yes" if f else "no"]
-            for r, k, m, c, f in zip(ratios, n_fires, medians, censored_fraction, fitted_mask)
-        ],
-    )
+    why, headline = _why(ratios, medians, fitted_mask, fit, outcome, config["n_fleets"], margin, span)
     claim7 = verdict(
         7,
         outcome,
         why,
         title="stagger lifetime scales as (m/σ)²",
         headline=headline,
-        rule=rule,
+        rule=_rule(),
         thresholds=dict(
             CLAIMED_SLOPE=CLAIMED_SLOPE,
             SLOPE_MARGIN=SLOPE_MARGIN,
@@ -321,7 +249,7 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
             CONFIDENCE=rules.CONFIDENCE,
         ),
         figures=[figure],
-        table=table,
+        table=_table(ratios, n_fires, medians, censored_fraction, fitted_mask, margin),
         slope=slope,
         ci=[low, high],
         slope_se=se,
@@ -355,6 +283,106 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
         seconds=time.perf_counter() - started,
     )
     return finish(out_dir, EXPERIMENT, size, numbers, [claim7], [figure])
+
+
+def _measure_lifetimes(fleet, state, margin: float, ratios, progress: bool):
+    """``(lifetimes, censored, n_fires, medians, not_ok)``: per point m/σ the stagger
+    lifetimes of the fleets that ran clean and which were censored, the cycles run, the
+    median lifetime and the count of incomplete runs."""
+    key = jax.random.key(7)
+    lifetimes, censored, n_fires, medians, not_ok = [], [], [], [], []
+    for p, ratio in enumerate(ratios):
+        k = cycles_for(ratio)
+        trace = simulate(
+            fleet, state, n_fires=k, jitter=margin / ratio, key=jax.random.fold_in(key, p), progress=progress
+        )
+        ok = np.asarray(trace.ok)
+        life, cens = stagger_lifetime(np.asarray(trace.fire_times)[ok], np.asarray(trace.end_times)[ok])
+        lifetimes.append(life)
+        censored.append(cens)
+        n_fires.append(k)
+        not_ok.append(int((~ok).sum()))
+        medians.append(median_lifetime(life, cens, k))
+    return lifetimes, censored, n_fires, np.asarray(medians), not_ok
+
+
+def _fit(ratios, runs, fitted_mask):
+    """``(slope, intercept, low, high, se)``: the fitted slope of log(median lifetime)
+    against log(m/σ) over the fitted points, its bootstrap interval and standard error (NaN
+    with too few points)."""
+    lifetimes, censored, n_fires, medians, _ = runs
+    if fitted_mask.sum() < MIN_FIT_POINTS:
+        nan = float("nan")
+        return nan, nan, nan, nan, nan
+    slope, intercept = fit_slope(ratios[fitted_mask], medians[fitted_mask])
+    fitted = [(ratios[p], p) for p in np.flatnonzero(fitted_mask)]
+    slopes = _bootstrap(lifetimes, censored, n_fires, fitted, np.random.default_rng(7))
+    low, high = (float(q) for q in np.quantile(slopes, [(1 - rules.CONFIDENCE) / 2, (1 + rules.CONFIDENCE) / 2]))
+    return slope, intercept, low, high, float(np.std(slopes, ddof=1))
+
+
+def _table(ratios, n_fires, medians, censored_fraction, fitted_mask, margin: float) -> dict:
+    """The report's table: per point m/σ its cycles, median lifetime and censored fraction."""
+    return dict(
+        columns=["m/σ", "σ", "cycles run", "median lifetime", "median / (m/σ)²", "censored", "fitted"],
+        rows=[
+            [fmt(r), fmt(margin / r), str(k), fmt(m), fmt(m / r**2), f"{c:.0%}", "yes" if f else "no"]
+            for r, k, m, c, f in zip(ratios, n_fires, medians, censored_fraction, fitted_mask)
+        ],
+    )
+
+
+def _rule() -> str:
+    """The decision rule in words."""
+    band = (CLAIMED_SLOPE - SLOPE_MARGIN, CLAIMED_SLOPE + SLOPE_MARGIN)
+    return (
+        f"the {rules.CONFIDENCE:.0%} bootstrap interval (fleets resampled within each point) of the fitted slope of "
+        f"log(median lifetime) against log(m/σ) must lie inside {fmt(band[0])}..{fmt(band[1])} (reproduced); wholly "
+        f"outside: not reproduced; straddling an edge, or fewer than {MIN_FIT_POINTS} points with fewer than "
+        f"{MAX_CENSORED:.0%} censored fleets and a median of at least {FIT_MIN_MEDIAN:g} cycles: inconclusive."
+    )
+
+
+def _why(ratios, medians, fitted_mask, fit, outcome: str, fleets: int, margin: float, span: float):
+    """``(why, headline)``: the fitted law in prose with its power, and what deciding an
+    inconclusive fit would take."""
+    slope, _, low, high, se = fit
+    if not np.isfinite(slope):
+        why = (
+            f"Only {int(fitted_mask.sum())} of {ratios.size} points (m/σ = {fmt(ratios.min())} to {fmt(ratios.max())}, "
+            f"{fleets} fleets each) had fewer than {MAX_CENSORED:.0%} censored fleets and a median lifetime of at "
+            f"least {FIT_MIN_MEDIAN:g} cycles; the fit needs {MIN_FIT_POINTS}. Inconclusive at this size: sizes quick "
+            f"and full fit m/σ from {fmt(SIZES['quick']['ratio_range'][0])} up."
+        )
+        return why, f"only {int(fitted_mask.sum())} usable points (need {MIN_FIT_POINTS})"
+    scaled = medians / ratios**2
+    supported = rules.smallest_supported_margin(se)
+    detectable = rules.smallest_detectable_effect(se, SLOPE_MARGIN)
+    power = rules.equivalence_power(se, -SLOPE_MARGIN, SLOPE_MARGIN)
+    lo_r, hi_r = ratios[fitted_mask].min(), ratios[fitted_mask].max()
+    why = (
+        f"The median stagger lifetime grows as (m/σ)^{fmt(slope)}, interval {fmt_interval(low, high)}, fitted on "
+        f"{int(fitted_mask.sum())} points over m/σ = {fmt(lo_r)} to {fmt(hi_r)} ({span:.2f} decades; {fleets} "
+        f"fleets per point, N = {N_JOBS}, margin m = {margin:g}); the law claims 2, margin ±{SLOPE_MARGIN:g}. "
+        f"Median lifetime / (m/σ)² runs from {fmt(scaled[fitted_mask][0])} to {fmt(scaled[fitted_mask][-1])} "
+        f"cycles over the fitted points (constant under the law). Power: the slope's standard error is {fmt(se)}, "
+        f"so this run supports a margin as narrow as ±{fmt(supported)} and would have detected a slope off 2 by "
+        f"{fmt(detectable)} or more with {rules.POWER:.0%} power; power to conclude the law if it holds exactly: "
+        f"{power:.0%}."
+    )
+    if outcome == INCONCLUSIVE and abs(slope - CLAIMED_SLOPE) >= SLOPE_MARGIN:
+        why += (
+            " Inconclusive at this size, and the fitted slope itself lies outside the margin: a larger run "
+            "would more likely say not reproduced."
+        )
+    elif outcome == INCONCLUSIVE:
+        needed = rules.launches_to_decide(se, fleets, SLOPE_MARGIN - abs(slope - CLAIMED_SLOPE))
+        why += (
+            f" Inconclusive at this size: deciding needs about {needed:,} fleets per point if the fitted slope "
+            "is the truth "
+            f"(size full runs {SIZES['full']['n_fleets']:,} over a wider m/σ range)."
+        )
+    return why, f"lifetime ∝ (m/σ)^{fmt(slope)}, interval {fmt_interval(low, high)}; margin 2 ± {SLOPE_MARGIN:g}"
 
 
 EXPERIMENT = Experiment(

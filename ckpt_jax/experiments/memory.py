@@ -419,10 +419,75 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
     rng = np.random.default_rng(55)
     cycles, launches = config["cycles"], config["launches"]
     control_loads = tuple(load for load in LOADS if load < 1)
+    cells, controls, per_cell, per_control = _measure_cells(config, control_loads, rng, progress)
+    figures = [
+        save_figure(_figure(cells, controls, LOADS, config["n_jobs"], cycles, launches), out_dir / f"{NAME}.png"),
+        save_figure(_excess_figure(cells, LOADS, config["n_jobs"], launches), out_dir / f"{NAME}_excess.png"),
+    ]
+    controls_hold = all(c["r_end"] >= CONTROL_MIN_R for c in per_control)
+    outcome = rules.combine(c["outcome"] for c in per_cell)
+    if outcome == REPRODUCED and not controls_hold:
+        outcome = INCONCLUSIVE  # the statistic could not have shown memory
+    counts = {kind: sum(c["outcome"] == kind for c in per_cell) for kind in {c["outcome"] for c in per_cell}}
+    largest = max(per_cell, key=lambda c: abs(c["late_excess_mean"]))
+    headline = (
+        f"late memory beyond the firing order ≤ {fmt(abs(largest['late_excess_mean']))} "
+        f"({_where(largest)}, interval {fmt_interval(*largest['late_excess_ci'])}; margin ±{MEMORY_MARGIN:g}); "
+        f"{counts.get(REPRODUCED, 0)} of {len(per_cell)} cells"
+    )
+    numbers = dict(
+        n_jobs=list(config["n_jobs"]),
+        loads=list(LOADS),
+        control_loads=list(control_loads),
+        launches=launches,
+        cycles=cycles,
+        bootstrap=config["bootstrap"],
+        baseline_partners=BASELINE_PARTNERS,
+        throughput="shared (f = 1)",
+        cap=None,
+        cycle_work="T + d = 1, d = rho / N",
+        cells=per_cell,
+        controls=per_control,
+        seconds=time.perf_counter() - started,
+    )
+    verdicts = [
+        verdict(
+            5,
+            outcome,
+            _why(per_cell, per_control, config, counts, largest, controls_hold),
+            sub_claim="5 memory",
+            title="a trajectory keeps no memory of its launch beyond the firing order",
+            headline=headline,
+            rule=_rule(),
+            thresholds=dict(
+                MEMORY_MARGIN=MEMORY_MARGIN,
+                LATE_FRACTION=LATE_FRACTION,
+                CONTROL_MIN_R=CONTROL_MIN_R,
+                CONFIDENCE=rules.CONFIDENCE,
+            ),
+            figures=figures,
+            table=_table(per_cell),
+            cells=len(per_cell),
+            cell_outcomes=[c["outcome"] for c in per_cell],
+            largest_late_excess=largest["late_excess_mean"],
+            largest_late_excess_ci=largest["late_excess_ci"],
+            late_excess_mean=[c["late_excess_mean"] for c in per_cell],
+            late_excess_z=[c["late_excess_z"] for c in per_cell],
+            detectable_memory=[c["detectable_memory"] for c in per_cell],
+            decay_cycles=[c["decay_cycles"] for c in per_cell],
+            control_r_end=[c["r_end"] for c in per_control],
+        )
+    ]
+    return finish(out_dir, EXPERIMENT, size, numbers, verdicts, figures)
 
+
+def _measure_cells(config: dict, control_loads: tuple, rng, progress: bool):
+    """``(cells, controls, per_cell, per_control)``: per (N, ρ) the random launches' cell and
+    the staggered control's, and their JSON summaries in order. One batch per N: the
+    random-launch rows, then the staggered control rows."""
+    cycles, launches = config["cycles"], config["launches"]
     cells, controls, per_cell, per_control = {}, {}, [], []
     for n_jobs in config["n_jobs"]:
-        # One batch per N: the random-launch rows, then the staggered control rows.
         fleet = _fleets(n_jobs, LOADS + control_loads, launches)
         state = _launch_states(fleet, n_jobs, control_loads, launches, jax.random.key(5000 + n_jobs), rng)
         trace = simulate(fleet, state, cycles + 3, progress=progress)
@@ -442,42 +507,37 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
                 r_base_every_10th_cycle=cell["baseline"][::10],
             )
             (per_control if control else per_cell).append(summary)
+    return cells, controls, per_cell, per_control
 
-    figures = [
-        save_figure(_figure(cells, controls, LOADS, config["n_jobs"], cycles, launches), out_dir / f"{NAME}.png"),
-        save_figure(_excess_figure(cells, LOADS, config["n_jobs"], launches), out_dir / f"{NAME}_excess.png"),
-    ]
 
-    controls_hold = all(c["r_end"] >= CONTROL_MIN_R for c in per_control)
-    outcome = rules.combine(c["outcome"] for c in per_cell)
-    if outcome == REPRODUCED and not controls_hold:
-        outcome = INCONCLUSIVE  # the statistic could not have shown memory
-    counts = {kind: sum(c["outcome"] == kind for c in per_cell) for kind in {c["outcome"] for c in per_cell}}
+def _where(c) -> str:
+    return f"N = {c['n_jobs']}, ρ = {c['load']:g}"
 
-    def where(c):
-        return f"N = {c['n_jobs']}, ρ = {c['load']:g}"
 
-    def pair(c):
-        return f"({c['n_jobs']}, {c['load']:g})"
+def _pair(c) -> str:
+    return f"({c['n_jobs']}, {c['load']:g})"
 
-    largest = max(per_cell, key=lambda c: abs(c["late_excess_mean"]))
+
+def _why(per_cell: list, per_control: list, config: dict, counts: dict, largest: dict, controls_hold: bool) -> str:
+    """The verdict in prose: the cells' outcomes, the largest late memory, the power, the
+    controls, and what deciding an inconclusive cell would take."""
     beyond = [c for c in per_cell if c["late_excess_ci"][0] > 0 or c["late_excess_ci"][1] < 0]
     above_margin = [c for c in per_cell if c["outcome"] != REPRODUCED]
     weakest = max(per_cell, key=lambda c: c["detectable_memory"])
     late_cycles = per_cell[0]["late_cycles"]
     why = (
-        f"{len(per_cell)} cells (N = {fmt_list(config['n_jobs'])}; ρ = {fmt_list(LOADS)}), {launches} random "
-        f"launches × {cycles} cycles each; the launch memory beyond the firing order, R − R_base averaged over the "
-        f"last {late_cycles} cycles: "
+        f"{len(per_cell)} cells (N = {fmt_list(config['n_jobs'])}; ρ = {fmt_list(LOADS)}), {config['launches']} "
+        f"random launches × {config['cycles']} cycles each; the launch memory beyond the firing order, R − R_base "
+        f"averaged over the last {late_cycles} cycles: "
         + ", ".join(f"{n} {kind}" for kind, n in sorted(counts.items()))
-        + f". Largest: {fmt(largest['late_excess_mean'])} at {where(largest)} (interval "
+        + f". Largest: {fmt(largest['late_excess_mean'])} at {_where(largest)} (interval "
         f"{fmt_interval(*largest['late_excess_ci'])}, margin ±{MEMORY_MARGIN:g}; the launch itself starts "
         f"{fmt(largest['launch_memory'])} above the baseline). "
         + (
             f"Stated plainly: a small memory beyond the firing order persists to the end of the run at (N, ρ) = "
-            f"{fmt_list([pair(c) for c in beyond])} (interval wholly above 0)"
+            f"{fmt_list([_pair(c) for c in beyond])} (interval wholly above 0)"
             + (
-                f", and at {fmt_list([pair(c) for c in above_margin])} it is not shown to be within the margin. "
+                f", and at {fmt_list([_pair(c) for c in above_margin])} it is not shown to be within the margin. "
                 if above_margin
                 else ", inside the margin. "
             )
@@ -485,7 +545,7 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
             else "No cell's interval excludes 0. "
         )
         + f"Power: every cell would have detected a memory of {fmt(weakest['detectable_memory'])} or more with "
-        f"{rules.POWER:.0%} power (weakest: {where(weakest)}). Collision-free staggered controls end at R(K) = "
+        f"{rules.POWER:.0%} power (weakest: {_where(weakest)}). Collision-free staggered controls end at R(K) = "
         f"{fmt_list([c['r_end'] for c in per_control], 6)} (must stay ≥ {CONTROL_MIN_R:g}"
         + (
             "), so the statistic can show memory."
@@ -499,7 +559,7 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
     within = [c for c in undecided if abs(c["late_excess_mean"]) < MEMORY_MARGIN]
     if beyond_edge:
         why += (
-            f" Inconclusive at {fmt_list([pair(c) for c in beyond_edge])}: the estimate itself lies beyond the "
+            f" Inconclusive at {fmt_list([_pair(c) for c in beyond_edge])}: the estimate itself lies beyond the "
             "margin, so a larger run would more likely say not reproduced than reproduced."
         )
     if within:
@@ -508,18 +568,26 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
             for c in within
         )
         why += (
-            f" Inconclusive at {fmt_list([pair(c) for c in within])} with the estimate inside the margin but near "
+            f" Inconclusive at {fmt_list([_pair(c) for c in within])} with the estimate inside the margin but near "
             f"its edge: deciding it needs about {needed:,} launches per cell if the estimate is the truth (size "
             f"full runs {SIZES['full']['launches']:,})."
         )
-    decays = [c["decay_cycles"] for c in per_cell]
-    rule = (
+    return why
+
+
+def _rule() -> str:
+    """The decision rule in words."""
+    return (
         f"per cell, the {rules.CONFIDENCE:.0%} bootstrap interval (over launches) of the mean of R(k) − R_base(k) over "
         f"the last {LATE_FRACTION:.0%} of the cycles must lie inside ±{MEMORY_MARGIN:g} (reproduced); wholly outside: "
         f"not reproduced; straddling an edge: inconclusive. Cells combine by the rule above; a staggered control "
         f"with R(K) < {CONTROL_MIN_R:g} caps the verdict at inconclusive."
     )
-    table = dict(
+
+
+def _table(per_cell: list) -> dict:
+    """The report's table: per cell the launch memory, its decay, the late memory and the power."""
+    return dict(
         columns=[
             "N",
             "ρ",
@@ -548,55 +616,6 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
             for c in per_cell
         ],
     )
-    headline = (
-        f"late memory beyond the firing order ≤ {fmt(abs(largest['late_excess_mean']))} "
-        f"({where(largest)}, interval {fmt_interval(*largest['late_excess_ci'])}; margin ±{MEMORY_MARGIN:g}); "
-        f"{counts.get(REPRODUCED, 0)} of {len(per_cell)} cells"
-    )
-    numbers = dict(
-        n_jobs=list(config["n_jobs"]),
-        loads=list(LOADS),
-        control_loads=list(control_loads),
-        launches=launches,
-        cycles=cycles,
-        bootstrap=config["bootstrap"],
-        baseline_partners=BASELINE_PARTNERS,
-        throughput="shared (f = 1)",
-        cap=None,
-        cycle_work="T + d = 1, d = rho / N",
-        cells=per_cell,
-        controls=per_control,
-        seconds=time.perf_counter() - started,
-    )
-    verdicts = [
-        verdict(
-            5,
-            outcome,
-            why,
-            sub_claim="5 memory",
-            title="a trajectory keeps no memory of its launch beyond the firing order",
-            headline=headline,
-            rule=rule,
-            thresholds=dict(
-                MEMORY_MARGIN=MEMORY_MARGIN,
-                LATE_FRACTION=LATE_FRACTION,
-                CONTROL_MIN_R=CONTROL_MIN_R,
-                CONFIDENCE=rules.CONFIDENCE,
-            ),
-            figures=figures,
-            table=table,
-            cells=len(per_cell),
-            cell_outcomes=[c["outcome"] for c in per_cell],
-            largest_late_excess=largest["late_excess_mean"],
-            largest_late_excess_ci=largest["late_excess_ci"],
-            late_excess_mean=[c["late_excess_mean"] for c in per_cell],
-            late_excess_z=[c["late_excess_z"] for c in per_cell],
-            detectable_memory=[c["detectable_memory"] for c in per_cell],
-            decay_cycles=decays,
-            control_r_end=[c["r_end"] for c in per_control],
-        )
-    ]
-    return finish(out_dir, EXPERIMENT, size, numbers, verdicts, figures)
 
 
 EXPERIMENT = Experiment(

@@ -238,7 +238,65 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
     out_dir, size, config, started = begin(out_dir, size, SIZES)
     rng = np.random.default_rng(5)
     cycles = config["cycles"]
+    cells, per_cell = _measure_cells(config, rng, progress)
+    figures = [save_figure(_figure(cells, LOADS, config["n_jobs"], cycles), out_dir / f"{NAME}.png")]
+    outcome = rules.combine(c["outcome"] for c in per_cell)
+    merged = sum(c["merged_at_end"] for c in per_cell)
+    counts = {kind: sum(c["outcome"] == kind for c in per_cell) for kind in {c["outcome"] for c in per_cell}}
+    steepest = min(per_cell, key=lambda c: c["slope"])
+    shrinking = [c for c in per_cell if c["significant_shrink"]]
+    weakest = min(per_cell, key=lambda c: c["detectable_shrink"])
+    headline = (
+        f"median smallest gap ×{fmt(steepest['change_per_horizon'])} per {SHRINK_HORIZON} cycles at worst "
+        f"({_where(steepest)}; margin ×{fmt(1 / SHRINK_FACTOR)}); {counts.get(REPRODUCED, 0)} of {len(per_cell)} cells"
+    )
+    numbers = dict(
+        n_jobs=list(config["n_jobs"]),
+        loads=list(LOADS),
+        launches=config["launches"],
+        cycles=cycles,
+        bootstrap=config["bootstrap"],
+        throughput="shared (f = 1)",
+        cap=None,
+        cycle_work="T + d = 1, d = rho / N",
+        cells=per_cell,
+        seconds=time.perf_counter() - started,
+    )
+    verdicts = [
+        verdict(
+            5,
+            outcome,
+            _why(per_cell, config, counts, steepest, shrinking, weakest, merged),
+            sub_claim="5 smallest gap",
+            title="the smallest phase gap does not shrink",
+            headline=headline,
+            rule=_rule(),
+            thresholds=dict(
+                SHRINK_FACTOR=SHRINK_FACTOR,
+                SHRINK_HORIZON=SHRINK_HORIZON,
+                BURN_IN=BURN_IN,
+                CONFIDENCE=rules.CONFIDENCE,
+                MERGE_GAP=MERGE_GAP,
+            ),
+            figures=figures,
+            table=_table(per_cell),
+            cells=len(per_cell),
+            cell_outcomes=[c["outcome"] for c in per_cell],
+            steepest_slope=steepest["slope"],
+            steepest_slope_ci=steepest["slope_ci"],
+            steepest_change_per_horizon=steepest["change_per_horizon"],
+            significant_shrink_cells=[[c["n_jobs"], c["load"]] for c in shrinking],
+            weakest_detectable_shrink=weakest["detectable_shrink"],
+            merged_at_end=merged,
+        )
+    ]
+    return finish(out_dir, EXPERIMENT, size, numbers, verdicts, figures)
 
+
+def _measure_cells(config: dict, rng, progress: bool) -> tuple[dict, list]:
+    """``(cells, per_cell)``: per (N, ρ) the smallest gap's median and quantiles per cycle
+    and its trend (for the figure), and the cells' JSON summaries in order."""
+    cycles = config["cycles"]
     cells, per_cell = {}, []
     for n_jobs in config["n_jobs"]:
         fleet = _identical_fleets(n_jobs, LOADS, config["launches"])
@@ -276,46 +334,46 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
                     q90_every_10th_cycle=cells[(n_jobs, load)]["q90"][::10],
                 )
             )
+    return cells, per_cell
 
-    figures = [save_figure(_figure(cells, LOADS, config["n_jobs"], cycles), out_dir / f"{NAME}.png")]
 
-    outcome = rules.combine(c["outcome"] for c in per_cell)
-    merged = sum(c["merged_at_end"] for c in per_cell)
-    counts = {kind: sum(c["outcome"] == kind for c in per_cell) for kind in {c["outcome"] for c in per_cell}}
+def _where(c) -> str:
+    return f"N = {c['n_jobs']}, ρ = {c['load']:g}"
 
-    def where(c):
-        return f"N = {c['n_jobs']}, ρ = {c['load']:g}"
 
-    def pair(c):
-        return f"({c['n_jobs']}, {c['load']:g})"
+def _pair(c) -> str:
+    return f"({c['n_jobs']}, {c['load']:g})"
 
-    steepest = min(per_cell, key=lambda c: c["slope"])
-    shrinking = [c for c in per_cell if c["significant_shrink"]]
-    weakest = min(per_cell, key=lambda c: c["detectable_shrink"])
-    launches, fit_from = config["launches"], per_cell[0]["fit_from_cycle"]
+
+def _why(
+    per_cell: list, config: dict, counts: dict, steepest: dict, shrinking: list, weakest: dict, merged: int
+) -> str:
+    """The verdict in prose: the cells' outcomes, the steepest trend, the power, the merged
+    launches, and what deciding an inconclusive cell would take."""
+    cycles, launches, fit_from = config["cycles"], config["launches"], per_cell[0]["fit_from_cycle"]
     why = (
         f"{len(per_cell)} cells (N = {fmt_list(config['n_jobs'])}; ρ = {fmt_list(LOADS)}), {launches} random "
         f"launches × {cycles} cycles each, trend fitted from cycle {fit_from} on: "
         + ", ".join(f"{n} {kind}" for kind, n in sorted(counts.items()))
-        + f". The steepest trend, at {where(steepest)}, changes the median smallest gap by "
+        + f". The steepest trend, at {_where(steepest)}, changes the median smallest gap by "
         f"×{fmt(steepest['change_per_horizon'])} per {SHRINK_HORIZON} cycles "
         f"(interval ×{fmt(steepest['change_per_horizon_ci'][0])} to ×{fmt(steepest['change_per_horizon_ci'][1])}; "
         f"clustering would be ×{fmt(1 / SHRINK_FACTOR)} or less). "
         + (
-            f"Stated plainly: at (N, ρ) = {fmt_list([pair(c) for c in shrinking])} the interval lies wholly below "
+            f"Stated plainly: at (N, ρ) = {fmt_list([_pair(c) for c in shrinking])} the interval lies wholly below "
             "×1, a statistically significant but slow shrink, smaller than the margin. "
             if shrinking
             else "No cell's interval lies wholly below ×1. "
         )
         + f"Power: every cell would have detected a shrink of ×{fmt(weakest['detectable_shrink'])} per "
-        f"{SHRINK_HORIZON} cycles or stronger with {rules.POWER:.0%} power (weakest cell: {where(weakest)}); "
+        f"{SHRINK_HORIZON} cycles or stronger with {rules.POWER:.0%} power (weakest cell: {_where(weakest)}); "
         f"{merged} launches ended with two jobs closer than {MERGE_GAP:g}."
     )
     undecided = [c for c in per_cell if c["outcome"] == INCONCLUSIVE]
     beyond_edge = [c for c in undecided if c["slope"] <= SLOPE_MARGIN]
     if beyond_edge:
         why += (
-            f" At (N, ρ) = {fmt_list([pair(c) for c in beyond_edge])} the estimate itself shrinks faster than the "
+            f" At (N, ρ) = {fmt_list([_pair(c) for c in beyond_edge])} the estimate itself shrinks faster than the "
             "margin, so a larger run would more likely say not reproduced."
         )
     undecided = [c for c in undecided if c["slope"] > SLOPE_MARGIN]
@@ -329,13 +387,22 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
             "if the estimates are the truth "
             f"(size full runs {full['launches']:,} launches × {full['cycles']:,} cycles, a longer fit as well)."
         )
-    rule = (
+    return why
+
+
+def _rule() -> str:
+    """The decision rule in words."""
+    return (
         f"per cell, the {rules.CONFIDENCE:.0%} bootstrap interval (over launches) of the change of the median "
         f"smallest gap per {SHRINK_HORIZON} cycles must lie above ×1/{fmt(SHRINK_FACTOR)} (reproduced); wholly "
         f"below it: not reproduced; straddling: inconclusive. The first {BURN_IN:.0%} of the cycles are left out "
         "of the fit. Cells combine by the rule above."
     )
-    table = dict(
+
+
+def _table(per_cell: list) -> dict:
+    """The report's table: per cell the change of the median smallest gap and the power."""
+    return dict(
         columns=[
             "N",
             "ρ",
@@ -360,51 +427,6 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
             for c in per_cell
         ],
     )
-    headline = (
-        f"median smallest gap ×{fmt(steepest['change_per_horizon'])} per {SHRINK_HORIZON} cycles at worst "
-        f"({where(steepest)}; margin ×{fmt(1 / SHRINK_FACTOR)}); {counts.get(REPRODUCED, 0)} of {len(per_cell)} cells"
-    )
-    numbers = dict(
-        n_jobs=list(config["n_jobs"]),
-        loads=list(LOADS),
-        launches=config["launches"],
-        cycles=cycles,
-        bootstrap=config["bootstrap"],
-        throughput="shared (f = 1)",
-        cap=None,
-        cycle_work="T + d = 1, d = rho / N",
-        cells=per_cell,
-        seconds=time.perf_counter() - started,
-    )
-    verdicts = [
-        verdict(
-            5,
-            outcome,
-            why,
-            sub_claim="5 smallest gap",
-            title="the smallest phase gap does not shrink",
-            headline=headline,
-            rule=rule,
-            thresholds=dict(
-                SHRINK_FACTOR=SHRINK_FACTOR,
-                SHRINK_HORIZON=SHRINK_HORIZON,
-                BURN_IN=BURN_IN,
-                CONFIDENCE=rules.CONFIDENCE,
-                MERGE_GAP=MERGE_GAP,
-            ),
-            figures=figures,
-            table=table,
-            cells=len(per_cell),
-            cell_outcomes=[c["outcome"] for c in per_cell],
-            steepest_slope=steepest["slope"],
-            steepest_slope_ci=steepest["slope_ci"],
-            steepest_change_per_horizon=steepest["change_per_horizon"],
-            significant_shrink_cells=[[c["n_jobs"], c["load"]] for c in shrinking],
-            weakest_detectable_shrink=weakest["detectable_shrink"],
-            merged_at_end=merged,
-        )
-    ]
-    return finish(out_dir, EXPERIMENT, size, numbers, verdicts, figures)
 
 
 EXPERIMENT = Experiment(

@@ -170,7 +170,6 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
     """
     out_dir, size, config, started = begin(out_dir, size, SIZES)
     n_delta, write_ratios = config["n_delta"], config["write_ratios"]
-
     rows = _rows(n_delta, write_ratios)
     fleets = Fleet(
         compute=rows["compute"], write=rows["write"], cap=rows["cap"], throughput=rows["table"], dtype=np.float64
@@ -178,78 +177,15 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
     next_delta, info = _pair_map(fleets, rows["delta"][:, None])
     next_delta = np.asarray(next_delta)[:, 0]
     status = np.asarray(info.status)
-    cycle = rows["compute"][:, 0] + rows["write"][:, 0]
     shift = next_delta - rows["delta"]
-
-    # Claim 1: identical pairs, arranged (condition, d/T, δ).
-    ident = rows["group"] == 0
-    shape = (len(CONDITIONS), len(write_ratios), n_delta)
-    ok = (status[ident] == 0).reshape(shape)
-    rel_error = np.where(ok, np.abs(shift[ident]).reshape(shape) / cycle[ident].reshape(shape), np.nan)
-    identical = dict(rel_error=rel_error, flagged=(~ok).sum(axis=(1, 2)))
-    worst_neutrality = float(np.nanmax(rel_error)) if ok.any() else float("nan")
-    per_condition = {
-        CONDITIONS[c][0]: dict(
-            max_rel_abs_shift=float(np.nanmax(rel_error[c])) if ok[c].any() else float("nan"),
-            flagged=int((~ok[c]).sum()),
-            points=int(ok[c].size),
-        )
-        for c in range(len(CONDITIONS))
-    }
-
-    # Claim 8a: heterogeneous pairs, arranged (cap index incl. uncapped reference, d/T, δ).
-    het = rows["group"] == 1
-    hshape = (1 + len(HETEROGENEOUS_CAPS), len(HETEROGENEOUS_WRITE_RATIOS), n_delta)
-    h_shift = shift[het].reshape(hshape)
-    h_ok = (status[het] == 0).reshape(hshape)
-    h_cycle0 = (COMPUTE + np.asarray(HETEROGENEOUS_WRITE_RATIOS) * COMPUTE)[:, None]
-    drift_ok = h_ok[0]
-    drift_ptp = float(np.ptp(h_shift[0][drift_ok])) if drift_ok.any() else float("nan")
-    drift = {str(r): float(np.median(h_shift[0, k][drift_ok[k]])) for k, r in enumerate(HETEROGENEOUS_WRITE_RATIOS)}
-    peak_to_peak, flagged_het = {}, {}
-    for c, cap in enumerate(HETEROGENEOUS_CAPS, start=1):
-        both = h_ok[c] & drift_ok
-        coupling = (h_shift[c] - h_shift[0]) / h_cycle0
-        ptps = []
-        for k in range(len(HETEROGENEOUS_WRITE_RATIOS)):
-            keep = both[k]
-            ptps.append(float(np.ptp(coupling[k][keep])) if keep.any() else 0.0)
-        peak_to_peak[cap] = max(ptps)
-        flagged_het[cap] = int((~both).sum())
+    identical, ok, per_condition = _identical_pairs(rows, status, shift, n_delta, write_ratios)
+    drift, drift_ptp, peak_to_peak, flagged_het = _heterogeneous_pairs(rows, status, shift, n_delta)
     figures = [save_figure(_heatmap_figure(identical, n_delta, write_ratios), out_dir / f"{NAME}_identical.png")]
-
+    worst_neutrality = float(np.nanmax(identical["rel_error"])) if ok.any() else float("nan")
     n_identical = int(ok.size)
     n_flagged = int((~ok).sum())
-    claim1_ok = n_flagged < n_identical and worst_neutrality <= NEUTRALITY_TOL
-    rows = [
-        [
-            label,
-            fmt(per_condition[label]["max_rel_abs_shift"]),
-            str(per_condition[label]["points"]),
-            str(per_condition[label]["flagged"]),
-        ]
-        for label, _, _ in CONDITIONS
-    ]
-    claim1 = verdict(
-        1,
-        REPRODUCED if claim1_ok else NOT_REPRODUCED,
-        f"The largest |P(δ) − δ| / (T + d) is {worst_neutrality:.1e} over {n_identical - n_flagged} identical-pair "
-        f"points ({len(CONDITIONS)} conditions: storage contention, power caps C = 0.5, 1 and 1.5, both, and nonlinear "
-        f"f; d/T from {write_ratios[0]:.2f} to {write_ratios[-1]:.2f}; {n_delta} launch lags δ per cycle), rounding "
-        f"level and below the threshold {NEUTRALITY_TOL:.0e}; {n_flagged} points were flagged by the map and left out.",
-        title="two identical jobs are neutral, P(δ) = δ",
-        headline=f"max |P(δ) − δ|/(T + d) = {worst_neutrality:.1e} over {n_identical - n_flagged:,} pairs",
-        rule=f"reproduced if max |P(δ) − δ| / (T + d) ≤ {NEUTRALITY_TOL:.0e} over every unflagged point (and some "
-        "points are unflagged); not reproduced otherwise.",
-        thresholds=dict(NEUTRALITY_TOL=NEUTRALITY_TOL),
-        figures=figures,
-        table=dict(columns=["condition", "max |P(δ) − δ| / (T + d)", "points", "flagged"], rows=rows),
-        max_rel_abs_shift=worst_neutrality,
-        points=n_identical,
-        flagged=n_flagged,
-    )
+    claim1 = _verdict_neutral(per_condition, worst_neutrality, n_identical, n_flagged, config, figures)
     coupled = [cap for cap in HETEROGENEOUS_CAPS if peak_to_peak[cap] > COUPLING_MIN_PTP]
-
     numbers: dict[str, Any] = dict(
         compute=COMPUTE,
         n_delta=n_delta,
@@ -280,6 +216,87 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
         "change), not coupling; claim 8a is decided by the 'boundary' experiment against each job alone",
     )
     return finish(out_dir, EXPERIMENT, size, numbers, [claim1], figures)
+
+
+def _identical_pairs(rows: dict, status, shift, n_delta: int, write_ratios) -> tuple[dict, np.ndarray, dict]:
+    """Claim 1: the identical pairs, arranged (condition, d/T, δ). Returns ``(identical, ok,
+    per_condition)``: the relative shifts |P(δ) − δ| / (T + d) (NaN where the map flagged the
+    point) and the flagged count per condition, the unflagged points, and per condition its
+    largest shift and counts."""
+    cycle = rows["compute"][:, 0] + rows["write"][:, 0]
+    ident = rows["group"] == 0
+    shape = (len(CONDITIONS), len(write_ratios), n_delta)
+    ok = (status[ident] == 0).reshape(shape)
+    rel_error = np.where(ok, np.abs(shift[ident]).reshape(shape) / cycle[ident].reshape(shape), np.nan)
+    identical = dict(rel_error=rel_error, flagged=(~ok).sum(axis=(1, 2)))
+    per_condition = {
+        CONDITIONS[c][0]: dict(
+            max_rel_abs_shift=float(np.nanmax(rel_error[c])) if ok[c].any() else float("nan"),
+            flagged=int((~ok[c]).sum()),
+            points=int(ok[c].size),
+        )
+        for c in range(len(CONDITIONS))
+    }
+    return identical, ok, per_condition
+
+
+def _heterogeneous_pairs(rows: dict, status, shift, n_delta: int):
+    """The heterogeneous pairs, arranged (cap index incl. uncapped reference, d/T, δ).
+    Returns ``(drift, drift_ptp, peak_to_peak, flagged)``: the uncapped pair's median drift
+    per d/T and its spread, and per cap the largest peak-to-peak of P_C − P_inf and the
+    points left out."""
+    het = rows["group"] == 1
+    hshape = (1 + len(HETEROGENEOUS_CAPS), len(HETEROGENEOUS_WRITE_RATIOS), n_delta)
+    h_shift = shift[het].reshape(hshape)
+    h_ok = (status[het] == 0).reshape(hshape)
+    h_cycle0 = (COMPUTE + np.asarray(HETEROGENEOUS_WRITE_RATIOS) * COMPUTE)[:, None]
+    drift_ok = h_ok[0]
+    drift_ptp = float(np.ptp(h_shift[0][drift_ok])) if drift_ok.any() else float("nan")
+    drift = {str(r): float(np.median(h_shift[0, k][drift_ok[k]])) for k, r in enumerate(HETEROGENEOUS_WRITE_RATIOS)}
+    peak_to_peak, flagged_het = {}, {}
+    for c, cap in enumerate(HETEROGENEOUS_CAPS, start=1):
+        both = h_ok[c] & drift_ok
+        coupling = (h_shift[c] - h_shift[0]) / h_cycle0
+        ptps = []
+        for k in range(len(HETEROGENEOUS_WRITE_RATIOS)):
+            keep = both[k]
+            ptps.append(float(np.ptp(coupling[k][keep])) if keep.any() else 0.0)
+        peak_to_peak[cap] = max(ptps)
+        flagged_het[cap] = int((~both).sum())
+    return drift, drift_ptp, peak_to_peak, flagged_het
+
+
+def _verdict_neutral(per_condition: dict, worst_neutrality: float, n_identical: int, n_flagged: int, config, figures):
+    """Claim 1: two identical jobs are neutral, P(δ) = δ."""
+    n_delta, write_ratios = config["n_delta"], config["write_ratios"]
+    claim1_ok = n_flagged < n_identical and worst_neutrality <= NEUTRALITY_TOL
+    rows = [
+        [
+            label,
+            fmt(per_condition[label]["max_rel_abs_shift"]),
+            str(per_condition[label]["points"]),
+            str(per_condition[label]["flagged"]),
+        ]
+        for label, _, _ in CONDITIONS
+    ]
+    return verdict(
+        1,
+        REPRODUCED if claim1_ok else NOT_REPRODUCED,
+        f"The largest |P(δ) − δ| / (T + d) is {worst_neutrality:.1e} over {n_identical - n_flagged} identical-pair "
+        f"points ({len(CONDITIONS)} conditions: storage contention, power caps C = 0.5, 1 and 1.5, both, and nonlinear "
+        f"f; d/T from {write_ratios[0]:.2f} to {write_ratios[-1]:.2f}; {n_delta} launch lags δ per cycle), rounding "
+        f"level and below the threshold {NEUTRALITY_TOL:.0e}; {n_flagged} points were flagged by the map and left out.",
+        title="two identical jobs are neutral, P(δ) = δ",
+        headline=f"max |P(δ) − δ|/(T + d) = {worst_neutrality:.1e} over {n_identical - n_flagged:,} pairs",
+        rule=f"reproduced if max |P(δ) − δ| / (T + d) ≤ {NEUTRALITY_TOL:.0e} over every unflagged point (and some "
+        "points are unflagged); not reproduced otherwise.",
+        thresholds=dict(NEUTRALITY_TOL=NEUTRALITY_TOL),
+        figures=figures,
+        table=dict(columns=["condition", "max |P(δ) − δ| / (T + d)", "points", "flagged"], rows=rows),
+        max_rel_abs_shift=worst_neutrality,
+        points=n_identical,
+        flagged=n_flagged,
+    )
 
 
 EXPERIMENT = Experiment(

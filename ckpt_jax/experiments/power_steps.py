@@ -49,6 +49,7 @@ from __future__ import annotations
 import math
 import time
 from statistics import NormalDist
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -545,48 +546,16 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
     del progress
     out_dir, size, config, started = begin(out_dir, size, SIZES)
     n_jobs, fleets = tuple(config["n_jobs"]), config["fleets"]
-    groups = [n_jobs] if config["padded"] else [(n,) for n in n_jobs]
-    records = []
-    for group in groups:
-        records += _simulate(group, LOADS, fleets, config, two_level=False, seed=12_000 + max(group))
-        records += _simulate(group, LOADS, fleets, config, two_level=True, seed=12_500 + max(group))
+    records, cells = _measure(n_jobs, config)
     failed = sum(not r["ok"] for r in records)
-    cells = {}
-    for n in n_jobs:
-        for load in LOADS:
-            for case in ("random", "staggered", "two-level"):
-                chosen = [r for r in records if r["ok"] and (r["case"], r["n_jobs"], r["load"]) == (case, n, load)]
-                cells[(case, n, load)] = _cell(chosen, n)
-    rng = np.random.default_rng(12)
-    for n in n_jobs:
-        for load in LOADS:
-            measured = cells[("random", n, load)]
-            cycle, writing = measured["cycle"], measured["idle_fraction"] * measured["cycle"]
-            drops = independent_drops(n, cycle, writing, 1.0 / n, config["replicates"], rng)
-            cells[("independent", n, load)] = dict(
-                fleets=config["replicates"],
-                mean=float(drops.mean()),
-                se=float(drops.std(ddof=1) / math.sqrt(drops.size)),
-                distribution=_distribution(drops, n),
-                cycle=cycle,
-                idle_fraction=measured["idle_fraction"],
-            )
-
     keys = [(n, load) for n in n_jobs for load in LOADS]
-    sync = {k: _ratio(cells[("random",) + k], cells[("independent",) + k]) for k in keys}
-    stagger = {k: _ratio(cells[("random",) + k], cells[("staggered",) + k]) for k in keys}
-    two_level = {k: _ratio(cells[("random",) + k], cells[("two-level",) + k]) for k in keys}
-    idle_ratio = {k: cells[("random",) + k]["idle_fraction"] / cells[("two-level",) + k]["idle_fraction"] for k in keys}
-    fits = {
-        (case, load): power_law(n_jobs, [cells[(case, n, load)]["mean"] for n in n_jobs])
-        for case in CASES
-        for load in LOADS
-    }
-    for fit in fits.values():
-        t = student_t_quantile(1 - (1 - rules.CONFIDENCE) / 2, fit["dof"])
-        fit["interval"] = [fit["exponent"] - t * fit["se"], fit["exponent"] + t * fit["se"]]
-    large = [k for k in keys if k[0] >= MIN_N]
-
+    ratios = _Ratios(
+        sync={k: _ratio(cells[("random",) + k], cells[("independent",) + k]) for k in keys},
+        stagger={k: _ratio(cells[("random",) + k], cells[("staggered",) + k]) for k in keys},
+        two_level={k: _ratio(cells[("random",) + k], cells[("two-level",) + k]) for k in keys},
+        idle={k: cells[("random",) + k]["idle_fraction"] / cells[("two-level",) + k]["idle_fraction"] for k in keys},
+    )
+    fits = _fits(cells, n_jobs)
     n_top = max(n_jobs)
     n_fig = max([n for n in n_jobs if n <= 32] or [n_top])
     figures = [
@@ -594,183 +563,7 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
         save_figure(_trace_figure(records, n_fig, LOADS[0]), out_dir / f"{NAME}_trace.png"),
         save_figure(_distribution_figure(cells, n_top, LOADS), out_dir / f"{NAME}_distribution.png"),
     ]
-    scaling_png, trace_png, distribution_png = figures
-
-    def where(k):
-        return f"N = {k[0]}, ρ = {k[1]:g}"
-
-    def ratio_text(ratios, k):
-        value, low, high = ratios[k]
-        return f"×{fmt(value, 3)} [{fmt(low, 3)}, {fmt(high, 3)}]"
-
-    instant_max = max(
-        cells[(c, n, load)]["largest_drop"] for c in ("random", "staggered", "two-level") for n, load in keys
-    )
-    rise_max = max(
-        cells[(c, n, load)]["largest_rise"] for c in ("random", "staggered", "two-level") for n, load in keys
-    )
-    setup = (
-        f"N = {fmt_list(n_jobs)}; ρ = {fmt_list(LOADS)}; {fleets} random launches per cell × {config['cycles']} cycles "
-        f"(the first {config['warmup']} skipped), idle draw {IDLE_POWER:g}, f ≡ 1, uncapped. "
-        + (
-            f"{failed} fleets left out (run incomplete, or a window beyond the ring of {RING} intervals). "
-            if failed
-            else ""
-        )
-    )
-    instant_text = (
-        f"At one instant the draw never moves by more than one job step: over every run the largest drop is "
-        f"{fmt(instant_max, 4)} job step and the largest rise {fmt(rise_max, 4)}. "
-    )
-
-    # 12a: no synchrony beyond independent phases.
-    sync_outcomes = [rules.interval_verdict(sync[k][1], sync[k][2], margin_high=MAX_SYNC_RATIO) for k in keys]
-    sync_outcome = rules.combine(sync_outcomes)
-    worst = max(keys, key=lambda k: sync[k][0])
-    sync_why = (
-        setup + instant_text + f"Within τ = cycle/N, random launches against independent phases: ratios from "
-        f"×{fmt(min(v[0] for v in sync.values()), 3)} to ×{fmt(sync[worst][0], 3)} (the largest at {where(worst)}, "
-        f"{ratio_text(sync, worst)}); "
-        + ", ".join(f"{n} {kind}" for kind, n in sorted(_counts(sync_outcomes).items()))
-        + f" of {len(keys)} cells."
-    )
-    # 12b: a stagger cuts it.
-    stagger_outcome, stagger_outcomes = _cut_verdict(stagger, large)
-    stagger_why = setup + (
-        "Random over staggered, "
-        + "; ".join(f"{where(k)}: {ratio_text(stagger, k)}" for k in large)
-        + f" (at N < {MIN_N}: "
-        + "; ".join(f"{where(k)}: ×{fmt(stagger[k][0], 3)}" for k in keys if k not in large)
-        + ")."
-        if large
-        else f"No cell with N ≥ {MIN_N} at this size."
-    )
-    # 12c: sub-√N scaling.
-    exponent_outcomes = [
-        rules.interval_verdict(*fits[("random", load)]["interval"], margin_high=MAX_EXPONENT) for load in LOADS
-    ]
-    exponent_outcome = rules.combine(exponent_outcomes)
-    exponent_why = (
-        setup
-        + "; ".join(
-            f"ρ = {load:g}: "
-            + ", ".join(f"{case} {_exponent_text(fits[(case, load)])}" for case in CASES)
-            + f" (random: interval {_interval_text(fits[('random', load)]['interval'])})"
-            for load in LOADS
-        )
-        + "."
-    )
-    # 12d: two-level checkpoints cut it.
-    two_level_outcome, two_level_outcomes = _cut_verdict(two_level, large)
-    two_level_why = setup + (
-        f"Blocking over two-level (s = d/{1 / SNAPSHOT_FRACTION:g}), against the ratio of idle-time fractions: "
-        + "; ".join(f"{where(k)}: {ratio_text(two_level, k)} (idle ×{fmt(idle_ratio[k], 3)})" for k in large)
-        + "."
-        if large
-        else f"No cell with N ≥ {MIN_N} at this size."
-    )
-
-    def row(k):
-        return [
-            str(k[0]),
-            fmt(k[1]),
-            *(f"{fmt(cells[(c,) + k]['mean'], 3)} ± {fmt(cells[(c,) + k]['se'], 2)}" for c in CASES),
-            f"×{fmt(sync[k][0], 3)}",
-            f"×{fmt(stagger[k][0], 3)}",
-            f"×{fmt(two_level[k][0], 3)}",
-            f"×{fmt(idle_ratio[k], 3)}",
-        ]
-
-    table = dict(
-        columns=[
-            "N",
-            "ρ",
-            "random",
-            "independent",
-            "staggered",
-            "two-level",
-            "random / independent",
-            "random / staggered",
-            "blocking / two-level",
-            "idle-time ratio",
-        ],
-        rows=[row(k) for k in keys],
-    )
-    thresholds = dict(
-        MAX_SYNC_RATIO=MAX_SYNC_RATIO,
-        MIN_CUT=MIN_CUT,
-        MIN_N=MIN_N,
-        MAX_EXPONENT=MAX_EXPONENT,
-        IDLE_POWER=IDLE_POWER,
-        SNAPSHOT_FRACTION=SNAPSHOT_FRACTION,
-        CONFIDENCE=rules.CONFIDENCE,
-    )
-    top_keys = [(n_top, load) for load in LOADS]
-    verdicts = [
-        verdict(
-            12,
-            sync_outcome,
-            sync_why,
-            sub_claim="12a",
-            title="random launches' largest step per cycle is no larger than independent phases'",
-            headline=", ".join(f"{where(k)}: {ratio_text(sync, k)}" for k in top_keys)
-            + f" (margin ×{MAX_SYNC_RATIO:g})",
-            rule=f"per (N, ρ) the {rules.CONFIDENCE:.0%} interval of random / independent must lie wholly below "
-            f"×{MAX_SYNC_RATIO:g} (reproduced); wholly above: not reproduced; else inconclusive; cells combine.",
-            thresholds=thresholds,
-            figures=[distribution_png],
-            table=table,
-            ratios={f"N={k[0]},rho={k[1]}": sync[k] for k in keys},
-            outcomes=sync_outcomes,
-            largest_instant_drop=instant_max,
-        ),
-        verdict(
-            12,
-            stagger_outcome,
-            stagger_why,
-            sub_claim="12b",
-            title="a staggered launch cuts the largest step",
-            headline=", ".join(f"{where(k)}: {ratio_text(stagger, k)}" for k in top_keys),
-            rule=f"at every N ≥ {MIN_N} and ρ the {rules.CONFIDENCE:.0%} interval of random / staggered must lie "
-            f"wholly above ×{MIN_CUT:g} (reproduced); wholly below: not reproduced; else inconclusive.",
-            thresholds=thresholds,
-            figures=[trace_png],
-            ratios={f"N={k[0]},rho={k[1]}": stagger[k] for k in keys},
-            outcomes=stagger_outcomes,
-        ),
-        verdict(
-            12,
-            exponent_outcome,
-            exponent_why,
-            sub_claim="12c",
-            title="the largest step grows slower than √N",
-            headline=", ".join(f"ρ = {load:g}: {_exponent_text(fits[('random', load)])}" for load in LOADS)
-            + f" (random launches; margin {MAX_EXPONENT:g})",
-            rule=f"per ρ the {rules.CONFIDENCE:.0%} interval (Student t on the fit's residuals) of the random "
-            f"launches' exponent must lie wholly below {MAX_EXPONENT:g} (reproduced); wholly above: not "
-            "reproduced; else inconclusive; loads combine.",
-            thresholds=thresholds,
-            figures=[scaling_png],
-            exponents={f"{case},rho={load}": fits[(case, load)] for case in CASES for load in LOADS},
-            outcomes=exponent_outcomes,
-        ),
-        verdict(
-            12,
-            two_level_outcome,
-            two_level_why,
-            sub_claim="12d",
-            title="two-level checkpoints with short snapshots cut the largest step",
-            headline=", ".join(
-                f"{where(k)}: {ratio_text(two_level, k)} (idle ×{fmt(idle_ratio[k], 3)})" for k in top_keys
-            ),
-            rule=f"at every N ≥ {MIN_N} and ρ the {rules.CONFIDENCE:.0%} interval of blocking / two-level must lie "
-            f"wholly above ×{MIN_CUT:g} (reproduced); wholly below: not reproduced; else inconclusive.",
-            thresholds=thresholds,
-            ratios={f"N={k[0]},rho={k[1]}": two_level[k] for k in keys},
-            idle_ratios={f"N={k[0]},rho={k[1]}": idle_ratio[k] for k in keys},
-            outcomes=two_level_outcomes,
-        ),
-    ]
+    verdicts = _verdicts(cells, ratios, fits, keys, config, failed, figures)
     numbers = dict(
         n_jobs=list(n_jobs),
         loads=list(LOADS),
@@ -797,6 +590,283 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
         seconds=time.perf_counter() - started,
     )
     return finish(out_dir, EXPERIMENT, size, numbers, verdicts, figures)
+
+
+class _Ratios(NamedTuple):
+    """Per (N, ρ): random over independent (``sync``), over staggered (``stagger``) and
+    blocking over two-level (``two_level``), each ``(ratio, low, high)``, and the ratio of
+    the idle-time fractions (``idle``)."""
+
+    sync: dict
+    stagger: dict
+    two_level: dict
+    idle: dict
+
+
+def _measure(n_jobs: tuple, config: dict) -> tuple[list, dict]:
+    """``(records, cells)``: every run's record, and per (case, N, ρ) its cell, the
+    independent phases' Monte-Carlo baseline included."""
+    fleets = config["fleets"]
+    groups = [n_jobs] if config["padded"] else [(n,) for n in n_jobs]
+    records = []
+    for group in groups:
+        records += _simulate(group, LOADS, fleets, config, two_level=False, seed=12_000 + max(group))
+        records += _simulate(group, LOADS, fleets, config, two_level=True, seed=12_500 + max(group))
+    cells = {}
+    for n in n_jobs:
+        for load in LOADS:
+            for case in ("random", "staggered", "two-level"):
+                chosen = [r for r in records if r["ok"] and (r["case"], r["n_jobs"], r["load"]) == (case, n, load)]
+                cells[(case, n, load)] = _cell(chosen, n)
+    rng = np.random.default_rng(12)
+    for n in n_jobs:
+        for load in LOADS:
+            measured = cells[("random", n, load)]
+            cycle, writing = measured["cycle"], measured["idle_fraction"] * measured["cycle"]
+            drops = independent_drops(n, cycle, writing, 1.0 / n, config["replicates"], rng)
+            cells[("independent", n, load)] = dict(
+                fleets=config["replicates"],
+                mean=float(drops.mean()),
+                se=float(drops.std(ddof=1) / math.sqrt(drops.size)),
+                distribution=_distribution(drops, n),
+                cycle=cycle,
+                idle_fraction=measured["idle_fraction"],
+            )
+    return records, cells
+
+
+def _fits(cells: dict, n_jobs: tuple) -> dict:
+    """Per (case, ρ) the power law of the mean largest step in N, with its Student-t interval."""
+    fits = {
+        (case, load): power_law(n_jobs, [cells[(case, n, load)]["mean"] for n in n_jobs])
+        for case in CASES
+        for load in LOADS
+    }
+    for fit in fits.values():
+        t = student_t_quantile(1 - (1 - rules.CONFIDENCE) / 2, fit["dof"])
+        fit["interval"] = [fit["exponent"] - t * fit["se"], fit["exponent"] + t * fit["se"]]
+    return fits
+
+
+def _where(k) -> str:
+    return f"N = {k[0]}, ρ = {k[1]:g}"
+
+
+def _ratio_text(ratios: dict, k) -> str:
+    value, low, high = ratios[k]
+    return f"×{fmt(value, 3)} [{fmt(low, 3)}, {fmt(high, 3)}]"
+
+
+def _setup_text(cells: dict, keys: list, config: dict, failed: int) -> tuple[str, str, float]:
+    """``(setup, instant, largest drop)``: the runs in prose, and the largest change of the
+    draw at one instant over every run (never more than one job step)."""
+    n_jobs = tuple(config["n_jobs"])
+    instant_max = max(
+        cells[(c, n, load)]["largest_drop"] for c in ("random", "staggered", "two-level") for n, load in keys
+    )
+    rise_max = max(
+        cells[(c, n, load)]["largest_rise"] for c in ("random", "staggered", "two-level") for n, load in keys
+    )
+    setup = (
+        f"N = {fmt_list(n_jobs)}; ρ = {fmt_list(LOADS)}; {config['fleets']} random launches per cell × "
+        f"{config['cycles']} cycles "
+        f"(the first {config['warmup']} skipped), idle draw {IDLE_POWER:g}, f ≡ 1, uncapped. "
+        + (
+            f"{failed} fleets left out (run incomplete, or a window beyond the ring of {RING} intervals). "
+            if failed
+            else ""
+        )
+    )
+    instant_text = (
+        f"At one instant the draw never moves by more than one job step: over every run the largest drop is "
+        f"{fmt(instant_max, 4)} job step and the largest rise {fmt(rise_max, 4)}. "
+    )
+    return setup, instant_text, instant_max
+
+
+def _table(cells: dict, ratios: _Ratios, keys: list) -> dict:
+    """The report's table: per (N, ρ) the four cases' largest step and the ratios."""
+
+    def row(k):
+        return [
+            str(k[0]),
+            fmt(k[1]),
+            *(f"{fmt(cells[(c,) + k]['mean'], 3)} ± {fmt(cells[(c,) + k]['se'], 2)}" for c in CASES),
+            f"×{fmt(ratios.sync[k][0], 3)}",
+            f"×{fmt(ratios.stagger[k][0], 3)}",
+            f"×{fmt(ratios.two_level[k][0], 3)}",
+            f"×{fmt(ratios.idle[k], 3)}",
+        ]
+
+    return dict(
+        columns=[
+            "N",
+            "ρ",
+            "random",
+            "independent",
+            "staggered",
+            "two-level",
+            "random / independent",
+            "random / staggered",
+            "blocking / two-level",
+            "idle-time ratio",
+        ],
+        rows=[row(k) for k in keys],
+    )
+
+
+def _verdicts(cells: dict, ratios: _Ratios, fits: dict, keys: list, config: dict, failed: int, figures) -> list:
+    """The verdicts of 12a (no synchrony beyond independent phases), 12b (a stagger cuts the
+    step), 12c (sub-√N scaling) and 12d (two-level checkpoints cut it)."""
+    setup, instant_text, instant_max = _setup_text(cells, keys, config, failed)
+    scaling_png, trace_png, distribution_png = figures
+    large = [k for k in keys if k[0] >= MIN_N]
+    thresholds = dict(
+        MAX_SYNC_RATIO=MAX_SYNC_RATIO,
+        MIN_CUT=MIN_CUT,
+        MIN_N=MIN_N,
+        MAX_EXPONENT=MAX_EXPONENT,
+        IDLE_POWER=IDLE_POWER,
+        SNAPSHOT_FRACTION=SNAPSHOT_FRACTION,
+        CONFIDENCE=rules.CONFIDENCE,
+    )
+    top_keys = [(max(config["n_jobs"]), load) for load in LOADS]
+    return [
+        _verdict_sync(
+            ratios,
+            keys,
+            setup + instant_text,
+            instant_max,
+            top_keys,
+            thresholds,
+            distribution_png,
+            _table(cells, ratios, keys),
+        ),
+        _verdict_stagger(ratios, keys, large, setup, top_keys, thresholds, trace_png),
+        _verdict_exponent(fits, setup, thresholds, scaling_png),
+        _verdict_two_level(ratios, keys, large, setup, top_keys, thresholds),
+    ]
+
+
+def _verdict_sync(ratios: _Ratios, keys, intro: str, instant_max, top_keys, thresholds, figure, table) -> dict:
+    """12a: random launches' largest step is no larger than independent phases'."""
+    sync = ratios.sync
+    sync_outcomes = [rules.interval_verdict(sync[k][1], sync[k][2], margin_high=MAX_SYNC_RATIO) for k in keys]
+    worst = max(keys, key=lambda k: sync[k][0])
+    sync_why = (
+        intro + f"Within τ = cycle/N, random launches against independent phases: ratios from "
+        f"×{fmt(min(v[0] for v in sync.values()), 3)} to ×{fmt(sync[worst][0], 3)} (the largest at {_where(worst)}, "
+        f"{_ratio_text(sync, worst)}); "
+        + ", ".join(f"{n} {kind}" for kind, n in sorted(_counts(sync_outcomes).items()))
+        + f" of {len(keys)} cells."
+    )
+    return verdict(
+        12,
+        rules.combine(sync_outcomes),
+        sync_why,
+        sub_claim="12a",
+        title="random launches' largest step per cycle is no larger than independent phases'",
+        headline=", ".join(f"{_where(k)}: {_ratio_text(sync, k)}" for k in top_keys) + f" (margin ×{MAX_SYNC_RATIO:g})",
+        rule=f"per (N, ρ) the {rules.CONFIDENCE:.0%} interval of random / independent must lie wholly below "
+        f"×{MAX_SYNC_RATIO:g} (reproduced); wholly above: not reproduced; else inconclusive; cells combine.",
+        thresholds=thresholds,
+        figures=[figure],
+        table=table,
+        ratios={f"N={k[0]},rho={k[1]}": sync[k] for k in keys},
+        outcomes=sync_outcomes,
+        largest_instant_drop=instant_max,
+    )
+
+
+def _verdict_stagger(ratios: _Ratios, keys, large, setup: str, top_keys, thresholds, figure) -> dict:
+    """12b: a staggered launch cuts the largest step."""
+    stagger = ratios.stagger
+    stagger_outcome, stagger_outcomes = _cut_verdict(stagger, large)
+    stagger_why = setup + (
+        "Random over staggered, "
+        + "; ".join(f"{_where(k)}: {_ratio_text(stagger, k)}" for k in large)
+        + f" (at N < {MIN_N}: "
+        + "; ".join(f"{_where(k)}: ×{fmt(stagger[k][0], 3)}" for k in keys if k not in large)
+        + ")."
+        if large
+        else f"No cell with N ≥ {MIN_N} at this size."
+    )
+    return verdict(
+        12,
+        stagger_outcome,
+        stagger_why,
+        sub_claim="12b",
+        title="a staggered launch cuts the largest step",
+        headline=", ".join(f"{_where(k)}: {_ratio_text(stagger, k)}" for k in top_keys),
+        rule=f"at every N ≥ {MIN_N} and ρ the {rules.CONFIDENCE:.0%} interval of random / staggered must lie "
+        f"wholly above ×{MIN_CUT:g} (reproduced); wholly below: not reproduced; else inconclusive.",
+        thresholds=thresholds,
+        figures=[figure],
+        ratios={f"N={k[0]},rho={k[1]}": stagger[k] for k in keys},
+        outcomes=stagger_outcomes,
+    )
+
+
+def _verdict_exponent(fits: dict, setup: str, thresholds, figure) -> dict:
+    """12c: the largest step grows slower than √N."""
+    exponent_outcomes = [
+        rules.interval_verdict(*fits[("random", load)]["interval"], margin_high=MAX_EXPONENT) for load in LOADS
+    ]
+    exponent_why = (
+        setup
+        + "; ".join(
+            f"ρ = {load:g}: "
+            + ", ".join(f"{case} {_exponent_text(fits[(case, load)])}" for case in CASES)
+            + f" (random: interval {_interval_text(fits[('random', load)]['interval'])})"
+            for load in LOADS
+        )
+        + "."
+    )
+    return verdict(
+        12,
+        rules.combine(exponent_outcomes),
+        exponent_why,
+        sub_claim="12c",
+        title="the largest step grows slower than √N",
+        headline=", ".join(f"ρ = {load:g}: {_exponent_text(fits[('random', load)])}" for load in LOADS)
+        + f" (random launches; margin {MAX_EXPONENT:g})",
+        rule=f"per ρ the {rules.CONFIDENCE:.0%} interval (Student t on the fit's residuals) of the random "
+        f"launches' exponent must lie wholly below {MAX_EXPONENT:g} (reproduced); wholly above: not "
+        "reproduced; else inconclusive; loads combine.",
+        thresholds=thresholds,
+        figures=[figure],
+        exponents={f"{case},rho={load}": fits[(case, load)] for case in CASES for load in LOADS},
+        outcomes=exponent_outcomes,
+    )
+
+
+def _verdict_two_level(ratios: _Ratios, keys, large, setup: str, top_keys, thresholds) -> dict:
+    """12d: two-level checkpoints with short snapshots cut the largest step."""
+    two_level, idle_ratio = ratios.two_level, ratios.idle
+    two_level_outcome, two_level_outcomes = _cut_verdict(two_level, large)
+    two_level_why = setup + (
+        f"Blocking over two-level (s = d/{1 / SNAPSHOT_FRACTION:g}), against the ratio of idle-time fractions: "
+        + "; ".join(f"{_where(k)}: {_ratio_text(two_level, k)} (idle ×{fmt(idle_ratio[k], 3)})" for k in large)
+        + "."
+        if large
+        else f"No cell with N ≥ {MIN_N} at this size."
+    )
+    return verdict(
+        12,
+        two_level_outcome,
+        two_level_why,
+        sub_claim="12d",
+        title="two-level checkpoints with short snapshots cut the largest step",
+        headline=", ".join(
+            f"{_where(k)}: {_ratio_text(two_level, k)} (idle ×{fmt(idle_ratio[k], 3)})" for k in top_keys
+        ),
+        rule=f"at every N ≥ {MIN_N} and ρ the {rules.CONFIDENCE:.0%} interval of blocking / two-level must lie "
+        f"wholly above ×{MIN_CUT:g} (reproduced); wholly below: not reproduced; else inconclusive.",
+        thresholds=thresholds,
+        ratios={f"N={k[0]},rho={k[1]}": two_level[k] for k in keys},
+        idle_ratios={f"N={k[0]},rho={k[1]}": idle_ratio[k] for k in keys},
+        outcomes=two_level_outcomes,
+    )
 
 
 def _two(value) -> str:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -300,7 +300,6 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
     """
     out_dir, size, config, started = begin(out_dir, size, SIZES)
     rng = np.random.default_rng(2)
-
     results, cross_checks = [], []
     remaining = sorted(config["n_jobs"])
     for slots in config["groups"]:
@@ -309,38 +308,66 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
         group_results, cross = _measure_group(group, max(group), rng)
         results += group_results
         cross_checks.append(cross)
-
     points = [r for r in results if "diagonal" in r]
-    synchronous = [r for r in results if "synchronous_residual" in r]
-    off_branch = [(r["n_jobs"], r["f"]) for r in points if r["branch"] != BRANCH_OVERLAPPING or r["status"] != 0]
-    worst_eig = max(r["eigenvalue_rel_error"] for r in points)
-    worst_det = max(abs(r["determinant"] - 1) for r in points)
-    worst_reciprocity = max(r["reciprocity"] for r in points)
-    expanding_mismatch = [
-        (r["n_jobs"], r["f"], r["n_expanding"])
-        for r in points
-        if r["n_expanding"] != (theory.n_expanding(r["n_jobs"]) if r["f"] == "shared" else r["n_expanding_theory"])
+    check = _check(points)
+    numbers = _numbers(config, results, points, check, cross_checks)
+    figures = [
+        save_figure(_eigenvalue_figure(results, sorted(config["n_jobs"])), out_dir / f"{NAME}_eigenvalues.png"),
+        save_figure(_determinant_figure(results, sorted(config["n_jobs"])), out_dir / f"{NAME}_determinant.png"),
     ]
-    shared_counts = {r["n_jobs"]: r["n_expanding"] for r in points if r["f"] == "shared"}
+    verdicts = [_verdict(config, points, check, cross_checks, figures)]
+    numbers["seconds"] = time.perf_counter() - started
+    return finish(out_dir, EXPERIMENT, size, numbers, verdicts, figures)
 
-    numbers = dict(
+
+class _Check(NamedTuple):
+    """The Jacobians against the closed form: the points off the overlapping branch, the
+    worst relative eigenvalue error, |det − 1| and |λ_j λ_(N−j) − 1|, and the points whose
+    count of expanding directions differs from theory."""
+
+    off_branch: list
+    worst_eig: float
+    worst_det: float
+    worst_reciprocity: float
+    expanding_mismatch: list
+
+
+def _check(points: list) -> _Check:
+    return _Check(
+        off_branch=[(r["n_jobs"], r["f"]) for r in points if r["branch"] != BRANCH_OVERLAPPING or r["status"] != 0],
+        worst_eig=max(r["eigenvalue_rel_error"] for r in points),
+        worst_det=max(abs(r["determinant"] - 1) for r in points),
+        worst_reciprocity=max(r["reciprocity"] for r in points),
+        expanding_mismatch=[
+            (r["n_jobs"], r["f"], r["n_expanding"])
+            for r in points
+            if r["n_expanding"] != (theory.n_expanding(r["n_jobs"]) if r["f"] == "shared" else r["n_expanding_theory"])
+        ],
+    )
+
+
+def _numbers(config: dict, results: list, points: list, check: _Check, cross_checks: list) -> dict:
+    """The JSON numbers (``seconds`` is set when the run ends)."""
+    synchronous = [r for r in results if "synchronous_residual" in r]
+    shared_counts = {r["n_jobs"]: r["n_expanding"] for r in points if r["f"] == "shared"}
+    return dict(
         n_jobs=list(config["n_jobs"]),
         throughputs=list(THROUGHPUTS),
         compute=COMPUTE,
         write="0.2 * T * f(N) / N",
         points_per_case=POINTS,
         n_points=len(points),
-        all_overlapping_branch=not off_branch,
-        off_branch_points=off_branch,
-        worst_eigenvalue_rel_error=worst_eig,
+        all_overlapping_branch=not check.off_branch,
+        off_branch_points=check.off_branch,
+        worst_eigenvalue_rel_error=check.worst_eig,
         worst_diagonal_rel_error=max(r["diagonal_rel_error"] for r in points),
-        worst_abs_det_minus_1=worst_det,
-        worst_reciprocity=worst_reciprocity,
+        worst_abs_det_minus_1=check.worst_det,
+        worst_reciprocity=check.worst_reciprocity,
         worst_off_diagonal=max(r["off_diagonal"] for r in points),
         worst_imaginary_part=max(r["max_imag"] for r in points),
         n_expanding_shared={str(n): c for n, c in sorted(shared_counts.items())},
         n_expanding_expected={str(n): theory.n_expanding(n) for n in sorted(shared_counts)},
-        expanding_mismatches=expanding_mismatch,
+        expanding_mismatches=check.expanding_mismatch,
         synchronous_fixed_point_residual=max(r["synchronous_residual"] for r in synchronous),
         synchronous_status_ok=all(r["status"] == 0 for r in synchronous),
         gap_map_cross_check=cross_checks,
@@ -348,11 +375,11 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
         seconds=None,
     )
 
-    figures = [
-        save_figure(_eigenvalue_figure(results, sorted(config["n_jobs"])), out_dir / f"{NAME}_eigenvalues.png"),
-        save_figure(_determinant_figure(results, sorted(config["n_jobs"])), out_dir / f"{NAME}_determinant.png"),
-    ]
 
+def _verdict(config: dict, points: list, check: _Check, cross_checks: list, figures: list) -> dict:
+    """Claim 2: the gap map's spectrum is reciprocal (by autodiff)."""
+    off_branch, worst_eig, worst_det = check.off_branch, check.worst_eig, check.worst_det
+    expanding_mismatch = check.expanding_mismatch
     cross_ok = all(c["all_overlapping_status_ok"] and c["max_rel_difference"] <= EIGENVALUE_RTOL for c in cross_checks)
     ok = (
         not off_branch
@@ -369,7 +396,7 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
         + ("all" if not off_branch else f"{len(points) - len(off_branch)} of {len(points)}")
         + f" in the fully overlapping branch. Worst relative eigenvalue error {worst_eig:.1e} (threshold "
         f"{EIGENVALUE_RTOL:.0e}), worst |det − 1| {worst_det:.1e} (threshold {DETERMINANT_TOL:.0e}), worst "
-        f"|λ_j λ_(N−j) − 1| {worst_reciprocity:.1e}. The number of expanding directions "
+        f"|λ_j λ_(N−j) − 1| {check.worst_reciprocity:.1e}. The number of expanding directions "
         + (
             "is ⌈N/2⌉ − 1 at every N for f ≡ 1, and the closed form's count for every f"
             if not expanding_mismatch
@@ -389,40 +416,36 @@ def run(out_dir, size: str = "quick", progress: bool = True) -> dict:
                 "yes" if not [m for m in expanding_mismatch if m[1] == name] else "no",
             ]
         )
-    verdicts = [
-        verdict(
-            2,
-            REPRODUCED if ok else NOT_REPRODUCED,
-            why,
-            title="the gap map's spectrum is reciprocal (by autodiff)",
-            headline=f"jacfwd vs closed form: eigenvalue error ≤ {worst_eig:.1e}, |det − 1| ≤ {worst_det:.1e}, "
-            f"N ≤ {max(config['n_jobs'])}",
-            rule=f"reproduced if every point is in the overlapping branch, every autodiff eigenvalue matches "
-            f"(N − j) f(j) / (j f(N − j)) to {EIGENVALUE_RTOL:.0e} relative, every |det − 1| ≤ {DETERMINANT_TOL:.0e}, "
-            "the expanding count matches theory, and the direct gap-map Jacobian agrees; not reproduced otherwise.",
-            thresholds=dict(
-                EIGENVALUE_RTOL=EIGENVALUE_RTOL, DETERMINANT_TOL=DETERMINANT_TOL, EXPANDING_RTOL=EXPANDING_RTOL
-            ),
-            figures=figures,
-            table=dict(
-                columns=[
-                    "throughput",
-                    "worst eigenvalue error",
-                    "worst |det − 1|",
-                    "worst |λ_j λ_(N−j) − 1|",
-                    "expanding count as theory",
-                ],
-                rows=rows,
-            ),
-            worst_eigenvalue_rel_error=worst_eig,
-            worst_abs_det_minus_1=worst_det,
-            worst_reciprocity=worst_reciprocity,
-            expanding_mismatches=len(expanding_mismatch),
-            off_branch_points=len(off_branch),
-        )
-    ]
-    numbers["seconds"] = time.perf_counter() - started
-    return finish(out_dir, EXPERIMENT, size, numbers, verdicts, figures)
+    return verdict(
+        2,
+        REPRODUCED if ok else NOT_REPRODUCED,
+        why,
+        title="the gap map's spectrum is reciprocal (by autodiff)",
+        headline=f"jacfwd vs closed form: eigenvalue error ≤ {worst_eig:.1e}, |det − 1| ≤ {worst_det:.1e}, "
+        f"N ≤ {max(config['n_jobs'])}",
+        rule=f"reproduced if every point is in the overlapping branch, every autodiff eigenvalue matches "
+        f"(N − j) f(j) / (j f(N − j)) to {EIGENVALUE_RTOL:.0e} relative, every |det − 1| ≤ {DETERMINANT_TOL:.0e}, "
+        "the expanding count matches theory, and the direct gap-map Jacobian agrees; not reproduced otherwise.",
+        thresholds=dict(
+            EIGENVALUE_RTOL=EIGENVALUE_RTOL, DETERMINANT_TOL=DETERMINANT_TOL, EXPANDING_RTOL=EXPANDING_RTOL
+        ),
+        figures=figures,
+        table=dict(
+            columns=[
+                "throughput",
+                "worst eigenvalue error",
+                "worst |det − 1|",
+                "worst |λ_j λ_(N−j) − 1|",
+                "expanding count as theory",
+            ],
+            rows=rows,
+        ),
+        worst_eigenvalue_rel_error=worst_eig,
+        worst_abs_det_minus_1=worst_det,
+        worst_reciprocity=check.worst_reciprocity,
+        expanding_mismatches=len(expanding_mismatch),
+        off_branch_points=len(off_branch),
+    )
 
 
 EXPERIMENT = Experiment(
