@@ -443,7 +443,9 @@ def assessment_dataset(assessment, causes, *, attrs=None):
     ``throttled_*``; with ``gpus`` per group, ``writer_time``, ``independent_writer_time``,
     ``power_time`` and ``power_edges``. The scalars (horizon, draws, writer percentiles,
     saturation count, power unit) and each group's jobs (JSON) are
-    attributes; every variable's ``units`` says what it counts.
+    attributes; every variable's ``units`` says what it counts. ``writers_observed`` is 0
+    where no draw observed the writer count: ``writer_time`` and ``saturated_time_*`` are
+    NaN and the writer percentiles absent.
     """
     if attrs is not None and not isinstance(attrs, dict):
         raise ValueError(f"attrs must be None or a dict of dataset attributes, got {type(attrs).__name__}")
@@ -486,6 +488,7 @@ def assessment_dataset(assessment, causes, *, attrs=None):
         "hours_per_time_unit": assessment.hours_per_time_unit,
         "n_draws": assessment.n_draws,
         "power_unit": power_unit,
+        "writers_observed": int(assessment.writers_observed),  # netCDF has no boolean attributes
         "writers_p50": assessment.writers_p50,
         "writers_p99": assessment.writers_p99,
         "writers_max": assessment.writers_max,
@@ -493,6 +496,8 @@ def assessment_dataset(assessment, causes, *, attrs=None):
         "groups": json.dumps({name: list(jobs) for name, jobs in assessment.groups.items()}),
         "causes": "checkpoint, backpressure, lost_work, restart, throttling: see ckpt_jax.assess",
     }
+    if not assessment.writers_observed:  # NaN percentiles are left out: NaN is no JSON value (zarr's attributes)
+        del own_attrs["writers_p50"], own_attrs["writers_p99"]
     ds = dataset(arrays, batch_ndim=0, table=table, attrs={**own_attrs, **(attrs or {})})
     # Python strings: zarr and netCDF store them as variable-length text.
     return ds.assign_coords(

@@ -121,8 +121,16 @@ def _amount(value: float) -> str:
     return f"{value:,.0f}" if abs(value) >= 99.5 else f"{value:.3g}"
 
 
-def _estimate_text(estimate: dict, shown=_amount) -> str:
-    return f"{shown(estimate['mean'])} [{shown(estimate['low'])}, {shown(estimate['high'])}]"
+def _estimate_text(estimate: dict | None, shown=_amount) -> str:
+    """An estimate and its 95% CI; "not observed" for null (assess.json's NaN), "n/a" for a
+    null bound (one draw)."""
+    if estimate is None:
+        return "not observed"
+    low, high = (NOT_AVAILABLE if x is None else shown(x) for x in (estimate["low"], estimate["high"]))
+    return f"{shown(estimate['mean'])} [{low}, {high}]"
+
+
+NOT_AVAILABLE = "n/a"
 
 
 def _percent(value: float) -> str:
@@ -130,8 +138,11 @@ def _percent(value: float) -> str:
     return f"{100 * value:.2f}"
 
 
-def _goodput_text(estimate: dict) -> str:
-    return f"{_percent(estimate['mean'])} % [{_percent(estimate['low'])}, {_percent(estimate['high'])}]"
+def _goodput_text(estimate: dict | None) -> str:
+    if estimate is None:
+        return "not observed"
+    low, high = (NOT_AVAILABLE if x is None else f"{_percent(x)}" for x in (estimate["low"], estimate["high"]))
+    return f"{_percent(estimate['mean'])} % [{low}, {high}]"
 
 
 def duration_text(value: float, time_unit: str | None) -> str:
@@ -280,21 +291,24 @@ def _report(spec, summary: dict) -> str:
     lines += ["", f"Checkpoint stalls include the slowdown of writes under contention. {split}"]
     storage = summary["storage"]
     n_slots = len(storage["writer_time"]) - 1
-    lines += ["", "## Storage", "", *_storage_lines(spec, storage, unit)]
-    observed, independent = storage["writer_time"], storage["independent_writer_time"]
-    # Every count up to the last one held 0.01 % of the time, then the rest in one row.
-    top = max(k for k in range(n_slots + 1) if observed[k] >= 1e-4 or independent[k] >= 1e-4)
-    share = _share
-    lines += [
-        "",
-        "| writers | share of time | with independent phases |",
-        "|---|---|---|",
-        *(f"| {k} | {share(observed[k])} | {share(independent[k])} |" for k in range(top + 1)),
-    ]
-    if top < n_slots and (sum(observed[top + 1 :]) > 0 or sum(independent[top + 1 :]) > 0):
-        lines.append(
-            f"| {top + 1} to {n_slots} | {share(sum(observed[top + 1 :]))} | {share(sum(independent[top + 1 :]))} |"
-        )
+    if storage.get("writers_observed", True):
+        lines += ["", "## Storage", "", *_storage_lines(spec, storage, unit)]
+        observed, independent = storage["writer_time"], storage["independent_writer_time"]
+        # Every count up to the last one held 0.01 % of the time, then the rest in one row.
+        top = max(k for k in range(n_slots + 1) if observed[k] >= 1e-4 or independent[k] >= 1e-4)
+        share = _share
+        lines += [
+            "",
+            "| writers | share of time | with independent phases |",
+            "|---|---|---|",
+            *(f"| {k} | {share(observed[k])} | {share(independent[k])} |" for k in range(top + 1)),
+        ]
+        if top < n_slots and (sum(observed[top + 1 :]) > 0 or sum(independent[top + 1 :]) > 0):
+            lines.append(
+                f"| {top + 1} to {n_slots} | {share(sum(observed[top + 1 :]))} | {share(sum(independent[top + 1 :]))} |"
+            )
+    else:
+        lines += ["", "## Storage", "", _unobserved_text(summary, shown(settings["horizon"]))]
     full = power["edges"][-1]  # every GPU computing
     per_gpu = full / summary["gpus"]["fleet"]
     unit_power = power["unit"]
@@ -329,11 +343,30 @@ def _report(spec, summary: dict) -> str:
         + (" of the file's time, taken as hours" if unit is None else "")
         + ".",
         "writers.png": "the share of time at each writer count, against jobs with independent phases, and the "
-        "counts where the storage's aggregate bandwidth peaks.",
+        "counts where the storage's aggregate bandwidth peaks."
+        if storage.get("writers_observed", True)
+        else "the share of time at each writer count for jobs with independent phases only: the fleet's own "
+        "writer count was not observed in any draw.",
     }
     written = summary.get("files", FILES)  # a figure that could not be drawn is not listed
     lines += ["", "## Figures", "", *(f"- `{name}`: {text}" for name, text in figures.items() if name in written), ""]
     return "\n".join(lines)
+
+
+def _unobserved_text(summary: dict, horizon: str) -> str:
+    """Why the storage section has no writer counts: no draw had an observation window
+    (`ckpt_jax.assess.Assessment.writers_observed`)."""
+    down = summary["lost_fraction"]["fleet"]["restart"]["mean"]
+    why = (
+        f"the jobs are down {_percent(down)} % of the time, restarting after failures"
+        if down >= 0.5
+        else f"the horizon H = {horizon} is shorter than that"
+    )
+    return (
+        "- **The writer count was not observed in any draw.** It is observed from the instant every job has "
+        f"started a checkpoint once, and in no draw did that happen before the horizon: {why}. The goodput, "
+        "the losses and the power draw above do not depend on it."
+    )
 
 
 def _counts_text(low: int, high: int, n_slots: int) -> str:
