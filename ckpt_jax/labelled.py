@@ -238,9 +238,10 @@ def dataset(arrays: dict, *, batch_ndim: int, batch_dims=None, groups=None, flee
         dimensions, meaning and units; any other name gets ``fleet`` then ``{name}_dim_i``.
       batch_ndim: the number of leading batch axes.
       batch_dims: their names (default ``fleet`` for one axis, ``fleet_0``, ... for more).
-      groups: optional (N,) job group labels, a ``group`` coordinate along ``job``; or a
-        parsed fleet file (`ckpt_jax.fleetfile.FleetSpec`): its group names, and, for a file
-        with units, times in seconds (``units`` "s").
+      groups: optional (N,) job group labels, a ``group`` coordinate along ``job`` (a
+        ValueError where no array has a ``job`` dimension); or a parsed fleet file
+        (`ckpt_jax.fleetfile.FleetSpec`): its group names, and, for a file with units, times
+        in seconds (``units`` "s").
       fleet: optional `ckpt_jax.Fleet` the arrays are results of: its parameters become
         attributes where uniform, coordinates where they vary.
       attrs: more dataset attributes (a seed, a name of the run).
@@ -280,6 +281,14 @@ def dataset(arrays: dict, *, batch_ndim: int, batch_dims=None, groups=None, flee
         coords["writers"] = ("writers", coords["writers"][1], {"long_name": "writer count n"})
     if "job" in sizes and groups is not None:
         coords["group"] = ("job", _labels(groups, sizes["job"]), {"long_name": "job group"})
+    elif groups is not None and spec is None:
+        # Per-job labels with nothing per job to label (WriterStats, PowerStats, a run that kept
+        # no job arrays): refused, never dropped. A fleet file still gives its units.
+        raise ValueError(
+            f"groups: these results have no job dimension (variables {', '.join(variables)}), so there is "
+            "nothing per job to label: give groups to JobStats.to_xarray or to Trace.to_xarray of a run that "
+            "kept jobs, or leave it out (a parsed fleet file is accepted for its units)"
+        )
     dataset_attrs = {"ckpt_jax_version": _version(), "units": _UNITS}
     if spec is not None:
         dataset_attrs["fleet_file"] = str(getattr(spec, "path", ""))

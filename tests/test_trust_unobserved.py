@@ -1,4 +1,5 @@
-"""An assessment whose writer count no draw observed keeps its numbers."""
+"""An assessment whose writer count no draw observed keeps its numbers; per-fleet statistics
+refuse per-job group labels by name."""
 
 from __future__ import annotations
 
@@ -83,3 +84,28 @@ def test_the_cli_reports_a_writer_count_no_draw_observed(tmp_path):
     assert "The writer count was not observed in any draw" in storage
     assert "the jobs are down" in storage and "nan" not in report.lower()
     assert "Fleet goodput" in printed.getvalue()
+
+
+# -- per-fleet statistics and group labels -------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def stats():
+    fleet = cj.Fleet(np.array([10.0, 12.0]), np.array([1.0, 1.0]), mtbf=50.0)
+    save = cj.SaveAt(trace=False, jobs=True, writers=True, power=True)
+    state = cj.random_state(fleet, jax.random.key(0))
+    return cj.simulate(fleet, state, None, until=100.0, key=jax.random.key(1), save=save)
+
+
+@pytest.mark.parametrize("field", ["writers", "power"])
+def test_per_fleet_statistics_refuse_job_labels_by_name(stats, field):
+    pytest.importorskip("xarray")
+    with pytest.raises(ValueError, match=r"^groups: these results have no job dimension"):
+        getattr(stats, field).to_xarray(groups=["a", "b"])
+    assert "group" not in getattr(stats, field).to_xarray().coords  # without labels: as before
+
+
+def test_job_statistics_still_take_job_labels(stats):
+    pytest.importorskip("xarray")
+    ds = stats.jobs.to_xarray(groups=["a", "b"])
+    assert list(ds.group.values) == ["a", "b"]
