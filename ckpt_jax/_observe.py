@@ -222,7 +222,9 @@ class WriterStats(NamedTuple):
 
     def to_xarray(self, fleet=None, *, groups=None, batch_dims=None, attrs=None):
         """These statistics as an `xarray.Dataset` of ``writers_{field}`` variables, as in
-        `Trace.to_xarray` (which see for the arguments). Needs ``pip install "ckpt_jax[xarray]"``."""
+        `Trace.to_xarray` (which see for the arguments). They are per fleet, with no ``job``
+        dimension: per-job ``groups`` labels are refused (ValueError), a parsed fleet file is
+        taken for its units. Needs ``pip install "ckpt_jax[xarray]"``."""
         from . import labelled
 
         return labelled.stats_dataset(self, "writers", fleet=fleet, groups=groups, batch_dims=batch_dims, attrs=attrs)
@@ -266,7 +268,9 @@ class PowerStats(NamedTuple):
 
     def to_xarray(self, fleet=None, *, groups=None, batch_dims=None, attrs=None):
         """These statistics as an `xarray.Dataset` of ``power_{field}`` variables, as in
-        `Trace.to_xarray` (which see for the arguments). Needs ``pip install "ckpt_jax[xarray]"``."""
+        `Trace.to_xarray` (which see for the arguments). They are per fleet, with no ``job``
+        dimension: per-job ``groups`` labels are refused (ValueError), a parsed fleet file is
+        taken for its units. Needs ``pip install "ckpt_jax[xarray]"``."""
         from . import labelled
 
         return labelled.stats_dataset(self, "power", fleet=fleet, groups=groups, batch_dims=batch_dims, attrs=attrs)

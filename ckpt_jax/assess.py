@@ -66,6 +66,15 @@ class Assessment(NamedTuple):
     the CI of a share of time (goodput, losses, saturated and cap time, and the GPU-hours per
     day made from the losses) stays inside [0, 1] (`ckpt_jax._estimate.share_ci`).
 
+    The writer count is observed on each draw's observation window
+    (`ckpt_jax.WriterStats.window`: from the instant every active job has fired once to the
+    first end of a job's K-th write, or H). Where no draw has one (jobs down almost all the
+    time, or H shorter than the window) it is not observed (`Assessment.writers_observed`
+    False): ``writer_time``, ``writers_p50``, ``writers_p99`` and ``saturated_time`` are NaN
+    and ``writers_max`` is -1 (as in `ckpt_jax.WriterStats.max`), while everything else
+    (goodput, losses, power, and ``independent_writer_time``, which needs no window) is
+    computed as usual. `Assessment.to_json` writes null for each NaN.
+
     Attributes:
       groups: group name -> (job indices,), in the order the groups were given.
       goodput: group name (and ``"fleet"``) -> `Estimate` of the GPU-weighted fraction of
@@ -129,6 +138,12 @@ class Assessment(NamedTuple):
     hours_per_time_unit: float
     n_draws: int
 
+    @property
+    def writers_observed(self) -> bool:
+        """Whether any draw observed the writer count: False where no draw had an observation
+        window (`ckpt_jax.WriterStats.window`), and then the writer fields are NaN."""
+        return self.writers_max >= 0
+
     def to_xarray(self, *, attrs=None):
         """The assessment as an `xarray.Dataset` (`ckpt_jax.labelled.assessment_dataset`):
         dimensions ``group`` (the groups, then ``"fleet"``), ``cause``, ``writers``, power
@@ -140,7 +155,8 @@ class Assessment(NamedTuple):
 
     def to_json(self) -> dict:
         """The assessment as plain JSON types. Schema (every estimate is
-        ``{"mean": float, "low": float, "high": float}``, a 95% CI over the draws)::
+        ``{"mean": float, "low": float, "high": float}``, a 95% CI over the draws; null
+        where not observed, and a bound null where one draw alone gives it)::
 
             {
               "horizon": float,                  # H, the fleet's time unit
@@ -151,11 +167,12 @@ class Assessment(NamedTuple):
               "lost_fraction": {name | "fleet": {cause: estimate}},
               "gpu_hours_lost_per_day": {name | "fleet": {cause: estimate}},
               "storage": {
-                "writer_time": [float],          # fraction of time at k = 0..N writers
+                "writers_observed": bool,        # False: the writer fields are null (-1 max)
+                "writer_time": [float | null],   # fraction of time at k = 0..N writers
                 "independent_writer_time": [float],  # the same for independent phases
-                "writers_p50": float, "writers_p99": float, "writers_max": int,
+                "writers_p50": float | null, "writers_p99": float | null, "writers_max": int,
                 "saturation_writers": int,
-                "saturated_time": estimate,      # fraction of time
+                "saturated_time": estimate | null,   # fraction of time
               },
               "power": {
                 "unit": "W" | "gpu",
@@ -171,8 +188,13 @@ class Assessment(NamedTuple):
         Causes are `CAUSES`; the module docstring says what each counts.
         """
 
+        def number(x):  # JSON has no NaN: null where a value was not observed
+            return float(x) if math.isfinite(x) else None
+
         def est(e):
-            return None if e is None else {"mean": e.mean, "low": e.low, "high": e.high}
+            if e is None or not math.isfinite(e.mean):
+                return None
+            return {"mean": e.mean, "low": number(e.low), "high": number(e.high)}
 
         def by_cause(table):
             return {name: {cause: est(e) for cause, e in causes.items()} for name, causes in table.items()}
@@ -186,10 +208,11 @@ class Assessment(NamedTuple):
             "lost_fraction": by_cause(self.losses),
             "gpu_hours_lost_per_day": by_cause(self.gpu_hours_lost_per_day),
             "storage": {
-                "writer_time": [float(x) for x in self.writer_time],
+                "writers_observed": self.writers_observed,
+                "writer_time": [number(x) for x in self.writer_time],
                 "independent_writer_time": [float(x) for x in self.independent_writer_time],
-                "writers_p50": self.writers_p50,
-                "writers_p99": self.writers_p99,
+                "writers_p50": number(self.writers_p50),
+                "writers_p99": number(self.writers_p99),
                 "writers_max": self.writers_max,
                 "saturation_writers": self.saturation_writers,
                 "saturated_time": est(self.saturated_time),
@@ -428,14 +451,25 @@ def _writer_fields(fleet: Fleet, out, horizon: float) -> dict:
     window = np.asarray(writers.window, np.float64)
     length = window[:, 1] - window[:, 0]
     pooled = np.nansum(writer_time, axis=0)
-    if not pooled.sum() > 0:
-        raise ValueError(f"horizon={horizon} is too short to observe the writer count: no window in any draw")
     counts = np.arange(fleet.n_jobs + 1)
     active = np.asarray(fleet.active)
     throughput = np.asarray(fleet.throughput, np.float64)
     saturation = _saturation_writers(throughput, np.asarray(fleet.write_limit, np.float64)[active])
     saturated = np.where(length > 0, writer_time[:, saturation:].sum(axis=1) / length, np.nan)
     writing = np.where(active, np.asarray(out.jobs.write_time, np.float64), 0.0).mean(axis=0) / horizon
+    if not pooled.sum() > 0:
+        # No draw had an observation window (`Assessment.writers_observed`): the writer count
+        # is not observed, and everything else of the assessment stands.
+        nan = float("nan")
+        return dict(
+            writer_time=np.full(fleet.n_jobs + 1, nan),
+            independent_writer_time=_independent_writers(writing),
+            writers_p50=nan,
+            writers_p99=nan,
+            writers_max=-1,
+            saturation_writers=int(saturation),
+            saturated_time=Estimate(nan, nan, nan),
+        )
     return dict(
         writer_time=pooled / pooled.sum(),
         independent_writer_time=_independent_writers(writing),

@@ -238,9 +238,10 @@ def dataset(arrays: dict, *, batch_ndim: int, batch_dims=None, groups=None, flee
         dimensions, meaning and units; any other name gets ``fleet`` then ``{name}_dim_i``.
       batch_ndim: the number of leading batch axes.
       batch_dims: their names (default ``fleet`` for one axis, ``fleet_0``, ... for more).
-      groups: optional (N,) job group labels, a ``group`` coordinate along ``job``; or a
-        parsed fleet file (`ckpt_jax.fleetfile.FleetSpec`): its group names, and, for a file
-        with units, times in seconds (``units`` "s").
+      groups: optional (N,) job group labels, a ``group`` coordinate along ``job`` (a
+        ValueError where no array has a ``job`` dimension); or a parsed fleet file
+        (`ckpt_jax.fleetfile.FleetSpec`): its group names, and, for a file with units, times
+        in seconds (``units`` "s").
       fleet: optional `ckpt_jax.Fleet` the arrays are results of: its parameters become
         attributes where uniform, coordinates where they vary.
       attrs: more dataset attributes (a seed, a name of the run).
@@ -280,6 +281,14 @@ def dataset(arrays: dict, *, batch_ndim: int, batch_dims=None, groups=None, flee
         coords["writers"] = ("writers", coords["writers"][1], {"long_name": "writer count n"})
     if "job" in sizes and groups is not None:
         coords["group"] = ("job", _labels(groups, sizes["job"]), {"long_name": "job group"})
+    elif groups is not None and spec is None:
+        # Per-job labels with nothing per job to label (WriterStats, PowerStats, a run that kept
+        # no job arrays): refused, never dropped. A fleet file still gives its units.
+        raise ValueError(
+            f"groups: these results have no job dimension (variables {', '.join(variables)}), so there is "
+            "nothing per job to label: give groups to JobStats.to_xarray or to Trace.to_xarray of a run that "
+            "kept jobs, or leave it out (a parsed fleet file is accepted for its units)"
+        )
     dataset_attrs = {"ckpt_jax_version": _version(), "units": _UNITS}
     if spec is not None:
         dataset_attrs["fleet_file"] = str(getattr(spec, "path", ""))
@@ -443,7 +452,9 @@ def assessment_dataset(assessment, causes, *, attrs=None):
     ``throttled_*``; with ``gpus`` per group, ``writer_time``, ``independent_writer_time``,
     ``power_time`` and ``power_edges``. The scalars (horizon, draws, writer percentiles,
     saturation count, power unit) and each group's jobs (JSON) are
-    attributes; every variable's ``units`` says what it counts.
+    attributes; every variable's ``units`` says what it counts. ``writers_observed`` is 0
+    where no draw observed the writer count: ``writer_time`` and ``saturated_time_*`` are
+    NaN and the writer percentiles absent.
     """
     if attrs is not None and not isinstance(attrs, dict):
         raise ValueError(f"attrs must be None or a dict of dataset attributes, got {type(attrs).__name__}")
@@ -486,6 +497,7 @@ def assessment_dataset(assessment, causes, *, attrs=None):
         "hours_per_time_unit": assessment.hours_per_time_unit,
         "n_draws": assessment.n_draws,
         "power_unit": power_unit,
+        "writers_observed": int(assessment.writers_observed),  # netCDF has no boolean attributes
         "writers_p50": assessment.writers_p50,
         "writers_p99": assessment.writers_p99,
         "writers_max": assessment.writers_max,
@@ -493,6 +505,8 @@ def assessment_dataset(assessment, causes, *, attrs=None):
         "groups": json.dumps({name: list(jobs) for name, jobs in assessment.groups.items()}),
         "causes": "checkpoint, backpressure, lost_work, restart, throttling: see ckpt_jax.assess",
     }
+    if not assessment.writers_observed:  # NaN percentiles are left out: NaN is no JSON value (zarr's attributes)
+        del own_attrs["writers_p50"], own_attrs["writers_p99"]
     ds = dataset(arrays, batch_ndim=0, table=table, attrs={**own_attrs, **(attrs or {})})
     # Python strings: zarr and netCDF store them as variable-length text.
     return ds.assign_coords(

@@ -74,6 +74,8 @@ def writers_figure(assessment: Assessment, throughput=None):
     set of writers is storage-bound (`Assessment.saturation_writers`) and, given the storage's
     ``throughput`` table f(0), ..., f(N), the counts where f(n) peaks."""
     plt = _pyplot()
+    if not assessment.writers_observed:
+        return _unobserved_writers_figure(plt, assessment)
     observed = np.asarray(assessment.writer_time)
     independent = np.asarray(assessment.independent_writer_time)
     shown = np.flatnonzero((observed > 1e-6) | (independent > 1e-6))
@@ -117,6 +119,37 @@ def writers_figure(assessment: Assessment, throughput=None):
     elif throughput is not None and peak is None:
         title += f"; f(n) grows up to all {observed.size - 1} writers: never saturated"
     axis.set_title(title, fontsize=10)
+    axis.legend(frameon=False, fontsize=8, loc="center right")
+    return figure
+
+
+def _unobserved_writers_figure(plt, assessment: Assessment):
+    """`writers_figure` where no draw observed the writer count: the independent phases'
+    law alone, and a title that says why the fleet's own is missing."""
+    independent = np.asarray(assessment.independent_writer_time)
+    shown = np.flatnonzero(independent > 1e-6)
+    top = min(int(shown.max()) + 1 if shown.size else 1, independent.size - 1)
+    counts = np.arange(top + 1)
+    figure, axis = plt.subplots(figsize=(8, 4.2), constrained_layout=True)
+    axis.bar(counts, independent[: top + 1], 0.4, color="#bbbbbb", label="independent phases")
+    axis.text(
+        0.5, 0.75, "this fleet's writer count: not observed in any draw",
+        transform=axis.transAxes, ha="center", va="center", fontsize=10, color="#d62728",
+        bbox={"facecolor": "white", "edgecolor": "#d62728", "alpha": 0.9},
+    )  # fmt: skip
+    axis.set_xlim(-0.6, top + 0.6)
+    positive = independent[: top + 1][independent[: top + 1] > 0]
+    axis.set_yscale("log")
+    axis.set_ylim(max(positive.min() / 2, 1e-9) if positive.size else 1e-9, 1.5)
+    axis.xaxis.set_major_locator(MaxNLocator(integer=True))
+    axis.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{100 * v:g} %"))
+    axis.set_xlabel("concurrent writers")
+    axis.set_ylabel("share of time")
+    axis.set_title(
+        "Writers: not observed in any draw (no observation window: the jobs are down almost all the time,\n"
+        "or the horizon is shorter than the window, which opens once every job has started a checkpoint)",
+        fontsize=9,
+    )
     axis.legend(frameon=False, fontsize=8, loc="center right")
     return figure
 

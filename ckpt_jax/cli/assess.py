@@ -121,8 +121,16 @@ def _amount(value: float) -> str:
     return f"{value:,.0f}" if abs(value) >= 99.5 else f"{value:.3g}"
 
 
-def _estimate_text(estimate: dict, shown=_amount) -> str:
-    return f"{shown(estimate['mean'])} [{shown(estimate['low'])}, {shown(estimate['high'])}]"
+def _estimate_text(estimate: dict | None, shown=_amount) -> str:
+    """An estimate and its 95% CI; "not observed" for null (assess.json's NaN), "n/a" for a
+    null bound (one draw)."""
+    if estimate is None:
+        return "not observed"
+    low, high = (NOT_AVAILABLE if x is None else shown(x) for x in (estimate["low"], estimate["high"]))
+    return f"{shown(estimate['mean'])} [{low}, {high}]"
+
+
+NOT_AVAILABLE = "n/a"
 
 
 def _percent(value: float) -> str:
@@ -130,8 +138,11 @@ def _percent(value: float) -> str:
     return f"{100 * value:.2f}"
 
 
-def _goodput_text(estimate: dict) -> str:
-    return f"{_percent(estimate['mean'])} % [{_percent(estimate['low'])}, {_percent(estimate['high'])}]"
+def _goodput_text(estimate: dict | None) -> str:
+    if estimate is None:
+        return "not observed"
+    low, high = (NOT_AVAILABLE if x is None else f"{_percent(x)}" for x in (estimate["low"], estimate["high"]))
+    return f"{_percent(estimate['mean'])} % [{low}, {high}]"
 
 
 def duration_text(value: float, time_unit: str | None) -> str:
@@ -222,6 +233,20 @@ def _report(spec, summary: dict) -> str:
         f"{shown(settings['horizon'])} ({summary['horizon_hours']:,.4g} h) in {summary['n_draws']} independent "
         f"failure draws, each from a random launch (seed {settings['seed']}; {summary['wall_time_s']:.0f} s). "
         f"{hours} Every estimate is a mean over the draws with its 95% CI.",
+    ]
+    lines += _groups_lines(spec, summary, shown)
+    lines += _storage_section(spec, summary, shown)
+    lines += _power_lines(spec, summary)
+    lines += _figures_lines(summary)
+    return "\n".join(lines)
+
+
+def _groups_lines(spec, summary: dict, shown) -> list:
+    """The report's tables per group: the intervals in use, then goodput and GPU-hours lost
+    per day by cause, and what the throttling column holds."""
+    md = markdown_text
+    names = list(summary["groups"])
+    lines = [
         "",
         "## Intervals in use",
         "",
@@ -278,23 +303,40 @@ def _report(spec, summary: dict) -> str:
             "smaller the longer the horizon)."
         )
     lines += ["", f"Checkpoint stalls include the slowdown of writes under contention. {split}"]
+    return lines
+
+
+def _storage_section(spec, summary: dict, shown) -> list:
+    """The report's storage section: its statements and the table of writer counts, or why
+    the writer count was not observed."""
+    settings, unit = summary["settings"], summary["settings"]["time_unit"]
+    lines = []
     storage = summary["storage"]
     n_slots = len(storage["writer_time"]) - 1
-    lines += ["", "## Storage", "", *_storage_lines(spec, storage, unit)]
-    observed, independent = storage["writer_time"], storage["independent_writer_time"]
-    # Every count up to the last one held 0.01 % of the time, then the rest in one row.
-    top = max(k for k in range(n_slots + 1) if observed[k] >= 1e-4 or independent[k] >= 1e-4)
-    share = _share
-    lines += [
-        "",
-        "| writers | share of time | with independent phases |",
-        "|---|---|---|",
-        *(f"| {k} | {share(observed[k])} | {share(independent[k])} |" for k in range(top + 1)),
-    ]
-    if top < n_slots and (sum(observed[top + 1 :]) > 0 or sum(independent[top + 1 :]) > 0):
-        lines.append(
-            f"| {top + 1} to {n_slots} | {share(sum(observed[top + 1 :]))} | {share(sum(independent[top + 1 :]))} |"
-        )
+    if storage.get("writers_observed", True):
+        lines += ["", "## Storage", "", *_storage_lines(spec, storage, unit)]
+        observed, independent = storage["writer_time"], storage["independent_writer_time"]
+        # Every count up to the last one held 0.01 % of the time, then the rest in one row.
+        top = max(k for k in range(n_slots + 1) if observed[k] >= 1e-4 or independent[k] >= 1e-4)
+        share = _share
+        lines += [
+            "",
+            "| writers | share of time | with independent phases |",
+            "|---|---|---|",
+            *(f"| {k} | {share(observed[k])} | {share(independent[k])} |" for k in range(top + 1)),
+        ]
+        if top < n_slots and (sum(observed[top + 1 :]) > 0 or sum(independent[top + 1 :]) > 0):
+            lines.append(
+                f"| {top + 1} to {n_slots} | {share(sum(observed[top + 1 :]))} | {share(sum(independent[top + 1 :]))} |"
+            )
+    else:
+        lines += ["", "## Storage", "", _unobserved_text(summary, shown(settings["horizon"]))]
+    return lines
+
+
+def _power_lines(spec, summary: dict) -> list:
+    """The report's power section."""
+    power = summary["power"]
     full = power["edges"][-1]  # every GPU computing
     per_gpu = full / summary["gpus"]["fleet"]
     unit_power = power["unit"]
@@ -303,7 +345,7 @@ def _report(spec, summary: dict) -> str:
     else:  # the unit once, then plain numbers
         drawn = _amount
         in_units = ["- In units of one GPU's full draw (the file gives no power_per_gpu)."]
-    lines += [
+    lines = [
         "",
         "## Power",
         "",
@@ -321,6 +363,13 @@ def _report(spec, summary: dict) -> str:
         lines.append("- No power cap.")
     else:
         lines.append(f"- Cap {drawn(spec.cap * per_gpu)}: at the cap {_goodput_text(power['cap_time'])} of the time.")
+    return lines
+
+
+def _figures_lines(summary: dict) -> list:
+    """The report's list of figures, those written only."""
+    settings, unit = summary["settings"], summary["settings"]["time_unit"]
+    storage = summary["storage"]
     figures = {
         "losses.png": "where each group's GPU time goes, and its GPU-hours lost per day by cause.",
         "timeline.png": f"the power draw and the concurrent writers of one fleet over "
@@ -329,11 +378,29 @@ def _report(spec, summary: dict) -> str:
         + (" of the file's time, taken as hours" if unit is None else "")
         + ".",
         "writers.png": "the share of time at each writer count, against jobs with independent phases, and the "
-        "counts where the storage's aggregate bandwidth peaks.",
+        "counts where the storage's aggregate bandwidth peaks."
+        if storage.get("writers_observed", True)
+        else "the share of time at each writer count for jobs with independent phases only: the fleet's own "
+        "writer count was not observed in any draw.",
     }
     written = summary.get("files", FILES)  # a figure that could not be drawn is not listed
-    lines += ["", "## Figures", "", *(f"- `{name}`: {text}" for name, text in figures.items() if name in written), ""]
-    return "\n".join(lines)
+    return ["", "## Figures", "", *(f"- `{name}`: {text}" for name, text in figures.items() if name in written), ""]
+
+
+def _unobserved_text(summary: dict, horizon: str) -> str:
+    """Why the storage section has no writer counts: no draw had an observation window
+    (`ckpt_jax.assess.Assessment.writers_observed`)."""
+    down = summary["lost_fraction"]["fleet"]["restart"]["mean"]
+    why = (
+        f"the jobs are down {_percent(down)} % of the time, restarting after failures"
+        if down >= 0.5
+        else f"the horizon H = {horizon} is shorter than that"
+    )
+    return (
+        "- **The writer count was not observed in any draw.** It is observed from the instant every job has "
+        f"started a checkpoint once, and in no draw did that happen before the horizon: {why}. The goodput, "
+        "the losses and the power draw above do not depend on it."
+    )
 
 
 def _counts_text(low: int, high: int, n_slots: int) -> str:
@@ -447,12 +514,10 @@ def _quantile_bin(power: dict, q: float) -> tuple:
 def _assess(args) -> int:
     import jax
 
-    from .. import __version__, labelled
-    from .._io import atomic_write, atomic_write_bytes
+    from .. import __version__
     from .._plan import check_horizon_events, check_work, largest_count
     from ..assess import assess, timeline
     from . import _assess_figures as figures
-    from ._design_figures import close
 
     spec, settings = args.spec, args.settings
     report_devices("assess", args.device_info, 1)
@@ -514,6 +579,24 @@ def _assess(args) -> int:
         "files": [name for name in FILES if figures_made.get(name, True) is not None],
     }
     out = Path(args.out)
+    _write_outputs(out, spec, result, summary, figures_made)
+
+    for line in headline(summary):
+        print(f"ckpt-jax assess: {line}")
+    per_group = "; ".join(f"{name} {_goodput_text(summary['goodput'][name])}" for name in spec.names)
+    print(f"ckpt-jax assess: goodput per group: {per_group}")
+    print(f"ckpt-jax assess: {wall_s:.1f} s -> {out}")
+    return 0
+
+
+def _write_outputs(out: Path, spec, result, summary: dict, figures_made: dict) -> None:
+    """Write assess.zarr (where xarray and zarr are installed), assess.json and report.md,
+    then the figures; a figure that fails is a warning, left out of ``summary["files"]``."""
+    from .. import labelled
+    from .._io import atomic_write, atomic_write_bytes
+    from ._design_figures import close
+
+    settings = summary["settings"]
     zarr_missing = labelled.zarr_missing()
     if zarr_missing is None:
         labelled.remove_zarr_strays(out / ZARR)
@@ -550,10 +633,3 @@ def _assess(args) -> int:
         summary["files"] = [name for name in summary["files"] if name not in failed]
         write_json()
         atomic_write_bytes(out / "report.md", _report(spec, summary).encode())
-
-    for line in headline(summary):
-        print(f"ckpt-jax assess: {line}")
-    per_group = "; ".join(f"{name} {_goodput_text(summary['goodput'][name])}" for name in spec.names)
-    print(f"ckpt-jax assess: goodput per group: {per_group}")
-    print(f"ckpt-jax assess: {wall_s:.1f} s -> {out}")
-    return 0
