@@ -49,6 +49,7 @@ import time
 import unicodedata
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
@@ -65,6 +66,9 @@ from ._options import (
     horizon_argument,
     run_horizon,
 )
+
+if TYPE_CHECKING:
+    from ..design import Comparison, DesignResult, Evaluation
 
 # --quick: a small run that shows every output in well under a minute on a laptop CPU (and
 # the horizon capped at one day, 200 in a file of plain numbers: `_options.run_horizon`).
@@ -936,21 +940,50 @@ def _units_tables(spec, result_json: dict) -> list:
     return lines
 
 
+class _Comparisons(NamedTuple):
+    """Every comparison of the report, on the evaluation's fresh draws."""
+
+    compared: dict  # the baselines and the candidates, by name
+    table: dict  # per job, the intervals of the design and of each compared set
+    evaluation: Evaluation  # the fresh draws every comparison comes from
+    comparison: Comparison  # the waste per group, fleet waste and savings (`cj.design.compare`)
+    names: list  # the evaluated sets in the report's order
+    per_group: np.ndarray  # (D, S, G) waste per group, in the order of names
+    writers: np.ndarray  # the writer-count distribution per set, in the order of names
+    writers_draws: np.ndarray
+
+
+def _window(settings: dict) -> int:
+    """--method adam: the design is T at the mean θ of this many last steps."""
+    return min(10, settings["steps"])
+
+
 def _design(args) -> int:
-    import jax
-
-    from .. import __version__
-    from .._plan import check_horizon_events, check_work, largest_count
-    from ..design import checkpoint_intervals, compare, writer_distribution
-    from ..files import atomic_write, atomic_write_bytes
-    from . import _design_figures as figures
-
+    """The budget checks, the design, the comparisons on fresh draws, then the outputs."""
     spec, settings = args.spec, args.settings
     report_devices("design", args.device_info, 1)
-    units = spec.time_unit is not None
-    # The file's own intervals are weighed (and tried as a start) where it gives any, and
-    # always in a file with units (Young's where a group gives none).
-    current = units or any(group.compute is not None for group in spec.groups)
+    dtype = np.float64 if args.x64 else np.float32
+    fleet = _checked_fleet(spec, settings, dtype, force=args.force)
+    started = time.perf_counter()
+    result = _run_design(args, fleet)
+    comparisons = _compare(spec, result)
+    schedule = _schedule(
+        spec, result.intervals, seed=settings["seed"], launch=settings["launch"], dtype=dtype, offsets=result.offsets
+    )
+    wall_s = time.perf_counter() - started
+    summary = _summary(spec, settings, result, comparisons, schedule, wall_s)
+    out = Path(args.out)
+    summary["rerun"] = rerun_command(spec, settings, summary, out)
+    _write_outputs(out, spec, settings, summary, schedule, comparisons, wall_s)
+    _print_outcome(spec, summary, result, wall_s, out)
+    return 0
+
+
+def _checked_fleet(spec, settings: dict, dtype, *, force: bool):
+    """Says what the run will do, and returns the fleet after the event and work budgets
+    (`_plan.check_horizon_events`, `_plan.check_work`) let it run."""
+    from .._plan import check_horizon_events, check_work, largest_count
+
     search = settings["method"] == "search"
     n_sets = 2 * len(spec.groups) + 2 if search else 2 * settings["pairs"]
     print(
@@ -963,19 +996,27 @@ def _design(args) -> int:
         )
         + f", up to {settings['steps']} steps"
     )
-    dtype = np.float64 if args.x64 else np.float32
     fleet = spec.fleet(dtype=dtype)
     check_horizon_events(fleet, settings["horizon"], name="horizon")  # the event budget: a limit
     runs = n_sets * settings["draws"] * settings["steps"]  # every step's runs, refused up front unless --force
-    check_work(fleet.events(settings["horizon"]), spec.n_jobs, runs, force=args.force, size=largest_count(spec))
-    key = seed_key(settings["seed"])
-    design_key, _ = jax.random.split(key)
-    started = time.perf_counter()
-    window = min(10, settings["steps"])  # "adam": T at the mean θ of the last `window` steps
-    n_eval = 2 * settings["pairs"] * settings["draws"]
-    result = checkpoint_intervals(
+    check_work(fleet.events(settings["horizon"]), spec.n_jobs, runs, force=force, size=largest_count(spec))
+    return fleet
+
+
+def _run_design(args, fleet) -> DesignResult:
+    """The design itself (`cj.design.checkpoint_intervals`), evaluated on fresh draws."""
+    import jax
+
+    from ..design import checkpoint_intervals
+
+    spec, settings = args.spec, args.settings
+    # The file's own intervals are weighed (and tried as a start) where it gives any, and
+    # always in a file with units (Young's where a group gives none).
+    current = spec.time_unit is not None or any(group.compute is not None for group in spec.groups)
+    design_key, _ = jax.random.split(seed_key(settings["seed"]))
+    return checkpoint_intervals(
         fleet,
-        bounds=args.spec.job_bounds(),
+        bounds=spec.job_bounds(),
         horizon=settings["horizon"],
         n_draws=settings["draws"],
         n_pairs=settings["pairs"],
@@ -986,11 +1027,18 @@ def _design(args) -> int:
         launch=settings["launch"],
         offsets=settings["offsets"],
         progress=not args.no_progress,
-        window=window,
-        eval_draws=n_eval,
+        window=_window(settings),
+        eval_draws=2 * settings["pairs"] * settings["draws"],
         candidates={"current": spec.intervals()} if current else None,
         rtol=SEARCH_RTOL,
     )
+
+
+def _compare(spec, result: DesignResult) -> _Comparisons:
+    """The design against every baseline and candidate, per group, on the evaluation's draws."""
+    from ..design import compare, writer_distribution
+
+    units = spec.time_unit is not None
     compared = {**result.baselines, **(result.candidates or {})}
     table = {"design": result.intervals, **{name: b.intervals for name, b in compared.items()}}
     evaluation = result.evaluation
@@ -998,20 +1046,18 @@ def _design(args) -> int:
     comparison = compare(evaluation, spec.labels, spec.per_job("size"), gpus=_gpus(spec) if units else None)
     names = _in_report_order(evaluation.names)
     order = [evaluation.names.index(name) for name in names]
-    per_group = comparison.group_waste[order]  # (D, S, G), in the order of names
     writers, writers_draws = (value[order] for value in writer_distribution(evaluation))
-    schedule = _schedule(
-        spec, result.intervals, seed=settings["seed"], launch=settings["launch"], dtype=dtype, offsets=result.offsets
-    )
-    wall_s = time.perf_counter() - started
+    per_group = comparison.group_waste[order]
+    return _Comparisons(compared, table, evaluation, comparison, names, per_group, writers, writers_draws)
 
-    first = np.searchsorted(spec.labels, np.arange(len(spec.groups)))
-    as_dict = lambda e: {"mean": e.mean, "low": e.low, "high": e.high}  # noqa: E731
-    outcome = lambda b: {  # noqa: E731
-        "waste": as_dict(b.waste),
-        "saved": as_dict(b.saved),
-        "outside_noise": bool(b.saved.low > 0 or b.saved.high < 0),
-    }
+
+def _summary(spec, settings: dict, result: DesignResult, comparisons: _Comparisons, schedule: dict, wall_s: float):
+    """design.json, but for ``rerun`` (which quotes it)."""
+    import jax
+
+    from .. import __version__
+
+    first = np.searchsorted(spec.labels, np.arange(len(spec.groups)))  # each group's first job
     summary = {
         "command": "design",
         "version": __version__,
@@ -1022,12 +1068,46 @@ def _design(args) -> int:
             "design": "split(key(seed))[0]",
             "evaluation": "split(split(key(seed))[0], 3)[1]: every comparison's draws",
         },
+        **_outcome_json(spec, result, comparisons, first),
+        **_comparisons_json(spec, comparisons),
+        **_history_json(settings, result, first),
+        "schedule_period": schedule["period"],
+        "schedule_window": [schedule["start"], schedule["stop"]],
+        "schedule_failures_shown": schedule["failures_shown"],
+        "wall_time_s": wall_s,
+        "backend": jax.default_backend(),
+        "python": platform.python_version(),
+        "jax": jax.__version__,
+        "files": FILES,
+    }
+    if spec.time_unit is not None:
+        summary.update(_in_units(spec, comparisons.table, comparisons.names, comparisons.comparison))
+    return summary
+
+
+def _estimate_json(estimate) -> dict:
+    return {"mean": estimate.mean, "low": estimate.low, "high": estimate.high}
+
+
+def _outcome_json(spec, result: DesignResult, comparisons: _Comparisons, first: np.ndarray) -> dict:
+    """design.json's intervals per group, how the search ended, and the fleet waste of the
+    design and of each baseline and candidate, with what the design saves over it."""
+
+    def outcome(b) -> dict:
+        return {
+            "waste": _estimate_json(b.waste),
+            "saved": _estimate_json(b.saved),
+            "outside_noise": bool(b.saved.low > 0 or b.saved.high < 0),
+        }
+
+    searched = result.intervals if result.searched is None else result.searched
+    return {
         "groups": [
             {
                 "name": group.name,
                 "design": float(result.intervals[first[g]]),
-                "searched": float((result.intervals if result.searched is None else result.searched)[first[g]]),
-                **{name: float(table[name][first[g]]) for name in compared},
+                "searched": float(searched[first[g]]),
+                **{name: float(comparisons.table[name][first[g]]) for name in comparisons.compared},
             }
             for g, group in enumerate(spec.groups)
         ],
@@ -1038,43 +1118,62 @@ def _design(args) -> int:
         "fallback": result.fallback,
         "search_rtol": SEARCH_RTOL,
         "mesh": None if result.mesh is None else result.mesh.tolist(),
-        "waste": as_dict(result.waste),
+        "waste": _estimate_json(result.waste),
         "baselines": {name: outcome(b) for name, b in result.baselines.items()},
         "candidates": {name: outcome(b) for name, b in (result.candidates or {}).items()},
+    }
+
+
+def _comparisons_json(spec, comparisons: _Comparisons) -> dict:
+    """design.json's comparisons per group, power and storage, and writer counts."""
+    comparison, names = comparisons.comparison, comparisons.names
+    return {
         "per_group": {name: [e.to_dict() for e in comparison.waste[name]] for name in names},
         "per_group_saved": {name: [e.to_dict() for e in comparison.saved[name]] for name in names if name != "design"},
         "per_group_fleet_waste": {name: comparison.fleet_waste[name].to_dict() for name in names},
-        "power_and_storage": _power_and_storage(spec, evaluation),
-        "writers_fraction": {name: writers[i].tolist() for i, name in enumerate(names)},
-        "writers_draws": {name: int(writers_draws[i]) for i, name in enumerate(names)},
-        "history": {
-            "objective": result.history.objective.tolist(),
-            "stderr": result.history.stderr.tolist(),
-            "grad_norm": result.history.grad_norm.tolist(),
-            "intervals": result.history.intervals[:, first].tolist(),
-        },
-        "recommended_from_last_steps": 1 if search else min(window, int(result.history.objective.size)),
-        "steps_taken": int(result.history.objective.size),
-        "stopped_early": bool(result.stopped_early),
-        "schedule_period": schedule["period"],
-        "schedule_window": [schedule["start"], schedule["stop"]],
-        "schedule_failures_shown": schedule["failures_shown"],
-        "wall_time_s": wall_s,
-        "backend": jax.default_backend(),
-        "python": platform.python_version(),
-        "jax": jax.__version__,
-        "files": FILES,
+        "power_and_storage": _power_and_storage(spec, comparisons.evaluation),
+        "writers_fraction": {name: comparisons.writers[i].tolist() for i, name in enumerate(names)},
+        "writers_draws": {name: int(comparisons.writers_draws[i]) for i, name in enumerate(names)},
     }
-    if units:
-        summary.update(_in_units(spec, table, names, comparison))
-    out = Path(args.out)
-    summary["rerun"] = rerun_command(spec, settings, summary, out)
+
+
+def _history_json(settings: dict, result: DesignResult, first: np.ndarray) -> dict:
+    """design.json's history of the search (or of adam) and how it stopped."""
+    history = result.history
+    steps = int(history.objective.size)
+    return {
+        "history": {
+            "objective": history.objective.tolist(),
+            "stderr": history.stderr.tolist(),
+            "grad_norm": history.grad_norm.tolist(),
+            "intervals": history.intervals[:, first].tolist(),
+        },
+        "recommended_from_last_steps": 1 if settings["method"] == "search" else min(_window(settings), steps),
+        "steps_taken": steps,
+        "stopped_early": bool(result.stopped_early),
+    }
+
+
+def _write_outputs(
+    out: Path, spec, settings: dict, summary: dict, schedule: dict, comparisons: _Comparisons, wall_s: float
+) -> None:
+    """design.json, report.md and the figures (`FILES`), each written atomically."""
+    from ..files import atomic_write, atomic_write_bytes
+    from . import _design_figures as figures
+
     atomic_write_bytes(out / "design.json", (json.dumps(summary, indent=2) + "\n").encode())
     atomic_write_bytes(out / "report.md", _report(spec, settings, summary, wall_s).encode())
-    for name, figure in figures.all_figures(spec, summary, schedule, per_group, writers, names).items():
+    all_figures = figures.all_figures(
+        spec, summary, schedule, comparisons.per_group, comparisons.writers, comparisons.names
+    )
+    for name, figure in all_figures.items():
         atomic_write(out / name, lambda handle, figure=figure: figure.savefig(handle, format="png", dpi=120))
         figures.close(figure)
 
+
+def _print_outcome(spec, summary: dict, result: DesignResult, wall_s: float, out: Path) -> None:
+    """The intervals, the fleet waste, the headline (and the savings, in a file with units)."""
+    units = spec.time_unit is not None
     recommended = ", ".join(
         f"{g['name']} {g['design']:.3g}" if not units else f"{g['name']} {time_text(spec, g['design'])}"
         for g in summary["groups"]
@@ -1089,4 +1188,3 @@ def _design(args) -> int:
         for line in savings_lines(summary, quote=repr):
             print(f"ckpt-jax design: {line}")
     print(f"ckpt-jax design: {summary['steps_taken']} steps, {wall_s:.1f} s -> {out}")
-    return 0

@@ -9,7 +9,9 @@ import shutil
 import sys
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -31,6 +33,10 @@ from ._common import (
     seed_key,
 )
 from ._options import add_force, add_no_progress, add_out, add_seed
+
+if TYPE_CHECKING:
+    from .. import SaveAt
+    from ..ensemble import EnsembleResult
 
 
 def add_ensemble(subparsers) -> None:
@@ -371,50 +377,75 @@ def _ensemble(args) -> int:
 
 
 def _ensemble_locked(args, out: Path, parameters: dict, compute: float, write: float) -> int:
+    """The run, with the lock held: the folder's checks, the chunks, summary.json, the outcome."""
     import jax
 
-    from .. import SaveAt, __version__, describe_status
-    from ..ensemble import MANIFEST, EnsembleMismatchError, check_files, random_launches, run_ensemble
+    from ..ensemble import random_launches
     from ..experiments import write_json
 
-    n_jobs = args.jobs
-    try:
-        check_files(out, [SUMMARY])
-    except EnsembleMismatchError as err:
-        raise CliError(str(err).replace("out_dir", "--out")) from None
-    if not args.restart:
-        _check_saved_ensemble(out, parameters)
-    _discard_stale_zarr(out, args.restart)
-    _discard_stale_summary(out, args.restart)
+    _check_folder(out, parameters, restart=args.restart)
     root_key = seed_key(args.seed)
     make_chunk = random_launches(
-        np.full(n_jobs, compute),
-        np.full(n_jobs, write),
+        np.full(args.jobs, compute),
+        np.full(args.jobs, write),
         key=jax.random.fold_in(root_key, 0),
-        **fleet_keywords(args, n_jobs),
+        **fleet_keywords(args, args.jobs),
     )
-    # The observers --save names, accumulated inside the event loop: no (B, N, K) trace,
-    # unless order asks for one (to derive the gaps and the firing-order flag from it).
-    exact_order = "order" in args.save
-    save = SaveAt(
-        trace=exact_order,
-        writers="writers" in args.save,
-        gaps="gaps" in args.save and not exact_order,
-        jobs="jobs" in args.save,
-    )
-    gaps_and_order = jax.jit(_gaps_and_order)  # every chunk has one shape: compiled once
     # Every chunk is padded to the chunk size: that is the batch each simulate call splits.
     batch = min(args.chunk_size, args.fleets)
     devices, n_devices = devices_for(args.device_info, batch)
     device_summary = report_devices(
         "ensemble", args.device_info, n_devices, batch=batch, batch_text=f"chunks of {batch} fleet{'s' * (batch != 1)}"
     )
+    started = time.perf_counter()
+    result = _run_chunks(args, out, parameters, make_chunk, jax.random.fold_in(root_key, 1), devices)
+    wall_s = time.perf_counter() - started
+    zarr_written = _write_zarr(out)  # the ensemble is complete: every chunk is saved
+    summary = _ensemble_summary(args, parameters, compute, write, result, wall_s, device_summary, zarr_written)
+    write_json(out / SUMMARY, summary)  # last, atomically: present only after a complete run
+    return _report_outcome(args, summary, result, wall_s, out)
+
+
+def _check_folder(out: Path, parameters: dict, *, restart: bool) -> None:
+    """Refuses a folder that holds something else or another ensemble (unless --restart), and
+    removes a summary.json and an ensemble.zarr that do not describe the chunks saved."""
+    from ..ensemble import EnsembleMismatchError, check_files
+
+    try:
+        check_files(out, [SUMMARY])
+    except EnsembleMismatchError as err:
+        raise CliError(str(err).replace("out_dir", "--out")) from None
+    if not restart:
+        _check_saved_ensemble(out, parameters)
+    _discard_stale_zarr(out, restart)
+    _discard_stale_summary(out, restart)
+
+
+def _save_at(save: tuple) -> SaveAt:
+    """The observers --save names, accumulated inside the event loop: no (B, N, K) trace,
+    unless order asks for one (to derive the gaps and the firing-order flag from it)."""
+    from .. import SaveAt
+
+    exact_order = "order" in save
+    return SaveAt(
+        trace=exact_order,
+        writers="writers" in save,
+        gaps="gaps" in save and not exact_order,
+        jobs="jobs" in save,
+    )
+
+
+def _reducer(save: SaveAt) -> Callable[[Any], dict]:
+    """What each chunk file keeps of a chunk's result, for the `SaveAt` ``save``."""
+    import jax
+
+    gaps_and_order = jax.jit(_gaps_and_order)  # every chunk has one shape: compiled once
 
     def reduce(trace):
         arrays = {}
         if save.writers:
             arrays.update({f"writers_{name}": value for name, value in trace.writers._asdict().items()})
-        if exact_order:
+        if save.trace:  # --save order
             gaps, changed = gaps_and_order(trace.fire_times)
             arrays.update(smallest_gap=gaps, order_changed=changed)
         elif save.gaps:
@@ -423,22 +454,30 @@ def _ensemble_locked(args, out: Path, parameters: dict, compute: float, write: f
             arrays.update({f"jobs_{name}": value for name, value in trace.jobs._asdict().items()})
         return {**arrays, "n_events": trace.n_events, "time": trace.time}
 
-    started = time.perf_counter()
+    return reduce
+
+
+def _run_chunks(args, out: Path, parameters: dict, make_chunk, jitter_key, devices) -> EnsembleResult:
+    """`ckpt_jax.ensemble.run_ensemble` into ``out``, resuming from the chunks saved there
+    unless --restart; its refusals become one line in the CLI's words."""
+    from ..ensemble import EnsembleMismatchError, run_ensemble
+
+    save = _save_at(args.save)
     try:
         with warnings.catch_warnings():
             warnings.showwarning = _one_line_warnings(warnings.showwarning)
             warnings.simplefilter("always", RuntimeWarning)
-            result = run_ensemble(
+            return run_ensemble(
                 make_chunk,
                 args.fleets,
                 args.fires,
                 chunk_size=args.chunk_size,
                 out_dir=out,
-                key=jax.random.fold_in(root_key, 1),
+                key=jitter_key,
                 jitter=args.jitter if args.jitter > 0 else None,
                 resume=not args.restart,
                 progress=False if args.no_progress else None,
-                reduce=reduce,
+                reduce=_reducer(save),
                 save=save,
                 config={"command": "ensemble", "arrays": _ensemble_arrays(args.save), "parameters": parameters},
                 devices=devices,  # not part of the manifest: a resume may use another count
@@ -452,13 +491,27 @@ def _ensemble_locked(args, out: Path, parameters: dict, compute: float, write: f
             raise CliError(str(err).replace("out_dir", "--out")) from None
         reason = str(err).split("; rerun with resume=False")[0]
         raise CliError(f"{reason}; use --restart to start over") from None
-    wall_s = time.perf_counter() - started
-    zarr_written = _write_zarr(out)  # the ensemble is complete: every chunk is saved
+
+
+def _ensemble_summary(
+    args,
+    parameters: dict,
+    compute: float,
+    write: float,
+    result: EnsembleResult,
+    wall_s: float,
+    device_summary,
+    zarr_written: bool,
+) -> dict:
+    """summary.json: the parameters, the fleets' outcome and statistics, and the run."""
+    import jax
+
+    from .. import __version__, describe_status
+    from ..ensemble import MANIFEST
 
     ok = result.ok
     status_all = int(np.bitwise_or.reduce(result.status))
-    n_chunks = result.n_computed + result.n_loaded
-    summary = {
+    return {
         "command": "ensemble",
         "version": __version__,
         # The manifest's: summary.json describes the chunks only where the two agree.
@@ -469,12 +522,12 @@ def _ensemble_locked(args, out: Path, parameters: dict, compute: float, write: f
             "launch": "fleet i: jax.random.fold_in(jax.random.fold_in(key(seed), 0), i)",
             "jitter": "jax.random.fold_in(key(seed), 1), folded with the fleet index",
         },
-        "load": n_jobs * write / (compute + write),
+        "load": args.jobs * write / (compute + write),
         "ok": bool(ok.all()),
         "fleets_ok": int(ok.sum()),
         "status": status_all,
         "status_text": describe_status(status_all),
-        "chunks": n_chunks,
+        "chunks": result.n_computed + result.n_loaded,
         "chunks_computed": result.n_computed,
         "chunks_loaded": result.n_loaded,
         "save": list(args.save),
@@ -489,11 +542,14 @@ def _ensemble_locked(args, out: Path, parameters: dict, compute: float, write: f
         "files": [MANIFEST, "chunk-*.npz", *([ZARR] if zarr_written else []), SUMMARY],
         "notes": _ensemble_notes(args.save),
     }
-    write_json(out / SUMMARY, summary)  # last, atomically: present only after a complete run
 
+
+def _report_outcome(args, summary: dict, result: EnsembleResult, wall_s: float, out: Path) -> int:
+    """Prints the run's outcome (and warns of firing-order changes); 1 where a fleet failed."""
+    ok = result.ok
     print(
-        f"ckpt-jax ensemble: {int(ok.sum())}/{args.fleets} fleets ok, N={n_jobs}, K={args.fires}, "
-        f"{n_chunks} chunks ({result.n_computed} computed, {result.n_loaded} loaded), {wall_s:.2f} s "
+        f"ckpt-jax ensemble: {int(ok.sum())}/{args.fleets} fleets ok, N={args.jobs}, K={args.fires}, "
+        f"{summary['chunks']} chunks ({result.n_computed} computed, {result.n_loaded} loaded), {wall_s:.2f} s "
         f"-> {out}"
     )
     if summary["order_changed_cycles"]:
@@ -501,12 +557,12 @@ def _ensemble_locked(args, out: Path, parameters: dict, compute: float, write: f
             f"ckpt-jax: warning: the firing order changed in {summary['order_changed_cycles']} cycle(s) of "
             f"{summary['order_changed_fleets']} fleet(s) (jitter?): their smallest gaps are undefined and left "
             "out of smallest_gap_min_mean (see order_changed_* in summary.json"
-            + ("" if exact_order else "; --save order also flags two jobs swapping")
+            + ("" if "order" in args.save else "; --save order also flags two jobs swapping")
             + ")",
             file=sys.stderr,
         )
     if not ok.all():
-        print(f"ckpt-jax ensemble: {result.n_bad} fleet(s) failed: {describe_status(status_all)}", file=sys.stderr)
+        print(f"ckpt-jax ensemble: {result.n_bad} fleet(s) failed: {summary['status_text']}", file=sys.stderr)
         return 1
     return 0
 
