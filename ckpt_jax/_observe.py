@@ -302,6 +302,11 @@ class JobStats(NamedTuple):
       persisted_work: (*B, N) compute work covered by a checkpoint whose drain ended. The
         useful work, except with ``recover_from="memory"``, where useful work counts at
         the snapshot.
+      outage_failures: (*B, N) the failures among ``failures`` that common-cause outages
+        caused (docs/model.md §1f; 0 without outages). ``failures`` counts every failure,
+        the job's own and the outages'.
+      stagger_time: (*B, N) the time down for the restart stagger (docs/model.md §1f): the
+        extra k·Δ of each outage's restart, within ``down_time`` (0 without outages).
 
     Per job, compute + write + down time (+ waiting time with α > 0, where compute and
     write overlap; + snapshot and waiting time with two-level checkpoints, where compute
@@ -320,6 +325,8 @@ class JobStats(NamedTuple):
     snapshot_time: jax.Array | None = None
     wait_time: jax.Array | None = None
     persisted_work: jax.Array | None = None
+    outage_failures: jax.Array | None = None
+    stagger_time: jax.Array | None = None
 
     def to_xarray(self, fleet=None, *, groups=None, batch_dims=None, attrs=None):
         """These statistics as an `xarray.Dataset` of ``jobs_{field}`` variables, as in
@@ -408,6 +415,9 @@ class FinalView(NamedTuple):
     # docs/model.md §1d: (B, N) work whose checkpoint's drain ended, where it differs from
     # the useful work (two-level checkpoints recovered from memory), else None.
     persisted_work: jax.Array | None = None
+    # docs/model.md §1f: (B, N) failures by outages and time down for the stagger, or None.
+    outage_failures: jax.Array | None = None
+    stagger_time: jax.Array | None = None
     ok: jax.Array | None = None  # (B,) bool the run completed (`Trace.ok`), set before ``finalize``
 
 
@@ -878,6 +888,8 @@ class JobsObserver(Observer):
             snapshot_time=jnp.where(ok, snapshot_time, nan),
             wait_time=jnp.where(ok, state["waiting_time"], nan),
             persisted_work=jnp.where(ok, useful if final.persisted_work is None else final.persisted_work, nan),
+            outage_failures=jnp.where(ok, 0 if final.outage_failures is None else final.outage_failures, -1),
+            stagger_time=jnp.where(ok, zeros if final.stagger_time is None else final.stagger_time, nan),
         )
 
 

@@ -19,7 +19,26 @@ from jax.core import Tracer
 from ._validate import check_fleet_offset, check_jitter, check_key
 from .model import Fleet
 
-__all__ = ["Params", "flat_params", "jitter_work", "batch_keys", "job_keys", "fold_keys"]
+__all__ = ["Params", "OutageParams", "flat_params", "jitter_work", "batch_keys", "job_keys", "fold_keys"]
+
+
+class OutageParams(NamedTuple):
+    """One fleet's failure domains and common-cause outages (docs/model.md §1f).
+
+    Attributes:
+      domain: (N,) int32 each job's domain, in [0, D).
+      mtbf: (D,) mean time between drawn outages per domain (inf: none; all inf where the
+        outages are replayed). Its length is D.
+      times, domains: (K,) the replayed outage instants (+inf padded) and their (K,) int32
+        domains, or None where the outages are drawn.
+      stagger: () the restart stagger Δ.
+    """
+
+    domain: jax.Array
+    mtbf: jax.Array
+    times: jax.Array | None
+    domains: jax.Array | None
+    stagger: jax.Array
 
 
 class Params(NamedTuple):
@@ -54,6 +73,8 @@ class Params(NamedTuple):
     # (N,) int32 the job slots by ascending size (ties by index), for the power's water-filling
     # level (`ckpt_jax._rates.maxmin_level`) without a sort per event; None where sizes are traced
     size_order: jax.Array | None = None
+    # docs/model.md §1f: the failure domains and outages (`OutageParams`), or None without outages
+    outages: OutageParams | None = None
 
 
 def jitter_work(job_key: jax.Array, compute: jax.Array, jitter: jax.Array, cycle) -> jax.Array:
@@ -119,6 +140,21 @@ def params_of(fleet: Fleet, sigma: np.ndarray, key, fleet_offset: int, failure_t
         recovery_read=flat(fleet.recovery_read, (n_jobs,)) if fleet.has_recovery_reads else None,
         limit_order=_slot_order(fleet.write_limit, n_fleets, n_jobs),
         size_order=_slot_order(fleet.size, n_fleets, n_jobs),
+        outages=_outage_params(fleet, n_fleets),
+    )
+
+
+def _outage_params(fleet: Fleet, n_fleets: int) -> OutageParams | None:
+    """The fleet's outages (docs/model.md §1f) with one batch axis, or None without."""
+    if not fleet.has_outages:
+        return None
+    listed = fleet.outage_kind == "listed"
+    return OutageParams(
+        domain=jnp.reshape(fleet.domain, (n_fleets, fleet.n_jobs)),
+        mtbf=jnp.reshape(fleet.outage_mtbf, (n_fleets, -1)),
+        times=jnp.reshape(fleet.outage_times, (n_fleets, -1)) if listed else None,
+        domains=jnp.reshape(fleet.outage_domains, (n_fleets, -1)) if listed else None,
+        stagger=jnp.reshape(fleet.restart_stagger, (n_fleets,)),
     )
 
 

@@ -306,6 +306,8 @@ def general_only_reason(fleet: Fleet, uses: Variants, save=None) -> str:
         return "fail_while_down (docs/model.md §1e): failures are events of the general engine only"
     if fleet.has_failures:
         return "failures (mtbf, docs/model.md §1c): they are events of the general engine only"
+    if fleet.has_outages:
+        return "outages (outage_mtbf or outage_times, docs/model.md §1f): they are events of the general engine only"
     if np.any(uses.limits):
         return "write_limit (docs/model.md §1d): writers at their limits do not share one rate"
     if np.any(uses.two_level):
@@ -362,7 +364,7 @@ def default_max_events(n_jobs: int, n_fires: int, fleet: Fleet | None = None) ->
         if fleet.storage_policy in ONE_AT_A_TIME:
             ratio *= n_jobs
     budget = 4 * n_jobs * (n_fires + 2) * min(ratio, 1e4) + 64
-    if fleet is not None and fleet.has_failures:
+    if fleet is not None and (fleet.has_failures or fleet.has_outages):
         budget += failure_events(fleet, n_fires)
     return int(min(budget, 2**31 - 1))
 
@@ -376,7 +378,7 @@ def failure_events(fleet: Fleet, n_fires: int) -> float:
     16 failures per job (with failures while down, H / M_i still bounds the mean)."""
     period = np.asarray(fleet.period, np.float64)
     active = np.asarray(fleet.active)
-    mtbf = np.where(active, np.asarray(fleet.mtbf, np.float64), np.inf)
+    mtbf = np.where(active, fleet.failure_mtbf, np.inf)  # outages too (docs/model.md §1f)
     horizon = (n_fires + 2) * np.max(np.where(active, period, 0.0), axis=-1, keepdims=True)
     mean = horizon / mtbf
     per_job = 2 * mean + 8 * np.sqrt(mean) + 16
@@ -507,7 +509,8 @@ def check_horizon_events(fleet: Fleet, horizon, jitter=None, max_events: int = M
     likely count (`ckpt_jax.Fleet.events`)."""
     horizon = np.broadcast_to(np.asarray(horizon, np.float64), fleet.batch_shape)
     least = least_events(fleet, horizon, jitter)
-    check_events(name, horizon, least, fleet.events(horizon), fleet.n_jobs, fleet.has_failures, max_events)
+    failing = fleet.has_failures or fleet.has_outages
+    check_events(name, horizon, least, fleet.events(horizon), fleet.n_jobs, failing, max_events)
 
 
 # The work a command runs without being told `force`: job-events, events x jobs x runs
@@ -700,7 +703,8 @@ def plan(
     check_trace_memory(fleet, trace_len, queue_size if use_delay else 1, devices)
     path = choose_paths(fleet, uses, "general" if run.failure_times is not None else method, run.save).ravel()
     use_jitter = bool(np.any(uses.jitter))
-    check_key_given(key, use_jitter, drawn_failures=fleet.has_failures and run.failure_times is None)
+    drawn = (fleet.has_failures and run.failure_times is None) or fleet.outage_kind == "drawn"
+    check_key_given(key, use_jitter, drawn_failures=drawn)
     key = None if key is None else check_key(key, fleet.batch_shape)
     params = params_of(fleet, sigma, key, fleet_offset, run.failure_times)  # all checked: built last
     config = RunConfig(
@@ -772,7 +776,7 @@ def _check_run(fleet, state, n_fires, save, until, failure_times, method) -> _Ru
                 f"method={method!r} cannot serve failure_times (failures are events of the general "
                 "engine only, docs/model.md §1c); use 'general' or 'auto'"
             )
-    use_failures = fleet.has_failures or failure_times is not None
+    use_failures = fleet.has_failures or failure_times is not None or fleet.has_outages
     if use_failures and horizon is None:
         # Without a horizon the run would stop at K completed writes per job, which a fleet
         # that keeps failing may never reach (an abandoned write takes a trace column).

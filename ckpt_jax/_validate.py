@@ -201,11 +201,11 @@ def _bytes(n: float) -> str:
 
 
 def check_key_given(key, jittered: bool, drawn_failures: bool) -> None:
-    """A run that draws random numbers (jitter > 0, or failures drawn from ``mtbf``) needs
+    """A run that draws random numbers (jitter > 0, failures drawn from ``mtbf``, outages) needs
     an explicit ``key``, as `jax.random` does: a silent default key would give every such
     run the same draws."""
     if key is None and (jittered or drawn_failures):
-        reason = "jitter > 0" if jittered else "failures drawn from Fleet(mtbf=...)"
+        reason = "jitter > 0" if jittered else "failures drawn from Fleet(mtbf=...) or outages from outage_mtbf"
         raise ValueError(
             f"key is needed: this run draws random numbers ({reason}); pass key=jax.random.key(seed) "
             "(one key, or one per fleet of the batch shape)"

@@ -83,6 +83,8 @@ _VARIABLES = {
     "jobs_snapshot_time": (("job",), "snapshot time", _TIME, "blocking snapshots of two-level checkpoints"),
     "jobs_wait_time": (("job",), "backpressure wait", _TIME, "next checkpoint due while a drain ran"),
     "jobs_persisted_work": (("job",), "persisted work", _WORK, "covered by a checkpoint whose drain ended"),
+    "jobs_outage_failures": (("job",), "outage failures", None, "failures caused by common-cause outages"),
+    "jobs_stagger_time": (("job",), "stagger time", _TIME, "time down for the restart stagger"),
     "power_time": (("bin",), "time at power", _TIME, "time with the draw P in each bin"),
     "power_edges": (("edge",), "power bin edges", _DRAW, "SaveAt.power_bins"),
     "power_mean": ((), "mean power", _DRAW, "time-weighted mean of P over the run"),

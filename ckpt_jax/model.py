@@ -18,6 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ._outage_inputs import check_outages
 from ._throughput import THROUGHPUT_PRESETS, Throughput, throughput_table
 from ._validate import check_dtype, check_key, check_range, real_array, short_repr
 
@@ -192,6 +193,22 @@ class Fleet:
       fail_while_down: the failure clock also runs during the restart and the recovery read
         (docs/model.md §1e, Daly's model): a failure there starts the recovery over (R_i again,
         then the read). Default False: no failures while down (§1c). One rule for the batch.
+      domain: each job's failure domain (docs/model.md §1f: a rack, a switch, a file system),
+        ints in [0, D), a scalar or broadcastable to (*B, N). Default 0: one domain, the whole
+        fleet. D is the last axis of a per-domain ``outage_mtbf``, else the largest domain + 1.
+      outage_mtbf: mean time M_o between common-cause outages of each domain (§1f): outages
+        strike a domain as a Poisson process in wall-clock time and fail, at that instant,
+        every job of the domain that is up (with ``fail_while_down``, the down ones too: their
+        recovery starts over); each loses what a failure loses. > 0 (inf: none in that
+        domain), a scalar (every domain), one per domain (D,) or (*B, D). None (default): no
+        drawn outages. Draws come from the run's key (one stream per fleet and domain).
+      outage_times: replayed outages instead of drawn ones: per fleet rows of (time, domain),
+        shape (K, 2) (every fleet) or (*B, K, 2), sorted by time, padded at the end with rows
+        whose time is NaN or +inf. Excludes ``outage_mtbf``.
+      restart_stagger: Δ >= 0, finite (§1f), a scalar or (*B,): the jobs one outage fails end
+        their restarts in job order, the k-th of them (k = 0, 1, ... by job index among the
+        jobs that outage failed) at t + R_k + k·Δ. A job's own failures are unchanged.
+        Default 0.
       idle_power: p_idle in [0, 1] (docs/model.md §1d): the draw of a job that does not
         compute (snapshot, waiting, blocking write, down) per unit of size; scalar or (*B,).
         Default 0. Used by ``SaveAt(power=True)`` only.
@@ -223,6 +240,11 @@ class Fleet:
     storage_policy: str
     recover_from: str
     fail_while_down: bool
+    domain: jax.Array
+    outage_mtbf: jax.Array
+    outage_times: jax.Array
+    outage_domains: jax.Array
+    restart_stagger: jax.Array
 
     def __init__(
         self,
@@ -245,6 +267,10 @@ class Fleet:
         idle_power: ArrayLike = 0.0,
         recovery_read: ArrayLike = 0.0,
         fail_while_down: bool = False,
+        domain: ArrayLike | None = None,
+        outage_mtbf: ArrayLike | None = None,
+        outage_times: ArrayLike | None = None,
+        restart_stagger: ArrayLike = 0.0,
         dtype=None,
     ):
         check_policy("power_policy", power_policy, POWER_POLICIES)
@@ -290,6 +316,7 @@ class Fleet:
             recovery_read=read_np,
             fail_while_down=bool(fail_while_down),
         )
+        outages = check_outages(domain, outage_mtbf, outage_times, restart_stagger, job_shape, active_np, dtype)
         table = _throughput_array(throughput, n_jobs, batch_shape)
         active_np = np.broadcast_to(active_np, job_shape)
         size_np = np.broadcast_to(size_np, job_shape)
@@ -331,6 +358,7 @@ class Fleet:
         object.__setattr__(self, "_snapshots", snapshot is not None)
         # Static too: whether some job re-reads its checkpoint after a failure (§1e).
         object.__setattr__(self, "_reads", bool(np.any(fields["recovery_read"] > 0)))
+        _set_outages(self, outages, dtype)
 
     def __repr__(self) -> str:
         # A summary, not the arrays (a fleet of 32 jobs printed 9 KB).
@@ -365,7 +393,9 @@ class Fleet:
             f"dtype={np.dtype(self.dtype).name}, {', '.join(summary(name) for name in fields)}, "
             f"power_policy={self.power_policy!r}, storage_policy={self.storage_policy!r}"
             + (f", recover_from={self.recover_from!r}" if self.has_snapshots else "")
-            + (", fail_while_down=True)" if self.fail_while_down else ")")
+            + (", fail_while_down=True" if self.fail_while_down else "")
+            + (f", outages={self.outage_kind!r}" if self.has_outages else "")
+            + ")"
         )
 
     # -- convenience ---------------------------------------------------------------
@@ -387,6 +417,46 @@ class Fleet:
     def has_failures(self) -> bool:
         """Whether the fleets fail (``mtbf`` given, docs/model.md §1c): decided on the host."""
         return bool(np.any(np.isfinite(np.asarray(self.mtbf))))
+
+    @property
+    def has_outages(self) -> bool:
+        """Whether common-cause outages strike (docs/model.md §1f): decided on the host."""
+        return bool(self.outage_kind)
+
+    @property
+    def outage_kind(self) -> str:
+        """How outages strike (docs/model.md §1f): ``"drawn"`` (``outage_mtbf``), ``"listed"``
+        (``outage_times``) or ``""`` (none)."""
+        return str(getattr(self, "_outages", ""))
+
+    @property
+    def failure_mtbf(self) -> np.ndarray:
+        """(*B, N) each job's mean time between failures of any cause, own (``mtbf``) and its
+        domain's drawn outages (``outage_mtbf``) together: 1 / (1/M_i + 1/M_o). Replayed
+        outages count at their mean rate up to the last listed instant. For estimates of a
+        run's events (`events`), not for the dynamics."""
+        rate = 1 / np.asarray(self.mtbf, np.float64)
+        if self.has_outages:
+            outage = np.asarray(self.outage_mtbf, np.float64)
+            if self.outage_kind == "listed":
+                times = np.asarray(self.outage_times, np.float64)
+                domains = np.asarray(self.outage_domains)
+                last = np.max(np.where(np.isfinite(times), times, 0.0), axis=-1, initial=0.0)[..., None]
+                count = np.stack(
+                    [np.sum(np.isfinite(times) & (domains == d), axis=-1) for d in range(self.n_domains)], axis=-1
+                )
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    outage = np.where(count > 0, np.maximum(last, 1e-300) / np.maximum(count, 1), np.inf)
+            domain = np.asarray(self.domain)
+            outage = np.broadcast_to(outage, domain.shape[:-1] + outage.shape[-1:])
+            rate = rate + 1 / np.take_along_axis(outage, domain, -1)
+        with np.errstate(divide="ignore"):
+            return 1 / rate
+
+    @property
+    def n_domains(self) -> int:
+        """D, the number of failure domains (docs/model.md §1f)."""
+        return int(self.outage_mtbf.shape[-1])
 
     @property
     def has_snapshots(self) -> bool:
@@ -433,7 +503,7 @@ class Fleet:
         return events_to(
             horizon,
             np.asarray(self.period, np.float64),
-            np.asarray(self.mtbf, np.float64),
+            self.failure_mtbf,
             np.asarray(self.restart, np.float64),
             np.asarray(self.active),
             per_cycle=per_cycle,
@@ -488,7 +558,22 @@ _FLEET_FIELDS = (
     "two_level",
     "idle_power",
     "recovery_read",
+    "domain",
+    "outage_mtbf",
+    "outage_times",
+    "outage_domains",
+    "restart_stagger",
 )
+
+
+def _set_outages(fleet: Fleet, outages, dtype) -> None:
+    """Stores the checked outage inputs (`ckpt_jax._outage_inputs.Outages`) on ``fleet``."""
+    object.__setattr__(fleet, "domain", jnp.asarray(outages.domain, jnp.int32))
+    object.__setattr__(fleet, "outage_mtbf", jnp.asarray(outages.mtbf, dtype))
+    object.__setattr__(fleet, "outage_times", jnp.asarray(outages.times, dtype))
+    object.__setattr__(fleet, "outage_domains", jnp.asarray(outages.domains, jnp.int32))
+    object.__setattr__(fleet, "restart_stagger", jnp.asarray(outages.stagger, dtype))
+    object.__setattr__(fleet, "_outages", "drawn" if outages.drawn else "listed" if outages.listed else "")
 
 
 def _per_job(name: str, value, default, job_shape) -> np.ndarray:
@@ -683,6 +768,7 @@ _FLEET_STATIC = (
     "_limited",
     "_snapshots",
     "_reads",
+    "_outages",
 )
 
 

@@ -108,9 +108,11 @@ def loop_result(
             else dict(
                 useful_work=work.useful_work,
                 lost_work=work.lost_work,
-                failures=work.failures,
+                failures=work.failures if work.outage is None else work.failures + work.outage.failures,
                 down_time=work.down_time,
                 persisted_work=work.persisted,
+                outage_failures=None if work.outage is None else work.outage.failures,
+                stagger_time=None if work.outage is None else work.outage.stagger_time,
             )
         ),
     )

@@ -56,9 +56,9 @@ import jax.numpy as jnp
 
 from .._params import Params
 from .._snapping import snapped
-from . import jitter_works
+from . import jitter_works, outages
 
-__all__ = ["FAILURE_STREAM", "WorkCarry", "init", "up_params", "event_times", "switch", "refresh_gaps"]
+__all__ = ["FAILURE_STREAM", "WorkCarry", "init", "up_params", "event_times", "switch", "refresh_gaps", "failed"]
 
 FAILURE_STREAM = 2**31
 
@@ -87,6 +87,9 @@ class WorkCarry(NamedTuple):
         ``failures + 1`` of its stream), drawn ahead by `refresh_gaps` so that an event draws
         only for the jobs that failed at it; None with listed failure times or recovery reads
         (there `failure_time` draws at the failure).
+      outage: the failure domains' outage state (`outages.OutageCarry`, docs/model.md §1f),
+        or None without outages. ``failures`` counts the job's own failures only (the index
+        of its failure stream); ``outage.failures`` those outages caused.
     """
 
     down: jax.Array
@@ -103,6 +106,7 @@ class WorkCarry(NamedTuple):
     safe: jax.Array | None = None
     reading: jax.Array | None = None
     next_gap: jax.Array | None = None
+    outage: outages.OutageCarry | None = None
 
 
 def _draw_gap(job_key, n, dtype):
@@ -176,6 +180,7 @@ def init(
         safe=jnp.zeros(n_jobs, bool) if memory else None,
         reading=jnp.zeros(n_jobs, bool) if use_recovery and use_failures else None,
         next_gap=_gaps(params, jnp.ones(n_jobs, jnp.int32)) if ahead else None,
+        outage=outages.init(params) if use_failures and params.outages is not None else None,
     )
 
 
@@ -207,6 +212,7 @@ class _Instant(NamedTuple):
         its switches (``snapping`` None without two-level checkpoints).
       read_ends: the recovery reads that ended, or None.
       failure_dt, restart_dt: the time to each job's failure and restart end (with failures).
+      outage_dt: (D,) the time to each domain's next outage (with outages), else None.
     """
 
     time: jax.Array
@@ -225,6 +231,7 @@ class _Instant(NamedTuple):
     read_ends: jax.Array | None
     failure_dt: jax.Array | None
     restart_dt: jax.Array | None
+    outage_dt: jax.Array | None = None
 
 
 def switch(
@@ -251,6 +258,7 @@ def switch(
     memory: bool = False,
     read_ends=None,
     fail_while_down: bool = False,
+    outage_dt=None,
 ):
     """The accounting of one instant, after the loop's write ends, snapshot ends and
     firings, then (with ``use_failures``) its restart ends and failures, in that order.
@@ -286,6 +294,7 @@ def switch(
         read_ends=read_ends,
         failure_dt=failure_dt,
         restart_dt=restart_dt,
+        outage_dt=outage_dt,
     )
     new = _account(params, work, now, memory)
     read_starts = None
@@ -336,21 +345,28 @@ def _failures(params: Params, work: WorkCarry, new: WorkCarry, now: _Instant, us
     """Restart ends (and recovery reads), then failures (docs/model.md §1c, §1e), after the
     accounting ``new``: returns ``(work, now, read_starts)``, the rows of ``now`` switched."""
     restarts, down, reading, reads, next_failure = _restart_ends(params, work, now, fail_while_down)
+    fwd = fail_while_down
     hit = params.active if fail_while_down else params.active & ~down
     fails = now.running & hit & snapped(now.failure_dt, 1.0, 0.0, now.dt, now.time, params.compute.dtype)
+    own, restart, strike = fails, params.restart, None
+    if work.outage is not None:  # common-cause outages (§1f): more jobs fail, some restart later
+        strike = _strike(params, work, now, fails, down, reading, next_failure, fail_while_down)
+        fails, restart, next_failure = fails | strike.jobs, params.restart + strike.stagger, strike.next_failure
     progress = new.phase_work - now.compute_left
     exposed = new.pending if new.safe is None else jnp.where(new.safe, 0, new.pending)
     lost = work.lost_work + jnp.where(fails, exposed + new.uncovered + progress, 0)
     redo = _redo(params, new, now, use_jitter)
-    back, upcoming = _next_failure(params, work, now, fail_while_down)
+    back, upcoming = _next_failure(params, work, now, fail_while_down, restart)
+    if strike is not None:
+        back, upcoming = _after_outage(params, work, strike, back, upcoming, restart, next_failure, fail_while_down)
     write_left, read_starts = now.write_left, None
     if reading is not None:
         upcoming, reading, write_left, read_starts = _reads_after(
-            params, now, reading, reads, restarts, fails, upcoming, fail_while_down
+            params, now, reading, reads, restarts, fails, upcoming, fail_while_down, restart
         )
     next_failure = jnp.where(fails, upcoming, next_failure)
     failed = WorkCarry(
-        down=down | (fails & (params.restart > 0)),
+        down=down | (fails & (restart > 0)),
         up_at=jnp.where(fails, back, work.up_at),
         next_failure=next_failure,
         phase_work=jnp.where(fails, redo, new.phase_work),
@@ -359,11 +375,12 @@ def _failures(params: Params, work: WorkCarry, new: WorkCarry, now: _Instant, us
         useful_work=new.useful_work,
         lost_work=lost,
         down_time=new.down_time,
-        failures=work.failures + fails.astype(jnp.int32),
+        failures=work.failures + own.astype(jnp.int32),
         persisted=new.persisted,
         safe=None if new.safe is None else new.safe & ~fails,
         reading=reading,
         next_gap=work.next_gap,
+        outage=None if strike is None else _outage_after(params, work, strike, fails, down, now, reads, fwd),
     )
     # The failed jobs abandon their snapshot or write and restart their lost cycle.
     draining = now.draining & ~fails
@@ -411,13 +428,14 @@ def _redo(params: Params, new: WorkCarry, now: _Instant, use_jitter: bool):
     return params.compute
 
 
-def _next_failure(params: Params, work: WorkCarry, now: _Instant, fail_while_down: bool):
-    """``(back, upcoming)``: where a job that fails now is up again (its restart's end) and
-    its next failure. The down period starts from the listed time, which the clock may miss
-    by an ulp; the clock runs again from the restart's end (§1c), or never stops (§1e)."""
+def _next_failure(params: Params, work: WorkCarry, now: _Instant, fail_while_down: bool, restart):
+    """``(back, upcoming)``: where a job that fails now is up again (its restart's end,
+    ``restart`` after the failure) and its next failure. The down period starts from the
+    listed time, which the clock may miss by an ulp; the clock runs again from the restart's
+    end (§1c), or never stops (§1e)."""
     listed = params.failure_times is not None
     failed_at = work.next_failure if listed else jnp.broadcast_to(now.time, work.next_failure.shape)
-    back = failed_at + params.restart
+    back = failed_at + restart
     clock_from = failed_at if fail_while_down else back
     if listed:
         upcoming = failure_time(params, clock_from, work.failures + 1, failed_at=work.next_failure)
@@ -428,12 +446,14 @@ def _next_failure(params: Params, work: WorkCarry, now: _Instant, fail_while_dow
     return back, upcoming
 
 
-def _reads_after(params: Params, now: _Instant, reading, reads, restarts, fails, upcoming, fail_while_down: bool):
+def _reads_after(
+    params: Params, now: _Instant, reading, reads, restarts, fails, upcoming, fail_while_down: bool, restart
+):
     """Recovery reads after the instant's failures (§1e): a failure abandons the job's read
-    or write, and a read starts where a restart ends (at the failure itself where R_i = 0).
-    Without ``fail_while_down`` a reading job's next failure is drawn where its read ends.
-    Returns ``(upcoming, reading, write_left, read_starts)``."""
-    restarts_read = fails & reads & (params.restart == 0)  # R_i = 0: the read starts now
+    or write, and a read starts where a restart (``restart`` long) ends (at the failure
+    itself where it is 0). Without ``fail_while_down`` a reading job's next failure is drawn
+    where its read ends. Returns ``(upcoming, reading, write_left, read_starts)``."""
+    restarts_read = fails & reads & (restart == 0)  # no restart: the read starts now
     if not fail_while_down:  # drawn where the read ends
         upcoming = jnp.where(reads, jnp.asarray(jnp.inf, params.compute.dtype), upcoming)
     read_starts = (reading & (restarts & ~fails)) | restarts_read
@@ -442,6 +462,84 @@ def _reads_after(params: Params, now: _Instant, reading, reads, restarts, fails,
     assert params.recovery_read is not None  # as `_restart_ends` checked
     write_left = jnp.where(read_starts, params.recovery_read, write_left)
     return upcoming, reading, write_left, read_starts
+
+
+class _Strike(NamedTuple):
+    """The outages of one instant (docs/model.md §1f, `outages.struck`): the outage state
+    with them taken, the (N,) jobs they fail, each one's outage instant and stagger k·Δ, and
+    the jobs' pending own failures (a recovery read that ends gives back a held clock)."""
+
+    carry: outages.OutageCarry
+    jobs: jax.Array
+    at: jax.Array
+    stagger: jax.Array
+    next_failure: jax.Array
+
+
+def _strike(params: Params, work: WorkCarry, now: _Instant, own, down, reading, next_failure, fail_while_down: bool):
+    """The outages of this instant, after the restart ends and with the jobs' own failures
+    ``own`` known: a job fails once, as its own failure where both fall at one instant. An
+    outage fails the jobs of its domain that are up (not ``down``, not ``reading``), or every
+    one with ``fail_while_down``. Returns a `_Strike`."""
+    carry = work.outage
+    assert carry is not None
+    held = carry.held
+    if now.read_ends is not None:  # the own clock held by an outage's read runs again
+        back_up = now.read_ends & ~jnp.isnan(held)
+        next_failure = jnp.where(back_up, now.time + held, next_failure)
+        held = jnp.where(now.read_ends, jnp.nan, held)
+    exposed = ~own
+    if not fail_while_down:
+        exposed = exposed & ~down
+        if reading is not None:
+            exposed = exposed & ~reading
+    carry, jobs, at, stagger = outages.struck(
+        params, carry._replace(held=held), now.outage_dt, now.dt, now.time, now.running, exposed
+    )
+    return _Strike(carry, jobs, at, stagger, next_failure)
+
+
+def _after_outage(params: Params, work: WorkCarry, strike: _Strike, back, upcoming, restart, next_failure, fwd: bool):
+    """``(back, upcoming)`` with the jobs an outage failed set: up again ``restart`` (R_i + k·Δ)
+    after the outage's instant; their own failure clock paused while down (a drawn pending
+    failure moves by the time down; with listed times, the first at or after the restart's
+    end), or running on with ``fail_while_down`` (fwd)."""
+    jobs, at = strike.jobs, strike.at
+    back_o = at + restart
+    if fwd:
+        up = next_failure
+    elif params.failure_times is not None:
+        up = failure_time(params, back_o, work.failures, failed_at=at)
+    else:
+        up = next_failure + (back_o - at)
+    return jnp.where(jobs, back_o, back), jnp.where(jobs, up, upcoming)
+
+
+def _outage_after(params: Params, work: WorkCarry, strike: _Strike, fails, down, now: _Instant, reads, fwd: bool):
+    """The outage state after the instant's failures: the outage failures counted, the
+    stagger assigned (a failure that cuts short a restart in progress, with
+    ``fail_while_down``, takes back the part of its stagger not served: the stagger is the
+    restart's last k·Δ), and with recovery reads the own clock held until the read ends."""
+    carry = strike.carry
+    remaining = jnp.maximum(work.up_at - now.time, 0)
+    unserved = jnp.where(fails & down, jnp.minimum(carry.stagger, remaining), 0)
+    held = carry.held
+    if reads is not None and not fwd and params.failure_times is None:
+        held = jnp.where(strike.jobs & reads, strike.next_failure - strike.at, held)
+    return carry._replace(
+        failures=carry.failures + strike.jobs.astype(jnp.int32),
+        stagger_time=(carry.stagger_time - unserved + strike.stagger).astype(carry.stagger_time.dtype),
+        stagger=jnp.where(fails, strike.stagger, carry.stagger),
+        held=held,
+    )
+
+
+def failed(before: WorkCarry, after: WorkCarry):
+    """(N,) the jobs that failed between ``before`` and ``after``, by any cause."""
+    changed = after.failures != before.failures
+    if after.outage is not None and before.outage is not None:
+        changed = changed | (after.outage.failures != before.outage.failures)
+    return changed
 
 
 def refresh_gaps(params: Params, before: WorkCarry, after: WorkCarry, few: int) -> WorkCarry:

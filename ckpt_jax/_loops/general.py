@@ -41,7 +41,7 @@ from .._rates import (
 )
 from .._snapping import horizon_clock, snapped, to_horizon
 from .._status import Status, flag
-from . import LoopResult, failures, jitter_works, loop_info, loop_result, requests
+from . import LoopResult, failures, jitter_works, loop_info, loop_result, outages, requests
 from . import record as record_cells
 from .config import RunConfig
 from .events import Instant
@@ -264,6 +264,7 @@ def step(
     new, fire_slot, end_slot, _, _ = switch(params, carry, running, config, horizon)
     if new.work is not None and carry.work is not None:
         new = new._replace(work=failures.refresh_gaps(params, carry.work, new.work, few=1))
+        new = new._replace(work=_refresh_outages(params, carry.work, new.work))
     carry = new
     jobs = jnp.arange(params.compute.shape[0])
     return carry._replace(
@@ -285,6 +286,7 @@ class _Next(NamedTuple):
       queue_dt: () the time to the next pending controller update, or None.
       failure_dt, restart_dt: (N,) the time to each job's failure and restart end, or None.
       snap_dt: (N,) the time to each snapshot's end, or None.
+      outage_dt: (D,) the time to each failure domain's next outage (docs/model.md §1f), or None.
       dt: () the step (0 where the fleet stops or no event is finite); ``finite``: whether
         the event is finite; ``time``: the event's time.
     """
@@ -306,6 +308,7 @@ class _Next(NamedTuple):
     dt: jax.Array
     finite: jax.Array
     time: jax.Array
+    outage_dt: jax.Array | None = None
 
 
 class _Rows(NamedTuple):
@@ -410,7 +413,7 @@ def _next_event(params: Params, carry: Carry, running, config: RunConfig, horizo
         write_dt = jnp.where(writers, carry.write_left / write_rate, inf)
     compute_dt = jnp.where(computes, carry.compute_left / jnp.where(computes, compute_rate, 1), inf)
     dt = jnp.minimum(jnp.min(write_dt), jnp.min(compute_dt))
-    queue_dt = failure_dt = restart_dt = snap_dt = None
+    queue_dt = failure_dt = restart_dt = snap_dt = outage_dt = None
     if config.use_delay:
         queue_dt = jnp.where(carry.queue_size > 0, carry.queue_time[carry.queue_head] - carry.time, inf)
         dt = jnp.minimum(dt, queue_dt)
@@ -418,6 +421,9 @@ def _next_event(params: Params, carry: Carry, running, config: RunConfig, horizo
         assert carry.work is not None  # as above
         failure_dt, restart_dt = failures.event_times(params, carry.work, carry.time)
         dt = jnp.minimum(dt, jnp.minimum(jnp.min(failure_dt), jnp.min(restart_dt)))
+        if carry.work.outage is not None:  # common-cause outages (§1f)
+            outage_dt = outages.event_dt(params, carry.work.outage, carry.time)
+            dt = jnp.minimum(dt, jnp.min(outage_dt))
     if config.use_snapshot:  # a snapshot ends at a wall-clock time, as a restart does
         assert carry.snapping is not None and carry.snap_end is not None
         snap_dt = jnp.where(live.active & carry.snapping, carry.snap_end - carry.time, inf)
@@ -445,6 +451,7 @@ def _next_event(params: Params, carry: Carry, running, config: RunConfig, horizo
         dt=dt,
         finite=finite,
         time=time,
+        outage_dt=outage_dt,
     )
 
 
@@ -560,6 +567,7 @@ def _failures(params: Params, carry: Carry, running, config: RunConfig, nxt: _Ne
         read_ends=rows.read_ends,
         fail_while_down=config.fail_while_down,
         **(dict(failure_dt=nxt.failure_dt, restart_dt=nxt.restart_dt) if config.use_failures else {}),
+        outage_dt=nxt.outage_dt,
     )
     return rows._replace(
         work=work,
@@ -588,7 +596,7 @@ def _grants(params: Params, carry: Carry, running, config: RunConfig, nxt: _Next
             time=nxt.time,
             running=running & nxt.finite,
             up=rows.live.active,
-            failed=work.failures != carry.work.failures,
+            failed=failures.failed(carry.work, work),
             completes=rows.completes,
             requested=requested,
             queued_at=queued_at,
@@ -705,6 +713,13 @@ def record(buffer, slot, time):
     return flat.reshape(buffer.shape)
 
 
+def _refresh_outages(params: Params, before: failures.WorkCarry, after: failures.WorkCarry | None):
+    """``after`` with the next outage of each domain struck at the instant (docs/model.md §1f)."""
+    if after is None or after.outage is None:
+        return after
+    return after._replace(outage=outages.refresh(params, before.outage, after.outage))
+
+
 class GeneralLoop:
     """The general loop as a `ckpt_jax._loops.driver.Loop`: a batch of fleets (leading
     axis B), every fleet stepped by the vmapped single-fleet `switch`, the trace written by
@@ -756,6 +771,7 @@ class GeneralLoop:
         if new.work is not None and carry.work is not None:  # draws for the next failures of the jobs that failed
             few = max(4, self.params.compute.shape[0] // 8)
             new = new._replace(work=failures.refresh_gaps(self.params, carry.work, new.work, few))
+            new = new._replace(work=_refresh_outages(self.params, carry.work, new.work))
         new = new._replace(
             fire_times=record(new.fire_times, fire_slot, new.time),
             end_times=record(new.end_times, end_slot, new.time),

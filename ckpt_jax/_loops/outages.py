@@ -1,0 +1,195 @@
+"""Common-cause outages and the restart stagger in the general loop (docs/model.md §1f).
+
+Each job belongs to a failure domain (`OutageParams.domain`). Outages strike a domain at the
+instants of a Poisson process of mean time M_o (drawn) or at listed instants (replayed), and
+fail, at that instant, every job of the domain that is up (with ``fail_while_down`` the jobs
+down too); each loses what a failure loses (`failures`). They are events of the exact loop
+like the others: the carry holds each domain's next outage time, `event_dt` hands the loop the
+time to the first, and every domain due at an instant strikes in the same step.
+
+Draws. Outage number n of domain d (0-based) of a fleet comes ``Exp(1)·M_o[d]`` after outage
+n − 1 (or t = 0), the exponential drawn from ``fold_in(fold_in(fold_in(key_0, OUTAGE_STREAM),
+d), n)``, where ``key_0`` is the key of the fleet's job 0 (`Params.job_keys`, derived from the
+run's key and the fleet's flat index only): the same fleet gets the same outages in any batch
+layout. `OUTAGE_STREAM` (2³¹ + 1) differs from every value folded into a job key elsewhere
+(jitter's cycle indices < 2³⁰, the failure stream 2³¹), so no two streams share a key.
+`drawn_instants` computes the same instants on the host from a fleet and a key.
+
+Replayed outages (`OutageParams.times`): a domain's next outage is its first listed instant
+after its last one (repeated rows of one domain and instant are one outage).
+
+Restart stagger. The jobs one outage fails (one domain, one instant) are ranked by job index,
+k = 0, 1, ...; job k is down for R_k + k·Δ (docs/model.md §1f). The job's own failure clock:
+memoryless, it is paused while the job is down (unless ``fail_while_down``): its pending own
+failure moves by the time down (drawn failures), or, with listed failure times, the next is
+the first listed at or after its restart end, as after its own failures.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .._params import Params
+from .._snapping import snapped
+
+__all__ = ["OUTAGE_STREAM", "OutageCarry", "init", "event_dt", "struck", "refresh", "drawn_instants"]
+
+OUTAGE_STREAM = 2**31 + 1
+
+
+class OutageCarry(NamedTuple):
+    """The outage state of one fleet.
+
+    Attributes:
+      next: (D,) each domain's next outage time (inf: none).
+      last: (D,) its last outage time (-inf: none yet).
+      count: (D,) int32 outages so far (the draw index of the next one).
+      failures: (N,) int32 each job's failures by outages.
+      stagger_time: (N,) time each job was down for the stagger (k·Δ) since t = 0.
+      stagger: (N,) the stagger of the job's current restart (0 after its own failure).
+      held: (N,) the job's own failure clock held while an outage's recovery read runs
+        (drawn failures; NaN: none held).
+    """
+
+    next: jax.Array
+    last: jax.Array
+    count: jax.Array
+    failures: jax.Array
+    stagger_time: jax.Array
+    stagger: jax.Array
+    held: jax.Array
+
+
+def _draw(key_0, domain, n, dtype):
+    """The standard exponential draw number ``n`` of a domain's outage stream."""
+    key = jax.random.fold_in(jax.random.fold_in(jax.random.fold_in(key_0, OUTAGE_STREAM), domain), n)
+    return jax.random.exponential(key, (), dtype)
+
+
+def _upcoming(params: Params, last, count):
+    """(D,) each domain's next outage after ``last`` (its outage number ``count``)."""
+    out = params.outages
+    assert out is not None
+    dtype = params.compute.dtype
+    n_domains = out.mtbf.shape[-1]
+    domains = jnp.arange(n_domains)
+    if out.times is not None:  # replayed: the first listed instant after the last
+        assert out.domains is not None
+        later = (out.domains[None, :] == domains[:, None]) & (out.times[None, :] > last[:, None])
+        return jnp.min(jnp.where(later, out.times[None, :], jnp.inf), axis=-1, initial=jnp.inf).astype(dtype)
+    gaps = jax.vmap(lambda d, n: _draw(params.job_keys[0], d, n, dtype))(
+        domains.astype(jnp.uint32), count.astype(jnp.uint32)
+    )
+    finite = jnp.isfinite(out.mtbf)
+    start = jnp.maximum(last, 0)
+    return jnp.where(finite, start + gaps * jnp.where(finite, out.mtbf, 1), jnp.inf).astype(dtype)
+
+
+def init(params: Params) -> OutageCarry:
+    """The outage state at t = 0: each domain's first outage."""
+    out = params.outages
+    assert out is not None
+    dtype = params.compute.dtype
+    n_domains, n_jobs = out.mtbf.shape[-1], params.compute.shape[0]
+    last = jnp.full(n_domains, -jnp.inf, dtype)
+    count = jnp.zeros(n_domains, jnp.int32)
+    zeros = jnp.zeros(n_jobs, dtype)
+    return OutageCarry(
+        next=_upcoming(params, last, count),
+        last=last,
+        count=count,
+        failures=jnp.zeros(n_jobs, jnp.int32),
+        stagger_time=zeros,
+        stagger=zeros,
+        held=jnp.full(n_jobs, jnp.nan, dtype),
+    )
+
+
+def event_dt(params: Params, carry: OutageCarry, time):
+    """(D,) the time to each domain's next outage."""
+    return (carry.next - time).astype(params.compute.dtype)
+
+
+def struck(params: Params, carry: OutageCarry, outage_dt, dt, time, running, exposed):
+    """The outages of this instant (docs/model.md §1f).
+
+    ``outage_dt``: (D,) the time to each domain's outage before the step; ``exposed``: (N,)
+    the jobs an outage can fail (up, or any with ``fail_while_down``; own failures of this
+    instant excluded: a job fails once). Returns ``(carry, jobs, at, stagger)``: the carry
+    with the struck domains' outages taken (their next one is set by `refresh`), the (N,)
+    jobs they fail, (N,) the outage's instant per job, and (N,) each failed job's stagger
+    k·Δ (k its rank by job index among the jobs its outage fails)."""
+    out = params.outages
+    assert out is not None
+    dtype = params.compute.dtype
+    n_domains = carry.next.shape[0]
+    due = running & snapped(outage_dt, 1.0, 0.0, dt, time, dtype) & jnp.isfinite(carry.next)
+    jobs = exposed & params.active & due[out.domain]
+    member = (out.domain[:, None] == jnp.arange(n_domains)[None, :]) & jobs[:, None]  # (N, D)
+    before = jnp.cumsum(member.astype(jnp.int32), axis=0) - member.astype(jnp.int32)
+    rank = jnp.take_along_axis(before, out.domain[:, None], axis=1)[:, 0]
+    stagger = jnp.where(jobs, rank.astype(dtype) * out.stagger, 0).astype(dtype)
+    at = carry.next[out.domain]
+    carry = carry._replace(
+        last=jnp.where(due, carry.next, carry.last),
+        next=jnp.where(due, jnp.nan, carry.next),  # `refresh` sets it before the next step
+        count=carry.count + due.astype(jnp.int32),
+    )
+    return carry, jobs, at, stagger
+
+
+def refresh(params: Params, before: OutageCarry | None, after: OutageCarry | None) -> OutageCarry | None:
+    """``after`` with the next outage of every domain struck since ``before`` (any leading
+    batch axes). Nothing is drawn at an instant without outages (one branch for the batch)."""
+    if after is None or before is None:
+        return after
+    assert params.outages is not None
+    struck_now = after.count != before.count
+    lead = after.count.ndim - 1
+
+    def none():
+        return after.next
+
+    def some():
+        upcoming = _upcoming
+        for _ in range(lead):
+            upcoming = jax.vmap(upcoming)
+        return jnp.where(struck_now, upcoming(params, after.last, after.count), after.next)
+
+    return after._replace(next=jax.lax.cond(jnp.any(struck_now), some, none))
+
+
+def drawn_instants(params: Params, horizon) -> np.ndarray:
+    """(B, K, 2) the drawn outage instants before ``horizon`` of each fleet of ``params``
+    (one batch axis), as (time, domain) rows sorted by time, NaN padded: the outages a run
+    with these parameters takes (docs/model.md §1f), for checks against a reference."""
+    out = params.outages
+    assert out is not None and out.times is None
+    rows = []
+    horizons = np.broadcast_to(np.asarray(horizon, np.float64), (params.compute.shape[0],))
+    for b in range(params.compute.shape[0]):
+        one = jax.tree_util.tree_map(lambda x, b=b: x[b], params)
+        assert one.outages is not None
+        n_domains = int(one.outages.mtbf.shape[-1])
+        found = []
+        for d in range(n_domains):
+            last = jnp.full(n_domains, -jnp.inf, params.compute.dtype)
+            count = jnp.zeros(n_domains, jnp.int32)
+            for n in range(100_000):
+                t = float(_upcoming(one, last, count)[d])
+                if not t < horizons[b]:
+                    break
+                found.append((t, d))
+                last, count = last.at[d].set(t), count.at[d].set(n + 1)
+        found.sort()
+        rows.append(found)
+    width = max(1, max(len(r) for r in rows))
+    result = np.full((len(rows), width, 2), np.nan)
+    for b, found in enumerate(rows):
+        if found:
+            result[b, : len(found)] = np.asarray(found)
+    return result
