@@ -7,7 +7,7 @@ that names the argument and the allowed range.
 Conventions. ``domain`` is (*B, N) ints in [0, D); the number of domains D is the last axis
 of a per-domain ``outage_mtbf`` ((D,) or (*B, D)), else one more than the largest domain of
 an active job. ``outage_times`` is one array of (time, domain) rows per fleet, shape (K, 2)
-(the same rows for every fleet) or (*B, K, 2); rows sorted by time within each fleet, padded
+(the same rows for every fleet) or (*B, K, 2), times > 0; rows sorted by time within each fleet, padded
 at the end with rows whose time is NaN or +inf (their domain is ignored).
 """
 
@@ -112,9 +112,9 @@ def _times(times, n_domains: int, batch_shape, dtype) -> tuple[np.ndarray, np.nd
     time, dom = rows[..., 0], rows[..., 1]
     padding = np.isnan(time) | (time == np.inf)
     time = np.where(padding, np.inf, time)
-    if np.any(~padding & ~(time >= 0)):
-        raise ValueError("outage_times must have times >= 0 (pad with NaN or +inf), found a negative or -inf time")
-    check_range("outage_times", np.where(padding | (time == 0), 1.0, time), dtype)
+    if np.any(~padding & ~(time > 0)):
+        raise ValueError("outage_times must have times > 0 (pad with NaN or +inf), found one <= 0 or -inf")
+    check_range("outage_times", np.where(padding, 1.0, time), dtype)
     if np.any(np.diff(time, axis=-1) < 0):
         raise ValueError(
             "outage_times must be sorted by time within each fleet, padding (NaN or +inf times) at the end"

@@ -612,6 +612,9 @@ def simulate_realistic_reference(
     compute_work=None,
     recovery_read=None,
     fail_while_down=False,
+    domain=None,
+    outages=None,
+    restart_stagger=0,
     exact=True,
     max_events=1000000,
 ):
@@ -664,6 +667,14 @@ def simulate_realistic_reference(
     listed time hits, whatever the job does: a failure while down or reading loses nothing
     more (nothing was computed) and starts the recovery over: down for R_i, then the read.
 
+    Outages (§1f), given as instants: at an outage (t, d), after the jobs' own failures of the
+    instant, every job of domain d that is up (any job of d with ``fail_while_down``) and did
+    not fail on its own at t fails as above; the k-th of them by job index (k = 0, 1, ...) is
+    down for R_i + k·Δ (``restart_stagger``). Its own listed failure times inside that down
+    period are passed over, as after its own failures. Several rows of one domain at one
+    instant are one outage. ``stagger_time`` is the time a job spends down in the last k·Δ of
+    such a restart.
+
     Power: a computing job draws w_i times its compute rate; any other job (snapshot, waiting,
     blocking write, down, reading) draws ``idle_power`` * w_i.
 
@@ -684,6 +695,9 @@ def simulate_realistic_reference(
         starts after its k-th firing (k = 0: the phase after an initial write); default T_i.
       recovery_read: None (no reads), one volume r >= 0 for every job, or per job r_i.
       fail_while_down: failures also hit a job that is down or reading (§1e).
+      domain: None (one domain), or per job its failure domain (an int).
+      outages: None, or a list of (time, domain) outage instants (any order).
+      restart_stagger: Δ >= 0, the restart stagger of the jobs one outage fails.
       exact: compute in Fractions (default), else in the inputs' own arithmetic.
       max_events: bound on the number of event instants before RuntimeError.
 
@@ -695,8 +709,9 @@ def simulate_realistic_reference(
       ``snapshot_time``, ``wait_time``, ``write_time`` (time as a writer), ``compute_time``,
       ``completed_write_time`` (drain start to end, over the completed checkpoints: from the
       firing, or with two-level checkpoints from the snapshot end),
-      ``failure_times`` (those that hit), ``restart_times``, ``read_time`` and ``read_ends``
-      (the instants recovery reads ended). Per fleet: ``event_times`` (the
+      ``failure_times`` (those that hit, outages' included), ``restart_times``, ``read_time``
+      and ``read_ends`` (the instants recovery reads ended), ``outage_failures`` (the failures
+      outages caused, counted in ``failures`` too) and ``stagger_time``. Per fleet: ``event_times`` (the
       instants stepped; the last is H), ``power``: the draw as a list of (t_start, t_end, P)
       over the steps of positive length, covering [0, H], and ``total_size`` (sum of w_i).
     """
@@ -728,6 +743,14 @@ def simulate_realistic_reference(
     for i, times in enumerate(failures_in):
         if any(x < 0 for x in times) or any(later <= earlier for earlier, later in zip(times, times[1:])):
             raise ValueError(f"failure_times[{i}] must be strictly increasing and >= 0")
+
+    dom = [0] * n_jobs if domain is None else [int(x) for x in domain]
+    struck_at = {}  # instant -> the domains struck then, in order
+    for time, where in outages or []:
+        struck_at.setdefault(num(time), set()).add(int(where))
+    outage_instants = sorted(struck_at)
+    delta = num(restart_stagger)
+    stagger_from = [zero] * n_jobs  # the stagger is the last k·Δ of a restart: [stagger_from, back)
 
     def work(i, k):
         return T[i] if compute_work is None else num(compute_work(i, k))
@@ -765,9 +788,11 @@ def simulate_realistic_reference(
             "compute_time",
             "completed_write_time",
             "read_time",
+            "stagger_time",
         )
     }
     out["failures"] = [0] * n_jobs
+    out["outage_failures"] = [0] * n_jobs
     for name in ("fire_times", "end_times", "failure_times", "restart_times", "read_ends"):
         out[name] = [[] for _ in range(n_jobs)]
     event_times, power = [], []
@@ -858,7 +883,7 @@ def simulate_realistic_reference(
                 relative.append(compute_left[i] / compute_rate[i])
             if snapping[i] and not down[i]:
                 relative.append(snap_left[i])
-        absolute = [H]
+        absolute = [H] + [x for x in outage_instants if x > t][:1]
         for i in range(n_jobs):
             if down[i]:
                 absolute.append(back[i])
@@ -878,6 +903,7 @@ def simulate_realistic_reference(
         for i in range(n_jobs):
             if down[i]:
                 out["down_time"][i] += dt
+                out["stagger_time"][i] += max(zero, min(t_next, back[i]) - max(t, stagger_from[i]))
                 continue
             if reading[i]:
                 out["down_time"][i] += dt
@@ -957,12 +983,11 @@ def simulate_realistic_reference(
             if down[i] and back[i] == t:
                 down[i] = False
                 come_back(i, t)
-        for i in range(n_jobs):
+        failed_now = set()
+
+        def fail(i, extra, t=t, failed_now=failed_now):
+            failed_now.add(i)
             times = failures_in[i]
-            if next_failure[i] >= len(times) or times[next_failure[i]] != t:
-                continue
-            if not fail_while_down and (down[i] or reading[i]):
-                continue
             out["failures"][i] += 1
             out["failure_times"][i].append(t)
             unsafe = snapping[i] or (draining[i] and not safe[i])
@@ -978,14 +1003,35 @@ def simulate_realistic_reference(
             write_left[i], snap_left[i] = zero, zero
             uncovered[i], pending[i], safe[i] = zero, zero, False
             compute_left[i] = work(i, lost_cycle)
-            back[i] = t + R[i]
-            next_failure[i] += 1  # this one, then (the clock off while down) any time inside the down period
+            back[i] = t + R[i] + extra
+            stagger_from[i] = back[i] - extra
+            # Passed over: its own time now (an own failure), then (the clock off while down)
+            # any time inside the down period.
+            while next_failure[i] < len(times) and times[next_failure[i]] <= t:
+                next_failure[i] += 1
             while not fail_while_down and next_failure[i] < len(times) and times[next_failure[i]] < back[i]:
                 next_failure[i] += 1
-            if R[i] == 0:
+            if back[i] == t:
                 come_back(i, t)
             else:
                 down[i] = True
+
+        for i in range(n_jobs):
+            times = failures_in[i]
+            if next_failure[i] >= len(times) or times[next_failure[i]] != t:
+                continue
+            if not fail_while_down and (down[i] or reading[i]):
+                continue
+            fail(i, zero)
+        # (7) outages of this instant: each struck domain's jobs that are up, by job index.
+        for where in sorted(struck_at.get(t, ())):
+            rank = 0
+            for i in range(n_jobs):
+                if dom[i] != where or i in failed_now or (not fail_while_down and (down[i] or reading[i])):
+                    continue
+                fail(i, rank * delta)
+                out["outage_failures"][i] += 1
+                rank += 1
         # fcfs: who starts at this instant queues after everyone already queued, by job index.
         queue.extend(sorted(started_now))
         started_now.clear()

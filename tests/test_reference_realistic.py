@@ -318,3 +318,61 @@ def test_recovery_conserves_time():
                 assert run["compute_time"][i] + run["write_time"][i] + run["down_time"][i] == 15
                 assert run["read_time"][i] <= run["down_time"][i]
                 assert run["failures"][i] == len(run["failure_times"][i])
+
+
+def test_an_outage_fails_its_domain_and_staggers_the_restarts_by_hand():
+    # Three jobs of one domain, T = 4, d = 1, f = 1, R = 1, Δ = 1/2; an outage at t = 2 fails
+    # all three (2 units of work lost each): back at 3, 3.5, 4. They fire at 7, 7.5, 8 and
+    # share the storage: job 0 alone on [7, 7.5) (1/2 left), two writers on [7.5, 8) (1/4 and
+    # 3/4 left), three from 8: job 0 ends at 8.75; then two: job 1 ends at 9.75, job 2 at 10.
+    run = simulate_realistic_reference([4] * 3, [1] * 3, Q(21, 2), restart=1, outages=[(2, 0)], restart_stagger=Q(1, 2))
+    assert run["failures"] == run["outage_failures"] == [1, 1, 1]
+    assert run["lost_work"] == [2, 2, 2]
+    assert run["restart_times"] == [[3], [Q(7, 2)], [4]]
+    assert run["stagger_time"] == [0, Q(1, 2), 1]
+    assert run["down_time"] == [1, Q(3, 2), 2]
+    assert run["fire_times"] == [[7], [Q(15, 2)], [8]]
+    assert run["end_times"] == [[Q(35, 4)], [Q(39, 4)], [10]]
+    assert run["useful_work"] == [4, 4, 4]
+
+
+def test_an_outage_spares_other_domains_and_jobs_down_by_hand():
+    # Jobs 0, 1 in domain 0, job 2 in domain 1; R = 2, Δ = 1. Job 1 fails on its own at t = 1
+    # (down to 3, a lone failure: no stagger); the outage of domain 0 at t = 2 fails job 0 only
+    # (job 1 is down), as rank 0: back at 4. Job 2 is not in the domain.
+    run = simulate_realistic_reference(
+        [10] * 3,
+        [1] * 3,
+        6,
+        failure_times=[[], [1], []],
+        restart=2,
+        domain=[0, 0, 1],
+        outages=[(2, 0)],
+        restart_stagger=1,
+    )
+    assert run["failures"] == [1, 1, 0] and run["outage_failures"] == [1, 0, 0]
+    assert run["restart_times"] == [[4], [3], []]
+    assert run["stagger_time"] == [0, 0, 0]
+    assert run["lost_work"] == [2, 1, 0]
+
+
+def test_an_own_failure_at_an_outage_counts_once_and_stagger_is_cut_by_a_failure_while_down():
+    # One domain, R = 1, Δ = 1. Job 0's own failure falls at the outage's instant t = 2: it
+    # fails once, on its own (back at 3); jobs 1 and 2 are the outage's ranks 0 and 1 (back at
+    # 3 and 4). With failures while down, job 2's own failure at 3.5 cuts its stagger [3, 4)
+    # after 1/2 and starts its restart over: back at 4.5, down from 2 to 4.5.
+    run = simulate_realistic_reference(
+        [10] * 3,
+        [1] * 3,
+        6,
+        failure_times=[[2], [], [Q(7, 2)]],
+        restart=1,
+        outages=[(2, 0)],
+        restart_stagger=1,
+        fail_while_down=True,
+    )
+    assert run["failures"] == [1, 1, 2] and run["outage_failures"] == [0, 1, 1]
+    assert run["restart_times"] == [[3], [3], [Q(9, 2)]]
+    assert run["stagger_time"] == [0, 0, Q(1, 2)]
+    assert run["down_time"] == [1, 1, Q(5, 2)]
+    assert run["lost_work"] == [2, 2, 2]
