@@ -115,7 +115,9 @@ def _times(times, n_domains: int, batch_shape, dtype) -> tuple[np.ndarray, np.nd
     if np.any(~padding & ~(time > 0)):
         raise ValueError("outage_times must have times > 0 (pad with NaN or +inf), found one <= 0 or -inf")
     check_range("outage_times", np.where(padding, 1.0, time), dtype)
-    if np.any(np.diff(time, axis=-1) < 0):
+    with np.errstate(invalid="ignore"):  # inf - inf in the padding
+        unsorted = np.any(np.diff(time, axis=-1) < 0)
+    if unsorted:
         raise ValueError(
             "outage_times must be sorted by time within each fleet, padding (NaN or +inf times) at the end"
         )

@@ -43,9 +43,12 @@ Example: the time until job 0 of a synchronous pair fires again.
 12.0
 """
 
+import numpy as np
+
 from ._loops.driver import advance_fleet as advance
 from ._loops.driver import advance_to_firing
 from ._loops.general import Carry, init_carry, step
+from ._loops.outages import drawn_instants
 from ._observe import EventView, FinalView, GapsObserver, JobsObserver, LoopInfo, Observer, WritersObserver
 from ._params import Params, flat_params, jitter_work
 from ._plan import sharing_for
@@ -70,4 +73,24 @@ __all__ = [
     "WritersObserver",
     "GapsObserver",
     "JobsObserver",
+    "outage_instants",
 ]
+
+
+def outage_instants(fleet, horizon, key=None, fleet_offset: int = 0):
+    """(B, K, 2) the outages of each fleet before ``horizon`` (docs/model.md §1f), as
+    (time, domain) rows sorted by time, NaN padded (K >= 1), one batch axis (the fleets in
+    flat order): the drawn ones (``Fleet(outage_mtbf=...)``) that `ckpt_jax.simulate` with the
+    same ``key`` and ``fleet_offset`` takes, or the replayed ``outage_times``. None without
+    outages. For checks against a reference, and to see when a run's outages struck."""
+    if not fleet.has_outages:
+        return None
+    n_fleets = int(np.prod(fleet.batch_shape, dtype=np.int64))
+    if fleet.outage_kind == "listed":
+        times = np.reshape(np.asarray(fleet.outage_times, np.float64), (n_fleets, -1))
+        domains = np.reshape(np.asarray(fleet.outage_domains, np.float64), (n_fleets, -1))
+        horizon = np.broadcast_to(np.asarray(horizon, np.float64).reshape(-1), (n_fleets,))
+        keep = times < horizon[:, None]
+        rows = np.stack([np.where(keep, times, np.nan), np.where(keep, domains, np.nan)], axis=-1)
+        return rows if rows.shape[1] else np.full((n_fleets, 1, 2), np.nan)
+    return drawn_instants(flat_params(fleet, key=key, fleet_offset=fleet_offset), horizon)

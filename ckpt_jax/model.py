@@ -533,7 +533,7 @@ class Fleet:
         take = jnp.asarray(chosen.reshape(-1))
 
         def pick(x):
-            flat_x = jnp.reshape(x, (-1,) + x.shape[len(batch) :])
+            flat_x = jnp.reshape(x, (flat.size,) + x.shape[len(batch) :])  # tails may be empty (no outages)
             return jnp.reshape(flat_x[take], chosen.shape + x.shape[len(batch) :])
 
         return _replace(

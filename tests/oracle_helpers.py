@@ -48,9 +48,10 @@ JOB_FIELDS = {
     "write_limit": math.inf,
     "snapshot": 0.0,
     "recovery_read": 0.0,
+    "domain": 0,
 }
 # Per-fleet spec keys the engine's Fleet takes (a batch gets one value per fleet).
-FLEET_FIELDS = ("delay", "async_fraction", "idle_power")
+FLEET_FIELDS = ("delay", "async_fraction", "idle_power", "restart_stagger")
 
 
 def oracle_settings(examples):

@@ -140,6 +140,9 @@ def reference(spec, policies, recover_from="storage", horizon=None):
         compute_work=oh.compute_work_of(spec),
         recovery_read=spec.get("recovery_read"),
         fail_while_down=spec.get("fail_while_down", False),
+        domain=spec.get("domain"),
+        outages=spec.get("outages"),
+        restart_stagger=spec.get("restart_stagger") or 0,
     )
 
 
@@ -186,6 +189,14 @@ def fleet(specs, policies, recover_from="storage"):
     if "fail_while_down" in specs[0]:
         assert len({spec["fail_while_down"] for spec in specs}) == 1
         static["fail_while_down"] = specs[0]["fail_while_down"]
+    if specs[0].get("outage_mtbf") is not None:  # drawn outages (tests/test_outages_oracle.py)
+        static["outage_mtbf"] = np.array([spec["outage_mtbf"] for spec in specs])
+    elif specs[0].get("outages") is not None:  # replayed outages: (B, K, 2) rows, NaN padded
+        width = max(1, max(len(spec["outages"]) for spec in specs))
+        rows = np.full((len(specs), width, 2), np.nan)
+        for b, spec in enumerate(specs):
+            rows[b, : len(spec["outages"])] = np.asarray(spec["outages"], dtype=float).reshape(-1, 2)
+        static["outage_times"] = rows
     return oh.fleet_of(specs, N_SLOTS, **static)
 
 

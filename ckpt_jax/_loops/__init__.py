@@ -112,7 +112,7 @@ def loop_result(
                 down_time=work.down_time,
                 persisted_work=work.persisted,
                 outage_failures=None if work.outage is None else work.outage.failures,
-                stagger_time=None if work.outage is None else work.outage.stagger_time,
+                stagger_time=None if work.outage is None else _stagger_served(work, time),
             )
         ),
     )
@@ -127,6 +127,14 @@ def loop_result(
         observers=(),
         final=final,
     )
+
+
+def _stagger_served(work, time):
+    """(B, N) the stagger time served by ``time``: a job still down at the stop has served
+    its stagger (the last k·Δ of its restart, docs/model.md §1f) only up to the stop."""
+    outage = work.outage
+    left = jnp.maximum(work.up_at - time[:, None], 0)
+    return outage.stagger_time - jnp.where(work.down, jnp.minimum(outage.stagger, left), 0)
 
 
 def jitter_works(job_keys, compute, jitter, cycle):

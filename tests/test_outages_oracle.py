@@ -1,0 +1,163 @@
+"""Failure domains, common-cause outages and the restart stagger (docs/model.md §1f): the engine
+against the exact reference.
+
+`reference.simulate_realistic_reference` learns outages as given instants (time, domain) and the
+restart stagger Δ from the rules (an outage fails every job of its domain that is up, or every
+one with ``fail_while_down``; the k-th of them by job index is down R_k + k·Δ), and integrates
+each fleet in exact rational arithmetic from the very float64 inputs the engine gets.
+`simulate(..., until=H)` must agree to 1e-9 relative (`test_realistic_oracle.check`'s fields:
+fire and end times, `JobStats` with ``outage_failures`` and ``stagger_time``, `PowerStats`, one
+step per exact instant) on small random fleets, sized, with write limits, with and without the
+jobs' own (listed) failures: with replayed outages (``outage_times``, some at instants of the
+exact run, some of two domains at once), and with drawn ones (``outage_mtbf``), the reference
+fed the instants the engine took (`ckpt_jax.loop.outage_instants`).
+
+Two compiled configurations: blocking fleets with replayed outages, and two-level fleets with
+drawn outages and failures while down.
+"""
+
+import jax
+import numpy as np
+import oracle_helpers as oh
+import test_realistic_oracle as oracle
+
+import ckpt_jax as cj
+from ckpt_jax import loop
+
+STATS = oracle.STATS + ("outage_failures", "stagger_time")
+N_DOMAINS = 2
+
+
+def random_spec(rng, grid, two_level, failing, fail_while_down, policies):
+    """`test_realistic_oracle.random_spec` with each job's domain (0 or 1), a restart stagger
+    and 1..4 replayed outages of the fleet's domains (on a grid fleet one at an instant of
+    the exact run, and often one of each domain at one instant)."""
+    spec = oracle.random_spec(rng, grid, two_level, failing)
+    n_active, horizon = len(spec["slots"]), spec["horizon"]
+    domain = [int(x) for x in rng.integers(0, N_DOMAINS, n_active)]
+    present = sorted(set(domain))
+    count = int(rng.integers(1, 5))
+    if grid:
+        times = [float(x) for x in rng.integers(1, int(8 * horizon), count) / 8]
+        stagger = float(rng.integers(1, 4) / 4)
+    else:
+        times = [float(x) for x in rng.uniform(0.05, horizon, count)]
+        stagger = float(rng.uniform(0.05, 0.6))
+    outages = [(t, int(rng.choice(present))) for t in times]
+    if len(present) == 2 and rng.random() < 0.5:  # both domains at one instant
+        outages.append((outages[0][0], 1 - outages[0][1]))
+    spec = dict(
+        spec, domain=domain, restart_stagger=stagger, fail_while_down=fail_while_down, outages=sorted(set(outages))
+    )
+    if grid:  # one more outage at an instant of the exact run so far, which float64 holds
+        instants = [t for t in oh.exact_instants(oracle.reference(spec, policies)["event_times"]) if 0 < t < horizon]
+        if instants:
+            extra = (instants[int(rng.integers(len(instants)))], int(rng.choice(present)))
+            spec = dict(spec, outages=sorted(set(spec["outages"]) | {extra}))
+    return spec
+
+
+def resolvable(spec, policies):
+    """`test_realistic_oracle.resolvable`, the outage instants among the listed times."""
+    run = oracle.reference(spec, policies, horizon=oh.longer_horizon(spec["horizon"]))
+    if max(len(fired) for fired in run["fire_times"]) >= oracle.N_FIRES:
+        return False
+    listed = spec["failures"] + [[t for t, _ in spec["outages"]]]
+    return oh.resolvable(run["event_times"], spec["horizon"], listed, spec["restart"] + [0.0])
+
+
+def random_specs(seed, kinds, policies, fail_while_down):
+    """One resolvable fleet per (grid, two_level, failing) in ``kinds`` whose exact run has
+    at least one outage failure."""
+    rng = np.random.default_rng(seed)
+    specs = []
+    for grid, two_level, failing in kinds:
+        while True:
+            spec = random_spec(rng, grid, two_level, failing, fail_while_down, policies)
+            if max(map(len, spec["failures"])) > oracle.N_LISTED or not resolvable(spec, policies):
+                continue
+            if not any(oracle.reference(spec, policies)["outage_failures"]):
+                continue
+            specs.append(spec)
+            break
+    return specs
+
+
+def check(specs, policies, failing, seed=0):
+    """Engine and reference agree on every fleet of ``specs`` (one simulate call)."""
+    out = oracle.engine(specs, policies, failing=failing, seed=seed)
+    assert bool(np.all(out.ok)), f"engine did not complete (status {np.asarray(out.status)})"
+    for b, spec in enumerate(specs):
+        oh.assert_run_agrees(out, b, spec, oracle.reference(spec, policies), STATS, what=f" ({policies})")
+        oracle.check_power(out.power, b, oracle.reference(spec, policies), spec["horizon"], None, None, f"fleet {b}")
+    return out
+
+
+BLOCKING = [(False, False, True), (True, False, True), (True, False, True), (False, False, True)]
+
+
+def test_engine_matches_the_reference_with_replayed_outages():
+    policies = ("maxmin", "weighted")
+    check(random_specs(36_000, BLOCKING, policies, False), policies, failing=True)
+
+
+def test_engine_matches_the_reference_with_drawn_outages():
+    # Two-level fleets, failures while down, outages drawn from a mean time of about a third of
+    # the horizon per domain: the reference takes the instants the engine drew.
+    policies = ("uniform", "fair")
+    rng = np.random.default_rng(36_100)
+    seed = 5
+    specs = []
+    for grid in (False, True, False):
+        while True:
+            spec = oracle.random_spec(rng, grid, True, True)
+            n_active = len(spec["slots"])
+            spec = dict(
+                spec,
+                domain=[int(x) for x in rng.integers(0, N_DOMAINS, n_active)],
+                restart_stagger=0.25 if grid else float(rng.uniform(0.05, 0.6)),
+                fail_while_down=True,
+                outage_mtbf=[spec["horizon"] / 3, spec["horizon"] / 2],
+                outages=[],
+            )
+            specs.append(spec)
+            break
+    fleet = oracle.fleet(specs, policies)
+    drawn = loop.outage_instants(fleet, np.array([s["horizon"] for s in specs]), key=jax.random.key(seed))
+    assert drawn is not None
+    specs = [dict(spec, outages=[(t, int(d)) for t, d in rows if np.isfinite(t)]) for spec, rows in zip(specs, drawn)]
+    assert sum(map(len, (s["outages"] for s in specs))) >= 3  # the draws give outages to check
+    assert all(resolvable(s, policies) for s in specs)
+    out = check(specs, policies, failing=True, seed=seed)
+    # Layout: the same fleet alone takes the same outages.
+    alone = loop.outage_instants(fleet[1:2], specs[1]["horizon"], key=jax.random.key(seed), fleet_offset=1)
+    assert alone is not None
+    np.testing.assert_array_equal(alone[0, : len(specs[1]["outages"])], np.asarray(specs[1]["outages"], float))
+    assert np.all(np.asarray(out.jobs.outage_failures)[np.asarray(fleet.active)] >= 0)
+
+
+def test_outage_inputs_are_checked_by_name():
+    base = dict(compute=[2.0, 2.0], write=[1.0, 1.0])
+    for kwargs, name in [
+        (dict(domain=[0, -1], outage_mtbf=5.0), "domain"),
+        (dict(domain=[0, 2], outage_mtbf=[5.0, 5.0]), "domain"),
+        (dict(domain=[0, 0.5]), "domain"),
+        (dict(outage_mtbf=0.0), "outage_mtbf"),
+        (dict(outage_mtbf=[5.0, 5.0, 5.0], domain=[0, 1]), None),
+        (dict(outage_times=[[2.0, 0.0], [1.0, 0.0]]), "outage_times"),
+        (dict(outage_times=[[2.0, 1.0]]), "outage_times"),
+        (dict(outage_times=[[0.0, 0.0]]), "outage_times"),
+        (dict(outage_times=[2.0, 0.0]), "outage_times"),
+        (dict(outage_times=[[2.0, 0.0]], outage_mtbf=3.0), "outage_mtbf and outage_times"),
+        (dict(restart_stagger=-1.0), "restart_stagger"),
+        (dict(restart_stagger=float("inf")), "restart_stagger"),
+    ]:
+        if name is None:
+            cj.Fleet(**base, **kwargs)  # three domains, two of them used: fine
+            continue
+        try:
+            cj.Fleet(**base, **kwargs)
+        except ValueError as err:
+            assert name in str(err), (kwargs, str(err))
+        else:
+            raise AssertionError(f"accepted {kwargs}")
