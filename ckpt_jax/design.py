@@ -249,7 +249,23 @@ def _batched(fleet: Fleet, intervals: np.ndarray) -> Fleet:
         idle_power=per_fleet(fleet.idle_power),
         recovery_read=per_job(fleet.recovery_read),
         fail_while_down=fleet.fail_while_down,
+        **_outages_of(fleet, batch),
         dtype=fleet.dtype,
+    )
+
+
+def _outages_of(fleet: Fleet, batch: tuple) -> dict:
+    """``fleet``'s failure domains, outages and restart stagger (docs/model.md §1f) as
+    `Fleet` arguments for a batch of it of shape ``batch``."""
+    per_fleet = lambda x: np.broadcast_to(np.asarray(x), batch + np.shape(x))  # noqa: E731
+    rows = None
+    if fleet.outage_kind == "listed":
+        rows = np.stack([np.asarray(fleet.outage_times, np.float64), np.asarray(fleet.outage_domains, np.float64)], -1)
+    return dict(
+        domain=per_fleet(fleet.domain),
+        outage_mtbf=per_fleet(fleet.outage_mtbf) if fleet.outage_kind == "drawn" else None,
+        outage_times=None if rows is None else per_fleet(rows),
+        restart_stagger=per_fleet(fleet.restart_stagger),
     )
 
 

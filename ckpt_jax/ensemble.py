@@ -507,10 +507,10 @@ def _run_chunk(make_chunk, start, stop, chunk_size, n_fires, key, jitter, reduce
         raise ValueError(
             f"make_chunk({start}, {stop}) must return {size} fleets (batch shape ({size},)), got {fleet.batch_shape}"
         )
-    if fleet.has_failures:
-        # simulate needs until= for them (docs/model.md §1c), and an ensemble runs K cycles.
+    if fleet.has_failures or fleet.has_outages:
+        # simulate needs until= for them (docs/model.md §1c, §1f), and an ensemble runs K cycles.
         raise ValueError(
-            f"make_chunk({start}, {stop}) returned fleets with failures (mtbf): run_ensemble runs "
+            f"make_chunk({start}, {stop}) returned fleets with failures (mtbf or outages): run_ensemble runs "
             "n_fires cycles per job, which failures may never complete; use "
             "cj.simulate(..., until=H) (or cj.design.fleet_waste) for them"
         )

@@ -10,6 +10,7 @@ of identical jobs and the fleet-wide storage, power and design settings::
     recover_from = "storage"       # optional, with snapshots: "storage" or "memory"
     idle_power = 0.0               # optional: draw of a job that does not compute, per size
     fail_while_down = false        # optional: failures also strike restarts and recovery reads
+    restart_stagger = 0.5          # optional: the jobs one outage fails restart this far apart
 
     [design]                       # optional, every key optional
     bounds = [1.0, 200.0]          # range of every interval
@@ -30,12 +31,21 @@ of identical jobs and the fleet-wide storage, power and design settings::
     write_limit = 0.25             # optional: the job's own write rate cap b (default: none)
     snapshot = 0.05                # optional: two-level checkpoints, the blocking snapshot s
     recovery_read = 0.5            # optional: volume re-read after a restart (default 0)
+    domain = "rack-a"              # optional: its failure domain (default "cluster")
+
+    [[outages]]                    # optional: common-cause outages of one failure domain
+    domain = "rack-a"              # optional, default "cluster"
+    mtbf = 5000.0                  # mean time between its outages; or times = [120.0, 900.0]
 
 ``snapshot`` (docs/model.md §1d) is all or nothing: once one group has it, every group must,
 and the fleet checkpoints in two levels (the write then drains in the background).
 ``recovery_read`` and ``fail_while_down`` are the recovery of docs/model.md §1e: after its
 restart a failed job re-reads that volume through the shared storage, and with
 ``fail_while_down`` a failure during the restart or the read starts the recovery over.
+``domain``, ``[[outages]]`` and ``restart_stagger`` are the common causes of docs/model.md §1f:
+an outage of a domain fails every job of it that is up, and the k-th of them (by job order in
+the file) ends its restart k·``restart_stagger`` late. Every outage table has ``mtbf`` (drawn,
+Poisson) or every one has ``times`` (replayed instants); one table per domain.
 
 Every quantity may instead be a string with a unit (``"6.5 TB"``, ``"2 TB/s"``, ``"17 min"``,
 ``"700 W"``; `ckpt_jax._units`), with the operator's twins of some fields (``gpus``,
@@ -73,6 +83,8 @@ __all__ = [
     "DESIGN_DEFAULTS",
     "COUNT_MAX",
     "SEED_MAX",
+    "Outage",
+    "DEFAULT_DOMAIN",
 ]
 
 COUNT_MAX = 100_000  # jobs per group, and in the whole fleet
@@ -88,6 +100,9 @@ DESIGN_DEFAULTS = {
 }
 
 
+DEFAULT_DOMAIN = "cluster"  # a group's failure domain where it names none (docs/model.md §1f)
+
+
 class FleetFileError(ValueError):
     """A fleet file that cannot be used; the message names the file and the field."""
 
@@ -96,7 +111,7 @@ class Group(NamedTuple):
     """``count`` identical jobs: size w, write volume d, MTBF M, restart R, interval T
     (None: Young's, `FleetSpec.young`), design bounds (lo, hi) (None: the fleet's), write
     limit b (None: none), snapshot s (None: blocking checkpoints; docs/model.md §1d) and
-    recovery read r (None: none; §1e)."""
+    recovery read r (None: none; §1e) and failure domain (None: `DEFAULT_DOMAIN`; §1f)."""
 
     name: str
     count: int
@@ -109,6 +124,16 @@ class Group(NamedTuple):
     write_limit: float | None = None
     snapshot: float | None = None
     recovery_read: float | None = None
+    domain: str | None = None
+
+
+class Outage(NamedTuple):
+    """``[[outages]]``: the common-cause outages of one failure domain (docs/model.md §1f),
+    drawn with mean time ``mtbf`` or replayed at ``times`` (sorted)."""
+
+    domain: str = DEFAULT_DOMAIN
+    mtbf: float | None = None
+    times: tuple | None = None
 
 
 class DesignSettings(NamedTuple):
@@ -145,6 +170,8 @@ class FleetSpec:
         (throughput, write limits) in bytes/s. None: a file of plain numbers.
       power_per_gpu: one GPU's draw in watts (None: not given); size, cap and idle power
         count in its units.
+      outages: tuple of `Outage` (``[[outages]]``; docs/model.md §1f), at most one per domain.
+      restart_stagger: Δ >= 0, as `cj.Fleet` (default 0).
     """
 
     path: str
@@ -161,6 +188,8 @@ class FleetSpec:
     design: DesignSettings = DesignSettings()
     time_unit: str | None = None
     power_per_gpu: float | None = None
+    outages: tuple = ()
+    restart_stagger: float = 0.0
 
     @property
     def n_jobs(self) -> int:
@@ -180,6 +209,51 @@ class FleetSpec:
         return np.repeat(
             np.asarray([getattr(g, field) for g in self.groups], np.float64), [group.count for group in self.groups]
         )
+
+    @property
+    def domains(self) -> tuple:
+        """The failure domains' names (docs/model.md §1f), in order of first appearance among
+        the groups; a domain's index in the fleet is its place here."""
+        names = [DEFAULT_DOMAIN if group.domain is None else group.domain for group in self.groups]
+        return tuple(dict.fromkeys(names))
+
+    def domain_index(self) -> np.ndarray:
+        """(N,) each job's failure domain, as its index in `domains`."""
+        names = self.domains
+        index = [names.index(DEFAULT_DOMAIN if group.domain is None else group.domain) for group in self.groups]
+        return np.repeat(np.asarray(index, np.int64), [group.count for group in self.groups])
+
+    def outage_arguments(self) -> dict:
+        """The `cj.Fleet` arguments of the failure domains, outages and restart stagger
+        (docs/model.md §1f): ``domain``, ``restart_stagger`` and ``outage_mtbf`` (D,) (inf
+        for a domain without outages) or ``outage_times`` (K, 2) rows."""
+        names = self.domains
+        arguments: dict = dict(domain=self.domain_index(), restart_stagger=self.restart_stagger)
+        if not self.outages:
+            return arguments
+        if self.outages[0].mtbf is not None:
+            mtbf = np.full(len(names), np.inf)
+            for outage in self.outages:
+                mtbf[names.index(outage.domain)] = outage.mtbf
+            arguments["outage_mtbf"] = mtbf
+        else:
+            rows = sorted((t, names.index(outage.domain)) for outage in self.outages for t in outage.times or ())
+            arguments["outage_times"] = np.asarray(rows, np.float64).reshape(-1, 2)
+        return arguments
+
+    def failure_mtbf(self) -> np.ndarray:
+        """(N,) each job's mean time between failures of any cause: its own and its domain's
+        outages (replayed ones at their mean rate up to the last), for event estimates."""
+        rate = 1.0 / self.per_job("mtbf")
+        names, index = self.domains, self.domain_index()
+        for outage in self.outages:
+            if outage.mtbf is not None:
+                per_domain = 1.0 / outage.mtbf
+            else:
+                times = outage.times or ()
+                per_domain = len(times) / max(max(times, default=1.0), 1e-300)
+            rate = rate + np.where(index == names.index(outage.domain), per_domain, 0.0)
+        return 1.0 / rate
 
     @property
     def has_snapshots(self) -> bool:
@@ -257,7 +331,7 @@ class FleetSpec:
         horizon = self.design.horizon if horizon is None else horizon
         period = self.period()
         return float(
-            events_to(horizon, period, self.per_job("mtbf"), self.per_job("restart"), np.ones(self.n_jobs, bool))
+            events_to(horizon, period, self.failure_mtbf(), self.per_job("restart"), np.ones(self.n_jobs, bool))
         )
 
     def _f1(self) -> float:
@@ -273,7 +347,8 @@ class FleetSpec:
         Args:
           intervals: (*B, N) compute intervals (default `intervals`); a batch of fleets
             with leading axes *B.
-          failures: with the file's MTBF and restart (False: a fleet that never fails).
+          failures: with the file's MTBF, restart, outages and stagger (False: a fleet that
+            never fails).
           dtype: as `cj.Fleet`.
         """
         from .model import Fleet
@@ -301,6 +376,7 @@ class FleetSpec:
             idle_power=self.idle_power,
             recovery_read=self._per_job_or("recovery_read", 0.0),
             fail_while_down=self.fail_while_down,
+            **(self.outage_arguments() if failures else {}),
             dtype=dtype,
         )
 
@@ -317,6 +393,9 @@ class FleetSpec:
             "idle_power": 0.0,
             "time_unit": None,
             "power_per_gpu": None,
+            "domain": None,
+            "outages": [],
+            "restart_stagger": 0.0,
         }
         if self.has_snapshots:
             del optional["recover_from"]  # it matters with snapshots: always written
@@ -335,6 +414,11 @@ class FleetSpec:
                 "fail_while_down": self.fail_while_down,
                 "time_unit": self.time_unit,
                 "power_per_gpu": self.power_per_gpu,
+                "restart_stagger": self.restart_stagger,
+                "outages": [
+                    {k: list(v) if isinstance(v, tuple) else v for k, v in outage._asdict().items() if v is not None}
+                    for outage in self.outages
+                ],
                 "design": {**self.design._asdict(), "bounds": list(self.bounds())},
                 "groups": [
                     keep({**group._asdict(), "bounds": list(bounds)})
@@ -479,6 +563,8 @@ _TOP = (
     "fail_while_down",
     "design",
     "groups",
+    "outages",
+    "restart_stagger",
     # with units (docs/guide/fleet-files.md)
     "time_unit",
     "storage",
@@ -497,6 +583,7 @@ _GROUP = (
     "write_limit",
     "snapshot",
     "recovery_read",
+    "domain",
     # with units: twins of size, write, compute and write_limit
     "gpus",
     "checkpoint",
@@ -508,7 +595,8 @@ _GROUP = (
 _TWINS = {"gpus": "size", "checkpoint": "write", "interval": "compute"}
 # The unit every field runs in within a file with units (size and cap count GPUs).
 _BASE_UNITS = {
-    **dict.fromkeys(("mtbf", "restart", "compute", "snapshot", "bounds", "delay", "horizon"), "s"),
+    **dict.fromkeys(("mtbf", "restart", "compute", "snapshot", "bounds", "delay", "horizon", "times"), "s"),
+    "restart_stagger": "s",
     **dict.fromkeys(("write", "recovery_read"), "B"),
     **dict.fromkeys(("write_limit", "throughput"), "B/s"),
 }
@@ -575,6 +663,9 @@ def _group(reader: _Reader, table, index: int, failure_rate: float | None) -> Gr
         reader.source(f"{field}.write_limit", f"{field}.write_limit_per_node", how)
     snapshot = table.get("snapshot")
     recovery_read = table.get("recovery_read")
+    domain = table.get("domain")
+    if domain is not None:
+        _domain_name(reader, domain, f"{field}.domain")
     return Group(
         name=name,
         count=reader.integer(table["count"], f"{field}.count", low=1, high=COUNT_MAX),
@@ -591,7 +682,62 @@ def _group(reader: _Reader, table, index: int, failure_rate: float | None) -> Gr
         recovery_read=None
         if recovery_read is None
         else reader.quantity(recovery_read, f"{field}.recovery_read", "size", strict=False),
+        domain=domain,
     )
+
+
+def _domain_name(reader: _Reader, value, field: str) -> str:
+    """A failure domain's name: a non-empty printable string of at most 40 characters."""
+    if not isinstance(value, str) or not value.strip() or len(value) > 40 or not value.isprintable():
+        reader.fail(
+            field,
+            f'must be a failure domain\'s name, a non-empty printable string such as "rack-a", got {_show(value)}',
+        )
+    return value
+
+
+_OUTAGE = ("domain", "mtbf", "times")
+
+
+def _outages(reader: _Reader, tables, groups: tuple) -> tuple:
+    """``[[outages]]`` (docs/model.md §1f): per table a domain some group names (default
+    "cluster"), at most one table per domain, and ``mtbf`` or ``times``, the same kind in all."""
+    if not isinstance(tables, list):
+        reader.fail("outages", f"must be an array of tables ([[outages]]), got {_show(tables)}")
+    names = {DEFAULT_DOMAIN if group.domain is None else group.domain for group in groups}
+    outages, seen = [], {}
+    for i, table in enumerate(tables):
+        field = f"outages[{i}]"
+        reader.keys(table, field, _OUTAGE)
+        domain = _domain_name(reader, table.get("domain", DEFAULT_DOMAIN), f"{field}.domain")
+        if domain not in names:
+            reader.fail(
+                f"{field}.domain",
+                f"{domain!r} is no group's domain (the groups' domains: {', '.join(map(repr, sorted(names)))})",
+            )
+        if domain in seen:
+            reader.fail(f"{field}.domain", f"{domain!r} already has outages[{seen[domain]}]: one table per domain")
+        seen[domain] = i
+        if ("mtbf" in table) == ("times" in table):
+            reader.fail(f"{field}.mtbf", "give mtbf (drawn outages) or times (replayed instants), one of them")
+        if i and ("mtbf" in table) != (outages[0].mtbf is not None):
+            reader.fail(
+                f"{field}.{'mtbf' if 'mtbf' in table else 'times'}",
+                "outages[0] has "
+                + ("mtbf" if outages[0].mtbf is not None else "times")
+                + ": every outage table is drawn (mtbf) or every one replayed (times)",
+            )
+        if "mtbf" in table:
+            outages.append(Outage(domain, mtbf=reader.quantity(table["mtbf"], f"{field}.mtbf", "duration")))
+            continue
+        times = table["times"]
+        if not isinstance(times, list) or not times:
+            reader.fail(f"{field}.times", f"must be a non-empty list of instants > 0, got {_show(times)}")
+        values = tuple(reader.quantity(t, f"{field}.times[{j}]", "duration") for j, t in enumerate(times))
+        if any(later <= earlier for earlier, later in zip(values, values[1:])):
+            reader.fail(f"{field}.times", "must be strictly increasing")
+        outages.append(Outage(domain, times=values))
+    return tuple(outages)
 
 
 def _storage(reader: _Reader, table, n_jobs: int) -> tuple:
@@ -669,6 +815,8 @@ def _parse(data: dict, path: str, reader: _Reader | None = None) -> FleetSpec:
     cap, idle_power = _power(reader, data, power_per_gpu)
     delay = reader.quantity(data.get("delay", 0.0), "delay", "duration", strict=False)
     design = _design(reader, data.get("design", {}))
+    outages = _outages(reader, data.get("outages", []), groups)
+    restart_stagger = reader.quantity(data.get("restart_stagger", 0.0), "restart_stagger", "duration", strict=False)
     time_unit = _units(reader, data)
     if time_unit is not None and "horizon" not in data.get("design", {}):
         design = design._replace(horizon=UNITS_HORIZON)
@@ -687,6 +835,8 @@ def _parse(data: dict, path: str, reader: _Reader | None = None) -> FleetSpec:
         design=design,
         time_unit=time_unit,
         power_per_gpu=power_per_gpu,
+        outages=outages,
+        restart_stagger=restart_stagger,
     )
     _combinations(reader, spec)
     return spec
@@ -873,6 +1023,13 @@ def _engine_checks(reader: _Reader, spec: FleetSpec, dtype) -> None:
             )
     if spec.delay > 0:
         reader.engine_range(spec.delay, "delay", dtype)
+    if spec.restart_stagger > 0:
+        reader.engine_range(spec.restart_stagger, "restart_stagger", dtype)
+    for i, outage in enumerate(spec.outages):
+        if outage.mtbf is not None:
+            reader.engine_range(outage.mtbf, f"outages[{i}].mtbf", dtype)
+        for j, time in enumerate(outage.times or ()):
+            reader.engine_range(time, f"outages[{i}].times[{j}]", dtype)
     for end, value in enumerate(spec.design.bounds or ()):
         reader.engine_range(value, f"design.bounds[{end}]", dtype)
     with np.errstate(over="ignore", under="ignore"):
@@ -894,7 +1051,7 @@ def _engine_checks(reader: _Reader, spec: FleetSpec, dtype) -> None:
     for i in range(len(spec.groups)):  # as cj.Fleet checks it
         reader.engine_range(period[spec.labels == i][0], f"groups[{i}] (its solo period {rule})", dtype)
     # The design's runs: events to the horizon, at least those of the failures (every group fails).
-    horizon, mtbf, restart = spec.design.horizon, spec.per_job("mtbf"), spec.per_job("restart")
+    horizon, mtbf, restart = spec.design.horizon, spec.failure_mtbf(), spec.per_job("restart")
     least = least_failure_events(horizon, mtbf, restart, np.ones(spec.n_jobs, bool))
     try:
         check_events("design.horizon", horizon, least, spec.events(), spec.n_jobs, True)
@@ -967,6 +1124,8 @@ _FIELD_KINDS = {
     "write_limit": "bandwidth",
     "snapshot": "duration",
     "recovery_read": "size",
+    "restart_stagger": "duration",
+    "times": "duration",
 }
 
 
@@ -1000,6 +1159,8 @@ def dumps(spec: FleetSpec) -> str:
         lines.append(f"idle_power = {_toml(spec.idle_power)}")
     if spec.fail_while_down:
         lines.append("fail_while_down = true")
+    if spec.restart_stagger != 0:
+        lines.append(f"restart_stagger = {value('restart_stagger', spec.restart_stagger)}")
     if units:
         lines.append(f"time_unit = {_toml(spec.time_unit)}")
     if spec.power_per_gpu is not None:
@@ -1013,4 +1174,7 @@ def dumps(spec: FleetSpec) -> str:
     for group in spec.groups:
         lines += ["", "[[groups]]"]
         lines += [f"{key} = {value(key, item)}" for key, item in group._asdict().items() if item is not None]
+    for outage in spec.outages:
+        lines += ["", "[[outages]]"]
+        lines += [f"{key} = {value(key, item)}" for key, item in outage._asdict().items() if item is not None]
     return "\n".join(lines) + "\n"
