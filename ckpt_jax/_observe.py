@@ -307,6 +307,8 @@ class JobStats(NamedTuple):
         the job's own and the outages'.
       stagger_time: (*B, N) the time down for the restart stagger (docs/model.md §1f): the
         extra k·Δ of each outage's restart, within ``down_time`` (0 without outages).
+      outage_lost_work, outage_down_time: (*B, N) the part of ``lost_work`` and of
+        ``down_time`` (restart, stagger, recovery read) due to outages (0 without outages).
 
     Per job, compute + write + down time (+ waiting time with α > 0, where compute and
     write overlap; + snapshot and waiting time with two-level checkpoints, where compute
@@ -327,6 +329,8 @@ class JobStats(NamedTuple):
     persisted_work: jax.Array | None = None
     outage_failures: jax.Array | None = None
     stagger_time: jax.Array | None = None
+    outage_lost_work: jax.Array | None = None
+    outage_down_time: jax.Array | None = None
 
     def to_xarray(self, fleet=None, *, groups=None, batch_dims=None, attrs=None):
         """These statistics as an `xarray.Dataset` of ``jobs_{field}`` variables, as in
@@ -418,6 +422,8 @@ class FinalView(NamedTuple):
     # docs/model.md §1f: (B, N) failures by outages and time down for the stagger, or None.
     outage_failures: jax.Array | None = None
     stagger_time: jax.Array | None = None
+    outage_lost_work: jax.Array | None = None
+    outage_down_time: jax.Array | None = None
     ok: jax.Array | None = None  # (B,) bool the run completed (`Trace.ok`), set before ``finalize``
 
 
@@ -890,6 +896,8 @@ class JobsObserver(Observer):
             persisted_work=jnp.where(ok, useful if final.persisted_work is None else final.persisted_work, nan),
             outage_failures=jnp.where(ok, 0 if final.outage_failures is None else final.outage_failures, -1),
             stagger_time=jnp.where(ok, zeros if final.stagger_time is None else final.stagger_time, nan),
+            outage_lost_work=jnp.where(ok, zeros if final.outage_lost_work is None else final.outage_lost_work, nan),
+            outage_down_time=jnp.where(ok, zeros if final.outage_down_time is None else final.outage_down_time, nan),
         )
 
 

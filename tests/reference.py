@@ -673,7 +673,8 @@ def simulate_realistic_reference(
     down for R_i + k·Δ (``restart_stagger``). Its own listed failure times inside that down
     period are passed over, as after its own failures. Several rows of one domain at one
     instant are one outage. ``stagger_time`` is the time a job spends down in the last k·Δ of
-    such a restart.
+    such a restart; ``outage_lost_work`` and ``outage_down_time`` the work outages made it lose
+    and its time down (restart and read) after them.
 
     Power: a computing job draws w_i times its compute rate; any other job (snapshot, waiting,
     blocking write, down, reading) draws ``idle_power`` * w_i.
@@ -751,6 +752,7 @@ def simulate_realistic_reference(
     outage_instants = sorted(struck_at)
     delta = num(restart_stagger)
     stagger_from = [zero] * n_jobs  # the stagger is the last k·Δ of a restart: [stagger_from, back)
+    by_outage = [False] * n_jobs  # the job's last failure was an outage's
 
     def work(i, k):
         return T[i] if compute_work is None else num(compute_work(i, k))
@@ -789,6 +791,8 @@ def simulate_realistic_reference(
             "completed_write_time",
             "read_time",
             "stagger_time",
+            "outage_lost_work",
+            "outage_down_time",
         )
     }
     out["failures"] = [0] * n_jobs
@@ -901,6 +905,8 @@ def simulate_realistic_reference(
             power.append((t, t_next, draw))
         drain_ended, snap_ended, compute_ended, read_ended = [], [], [], []
         for i in range(n_jobs):
+            if (down[i] or reading[i]) and by_outage[i]:
+                out["outage_down_time"][i] += dt
             if down[i]:
                 out["down_time"][i] += dt
                 out["stagger_time"][i] += max(zero, min(t_next, back[i]) - max(t, stagger_from[i]))
@@ -985,13 +991,16 @@ def simulate_realistic_reference(
                 come_back(i, t)
         failed_now = set()
 
-        def fail(i, extra, t=t, failed_now=failed_now):
+        def fail(i, extra, outage, t=t, failed_now=failed_now):
             failed_now.add(i)
+            by_outage[i] = outage
             times = failures_in[i]
             out["failures"][i] += 1
             out["failure_times"][i].append(t)
             unsafe = snapping[i] or (draining[i] and not safe[i])
             out["lost_work"][i] += uncovered[i] + (pending[i] if unsafe else zero)
+            if outage:
+                out["outage_lost_work"][i] += uncovered[i] + (pending[i] if unsafe else zero)
             lost_cycle = max(fire_count[i] - (1 if unsafe else 0), 0)
             if draining[i] or reading[i]:  # the drain (its end time stays None) or read is abandoned
                 if i in queue:
@@ -1022,14 +1031,14 @@ def simulate_realistic_reference(
                 continue
             if not fail_while_down and (down[i] or reading[i]):
                 continue
-            fail(i, zero)
+            fail(i, zero, False)
         # (7) outages of this instant: each struck domain's jobs that are up, by job index.
         for where in sorted(struck_at.get(t, ())):
             rank = 0
             for i in range(n_jobs):
                 if dom[i] != where or i in failed_now or (not fail_while_down and (down[i] or reading[i])):
                     continue
-                fail(i, rank * delta)
+                fail(i, rank * delta, True)
                 out["outage_failures"][i] += 1
                 rank += 1
         # fcfs: who starts at this instant queues after everyone already queued, by job index.

@@ -24,7 +24,7 @@ import test_realistic_oracle as oracle
 import ckpt_jax as cj
 from ckpt_jax import loop
 
-STATS = oracle.STATS + ("outage_failures", "stagger_time")
+STATS = oracle.STATS + ("outage_failures", "stagger_time", "outage_lost_work", "outage_down_time")
 N_DOMAINS = 2
 
 

@@ -334,6 +334,7 @@ def test_an_outage_fails_its_domain_and_staggers_the_restarts_by_hand():
     assert run["fire_times"] == [[7], [Q(15, 2)], [8]]
     assert run["end_times"] == [[Q(35, 4)], [Q(39, 4)], [10]]
     assert run["useful_work"] == [4, 4, 4]
+    assert run["outage_lost_work"] == run["lost_work"] and run["outage_down_time"] == run["down_time"]
 
 
 def test_an_outage_spares_other_domains_and_jobs_down_by_hand():
@@ -376,3 +377,5 @@ def test_an_own_failure_at_an_outage_counts_once_and_stagger_is_cut_by_a_failure
     assert run["stagger_time"] == [0, 0, Q(1, 2)]
     assert run["down_time"] == [1, 1, Q(5, 2)]
     assert run["lost_work"] == [2, 2, 2]
+    # Job 2 is down 3/2 after the outage, then 1 after its own failure.
+    assert run["outage_lost_work"] == [0, 2, 2] and run["outage_down_time"] == [0, 1, Q(3, 2)]

@@ -113,6 +113,8 @@ def loop_result(
                 persisted_work=work.persisted,
                 outage_failures=None if work.outage is None else work.outage.failures,
                 stagger_time=None if work.outage is None else _stagger_served(work, time),
+                outage_lost_work=None if work.outage is None else work.outage.lost_work,
+                outage_down_time=None if work.outage is None else work.outage.down_time,
             )
         ),
     )

@@ -380,7 +380,7 @@ def _failures(params: Params, work: WorkCarry, new: WorkCarry, now: _Instant, us
         safe=None if new.safe is None else new.safe & ~fails,
         reading=reading,
         next_gap=work.next_gap,
-        outage=None if strike is None else _outage_after(params, work, strike, fails, down, now, reads, fwd),
+        outage=None if strike is None else _outage_after(params, work, new, strike, fails, lost, down, now, reads, fwd),
     )
     # The failed jobs abandon their snapshot or write and restart their lost cycle.
     draining = now.draining & ~fails
@@ -515,12 +515,17 @@ def _after_outage(params: Params, work: WorkCarry, strike: _Strike, back, upcomi
     return jnp.where(jobs, back_o, back), jnp.where(jobs, up, upcoming)
 
 
-def _outage_after(params: Params, work: WorkCarry, strike: _Strike, fails, down, now: _Instant, reads, fwd: bool):
-    """The outage state after the instant's failures: the outage failures counted, the
-    stagger assigned (a failure that cuts short a restart in progress, with
-    ``fail_while_down``, takes back the part of its stagger not served: the stagger is the
-    restart's last k·Δ), and with recovery reads the own clock held until the read ends."""
+def _outage_after(
+    params: Params, work: WorkCarry, new: WorkCarry, strike: _Strike, fails, lost, down, now: _Instant, reads, fwd: bool
+):
+    """The outage state after the instant's failures: the outage failures counted with the
+    work they lost (``lost``: every failure's total, ``new``: the accounting before the
+    failures) and the time down after them, the stagger assigned (a failure that cuts short
+    a restart in progress, with ``fail_while_down``, takes back the part of its stagger not
+    served: the stagger is the restart's last k·Δ), and with recovery reads the own clock
+    held until the read ends."""
     carry = strike.carry
+    down_step = new.down_time - work.down_time  # the step's time down, of the recovery before the instant
     remaining = jnp.maximum(work.up_at - now.time, 0)
     unserved = jnp.where(fails & down, jnp.minimum(carry.stagger, remaining), 0)
     held = carry.held
@@ -531,6 +536,9 @@ def _outage_after(params: Params, work: WorkCarry, strike: _Strike, fails, down,
         stagger_time=(carry.stagger_time - unserved + strike.stagger).astype(carry.stagger_time.dtype),
         stagger=jnp.where(fails, strike.stagger, carry.stagger),
         held=held,
+        lost_work=carry.lost_work + jnp.where(strike.jobs, lost - work.lost_work, 0),
+        down_time=carry.down_time + jnp.where(carry.by_outage, down_step, 0),
+        by_outage=jnp.where(fails, strike.jobs, carry.by_outage),
     )
 
 

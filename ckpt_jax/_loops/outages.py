@@ -53,6 +53,9 @@ class OutageCarry(NamedTuple):
       stagger: (N,) the stagger of the job's current restart (0 after its own failure).
       held: (N,) the job's own failure clock held while an outage's recovery read runs
         (drawn failures; NaN: none held).
+      lost_work, down_time: (N,) the work lost to outages and the time down (restart, stagger
+        and recovery read) after them, since t = 0.
+      by_outage: (N,) bool the job's last failure was an outage's.
     """
 
     next: jax.Array
@@ -62,6 +65,9 @@ class OutageCarry(NamedTuple):
     stagger_time: jax.Array
     stagger: jax.Array
     held: jax.Array
+    lost_work: jax.Array
+    down_time: jax.Array
+    by_outage: jax.Array
 
 
 def _draw(key_0, domain, n, dtype):
@@ -106,6 +112,9 @@ def init(params: Params) -> OutageCarry:
         stagger_time=zeros,
         stagger=zeros,
         held=jnp.full(n_jobs, jnp.nan, dtype),
+        lost_work=zeros,
+        down_time=zeros,
+        by_outage=jnp.zeros(n_jobs, bool),
     )
 
 
