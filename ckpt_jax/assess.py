@@ -18,8 +18,14 @@ GPU's full-speed draw (``gpu_power`` converts it).
   write under contention takes longer) and two-level snapshots; with asynchronous
   checkpoints (α > 0) the compute forgone while draining, (1 − α)·(write − wait time);
 * ``backpressure``: waiting for the previous drain to end (`JobStats.wait_time`);
-* ``lost_work``: compute work thrown away by failures (`JobStats.lost_work`);
-* ``restart``: down after failures (`JobStats.down_time`);
+* ``lost_work``: compute work thrown away by the jobs' own failures (`JobStats.lost_work`
+  less `JobStats.outage_lost_work`);
+* ``restart``: down after the jobs' own failures (`JobStats.down_time` less
+  `JobStats.outage_down_time`);
+* ``outages``: compute work thrown away by common-cause outages and the time down after them,
+  the restart stagger aside (docs/model.md §1f; 0 without outages);
+* ``restart_stagger``: down waiting for one's turn after an outage, the k·Δ of the restart
+  stagger (`JobStats.stagger_time`; 0 without outages);
 * ``throttling``: the rest, compute time that neither saved nor lost work: the slowdown under
   a binding power cap, plus the work in progress at H that no checkpoint covers yet (at
   most one cycle per job, a fraction of order T/H). `JobStats` has no per-job work done,
@@ -30,7 +36,7 @@ GPU's full-speed draw (``gpu_power`` converts it).
   spent computing less that work (with α > 0 less the ``checkpoint`` stall, computing at α
   while draining, which is counted at full speed: under a cap that part is approximate).
 
-The six add up to H for every job (to rounding): `Assessment.losses` plus the goodput is 1
+The eight add up to H for every job (to rounding): `Assessment.losses` plus the goodput is 1
 per GPU, in each draw.
 """
 
@@ -54,7 +60,7 @@ from .model import Fleet, random_state
 __all__ = ["CAUSES", "Assessment", "Timeline", "assess", "default_groups", "timeline"]
 
 # The causes of lost GPU time, in the order of the module docstring.
-CAUSES = ("checkpoint", "backpressure", "lost_work", "restart", "throttling")
+CAUSES = ("checkpoint", "backpressure", "lost_work", "restart", "outages", "restart_stagger", "throttling")
 
 # A draw at least this fraction of the cap counts as "at the cap".
 _AT_CAP = 1 - 1e-9
@@ -297,8 +303,13 @@ def _time_split(fleet: Fleet, jobs, horizon: float) -> tuple[np.ndarray, dict]:
         checkpoint = (1 - alpha) * (write - wait)
     else:
         checkpoint = write
-    causes = dict(checkpoint=checkpoint / horizon, backpressure=wait / horizon, lost_work=lost / horizon)
-    causes["restart"] = down / horizon
+    outage_lost, outage_down = as_array(jobs.outage_lost_work), as_array(jobs.outage_down_time)
+    stagger = as_array(jobs.stagger_time)
+    causes = dict(checkpoint=checkpoint / horizon, backpressure=wait / horizon)
+    causes["lost_work"] = (lost - outage_lost) / horizon
+    causes["restart"] = (down - outage_down) / horizon
+    causes["outages"] = (outage_lost + outage_down - stagger) / horizon
+    causes["restart_stagger"] = stagger / horizon
     causes["throttling"] = 1 - goodput - sum(causes.values())
     return goodput, causes
 

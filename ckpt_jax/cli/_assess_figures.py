@@ -15,6 +15,8 @@ CAUSE_COLOURS = {
     "backpressure": "#9467bd",
     "lost_work": "#d62728",
     "restart": "#ff7f0e",
+    "outages": "#8c564b",
+    "restart_stagger": "#e377c2",
     "throttling": "#7f7f7f",
 }
 CAUSE_LABELS = {
@@ -22,6 +24,8 @@ CAUSE_LABELS = {
     "backpressure": "waiting on backpressure",
     "lost_work": "work lost to failures",
     "restart": "restarts",
+    "outages": "outages",
+    "restart_stagger": "restart stagger",
     "throttling": "throttling and unsaved work at the horizon",
 }
 

@@ -46,7 +46,8 @@ def add_assess(subparsers) -> None:
             "Simulate the fleet of FLEET.toml at the intervals it uses (its groups' interval, else "
             "Young's) over a horizon, from independent failure draws, and report the goodput per group "
             "and for the fleet (95 % CIs), the GPU-hours lost per day by cause (checkpoint stalls, "
-            "backpressure, work lost to failures, restarts, throttling), the storage's concurrent writers "
+            "backpressure, work lost to failures, restarts, outages and restart stagger where the file has "
+            "outages, throttling), the storage's concurrent writers "
             "and the power draw. Times are in the file's time unit; in a file of plain numbers they are "
             "taken as hours. Writes assess.json, report.md and figures into --out, and assess.zarr, the "
             "assessment as an xarray Dataset in a zarr group (xarray.open_zarr opens it), where xarray and "
@@ -174,8 +175,25 @@ CAUSE_WORDS = {
     "backpressure": "waiting on backpressure",
     "lost_work": "work lost to failures",
     "restart": "restarts",
+    "outages": "outages",
+    "restart_stagger": "restart stagger",
     "throttling": "throttling and unsaved work at the horizon",
 }
+
+
+# Causes a fleet without common-cause outages (docs/model.md §1f) never has: left out of the
+# report's sentences and table where they are exactly 0 (assess.json keeps every cause).
+OUTAGE_CAUSES = ("outages", "restart_stagger")
+
+
+def shown_causes(summary: dict) -> list:
+    """The causes the report shows: every one, but the outages' where the fleet has none."""
+    fleet = summary["gpu_hours_lost_per_day"]["fleet"]
+    return [
+        cause
+        for cause in CAUSE_WORDS
+        if cause not in OUTAGE_CAUSES or fleet[cause]["mean"] != 0 or fleet[cause]["high"] != 0
+    ]
 
 
 def headline(summary: dict) -> list:
@@ -184,7 +202,7 @@ def headline(summary: dict) -> list:
     fleet_hours = summary["gpu_hours_lost_per_day"]["fleet"]
     gpus = summary["gpus"]["fleet"]
     lost = sum(cause["mean"] for cause in fleet_hours.values())
-    causes = sorted(fleet_hours, key=lambda cause: -fleet_hours[cause]["mean"])
+    causes = sorted(shown_causes(summary), key=lambda cause: -fleet_hours[cause]["mean"])
     power = summary["power"]
     unit = power["unit"]
     drop, rise = power["largest_drop"], power["largest_rise"]
@@ -246,6 +264,7 @@ def _groups_lines(spec, summary: dict, shown) -> list:
     per day by cause, and what the throttling column holds."""
     md = markdown_text
     names = list(summary["groups"])
+    causes = shown_causes(summary)
     lines = [
         "",
         "## Intervals in use",
@@ -273,8 +292,8 @@ def _groups_lines(spec, summary: dict, shown) -> list:
         "",
         "Goodput: the share of the group's GPU time that ends up as saved training work.",
         "",
-        "| group | GPUs | goodput | " + " | ".join(CAUSE_WORDS.values()) + " | total lost |",
-        "|---" * (4 + len(CAUSE_WORDS)) + "|",
+        "| group | GPUs | goodput | " + " | ".join(CAUSE_WORDS[cause] for cause in causes) + " | total lost |",
+        "|---" * (4 + len(causes)) + "|",
     ]
     for name in [*names, "fleet"]:
         per_day = summary["gpu_hours_lost_per_day"][name]
@@ -282,7 +301,7 @@ def _groups_lines(spec, summary: dict, shown) -> list:
         label = "**fleet**" if name == "fleet" else md(name)
         lines.append(
             f"| {label} | {summary['gpus'][name]:,.0f} | {_goodput_text(summary['goodput'][name])} | "
-            + " | ".join(_estimate_text(per_day[cause]) for cause in CAUSE_WORDS)
+            + " | ".join(_estimate_text(per_day[cause]) for cause in causes)
             + f" | {_amount(total)} |"
         )
     power = summary["power"]
