@@ -55,9 +55,10 @@ from ._plan import check_horizon_events
 from ._simulate import simulate
 from ._validate import check_horizon, check_key
 from .design import _batched
+from .loop import outage_instants
 from .model import Fleet, random_state
 
-__all__ = ["CAUSES", "Assessment", "Timeline", "assess", "default_groups", "timeline"]
+__all__ = ["CAUSES", "Assessment", "Timeline", "OutageStorms", "assess", "default_groups", "timeline", "outage_storms"]
 
 # The causes of lost GPU time, in the order of the module docstring.
 CAUSES = ("checkpoint", "backpressure", "lost_work", "restart", "outages", "restart_stagger", "throttling")
@@ -655,3 +656,77 @@ def _record_intervals(batched: Fleet, keys, span: float, jitter, capacity: int) 
     )
     assert out.observed is not None  # recorded: SaveAt(observers=...)
     return jax.tree_util.tree_map(lambda x: np.asarray(x)[0], out.observed["intervals"])
+
+
+class OutageStorms(NamedTuple):
+    """The checkpoint storm after each outage of one run (docs/model.md §1f, claim 14), from
+    the writer count of `timeline`.
+
+    Attributes:
+      times, domains: (K,) each outage's instant and domain (the outages before the span).
+      period: P, the cycle: the longest solo period of the fleet's jobs (`Fleet.period`).
+      before: (K,) the writer-count peak over the cycle before the outage, [t − P, t).
+      peaks: (K, C) the writer-count peak over each of the C cycles after it,
+        [t + cP, t + (c + 1)P) (NaN past the span).
+      storm_cycles: (K,) how many cycles in a row, from the first whose peak exceeds
+        ``before``, stay above it: 0 where none exceeds it; where every one after that first
+        stays above, to the window's end, ``recovered`` is False.
+      recovered: (K,) bool the peak came back to ``before`` or below within the C cycles
+        (True where it never exceeded it).
+      timeline: the run's `Timeline`.
+    """
+
+    times: np.ndarray
+    domains: np.ndarray
+    period: float
+    before: np.ndarray
+    peaks: np.ndarray
+    storm_cycles: np.ndarray
+    recovered: np.ndarray
+    timeline: Timeline
+
+
+def _peak(timeline: Timeline, low: float, high: float) -> float:
+    """The largest writer count over [low, high) of a piecewise-constant timeline (NaN where
+    the window leaves [0, span])."""
+    if low < 0 or high > timeline.span or not high > low:
+        return math.nan
+    ends = np.append(timeline.start[1:], timeline.span)
+    overlap = (timeline.start < high) & (ends > low)
+    return float(np.max(timeline.writers[overlap], initial=0))
+
+
+def outage_storms(fleet: Fleet, *, span, key, n_cycles: int = 8, jitter=None, capacity: int | None = None):
+    """The writer-count peak per cycle over the ``n_cycles`` cycles after each outage of one
+    run of ``fleet`` over [0, ``span``] (the run of `timeline` with the same ``key``), against
+    the peak of the cycle before it, and how many cycles the fleet takes to get back below it
+    (docs/model.md §1f, claim 14). ``fleet``: a single `Fleet` with outages. Returns an
+    `OutageStorms`."""
+    if not isinstance(fleet, Fleet) or fleet.batch_shape != ():
+        raise ValueError("fleet must be a single ckpt_jax.Fleet (batch shape ())")
+    if not fleet.has_outages:
+        raise ValueError("fleet has no outages (Fleet(outage_mtbf=...) or outage_times): no storm to report")
+    if isinstance(n_cycles, (bool, np.bool_)) or not isinstance(n_cycles, (int, np.integer)) or n_cycles < 1:
+        raise ValueError(f"n_cycles must be an int >= 1, got {n_cycles!r}")
+    line = timeline(fleet, span=span, key=key, jitter=jitter, capacity=capacity)
+    keys = jax.random.split(check_key(key), 2)[:1]  # the timeline's run
+    batched = _batched(fleet, np.asarray(fleet.compute, np.float64)[None])
+    rows = outage_instants(batched, line.span, key=keys)
+    assert rows is not None  # the fleet has outages
+    rows = rows[0][np.isfinite(rows[0, :, 0])]
+    period = float(np.max(np.asarray(fleet.period, np.float64)[np.asarray(fleet.active)]))
+    times, domains = rows[:, 0], rows[:, 1].astype(np.int64)
+    before = np.array([_peak(line, t - period, t) for t in times])
+    peaks = np.array([[_peak(line, t + c * period, t + (c + 1) * period) for c in range(n_cycles)] for t in times])
+    peaks = peaks.reshape(len(times), n_cycles)
+    storm = np.zeros(len(times), np.int64)
+    recovered = np.ones(len(times), bool)
+    for k in range(len(times)):
+        above = peaks[k] > before[k]  # NaN (past the span) is not above
+        if not above.any():
+            continue
+        first = int(np.argmax(above))
+        below = np.nonzero(~above[first:] & np.isfinite(peaks[k, first:]))[0]
+        storm[k] = below[0] if below.size else int(np.sum(above[first:]))
+        recovered[k] = below.size > 0
+    return OutageStorms(times, domains, period, before, peaks, storm, recovered, line)

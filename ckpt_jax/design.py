@@ -242,7 +242,7 @@ def _batched(fleet: Fleet, intervals: np.ndarray) -> Fleet:
         power_policy=fleet.power_policy,
         storage_policy=fleet.storage_policy,
         mtbf=per_job(fleet.mtbf) if fleet.has_failures else None,  # None: no failures (mtbf inf)
-        restart=per_job(fleet.restart) if fleet.has_failures else 0.0,
+        restart=per_job(fleet.restart) if fleet.has_failures or fleet.has_outages else 0.0,
         write_limit=per_job(fleet.write_limit),
         snapshot=per_job(fleet.snapshot) if fleet.has_snapshots else None,
         recover_from=fleet.recover_from,

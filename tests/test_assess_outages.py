@@ -24,3 +24,30 @@ def test_outages_and_the_stagger_are_causes_of_their_own():
     expected = 1.5 * 2.0 / 100.0  # the stagger's share of the time
     assert 0.66 * expected < losses["restart_stagger"].mean < 1.33 * expected
     assert set(result.to_json()["gpu_hours_lost_per_day"]["fleet"]) == set(cj.assess.CAUSES)
+
+
+@pytest.mark.parametrize("stagger", [0.0, 1.0])
+def test_the_storm_after_an_outage_lasts_without_stagger_and_never_comes_with_one(stagger):
+    # Four identical jobs, T = 10, d = 1 on f = 1 (a write alone takes D = 1; P = 11), R = 2, no
+    # jitter, one outage of the whole fleet at t = 50. Without stagger they restart together
+    # and all four write together in every later cycle (the synchronous state is a fixed point);
+    # with Δ = D they come back one write apart, and no two writes ever meet ((N - 1)·D <= T).
+    compute, write = np.full(4, 10.0), np.full(4, 1.0)
+    fleet = cj.Fleet(compute, write, restart=2.0, outage_times=[[50.0, 0.0]], restart_stagger=stagger)
+    storms = cj.assess.outage_storms(fleet, span=50.0 + 9 * 11.0, key=jax.random.key(2), n_cycles=8)
+    assert storms.period == 11.0 and storms.times.tolist() == [50.0] and storms.domains.tolist() == [0]
+    before, peaks = storms.before[0], storms.peaks[0]
+    assert 1 <= before <= 4
+    if stagger == 0:
+        assert peaks[0] == 0  # down for R, then computing T: nobody writes in the first cycle
+        np.testing.assert_array_equal(peaks[1:], 4)
+        if before < 4:
+            assert not storms.recovered[0] and storms.storm_cycles[0] == 7
+    else:
+        assert np.all(peaks <= 1) and peaks[1:].min() == 1
+        assert storms.recovered[0] and storms.storm_cycles[0] == 0
+
+
+def test_outage_storms_refuses_a_fleet_without_outages():
+    with pytest.raises(ValueError, match="outages"):
+        cj.assess.outage_storms(cj.Fleet([10.0, 10.0], [1.0, 1.0]), span=100.0, key=jax.random.key(0))
