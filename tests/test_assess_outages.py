@@ -51,3 +51,16 @@ def test_the_storm_after_an_outage_lasts_without_stagger_and_never_comes_with_on
 def test_outage_storms_refuses_a_fleet_without_outages():
     with pytest.raises(ValueError, match="outages"):
         cj.assess.outage_storms(cj.Fleet([10.0, 10.0], [1.0, 1.0]), span=100.0, key=jax.random.key(0))
+
+
+def test_the_report_tells_the_storm_after_outages():
+    from ckpt_jax.cli.assess import _storm_lines
+
+    row = dict(time=2.0, domain="rack-a", peak_before=1.0, storm_cycles=7, recovered=False)
+    rows = [dict(row, peaks=[0.0] + [4.0] * 7), dict(row, time=30.0, peaks=[1.0] * 8, storm_cycles=0, recovered=True)]
+    summary = {"settings": {"time_unit": "h"}, "outage_storms": {"period": 0.5, "n_cycles": 8, "outages": rows}}
+    text = "\n".join(_storm_lines(summary))
+    assert "2 outages" in text and "1 of 2 outages raise the writer peak" in text
+    assert "1 of them keep it there for all 8 cycles" in text
+    assert "| rack-a | 1 | 0 4 4 4 4 4 4 4 | 7+ |" in text
+    assert _storm_lines({"settings": {"time_unit": "h"}}) == []  # no outages, no section

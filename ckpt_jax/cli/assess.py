@@ -255,6 +255,7 @@ def _report(spec, summary: dict) -> str:
     lines += _groups_lines(spec, summary, shown)
     lines += _storage_section(spec, summary, shown)
     lines += _power_lines(spec, summary)
+    lines += _storm_lines(summary)
     lines += _figures_lines(summary)
     return "\n".join(lines)
 
@@ -551,7 +552,7 @@ def _assess(args) -> int:
     check_work(
         fleet.events(settings["horizon"]),
         spec.n_jobs,
-        settings["draws"] + 1,
+        settings["draws"] + 1 + fleet.has_outages,  # the draws, the timeline, the outages' storm
         force=args.force,
         size=largest_count(spec),
     )
@@ -597,6 +598,8 @@ def _assess(args) -> int:
         "jax": jax.__version__,
         "files": [name for name in FILES if figures_made.get(name, True) is not None],
     }
+    if fleet.has_outages:  # the storm after each outage, over one run to H (docs/model.md §1f)
+        summary["outage_storms"] = _storms_summary(fleet, settings["horizon"], key, spec.domains)
     out = Path(args.out)
     _write_outputs(out, spec, result, summary, figures_made)
 
@@ -606,6 +609,77 @@ def _assess(args) -> int:
     print(f"ckpt-jax assess: goodput per group: {per_group}")
     print(f"ckpt-jax assess: {wall_s:.1f} s -> {out}")
     return 0
+
+
+STORM_CYCLES = 8  # the cycles after each outage whose writer-count peak the report gives
+
+
+def _storms_summary(fleet, horizon: float, key, names) -> dict:
+    """`ckpt_jax.assess.outage_storms` of one run to H, as plain data (NaN as None)."""
+    from ..assess import outage_storms
+
+    storms = outage_storms(fleet, span=horizon, key=key, n_cycles=STORM_CYCLES)
+    plain = lambda x: None if not math.isfinite(x) else float(x)  # noqa: E731
+    rows = [
+        {
+            "time": float(t),
+            "domain": names[int(d)],
+            "peak_before": plain(b),
+            "peaks": [plain(p) for p in peaks],
+            "storm_cycles": int(c),
+            "recovered": bool(r),
+        }
+        for t, d, b, peaks, c, r in zip(
+            storms.times, storms.domains, storms.before, storms.peaks, storms.storm_cycles, storms.recovered
+        )
+    ]
+    return {"period": storms.period, "n_cycles": STORM_CYCLES, "outages": rows}
+
+
+def _storm_lines(summary: dict) -> list:
+    """The report's section on the storm after outages, where the fleet has outages."""
+    storms = summary.get("outage_storms")
+    if storms is None:
+        return []
+    unit = summary["settings"]["time_unit"]
+    rows = storms["outages"]
+    lines = [
+        "",
+        "## The checkpoint storm after outages",
+        "",
+        f"One run to H from the first draw's launch: {len(rows)} outages. Per outage the peak of concurrent "
+        f"writers over the cycle before it and over each of the {storms['n_cycles']} cycles after it (a cycle "
+        f"is the longest solo period, {duration_text(storms['period'], unit)}), and the cycles in a row above "
+        "the peak before it (the storm).",
+    ]
+    if not rows:
+        return lines
+    stormy = [row for row in rows if row["storm_cycles"] > 0]
+    lasting = sum(not row["recovered"] for row in rows)
+    lines += [
+        "",
+        f"- {len(stormy)} of {len(rows)} outages raise the writer peak above the one before them"
+        + (
+            f"; {lasting} of them keep it there for all {storms['n_cycles']} cycles."
+            if lasting
+            else (
+                f"; back below within {max(row['storm_cycles'] for row in stormy)} cycles at most." if stormy else "."
+            )
+        ),
+        "",
+        "| outage at | domain | peak before | peaks per cycle after | storm cycles |",
+        "|---|---|---|---|---|",
+    ]
+    show = lambda x: "–" if x is None else f"{x:.0f}"  # noqa: E731
+    for row in rows[:10]:
+        storm = f"{row['storm_cycles']}" + ("" if row["recovered"] else "+")
+        lines.append(
+            f"| {duration_text(row['time'], unit)} | {markdown_text(row['domain'])} | {show(row['peak_before'])} | "
+            f"{' '.join(show(p) for p in row['peaks'])} | {storm} |"
+        )
+    if len(rows) > 10:
+        lines.append(f"\nThe first 10 of {len(rows)}; assess.json has them all.")
+    return lines
 
 
 def _write_outputs(out: Path, spec, result, summary: dict, figures_made: dict) -> None:
