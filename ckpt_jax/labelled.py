@@ -507,7 +507,7 @@ def assessment_dataset(assessment, causes, *, attrs=None):
         "writers_max": assessment.writers_max,
         "saturation_writers": assessment.saturation_writers,
         "groups": json.dumps({name: list(jobs) for name, jobs in assessment.groups.items()}),
-        "causes": "checkpoint, backpressure, lost_work, restart, throttling: see ckpt_jax.assess",
+        "causes": ", ".join(causes) + ": see ckpt_jax.assess",
     }
     if not assessment.writers_observed:  # NaN percentiles are left out: NaN is no JSON value (zarr's attributes)
         del own_attrs["writers_p50"], own_attrs["writers_p99"]
