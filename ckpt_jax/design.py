@@ -1468,7 +1468,8 @@ def schedule(
     interrupted (a failure stretches its cycle by the lost work and the restart).
 
     Args:
-      fleet: a single `Fleet` (batch shape ()).
+      fleet: a single `Fleet` (batch shape ()); its outages (docs/model.md §1f), if any, are left
+        out: the schedule shows the jobs' own failures.
       period: (N,) each job's solo period at its interval (the run's length is set from it).
       mtbf, restart: (N,) each job's M_i and R_i, for the failure draws.
       seed: the failure draws' seed.
@@ -1485,6 +1486,7 @@ def schedule(
     """
     solo = np.asarray(period, np.float64)
     mtbf = np.asarray(mtbf, np.float64)
+    fleet = fleet.without_outages()  # the jobs' own failures, drawn here, mark the down periods
     period_guess = float(solo.max())
     rate = float(np.sum(1 / mtbf))
     until = min(max(6.0, 3.0 + 2.0 / (rate * period_guess)) * period_guess, 40.0 * period_guess)

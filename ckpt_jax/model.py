@@ -423,6 +423,11 @@ class Fleet:
         """Whether common-cause outages strike (docs/model.md §1f): decided on the host."""
         return bool(self.outage_kind)
 
+    def without_outages(self) -> Fleet:
+        """This fleet without its common-cause outages (docs/model.md §1f): its domains and
+        stagger kept, never used."""
+        return _replace(self, _outages="")
+
     @property
     def outage_kind(self) -> str:
         """How outages strike (docs/model.md §1f): ``"drawn"`` (``outage_mtbf``), ``"listed"``
