@@ -9,17 +9,18 @@ each fleet in exact rational arithmetic from the very float64 inputs the engine 
 fire and end times, `JobStats` with ``outage_failures`` and ``stagger_time``, `PowerStats`, one
 step per exact instant) on small random fleets, sized, with write limits, with and without the
 jobs' own (listed) failures: with replayed outages (``outage_times``, some at instants of the
-exact run, some of two domains at once), and with drawn ones (``outage_mtbf``), the reference
+exact run, some of two domains at once; recovery reads), and with drawn ones (``outage_mtbf``), the reference
 fed the instants the engine took (`ckpt_jax.loop.outage_instants`).
 
-Two compiled configurations: blocking fleets with replayed outages, and two-level fleets with
-drawn outages and failures while down.
+Two compiled configurations: blocking fleets with recovery reads and replayed outages, and
+two-level fleets with drawn outages and failures while down.
 """
 
 import jax
 import numpy as np
 import oracle_helpers as oh
 import test_realistic_oracle as oracle
+import test_recovery_oracle as recovery
 
 import ckpt_jax as cj
 from ckpt_jax import loop
@@ -29,10 +30,10 @@ N_DOMAINS = 2
 
 
 def random_spec(rng, grid, two_level, failing, fail_while_down, policies):
-    """`test_realistic_oracle.random_spec` with each job's domain (0 or 1), a restart stagger
-    and 1..4 replayed outages of the fleet's domains (on a grid fleet one at an instant of
+    """`test_recovery_oracle.random_spec` (recovery reads, some 0) with each job's domain (0 or
+    1), a restart stagger and 1..4 replayed outages of the fleet's domains (on a grid fleet one at an instant of
     the exact run, and often one of each domain at one instant)."""
-    spec = oracle.random_spec(rng, grid, two_level, failing)
+    spec = recovery.random_spec(rng, grid, two_level, failing, False, fail_while_down)
     n_active, horizon = len(spec["slots"]), spec["horizon"]
     domain = [int(x) for x in rng.integers(0, N_DOMAINS, n_active)]
     present = sorted(set(domain))
@@ -93,10 +94,19 @@ def check(specs, policies, failing, seed=0):
     return out
 
 
-BLOCKING = [(False, False, True), (True, False, True), (True, False, True), (False, False, True)]
+BLOCKING = [
+    (False, False, True),
+    (True, False, True),
+    (True, False, True),
+    (False, False, True),
+    (True, False, False),  # outages only: no failures of the jobs' own
+    (False, False, False),
+]
 
 
 def test_engine_matches_the_reference_with_replayed_outages():
+    # Blocking fleets with recovery reads: an outage's jobs read back after their staggered
+    # restarts, and a reader is out of an outage's reach.
     policies = ("maxmin", "weighted")
     check(random_specs(36_000, BLOCKING, policies, False), policies, failing=True)
 
