@@ -171,3 +171,36 @@ def test_outage_inputs_are_checked_by_name():
             assert name in str(err), (kwargs, str(err))
         else:
             raise AssertionError(f"accepted {kwargs}")
+
+
+def test_own_failures_pause_while_an_outage_keeps_a_job_down():
+    # Drawn own failures and drawn outages together, with recovery reads (the own clock is held
+    # through the read): a job's own failures come at rate 1/M over its time up only (the clock
+    # is off while it is down, from either cause), about 30 % fewer than H / M here; the
+    # outages come at rate 1/M_o per domain whatever the jobs do.
+    horizon, mtbf, outage_mtbf = 20_000.0, 50.0, 30.0
+    fleet = cj.Fleet(
+        [10.0, 10.0, 10.0],
+        [1.0, 1.0, 1.0],
+        mtbf=mtbf,
+        restart=5.0,
+        recovery_read=[0.0, 2.0, 2.0],
+        domain=[0, 0, 1],
+        outage_mtbf=outage_mtbf,
+        restart_stagger=2.0,
+    )
+    key = jax.random.key(11)
+    out = cj.simulate(
+        fleet, cj.initial_state(fleet), None, until=horizon, key=key, save=cj.SaveAt(trace=False, jobs=True)
+    )
+    jobs = out.jobs
+    own = np.asarray(jobs.failures - jobs.outage_failures, np.float64)
+    expected = (horizon - np.asarray(jobs.down_time)) / mtbf
+    assert np.all(np.abs(own - expected) < 4 * np.sqrt(expected)), (own, expected)
+    assert np.all(np.abs(own - horizon / mtbf) > 4 * np.sqrt(horizon / mtbf))  # a clock that never stops
+    instants = loop.outage_instants(fleet, horizon, key=key)[0]
+    per_domain = np.array([np.sum(instants[:, 1] == d) for d in (0, 1)])
+    assert np.all(np.abs(per_domain - horizon / outage_mtbf) < 4 * np.sqrt(horizon / outage_mtbf))
+    # Job 2 is alone in its domain: every outage of it finds it up or down, never both at once.
+    assert int(jobs.outage_failures[2]) <= per_domain[1]
+    assert float(jobs.stagger_time[2]) == 0.0 and float(jobs.stagger_time[1]) > 0  # rank 0 alone; job 1 often second
