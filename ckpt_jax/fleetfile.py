@@ -959,6 +959,7 @@ def _combinations(reader: _Reader, spec: FleetSpec) -> None:
             "drop it",
         ),
         ("fail_while_down", spec.fail_while_down, "failures while down (fail_while_down = true)", "set it to false"),
+        ("outages[0]", bool(spec.outages), "common-cause outages ([[outages]])", "drop them"),
     )
     for field, present, what, fix in conflicts:
         if present:

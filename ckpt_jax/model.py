@@ -67,13 +67,15 @@ def check_queue_policy(
     jitter=None,
     recovery_read=None,
     fail_while_down: bool = False,
+    outages: bool = False,
 ) -> None:
     """Refuses the variants the queueing storage policies (docs/model.md §1e) do not serve
     yet, naming the argument: a checkpoint request that waits while its job computes is not
     defined with two-level checkpoints (``snapshot``), asynchronous writes (``async_fraction``
     > 0), a delayed controller (``delay`` > 0) or compute jitter (``jitter`` > 0); and recovery
-    reads (``recovery_read`` > 0, which would need their own grant) and failures while down
-    (``fail_while_down``) are not checked against the queueing reference yet."""
+    reads (``recovery_read`` > 0, which would need their own grant), failures while down
+    (``fail_while_down``) and common-cause outages (``outages``, docs/model.md §1f) are not
+    checked against the queueing reference yet."""
     if storage_policy not in QUEUE_POLICIES:
         return
     why = f"storage_policy={storage_policy!r} (docs/model.md §1e) does not serve "
@@ -89,6 +91,8 @@ def check_queue_policy(
         raise ValueError(why + f"recovery_read > 0 yet (got {short_repr(recovery_read)}); it must be 0")
     if fail_while_down:
         raise ValueError(why + "fail_while_down=True yet; it must be False")
+    if outages:
+        raise ValueError(why + "common-cause outages (outage_mtbf or outage_times) yet; drop them")
 
 
 def _float_dtype(dtype, *arrays) -> np.dtype:
@@ -317,6 +321,9 @@ class Fleet:
             fail_while_down=bool(fail_while_down),
         )
         outages = check_outages(domain, outage_mtbf, outage_times, restart_stagger, job_shape, active_np, dtype)
+        check_queue_policy(
+            storage_policy, snapshot=False, async_fraction=0.0, delay=0.0, outages=outages.drawn or outages.listed
+        )
         table = _throughput_array(throughput, n_jobs, batch_shape)
         active_np = np.broadcast_to(active_np, job_shape)
         size_np = np.broadcast_to(size_np, job_shape)

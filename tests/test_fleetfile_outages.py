@@ -100,6 +100,7 @@ times = ["30 min"]
         ("mtbf = 80.0", "mtbf = 80.0\nrack = 1", "outages[1].rack"),
         ("restart_stagger = 0.25", "restart_stagger = -0.25", "restart_stagger"),
         ('compute = 3.0\ndomain = "rack-a"', "compute = 3.0\ndomain = 3", "groups[0].domain"),
+        ('storage_policy = "weighted"', 'storage_policy = "fcfs_nonblocking"', "storage_policy"),
     ],
 )
 def test_every_bad_outage_key_is_named(old, new, field):

@@ -161,6 +161,7 @@ def test_outage_inputs_are_checked_by_name():
         (dict(outage_times=[[2.0, 0.0]], outage_mtbf=3.0), "outage_mtbf and outage_times"),
         (dict(restart_stagger=-1.0), "restart_stagger"),
         (dict(restart_stagger=float("inf")), "restart_stagger"),
+        (dict(outage_mtbf=5.0, storage_policy="cooperative"), "outages"),
     ]:
         if name is None:
             cj.Fleet(**base, **kwargs)  # three domains, two of them used: fine
