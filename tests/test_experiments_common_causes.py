@@ -60,6 +60,10 @@ def test_cycle_peaks_by_hand_and_by_brute_force():
     end = np.array([[1.0, 11.0, 21.0], [2.0, 20.5, 22.0]])
     assert common_causes.cycle_peaks(fire, end).tolist() == [2, 1, 2]
     assert common_causes.cycle_peaks(fire, end, neighbours=0).tolist() == [2, 1, 1]
+    with pytest.raises(ValueError, match="neighbours must be an integer >= 0"):
+        common_causes.cycle_peaks(fire, end, neighbours=-1)
+    with pytest.raises(ValueError, match="one shape"):
+        common_causes.cycle_peaks(fire, end[:, :2])
     rng = np.random.default_rng(3)
     for _ in range(5):
         starts = np.cumsum(rng.uniform(0.5, 1.5, (3, 6)), axis=1)
