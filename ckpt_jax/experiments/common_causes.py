@@ -559,6 +559,7 @@ def _cycles_figure(a_series, a_jobs: int, b_cells, b_series, sigma: float, c_cel
         right.set_title(f"N = {n_big}: (N − 1)·D(1) = {(n_big - 1) * WRITE:g} > T = {COMPUTE:g}")
         right.legend(fontsize=7, loc="upper center", ncol=2)
     right.set_xlabel("cycle after the restart")
+    right.set_ylabel("writer peak of the cycle")
     right.grid(True, alpha=0.3)
     fig.suptitle("Claim 14: the storm after a common restart, with and without jitter, and a restart stagger")
     return fig
