@@ -1064,9 +1064,13 @@ def sensitivity(spec, *, key, step: float = 0.1, horizon=None, n_draws: int = 32
             )
         )
     rows.sort(key=lambda row: -abs(row[1].mean) if math.isfinite(row[1].mean) else 0.0)
-    return ds.assign(
-        elasticity=(("knob", "statistic"), np.asarray([row[1] for row in rows], np.float64)),
-        gpu_hours_per_day_up=(("knob", "statistic"), np.asarray([row[2] for row in rows], np.float64)),
-        gpu_hours_per_day_down=(("knob", "statistic"), np.asarray([row[3] for row in rows], np.float64)),
-        knob_overrides=(("knob",), np.asarray([row[4] for row in rows], dtype=object)),
-    ).assign_coords(knob=[row[0] for row in rows]).assign_attrs(step=float(step))
+    return (
+        ds.assign(
+            elasticity=(("knob", "statistic"), np.asarray([row[1] for row in rows], np.float64)),
+            gpu_hours_per_day_up=(("knob", "statistic"), np.asarray([row[2] for row in rows], np.float64)),
+            gpu_hours_per_day_down=(("knob", "statistic"), np.asarray([row[3] for row in rows], np.float64)),
+            knob_overrides=(("knob",), np.asarray([row[4] for row in rows], dtype=object)),
+        )
+        .assign_coords(knob=[row[0] for row in rows])
+        .assign_attrs(step=float(step))
+    )

@@ -1039,7 +1039,8 @@ def _apply_override(data: dict, key, value, where: str) -> None:
         chosen = range(len(groups)) if match is None else _chosen_groups(groups, match["which"].strip(), fail)
         if field not in _GROUP:
             near = difflib.get_close_matches(field, _GROUP, n=1)
-            fail(f"unknown group key {field!r} ({f'did you mean {near[0]!r}? ' if near else ''}allowed: {', '.join(_GROUP)})")
+            hint = f"did you mean {near[0]!r}? " if near else ""
+            fail(f"unknown group key {field!r} ({hint}allowed: {', '.join(_GROUP)})")
         if field == "name":
             fail("a group's name cannot change in a scenario (the comparison is per group)")
         for index in chosen:
