@@ -719,7 +719,10 @@ def compare(
       scenario; each with its ``*_difference`` against the baseline (paired per draw) and
       ``*_significant`` (the difference's CI excludes 0); the per-draw values
       ``*_draws``; ``gpus`` per scenario and group; ``overrides`` (JSON text) per scenario.
+      Its attribute ``reused`` lists (JSON text) the scenarios loaded from ``out``.
     """
+    import json
+
     from .labelled import require_xarray
 
     require_xarray()
@@ -737,7 +740,7 @@ def compare(
         except ValueError as err:
             raise ValueError(f"scenario {name!r}: {err}") from None
     fingerprints = {name: _fingerprint(scenario, horizon, keys) for name, scenario in specs.items()}
-    draws = {}
+    draws, reused = {}, []
     with _store(out) as store:
         bar = _scenario_bar(len(specs), progress)
         try:
@@ -745,7 +748,9 @@ def compare(
                 if bar is not None:
                     bar.set_postfix_str(name[:40])
                 draws[name] = _stored(store, fingerprints[name], n_draws)
-                if draws[name] is None:
+                if draws[name] is not None:
+                    reused.append(name)
+                else:
                     draws[name] = _scenario_draws(scenario, fleets[name], horizon, keys)
                     _store_scenario(store, fingerprints[name], draws[name])
                 if bar is not None:
@@ -753,7 +758,7 @@ def compare(
         finally:
             if bar is not None:
                 bar.close()
-    return _comparison_dataset(spec, specs, scenarios, draws, horizon)
+    return _comparison_dataset(spec, specs, scenarios, draws, horizon).assign_attrs(reused=json.dumps(reused))
 
 
 def _scenario_specs(spec, scenarios) -> dict:
