@@ -231,7 +231,8 @@ def test_an_interrupted_comparison_resumes_the_scenarios_it_finished(spec, tmp_p
     np.testing.assert_array_equal(again["goodput_draws"].values[:2], first["goodput_draws"].values)
     # A file that does not hold what it should is run again; other inputs are not reused.
     stored[0].write_text("{not json")
-    assert len(json.loads(compare(spec, scenarios, key=key, n_draws=DRAWS, horizon=HORIZON, out=tmp_path).attrs["reused"])) == 2
+    rerun = compare(spec, scenarios, key=key, n_draws=DRAWS, horizon=HORIZON, out=tmp_path)
+    assert len(json.loads(rerun.attrs["reused"])) == 2
     other = compare(spec, scenarios, key=jax.random.key(3), n_draws=DRAWS, horizon=HORIZON, out=tmp_path)
     assert json.loads(other.attrs["reused"]) == []
 
