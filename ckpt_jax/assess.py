@@ -742,13 +742,15 @@ def compare(
     fingerprints = {name: _fingerprint(scenario, horizon, keys) for name, scenario in specs.items()}
     draws, reused = {}, []
     with _store(out) as store:
+        # Reused: stored by an earlier run (a scenario equal to another of this run shares its file).
+        earlier = set() if store is None else {path.name for path in store.glob("*.json")}
         bar = _scenario_bar(len(specs), progress)
         try:
             for name, scenario in specs.items():
                 if bar is not None:
                     bar.set_postfix_str(name[:40])
                 draws[name] = _stored(store, fingerprints[name], n_draws)
-                if draws[name] is not None:
+                if draws[name] is not None and f"{fingerprints[name][:32]}.json" in earlier:
                     reused.append(name)
                 else:
                     draws[name] = _scenario_draws(scenario, fleets[name], horizon, keys)

@@ -17,7 +17,7 @@ from ckpt_jax.cli import main
 
 # Storage that never binds (f(n) = n: every writer drains at 1): the jobs do not interact, so a
 # change to one group moves no other's (with a shared storage the coupling of the writes makes
-# the per-draw differences noisier, docs/guide/compare.md).
+# the per-draw differences noisier, docs/cli.md "ckpt-jax compare").
 SMALL = """
 throughput = [1.0, 2.0, 3.0, 4.0, 5.0]
 
