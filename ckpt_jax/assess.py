@@ -739,6 +739,13 @@ def compare(
             _check_span("horizon", fleets[name], horizon, None)
         except ValueError as err:
             raise ValueError(f"scenario {name!r}: {err}") from None
+    draws, reused = _run_scenarios(specs, fleets, horizon, keys, out, progress)
+    return _comparison_dataset(spec, specs, scenarios, draws, horizon).assign_attrs(reused=json.dumps(reused))
+
+
+def _run_scenarios(specs: dict, fleets: dict, horizon: float, keys, out, progress: bool) -> tuple:
+    """Each scenario's draws (`_scenario_draws`), those stored in ``out`` by an earlier run
+    loaded rather than run; and the names of those loaded."""
     fingerprints = {name: _fingerprint(scenario, horizon, keys) for name, scenario in specs.items()}
     draws, reused = {}, []
     with _store(out) as store:
@@ -749,9 +756,11 @@ def compare(
             for name, scenario in specs.items():
                 if bar is not None:
                     bar.set_postfix_str(name[:40])
-                draws[name] = _stored(store, fingerprints[name], n_draws)
-                if draws[name] is not None and f"{fingerprints[name][:32]}.json" in earlier:
-                    reused.append(name)
+                stored = _stored(store, fingerprints[name], len(keys))
+                if stored is not None:
+                    draws[name] = stored
+                    if f"{fingerprints[name][:32]}.json" in earlier:
+                        reused.append(name)
                 else:
                     draws[name] = _scenario_draws(scenario, fleets[name], horizon, keys)
                     _store_scenario(store, fingerprints[name], draws[name])
@@ -760,7 +769,7 @@ def compare(
         finally:
             if bar is not None:
                 bar.close()
-    return _comparison_dataset(spec, specs, scenarios, draws, horizon).assign_attrs(reused=json.dumps(reused))
+    return draws, reused
 
 
 def _scenario_specs(spec, scenarios) -> dict:

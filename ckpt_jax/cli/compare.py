@@ -165,6 +165,10 @@ def _check(args) -> None:
     from ..assess import sensitivity_knobs
     from ..fleetfile import load
 
+    try:
+        import xarray  # noqa: F401  (the comparison is an xarray.Dataset)
+    except ImportError:
+        raise CliError('compare needs xarray: pip install "ckpt_jax[xarray]"') from None
     args.spec = load(args.fleet_file, dtype=np.float64 if args.x64 else np.float32)
     if "fleet" in args.spec.names:
         index = args.spec.names.index("fleet")
