@@ -321,3 +321,29 @@ def test_cli_refuses_bad_options_before_any_run(small_file, tmp_path, capsys, op
     err = capsys.readouterr().err
     assert err.startswith("ckpt-jax: error:") and re.search(message, err), err
     assert not (out / "scenarios").exists()
+
+
+def test_cli_interrupted_resumes_the_finished_scenarios(small_file, tmp_path, capsys, monkeypatch):
+    from ckpt_jax import assess
+
+    out = tmp_path / "interrupted"
+    argv = ["compare", str(small_file), "--set", "restart=2.0", "--set", "mtbf=50.0", *FAST, "--out", str(out)]
+    argv += ["--scenario", "later:restart=3.0"]
+    run = assess._scenario_draws
+    calls = []
+
+    def interrupted_on_the_third(*args):
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return run(*args)
+
+    monkeypatch.setattr(assess, "_scenario_draws", interrupted_on_the_third)
+    assert main(argv) == 130
+    assert capsys.readouterr().err == "ckpt-jax: interrupted; rerun the same command to resume\n"
+    assert not (out / "compare.json").exists() and len(list((out / "scenarios").glob("*.json"))) == 2
+    monkeypatch.setattr(assess, "_scenario_draws", run)
+    assert main(argv) == 0
+    assert "2 finished scenarios reused" in capsys.readouterr().out
+    summary = json.loads((out / "compare.json").read_text())
+    assert [s["name"] for s in summary["scenarios"]] == ["baseline", "restart=2.0 mtbf=50.0", "later"]
