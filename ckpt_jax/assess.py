@@ -785,6 +785,8 @@ def _scenario_specs(spec, scenarios) -> dict:
         if not isinstance(overrides, dict):
             raise ValueError(f"scenarios[{name!r}] must be a dict of key -> value, got {type(overrides).__name__}")
         specs[name] = spec.override(overrides, name=name)
+        if specs[name].names != spec.names:  # the comparison is per group
+            raise ValueError(f"scenario {name!r}: its groups {specs[name].names} are not the file's {spec.names}")
     return specs
 
 

@@ -1050,6 +1050,8 @@ def _apply_override(data: dict, key, value, where: str) -> None:
             table[field] = copy.deepcopy(value)
         return
     table_name, dot, field = key.partition(".")
+    if key == "groups":
+        fail("a scenario sets a group's keys (groups[i].KEY, groups[*].KEY), not the groups themselves")
     if not dot:
         if key not in _TOP:
             near = difflib.get_close_matches(key, _TOP + _GROUP, n=1)

@@ -133,6 +133,7 @@ def test_overrides_address_the_files_own_keys():
         ({"groups[0].snapshot": "10 s"}, r"groups\[1\]\.snapshot: missing: groups\[0\] has a snapshot"),
         ({"groups[0].name": "x"}, r"name cannot change"),
         ({"power.cap": "1 MW"}, r"override power\.cap: unknown key"),
+        ({"groups": []}, r"override groups: a scenario sets a group's keys"),
     ],
 )
 def test_bad_overrides_raise_the_files_errors_naming_the_key(overrides, message):
