@@ -43,6 +43,7 @@ per GPU, in each draw.
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import NamedTuple
 
 import jax
@@ -58,7 +59,21 @@ from .design import _batched
 from .loop import outage_instants
 from .model import Fleet, random_state
 
-__all__ = ["CAUSES", "Assessment", "Timeline", "OutageStorms", "assess", "default_groups", "timeline", "outage_storms"]
+__all__ = [
+    "BASELINE",
+    "CAUSES",
+    "Assessment",
+    "Timeline",
+    "OutageStorms",
+    "assess",
+    "compare",
+    "default_groups",
+    "outage_storms",
+    "paired_difference",
+    "sensitivity",
+    "sensitivity_knobs",
+    "timeline",
+]
 
 # The causes of lost GPU time, in the order of the module docstring.
 CAUSES = ("checkpoint", "backpressure", "lost_work", "restart", "outages", "restart_stagger", "throttling")
@@ -400,7 +415,27 @@ def assess(
     groups = _check_groups(groups, fleet)
     keys = jax.random.split(check_key(key), n_draws)
 
-    n_jobs = fleet.n_jobs
+    sizes = np.where(np.asarray(fleet.active), np.asarray(fleet.size, np.float64), 0.0)
+    out, edges = _run_draws(fleet, horizon, keys, jitter, progress)
+
+    scale = gpu_power if gpu_power is not None else 1.0
+    time_fields, causes = _by_group(fleet, out.jobs, groups, horizon, sizes)
+    return Assessment(
+        **time_fields,
+        **_writer_fields(fleet, out, horizon),
+        **_power_fields(fleet, out, horizon, edges * scale, scale, causes["checkpoint"] @ sizes),
+        power_unit="W" if gpu_power is not None else "gpu",
+        horizon=horizon,
+        hours_per_time_unit=hours_per_time_unit,
+        n_draws=n_draws,
+    )
+
+
+def _run_draws(fleet: Fleet, horizon: float, keys, jitter, progress) -> tuple:
+    """One batched run of ``fleet`` over the draws ``keys`` (each its own random launch and
+    failures) to ``horizon``, recording the jobs, the writers and the power draw; and the
+    power histogram's bin edges (in GPUs)."""
+    n_draws, n_jobs = len(keys), fleet.n_jobs
     batched = _batched(fleet, np.broadcast_to(np.asarray(fleet.compute, np.float64), (n_draws, n_jobs)))
     sizes = np.where(np.asarray(fleet.active), np.asarray(fleet.size, np.float64), 0.0)
     full_draw = float(sizes.sum())
@@ -420,18 +455,7 @@ def assess(
         save=SaveAt(trace=False, jobs=True, writers=True, power=True, power_bins=tuple(edges)),
     )
     assert out.jobs is not None and out.writers is not None and out.power is not None
-
-    scale = gpu_power if gpu_power is not None else 1.0
-    time_fields, causes = _by_group(fleet, out.jobs, groups, horizon, sizes)
-    return Assessment(
-        **time_fields,
-        **_writer_fields(fleet, out, horizon),
-        **_power_fields(fleet, out, horizon, edges * scale, scale, causes["checkpoint"] @ sizes),
-        power_unit="W" if gpu_power is not None else "gpu",
-        horizon=horizon,
-        hours_per_time_unit=hours_per_time_unit,
-        n_draws=n_draws,
-    )
+    return out, edges
 
 
 def _by_group(fleet: Fleet, jobs, groups: dict, horizon: float, sizes: np.ndarray) -> tuple[dict, dict]:
@@ -730,3 +754,429 @@ def outage_storms(fleet: Fleet, *, span, key, n_cycles: int = 8, jitter=None, ca
         storm[k] = below[0] if below.size else int(np.sum(above[first:]))
         recovered[k] = below.size > 0
     return OutageStorms(times, domains, period, before, peaks, storm, recovered, line)
+
+
+# -- what-if comparisons on common draws -----------------------------------------------
+
+BASELINE = "baseline"
+STATISTICS = ("mean", "low", "high")
+# What `compare` keeps of each draw of a scenario: name -> (dimensions past the draw).
+_DRAW_FIELDS = ("goodput", "gpu_hours_per_day", "power_step", "writers_peak")
+SCENARIO_DIR = "scenarios"  # `compare`'s store of finished scenarios, under ``out``
+
+
+def compare(
+    spec,
+    scenarios: dict,
+    *,
+    key,
+    horizon=None,
+    n_draws: int = 32,
+    out=None,
+    progress: bool = False,
+):
+    """What-if scenarios of a fleet file against it as it is, on common draws.
+
+    Each scenario is the file with some of its keys set to other values (`FleetSpec.override`:
+    parsed and checked exactly as the file, so a bad one raises the file's own error naming
+    the key, before anything runs). Every scenario runs the same ``n_draws`` draws as the
+    baseline (the same keys: the same random launch positions and the same failure streams,
+    common random numbers), so each difference against the baseline is paired per draw and
+    its 95 % CI is that of the mean of the per-draw differences: far narrower than the
+    difference of two independent estimates.
+
+    Args:
+      spec: a `ckpt_jax.fleetfile.FleetSpec` read by ``fleetfile.load`` (or ``loads``).
+      scenarios: name -> {key: value} overrides (``{"fast storage": {"storage.peak": "4
+        TB/s"}}``); the name ``"baseline"`` is the file as it is, always the first.
+      key: a PRNG key; draw s uses ``split(key, n_draws)[s]``, as `assess` does.
+      horizon: H in the engine's time (seconds in a file with units); None: the file's
+        ``[design].horizon``.
+      n_draws: draws S >= 2 per scenario.
+      out: None, or a folder where each finished scenario is stored (``scenarios/``, under
+        the folder's lock, `ckpt_jax.ensemble.locked`): a rerun with the same inputs loads it
+        rather than running it again, so an interrupted comparison resumes.
+      progress: a progress bar over the scenarios.
+
+    Returns:
+      An `xarray.Dataset` with dimensions ``scenario`` (``"baseline"`` first), ``group``
+      (the file's groups, then ``"fleet"``), ``statistic`` (mean, low, high: a 95 % CI) and
+      ``draw``: ``goodput`` and ``gpu_hours_per_day`` (GPU-hours of saved work per day:
+      goodput × GPUs × 24) per scenario and group; ``power_step`` (the largest step of the
+      draw at one instant, up or down) and ``writers_peak`` (the most concurrent writers) per
+      scenario; each with its ``*_difference`` against the baseline (paired per draw) and
+      ``*_significant`` (the difference's CI excludes 0); the per-draw values
+      ``*_draws``; ``gpus`` per scenario and group; ``overrides`` (JSON text) per scenario.
+      Its attribute ``reused`` lists (JSON text) the scenarios loaded from ``out``.
+    """
+    import json
+
+    from .labelled import require_xarray
+
+    require_xarray()
+    specs = _scenario_specs(spec, scenarios)
+    horizon = spec.design.horizon if horizon is None else _positive("horizon", horizon)
+    if isinstance(n_draws, (bool, np.bool_)) or not isinstance(n_draws, (int, np.integer)) or n_draws < 2:
+        raise ValueError(f"n_draws must be an int >= 2, got {n_draws!r}")
+    n_draws = int(n_draws)
+    keys = jax.random.split(check_key(key), n_draws)
+    fleets = {}
+    for name, scenario in specs.items():  # every check before any run
+        fleets[name] = scenario.fleet(dtype=np.dtype(scenario.dtype))
+        try:
+            _check_span("horizon", fleets[name], horizon, None)
+        except ValueError as err:
+            raise ValueError(f"scenario {name!r}: {err}") from None
+    draws, reused = _run_scenarios(specs, fleets, horizon, keys, out, progress)
+    return _comparison_dataset(spec, specs, scenarios, draws, horizon).assign_attrs(reused=json.dumps(reused))
+
+
+def _run_scenarios(specs: dict, fleets: dict, horizon: float, keys, out, progress: bool) -> tuple:
+    """Each scenario's draws (`_scenario_draws`), those stored in ``out`` by an earlier run
+    loaded rather than run; and the names of those loaded."""
+    fingerprints = {name: _fingerprint(scenario, horizon, keys) for name, scenario in specs.items()}
+    draws, reused = {}, []
+    with _store(out) as store:
+        # Reused: stored by an earlier run (a scenario equal to another of this run shares its file).
+        earlier = set() if store is None else {path.name for path in store.glob("*.json")}
+        bar = _scenario_bar(len(specs), progress)
+        try:
+            for name, scenario in specs.items():
+                if bar is not None:
+                    bar.set_postfix_str(name[:40])
+                stored = _stored(store, fingerprints[name], len(keys))
+                if stored is not None:
+                    draws[name] = stored
+                    if f"{fingerprints[name][:32]}.json" in earlier:
+                        reused.append(name)
+                else:
+                    draws[name] = _scenario_draws(scenario, fleets[name], horizon, keys)
+                    _store_scenario(store, fingerprints[name], draws[name])
+                if bar is not None:
+                    bar.update()
+        finally:
+            if bar is not None:
+                bar.close()
+    return draws, reused
+
+
+def _scenario_specs(spec, scenarios) -> dict:
+    """name -> the scenario's `FleetSpec`, the baseline first; every override checked."""
+    if not hasattr(spec, "override") or getattr(spec, "source", None) is None:
+        raise ValueError("spec must be a FleetSpec read by ckpt_jax.fleetfile.load or loads")
+    if not isinstance(scenarios, dict):
+        raise ValueError(f"scenarios must be a dict of name -> {{key: value}}, got {type(scenarios).__name__}")
+    specs = {BASELINE: spec}
+    for name, overrides in scenarios.items():
+        if not isinstance(name, str) or not name.strip() or name == BASELINE:
+            raise ValueError(f"scenarios: every name must be a non-empty string other than {BASELINE!r}, got {name!r}")
+        if not isinstance(overrides, dict):
+            raise ValueError(f"scenarios[{name!r}] must be a dict of key -> value, got {type(overrides).__name__}")
+        specs[name] = spec.override(overrides, name=name)
+        if specs[name].names != spec.names:  # the comparison is per group
+            raise ValueError(f"scenario {name!r}: its groups {specs[name].names} are not the file's {spec.names}")
+    return specs
+
+
+def _scenario_bar(total: int, progress: bool):
+    if not progress:
+        return None
+    from ._progress import progress_bar
+
+    return progress_bar(total=total, desc="scenarios", unit="scenario")
+
+
+def _scenario_draws(spec, fleet: Fleet, horizon: float, keys) -> dict:
+    """Per draw of one scenario: goodput and GPU-hours per day of saved work per group and
+    for the fleet (S, G + 1), the largest power step (S,) and the writer peak (S,)."""
+    out, _ = _run_draws(fleet, horizon, keys, None, False)
+    goodput, _ = _time_split(fleet, out.jobs, horizon)
+    active = np.asarray(fleet.active)
+    sizes = np.where(active, np.asarray(fleet.size, np.float64), 0.0)
+    goodput = np.where(active, goodput, 0.0)
+    labels = np.asarray(spec.labels)
+    weights = np.stack([np.where(labels == g, sizes, 0.0) for g in range(len(spec.groups))] + [sizes], axis=1)
+    gpus = weights.sum(axis=0)  # (G + 1,)
+    useful = goodput @ weights  # (S, G + 1) GPU time of saved work per unit time
+    scale = spec.power_per_gpu if spec.power_per_gpu is not None else 1.0
+    power = out.power
+    step = np.maximum(np.asarray(power.largest_drop, np.float64), np.asarray(power.largest_rise, np.float64))
+    peak = np.asarray(out.writers.max, np.float64)
+    return {
+        "goodput": useful / gpus,
+        "gpu_hours_per_day": useful * 24.0,
+        "power_step": step * scale,
+        "writers_peak": np.where(peak >= 0, peak, np.nan),  # -1: not observed in that draw
+        "gpus": gpus,
+    }
+
+
+def _fingerprint(spec, horizon: float, keys) -> str:
+    """What a scenario's draws are a result of: the fleet as parsed, the horizon, the keys,
+    the dtype and the package version."""
+    import hashlib
+
+    from ._manifest import canonical
+    from ._version import __version__
+
+    fleet = {k: v for k, v in spec.to_dict().items() if k != "path"}
+    fields = {
+        "fleet": fleet,
+        "horizon": horizon,
+        "keys": np.asarray(jax.random.key_data(keys)).tolist(),
+        "dtype": spec.dtype,
+        "version": __version__,
+        "fields": _DRAW_FIELDS,
+    }
+    return hashlib.sha256(canonical(fields).encode()).hexdigest()
+
+
+class _store:
+    """``out``'s lock and its ``scenarios/`` folder (None: nothing stored)."""
+
+    def __init__(self, out):
+        self.out = None if out is None else Path(out)
+        self._lock = None
+
+    def __enter__(self):
+        if self.out is None:
+            return None
+        from .ensemble import locked
+
+        self._lock = locked(self.out)
+        self._lock.__enter__()
+        (self.out / SCENARIO_DIR).mkdir(exist_ok=True)
+        return self.out / SCENARIO_DIR
+
+    def __exit__(self, *exc):
+        if self._lock is not None:
+            self._lock.__exit__(*exc)
+        return False
+
+
+def _stored(store, fingerprint: str, n_draws: int) -> dict | None:
+    """A finished scenario's draws from ``store`` (None where absent, unreadable or not of
+    these inputs: run again)."""
+    if store is None:
+        return None
+    import json
+
+    path = store / f"{fingerprint[:32]}.json"
+    if not path.is_file():
+        return None
+    try:
+        saved = json.loads(path.read_text(encoding="utf-8"))
+        if saved.get("fingerprint") != fingerprint:
+            return None
+        draws = {name: np.asarray(saved["draws"][name], np.float64) for name in (*_DRAW_FIELDS, "gpus")}
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if any(draws[name].shape[0] != n_draws for name in _DRAW_FIELDS):
+        return None
+    return draws
+
+
+def _store_scenario(store, fingerprint: str, draws: dict) -> None:
+    if store is None:
+        return
+    import json
+
+    from ._io import atomic_write_bytes
+
+    as_lists = {name: np.where(np.isfinite(x), x, np.nan).tolist() for name, x in draws.items()}
+    text = json.dumps({"fingerprint": fingerprint, "draws": as_lists})  # NaN as NaN: Python's json reads it back
+    atomic_write_bytes(store / f"{fingerprint[:32]}.json", text.encode())
+
+
+def paired_difference(scenario, baseline) -> Estimate:
+    """The mean of ``scenario - baseline`` over the draws both observed (NaN in either:
+    left out), with its 95 % CI: the two arrays are paired, draw by draw."""
+    difference = np.asarray(scenario, np.float64) - np.asarray(baseline, np.float64)
+    difference = difference[np.isfinite(difference)]
+    if difference.size == 0:
+        return Estimate(math.nan, math.nan, math.nan)
+    return mean_ci(difference)
+
+
+def _finite_ci(samples, share: bool = False) -> Estimate:
+    samples = np.asarray(samples, np.float64)
+    samples = samples[np.isfinite(samples)]
+    if samples.size == 0:
+        return Estimate(math.nan, math.nan, math.nan)
+    return share_ci(samples) if share else mean_ci(samples)
+
+
+def _comparison_dataset(spec, specs: dict, scenarios: dict, draws: dict, horizon: float):
+    """`compare`'s `xarray.Dataset` from each scenario's draws."""
+    import json
+
+    import xarray as xr
+
+    names = list(specs)
+    groups = [*spec.names, "fleet"]
+    base = draws[BASELINE]
+    variables = {}
+    for field in _DRAW_FIELDS:
+        per_group = base[field].ndim == 2
+        dims = ("scenario", "group", "statistic") if per_group else ("scenario", "statistic")
+        value, difference = [], []
+        for name in names:
+            columns = range(len(groups)) if per_group else [None]
+            pick = lambda x, c: x if c is None else x[:, c]  # noqa: E731
+            value.append([_finite_ci(pick(draws[name][field], c), field == "goodput") for c in columns])
+            difference.append([paired_difference(pick(draws[name][field], c), pick(base[field], c)) for c in columns])
+        value, difference = np.asarray(value, np.float64), np.asarray(difference, np.float64)
+        if not per_group:
+            value, difference = value[:, 0], difference[:, 0]
+        significant = (difference[..., 1] > 0) | (difference[..., 2] < 0)
+        draw_dims = ("scenario", "draw", "group") if per_group else ("scenario", "draw")
+        variables[field] = (dims, value)
+        variables[f"{field}_difference"] = (dims, difference)
+        variables[f"{field}_significant"] = (dims[:-1], significant)
+        variables[f"{field}_draws"] = (draw_dims, np.stack([draws[name][field] for name in names]))
+    variables["gpus"] = (("scenario", "group"), np.stack([draws[name]["gpus"] for name in names]))
+    overrides = [json.dumps({}) if name == BASELINE else json.dumps(scenarios[name], default=str) for name in names]
+    variables["overrides"] = (("scenario",), np.asarray(overrides, dtype=object))
+    hours_per_time_unit = 1 / 3600 if spec.time_unit is not None else 1.0
+    attrs = {
+        "fleet_file": str(spec.path),
+        "baseline": BASELINE,
+        "n_draws": int(base["goodput"].shape[0]),
+        "horizon": float(horizon),
+        "horizon_hours": float(horizon) * hours_per_time_unit,
+        "power_unit": "W" if spec.power_per_gpu is not None else "gpu",
+        "time_unit": spec.time_unit or "",
+    }
+    return xr.Dataset(
+        variables,
+        coords={
+            "scenario": names,
+            "group": groups,
+            "statistic": list(STATISTICS),
+            "draw": np.arange(base["goodput"].shape[0]),
+        },
+        attrs=attrs,
+    )
+
+
+# -- sensitivities: paired central differences -------------------------------------------
+
+
+def sensitivity_knobs(spec, step: float = 0.1) -> dict:
+    """The continuous knobs of a fleet file, each as two scenarios of `compare`: every value
+    of the knob times 1 + ``step`` and times 1 − ``step``.
+
+    The knobs: the storage's peak bandwidth (its ``peak``, or every entry of its table or of
+    a listed ``throughput``; a preset has none), each group's checkpoint interval (the one in
+    use: the file's, else Young's), and for every group at once its checkpoint size, write
+    limit, restart, MTBF and snapshot (those the file has, and non-zero somewhere).
+
+    Returns:
+      knob name -> (overrides ×(1 + step), overrides ×(1 − step)), in the file's keys.
+    """
+    if not (isinstance(step, (int, float)) and 0 < step < 1):
+        raise ValueError(f"step must be a number in (0, 1), got {step!r}")
+    units = spec.time_unit is not None
+    first = np.searchsorted(spec.labels, np.arange(len(spec.groups)))
+
+    def value(x: float, base: str):  # as the file would hold it: with its base unit in a file with units
+        return f"{float(x)!r} {base}" if units else float(x)
+
+    def scaled(keys_values: dict, base: str, factor: float) -> dict:
+        return {
+            key: [value(v * factor, base) for v in x] if isinstance(x, list) else value(x * factor, base)
+            for key, x in keys_values.items()
+        }
+
+    knobs: dict = {}
+    storage = (spec.source or {}).get("storage")
+    peak = None
+    if isinstance(storage, dict) and "peak" in storage:
+        peak = {"storage.peak": float(max(spec.throughput))}
+    elif isinstance(storage, dict):
+        peak = {"storage.table": [float(x) for x in spec.throughput[: len(storage.get("table", []))]]}
+    elif not isinstance(spec.throughput, str):
+        peak = {"throughput": [float(x) for x in spec.throughput]}
+    if peak is not None:
+        knobs["storage peak"] = (peak, "B/s")
+    intervals = spec.intervals()[first]
+    for g, group in enumerate(spec.groups):
+        knobs[f"interval of {group.name}"] = ({f"groups[{g}].compute": float(intervals[g])}, "s")
+    for knob, field, base in (
+        ("checkpoint size", "write", "B"),
+        ("write limit", "write_limit", "B/s"),
+        ("restart", "restart", "s"),
+        ("MTBF", "mtbf", "s"),
+        ("snapshot", "snapshot", "s"),
+    ):
+        values = {
+            f"groups[{g}].{field}": float(getattr(group, field))
+            for g, group in enumerate(spec.groups)
+            if getattr(group, field) is not None and getattr(group, field) > 0
+        }
+        if values:
+            knobs[knob] = (values, base)
+    return {
+        name: (scaled(values, base, 1 + step), scaled(values, base, 1 - step)) for name, (values, base) in knobs.items()
+    }
+
+
+def sensitivity(spec, *, key, step: float = 0.1, horizon=None, n_draws: int = 32, out=None, progress: bool = False):
+    """The elasticity of the fleet's goodput to each continuous knob of a fleet file
+    (`sensitivity_knobs`), by paired central differences on common draws.
+
+    Each knob is run at ×(1 ± ``step``) on the baseline's draws (`compare`); per draw, the
+    elasticity is (G₊ − G₋) / (2 · step · Ḡ), with G the fleet's goodput and Ḡ the
+    baseline's mean: the % change of the goodput per % change of the knob. A central
+    difference has an error of order step² (against step for a one-sided one), and on
+    common draws the noise of the two runs mostly cancels, so a few draws rank the knobs.
+
+    Args:
+      spec, key, horizon, n_draws, out, progress: as `compare`.
+      step: the relative change, in (0, 1).
+
+    Returns:
+      `compare`'s `xarray.Dataset` (scenarios ``"KNOB +10%"`` and ``"KNOB -10%"``), with a
+      ``knob`` dimension, ranked by |elasticity| (largest first): ``elasticity`` (knob,
+      statistic), ``gpu_hours_per_day_up`` and ``gpu_hours_per_day_down`` (knob, statistic:
+      the fleet's GPU-hours of saved work per day gained at ×(1 + step) and at ×(1 − step),
+      paired against the baseline) and ``knob_overrides`` (JSON text of the + scenario).
+    """
+    import json
+
+    knobs = sensitivity_knobs(spec, step)
+    percent = f"{100 * step:g}%"
+    scenarios = {}
+    for knob, (up, down) in knobs.items():
+        scenarios[f"{knob} +{percent}"] = up
+        scenarios[f"{knob} -{percent}"] = down
+    ds = compare(spec, scenarios, key=key, horizon=horizon, n_draws=n_draws, out=out, progress=progress)
+    fleet = ds["goodput_draws"].sel(group="fleet").values  # (scenario, draw)
+    hours = ds["gpu_hours_per_day_draws"].sel(group="fleet").values
+    names = list(ds["scenario"].values)
+    base_goodput, base_hours = fleet[0], hours[0]
+    mean_goodput = float(np.mean(base_goodput))
+    rows = []
+    for knob in knobs:
+        up, down = names.index(f"{knob} +{percent}"), names.index(f"{knob} -{percent}")
+        elasticity = paired_difference(fleet[up] / (2 * step * mean_goodput), fleet[down] / (2 * step * mean_goodput))
+        rows.append(
+            (
+                knob,
+                elasticity,
+                paired_difference(hours[up], base_hours),
+                paired_difference(hours[down], base_hours),
+                json.dumps(knobs[knob][0]),
+            )
+        )
+    rows.sort(key=lambda row: -abs(row[1].mean) if math.isfinite(row[1].mean) else 0.0)
+    return (
+        ds.assign(
+            elasticity=(("knob", "statistic"), np.asarray([row[1] for row in rows], np.float64)),
+            gpu_hours_per_day_up=(("knob", "statistic"), np.asarray([row[2] for row in rows], np.float64)),
+            gpu_hours_per_day_down=(("knob", "statistic"), np.asarray([row[3] for row in rows], np.float64)),
+            knob_overrides=(("knob",), np.asarray([row[4] for row in rows], dtype=object)),
+        )
+        .assign_coords(knob=[row[0] for row in rows])
+        .assign_attrs(step=float(step))
+    )

@@ -59,6 +59,7 @@ the file, the field (``groups[2].mtbf``) and what is allowed.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import difflib
 import math
@@ -85,6 +86,8 @@ __all__ = [
     "SEED_MAX",
     "Outage",
     "DEFAULT_DOMAIN",
+    "override",
+    "parse_override",
 ]
 
 COUNT_MAX = 100_000  # jobs per group, and in the whole fleet
@@ -172,6 +175,8 @@ class FleetSpec:
         count in its units.
       outages: tuple of `Outage` (``[[outages]]``; docs/model.md §1f), at most one per domain.
       restart_stagger: Δ >= 0, as `cj.Fleet` (default 0).
+      source: the file's TOML data as read (None where the spec was built by hand), which
+        `override` edits and parses again; ``dtype`` the dtype it was checked for.
     """
 
     path: str
@@ -190,6 +195,8 @@ class FleetSpec:
     power_per_gpu: float | None = None
     outages: tuple = ()
     restart_stagger: float = 0.0
+    source: dict | None = dataclasses.field(default=None, compare=False, repr=False)
+    dtype: str = dataclasses.field(default="float64", compare=False, repr=False)
 
     @property
     def n_jobs(self) -> int:
@@ -379,6 +386,11 @@ class FleetSpec:
             **(self.outage_arguments() if failures else {}),
             dtype=dtype,
         )
+
+    def override(self, overrides: dict, *, name: str | None = None) -> FleetSpec:
+        """This spec with ``overrides`` (file keys -> values) applied to the file's data and
+        parsed again (`ckpt_jax.fleetfile.override`)."""
+        return override(self, overrides, name=name)
 
     def to_dict(self) -> dict:
         """Plain data (for JSON), the file's fields with defaults filled in; the fields of
@@ -1072,13 +1084,20 @@ def loads(text: str, path: str = "<string>", *, dtype: DTypeLike = np.float64) -
         raise FleetFileError(f"fleet file {path}: not valid TOML: {err}") from None
     except RecursionError:  # tomllib parses nested arrays and tables recursively
         raise FleetFileError(f"fleet file {path}: not a fleet file: arrays or tables nested too deeply") from None
+    return _from_data(data, path, dtype)
+
+
+def _from_data(data: dict, path: str, dtype) -> FleetSpec:
+    """A spec from TOML data: parsed (`_parse`), checked in ``dtype`` (`_engine_checks`), the
+    data kept (`FleetSpec.source`) for `override`."""
+    source = copy.deepcopy(data)
     reader = _Reader(path)
     try:
         spec = _parse(data, path, reader)
     except RecursionError:  # a deeply nested value where a number belongs, shown in the message
         raise FleetFileError(f"fleet file {path}: not a fleet file: arrays nested too deeply") from None
     _engine_checks(reader, spec, dtype)
-    return spec
+    return dataclasses.replace(spec, source=source, dtype=np.dtype(dtype).name)
 
 
 def load(path, *, dtype: DTypeLike = np.float64) -> FleetSpec:
@@ -1096,6 +1115,141 @@ def load(path, *, dtype: DTypeLike = np.float64) -> FleetSpec:
     except UnicodeDecodeError:
         raise FleetFileError(f"fleet file {path}: not UTF-8 text") from None
     return loads(text, str(path), dtype=dtype)
+
+
+# -- what-if overrides -----------------------------------------------------------------
+
+# Keys that give the same field as another (and ``nodes``, which only counts with
+# write_limit_per_node): setting one drops the others, as a file gives one of them.
+_OVERRIDE_DROPS = {
+    "size": ("gpus",),
+    "gpus": ("size",),
+    "write": ("checkpoint",),
+    "checkpoint": ("write",),
+    "compute": ("interval",),
+    "interval": ("compute",),
+    "write_limit": ("write_limit_per_node", "nodes"),
+    "write_limit_per_node": ("write_limit",),
+}
+_GROUP_KEY = re.compile(r"^groups\[(?P<which>[^\]]*)\]\.(?P<field>[A-Za-z_]+)$")
+OVERRIDE_SYNTAX = (
+    'KEY is a key of the fleet file: a top-level key ("cap"), a table\'s ("storage.peak", '
+    '"design.horizon"), a group\'s ("groups[2].restart", "groups[\\"8B fine-tune\\"].snapshot", '
+    '"groups[*].interval" for every group), or a group key alone ("restart": every group)'
+)
+
+
+def parse_override(text: str) -> tuple:
+    """``KEY=VALUE`` (as ``ckpt-jax compare --set`` takes it) as ``(key, value)``: the value
+    read as a TOML value (``4``, ``"4 TB/s"``, ``[1, 2]``, ``true``) where it is one, else as
+    the text itself (``4 TB/s``, ``2 min``, ``none``)."""
+    if not isinstance(text, str) or "=" not in text:
+        raise FleetFileError(f"override {text!r}: must be KEY=VALUE ({OVERRIDE_SYNTAX})")
+    key, _, raw = text.partition("=")
+    key, raw = key.strip(), raw.strip()
+    if not key or not raw:
+        raise FleetFileError(f"override {text!r}: must be KEY=VALUE with both given ({OVERRIDE_SYNTAX})")
+    try:
+        value = tomllib.loads(f"value = {raw}")["value"]
+    except tomllib.TOMLDecodeError:
+        value = raw
+    return key, value
+
+
+def override(spec: FleetSpec, overrides: dict, *, name: str | None = None) -> FleetSpec:
+    """``spec`` with ``overrides`` applied to its file's own data (`FleetSpec.source`) and
+    parsed and checked again exactly as the file (`loads`), so a bad value raises the file's
+    own `FleetFileError` naming the key.
+
+    Args:
+      spec: a spec read by `load` or `loads`.
+      overrides: key -> value, each key as the file spells it (`OVERRIDE_SYNTAX`): ``cap``,
+        ``storage.peak``, ``groups[2].restart``, ``groups["8B fine-tune"].snapshot``,
+        ``groups[*].interval`` or ``restart`` (every group); each value as the file would
+        hold it (``"4 TB/s"``, ``12.5``). A group key replaces its twin (``interval`` drops
+        ``compute``, ``write_limit`` drops ``write_limit_per_node`` and ``nodes``).
+      name: the scenario's name, shown in messages.
+
+    Returns:
+      The new `FleetSpec` (its ``path`` names the file and the scenario).
+    """
+    if not isinstance(spec, FleetSpec) or spec.source is None:
+        raise ValueError("spec must be a FleetSpec read by ckpt_jax.fleetfile.load or loads (it keeps the file's data)")
+    if not isinstance(overrides, dict):
+        raise ValueError(f"overrides must be a dict of key -> value, got {type(overrides).__name__}")
+    where = spec.path if name is None else f"{spec.path} (scenario {name!r})"
+    data = copy.deepcopy(spec.source)
+    for key, value in overrides.items():
+        _apply_override(data, key, value, where)
+    return _from_data(data, where, np.dtype(spec.dtype))
+
+
+def _apply_override(data: dict, key, value, where: str) -> None:
+    """Sets ``key`` (`override`) to ``value`` in the file's ``data``."""
+    fail = lambda message: _override_error(where, key, message)  # noqa: E731
+    if not isinstance(key, str) or not key:
+        fail(f"not a key ({OVERRIDE_SYNTAX})")
+    groups = data.get("groups")
+    groups = groups if isinstance(groups, list) else []
+    match = _GROUP_KEY.match(key)
+    if match is not None or key in _GROUP and key not in _TOP:
+        field = key if match is None else match["field"]
+        chosen = range(len(groups)) if match is None else _chosen_groups(groups, match["which"].strip(), fail)
+        if field not in _GROUP:
+            near = difflib.get_close_matches(field, _GROUP, n=1)
+            hint = f"did you mean {near[0]!r}? " if near else ""
+            fail(f"unknown group key {field!r} ({hint}allowed: {', '.join(_GROUP)})")
+        if field == "name":
+            fail("a group's name cannot change in a scenario (the comparison is per group)")
+        for index in chosen:
+            table = groups[index]
+            for twin in _OVERRIDE_DROPS.get(field, ()):
+                table.pop(twin, None)
+            table[field] = copy.deepcopy(value)
+        return
+    table_name, dot, field = key.partition(".")
+    if key == "groups":
+        fail("a scenario sets a group's keys (groups[i].KEY, groups[*].KEY), not the groups themselves")
+    if not dot:
+        if key not in _TOP:
+            near = difflib.get_close_matches(key, _TOP + _GROUP, n=1)
+            fail(f"unknown key ({f'did you mean {near[0]!r}? ' if near else ''}{OVERRIDE_SYNTAX})")
+        data[key] = copy.deepcopy(value)
+        return
+    if table_name not in ("storage", "design") or "." in field or not field:
+        fail(f"unknown key ({OVERRIDE_SYNTAX})")
+    table = data.setdefault(table_name, {})
+    if not isinstance(table, dict):
+        fail(f"the file's {table_name} is not a table")
+    if table_name == "storage" and field in ("peak", "saturates_at", "degradation"):
+        table.pop("table", None)  # the curve replaces a table, and the reverse
+    elif table_name == "storage" and field == "table":
+        for curve in ("peak", "saturates_at", "degradation"):
+            table.pop(curve, None)
+    table[field] = copy.deepcopy(value)
+
+
+def _chosen_groups(groups: list, which: str, fail) -> range | list:
+    """The indices of ``groups[which]``: ``*`` (every group), an index, or a name (quoted or not)."""
+    if which == "*":
+        return range(len(groups))
+    if re.fullmatch(r"-?\d+", which):
+        index = int(which)
+        if not 0 <= index < len(groups):
+            fail(f"no group {index}: the file has groups[0] to groups[{len(groups) - 1}]")
+        return [index]
+    if len(which) >= 2 and which[0] == which[-1] and which[0] in "\"'":
+        which = which[1:-1]
+    names = [table.get("name", f"group {i}") if isinstance(table, dict) else None for i, table in enumerate(groups)]
+    if which not in names:
+        near = difflib.get_close_matches(which, [n for n in names if isinstance(n, str)], n=1)
+        hint = f"did you mean {near[0]!r}? " if near else ""
+        fail(f"no group named {which!r} ({hint}groups: {', '.join(repr(n) for n in names)})")
+    return [names.index(which)]
+
+
+def _override_error(where: str, key, message: str):
+    raise FleetFileError(f"fleet file {where}: override {key}: {message}")
 
 
 # -- writing ---------------------------------------------------------------------------

@@ -641,7 +641,7 @@ mtbf = 20.0
 """
 
 
-@pytest.mark.parametrize("command", ["simulate", "ensemble", "reproduce", "design", "assess"])
+@pytest.mark.parametrize("command", ["simulate", "ensemble", "reproduce", "design", "assess", "compare"])
 def test_every_command_takes_the_shared_options_with_one_help_text(command):
     from ckpt_jax.cli import _options
 

@@ -363,7 +363,7 @@ snapshot = 0.0
 
 
 def _fields(spec):
-    return {k: v for k, v in spec.__dict__.items() if k not in ("path", "time_unit", "power_per_gpu")}
+    return {k: v for k, v in spec.__dict__.items() if k not in ("path", "time_unit", "power_per_gpu", "source")}
 
 
 def test_units_and_plain_twin_give_the_same_fleet_and_runs():

@@ -5,7 +5,8 @@
 ``ckpt-jax ensemble`` runs a long ensemble of random launches in resumable chunks
 (`ckpt_jax.ensemble.run_ensemble`); ``ckpt-jax reproduce`` runs the experiments; ``ckpt-jax design``
 designs checkpoint intervals for a fleet file (`ckpt_jax.fleetfile`); ``ckpt-jax assess`` says
-what the fleet of a fleet file loses as configured (`ckpt_jax.assess`). Subcommands live
+what the fleet of a fleet file loses as configured (`ckpt_jax.assess`); ``ckpt-jax compare``
+weighs what-if scenarios of a fleet file on common draws (`ckpt_jax.assess.compare`). Subcommands live
 in ``_SUBCOMMANDS``.
 
 ``--devices`` (every subcommand; default ``all``): one XLA host device per core on a
@@ -41,6 +42,7 @@ from ._common import (
     start_devices,
 )
 from .assess import add_assess
+from .compare import add_compare
 from .design import add_design
 from .ensemble import add_ensemble
 from .reproduce import add_reproduce
@@ -49,7 +51,7 @@ from .simulate import add_simulate
 __all__ = ["main", "build_parser", "CliError", "seed_key", "start_devices", "devices_for"]
 
 
-_SUBCOMMANDS = (add_simulate, add_reproduce, add_ensemble, add_design, add_assess)
+_SUBCOMMANDS = (add_simulate, add_reproduce, add_ensemble, add_design, add_assess, add_compare)
 
 
 def build_parser() -> argparse.ArgumentParser:

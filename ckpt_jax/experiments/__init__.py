@@ -18,6 +18,7 @@ from . import (
     asynchrony,
     boundary,
     bursts,
+    common_causes,
     cooperative,
     ftle,
     intervals,
@@ -82,4 +83,5 @@ EXPERIMENTS: tuple[Experiment, ...] = (
     asynchrony.EXPERIMENT,
     power_steps.EXPERIMENT,
     cooperative.EXPERIMENT,
+    common_causes.EXPERIMENT,
 )

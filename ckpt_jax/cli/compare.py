@@ -1,0 +1,733 @@
+"""``ckpt-jax compare FLEET.toml --set KEY=VALUE --out DIR``: what-if scenarios of a fleet file
+against it as it is, on common draws (`ckpt_jax.assess.compare`), a sweep of one key, or the
+sensitivity of the fleet's goodput to each continuous knob (`ckpt_jax.assess.sensitivity`), with
+a report, figures and ``compare.json``."""
+
+from __future__ import annotations
+
+import json
+import math
+import platform
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ._common import SEED_KEY_TEXT, CliError, add_devices, add_x64, integer, report_devices, seed_key
+from ._options import (
+    HORIZON_FROM_FILE,
+    QUICK_HORIZON_TEXT,
+    add_force,
+    add_horizon,
+    add_no_progress,
+    add_out,
+    add_quick,
+    add_seed,
+    run_horizon,
+)
+from .assess import duration_text, power_text
+from .design import markdown_text
+
+DRAWS = 32  # per scenario: the differences are paired, so fewer draws than assess's 64 resolve them
+QUICK = {"draws": 8}  # and the horizon capped (`_options.run_horizon`)
+STEP = 0.1  # --sensitivity: ±10 %
+
+SET_HELP = (
+    "KEY=VALUE: one override of the fleet file, by its own key (storage.peak='4 TB/s', "
+    "groups[\"8B fine-tune\"].snapshot='10 s', groups[*].interval='20 min', restart='2 min' for every "
+    "group); repeat for more; together they make one scenario"
+)
+
+
+def add_compare(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "compare",
+        help="what-if scenarios of a fleet file, a sweep of one key, or the knobs that matter",
+        description=(
+            "Run FLEET.toml as it is and with some of its keys set to other values (--set, --scenario), "
+            "or one key at several values (--sweep), or every continuous knob at ±10 %% (--sensitivity), "
+            "all on the same failure draws (common random numbers): every difference against the file as it "
+            "is is paired draw by draw, with its 95 %% CI. Overrides are parsed and checked exactly as the "
+            "file (units, ranges), before anything runs. Writes compare.json, report.md and figures into "
+            "--out; each finished scenario is kept in --out/scenarios, so a rerun resumes."
+        ),
+    )
+    parser.add_argument("fleet_file", type=Path, metavar="FLEET.toml", help="the fleet file (see examples/)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="sets", help=SET_HELP)
+    parser.add_argument(
+        "--scenario",
+        action="append",
+        default=[],
+        metavar="NAME:KEY=VALUE,...",
+        dest="scenarios",
+        help="a named scenario of overrides separated by commas (repeatable)",
+    )
+    parser.add_argument(
+        "--sweep",
+        metavar="KEY=V1,V2,...",
+        default=None,
+        help="one key at several values (units allowed): goodput and GPU-hours per day against the value",
+    )
+    parser.add_argument(
+        "--sensitivity",
+        action="store_true",
+        help="the elasticity of the fleet's goodput to each continuous knob, by paired ±10 %% changes",
+    )
+    add_horizon(parser, HORIZON_FROM_FILE)
+    parser.add_argument(
+        "--draws",
+        type=integer(2, 100_000),
+        default=None,
+        metavar="S",
+        help=f"failure draws per scenario, common to every scenario (default: {DRAWS})",
+    )
+    add_seed(parser, default=None)
+    add_quick(parser, f"{QUICK['draws']} draws, {QUICK_HORIZON_TEXT}; options given win")
+    add_no_progress(parser)
+    add_force(parser)
+    add_devices(parser, shards=False)
+    add_x64(parser)
+    add_out(parser)
+    parser.set_defaults(run=_compare, check=_check, resumes=True)
+
+
+# -- the scenarios from the options -------------------------------------------------------
+
+
+def split_top_level(text: str, separator: str = ",") -> list:
+    """``text`` split at each ``separator`` outside quotes and brackets (a value may be a
+    list, a group key may hold a quoted name)."""
+    parts, depth, quote, current = [], 0, None, []
+    for char in text:
+        if quote is not None:
+            quote = None if char == quote else quote
+        elif char in "\"'":
+            quote = char
+        elif char in "[(":
+            depth += 1
+        elif char in "])":
+            depth = max(depth - 1, 0)
+        elif char == separator and depth == 0:
+            parts.append("".join(current).strip())
+            current = []
+            continue
+        current.append(char)
+    parts.append("".join(current).strip())
+    return parts
+
+
+def _overrides(texts, where: str) -> dict:
+    from ..fleetfile import parse_override
+
+    overrides = {}
+    for text in texts:
+        try:
+            key, value = parse_override(text)
+        except ValueError as err:
+            raise CliError(f"{where}: {err}") from None
+        overrides[key] = value
+    return overrides
+
+
+def scenarios_from(args) -> tuple:
+    """(mode, scenarios, sweep): ``"sensitivity"``, ``"sweep"`` or ``"scenarios"``; name ->
+    overrides; for a sweep (key, [value text]) else None."""
+    given = bool(args.sets or args.scenarios)
+    if sum([given, args.sweep is not None, args.sensitivity]) != 1:
+        raise CliError("give scenarios (--set, --scenario), or --sweep, or --sensitivity: one of the three")
+    if args.sensitivity:
+        return "sensitivity", {}, None
+    if args.sweep is not None:
+        key, equals, values = args.sweep.partition("=")
+        texts = split_top_level(values) if equals else []
+        if not key.strip() or len(texts) < 1 or not all(texts):
+            raise CliError(f"argument --sweep: must be KEY=V1,V2,... with at least one value, got {args.sweep!r}")
+        key = key.strip()
+        scenarios = {f"{key}={text}": _overrides([f"{key}={text}"], "argument --sweep") for text in texts}
+        if len(scenarios) != len(texts):
+            raise CliError(f"argument --sweep: a value is given twice in {args.sweep!r}")
+        return "sweep", scenarios, (key, texts)
+    scenarios = {}
+    if args.sets:
+        scenarios[" ".join(args.sets)] = _overrides(args.sets, "argument --set")
+    for text in args.scenarios:
+        name, colon, body = text.partition(":")
+        if not colon or not name.strip() or not body.strip():
+            raise CliError(f"argument --scenario: must be NAME:KEY=VALUE,KEY=VALUE,..., got {text!r}")
+        name = name.strip()
+        if name in scenarios or name == "baseline":
+            raise CliError(f"argument --scenario: the name {name!r} is taken (baseline, or given twice)")
+        scenarios[name] = _overrides(split_top_level(body), f"argument --scenario {name}")
+    return "scenarios", scenarios, None
+
+
+def _check(args) -> None:
+    from ..assess import sensitivity_knobs
+    from ..fleetfile import load
+
+    try:
+        import xarray  # noqa: F401  (the comparison is an xarray.Dataset)
+    except ImportError:
+        raise CliError('compare needs xarray: pip install "ckpt_jax[xarray]"') from None
+    args.spec = load(args.fleet_file, dtype=np.float64 if args.x64 else np.float32)
+    if "fleet" in args.spec.names:
+        index = args.spec.names.index("fleet")
+        raise CliError(
+            f"fleet file {args.fleet_file}: groups[{index}].name 'fleet' is reserved for the whole fleet: rename it"
+        )
+    args.mode, args.scenario_overrides, args.sweep_values = scenarios_from(args)
+    if args.mode == "sensitivity":
+        knobs = sensitivity_knobs(args.spec, STEP)
+        for knob, (up, down) in knobs.items():
+            args.scenario_overrides[f"{knob} +{100 * STEP:g}%"] = up
+            args.scenario_overrides[f"{knob} -{100 * STEP:g}%"] = down
+    for name, overrides in args.scenario_overrides.items():  # every override, as the file: before any run
+        args.spec.override(overrides, name=name)
+    horizon = run_horizon(args.horizon, args.spec, args.quick)
+    args.settings = {
+        "mode": args.mode,
+        "draws": args.draws if args.draws is not None else (QUICK["draws"] if args.quick else DRAWS),
+        "horizon": horizon,
+        "time_unit": args.spec.time_unit,
+        "hours_per_time_unit": 1 / 3600 if args.spec.time_unit is not None else 1.0,
+        "seed": args.seed if args.seed is not None else args.spec.design.seed,
+        "quick": args.quick,
+    }
+    if args.mode == "sensitivity":
+        args.settings["step"] = STEP
+
+
+# -- running ------------------------------------------------------------------------------
+
+
+def _compare(args) -> int:
+    import jax
+
+    from .. import __version__
+    from .._plan import check_horizon_events, check_work, largest_count
+    from ..assess import compare, sensitivity
+    from ..ensemble import locked
+
+    spec, settings = args.spec, args.settings
+    report_devices("compare", args.device_info, 1)
+    n_runs = 1 + len(args.scenario_overrides)
+    unit = settings["time_unit"]
+    print(
+        f"ckpt-jax compare: {n_runs} scenarios (the baseline first) of {spec.n_jobs} jobs to H = "
+        f"{duration_text(settings['horizon'], unit)}, {settings['draws']} common draws each"
+    )
+    fleet = spec.fleet(dtype=np.float64 if args.x64 else np.float32)
+    check_horizon_events(fleet, settings["horizon"], name="horizon")
+    check_work(
+        fleet.events(settings["horizon"]),
+        spec.n_jobs,
+        settings["draws"] * n_runs,
+        force=args.force,
+        size=largest_count(spec),
+    )
+    common = dict(
+        key=seed_key(settings["seed"]),
+        horizon=settings["horizon"],
+        n_draws=settings["draws"],
+        out=args.out,
+        progress=not args.no_progress,
+    )
+    out = Path(args.out)
+    with locked(out):  # the scenarios' store and the files written from them, one run at a time
+        started = time.perf_counter()
+        if args.mode == "sensitivity":
+            ds = sensitivity(spec, step=STEP, **common)
+        else:
+            ds = compare(spec, args.scenario_overrides, **common)
+        wall_s = time.perf_counter() - started
+        reused = json.loads(ds.attrs["reused"])
+        if reused:
+            print(f"ckpt-jax compare: {len(reused)} finished scenarios reused from {out / 'scenarios'}")
+        summary = {
+            "command": "compare",
+            "version": __version__,
+            "fleet": spec.to_dict(),
+            "settings": settings,
+            "keys": {"seed": SEED_KEY_TEXT, "draws": "split(key(seed), draws), the same for every scenario"},
+            **summary_json(ds),
+            "wall_time_s": wall_s,
+            "backend": jax.default_backend(),
+            "python": platform.python_version(),
+            "jax": jax.__version__,
+        }
+        if args.sweep_values is not None:
+            summary["sweep"] = {"key": args.sweep_values[0], "values": args.sweep_values[1]}
+        _write_outputs(out, spec, ds, summary)
+    for line in headlines(summary):
+        print(f"ckpt-jax compare: {plain_markdown(line)}")
+    print(f"ckpt-jax compare: {wall_s:.1f} s -> {out}")
+    return 0
+
+
+# -- compare.json -------------------------------------------------------------------------
+
+
+def _estimate(values) -> dict | None:
+    mean, low, high = (float(x) for x in values)
+    if not math.isfinite(mean):
+        return None
+    number = lambda x: x if math.isfinite(x) else None  # noqa: E731
+    return {"mean": mean, "low": number(low), "high": number(high)}
+
+
+def _by_group(ds, variable: str, scenario: str) -> dict:
+    """``{"fleet": estimate, "groups": [{"name", "mean", "low", "high"}]}`` (assess's goodput shape)."""
+    table = ds[variable].sel(scenario=scenario)
+    groups = [{"name": str(name), **(_estimate(table.sel(group=name).values) or {})} for name in ds.group.values[:-1]]
+    return {"fleet": _estimate(table.sel(group="fleet").values), "groups": groups}
+
+
+def summary_json(ds) -> dict:
+    """compare.json's numbers from `ckpt_jax.assess.compare`'s (or ``sensitivity``'s) dataset."""
+    scenarios = []
+    for name in ds.scenario.values:
+        name = str(name)
+        entry = {
+            "name": name,
+            "overrides": json.loads(str(ds["overrides"].sel(scenario=name).values)),
+            "goodput": _by_group(ds, "goodput", name),
+            "gpu_hours_per_day": _by_group(ds, "gpu_hours_per_day", name),
+            "power_step": _estimate(ds["power_step"].sel(scenario=name).values),
+            "writers_peak": _estimate(ds["writers_peak"].sel(scenario=name).values),
+        }
+        if name != ds.attrs["baseline"]:
+            entry["difference"] = {
+                "goodput": _by_group(ds, "goodput_difference", name),
+                "gpu_hours_per_day": _by_group(ds, "gpu_hours_per_day_difference", name),
+                "power_step": _estimate(ds["power_step_difference"].sel(scenario=name).values),
+                "writers_peak": _estimate(ds["writers_peak_difference"].sel(scenario=name).values),
+            }
+            entry["outside_noise"] = {
+                "goodput": bool(ds["goodput_significant"].sel(scenario=name, group="fleet")),
+                "groups": [bool(x) for x in ds["goodput_significant"].sel(scenario=name).values[:-1]],
+                "power_step": bool(ds["power_step_significant"].sel(scenario=name)),
+                "writers_peak": bool(ds["writers_peak_significant"].sel(scenario=name)),
+            }
+        scenarios.append(entry)
+    summary = {
+        "baseline": ds.attrs["baseline"],
+        "n_draws": ds.attrs["n_draws"],
+        "horizon_hours": ds.attrs["horizon_hours"],
+        "power_unit": ds.attrs["power_unit"],
+        "gpus": {str(g): float(x) for g, x in zip(ds.group.values, ds["gpus"].values[0])},
+        "scenarios": scenarios,
+    }
+    if "knob" in ds.dims:
+        summary["sensitivity"] = [
+            {
+                "knob": str(knob),
+                "step": ds.attrs["step"],
+                "elasticity": _estimate(ds["elasticity"].sel(knob=knob).values),
+                "gpu_hours_per_day_up": _estimate(ds["gpu_hours_per_day_up"].sel(knob=knob).values),
+                "gpu_hours_per_day_down": _estimate(ds["gpu_hours_per_day_down"].sel(knob=knob).values),
+                "overrides_up": json.loads(str(ds["knob_overrides"].sel(knob=knob).values)),
+            }
+            for knob in ds.knob.values
+        ]
+    return summary
+
+
+# -- the report ---------------------------------------------------------------------------
+
+
+def _amount(value: float | None) -> str:
+    if value is None:
+        return "n/a"
+    if abs(value) < 0.005:
+        return "0"
+    return f"{value:,.0f}" if abs(value) >= 99.5 else f"{value:.3g}"
+
+
+def _signed(value: float | None, shown=_amount) -> str:
+    if value is None:
+        return "n/a"
+    text = shown(value)
+    return text if text.startswith("-") or text == "0" else f"+{text}"
+
+
+def _with_ci(estimate: dict | None, shown=_amount, signed: bool = False) -> str:
+    """An estimate and its 95 % CI ("+1,234 [+1,001, +1,467]"); "not observed" for none."""
+    if estimate is None:
+        return "not observed"
+    text = (lambda x: _signed(x, shown)) if signed else (lambda x: "n/a" if x is None else shown(x))  # noqa: E731
+    return f"{text(estimate['mean'])} [{text(estimate['low'])}, {text(estimate['high'])}]"
+
+
+def _negated(estimate: dict) -> dict:
+    negate = lambda x: None if x is None else -x  # noqa: E731
+    return {"mean": -estimate["mean"], "low": negate(estimate["high"]), "high": negate(estimate["low"])}
+
+
+def _points(value: float | None) -> str:
+    """A goodput difference in percentage points, three significant digits."""
+    return "n/a" if value is None else "0" if value == 0 else f"{100 * value:.3g}"
+
+
+def _three(value: float) -> str:
+    return f"{value:.3g}"
+
+
+def _percent(value: float | None) -> str:
+    return "n/a" if value is None else f"{100 * value:.2f} %"
+
+
+def _noise(estimate: dict | None) -> str:
+    if estimate is None or estimate["low"] is None or estimate["high"] is None:
+        return "not resolved"
+    return "outside the noise" if estimate["low"] > 0 or estimate["high"] < 0 else "within the noise"
+
+
+def _overrides_text(overrides: dict) -> str:
+    return ", ".join(
+        f"{key}={json.dumps(value) if not isinstance(value, str) else value}" for key, value in overrides.items()
+    )
+
+
+def plain_markdown(line: str) -> str:
+    return line.replace("**", "").replace("`", "")
+
+
+def headlines(summary: dict) -> list:
+    """One line per scenario (or per knob, ranked): what it gains or loses against the baseline."""
+    if "sensitivity" in summary:
+        return [_knob_sentence(row) for row in summary["sensitivity"]]
+    lines = []
+    base = summary["scenarios"][0]
+    for entry in summary["scenarios"][1:]:
+        hours = entry["difference"]["gpu_hours_per_day"]["fleet"]
+        verb, shown = ("gains", hours) if hours is None or hours["mean"] >= 0 else ("loses", _negated(hours))
+        lines.append(
+            f"**{entry['name']}**: fleet goodput {_percent(entry['goodput']['fleet']['mean'])} against "
+            f"{_percent(base['goodput']['fleet']['mean'])}; it {verb} {_with_ci(shown)} GPU-hours of "
+            f"saved work per day ({_noise(hours)})"
+        )
+    return lines
+
+
+# The words of a knob's larger and smaller value.
+_WORDS = {
+    "interval": ("longer", "shorter"),
+    "restart": ("longer", "shorter"),
+    "snapshot": ("longer", "shorter"),
+    "MTBF": ("longer", "shorter"),
+}
+
+
+def _knob_sentence(row: dict) -> str:
+    """ "a 10 % larger storage peak buys 1,234 [1,001, 1,467] GPU-hours per day", in the
+    direction that gains (or loses least)."""
+    knob, step = row["knob"], f"{100 * row['step']:g} %"
+    larger, smaller = next((words for name, words in _WORDS.items() if knob.startswith(name)), ("larger", "smaller"))
+    up, down = row["gpu_hours_per_day_up"], row["gpu_hours_per_day_down"]
+    up_mean = -math.inf if up is None else up["mean"]
+    down_mean = -math.inf if down is None else down["mean"]
+    word, change = (larger, up) if up_mean >= down_mean else (smaller, down)
+    elasticity = _with_ci(row["elasticity"], lambda x: f"{x:.3g}")
+    if change is None:
+        return f"{knob}: not resolved; elasticity {elasticity}"
+    verb, shown = ("buys", change) if change["mean"] >= 0 else ("costs", _negated(change))
+    return (
+        f"a {step} {word} {knob} {verb} {_with_ci(shown)} GPU-hours per day ({_noise(change)}); elasticity {elasticity}"
+    )
+
+
+def _report(spec, summary: dict) -> str:
+    md = markdown_text
+    settings = summary["settings"]
+    unit = settings["time_unit"]
+    title = "Sensitivity" if settings["mode"] == "sensitivity" else "What-if comparison"
+    lines = [f"# {title} of {md(spec.path)}", ""]
+    lines += [f"- {line}" for line in headlines(summary)]
+    names = [group["name"] for group in summary["scenarios"][0]["goodput"]["groups"]]
+    lines += [
+        "",
+        f"{spec.n_jobs} jobs in {len(names)} groups ({summary['gpus']['fleet']:,.0f} GPUs), each scenario simulated "
+        f"over H = {duration_text(settings['horizon'], unit)} ({summary['horizon_hours']:,.4g} h) on the same "
+        f"{summary['n_draws']} failure draws (seed {settings['seed']}; {summary['wall_time_s']:.0f} s): the same "
+        "random launch and the same failure stream of every job in every scenario (common random numbers). Each "
+        "difference against the baseline (the file as it is) is the mean of the per-draw differences with its 95% "
+        "CI; *outside the noise* means that CI excludes 0. GPU-hours per day count saved work: goodput × GPUs × 24.",
+    ]
+    if unit is None:
+        lines += ["", "The file has plain numbers: its times are taken as hours."]
+    lines += _scenario_table(summary)
+    lines += _group_table(summary, names)
+    if "sensitivity" in summary:
+        lines += _sensitivity_table(summary)
+    figures = {
+        "gains.png": "the GPU-hours of saved work per day each scenario gains against the baseline, fleet and per "
+        "group, with 95% CIs of the paired differences.",
+        "sweep.png": "the fleet's goodput and the GPU-hours per day gained against the swept value, with 95% CI bands.",
+        "tornado.png": "each knob's GPU-hours per day gained at ±10 %, ranked, with 95% CIs.",
+    }
+    lines += ["", "## Figures", ""]
+    lines += [f"- `{name}`: {text}" for name, text in figures.items() if name in summary.get("files", [])]
+    return "\n".join(lines) + "\n"
+
+
+def _scenario_table(summary: dict) -> list:
+    unit = summary["power_unit"]
+    power = lambda x: power_text(x, unit)  # noqa: E731
+    lines = [
+        "",
+        "## Scenarios",
+        "",
+        "| scenario | overrides | fleet goodput | change (points) | GPU-h/day gained | power step | change | "
+        "writer peak | change |",
+        "|---" * 9 + "|",
+    ]
+    for entry in summary["scenarios"]:
+        base = "difference" not in entry
+        diff = {} if base else entry["difference"]
+        mark = lambda estimate, base=base: "" if base or _noise(estimate) != "outside the noise" else " *"  # noqa: E731
+        cells = [
+            f"**{markdown_text(entry['name'])}**" if base else markdown_text(entry["name"]),
+            markdown_text(_overrides_text(entry["overrides"])) or "(the file as it is)",
+            _with_ci(entry["goodput"]["fleet"], _percent),
+            "" if base else _with_ci(diff["goodput"]["fleet"], _points, signed=True) + mark(diff["goodput"]["fleet"]),
+            ""
+            if base
+            else _with_ci(diff["gpu_hours_per_day"]["fleet"], signed=True) + mark(diff["gpu_hours_per_day"]["fleet"]),
+            _with_ci(entry["power_step"], power),
+            "" if base else _with_ci(diff["power_step"], power, signed=True) + mark(diff["power_step"]),
+            _with_ci(entry["writers_peak"], lambda x: f"{x:.3g}"),
+            ""
+            if base
+            else _with_ci(diff["writers_peak"], lambda x: f"{x:.3g}", signed=True) + mark(diff["writers_peak"]),
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        "\\* outside the noise. Power step: the largest change of the fleet's draw at one instant, up or down "
+        "(mean over the draws of each draw's largest). Writer peak: the most checkpoints written at once.",
+    ]
+    return lines
+
+
+def _group_table(summary: dict, names: list) -> list:
+    lines = [
+        "",
+        "## GPU-hours per day gained, per group",
+        "",
+        "| scenario | " + " | ".join(markdown_text(name) for name in names) + " | fleet |",
+        "|---" * (len(names) + 2) + "|",
+    ]
+    for entry in summary["scenarios"][1:]:
+        diff = entry["difference"]["gpu_hours_per_day"]
+        cells = [*diff["groups"], diff["fleet"]]
+        shown = [
+            _with_ci(cell if cell.get("mean") is not None else None, signed=True)
+            + (" *" if _noise(cell if cell.get("mean") is not None else None) == "outside the noise" else "")
+            for cell in cells
+        ]
+        lines.append(f"| {markdown_text(entry['name'])} | " + " | ".join(shown) + " |")
+    return lines
+
+
+def _sensitivity_table(summary: dict) -> list:
+    step = f"{100 * summary['settings']['step']:g} %"
+    lines = [
+        "",
+        "## Knobs, ranked by the elasticity of the fleet's goodput",
+        "",
+        f"Elasticity: the % change of the fleet's goodput per % change of the knob, from paired central differences "
+        f"at ±{step} on the common draws. GPU-hours per day gained by the fleet at +{step} and at -{step}.",
+        "",
+        f"| rank | knob | elasticity | +{step}: GPU-h/day | -{step}: GPU-h/day |",
+        "|---|---|---|---|---|",
+    ]
+    for rank, row in enumerate(summary["sensitivity"], 1):
+        lines.append(
+            f"| {rank} | {markdown_text(row['knob'])} | {_with_ci(row['elasticity'], _three, signed=True)} | "
+            f"{_with_ci(row['gpu_hours_per_day_up'], signed=True)} | "
+            f"{_with_ci(row['gpu_hours_per_day_down'], signed=True)} |"
+        )
+    return lines
+
+
+# -- figures ------------------------------------------------------------------------------
+
+
+def gains_figure(summary: dict):
+    """Horizontal bars: each scenario's GPU-hours per day gained against the baseline, for the
+    fleet and per group, with the paired differences' 95% CIs."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    entries = summary["scenarios"][1:]
+    names = ["fleet"] + [group["name"] for group in entries[0]["difference"]["gpu_hours_per_day"]["groups"]]
+    fig, ax = plt.subplots(figsize=(8, 1.2 + 0.5 * len(entries) * len(names) / 2), layout="constrained")
+    height = 0.8 / len(names)
+    colors = plt.get_cmap("tab10")
+    for s, entry in enumerate(entries):
+        diff = entry["difference"]["gpu_hours_per_day"]
+        for g, cell in enumerate([diff["fleet"], *diff["groups"]]):
+            if cell is None or cell.get("mean") is None:
+                continue
+            y = s + (g - (len(names) - 1) / 2) * height
+            error = [
+                [cell["mean"] - (cell["low"] if cell["low"] is not None else cell["mean"])],
+                [(cell["high"] if cell["high"] is not None else cell["mean"]) - cell["mean"]],
+            ]
+            ax.barh(
+                y,
+                cell["mean"],
+                height=height * 0.9,
+                color=colors(g),
+                label=names[g] if s == 0 else None,
+                xerr=error,
+                capsize=2,
+                error_kw={"elinewidth": 0.8},
+            )
+    ax.axvline(0, color="black", linewidth=0.8)
+    ax.set_yticks(range(len(entries)), [entry["name"] for entry in entries])
+    ax.invert_yaxis()
+    ax.set_xlabel("GPU-hours of saved work per day gained against the baseline (95% CI, paired)")
+    ax.set_title(f"What-if scenarios on {summary['n_draws']} common draws")
+    ax.legend(loc="best", fontsize="small")
+    return fig
+
+
+def _numeric(texts: list) -> np.ndarray | None:
+    """The swept values as numbers (plain, or in their unit's base), else None."""
+    from .._units import KINDS, UnitError, to_base
+
+    values = []
+    for text in texts:
+        try:
+            values.append(float(text))
+            continue
+        except ValueError:
+            pass
+        for kind in KINDS:
+            try:
+                values.append(to_base(text.strip("\"'"), kind))
+                break
+            except UnitError:
+                continue
+        else:
+            return None
+    return np.asarray(values, np.float64)
+
+
+def _row(estimates: list, field: str) -> np.ndarray:
+    """One field of each estimate (NaN where none)."""
+    return np.asarray([np.nan if e is None or e[field] is None else e[field] for e in estimates], np.float64)
+
+
+def sweep_figure(summary: dict):
+    """Fleet goodput (with its CI) and GPU-hours per day gained (paired CI) against the swept value."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    key, texts = summary["sweep"]["key"], summary["sweep"]["values"]
+    entries = summary["scenarios"][1:]
+    numbers = _numeric(texts)
+    x = np.arange(len(texts), dtype=float) if numbers is None else numbers
+    order = np.argsort(x)
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(7, 6), sharex=True, layout="constrained")
+    row = _row
+    goodput = [entry["goodput"]["fleet"] for entry in entries]
+    base = summary["scenarios"][0]["goodput"]["fleet"]
+    top.plot(x[order], 100 * row(goodput, "mean")[order], "o-", color="C0", label="fleet goodput")
+    top.fill_between(
+        x[order], 100 * row(goodput, "low")[order], 100 * row(goodput, "high")[order], color="C0", alpha=0.2
+    )
+    top.axhline(100 * base["mean"], color="gray", linestyle="--", linewidth=1, label="the file as it is")
+    top.set_ylabel("fleet goodput (%)")
+    top.legend(fontsize="small")
+    names = ["fleet"] + [group["name"] for group in entries[0]["difference"]["gpu_hours_per_day"]["groups"]]
+    for g, name in enumerate(names):
+        cells = [
+            entry["difference"]["gpu_hours_per_day"]["fleet"]
+            if g == 0
+            else entry["difference"]["gpu_hours_per_day"]["groups"][g - 1]
+            for entry in entries
+        ]
+        cells = [None if c is None or c.get("mean") is None else c for c in cells]
+        width = 2.0 if g == 0 else 1.0
+        bottom.plot(x[order], row(cells, "mean")[order], "o-", color=f"C{g}", linewidth=width, label=name)
+        bottom.fill_between(x[order], row(cells, "low")[order], row(cells, "high")[order], color=f"C{g}", alpha=0.15)
+    bottom.axhline(0, color="black", linewidth=0.8)
+    bottom.set_ylabel("GPU-h/day gained (paired 95% CI)")
+    bottom.set_xticks(x, texts)
+    bottom.set_xlabel(key)
+    bottom.legend(fontsize="small")
+    top.set_title(f"Sweep of {key} on {summary['n_draws']} common draws")
+    return fig
+
+
+def tornado_figure(summary: dict):
+    """Each knob's GPU-hours per day gained at +step and at -step, ranked (largest elasticity on top)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = summary["sensitivity"]
+    step = f"{100 * rows[0]['step']:g} %" if rows else ""
+    fig, ax = plt.subplots(figsize=(8, 1.5 + 0.45 * len(rows)), layout="constrained")
+    for i, row in enumerate(rows):
+        for field, color, label in (
+            ("gpu_hours_per_day_up", "C0", f"+{step}"),
+            ("gpu_hours_per_day_down", "C3", f"-{step}"),
+        ):
+            cell = row[field]
+            if cell is None:
+                continue
+            low = cell["low"] if cell["low"] is not None else cell["mean"]
+            high = cell["high"] if cell["high"] is not None else cell["mean"]
+            ax.barh(
+                i,
+                cell["mean"],
+                height=0.6,
+                color=color,
+                alpha=0.8,
+                label=label if i == 0 else None,
+                xerr=[[cell["mean"] - low], [high - cell["mean"]]],
+                capsize=3,
+                error_kw={"elinewidth": 0.8},
+            )
+    ax.axvline(0, color="black", linewidth=0.8)
+    ax.set_yticks(range(len(rows)), [row["knob"] for row in rows])
+    ax.invert_yaxis()
+    ax.set_xlabel("GPU-hours of saved work per day gained by the fleet (paired 95% CI)")
+    ax.set_title(f"Knobs ranked by elasticity: each at ±{step}, {summary['n_draws']} common draws")
+    ax.legend(loc="best", fontsize="small")
+    return fig
+
+
+def _write_outputs(out: Path, spec, ds, summary: dict) -> None:
+    """compare.json, report.md and the figures of the mode; a figure that fails is a warning."""
+    from .._io import atomic_write, atomic_write_bytes
+    from ._design_figures import close
+
+    mode = summary["settings"]["mode"]
+    figures = {
+        "sensitivity": {"tornado.png": tornado_figure},
+        "sweep": {"sweep.png": sweep_figure, "gains.png": gains_figure},
+    }
+    figures = figures.get(mode, {"gains.png": gains_figure})
+    summary["files"] = ["compare.json", "report.md"]
+    for name, make in figures.items():
+        try:
+            figure = make(summary)
+            try:
+                atomic_write(out / name, lambda handle, figure=figure: figure.savefig(handle, format="png", dpi=120))
+            finally:
+                close(figure)
+            summary["files"].append(name)
+        except Exception as err:  # noqa: BLE001 - a figure never costs the numbers
+            why = f"{type(err).__name__}: {err}"
+            print(f"ckpt-jax compare: warning: {name} not drawn ({why}); the numbers are in compare.json")
+    atomic_write_bytes(out / "compare.json", (json.dumps(summary, indent=2) + "\n").encode())
+    atomic_write_bytes(out / "report.md", _report(spec, summary).encode())

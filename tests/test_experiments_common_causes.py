@@ -1,0 +1,122 @@
+"""Claim 14 (a)–(c), storms after a common restart: the experiment's smoke run, its per-cycle
+writer peaks against a brute-force count, and the equivalence it rests on (an outage replayed
+with `failure_times` fires exactly as the matching launch)."""
+
+import math
+
+import numpy as np
+import pytest
+from experiment_checks import check_experiment_result
+
+import ckpt_jax as cj
+from ckpt_jax.experiments import EXPERIMENTS, NOT_REPRODUCED, REPRODUCED, common_causes
+
+
+def test_common_causes_smoke(tmp_path):
+    assert common_causes.EXPERIMENT in EXPERIMENTS
+    result = common_causes.run(tmp_path, size="smoke", progress=False)
+    check_experiment_result(common_causes, result, tmp_path, one_verdict_per_claim=False)
+    by_sub = {v["sub_claim"]: v for v in result["verdicts"]}
+    assert list(by_sub) == ["14a", "14b", "14c"]
+    assert by_sub["14a"]["verdict"] == REPRODUCED and by_sub["14c"]["verdict"] == REPRODUCED
+    numbers = result["numbers"]
+    for cell in numbers["fixed_point"]:  # every cycle all N together, launched or restarted
+        assert cell["min_peak"] == cell["max_peak"] == cell["outage_min_peak"] == cell["n_jobs"]
+        assert cell["max_spread"] == 0
+    lifetimes = {(c["setting"], c["n_jobs"]): c for c in numbers["lifetimes"]}
+    neutral, expanding = lifetimes[("f = n", 4)], lifetimes[("f ≡ 1", 4)]
+    # Without storage contention the storm lasts ~(m/σ)² cycles; with it, a few cycles.
+    assert np.all(np.diff(np.asarray(neutral["median_lifetime"], dtype=float)) > 0)
+    assert max(np.asarray(expanding["median_lifetime"], dtype=float)) < min(neutral["median_lifetime"][1:])
+    assert expanding["expansion"] == 3 and neutral["expansion"] == 1
+    for item, cell in zip(by_sub["14b"]["measured"]["cell_verdicts"], numbers["lifetimes"]):
+        ci = [float(x) for x in cell["slope_ci"]]
+        assert item == common_causes.slope_verdict(*ci)
+    assert by_sub["14b"]["measured"]["cell_verdicts"][1] == NOT_REPRODUCED
+    for cell in numbers["stagger_cells"]:
+        assert cell["mean_extra_down"] == pytest.approx((cell["n_jobs"] - 1) * common_causes.STAGGER / 2, abs=1e-12)
+        if cell["fits"]:
+            assert cell["min_peak"] == cell["max_peak"] == 1
+        else:
+            assert cell["max_peak"] > 1
+
+
+def _brute_force_peaks(fire, end):
+    """Per cycle k, max over jobs i of the windows of any job and any cycle covering fire[i, k]."""
+    n, k = fire.shape
+    peaks = np.zeros(k, dtype=int)
+    for c in range(k):
+        for i in range(n):
+            t = fire[i, c]
+            covering = sum(1 for j in range(n) for m in range(k) if fire[j, m] <= t < end[j, m])
+            peaks[c] = max(peaks[c], covering)
+    return peaks
+
+
+def test_cycle_peaks_by_hand_and_by_brute_force():
+    # Two jobs: cycle 0 overlaps; in cycle 1 job 1 fires as job 0's write ends (no overlap); job 1's
+    # cycle-1 write is still open when job 0 fires its cycle 2 (a neighbour cycle's write counts).
+    fire = np.array([[0.0, 10.0, 20.0], [0.5, 11.0, 21.0]])
+    end = np.array([[1.0, 11.0, 21.0], [2.0, 20.5, 22.0]])
+    assert common_causes.cycle_peaks(fire, end).tolist() == [2, 1, 2]
+    assert common_causes.cycle_peaks(fire, end, neighbours=0).tolist() == [2, 1, 1]
+    with pytest.raises(ValueError, match="neighbours must be an integer >= 0"):
+        common_causes.cycle_peaks(fire, end, neighbours=-1)
+    with pytest.raises(ValueError, match="one shape"):
+        common_causes.cycle_peaks(fire, end[:, :2])
+    rng = np.random.default_rng(3)
+    for _ in range(5):
+        starts = np.cumsum(rng.uniform(0.5, 1.5, (3, 6)), axis=1)
+        fire = starts + rng.uniform(0, 0.3, (3, 1))
+        end = fire + rng.uniform(0.1, 1.2, (3, 6))
+        fire[2, 5] = end[2, 5] = np.nan  # an unrecorded window counts nowhere
+        batch = common_causes.cycle_peaks(np.stack([fire, fire]), np.stack([end, end]), neighbours=5)
+        expected = _brute_force_peaks(fire, end)
+        assert batch.shape == (2, 6) and (batch == expected).all()
+        # The largest peak is the largest writer count of the step function n_w(t).
+        _, counts = cj.analysis.writer_count(fire, end)
+        assert batch.max() == counts.max()
+
+
+def test_storm_lifetimes_by_hand():
+    peaks = np.array([[4, 4, 3, 4], [4, 4, 4, 4], [2, 4, 4, 4]])
+    lifetime, censored = common_causes.storm_lifetimes(peaks, np.array([4, 4, 4]))
+    assert lifetime.tolist() == [3, 4, 1] and censored.tolist() == [False, True, False]
+
+
+@pytest.mark.parametrize("cap", [None, 2.0])
+def test_an_outage_is_a_launch(cap):
+    """All jobs failed at one instant, restarting after R + kΔ, fire exactly as a launch with
+    job k's compute starting kΔ later: for Δ = 0 (together) with or without a cap, and for
+    staggers where (N − 1)Δ ≤ T (uncapped: with a binding cap the jobs still down would free power)."""
+    staggers = [0.0] if cap is not None else [0.0, 0.75, 1.0]
+    cells = [("f ≡ 1", 4)] * len(staggers)
+    n, t, r, outage_at = 4, common_causes.COMPUTE, common_causes.RESTART, common_causes.OUTAGE_AT
+    restart = np.stack([common_causes.stagger_restarts(cells[:1], n, s)[0] for s in staggers])
+    fleet = cj.Fleet(np.full((len(staggers), n), t), np.full((len(staggers), n), 1.0), cap=cap, restart=restart)
+    k = 10
+    outage = common_causes.replay_outage(fleet, k, 400.0, progress=False)
+    # The launch's clock starts when the last job is back: job k has computed (N − 1 − k)Δ by then.
+    lag = np.array(staggers)[:, None] * (n - 1 - np.arange(n))[None, :]
+    launch_fleet = cj.Fleet(fleet.compute, fleet.write, cap=cap)
+    launch = cj.simulate(launch_fleet, cj.initial_state(launch_fleet, remaining=t - lag), k, progress=False)
+    origin = outage_at + r + (n - 1) * np.array(staggers)[:, None, None]
+    assert bool(np.all(outage.ok)) and bool(np.all(launch.ok))
+    assert outage.fire_times is not None and launch.fire_times is not None and launch.end_times is not None
+    np.testing.assert_allclose(np.asarray(outage.fire_times) - origin, launch.fire_times, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(np.asarray(outage.end_times) - origin, launch.end_times, rtol=0, atol=1e-12)
+    assert outage.jobs is not None
+    np.testing.assert_allclose(np.asarray(outage.jobs.down_time), restart, atol=1e-12)
+
+
+@pytest.mark.parametrize("rate", [0.0, -1.0, math.nan, math.inf, "1/h"])
+def test_cluster_cost_refuses_bad_rates(rate):
+    with pytest.raises(ValueError, match="outage_rate must be a finite number > 0"):
+        common_causes.cluster_cost(rate)
+
+
+def test_cluster_cost_is_a_marked_hook():
+    with pytest.raises(ValueError, match="stagger must be None or a finite number >= 0"):
+        common_causes.cluster_cost(1e-3, stagger=-1.0)
+    with pytest.raises(NotImplementedError, match="claim 14 \\(d\\)"):
+        common_causes.cluster_cost(1e-3)
