@@ -1135,7 +1135,8 @@ _GROUP_KEY = re.compile(r"^groups\[(?P<which>[^\]]*)\]\.(?P<field>[A-Za-z_]+)$")
 OVERRIDE_SYNTAX = (
     'KEY is a key of the fleet file: a top-level key ("cap"), a table\'s ("storage.peak", '
     '"design.horizon"), a group\'s ("groups[2].restart", "groups[\\"8B fine-tune\\"].snapshot", '
-    '"groups[*].interval" for every group), or a group key alone ("restart": every group)'
+    '"groups[*].interval" for every group), a group key alone ("restart": every group), or an '
+    'outage table\'s ("outages[0].mtbf")'
 )
 
 
@@ -1207,6 +1208,10 @@ def _apply_override(data: dict, key, value, where: str) -> None:
                 table.pop(twin, None)
             table[field] = copy.deepcopy(value)
         return
+    outage = re.fullmatch(r"outages\[(\d+)\]\.(\w+)", key)
+    if outage is not None:  # an [[outages]] table's key (docs/model.md §1f)
+        _override_outage(data, int(outage[1]), outage[2], value, fail)
+        return
     table_name, dot, field = key.partition(".")
     if key == "groups":
         fail("a scenario sets a group's keys (groups[i].KEY, groups[*].KEY), not the groups themselves")
@@ -1226,6 +1231,21 @@ def _apply_override(data: dict, key, value, where: str) -> None:
     elif table_name == "storage" and field == "table":
         for curve in ("peak", "saturates_at", "degradation"):
             table.pop(curve, None)
+    table[field] = copy.deepcopy(value)
+
+
+def _override_outage(data: dict, index: int, field: str, value, fail) -> None:
+    """Sets ``outages[index].field`` in the file's ``data``: ``mtbf`` replaces ``times`` and the
+    reverse (a table draws or replays)."""
+    tables = data.get("outages")
+    tables = tables if isinstance(tables, list) else []
+    if not 0 <= index < len(tables) or not isinstance(tables[index], dict):
+        fail(f"no outages[{index}]: the file has {len(tables)} [[outages]] tables")
+    if field not in _OUTAGE:
+        fail(f"unknown outages key {field!r} (allowed: {', '.join(_OUTAGE)})")
+    table = tables[index]
+    if field in ("mtbf", "times"):
+        table.pop("times" if field == "mtbf" else "mtbf", None)
     table[field] = copy.deepcopy(value)
 
 

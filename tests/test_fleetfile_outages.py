@@ -107,3 +107,16 @@ def test_every_bad_outage_key_is_named(old, new, field):
     assert old in RACKS
     with pytest.raises(FleetFileError, match=re.escape(f"racks.toml: {field}:")):
         loads(RACKS.replace(old, new, 1), "racks.toml")
+
+
+def test_overrides_reach_the_outage_tables_and_the_stagger():
+    spec = loads(RACKS, "racks.toml")
+    scenario = spec.override({"outages[0].mtbf": 20.0, "restart_stagger": 1.0})
+    assert scenario.restart_stagger == 1.0 and scenario.outages[0].mtbf == 20.0
+    replayed = spec.override({"outages[0].times": [2.0], "outages[1].times": [5.0, 9.0]})
+    assert replayed.outages[0].mtbf is None and replayed.outages[1].times == (5.0, 9.0)  # times replace mtbf
+    assert replayed.fleet().outage_kind == "listed"
+    with pytest.raises(FleetFileError, match=re.escape("outages[1].times: outages[0] has mtbf")):
+        spec.override({"outages[1].times": [5.0]})  # one table draws, the other replays
+    with pytest.raises(FleetFileError, match=re.escape("override outages[2].mtbf: no outages[2]")):
+        spec.override({"outages[2].mtbf": 5.0})
