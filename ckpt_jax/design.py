@@ -242,7 +242,11 @@ def _batched(fleet: Fleet, intervals: np.ndarray) -> Fleet:
         power_policy=fleet.power_policy,
         storage_policy=fleet.storage_policy,
         mtbf=per_job(fleet.mtbf) if fleet.has_failures else None,  # None: no failures (mtbf inf)
-        restart=per_job(fleet.restart) if fleet.has_failures else 0.0,
+        restart=per_job(fleet.restart) if fleet.has_failures or fleet.has_failure_times else 0.0,
+        failure_shape=per_job(fleet.failure_shape) if fleet.has_weibull_failures else None,
+        failure_times=None
+        if fleet.failure_times is None
+        else np.broadcast_to(np.asarray(fleet.failure_times), intervals.shape + fleet.failure_times.shape[-1:]),
         write_limit=per_job(fleet.write_limit),
         snapshot=per_job(fleet.snapshot) if fleet.has_snapshots else None,
         recover_from=fleet.recover_from,
