@@ -539,7 +539,11 @@ def _assess(args) -> int:
     groups = {name: [int(i) for i in np.flatnonzero(spec.labels == g)] for g, name in enumerate(spec.names)}
     key = seed_key(settings["seed"])
     started = time.perf_counter()
-    common = dict(hours_per_time_unit=settings["hours_per_time_unit"], gpu_power=settings["gpu_power"])
+    common = dict(
+        hours_per_time_unit=settings["hours_per_time_unit"],
+        gpu_power=settings["gpu_power"],
+        launch=spec.launch_of(),  # the file's [launch] (docs/model.md §1f)
+    )
     result = assess(
         fleet,
         horizon=settings["horizon"],
