@@ -821,17 +821,17 @@ def _trace(reader: _Reader, value, groups: tuple, data: dict) -> tuple:
         reader.fail("failure_trace", f"{path}: the columns must be time and group and/or job, got {', '.join(header)}")
     names = {group.name: i for i, group in enumerate(groups)}
     starts = np.concatenate([[0], np.cumsum([group.count for group in groups])]).astype(int)
-    per_job: list[list] = [[] for _ in range(int(starts[-1]))]
+    per_job: list[set] = [set() for _ in range(int(starts[-1]))]
     for number, row in enumerate(rows[1:], start=2):
         if len(row) != len(header):
             reader.fail("failure_trace", f"{path}, row {number}: {len(row)} values for {len(header)} columns")
-        cell = row[time_column].strip()
+        given = row[time_column].strip()
         try:
-            time = float(cell) * scale
+            time = float(given) * scale
         except ValueError:
             time = math.nan
         if not (math.isfinite(time) and time >= 0):
-            reader.fail("failure_trace", f"{where(number, header[time_column])}: must be a time >= 0, got {cell!r}")
+            reader.fail("failure_trace", f"{where(number, header[time_column])}: must be a time >= 0, got {given!r}")
         first, count = 0, len(per_job)
         if "group" in columns:
             name = row[columns["group"]].strip()
@@ -854,8 +854,8 @@ def _trace(reader: _Reader, value, groups: tuple, data: dict) -> tuple:
         else:
             job = 0
         if time in per_job[first + job]:
-            reader.fail("failure_trace", f"{path}, row {number}: the job fails at {cell} twice")
-        per_job[first + job].append(time)
+            reader.fail("failure_trace", f"{path}, row {number}: the job fails at {given} twice")
+        per_job[first + job].add(time)
     return str(path.resolve()), tuple(tuple(sorted(times)) for times in per_job)
 
 
@@ -955,6 +955,12 @@ def _units(reader: _Reader, data: dict) -> str | None:
     )
     if not uses_units:
         return None
+    if reader.plain_fields and reader.unit_fields == ["failure_trace"] and not set(data) & {*_PHYSICAL, "time_unit"}:
+        reader.fail(
+            "failure_trace",
+            "its time column has a unit but the fleet file has plain numbers; drop the unit (time) or give "
+            "the fleet file units (docs/guide/fleet-files.md)",
+        )
     if reader.plain_fields:
         field, kind = reader.plain_fields[0]
         hint = "use [storage] with bandwidths" if field == "throughput" else f'such as "{KINDS[kind].example}"'
