@@ -231,7 +231,8 @@ def _report(spec, summary: dict) -> str:
         "",
         f"{spec.n_jobs} jobs in {len(names)} groups, simulated as configured over H = "
         f"{shown(settings['horizon'])} ({summary['horizon_hours']:,.4g} h) in {summary['n_draws']} independent "
-        f"failure draws, each from a random launch (seed {settings['seed']}; {summary['wall_time_s']:.0f} s). "
+        f"failure draws, each from {_launch_text(spec, shown)} (seed {settings['seed']}; "
+        f"{summary['wall_time_s']:.0f} s). "
         f"{hours} Every estimate is a mean over the draws with its 95% CI.",
     ]
     lines += _groups_lines(spec, summary, shown)
@@ -509,6 +510,17 @@ def _quantile_bin(power: dict, q: float) -> tuple:
     cumulative = np.cumsum(power["time"])
     index = min(int(np.searchsorted(cumulative, q * cumulative[-1], side="left")), len(power["time"]) - 1)
     return float(power["edges"][index]), float(power["edges"][index + 1])
+
+
+def _launch_text(spec, shown) -> str:
+    """How every draw starts (the file's ``[launch]``, docs/model.md §1f), for the report."""
+    launch = spec.launch
+    text = "a random launch"
+    if launch.mode == "together":
+        text = "a launch with every job at the start of its compute"
+    elif launch.mode == "staggered":
+        text = f"a staggered launch (job k starts k × {shown(launch.stagger)} after job 0)"
+    return text + (", the failures of the file's failure_trace replayed" if spec.failure_trace is not None else "")
 
 
 def _assess(args) -> int:
