@@ -132,9 +132,10 @@ def _fleet(specs, **failures):
     )
 
 
-def _instants(fleet, specs, key, n_draws=40):
+def _instants(fleet, specs, key, n_draws=40, from_failure=False):
     """Per fleet, per active job, the failure instants of the engine's draws up to H: failure
-    n at (restart end of failure n - 1, or 0) + M · E_n^(1/k) / Γ(1 + 1/k)."""
+    n at (restart end of failure n - 1, or 0) + M · E_n^(1/k) / Γ(1 + 1/k); ``from_failure``
+    (failures while down): counted from failure n - 1 itself."""
     keys = flat_params(fleet, key=key).job_keys
     draw = jax.jit(
         jax.vmap(
@@ -160,7 +161,7 @@ def _instants(fleet, specs, key, n_draws=40):
                 if t > spec["horizon"]:
                     break
                 times.append(t)
-                up = t + restart
+                up = t if from_failure else t + restart
             assert len(times) < n_draws
             per_job.append(times)
         lists.append(per_job)
@@ -263,3 +264,25 @@ def test_a_listed_failure_while_down_strikes_with_fail_while_down():
 def test_bad_failure_inputs_name_the_argument(kwargs, match):
     with pytest.raises(ValueError, match=match):
         cj.Fleet([1.0, 2.0], [0.5, 0.5], **kwargs)
+
+
+def test_with_failures_while_down_the_weibull_clock_counts_from_the_previous_failure():
+    # Restarts as long as the gaps: many failures strike a restart and start it over. The run
+    # drawn with fail_while_down replays exactly as the instants counted failure to failure.
+    specs = [dict(_specs(5)[0], restart=[2.0] * len(_specs(5)[0]["slots"]), horizon=30.0)] * 2
+    shapes, mtbf = oh.per_job(specs, "shape", N_SLOTS, 1.0), oh.per_job(specs, "mtbf", N_SLOTS)
+    fleet = _fleet(specs, mtbf=mtbf, failure_shape=np.where(shapes == 1.0, 0.7, shapes), fail_while_down=True)
+    specs = [dict(spec, shape=[0.7 if k == 1.0 else k for k in spec["shape"]]) for spec in specs]
+    key = jax.random.key(11)
+    lists = _instants(fleet, specs, key, from_failure=True)
+    state, until = oh.initial_state(specs, fleet), np.array([spec["horizon"] for spec in specs])
+    drawn = cj.simulate(fleet, state, n_fires=N_FIRES, until=until, key=key, save=JOBS)
+    listed = _fleet(specs, failure_times=oh.listed_failures(specs, lists, N_SLOTS, 40), fail_while_down=True)
+    replayed = cj.simulate(listed, state, n_fires=N_FIRES, until=until, save=JOBS)
+    counts = [[len(times) for times in per_job] for per_job in lists]
+    np.testing.assert_array_equal(np.asarray(drawn.jobs.failures)[0, specs[0]["slots"]], counts[0])
+    for name in ("failures", "down_time", "useful_work", "lost_work"):
+        np.testing.assert_allclose(getattr(drawn.jobs, name), getattr(replayed.jobs, name), rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(drawn.fire_times, replayed.fire_times, rtol=1e-9)
+    # Some failures did strike a restart (else this would not tell the two clocks apart).
+    assert any(b - a < 2.0 for per_job in lists[0] for a, b in zip(per_job, per_job[1:]))
