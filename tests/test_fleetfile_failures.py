@@ -208,3 +208,22 @@ def test_random_launch_needs_a_key():
     fleet = cj.Fleet([4.0, 4.0], [1.0, 1.0])
     with pytest.raises(ValueError, match="key must be a PRNG key"):
         start_state(fleet, "random")
+
+
+def test_design_and_assess_take_a_launch():
+    from ckpt_jax.assess import assess
+    from ckpt_jax.design import fleet_waste
+
+    fleet = cj.Fleet(np.full(3, 3.0), np.full(3, 1.0), mtbf=200.0, restart=0.5)
+    keys = jax.random.split(jax.random.key(0), 2)
+    run = dict(horizon=40.0, keys=keys)
+    synchronous = fleet_waste(fleet, np.full((1, 3), 3.0), launch="synchronous", **run)
+    together = fleet_waste(fleet, np.full((1, 3), 3.0), launch=Launch("together"), **run)
+    np.testing.assert_array_equal(together, synchronous)
+    staggered = fleet_waste(fleet, np.full((1, 3), 3.0), launch=Launch("staggered", 1.0), **run)
+    assert np.all(staggered < synchronous)  # the writes no longer share the storage
+    at_once = assess(fleet, horizon=40.0, key=jax.random.key(1), n_draws=2, launch=Launch("together"))
+    apart = assess(fleet, horizon=40.0, key=jax.random.key(1), n_draws=2, launch=Launch("staggered", 1.0))
+    assert apart.writers_max == 1 and at_once.writers_max == 3
+    with pytest.raises(ValueError, match="launch must be one of"):
+        assess(fleet, horizon=40.0, key=jax.random.key(1), n_draws=2, launch="staggered")
