@@ -9,7 +9,9 @@
   engine's Weibull draws give (the failure stream of failures.py: draw n of job i is
   ``exponential(fold_in(fold_in(job_key, 2**31), n))``, turned into E^(1/k)/Γ(1 + 1/k) and
   counted from the restart end), agrees with the engine to 1e-9; so does the engine replaying
-  those instants from ``Fleet(failure_times=...)``.
+  those instants from ``Fleet(failure_times=...)``. With ``fail_while_down`` the clock counts
+  from the previous failure: the §1e reference (`simulate_realistic_reference`), fed the
+  instants counted so, agrees too.
 """
 
 import math
@@ -19,7 +21,7 @@ import numpy as np
 import oracle_helpers as oh
 import pytest
 import scipy.stats
-from reference import simulate_failures_reference
+from reference import simulate_failures_reference, simulate_realistic_reference
 
 import ckpt_jax as cj
 from ckpt_jax.loop import flat_params
@@ -284,5 +286,18 @@ def test_with_failures_while_down_the_weibull_clock_counts_from_the_previous_fai
     for name in ("failures", "down_time", "useful_work", "lost_work"):
         np.testing.assert_allclose(getattr(drawn.jobs, name), getattr(replayed.jobs, name), rtol=1e-9, atol=1e-9)
     np.testing.assert_allclose(drawn.fire_times, replayed.fire_times, rtol=1e-9)
+    for b, (spec, times) in enumerate(zip(specs, lists)):  # the reference of §1e, failures while down
+        exact = simulate_realistic_reference(
+            spec["compute"],
+            spec["write"],
+            spec["horizon"],
+            failure_times=times,
+            restart=spec["restart"],
+            phase=spec["phase"],
+            remaining=spec["remaining"],
+            cap=spec["cap"],
+            fail_while_down=True,
+        )
+        oh.assert_run_agrees(drawn, b, spec, exact, STATS[:3], count_steps=False)
     # Some failures did strike a restart (else this would not tell the two clocks apart).
     assert any(b - a < 2.0 for per_job in lists[0] for a, b in zip(per_job, per_job[1:]))
