@@ -657,7 +657,7 @@ def _group(reader: _Reader, table, index: int, failure_rate: float | None, shape
         else reader.quantity(recovery_read, f"{field}.recovery_read", "size", strict=False),
         failure_shape=shape
         if "failure_shape" not in table
-        else reader.number(table["failure_shape"], f"{field}.failure_shape", high=1e3),
+        else reader.number(table["failure_shape"], f"{field}.failure_shape", low=0.1, strict=False, high=100.0),
     )
 
 
@@ -730,7 +730,9 @@ def _parse(data: dict, path: str, reader: _Reader | None = None) -> FleetSpec:
     power_per_gpu = data.get("power_per_gpu")
     if power_per_gpu is not None:
         power_per_gpu = reader.quantity(power_per_gpu, "power_per_gpu", "power")
-    shape = None if "failure_shape" not in data else reader.number(data["failure_shape"], "failure_shape", high=1e3)
+    shape = None
+    if "failure_shape" in data:
+        shape = reader.number(data["failure_shape"], "failure_shape", low=0.1, strict=False, high=100.0)
     groups = _groups(reader, data["groups"], failure_rate, shape)
     n_jobs = sum(group.count for group in groups)
     throughput = _throughput(reader, data, n_jobs)

@@ -167,12 +167,12 @@ class Fleet:
         ``inf`` where there are no failures.
       restart: restart time R_i >= 0 after a failure (finite; a scalar or broadcastable to
         (*B, N)); default 0. Used with ``mtbf`` or with ``failure_times``.
-      failure_shape: the shape k > 0 of the law of the time to a job's next failure
+      failure_shape: the shape k in [0.1, 100] of the law of the time to a job's next failure
         (docs/model.md §1f): Weibull with shape k and mean ``mtbf`` (scale M_i / Γ(1 + 1/k)),
         counted from the job's last restart end (or t = 0); with ``fail_while_down`` from its
         previous failure (the renewal is at each failure). None (default) or k = 1 is the
         exponential law of §1c, bit for bit; k < 1 a decreasing hazard (HPC systems fit k ≈
-        0.7-0.8). Finite and > 0, a scalar or broadcastable to (*B, N). Needs ``mtbf``.
+        0.7-0.8). A scalar or broadcastable to (*B, N). Needs ``mtbf``.
       failure_times: each job's failure instants, replayed exactly in place of draws
         (docs/model.md §1f): an array (*B, N, K) of times >= 0, each job's row strictly
         increasing and padded at its end with NaN or +inf (a row of padding: the job never
@@ -566,13 +566,17 @@ def _failure_arrays(mtbf, restart, job_shape, dtype):
     return mtbf_np, restart_np
 
 
+SHAPE_MIN, SHAPE_MAX = 0.1, 100.0  # the Weibull shapes `Fleet` takes (docs/model.md §1f)
+
+
 def _failure_shape(failure_shape, mtbf, failure_times, job_shape, dtype) -> np.ndarray:
-    """The Weibull shapes k (docs/model.md §1f) broadcast to (*B, N): finite and > 0 (None: 1,
-    the exponential law). A shape other than 1 needs ``mtbf`` and excludes ``failure_times``
+    """The Weibull shapes k (docs/model.md §1f) broadcast to (*B, N), in [`SHAPE_MIN`,
+    `SHAPE_MAX`] (None: 1, the exponential law): below, Γ(1 + 1/k) and the draws' 1/k-th powers
+    leave float32's range. A shape other than 1 needs ``mtbf`` and excludes ``failure_times``
     (listed instants follow no law)."""
     shape_np = _per_job("failure_shape", failure_shape, 1.0, job_shape)
-    _refuse("failure_shape", shape_np, ~(np.isfinite(shape_np) & (shape_np > 0)), "finite and > 0 (1: exponential)")
-    check_range("failure_shape", shape_np, dtype)
+    inside = np.isfinite(shape_np) & (shape_np >= SHAPE_MIN) & (shape_np <= SHAPE_MAX)
+    _refuse("failure_shape", shape_np, ~inside, f"in [{SHAPE_MIN}, {SHAPE_MAX}] (1: exponential)")
     if np.any(shape_np != 1) and mtbf is None:
         raise ValueError("failure_shape needs mtbf= (the Weibull law's mean, docs/model.md §1f)")
     if np.any(shape_np != 1) and failure_times is not None:

@@ -250,8 +250,9 @@ def test_a_listed_failure_while_down_strikes_with_fail_while_down():
 @pytest.mark.parametrize(
     "kwargs, match",
     [
-        (dict(failure_shape=0.0, mtbf=2.0), "failure_shape must be finite and > 0"),
-        (dict(failure_shape=np.nan, mtbf=2.0), "failure_shape must be finite and > 0"),
+        (dict(failure_shape=0.0, mtbf=2.0), r"failure_shape must be in \[0.1, 100.0\]"),
+        (dict(failure_shape=0.05, mtbf=2.0), r"failure_shape must be in \[0.1, 100.0\]"),
+        (dict(failure_shape=np.nan, mtbf=2.0), r"failure_shape must be in \[0.1, 100.0\]"),
         (dict(failure_shape=[0.7, 0.8, 0.9], mtbf=2.0), "failure_shape must be a scalar or broadcast"),
         (dict(failure_shape=0.7), "failure_shape needs mtbf"),
         (dict(failure_shape=0.7, mtbf=2.0, failure_times=[[1.0], [2.0]]), "failure_shape must be None or 1"),
