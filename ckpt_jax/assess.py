@@ -407,7 +407,7 @@ def assess(
     keys = jax.random.split(check_key(key), n_draws)
 
     sizes = np.where(np.asarray(fleet.active), np.asarray(fleet.size, np.float64), 0.0)
-    out, edges = _run_draws(fleet, horizon, keys, jitter, progress)
+    out, edges = _run_draws(fleet, horizon, keys, jitter, progress, launch)
 
     scale = gpu_power if gpu_power is not None else 1.0
     time_fields, causes = _by_group(fleet, out.jobs, groups, horizon, sizes)
@@ -422,9 +422,9 @@ def assess(
     )
 
 
-def _run_draws(fleet: Fleet, horizon: float, keys, jitter, progress) -> tuple:
-    """One batched run of ``fleet`` over the draws ``keys`` (each its own random launch and
-    failures) to ``horizon``, recording the jobs, the writers and the power draw; and the
+def _run_draws(fleet: Fleet, horizon: float, keys, jitter, progress, launch="random") -> tuple:
+    """One batched run of ``fleet`` over the draws ``keys`` (each its own launch, as
+    ``launch`` says, and failures) to ``horizon``, recording the jobs, the writers and the power draw; and the
     power histogram's bin edges (in GPUs)."""
     n_draws, n_jobs = len(keys), fleet.n_jobs
     batched = _batched(fleet, np.broadcast_to(np.asarray(fleet.compute, np.float64), (n_draws, n_jobs)))
@@ -817,7 +817,7 @@ def _scenario_bar(total: int, progress: bool):
 def _scenario_draws(spec, fleet: Fleet, horizon: float, keys) -> dict:
     """Per draw of one scenario: goodput and GPU-hours per day of saved work per group and
     for the fleet (S, G + 1), the largest power step (S,) and the writer peak (S,)."""
-    out, _ = _run_draws(fleet, horizon, keys, None, False)
+    out, _ = _run_draws(fleet, horizon, keys, None, False, spec.launch_of())
     goodput, _ = _time_split(fleet, out.jobs, horizon)
     active = np.asarray(fleet.active)
     sizes = np.where(active, np.asarray(fleet.size, np.float64), 0.0)
