@@ -4,6 +4,7 @@ parametrisation of intervals and launch offsets, group labels and per-job bounds
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -14,6 +15,9 @@ from .model import Fleet
 
 __all__ = [
     "LAUNCHES",
+    "LAUNCH_MODES",
+    "Launch",
+    "check_launch",
     "interval_from_theta",
     "offset_from_theta",
     "theta_from_interval",
@@ -23,6 +27,47 @@ __all__ = [
 ]
 
 LAUNCHES = ("synchronous", "random")
+LAUNCH_MODES = ("random", "together", "staggered")
+
+
+class Launch(NamedTuple):
+    """How a fleet starts (docs/model.md §1f, launch modes).
+
+    Attributes:
+      mode: ``"random"`` (each job uniform in time over its solo cycle, `ckpt_jax.random_state`),
+        ``"together"`` (every job at the start of its compute at t = 0, `ckpt_jax.initial_state`)
+        or ``"staggered"`` (job k, counted over the active jobs in index order, starts its first
+        compute k·``stagger`` after job 0; t = 0 is the last job's launch,
+        `ckpt_jax.design.staggered_positions`).
+      stagger: Δ_L > 0 with ``"staggered"`` (a time), else 0.
+    """
+
+    mode: str = "random"
+    stagger: float = 0.0
+
+
+def check_launch(launch, name: str = "launch"):
+    """``launch`` checked and normalised: the strings of `LAUNCHES` as they are, a `Launch` of
+    mode "together" as ``"synchronous"`` and of mode "random" as ``"random"`` (the same
+    starts), a staggered `Launch` as it is. A `ValueError` names ``name`` and what is allowed."""
+    if isinstance(launch, str) and launch in LAUNCHES:
+        return launch
+    if not isinstance(launch, Launch):
+        raise ValueError(
+            f"{name} must be one of {', '.join(map(repr, LAUNCHES))} or a ckpt_jax.design.Launch, got {launch!r}"
+        )
+    if launch.mode not in LAUNCH_MODES:
+        raise ValueError(f"{name}.mode must be one of {', '.join(map(repr, LAUNCH_MODES))}, got {launch.mode!r}")
+    stagger = launch.stagger
+    if isinstance(stagger, bool) or not isinstance(stagger, (int, float, np.integer, np.floating)):
+        raise ValueError(f"{name}.stagger must be a number, got {stagger!r}")
+    if launch.mode != "staggered":
+        if stagger != 0:
+            raise ValueError(f"{name}.stagger must be 0 unless mode='staggered', got {stagger!r}")
+        return "synchronous" if launch.mode == "together" else "random"
+    if not (math.isfinite(stagger) and stagger > 0):
+        raise ValueError(f"{name}.stagger must be finite and > 0 with mode='staggered', got {stagger!r}")
+    return Launch("staggered", float(stagger))
 
 
 # -- parametrisation -------------------------------------------------------------------
@@ -86,8 +131,7 @@ def check_inputs(fleet, bounds, horizon, n_draws, n_pairs, groups, launch):
     for name, value in (("n_draws", n_draws), ("n_pairs", n_pairs)):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
             raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
-    if launch not in LAUNCHES:
-        raise ValueError(f"launch must be one of {', '.join(map(repr, LAUNCHES))}, got {launch!r}")
+    check_launch(launch)
     labels = labels_of(groups, n_jobs, "groups")
     # One θ per group maps through one pair of bounds: the group's jobs must share it.
     _, first = np.unique(labels, return_index=True)  # labels are 0..G-1

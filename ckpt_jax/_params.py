@@ -75,6 +75,9 @@ class Params(NamedTuple):
     size_order: jax.Array | None = None
     # docs/model.md §1f: the failure domains and outages (`OutageParams`), or None without outages
     outages: OutageParams | None = None
+    # (N,) Weibull shapes k of the failure law (docs/model.md §1f), or None where every job that
+    # fails from draws has k = 1 (the exponential draws of §1c, bit for bit)
+    failure_shape: jax.Array | None = None
 
 
 def jitter_work(job_key: jax.Array, compute: jax.Array, jitter: jax.Array, cycle) -> jax.Array:
@@ -140,6 +143,7 @@ def params_of(fleet: Fleet, sigma: np.ndarray, key, fleet_offset: int, failure_t
         recovery_read=flat(fleet.recovery_read, (n_jobs,)) if fleet.has_recovery_reads else None,
         limit_order=_slot_order(fleet.write_limit, n_fleets, n_jobs),
         size_order=_slot_order(fleet.size, n_fleets, n_jobs),
+        failure_shape=flat(fleet.failure_shape, (n_jobs,)) if fleet.has_weibull_failures else None,
         outages=_outage_params(fleet, n_fleets),
     )
 

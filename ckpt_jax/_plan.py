@@ -41,10 +41,10 @@ from ._validate import (
     check_key_given,
     check_memory,
     check_method,
-    real_array,
     value_range,
 )
 from .model import ONE_AT_A_TIME, Fleet, State, check_queue_policy, check_state, failures_to
+from .model import check_failure_times as _check_listed
 
 __all__ = [
     "Variants",
@@ -578,35 +578,12 @@ def check_trace_memory(fleet: Fleet, n_fires: int, queue_size: int, devices) -> 
 
 
 def check_failure_times(failure_times, fleet: Fleet) -> np.ndarray:
-    """Explicit failure times (docs/model.md §1c) as an array of shape (*B, N, F) in the
-    fleet's dtype: broadcastable to it, no NaN, >= 0, each job's row strictly increasing
-    and padded at its end with +inf (a row of only +inf: the job never fails)."""
-    times = real_array("failure_times", failure_times)
-    if times.ndim < 2:
-        raise ValueError(
-            f"failure_times must have shape (*B, N, F) = {fleet.batch_shape + (fleet.n_jobs,)} + (F,), "
-            f"got {times.shape}"
-        )
-    try:
-        times = np.broadcast_to(times, fleet.batch_shape + (fleet.n_jobs, times.shape[-1]))
-    except ValueError:
-        raise ValueError(
-            f"failure_times must have shape (*B, N, F) = {fleet.batch_shape + (fleet.n_jobs,)} + (F,), "
-            f"got {times.shape}"
-        ) from None
-    if np.any(np.isnan(times)) or np.any(times < 0):
-        raise ValueError("failure_times must be >= 0 and not NaN (pad a job's row with +inf)")
-    _, high = value_range(fleet.dtype)
-    if np.any(np.isfinite(times) & (times > high)):
-        raise ValueError(f"failure_times must be +inf or at most {high:.3g} in {np.dtype(fleet.dtype)}")
-    cast = times.astype(fleet.dtype)
-    earlier, later = cast[..., :-1], cast[..., 1:]
-    if np.any((later <= earlier) & ~(np.isinf(earlier) & np.isinf(later))):
-        raise ValueError(
-            f"failure_times must be strictly increasing along each job's row in "
-            f"{np.dtype(fleet.dtype)}, padded at the end with +inf"
-        )
-    return cast
+    """Listed failure times (docs/model.md §1c, §1f) as an array of shape (*B, N, F) in the
+    fleet's dtype, checked as `Fleet(failure_times=...)` checks them
+    (`ckpt_jax.model.check_failure_times`): >= 0, each job's row strictly increasing and padded
+    at its end with NaN or +inf (stored as +inf)."""
+    times = _check_listed(failure_times, fleet.compute.shape, fleet.dtype)
+    return times.astype(fleet.dtype)
 
 
 # -- the plan: every host decision of one `simulate` call, made once before any tracing
@@ -769,8 +746,16 @@ def _check_run(fleet, state, n_fires, save, until, failure_times, method) -> _Ru
                 "n_fires is needed to size the trace and the gaps observer; "
                 "pass n_fires or save=SaveAt(trace=False, gaps=False)"
             )
+    if failure_times is not None and fleet.has_failure_times:
+        raise ValueError(
+            "failure_times given twice: the fleet replays its own (Fleet(failure_times=...)); pass them to "
+            "the Fleet or to simulate, not both"
+        )
     if failure_times is not None:
         failure_times = check_failure_times(failure_times, fleet)
+    elif fleet.has_failure_times:  # checked by the Fleet, stored with +inf padding
+        failure_times = np.asarray(fleet.failure_times)
+    if failure_times is not None:
         if method in ("fifo", "clock"):
             raise ValueError(
                 f"method={method!r} cannot serve failure_times (failures are events of the general "

@@ -230,12 +230,14 @@ def simulate(
         over H): the trace then holds each job's first K firings up to H, in firing
         order; a write a failure abandoned keeps its fire time and has a NaN end time, and
         firings after the K-th are not recorded (`JobStats` counts them all).
-      failure_times: advanced, for tests against an oracle: explicit failure times that
-        replace the Poisson draws of ``mtbf`` (which may then be None; ``restart`` still
-        applies), shape (*B, N, F), each job's row strictly increasing, >= 0 and padded at
-        its end with +inf. A listed time at which the job is down, t_f <= t < t_f + R_i,
-        is discarded: the next failure is the first listed time at or after its restart
-        end (docs/model.md §1c, as `tests/reference.py` takes them). General engine only.
+      failure_times: explicit failure times that replace the draws of ``mtbf`` (which may
+        then be None; ``restart`` still applies), shape (*B, N, F), each job's row strictly
+        increasing, >= 0 and padded at its end with NaN or +inf. A listed time at which the
+        job is down, t_f <= t < t_f + R_i, is discarded: the next failure is the first listed
+        time at or after its restart end (docs/model.md §1c, as `tests/reference.py` takes
+        them). General engine only. The same as ``Fleet(failure_times=...)`` (docs/model.md
+        §1f), which carries them with the fleet (batch indexing, `assess`, `design`); give
+        them to one or the other.
 
     Fleets with failures (docs/model.md §1c) run on the general engine (``"auto"``
     sends them there; ``"fifo"`` and ``"clock"`` refuse them).

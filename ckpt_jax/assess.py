@@ -50,14 +50,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ._design_inputs import Launch, check_launch
 from ._estimate import Estimate, mean_ci, share_ci
 from ._observe import Observer, SaveAt
 from ._plan import check_horizon_events
 from ._simulate import simulate
 from ._validate import check_horizon, check_key
-from .design import _batched
+from .design import _batched, start_state
 from .loop import outage_instants
-from .model import Fleet, random_state
+from .model import Fleet
 
 __all__ = [
     "BASELINE",
@@ -381,6 +382,7 @@ def assess(
     gpu_power=None,
     jitter=None,
     progress: bool | None = False,
+    launch="random",
 ) -> Assessment:
     """Assess ``fleet`` as configured over [0, H]: ``n_draws`` independent failure draws, each
     from a random launch, run in one batch by the exact event loop.
@@ -397,6 +399,8 @@ def assess(
       gpu_power: watts per GPU at full speed (> 0), or None to leave the draw in GPUs.
       jitter: compute jitter σ, as for `ckpt_jax.simulate`.
       progress: a progress bar, as for `ckpt_jax.simulate` (None: only for long runs).
+      launch: how every draw starts (docs/model.md §1f): ``"random"`` (default, from the
+        draw's key), ``"synchronous"`` or a `ckpt_jax.design.Launch` (`ckpt_jax.design.start_state`).
 
     Returns:
       An `Assessment`.
@@ -413,10 +417,11 @@ def assess(
         raise ValueError(f"n_draws must be an int >= 2, got {n_draws!r}")
     n_draws = int(n_draws)
     groups = _check_groups(groups, fleet)
+    launch = check_launch(launch)
     keys = jax.random.split(check_key(key), n_draws)
 
     sizes = np.where(np.asarray(fleet.active), np.asarray(fleet.size, np.float64), 0.0)
-    out, edges = _run_draws(fleet, horizon, keys, jitter, progress)
+    out, edges = _run_draws(fleet, horizon, keys, jitter, progress, launch)
 
     scale = gpu_power if gpu_power is not None else 1.0
     time_fields, causes = _by_group(fleet, out.jobs, groups, horizon, sizes)
@@ -431,9 +436,9 @@ def assess(
     )
 
 
-def _run_draws(fleet: Fleet, horizon: float, keys, jitter, progress) -> tuple:
-    """One batched run of ``fleet`` over the draws ``keys`` (each its own random launch and
-    failures) to ``horizon``, recording the jobs, the writers and the power draw; and the
+def _run_draws(fleet: Fleet, horizon: float, keys, jitter, progress, launch: str | Launch = "random") -> tuple:
+    """One batched run of ``fleet`` over the draws ``keys`` (each its own launch, as
+    ``launch`` says, and failures) to ``horizon``, recording the jobs, the writers and the power draw; and the
     power histogram's bin edges (in GPUs)."""
     n_draws, n_jobs = len(keys), fleet.n_jobs
     batched = _batched(fleet, np.broadcast_to(np.asarray(fleet.compute, np.float64), (n_draws, n_jobs)))
@@ -445,7 +450,7 @@ def _run_draws(fleet: Fleet, horizon: float, keys, jitter, progress) -> tuple:
         edges = np.unique(np.append(edges, cap * _AT_CAP))
     out = simulate(
         batched,
-        random_state(batched, keys),
+        start_state(batched, launch, keys),
         None,
         until=horizon,
         key=keys,
@@ -616,7 +621,15 @@ class _Intervals(Observer):
 
 
 def timeline(
-    fleet: Fleet, *, span, key, hours_per_time_unit=1.0, gpu_power=None, jitter=None, capacity: int | None = None
+    fleet: Fleet,
+    *,
+    span,
+    key,
+    hours_per_time_unit=1.0,
+    gpu_power=None,
+    jitter=None,
+    capacity: int | None = None,
+    launch="random",
 ) -> Timeline:
     """The writer count and the power draw of ``fleet`` over [0, ``span``], from one random
     launch and one failure draw (the first of `assess`'s draws with the same ``key``).
@@ -625,7 +638,7 @@ def timeline(
       fleet: a single `Fleet` (batch shape ()).
       span: the window's end, in the fleet's time unit (for one day: 24 / hours_per_time_unit).
       key: a PRNG key, as for `assess`.
-      hours_per_time_unit, gpu_power, jitter: as for `assess`.
+      hours_per_time_unit, gpu_power, jitter, launch: as for `assess`.
       capacity: the most intervals recorded (None: sized from the run: twice `Fleet.events`
         for ``span`` and 64, and where the run has more, once more with as many as it had).
 
@@ -639,6 +652,7 @@ def timeline(
     _check_span("span", fleet, span, jitter)
     hours_per_time_unit = _positive("hours_per_time_unit", hours_per_time_unit)
     gpu_power = None if gpu_power is None else _positive("gpu_power", gpu_power)
+    launch = check_launch(launch)
     sized = capacity is None  # sized from the run: an estimate first, then the count it had
     if capacity is None:
         capacity = 2 * int(np.max(np.asarray(fleet.events(span)))) + 64
@@ -646,11 +660,11 @@ def timeline(
         raise ValueError(f"capacity must be an int >= 1 or None, got {capacity!r}")
     keys = jax.random.split(check_key(key), 2)[:1]
     batched = _batched(fleet, np.asarray(fleet.compute, np.float64)[None])
-    recorded = _record_intervals(batched, keys, span, jitter, int(capacity))
+    recorded = _record_intervals(batched, keys, span, jitter, int(capacity), launch)
     count = int(recorded["count"])
     if count > capacity and sized:  # the estimate fell short (failures while down): rerun, sized
         capacity = count
-        recorded = _record_intervals(batched, keys, span, jitter, capacity)
+        recorded = _record_intervals(batched, keys, span, jitter, capacity, launch)
         count = int(recorded["count"])
     if count > capacity:
         raise ValueError(f"capacity={capacity} is too small: the fleet has {count} intervals up to span={span}")
@@ -665,11 +679,13 @@ def timeline(
     )
 
 
-def _record_intervals(batched: Fleet, keys, span: float, jitter, capacity: int) -> dict:
+def _record_intervals(
+    batched: Fleet, keys, span: float, jitter, capacity: int, launch: str | Launch = "random"
+) -> dict:
     """One run of ``batched`` (one fleet) to ``span``, its intervals recorded (`_Intervals`)."""
     out = simulate(
         batched,
-        random_state(batched, keys),
+        start_state(batched, launch, keys),
         None,
         until=span,
         key=keys,
@@ -889,7 +905,7 @@ def _scenario_bar(total: int, progress: bool):
 def _scenario_draws(spec, fleet: Fleet, horizon: float, keys) -> dict:
     """Per draw of one scenario: goodput and GPU-hours per day of saved work per group and
     for the fleet (S, G + 1), the largest power step (S,) and the writer peak (S,)."""
-    out, _ = _run_draws(fleet, horizon, keys, None, False)
+    out, _ = _run_draws(fleet, horizon, keys, None, False, spec.launch_of())
     goodput, _ = _time_split(fleet, out.jobs, horizon)
     active = np.asarray(fleet.active)
     sizes = np.where(active, np.asarray(fleet.size, np.float64), 0.0)

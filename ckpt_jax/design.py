@@ -42,8 +42,11 @@ import numpy as np
 
 from . import theory
 from ._design_inputs import (
+    LAUNCH_MODES,
     LAUNCHES,
+    Launch,
     check_inputs,
+    check_launch,
     interval_from_theta,
     labels_of,
     offset_from_theta,
@@ -55,6 +58,7 @@ from ._simulate import simulate
 from .model import (
     Fleet,
     State,
+    _replace,
     cycle_positions,
     initial_state,
     random_state,
@@ -71,6 +75,10 @@ __all__ = [
     "METHODS",
     "GradientEstimate",
     "LAUNCHES",
+    "LAUNCH_MODES",
+    "Launch",
+    "start_state",
+    "staggered_positions",
     "interval_from_theta",
     "theta_from_interval",
     "offset_from_theta",
@@ -242,7 +250,11 @@ def _batched(fleet: Fleet, intervals: np.ndarray) -> Fleet:
         power_policy=fleet.power_policy,
         storage_policy=fleet.storage_policy,
         mtbf=per_job(fleet.mtbf) if fleet.has_failures else None,  # None: no failures (mtbf inf)
-        restart=per_job(fleet.restart) if fleet.has_failures or fleet.has_outages else 0.0,
+        restart=per_job(fleet.restart) if fleet.has_failures or fleet.has_failure_times or fleet.has_outages else 0.0,
+        failure_shape=per_job(fleet.failure_shape) if fleet.has_weibull_failures else None,
+        failure_times=None
+        if fleet.failure_times is None
+        else np.broadcast_to(np.asarray(fleet.failure_times), intervals.shape + fleet.failure_times.shape[-1:]),
         write_limit=per_job(fleet.write_limit),
         snapshot=per_job(fleet.snapshot) if fleet.has_snapshots else None,
         recover_from=fleet.recover_from,
@@ -297,12 +309,58 @@ def launch_state(fleet: Fleet, position) -> State:
     return initial_state(fleet, phase=0, remaining=compute - position)
 
 
-def _launch_state(batched: Fleet, draw_keys, launch: str, offsets=None):
+def staggered_positions(fleet: Fleet, stagger) -> np.ndarray:
+    """(*B, N) launch positions (`launch_state`) of a staggered launch (docs/model.md §1f): the
+    k-th active job (k = 0, ..., K in index order) starts its first compute phase k·Δ after
+    job 0, and t = 0 is the launch of the last one, job K. So at t = 0 job k has computed
+    (K − k)·Δ of its first phase: position D_i + (K − k)·Δ in time (`launch_cycle`; with
+    two-level checkpoints (K − k)·Δ), every job computing and none writing, and job k fires
+    first at T_k − (K − k)·Δ. Where (K − k)·Δ exceeds T_k the position wraps around the solo
+    cycle (mod D_i + T_i, or T_i), as if the job's first cycles had run alone."""
+    stagger = float(stagger)
+    if not (math.isfinite(stagger) and stagger >= 0):
+        raise ValueError(f"stagger must be finite and >= 0, got {stagger!r}")
+    active = np.asarray(fleet.active)
+    order = np.cumsum(active, axis=-1) - 1  # k of each active job
+    ahead = (order[..., -1:] - order) * stagger  # (K − k)·Δ
+    cycle = launch_cycle(fleet)
+    start = 0.0 if fleet.has_snapshots else np.asarray(fleet.solo_write, np.float64)
+    with np.errstate(invalid="ignore"):  # padding slots
+        position = np.mod(start + ahead, cycle)
+    position = np.minimum(position, np.nextafter(cycle, 0))  # the mod can round up to the cycle
+    return np.where(active, position, 0.0)
+
+
+def start_state(fleet: Fleet, launch: str | Launch = "random", key=None) -> State:
+    """The state at t = 0 of ``fleet`` launched as ``launch`` (docs/model.md §1f, launch modes):
+    the one place `assess`, ``ckpt-jax simulate`` and the fleet files' ``[launch]`` start a
+    fleet from.
+
+    Args:
+      fleet: the `Fleet` (any batch shape).
+      launch: a `Launch`, or ``"random"`` (`ckpt_jax.random_state`: uniform in time over each
+        job's solo cycle, drawn from ``key``), ``"synchronous"`` (every job at the start of its
+        compute, `ckpt_jax.initial_state`; `Launch` mode "together"); a staggered `Launch`
+        starts job k's first compute k·Δ after job 0's (`staggered_positions`).
+      key: with a random launch, a PRNG key (or one per fleet), as `ckpt_jax.random_state`.
+    """
+    launch = check_launch(launch)
+    if launch == "random":
+        if key is None:
+            raise ValueError("key must be a PRNG key for a random launch, got None")
+        return random_state(fleet, key)
+    if launch == "synchronous":
+        return initial_state(fleet)
+    return launch_state(fleet, staggered_positions(fleet, launch.stagger))
+
+
+def _launch_state(batched: Fleet, draw_keys, launch, offsets=None):
     cycle = launch_cycle(batched)
+    launch = check_launch(launch)
     if offsets is not None:  # (*P, N) fractions of each set's cycle, the same in every draw
         fractions = np.broadcast_to(np.asarray(offsets, np.float64)[..., None, :], cycle.shape)
-    elif launch == "synchronous":
-        return initial_state(batched)
+    elif launch != "random":
+        return start_state(batched, launch)
     else:
         # Positions are drawn as fractions of the cycle per (draw, job), shared by every
         # interval set of the batch (common random numbers), scaled by each set's cycle D + T.
@@ -311,7 +369,7 @@ def _launch_state(batched: Fleet, draw_keys, launch: str, offsets=None):
     return launch_state(batched, cycle_positions(fractions, cycle))
 
 
-def _run(fleet: Fleet, intervals: np.ndarray, draw_keys, horizon: float, jitter, launch: str, offsets=None):
+def _run(fleet: Fleet, intervals: np.ndarray, draw_keys, horizon: float, jitter, launch: str | Launch, offsets=None):
     """JobStats of ``fleet`` at ``intervals`` (*P, N) under draws ``draw_keys`` (S,): every
     interval set runs every draw, batch (*P, S, N); ``offsets`` (*P, N) replace ``launch``."""
     jobs = _run_trace(fleet, intervals, draw_keys, horizon, jitter, launch, offsets).jobs
@@ -320,7 +378,15 @@ def _run(fleet: Fleet, intervals: np.ndarray, draw_keys, horizon: float, jitter,
 
 
 def _run_trace(
-    fleet: Fleet, intervals: np.ndarray, draw_keys, horizon: float, jitter, launch: str, offsets=None, *, full=False
+    fleet: Fleet,
+    intervals: np.ndarray,
+    draw_keys,
+    horizon: float,
+    jitter,
+    launch: str | Launch,
+    offsets=None,
+    *,
+    full=False,
 ):
     """`_run`'s whole `Trace`; ``full``: with the writers and the power recorded too."""
     n_draws = draw_keys.shape[0]
@@ -350,7 +416,7 @@ def _weighted(fleet: Fleet, per_job):
 
 
 def fleet_waste(
-    fleet: Fleet, intervals, *, horizon, keys, jitter=None, launch: str = "synchronous", offsets=None
+    fleet: Fleet, intervals, *, horizon, keys, jitter=None, launch: str | Launch = "synchronous", offsets=None
 ) -> np.ndarray:
     """Fleet waste ``Σ_i w_i·waste_i / Σ_i w_i`` of ``fleet`` run with compute intervals
     ``intervals`` over [0, H], by the exact simulator, under each failure draw (waste_i as
@@ -444,7 +510,7 @@ class _Settings(TypedDict):
     n_pairs: int
     n_draws: int
     smoothing: float
-    launch: str
+    launch: str | Launch
 
 
 def _settings(
@@ -467,7 +533,7 @@ def _settings(
         n_pairs=n_pairs,
         n_draws=n_draws,
         smoothing=float(smoothing),
-        launch=launch,
+        launch=check_launch(launch),
     ), job_bounds
 
 
@@ -642,7 +708,7 @@ def _launch_span(fleet: Fleet, write, intervals) -> np.ndarray:
     return intervals if fleet.has_snapshots else write + intervals
 
 
-def _flat_reason(fleet: Fleet, job_bounds, horizon: float, launch: str, offsets: bool, waste) -> str:
+def _flat_reason(fleet: Fleet, job_bounds, horizon: float, launch: str | Launch, offsets: bool, waste) -> str:
     """Why the waste did not change across the population: what a user can change."""
     # The first checkpoint of a synchronous launch is saved at T + D (two-level: persisted
     # at T + s + D, the drain's end after the snapshot).
@@ -689,7 +755,9 @@ def _records(out, n_sets: int, n_draws: int) -> dict:
     }
 
 
-def _evaluate(fleet: Fleet, table: dict, keys, horizon: float, jitter, launch: str, offsets=None) -> Evaluation:
+def _evaluate(
+    fleet: Fleet, table: dict, keys, horizon: float, jitter, launch: str | Launch, offsets=None
+) -> Evaluation:
     """Run every set of ``table`` ({name: (N,)}, ``"design"`` first) on the draws ``keys``:
     failures (and launch fractions) shared; the design launches at ``offsets`` (N,
     fractions of its cycle) where given, the others at ``launch``."""
@@ -931,7 +999,7 @@ def checkpoint_intervals(
     window: int = 10,
     eval_draws: int | None = None,
     jitter=None,
-    launch: str = "synchronous",
+    launch: str | Launch = "synchronous",
     offsets: bool = False,
     offset_groups=None,
     progress: bool = True,
@@ -1455,7 +1523,7 @@ def schedule(
     restart,
     seed: int,
     key: jax.Array | None = None,
-    launch: str = "synchronous",
+    launch: str | Launch = "synchronous",
     offsets=None,
 ) -> dict:
     """One period of ``fleet``'s schedule (run at its ``compute``, the intervals) in a run
@@ -1491,14 +1559,15 @@ def schedule(
     rate = float(np.sum(1 / mtbf))
     until = min(max(6.0, 3.0 + 2.0 / (rate * period_guess)) * period_guess, 40.0 * period_guess)
     listed, down = failure_draws(mtbf, restart, until, seed)
+    fleet = _replace(fleet, failure_times=None)  # the failures shown are drawn from ``seed``
     if offsets is not None:
         state = launch_state(fleet, offsets)
-    elif launch == "random":
+    elif check_launch(launch) == "random":
         if key is None:
             raise ValueError('key must be a PRNG key with launch="random", got None')
         state = random_state(fleet, key)
     else:
-        state = initial_state(fleet)
+        state = start_state(fleet, launch)
     n_fires = int(np.ceil(until / solo.min())) + 2
     trace = simulate(fleet, state, n_fires, until=until, progress=False, failure_times=listed)
     fire = np.asarray(trace.fire_times, np.float64)

@@ -11,6 +11,12 @@ of identical jobs and the fleet-wide storage, power and design settings::
     idle_power = 0.0               # optional: draw of a job that does not compute, per size
     fail_while_down = false        # optional: failures also strike restarts and recovery reads
     restart_stagger = 0.5          # optional: the jobs one outage fails restart this far apart
+    failure_shape = 0.7            # optional: Weibull failures of this shape, mean mtbf (default 1)
+    failure_trace = "failures.csv" # optional: replay logged failures (columns time,group or time,job)
+
+    [launch]                       # optional: how the fleet starts (assess, simulate, design)
+    mode = "staggered"             # "random" (default), "together" or "staggered"
+    stagger = 30.0                 # with "staggered": job k starts k x stagger later
 
     [design]                       # optional, every key optional
     bounds = [1.0, 200.0]          # range of every interval
@@ -31,12 +37,18 @@ of identical jobs and the fleet-wide storage, power and design settings::
     write_limit = 0.25             # optional: the job's own write rate cap b (default: none)
     snapshot = 0.05                # optional: two-level checkpoints, the blocking snapshot s
     recovery_read = 0.5            # optional: volume re-read after a restart (default 0)
+    failure_shape = 0.7            # optional: this group's Weibull shape (default: the top level's)
     domain = "rack-a"              # optional: its failure domain (default "cluster")
 
     [[outages]]                    # optional: common-cause outages of one failure domain
     domain = "rack-a"              # optional, default "cluster"
     mtbf = 5000.0                  # mean time between its outages; or times = [120.0, 900.0]
 
+``failure_shape`` and ``failure_trace`` are the failure laws of docs/model.md §1f: a job's time
+to its next failure, from its last restart end, is Weibull with that shape and mean ``mtbf``
+(1: the exponential law of §1c), or the failures of a log are replayed as listed (`_trace`,
+read relative to the fleet file; ``mtbf`` still sets Young's intervals and the design's
+bounds). ``[launch]`` is how every run of the file starts (docs/model.md §1f, launch modes).
 ``snapshot`` (docs/model.md §1d) is all or nothing: once one group has it, every group must,
 and the fleet checkpoints in two levels (the write then drains in the background).
 ``recovery_read`` and ``fail_while_down`` are the recovery of docs/model.md §1e: after its
@@ -60,6 +72,7 @@ the file, the field (``groups[2].mtbf``) and what is allowed.
 from __future__ import annotations
 
 import copy
+import csv
 import dataclasses
 import difflib
 import math
@@ -77,6 +90,8 @@ __all__ = [
     "FleetFileError",
     "Group",
     "DesignSettings",
+    "LaunchSettings",
+    "LAUNCH_MODES",
     "FleetSpec",
     "load",
     "loads",
@@ -128,6 +143,7 @@ class Group(NamedTuple):
     snapshot: float | None = None
     recovery_read: float | None = None
     domain: str | None = None
+    failure_shape: float | None = None
 
 
 class Outage(NamedTuple):
@@ -137,6 +153,15 @@ class Outage(NamedTuple):
     domain: str = DEFAULT_DOMAIN
     mtbf: float | None = None
     times: tuple | None = None
+
+
+class LaunchSettings(NamedTuple):
+    """``[launch]``: how the fleet starts (docs/model.md §1f): ``mode`` "random" (uniform over
+    each job's solo cycle), "together" (every job at the start of its compute) or "staggered"
+    (job k starts its first compute k·``stagger`` after job 0), `ckpt_jax.design.Launch`."""
+
+    mode: str = "random"
+    stagger: float = 0.0
 
 
 class DesignSettings(NamedTuple):
@@ -177,6 +202,10 @@ class FleetSpec:
       restart_stagger: Δ >= 0, as `cj.Fleet` (default 0).
       source: the file's TOML data as read (None where the spec was built by hand), which
         `override` edits and parses again; ``dtype`` the dtype it was checked for.
+      failure_trace: the failure log replayed (``failure_trace``, its absolute path), or None.
+      failure_times: with a trace, per job (N tuples) its failure instants in increasing order
+        (in seconds in a file with units), else None.
+      launch: `LaunchSettings` (``[launch]``).
     """
 
     path: str
@@ -197,6 +226,9 @@ class FleetSpec:
     restart_stagger: float = 0.0
     source: dict | None = dataclasses.field(default=None, compare=False, repr=False)
     dtype: str = dataclasses.field(default="float64", compare=False, repr=False)
+    failure_trace: str | None = None
+    failure_times: tuple | None = None
+    launch: LaunchSettings = LaunchSettings()
 
     @property
     def n_jobs(self) -> int:
@@ -377,6 +409,8 @@ class FleetSpec:
             storage_policy=self.storage_policy,
             mtbf=self.per_job("mtbf") if failures else None,
             restart=self.per_job("restart") if failures else 0.0,
+            failure_shape=self._per_job_or("failure_shape", 1.0) if failures and self.failure_times is None else None,
+            failure_times=self.listed_failures(compute.shape[:-1]) if failures else None,
             write_limit=self.write_limits(),
             snapshot=self.snapshots() if self.has_snapshots else None,
             recover_from=self.recover_from,
@@ -391,6 +425,26 @@ class FleetSpec:
         """This spec with ``overrides`` (file keys -> values) applied to the file's data and
         parsed again (`ckpt_jax.fleetfile.override`)."""
         return override(self, overrides, name=name)
+
+    def launch_of(self, design: bool = False):
+        """The launch of every run of the file, as `ckpt_jax.design.start_state` takes it: the
+        ``[launch]`` table's (a `ckpt_jax.design.Launch`), or for ``design`` the ``[design]``
+        launch where the file has no ``[launch]`` table."""
+        from .design import Launch
+
+        if design and self.launch == LaunchSettings():
+            return self.design.launch
+        return Launch(*self.launch)
+
+    def listed_failures(self, batch_shape=()) -> np.ndarray | None:
+        """(*B, N, K) the trace's failure instants per job, NaN padded (None without a trace)."""
+        if self.failure_times is None:
+            return None
+        width = max(1, max(len(times) for times in self.failure_times))
+        table = np.full((self.n_jobs, width), np.nan)
+        for job, times in enumerate(self.failure_times):
+            table[job, : len(times)] = times
+        return np.broadcast_to(table, tuple(batch_shape) + table.shape)
 
     def to_dict(self) -> dict:
         """Plain data (for JSON), the file's fields with defaults filled in; the fields of
@@ -408,6 +462,9 @@ class FleetSpec:
             "domain": None,
             "outages": [],
             "restart_stagger": 0.0,
+            "failure_shape": None,
+            "failure_trace": None,
+            "launch": LaunchSettings()._asdict(),
         }
         if self.has_snapshots:
             del optional["recover_from"]  # it matters with snapshots: always written
@@ -431,6 +488,8 @@ class FleetSpec:
                     {k: list(v) if isinstance(v, tuple) else v for k, v in outage._asdict().items() if v is not None}
                     for outage in self.outages
                 ],
+                "failure_trace": self.failure_trace,
+                "launch": self.launch._asdict(),
                 "design": {**self.design._asdict(), "bounds": list(self.bounds())},
                 "groups": [
                     keep({**group._asdict(), "bounds": list(bounds)})
@@ -582,6 +641,10 @@ _TOP = (
     "storage",
     "power_per_gpu",
     "failure_rate_per_gpu",
+    # failure laws and launch modes (docs/model.md §1f)
+    "failure_shape",
+    "failure_trace",
+    "launch",
 )
 _GROUP = (
     "name",
@@ -596,6 +659,7 @@ _GROUP = (
     "snapshot",
     "recovery_read",
     "domain",
+    "failure_shape",
     # with units: twins of size, write, compute and write_limit
     "gpus",
     "checkpoint",
@@ -628,7 +692,7 @@ def _twin(reader: _Reader, table, field: str, abstract: str, physical: str):
     return abstract if abstract in table else physical if physical in table else None
 
 
-def _group(reader: _Reader, table, index: int, failure_rate: float | None) -> Group:
+def _group(reader: _Reader, table, index: int, failure_rate: float | None, shape: float | None = None) -> Group:
     field = f"groups[{index}]"
     reader.keys(table, field, _GROUP, required=("count",))
     name = table.get("name", f"group {index}")
@@ -695,6 +759,9 @@ def _group(reader: _Reader, table, index: int, failure_rate: float | None) -> Gr
         if recovery_read is None
         else reader.quantity(recovery_read, f"{field}.recovery_read", "size", strict=False),
         domain=domain,
+        failure_shape=shape
+        if "failure_shape" not in table
+        else reader.number(table["failure_shape"], f"{field}.failure_shape", low=0.1, strict=False, high=100.0),
     )
 
 
@@ -821,7 +888,10 @@ def _parse(data: dict, path: str, reader: _Reader | None = None) -> FleetSpec:
     power_per_gpu = data.get("power_per_gpu")
     if power_per_gpu is not None:
         power_per_gpu = reader.quantity(power_per_gpu, "power_per_gpu", "power")
-    groups = _groups(reader, data["groups"], failure_rate)
+    shape = None
+    if "failure_shape" in data:
+        shape = reader.number(data["failure_shape"], "failure_shape", low=0.1, strict=False, high=100.0)
+    groups = _groups(reader, data["groups"], failure_rate, shape)
     n_jobs = sum(group.count for group in groups)
     throughput = _throughput(reader, data, n_jobs)
     cap, idle_power = _power(reader, data, power_per_gpu)
@@ -829,6 +899,16 @@ def _parse(data: dict, path: str, reader: _Reader | None = None) -> FleetSpec:
     design = _design(reader, data.get("design", {}))
     outages = _outages(reader, data.get("outages", []), groups)
     restart_stagger = reader.quantity(data.get("restart_stagger", 0.0), "restart_stagger", "duration", strict=False)
+    launch = _launch(reader, data.get("launch", {}))
+    if "launch" in data and "launch" in data.get("design", {}):
+        same = {"random": "random", "together": "synchronous"}.get(launch.mode)
+        if same != design.launch:
+            reader.fail(
+                "design.launch",
+                f"{design.launch!r} disagrees with the [launch] table's mode = {launch.mode!r}, which design "
+                "follows too; drop design.launch",
+            )
+    trace = None if "failure_trace" not in data else _trace(reader, data["failure_trace"], groups, data)
     time_unit = _units(reader, data)
     if time_unit is not None and "horizon" not in data.get("design", {}):
         design = design._replace(horizon=UNITS_HORIZON)
@@ -849,16 +929,128 @@ def _parse(data: dict, path: str, reader: _Reader | None = None) -> FleetSpec:
         power_per_gpu=power_per_gpu,
         outages=outages,
         restart_stagger=restart_stagger,
+        failure_trace=None if trace is None else trace[0],
+        failure_times=None if trace is None else trace[1],
+        launch=launch,
     )
     _combinations(reader, spec)
     return spec
 
 
-def _groups(reader: _Reader, groups, failure_rate: float | None) -> tuple:
+_LAUNCH = ("mode", "stagger")
+LAUNCH_MODES = ("random", "together", "staggered")
+
+
+def _launch(reader: _Reader, table) -> LaunchSettings:
+    """``[launch]``: the mode, and with "staggered" its stagger Δ > 0 (a duration)."""
+    reader.keys(table, "launch", _LAUNCH)
+    mode = reader.choice(table.get("mode", "random"), "launch.mode", LAUNCH_MODES)
+    if mode == "staggered" and "stagger" not in table:
+        reader.fail("launch.stagger", 'missing: mode = "staggered" starts job k at k × stagger (e.g. "30 s")')
+    if mode != "staggered" and "stagger" in table:
+        reader.fail("launch.stagger", f'only counts with mode = "staggered" (mode is {mode!r})')
+    if mode != "staggered":
+        return LaunchSettings(mode=mode)
+    return LaunchSettings(mode=mode, stagger=reader.quantity(table["stagger"], "launch.stagger", "duration"))
+
+
+_TIME_HEADER = re.compile(r"^time\s*(?:\[\s*([^\]]*?)\s*\])?$")
+
+
+def _trace(reader: _Reader, value, groups: tuple, data: dict) -> tuple:
+    """``failure_trace``: ``(path as given, per job a tuple of failure instants)`` read from a
+    CSV file (relative to the fleet file) with a ``time`` column, its unit in the header
+    (``time [h]``) or the file's ``time_unit``, and a ``group`` (a group's name) and/or ``job``
+    column (the job's index within its group with ``group``, else in the whole fleet, jobs
+    listed group by group). Errors name the trace, the row and the column."""
+    if not isinstance(value, str) or not value.strip():
+        reader.fail("failure_trace", f"must be the path of a CSV file (time,group or time,job), got {_show(value)}")
+    base = Path(reader.path).parent if reader.path != "<string>" else Path.cwd()
+    path = base / value
+    try:
+        rows = list(csv.reader(path.read_text(encoding="utf-8-sig").splitlines()))
+    except OSError as err:
+        reader.fail("failure_trace", f"cannot read {path} ({err.strerror or err})")
+    except UnicodeDecodeError:
+        reader.fail("failure_trace", f"{path} is not UTF-8 text")
+    rows = [row for row in rows if any(cell.strip() for cell in row)]
+    if not rows:
+        reader.fail("failure_trace", f"{path} is empty: it needs a header (time,group or time,job) and rows")
+    header = [cell.strip() for cell in rows[0]]
+    where = lambda row, column: f"{path}, row {row}, column {column!r}"  # noqa: E731
+    scale, time_column = _trace_time(reader, path, header, data)
+    columns = {name: header.index(name) for name in ("group", "job") if name in header}
+    unknown = [name for i, name in enumerate(header) if i != time_column and name not in columns]
+    if unknown or not columns:
+        reader.fail("failure_trace", f"{path}: the columns must be time and group and/or job, got {', '.join(header)}")
+    names = {group.name: i for i, group in enumerate(groups)}
+    starts = np.concatenate([[0], np.cumsum([group.count for group in groups])]).astype(int)
+    per_job: list[set] = [set() for _ in range(int(starts[-1]))]
+    for number, row in enumerate(rows[1:], start=2):
+        if len(row) != len(header):
+            reader.fail("failure_trace", f"{path}, row {number}: {len(row)} values for {len(header)} columns")
+        given = row[time_column].strip()
+        try:
+            time = float(given) * scale
+        except ValueError:
+            time = math.nan
+        if not (math.isfinite(time) and time >= 0):
+            reader.fail("failure_trace", f"{where(number, header[time_column])}: must be a time >= 0, got {given!r}")
+        first, count = 0, len(per_job)
+        if "group" in columns:
+            name = row[columns["group"]].strip()
+            if name not in names:
+                known = ", ".join(names)
+                reader.fail("failure_trace", f"{where(number, 'group')}: no group {name!r} (groups: {known})")
+            first, count = int(starts[names[name]]), groups[names[name]].count
+        if "job" in columns:
+            cell = row[columns["job"]].strip()
+            job = int(cell) if re.fullmatch(r"\d+", cell) else -1
+            if not 0 <= job < count:
+                rule = f"must be a job index from 0 to {count - 1}"
+                reader.fail("failure_trace", f"{where(number, 'job')}: {rule}, got {cell!r}")
+        elif count != 1:
+            reader.fail(
+                "failure_trace",
+                f"{where(number, 'group')}: group {name!r} has {count} jobs; add a job column (the job's index "
+                "within its group)",
+            )
+        else:
+            job = 0
+        if time in per_job[first + job]:
+            reader.fail("failure_trace", f"{path}, row {number}: the job fails at {given} twice")
+        per_job[first + job].add(time)
+    return str(path.resolve()), tuple(tuple(sorted(times)) for times in per_job)
+
+
+def _trace_time(reader: _Reader, path: Path, header: list, data: dict) -> tuple:
+    """``(seconds per unit or 1, index)`` of the trace's time column: ``time [unit]``, or
+    ``time`` in the file's ``time_unit`` (plain numbers in a file without units)."""
+    from ._units import UnitError, duration_unit
+
+    found = [(i, _TIME_HEADER.match(name)) for i, name in enumerate(header)]
+    found = [(i, match) for i, match in found if match is not None]
+    if len(found) != 1:
+        reader.fail("failure_trace", f"{path}: the header needs one time column (time, or time [h]), got {header}")
+    index, match = found[0]
+    unit = match.group(1) or (data["time_unit"] if isinstance(data.get("time_unit"), str) else None)
+    if unit is None:
+        reader.plain_fields.append(("failure_trace", "duration"))
+        return 1.0, index
+    try:
+        scale = duration_unit(unit)
+    except UnitError:
+        rule = "is not a unit of time (s, min, h, day)"
+        reader.fail("failure_trace", f"{path}, column {header[index]!r}: {unit!r} {rule}")
+    reader.unit_fields.append("failure_trace")
+    return scale, index
+
+
+def _groups(reader: _Reader, groups, failure_rate: float | None, shape: float | None = None) -> tuple:
     """``[[groups]]``: each group (`_group`), names unique, snapshots in all or none."""
     if not isinstance(groups, list) or not groups:
         reader.fail("groups", f"must be a non-empty array of tables ([[groups]]), got {_show(groups)}")
-    groups = tuple(_group(reader, table, i, failure_rate) for i, table in enumerate(groups))
+    groups = tuple(_group(reader, table, i, failure_rate, shape) for i, table in enumerate(groups))
     seen = {}
     for i, group in enumerate(groups):
         if group.name in seen:
@@ -927,6 +1119,12 @@ def _units(reader: _Reader, data: dict) -> str | None:
     )
     if not uses_units:
         return None
+    if reader.plain_fields and reader.unit_fields == ["failure_trace"] and not set(data) & {*_PHYSICAL, "time_unit"}:
+        reader.fail(
+            "failure_trace",
+            "its time column has a unit but the fleet file has plain numbers; drop the unit (time) or give "
+            "the fleet file units (docs/guide/fleet-files.md)",
+        )
     if reader.plain_fields:
         field, kind = reader.plain_fields[0]
         hint = "use [storage] with bandwidths" if field == "throughput" else f'such as "{KINDS[kind].example}"'
@@ -956,6 +1154,12 @@ def _combinations(reader: _Reader, spec: FleetSpec) -> None:
             "async_fraction",
             f"must be 0 with snapshots (got {_show(spec.async_fraction)}): a two-level checkpoint computes at "
             "full speed while its drain runs (docs/model.md §1d)",
+        )
+    shaped = [i for i, group in enumerate(spec.groups) if group.failure_shape not in (None, 1.0)]
+    if shaped and spec.failure_trace is not None:
+        reader.fail(
+            f"groups[{shaped[0]}].failure_shape",
+            "must be 1 (or absent) with failure_trace: logged failures are replayed as listed and follow no law",
         )
     if spec.storage_policy not in QUEUE_POLICIES:
         return
@@ -1301,6 +1505,7 @@ _FIELD_KINDS = {
     "recovery_read": "size",
     "restart_stagger": "duration",
     "times": "duration",
+    "stagger": "duration",
 }
 
 
@@ -1336,14 +1541,22 @@ def dumps(spec: FleetSpec) -> str:
         lines.append("fail_while_down = true")
     if spec.restart_stagger != 0:
         lines.append(f"restart_stagger = {value('restart_stagger', spec.restart_stagger)}")
+    if spec.failure_trace is not None:
+        lines.append(f"failure_trace = {_toml(spec.failure_trace)}")
     if units:
         lines.append(f"time_unit = {_toml(spec.time_unit)}")
     if spec.power_per_gpu is not None:
         lines.append(f'power_per_gpu = "{spec.power_per_gpu!r} W"')
     if units:
         lines += ["", "[storage]", f"table = {value('write_limit', spec.throughput)}"]  # f(1..N) in B/s
+    if spec.launch != LaunchSettings():
+        lines += ["", "[launch]", f"mode = {_toml(spec.launch.mode)}"]
+        if spec.launch.mode == "staggered":
+            lines.append(f"stagger = {value('stagger', spec.launch.stagger)}")
     lines += ["", "[design]"]
     for key, item in spec.design._asdict().items():
+        if key == "launch" and spec.launch != LaunchSettings():
+            continue  # design follows [launch]
         if item is not None:
             lines.append(f"{key} = {value(key, item)}")
     for group in spec.groups:

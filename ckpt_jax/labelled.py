@@ -117,6 +117,7 @@ _FLEET_FIELDS = {
     "size": ("job_size", "w_i, job size (full-speed draw)"),
     "mtbf": ("mtbf", "M_i, mean time between failures (inf: none)"),
     "restart": ("restart", "R_i, restart time"),
+    "failure_shape": ("failure_shape", "k_i, Weibull shape of the time to failure (1: exponential)"),
     "write_limit": ("write_limit", "b_i, per-job write limit (inf: none)"),
     "snapshot": ("snapshot", "s_i, blocking snapshot of two-level checkpoints"),
     "idle_power": ("idle_power", "p_idle, draw of a job that does not compute"),

@@ -20,7 +20,7 @@ import numpy as np
 
 from ._outage_inputs import check_outages
 from ._throughput import THROUGHPUT_PRESETS, Throughput, throughput_table
-from ._validate import check_dtype, check_key, check_range, real_array, short_repr
+from ._validate import check_dtype, check_key, check_range, real_array, short_repr, value_range
 
 __all__ = [
     "Fleet",
@@ -171,8 +171,19 @@ class Fleet:
         no failures. Finite and > 0, a scalar or broadcastable to (*B, N). Stored as
         ``inf`` where there are no failures.
       restart: restart time R_i >= 0 after a failure (finite; a scalar or broadcastable to
-        (*B, N)); default 0. Used with ``mtbf`` or with explicit
-        ``simulate(..., failure_times=...)``.
+        (*B, N)); default 0. Used with ``mtbf`` or with ``failure_times``.
+      failure_shape: the shape k in [0.1, 100] of the law of the time to a job's next failure
+        (docs/model.md §1f): Weibull with shape k and mean ``mtbf`` (scale M_i / Γ(1 + 1/k)),
+        counted from the job's last restart end (or t = 0); with ``fail_while_down`` from its
+        previous failure (the renewal is at each failure). None (default) or k = 1 is the
+        exponential law of §1c, bit for bit; k < 1 a decreasing hazard (HPC systems fit k ≈
+        0.7-0.8). A scalar or broadcastable to (*B, N). Needs ``mtbf``.
+      failure_times: each job's failure instants, replayed exactly in place of draws
+        (docs/model.md §1f): an array (*B, N, K) of times >= 0, each job's row strictly
+        increasing and padded at its end with NaN or +inf (a row of padding: the job never
+        fails). A listed time that falls while the job is down is skipped (unless
+        ``fail_while_down``). ``mtbf`` may then be None (the cooperative storage policy
+        still reads it); ``restart`` applies. Stored with +inf padding, or None.
       write_limit: per-job write limit b_i (docs/model.md §1d), volume per time: a job drains
         no faster than its own nodes push data. None (default): no limit (stored as inf).
         > 0 (inf allowed), a scalar or broadcastable to (*B, N). The storage's f(n_w) is then
@@ -235,6 +246,8 @@ class Fleet:
     size: jax.Array
     mtbf: jax.Array
     restart: jax.Array
+    failure_shape: jax.Array
+    failure_times: jax.Array | None
     write_limit: jax.Array
     snapshot: jax.Array
     two_level: jax.Array
@@ -265,6 +278,8 @@ class Fleet:
         storage_policy: str = "fair",
         mtbf: ArrayLike | None = None,
         restart: ArrayLike = 0.0,
+        failure_shape: ArrayLike | None = None,
+        failure_times: ArrayLike | None = None,
         write_limit: ArrayLike | None = None,
         snapshot: ArrayLike | None = None,
         recover_from: str = "storage",
@@ -297,6 +312,8 @@ class Fleet:
                 "snapshots a failure recovers from storage; pass snapshot=s or drop recover_from"
             )
         mtbf_np, restart_np = _failure_arrays(mtbf, restart, job_shape, dtype)
+        shape_np = _failure_shape(failure_shape, mtbf, failure_times, job_shape, dtype)
+        listed_np = None if failure_times is None else check_failure_times(failure_times, job_shape, dtype)
         limit_np, snapshot_np = _checkpoint_arrays(write_limit, snapshot, job_shape, dtype)
         read_np = _per_job("recovery_read", recovery_read, 0.0, job_shape)
         _refuse("recovery_read", read_np, ~(np.isfinite(read_np) & (read_np >= 0)), "finite and >= 0")
@@ -344,6 +361,7 @@ class Fleet:
             async_fraction=alpha_np,
             mtbf=mtbf_np,
             restart=restart_np,
+            failure_shape=shape_np,
             write_limit=np.where(active_np, limit_np, np.inf),
             snapshot=np.where(active_np, snapshot_np, 0.0),
             idle_power=idle_np,
@@ -353,6 +371,7 @@ class Fleet:
             object.__setattr__(self, name, jnp.asarray(value, dtype=dtype))
         object.__setattr__(self, "active", jnp.asarray(active_np, dtype=bool))
         object.__setattr__(self, "two_level", jnp.asarray(np.full(batch_shape, snapshot is not None), dtype=bool))
+        object.__setattr__(self, "failure_times", None if listed_np is None else jnp.asarray(listed_np, dtype=dtype))
         object.__setattr__(self, "power_policy", power_policy)
         object.__setattr__(self, "storage_policy", storage_policy)
         object.__setattr__(self, "recover_from", recover_from)
@@ -366,6 +385,17 @@ class Fleet:
         # Static too: whether some job re-reads its checkpoint after a failure (§1e).
         object.__setattr__(self, "_reads", bool(np.any(fields["recovery_read"] > 0)))
         _set_outages(self, outages, dtype)
+        # Static too: whether a job that fails from draws has a Weibull shape k != 1 (§1f); with
+        # k = 1 everywhere the exponential draws of §1c run unchanged, bit for bit.
+        drawn = active_np & np.isfinite(mtbf_np)
+        object.__setattr__(self, "_weibull", bool(np.any(drawn & (shape_np != 1))))
+        if self.has_outages and self.has_weibull_failures:
+            # An outage's restart would restart a Weibull clock's age, which needs a draw of its
+            # own (its stream index): not modelled yet.
+            raise ValueError(
+                "failure_shape != 1 (Weibull failures) with outages (outage_mtbf or outage_times) is not "
+                "supported yet (docs/model.md §1f); use failure_shape=1 or drop the outages"
+            )
 
     def __repr__(self) -> str:
         # A summary, not the arrays (a fleet of 32 jobs printed 9 KB).
@@ -394,12 +424,15 @@ class Fleet:
         ]
         fields += ["snapshot"] if self.has_snapshots else []
         fields += ["mtbf"] if self.has_failures else []
+        fields += ["failure_shape"] if self.has_weibull_failures else []
+        listed = "" if self.failure_times is None else f", failure_times=(K={self.failure_times.shape[-1]})"
         n_active = int(np.asarray(self.active).sum())
         return (
             f"Fleet(batch_shape={self.batch_shape}, n_jobs={self.n_jobs}, active={n_active}, "
             f"dtype={np.dtype(self.dtype).name}, {', '.join(summary(name) for name in fields)}, "
             f"power_policy={self.power_policy!r}, storage_policy={self.storage_policy!r}"
             + (f", recover_from={self.recover_from!r}" if self.has_snapshots else "")
+            + listed
             + (", fail_while_down=True" if self.fail_while_down else "")
             + (f", outages={self.outage_kind!r}" if self.has_outages else "")
             + ")"
@@ -469,6 +502,17 @@ class Fleet:
     def n_domains(self) -> int:
         """D, the number of failure domains (docs/model.md §1f)."""
         return int(self.outage_mtbf.shape[-1])
+
+    @property
+    def has_weibull_failures(self) -> bool:
+        """Whether some job's failures are drawn from a Weibull law of shape k != 1
+        (``failure_shape``, docs/model.md §1f): decided on the host."""
+        return bool(getattr(self, "_weibull", False))
+
+    @property
+    def has_failure_times(self) -> bool:
+        """Whether the fleets replay listed failure instants (``failure_times``, docs/model.md §1f)."""
+        return getattr(self, "failure_times", None) is not None
 
     @property
     def has_snapshots(self) -> bool:
@@ -545,6 +589,8 @@ class Fleet:
         take = jnp.asarray(chosen.reshape(-1))
 
         def pick(x):
+            if x is None:  # no failure_times
+                return None
             flat_x = jnp.reshape(x, (flat.size,) + x.shape[len(batch) :])  # tails may be empty (no outages)
             return jnp.reshape(flat_x[take], chosen.shape + x.shape[len(batch) :])
 
@@ -565,6 +611,8 @@ _FLEET_FIELDS = (
     "size",
     "mtbf",
     "restart",
+    "failure_shape",
+    "failure_times",
     "write_limit",
     "snapshot",
     "two_level",
@@ -620,6 +668,56 @@ def _failure_arrays(mtbf, restart, job_shape, dtype):
     _refuse("restart", restart_np, ~(np.isfinite(restart_np) & (restart_np >= 0)), "finite and >= 0")
     check_range("restart", np.where(restart_np > 0, restart_np, 1.0), dtype)
     return mtbf_np, restart_np
+
+
+SHAPE_MIN, SHAPE_MAX = 0.1, 100.0  # the Weibull shapes `Fleet` takes (docs/model.md §1f)
+
+
+def _failure_shape(failure_shape, mtbf, failure_times, job_shape, dtype) -> np.ndarray:
+    """The Weibull shapes k (docs/model.md §1f) broadcast to (*B, N), in [`SHAPE_MIN`,
+    `SHAPE_MAX`] (None: 1, the exponential law): below, Γ(1 + 1/k) and the draws' 1/k-th powers
+    leave float32's range. A shape other than 1 needs ``mtbf`` and excludes ``failure_times``
+    (listed instants follow no law)."""
+    shape_np = _per_job("failure_shape", failure_shape, 1.0, job_shape)
+    inside = np.isfinite(shape_np) & (shape_np >= SHAPE_MIN) & (shape_np <= SHAPE_MAX)
+    _refuse("failure_shape", shape_np, ~inside, f"in [{SHAPE_MIN}, {SHAPE_MAX}] (1: exponential)")
+    if np.any(shape_np != 1) and mtbf is None:
+        raise ValueError("failure_shape needs mtbf= (the Weibull law's mean, docs/model.md §1f)")
+    if np.any(shape_np != 1) and failure_times is not None:
+        raise ValueError(
+            "failure_shape must be None or 1 with failure_times=: listed failure instants are replayed as "
+            "given and follow no law (docs/model.md §1f)"
+        )
+    return shape_np
+
+
+def check_failure_times(failure_times, job_shape: tuple, dtype) -> np.ndarray:
+    """Listed failure instants (docs/model.md §1f) as a float64 array (*B, N, K): broadcastable
+    to it, >= 0, each job's row strictly increasing in ``dtype`` and padded at its end with NaN
+    or +inf (NaN padding becomes +inf; a row of padding: the job never fails). A `ValueError`
+    names ``failure_times`` and the rule."""
+    times = real_array("failure_times", failure_times)
+    expected = f"(*B, N, K) = {tuple(job_shape)} + (K,)"
+    if times.ndim < 2:
+        raise ValueError(f"failure_times must have shape {expected}, got {times.shape}")
+    try:
+        times = np.broadcast_to(times, tuple(job_shape) + (times.shape[-1],))
+    except ValueError:
+        raise ValueError(f"failure_times must have shape {expected}, got {times.shape}") from None
+    times = np.where(np.isnan(times), np.inf, times)
+    if np.any(times < 0):
+        raise ValueError("failure_times must be >= 0 (pad a job's row with NaN or +inf)")
+    _, high = value_range(dtype)
+    if np.any(np.isfinite(times) & (times > high)):
+        raise ValueError(f"failure_times must be +inf or at most {high:.3g} in {np.dtype(dtype)}")
+    cast = times.astype(dtype)
+    earlier, later = cast[..., :-1], cast[..., 1:]
+    if np.any((later <= earlier) & ~(np.isinf(earlier) & np.isinf(later))):
+        raise ValueError(
+            f"failure_times must be strictly increasing along each job's row in {np.dtype(dtype)}, "
+            "padded at its end with NaN or +inf"
+        )
+    return np.asarray(times, np.float64)
 
 
 def _checkpoint_arrays(write_limit, snapshot, job_shape, dtype):
@@ -781,6 +879,7 @@ _FLEET_STATIC = (
     "_snapshots",
     "_reads",
     "_outages",
+    "_weibull",
 )
 
 

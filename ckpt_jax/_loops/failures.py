@@ -53,6 +53,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import jax.scipy.special
 
 from .._params import Params
 from .._snapping import snapped
@@ -124,9 +125,21 @@ def _gaps(params: Params, index):
 
 def _after(params: Params, after, gap):
     """``after + gap·M_i`` where a job fails at all, inf elsewhere. Masked before the product:
-    Exp · inf would be NaN where the draw is 0."""
+    Exp · inf would be NaN where the draw is 0. With Weibull shapes (`Params.failure_shape`,
+    docs/model.md §1f) the standard exponential draw E becomes E^(1/k) / Γ(1 + 1/k), a Weibull
+    variable of shape k and mean 1 (E itself where k = 1)."""
     fails = params.active & jnp.isfinite(params.mtbf)
+    if params.failure_shape is not None:
+        gap = _weibull_gap(gap, params.failure_shape)
     return jnp.where(fails, after + gap * jnp.where(fails, params.mtbf, 1), jnp.inf).astype(params.compute.dtype)
+
+
+def _weibull_gap(gap, shape):
+    """The standard exponential draws ``gap`` turned into Weibull draws of shape ``shape`` and
+    mean 1: P(E^(1/k) > x) = exp(−x^k), and E[E^(1/k)] = Γ(1 + 1/k)."""
+    inverse = 1 / shape
+    mean = jnp.exp(jax.scipy.special.gammaln(1 + inverse))
+    return jnp.where(shape == 1, gap, gap**inverse / mean).astype(gap.dtype)
 
 
 def failure_time(params: Params, after, index, failed_at=None):

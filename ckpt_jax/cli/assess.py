@@ -249,7 +249,8 @@ def _report(spec, summary: dict) -> str:
         "",
         f"{spec.n_jobs} jobs in {len(names)} groups, simulated as configured over H = "
         f"{shown(settings['horizon'])} ({summary['horizon_hours']:,.4g} h) in {summary['n_draws']} independent "
-        f"failure draws, each from a random launch (seed {settings['seed']}; {summary['wall_time_s']:.0f} s). "
+        f"failure draws, each from {_launch_text(spec, shown)} (seed {settings['seed']}; "
+        f"{summary['wall_time_s']:.0f} s). "
         f"{hours} Every estimate is a mean over the draws with its 95% CI.",
     ]
     lines += _groups_lines(spec, summary, shown)
@@ -531,6 +532,17 @@ def _quantile_bin(power: dict, q: float) -> tuple:
     return float(power["edges"][index]), float(power["edges"][index + 1])
 
 
+def _launch_text(spec, shown) -> str:
+    """How every draw starts (the file's ``[launch]``, docs/model.md §1f), for the report."""
+    launch = spec.launch
+    text = "a random launch"
+    if launch.mode == "together":
+        text = "a launch with every job at the start of its compute"
+    elif launch.mode == "staggered":
+        text = f"a staggered launch (job k starts k × {shown(launch.stagger)} after job 0)"
+    return text + (", the failures of the file's failure_trace replayed" if spec.failure_trace is not None else "")
+
+
 def _assess(args) -> int:
     import jax
 
@@ -559,7 +571,11 @@ def _assess(args) -> int:
     groups = {name: [int(i) for i in np.flatnonzero(spec.labels == g)] for g, name in enumerate(spec.names)}
     key = seed_key(settings["seed"])
     started = time.perf_counter()
-    common = dict(hours_per_time_unit=settings["hours_per_time_unit"], gpu_power=settings["gpu_power"])
+    common = dict(
+        hours_per_time_unit=settings["hours_per_time_unit"],
+        gpu_power=settings["gpu_power"],
+        launch=spec.launch_of(),  # the file's [launch] (docs/model.md §1f)
+    )
     result = assess(
         fleet,
         horizon=settings["horizon"],

@@ -172,13 +172,29 @@ def settings_for(args, spec) -> dict:
         "pairs": pick(args.pairs, "pairs"),
         "horizon": run_horizon(args.horizon, spec, quick),
         "seed": args.seed if args.seed is not None else file.seed,
-        "launch": file.launch,
+        "launch": _launch_name(spec.launch_of(design=True)),
+        **({"stagger": spec.launch.stagger} if spec.launch.mode == "staggered" else {}),
         "offsets": args.offsets if args.offsets is not None else file.offsets,
         "method": getattr(args, "method", "search"),
         "bounds": list(spec.bounds()),
         "group_bounds": [list(bounds) for bounds in spec.group_bounds()],
         "quick": quick,
     }
+
+
+def _launch_name(launch) -> str:
+    """The design's launch as its settings show it (`cj.design.Launch` modes by name)."""
+    from .._design_inputs import check_launch
+
+    launch = check_launch(launch)
+    return launch if isinstance(launch, str) else launch.mode
+
+
+def _launch(settings: dict):
+    """The launch `cj.design` takes from the settings (`_launch_name`)."""
+    from ..design import Launch
+
+    return Launch("staggered", settings["stagger"]) if settings["launch"] == "staggered" else settings["launch"]
 
 
 def _check(args) -> None:
@@ -423,7 +439,7 @@ def rerun_command(spec, settings: dict, summary: dict, out) -> str:
     return " ".join(parts + ["--out", str(out)])
 
 
-def _schedule(spec, intervals, *, seed: int, launch: str, dtype, offsets=None) -> dict:
+def _schedule(spec, intervals, *, seed: int, launch, dtype, offsets=None) -> dict:
     """One period of the recommended schedule in a run with failures drawn from ``seed``
     (`cj.design.schedule`)."""
     import jax
@@ -968,7 +984,7 @@ def _design(args) -> int:
     result = _run_design(args, fleet)
     comparisons = _compare(spec, result)
     schedule = _schedule(
-        spec, result.intervals, seed=settings["seed"], launch=settings["launch"], dtype=dtype, offsets=result.offsets
+        spec, result.intervals, seed=settings["seed"], launch=_launch(settings), dtype=dtype, offsets=result.offsets
     )
     wall_s = time.perf_counter() - started
     summary = _summary(spec, settings, result, comparisons, schedule, wall_s)
@@ -1024,7 +1040,7 @@ def _run_design(args, fleet) -> DesignResult:
         key=design_key,
         groups=spec.labels,
         method=settings["method"],
-        launch=settings["launch"],
+        launch=_launch(settings),
         offsets=settings["offsets"],
         progress=not args.no_progress,
         window=_window(settings),

@@ -73,10 +73,11 @@ def add_simulate(subparsers) -> None:
     )
     parser.add_argument(
         "--start",
-        choices=("random", "sync", "stagger"),
-        default="random",
+        choices=("random", "sync", "stagger", "launch"),
+        default=None,
         help="random: uniform cycle positions; sync: all start computing "
-        "together; stagger: evenly spaced cycle positions (default: %(default)s)",
+        "together; stagger: evenly spaced cycle positions; launch: the fleet file's [launch] "
+        "table (default: launch with --fleet, else random)",
     )
     add_seed(parser, default=None)
     add_no_progress(parser)
@@ -185,6 +186,8 @@ def _check(args) -> None:
 
         args.spec = load(args.fleet, dtype=np.float64 if args.x64 else np.float32)
         args.jobs = args.spec.n_jobs
+        if args.start is None:  # the file's [launch], where it has one
+            args.start = "random" if args.spec.launch.mode == "random" else "launch"
         if args.seed is None:
             args.seed = args.spec.design.seed
         if args.horizon is None:
@@ -194,6 +197,10 @@ def _check(args) -> None:
         else:
             args.horizon = horizon_value(args.horizon, args.spec.time_unit)
         return
+    if args.start == "launch":
+        raise CliError("--start launch takes the fleet file's [launch] table: it needs --fleet")
+    if args.start is None:
+        args.start = "random"
     if args.seed is None:
         args.seed = 0
     if args.horizon is not None:
@@ -244,9 +251,14 @@ def _power_line(power) -> str:
     )
 
 
-def _initial_state(fleet, start: str, seed: int):
+def _initial_state(fleet, start: str, seed: int, spec=None):
     from .. import initial_state, random_state, state_from_positions
 
+    if start == "launch":  # the fleet file's [launch] (docs/model.md §1f)
+        from ..design import Launch, start_state
+
+        assert spec is not None
+        return start_state(fleet, Launch(*spec.launch), seed_key(seed))
     if start == "random":
         return random_state(fleet, seed_key(seed))
     if start == "sync":
@@ -442,7 +454,7 @@ def _simulate(args) -> int:
 
     n_fleets, n_jobs, n_cycles = args.fleets, args.jobs, args.cycles
     fleet = _fleet(args)
-    state = _initial_state(fleet, args.start, args.seed)
+    state = _initial_state(fleet, args.start, args.seed, args.spec)
     # The jitter stream is derived apart from the launch key so the two are independent.
     jitter_key = jax.random.fold_in(seed_key(args.seed), 1)
     if args.horizon is not None:  # the event budget first: a limit, which --force does not lift
