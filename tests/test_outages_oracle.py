@@ -162,6 +162,7 @@ def test_outage_inputs_are_checked_by_name():
         (dict(restart_stagger=-1.0), "restart_stagger"),
         (dict(restart_stagger=float("inf")), "restart_stagger"),
         (dict(outage_mtbf=5.0, storage_policy="cooperative"), "outages"),
+        (dict(outage_mtbf=5.0, mtbf=20.0, failure_shape=0.7), "failure_shape"),
     ]:
         if name is None:
             cj.Fleet(**base, **kwargs)  # three domains, two of them used: fine
