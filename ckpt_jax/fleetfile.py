@@ -1149,6 +1149,13 @@ def _combinations(reader: _Reader, spec: FleetSpec) -> None:
     fields, rather than by `cj.Fleet` once the run starts (`ckpt_jax.model.check_queue_policy`)."""
     from .model import QUEUE_POLICIES
 
+    weibull = [i for i, group in enumerate(spec.groups) if group.failure_shape not in (None, 1.0)]
+    if spec.outages and weibull:
+        reader.fail(
+            f"groups[{weibull[0]}].failure_shape",
+            f"{spec.groups[weibull[0]].failure_shape!r} (Weibull failures) with [[outages]] is not supported yet "
+            "(docs/model.md §1f): an outage's restart would restart the Weibull clock; use 1 or drop the outages",
+        )
     if spec.has_snapshots and spec.async_fraction > 0:
         reader.fail(
             "async_fraction",

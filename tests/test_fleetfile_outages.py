@@ -101,6 +101,7 @@ times = ["30 min"]
         ("restart_stagger = 0.25", "restart_stagger = -0.25", "restart_stagger"),
         ('compute = 3.0\ndomain = "rack-a"', "compute = 3.0\ndomain = 3", "groups[0].domain"),
         ('storage_policy = "weighted"', 'storage_policy = "fcfs_nonblocking"', "storage_policy"),
+        ("mtbf = 20.0", "mtbf = 20.0\nfailure_shape = 0.7", "groups[0].failure_shape"),
     ],
 )
 def test_every_bad_outage_key_is_named(old, new, field):
