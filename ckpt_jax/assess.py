@@ -422,7 +422,7 @@ def assess(
     )
 
 
-def _run_draws(fleet: Fleet, horizon: float, keys, jitter, progress, launch="random") -> tuple:
+def _run_draws(fleet: Fleet, horizon: float, keys, jitter, progress, launch: Launch | str = "random") -> tuple:
     """One batched run of ``fleet`` over the draws ``keys`` (each its own launch, as
     ``launch`` says, and failures) to ``horizon``, recording the jobs, the writers and the power draw; and the
     power histogram's bin edges (in GPUs)."""
@@ -896,8 +896,13 @@ def _stored(store, fingerprint: str, n_draws: int) -> dict | None:
         saved = json.loads(path.read_text(encoding="utf-8"))
         if saved.get("fingerprint") != fingerprint:
             return None
+        if saved.get("sha256") != _draws_hash(saved["draws"]):  # edited since it was stored: not trusted
+            import warnings
+
+            warnings.warn(f"{path}: its draws do not match their hash (edited?): run again", stacklevel=2)
+            return None
         draws = {name: np.asarray(saved["draws"][name], np.float64) for name in (*_DRAW_FIELDS, "gpus")}
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
     if any(draws[name].shape[0] != n_draws for name in _DRAW_FIELDS):
         return None
@@ -912,8 +917,17 @@ def _store_scenario(store, fingerprint: str, draws: dict) -> None:
     from ._io import atomic_write_bytes
 
     as_lists = {name: np.where(np.isfinite(x), x, np.nan).tolist() for name, x in draws.items()}
-    text = json.dumps({"fingerprint": fingerprint, "draws": as_lists})  # NaN as NaN: Python's json reads it back
+    # NaN as NaN: Python's json reads it back. The hash of the draws refuses a file edited since.
+    text = json.dumps({"fingerprint": fingerprint, "sha256": _draws_hash(as_lists), "draws": as_lists})
     atomic_write_bytes(store / f"{fingerprint[:32]}.json", text.encode())
+
+
+def _draws_hash(draws) -> str:
+    """The SHA-256 of a stored scenario's draws (lists of floats, as JSON writes them)."""
+    import hashlib
+    import json
+
+    return hashlib.sha256(json.dumps(draws, sort_keys=True).encode()).hexdigest()
 
 
 def paired_difference(scenario, baseline) -> Estimate:
@@ -990,6 +1004,19 @@ def _comparison_dataset(spec, specs: dict, scenarios: dict, draws: dict, horizon
 # -- sensitivities: paired central differences -------------------------------------------
 
 
+def _quantity_text(value: float, base: str, time_unit: str) -> str:
+    """``value`` (in ``base``: s, B or B/s) as a fleet file writes it, to 12 significant
+    digits: a time in the file's time unit ("33 min"), a size or bandwidth with the SI prefix
+    that keeps it from 1 to 1000 ("7.15 TB", "2.2 TB/s")."""
+    from ._units import duration_unit
+
+    if base == "s":
+        return f"{value / duration_unit(time_unit):.12g} {time_unit}"
+    prefixes = ("", "k", "M", "G", "T", "P", "E")
+    power = min(max(int(math.floor(math.log10(abs(value)) / 3)), 0), len(prefixes) - 1) if value else 0
+    return f"{value / 1000.0**power:.12g} {prefixes[power]}{base}"
+
+
 def sensitivity_knobs(spec, step: float = 0.1) -> dict:
     """The continuous knobs of a fleet file, each as two scenarios of `compare`: every value
     of the knob times 1 + ``step`` and times 1 − ``step``.
@@ -1007,8 +1034,8 @@ def sensitivity_knobs(spec, step: float = 0.1) -> dict:
     units = spec.time_unit is not None
     first = np.searchsorted(spec.labels, np.arange(len(spec.groups)))
 
-    def value(x: float, base: str):  # as the file would hold it: with its base unit in a file with units
-        return f"{float(x)!r} {base}" if units else float(x)
+    def value(x: float, base: str):  # as the file would hold it: with a unit in a file with units
+        return _quantity_text(float(x), base, spec.time_unit) if units else float(x)
 
     def scaled(keys_values: dict, base: str, factor: float) -> dict:
         return {

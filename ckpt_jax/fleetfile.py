@@ -349,6 +349,7 @@ class FleetSpec:
         """This spec with ``overrides`` (file keys -> values) applied to the file's data and
         parsed again (`ckpt_jax.fleetfile.override`)."""
         return override(self, overrides, name=name)
+
     def launch_of(self, design: bool = False):
         """The launch of every run of the file, as `ckpt_jax.design.start_state` takes it: the
         ``[launch]`` table's (a `ckpt_jax.design.Launch`), or for ``design`` the ``[design]``
@@ -1197,6 +1198,10 @@ def parse_override(text: str) -> tuple:
     try:
         value = tomllib.loads(f"value = {raw}")["value"]
     except tomllib.TOMLDecodeError:
+        if raw[0] in "\"'[" or raw[-1] in "\"']":  # meant as TOML, and not TOML: not read as text
+            raise FleetFileError(
+                f"override {text!r}: the value {raw} is not a TOML value (a quote or a bracket left open?)"
+            ) from None
         value = raw
     return key, value
 
