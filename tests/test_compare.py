@@ -356,6 +356,16 @@ def test_cli_refuses_bad_options_before_any_run(small_file, tmp_path, capsys, op
     assert not (out / "scenarios").exists()
 
 
+@pytest.mark.parametrize("name", ["scenarios", "report.md"])
+def test_cli_refuses_an_out_folder_it_could_not_write_before_any_run(small_file, tmp_path, capsys, name):
+    out = tmp_path / "taken"
+    out.mkdir()
+    (out / name).touch() if name == "scenarios" else (out / name).mkdir()
+    assert main(["compare", str(small_file), "--set", "restart=2.0", *FAST, "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"{out / name} is not a" in err and "move it" in err, err
+
+
 def test_cli_interrupted_resumes_the_finished_scenarios(small_file, tmp_path, capsys, monkeypatch):
     from ckpt_jax import assess
 

@@ -186,6 +186,7 @@ def _check(args) -> None:
             f"fleet file {args.fleet_file}: groups[{index}].name 'fleet' is reserved for the whole fleet: rename it"
         )
     args.mode, args.scenario_overrides, args.sweep_values = scenarios_from(args)
+    _check_out_paths(Path(args.out))
     if args.mode == "sensitivity":
         knobs = sensitivity_knobs(args.spec, STEP)
         for knob, (up, down) in knobs.items():
@@ -209,6 +210,20 @@ def _check(args) -> None:
     }
     if args.mode == "sensitivity":
         args.settings["step"] = STEP
+
+
+def _check_out_paths(out: Path) -> None:
+    """What the run writes in ``out``, checked before it runs: the scenarios' store must be a
+    folder, each output a regular file (a folder or a FIFO there would fail only at the end)."""
+    from ..assess import SCENARIO_DIR
+
+    store = out / SCENARIO_DIR
+    if store.exists() and not store.is_dir():
+        raise CliError(f"--out {out}: {store} is not a folder (the finished scenarios are kept there): move it")
+    for name in ("compare.json", "report.md", "gains.png", "sweep.png", "tornado.png"):
+        path = out / name
+        if path.exists() and not path.is_file():
+            raise CliError(f"--out {out}: {path} is not a regular file (it would be replaced): move it")
 
 
 # -- running ------------------------------------------------------------------------------
