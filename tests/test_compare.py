@@ -356,6 +356,16 @@ def test_cli_refuses_bad_options_before_any_run(small_file, tmp_path, capsys, op
     assert not (out / "scenarios").exists()
 
 
+def test_cli_weighs_the_work_of_every_scenario_not_the_baselines_alone(tmp_path, capsys):
+    path, out = tmp_path / "units.toml", tmp_path / "heavy"
+    path.write_text(UNITS)
+    argv = ["compare", str(path), "--set", "groups[0].count=90000", "--draws", "16", "--horizon", "1 day"]
+    assert main([*argv, "--no-progress", "--devices", "1", "--out", str(out)]) == 2  # refused, not run for hours
+    err = capsys.readouterr().err
+    assert "beyond the budget" in err and "scenario 'groups[0].count=90000': groups[0].count = 90000" in err, err
+    assert not (out / "scenarios").exists()
+
+
 @pytest.mark.parametrize("name", ["scenarios", "report.md"])
 def test_cli_refuses_an_out_folder_it_could_not_write_before_any_run(small_file, tmp_path, capsys, name):
     out = tmp_path / "taken"
