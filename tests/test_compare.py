@@ -341,6 +341,8 @@ def test_cli_sweep_and_sensitivity(small_file, tmp_path, capsys):
         (["--sweep", "storage_policy=fair,fcfs"], "storage_policy: every value must be a number"),
         (["--sweep", "restart=1,1.0"], "restart=1 and restart=1.0 are the same value"),
         (["--set", 'restart="5'], "not a TOML value"),
+        (["--set", "restart=1", "--set", "restart=2"], "restart is set twice"),
+        (["--scenario", "a:mtbf=50,mtbf=60"], "mtbf is set twice"),
         (["--scenario", "a\nb:restart=1"], "holds a control character"),
         (["--sensitivity", "--set", "restart=1"], "one of the three"),
         ([], "one of the three"),
@@ -404,8 +406,14 @@ def test_cli_interrupted_resumes_the_finished_scenarios(small_file, tmp_path, ca
 
 def test_report_numbers_read_plainly():
     from ckpt_jax.cli.assess import power_text
-    from ckpt_jax.cli.compare import _points, _signed
+    from ckpt_jax.cli.compare import _amount, _knob_sentence, _points, _signed
 
     assert _points(9.09e-7) == "0.000" and _points(3.72e-4) == "0.037" and _points(0.0287) == "2.87"
     assert _signed(0.0, lambda x: power_text(x, "W")) == "0 W"  # not "+0 W"
     assert _signed(3.72e-4, _points) == "+0.037"
+    assert _amount(0.0012) == "0.0012" and _amount(-0.004) == "-0.004"  # a small fleet's: not "0"
+    zero = {"mean": 0.0, "low": 0.0, "high": 0.0}
+    row = {"knob": "restart", "step": 0.1, "elasticity": zero, "gpu_hours_per_day_up": zero}
+    assert _knob_sentence({**row, "gpu_hours_per_day_down": zero}) == (
+        "restart at ±10 %: the same saved work as the baseline on every draw"
+    )

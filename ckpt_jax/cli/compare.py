@@ -126,6 +126,8 @@ def _overrides(texts, where: str) -> dict:
             key, value = parse_override(text)
         except ValueError as err:
             raise CliError(f"{where}: {err}") from None
+        if key in overrides:  # the later would win unseen
+            raise CliError(f"{where}: {key} is set twice ({key}={overrides[key]!r} and {text!r}): give it once")
         overrides[key] = value
     return overrides
 
@@ -379,8 +381,10 @@ def summary_json(ds) -> dict:
 def _amount(value: float | None) -> str:
     if value is None:
         return "n/a"
-    if abs(value) < 0.005:
+    if value == 0:
         return "0"
+    if abs(value) < 0.005:  # a small fleet's: not "0", which would read as no change
+        return f"{value:.2g}"
     return f"{value:,.0f}" if abs(value) >= 99.5 else f"{value:.3g}"
 
 
@@ -507,6 +511,8 @@ def _knob_sentence(row: dict, show: Callable[[str], str] = str) -> str:
     elasticity = _with_ci(row["elasticity"], lambda x: f"{x:.3g}")
     if change is None:
         return f"{show(knob)}: not resolved; elasticity {elasticity}"
+    if all(x is not None and x["mean"] == x["low"] == x["high"] == 0 for x in (up, down)):
+        return f"{show(knob)} at ±{step}: the same saved work as the baseline on every draw"
     verb, shown = ("buys", change) if change["mean"] >= 0 else ("costs", _negated(change))
     return (
         f"a {step} {word} {show(knob)} {verb} {_with_ci(shown)} GPU-hours per day ({_noise(change)}); "
