@@ -368,6 +368,24 @@ def test_cli_weighs_the_work_of_every_scenario_not_the_baselines_alone(tmp_path,
     assert not (out / "scenarios").exists()
 
 
+def test_cli_refuses_a_second_run_on_the_same_out(small_file, tmp_path, capsys):
+    from filelock import FileLock
+
+    from ckpt_jax.ensemble import LOCK
+
+    out = tmp_path / "busy"
+    out.mkdir()
+    held = FileLock(out / LOCK)  # as another process running there holds it
+    held.acquire()
+    try:
+        assert main(["compare", str(small_file), "--set", "restart=2.0", *FAST, "--out", str(out)]) == 2
+    finally:
+        held.release()
+    err = capsys.readouterr().err
+    assert f"--out {out} is in use by another run" in err and "use another --out" in err, err
+    assert not (out / "scenarios").exists()
+
+
 @pytest.mark.parametrize("name", ["scenarios", "report.md"])
 def test_cli_refuses_an_out_folder_it_could_not_write_before_any_run(small_file, tmp_path, capsys, name):
     out = tmp_path / "taken"

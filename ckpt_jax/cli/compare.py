@@ -5,6 +5,7 @@ a report, figures and ``compare.json``."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import platform
@@ -238,7 +239,7 @@ def _compare(args) -> int:
     from .. import __version__
     from .._plan import check_horizon_events, check_work, largest_count
     from ..assess import compare, sensitivity
-    from ..ensemble import locked
+    from ..ensemble import LOCK, EnsembleBusyError, locked
 
     spec, settings = args.spec, args.settings
     report_devices("compare", args.device_info, 1)
@@ -275,7 +276,14 @@ def _compare(args) -> int:
         progress=not args.no_progress,
     )
     out = Path(args.out)
-    with locked(out):  # the scenarios' store and the files written from them, one run at a time
+    with contextlib.ExitStack() as held:  # the scenarios' store and the files written from them, one run at a time
+        try:
+            held.enter_context(locked(out))
+        except EnsembleBusyError as err:
+            raise CliError(
+                f"--out {out} is in use by another run (it holds {out / LOCK}); wait for it to finish, or use "
+                "another --out"
+            ) from err
         started = time.perf_counter()
         if args.mode == "sensitivity":
             ds = sensitivity(spec, step=STEP, **common)
