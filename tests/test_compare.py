@@ -426,7 +426,8 @@ def test_report_numbers_read_plainly():
     from ckpt_jax.cli.assess import power_text
     from ckpt_jax.cli.compare import _amount, _knob_sentence, _points, _signed
 
-    assert _points(9.09e-7) == "0.000" and _points(3.72e-4) == "0.037" and _points(0.0287) == "2.87"
+    assert _points(3.72e-4) == "0.037" and _points(0.0287) == "2.87"
+    assert _points(-1.5e-6) == "-0.00015" and _points(9.09e-7) == "0.000091"  # not "-0.000", nor "9.1e-05"
     assert _signed(0.0, lambda x: power_text(x, "W")) == "0 W"  # not "+0 W"
     assert _signed(3.72e-4, _points) == "+0.037"
     assert _amount(0.0012) == "0.0012" and _amount(-0.004) == "-0.004"  # a small fleet's: not "0"

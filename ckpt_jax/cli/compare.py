@@ -420,12 +420,15 @@ def _negated(estimate: dict) -> dict:
 
 def _points(value: float | None) -> str:
     """A goodput difference in percentage points: three significant digits from 1 point up,
-    else three decimals ("0.037", "0.000": never "9.09e-05")."""
+    else three decimals ("0.037"), or two significant digits below that ("0.00015")."""
     if value is None:
         return "n/a"
     if value == 0:
         return "0"
-    return f"{100 * value:.3g}" if abs(100 * value) >= 1 else f"{100 * value:.3f}"
+    points = 100 * value
+    if abs(points) < 0.0005:  # beyond three decimals: "-0.00015", not "-0.000" nor "9.1e-05"
+        return f"{points:.{1 - math.floor(math.log10(abs(points)))}f}"
+    return f"{points:.3g}" if abs(points) >= 1 else f"{points:.3f}"
 
 
 def _three(value: float) -> str:
