@@ -551,10 +551,10 @@ def _report(spec, summary: dict) -> str:
     ]
     if unit is None:
         lines += ["", "The file has plain numbers: its times are taken as hours."]
+    if "sensitivity" in summary:  # the ranking first; its runs' tables after it
+        lines += _sensitivity_table(summary)
     lines += _scenario_table(summary)
     lines += _group_table(summary, names)
-    if "sensitivity" in summary:
-        lines += _sensitivity_table(summary)
     figures = {
         "gains.png": "the GPU-hours of saved work per day each scenario gains against the baseline, fleet and per "
         "group, with 95% CIs of the paired differences.",
@@ -690,6 +690,7 @@ def gains_figure(summary: dict):
             y = s - (len(names) - 1) / 2 * height
             end = max(0.0, fleet["high"] if fleet["high"] is not None else fleet["mean"])
             ax.annotate(label, (end, y), xytext=(4, 0), textcoords="offset points", va="center", fontsize="small")
+    ax.margins(x=0.15)  # room for the labels
     ax.axvline(0, color="black", linewidth=0.8)
     ax.set_yticks(range(len(entries)), [entry["name"] for entry in entries])
     ax.invert_yaxis()
