@@ -59,6 +59,7 @@ __all__ = [
     "Assessment",
     "Timeline",
     "assess",
+    "check_scenario_keys",
     "compare",
     "default_groups",
     "paired_difference",
@@ -788,6 +789,18 @@ def _run_scenarios(specs: dict, fleets: dict, horizon: float, keys, out, progres
     return draws, reused
 
 
+def check_scenario_keys(name: str, overrides: dict) -> None:
+    """Refuses a scenario's key that a comparison would ignore: the ``[design]`` table's
+    (every scenario runs the same horizon and draws, `compare`'s ``horizon``, ``n_draws`` and
+    ``key``), which would make the scenario the baseline again, silently."""
+    for key in overrides:
+        if isinstance(key, str) and (key == "design" or key.startswith("design.")):
+            raise ValueError(
+                f"scenario {name!r}: override {key}: the [design] table sets how a run is made, the same for every "
+                "scenario (horizon, n_draws, key: ckpt-jax compare's --horizon, --draws, --seed), not the fleet"
+            )
+
+
 def _scenario_specs(spec, scenarios) -> dict:
     """name -> the scenario's `FleetSpec`, the baseline first; every override checked."""
     if not hasattr(spec, "override") or getattr(spec, "source", None) is None:
@@ -800,6 +813,7 @@ def _scenario_specs(spec, scenarios) -> dict:
             raise ValueError(f"scenarios: every name must be a non-empty string other than {BASELINE!r}, got {name!r}")
         if not isinstance(overrides, dict):
             raise ValueError(f"scenarios[{name!r}] must be a dict of key -> value, got {type(overrides).__name__}")
+        check_scenario_keys(name, overrides)
         specs[name] = spec.override(overrides, name=name)
         if specs[name].names != spec.names:  # the comparison is per group
             raise ValueError(f"scenario {name!r}: its groups {specs[name].names} are not the file's {spec.names}")

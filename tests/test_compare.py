@@ -154,6 +154,9 @@ def test_compare_refuses_bad_scenarios_before_any_run(spec, tmp_path):
     with pytest.raises(ValueError, match="groups\\[0\\]\\.mtbf: must be a finite number > 0"):
         compare(spec, {"ok": {"restart": 1.0}, "bad": {"groups[0].mtbf": -1.0}}, key=key, out=tmp_path)
     assert not (tmp_path / "scenarios").exists()  # nothing ran
+    with pytest.raises(ValueError, match=r"override design\.horizon: the \[design\] table sets how a run is made"):
+        compare(spec, {"longer": {"design.horizon": 600.0}}, key=key, out=tmp_path)  # else: the baseline again
+    assert not (tmp_path / "scenarios").exists()
     with pytest.raises(ValueError, match="other than 'baseline'"):
         compare(spec, {"baseline": {"restart": 1.0}}, key=key)
     with pytest.raises(ValueError, match="n_draws must be an int >= 2"):
@@ -342,6 +345,8 @@ def test_cli_sweep_and_sensitivity(small_file, tmp_path, capsys):
         (["--sweep", "restart=1,1.0"], "restart=1 and restart=1.0 are the same value"),
         (["--set", 'restart="5'], "not a TOML value"),
         (["--set", "restart=1", "--set", "restart=2"], "restart is set twice"),
+        (["--set", "design.horizon=2000"], r"override design\.horizon: the \[design\] table sets how a run is made"),
+        (["--sweep", "design.seed=1,2"], r"override design\.seed: the \[design\] table"),
         (["--scenario", "a:mtbf=50,mtbf=60"], "mtbf is set twice"),
         (["--scenario", "a\nb:restart=1"], "holds a control character"),
         (["--sensitivity", "--set", "restart=1"], "one of the three"),

@@ -175,7 +175,7 @@ def scenarios_from(args) -> tuple:
 
 
 def _check(args) -> None:
-    from ..assess import sensitivity_knobs
+    from ..assess import check_scenario_keys, sensitivity_knobs
     from ..fleetfile import dumps, load
 
     try:
@@ -197,6 +197,10 @@ def _check(args) -> None:
             args.scenario_overrides[f"{knob} -{100 * STEP:g}%"] = down
     seen, args.scenario_specs = {}, {"baseline": args.spec}
     for name, overrides in args.scenario_overrides.items():  # every override, as the file: before any run
+        try:
+            check_scenario_keys(name, overrides)
+        except ValueError as err:
+            raise CliError(str(err)) from None
         args.scenario_specs[name] = args.spec.override(overrides, name=name)
         text = dumps(args.scenario_specs[name])
         if args.mode == "sweep" and text in seen:  # "1 min" and "60 s": the same run twice
