@@ -67,6 +67,7 @@ __all__ = [
     "Timeline",
     "OutageStorms",
     "assess",
+    "check_scenario_keys",
     "compare",
     "default_groups",
     "outage_storms",
@@ -876,6 +877,18 @@ def _run_scenarios(specs: dict, fleets: dict, horizon: float, keys, out, progres
     return draws, reused
 
 
+def check_scenario_keys(name: str, overrides: dict) -> None:
+    """Refuses a scenario's key that a comparison would ignore: the ``[design]`` table's
+    (every scenario runs the same horizon and draws, `compare`'s ``horizon``, ``n_draws`` and
+    ``key``), which would make the scenario the baseline again, silently."""
+    for key in overrides:
+        if isinstance(key, str) and (key == "design" or key.startswith("design.")):
+            raise ValueError(
+                f"scenario {name!r}: override {key}: the [design] table sets how a run is made, the same for every "
+                "scenario (horizon, n_draws, key: ckpt-jax compare's --horizon, --draws, --seed), not the fleet"
+            )
+
+
 def _scenario_specs(spec, scenarios) -> dict:
     """name -> the scenario's `FleetSpec`, the baseline first; every override checked."""
     if not hasattr(spec, "override") or getattr(spec, "source", None) is None:
@@ -888,6 +901,7 @@ def _scenario_specs(spec, scenarios) -> dict:
             raise ValueError(f"scenarios: every name must be a non-empty string other than {BASELINE!r}, got {name!r}")
         if not isinstance(overrides, dict):
             raise ValueError(f"scenarios[{name!r}] must be a dict of key -> value, got {type(overrides).__name__}")
+        check_scenario_keys(name, overrides)
         specs[name] = spec.override(overrides, name=name)
         if specs[name].names != spec.names:  # the comparison is per group
             raise ValueError(f"scenario {name!r}: its groups {specs[name].names} are not the file's {spec.names}")
@@ -984,8 +998,13 @@ def _stored(store, fingerprint: str, n_draws: int) -> dict | None:
         saved = json.loads(path.read_text(encoding="utf-8"))
         if saved.get("fingerprint") != fingerprint:
             return None
+        if saved.get("sha256") != _draws_hash(saved["draws"]):  # edited since it was stored: not trusted
+            import warnings
+
+            warnings.warn(f"{path}: its draws do not match their hash (edited?): run again", stacklevel=2)
+            return None
         draws = {name: np.asarray(saved["draws"][name], np.float64) for name in (*_DRAW_FIELDS, "gpus")}
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
     if any(draws[name].shape[0] != n_draws for name in _DRAW_FIELDS):
         return None
@@ -1000,8 +1019,17 @@ def _store_scenario(store, fingerprint: str, draws: dict) -> None:
     from ._io import atomic_write_bytes
 
     as_lists = {name: np.where(np.isfinite(x), x, np.nan).tolist() for name, x in draws.items()}
-    text = json.dumps({"fingerprint": fingerprint, "draws": as_lists})  # NaN as NaN: Python's json reads it back
+    # NaN as NaN: Python's json reads it back. The hash of the draws refuses a file edited since.
+    text = json.dumps({"fingerprint": fingerprint, "sha256": _draws_hash(as_lists), "draws": as_lists})
     atomic_write_bytes(store / f"{fingerprint[:32]}.json", text.encode())
+
+
+def _draws_hash(draws) -> str:
+    """The SHA-256 of a stored scenario's draws (lists of floats, as JSON writes them)."""
+    import hashlib
+    import json
+
+    return hashlib.sha256(json.dumps(draws, sort_keys=True).encode()).hexdigest()
 
 
 def paired_difference(scenario, baseline) -> Estimate:
@@ -1078,6 +1106,19 @@ def _comparison_dataset(spec, specs: dict, scenarios: dict, draws: dict, horizon
 # -- sensitivities: paired central differences -------------------------------------------
 
 
+def _quantity_text(value: float, base: str, time_unit: str) -> str:
+    """``value`` (in ``base``: s, B or B/s) as a fleet file writes it, to 12 significant
+    digits: a time in the file's time unit ("33 min"), a size or bandwidth with the SI prefix
+    that keeps it from 1 to 1000 ("7.15 TB", "2.2 TB/s")."""
+    from ._units import duration_unit
+
+    if base == "s":
+        return f"{value / duration_unit(time_unit):.12g} {time_unit}"
+    prefixes = ("", "k", "M", "G", "T", "P", "E")
+    power = min(max(int(math.floor(math.log10(abs(value)) / 3)), 0), len(prefixes) - 1) if value else 0
+    return f"{value / 1000.0**power:.12g} {prefixes[power]}{base}"
+
+
 def sensitivity_knobs(spec, step: float = 0.1) -> dict:
     """The continuous knobs of a fleet file, each as two scenarios of `compare`: every value
     of the knob times 1 + ``step`` and times 1 − ``step``.
@@ -1095,8 +1136,8 @@ def sensitivity_knobs(spec, step: float = 0.1) -> dict:
     units = spec.time_unit is not None
     first = np.searchsorted(spec.labels, np.arange(len(spec.groups)))
 
-    def value(x: float, base: str):  # as the file would hold it: with its base unit in a file with units
-        return f"{float(x)!r} {base}" if units else float(x)
+    def value(x: float, base: str):  # as the file would hold it: with a unit in a file with units
+        return _quantity_text(float(x), base, spec.time_unit) if units else float(x)
 
     def scaled(keys_values: dict, base: str, factor: float) -> dict:
         return {

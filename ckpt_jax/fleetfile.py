@@ -1364,6 +1364,10 @@ def parse_override(text: str) -> tuple:
     try:
         value = tomllib.loads(f"value = {raw}")["value"]
     except tomllib.TOMLDecodeError:
+        if raw[0] in "\"'[" or raw[-1] in "\"']":  # meant as TOML, and not TOML: not read as text
+            raise FleetFileError(
+                f"override {text!r}: the value {raw} is not a TOML value (a quote or a bracket left open?)"
+            ) from None
         value = raw
     return key, value
 

@@ -104,6 +104,13 @@ def test_parse_override_refuses_no_key_or_value(text):
         fleetfile.parse_override(text)
 
 
+@pytest.mark.parametrize("text", ['restart="5 min', "restart=5 min'", "throughput=[1, 2", 'storage.peak=4 TB/s"'])
+def test_parse_override_refuses_a_quote_or_bracket_left_open(text):
+    # Not read as the text itself: '"5 min' would reach the unit parser and pass as 5 min.
+    with pytest.raises(fleetfile.FleetFileError, match="not a TOML value"):
+        fleetfile.parse_override(text)
+
+
 def test_overrides_address_the_files_own_keys():
     spec = fleetfile.loads(UNITS, "units.toml")
     assert spec.override({"storage.peak": "4 GB/s"}).throughput[0] == 4e9
@@ -147,6 +154,9 @@ def test_compare_refuses_bad_scenarios_before_any_run(spec, tmp_path):
     with pytest.raises(ValueError, match="groups\\[0\\]\\.mtbf: must be a finite number > 0"):
         compare(spec, {"ok": {"restart": 1.0}, "bad": {"groups[0].mtbf": -1.0}}, key=key, out=tmp_path)
     assert not (tmp_path / "scenarios").exists()  # nothing ran
+    with pytest.raises(ValueError, match=r"override design\.horizon: the \[design\] table sets how a run is made"):
+        compare(spec, {"longer": {"design.horizon": 600.0}}, key=key, out=tmp_path)  # else: the baseline again
+    assert not (tmp_path / "scenarios").exists()
     with pytest.raises(ValueError, match="other than 'baseline'"):
         compare(spec, {"baseline": {"restart": 1.0}}, key=key)
     with pytest.raises(ValueError, match="n_draws must be an int >= 2"):
@@ -213,8 +223,11 @@ def test_sensitivity_knobs_and_signs(spec):
     assert ds["elasticity"].sel(knob="restart", statistic="high") < 0
     assert ds["elasticity"].sel(knob="checkpoint size", statistic="high") < 0
     units = sensitivity_knobs(fleetfile.loads(UNITS, "units.toml"), 0.1)
-    assert units["storage peak"][0] == {"storage.peak": f"{1.1e10!r} B/s"}
-    assert units["write limit"][1] == {"groups[1].write_limit": f"{2e9 * 0.9!r} B/s"}
+    # As a file writes them: the time unit, an SI prefix, no float noise ("1980.0000000000002 s").
+    assert units["storage peak"][0] == {"storage.peak": "11 GB/s"}
+    assert units["write limit"][1] == {"groups[1].write_limit": "1.8 GB/s"}
+    assert units["interval of 8B fine-tune"] == ({"groups[0].compute": "22 min"}, {"groups[0].compute": "18 min"})
+    assert units["checkpoint size"][0] == {"groups[0].write": "110 GB", "groups[1].write": "220 GB"}
 
 
 # -- resume -----------------------------------------------------------------------------------
@@ -236,6 +249,19 @@ def test_an_interrupted_comparison_resumes_the_scenarios_it_finished(spec, tmp_p
     assert len(json.loads(rerun.attrs["reused"])) == 2
     other = compare(spec, scenarios, key=jax.random.key(3), n_draws=DRAWS, horizon=HORIZON, out=tmp_path)
     assert json.loads(other.attrs["reused"]) == []
+
+
+def test_a_stored_scenario_edited_by_hand_is_run_again(spec, tmp_path):
+    key = jax.random.key(4)
+    first = compare(spec, {"faster": {"restart": 2.0}}, key=key, n_draws=DRAWS, horizon=HORIZON, out=tmp_path)
+    for path in (tmp_path / "scenarios").glob("*.json"):  # the same inputs, other numbers
+        saved = json.loads(path.read_text())
+        saved["draws"]["goodput"][0][-1] = 0.999
+        path.write_text(json.dumps(saved))
+    with pytest.warns(UserWarning, match="do not match their hash"):
+        again = compare(spec, {"faster": {"restart": 2.0}}, key=key, n_draws=DRAWS, horizon=HORIZON, out=tmp_path)
+    assert json.loads(again.attrs["reused"]) == []
+    np.testing.assert_array_equal(again["goodput_draws"].values, first["goodput_draws"].values)
 
 
 # -- the CLI ----------------------------------------------------------------------------------
@@ -281,6 +307,10 @@ def test_cli_scenarios_write_compare_json_report_and_figure(small_file, tmp_path
     assert "## Scenarios" in report and "short a" in report and "outside the noise" in report
     assert summary["files"] == ["compare.json", "report.md", "gains.png"] and (out / "gains.png").stat().st_size > 0
     assert "short a: fleet goodput" in printed
+    # Which scenarios gain beyond the noise, said plainly, first.
+    verdict = report.split("\n")[2]
+    assert verdict.startswith("Scenarios that gain saved work beyond the noise: ") and "**short a**" in verdict
+    assert "Scenarios that gain saved work beyond the noise: " in printed
     # The same command again reuses every scenario.
     assert main(argv) == 0
     assert "3 finished scenarios reused" in capsys.readouterr().out
@@ -310,6 +340,15 @@ def test_cli_sweep_and_sensitivity(small_file, tmp_path, capsys):
         (["--scenario", "no colon"], "must be NAME:KEY=VALUE"),
         (["--scenario", "baseline:restart=1"], "is taken"),
         (["--sweep", "restart"], "must be KEY=V1,V2"),
+        (["--sweep", "restart=1"], "restart needs at least two values"),
+        (["--sweep", "storage_policy=fair,fcfs"], "storage_policy: every value must be a number"),
+        (["--sweep", "restart=1,1.0"], "restart=1 and restart=1.0 are the same value"),
+        (["--set", 'restart="5'], "not a TOML value"),
+        (["--set", "restart=1", "--set", "restart=2"], "restart is set twice"),
+        (["--set", "design.horizon=2000"], r"override design\.horizon: the \[design\] table sets how a run is made"),
+        (["--sweep", "design.seed=1,2"], r"override design\.seed: the \[design\] table"),
+        (["--scenario", "a:mtbf=50,mtbf=60"], "mtbf is set twice"),
+        (["--scenario", "a\nb:restart=1"], "holds a control character"),
         (["--sensitivity", "--set", "restart=1"], "one of the three"),
         ([], "one of the three"),
     ],
@@ -322,6 +361,44 @@ def test_cli_refuses_bad_options_before_any_run(small_file, tmp_path, capsys, op
     err = capsys.readouterr().err
     assert err.startswith("ckpt-jax: error:") and re.search(message, err), err
     assert not (out / "scenarios").exists()
+
+
+def test_cli_weighs_the_work_of_every_scenario_not_the_baselines_alone(tmp_path, capsys):
+    path, out = tmp_path / "units.toml", tmp_path / "heavy"
+    path.write_text(UNITS)
+    argv = ["compare", str(path), "--set", "groups[0].count=90000", "--draws", "16", "--horizon", "1 day"]
+    assert main([*argv, "--no-progress", "--devices", "1", "--out", str(out)]) == 2  # refused, not run for hours
+    err = capsys.readouterr().err
+    assert "beyond the budget" in err and "scenario 'groups[0].count=90000': groups[0].count = 90000" in err, err
+    assert not (out / "scenarios").exists()
+
+
+def test_cli_refuses_a_second_run_on_the_same_out(small_file, tmp_path, capsys):
+    from filelock import FileLock
+
+    from ckpt_jax.ensemble import LOCK
+
+    out = tmp_path / "busy"
+    out.mkdir()
+    held = FileLock(out / LOCK)  # as another process running there holds it
+    held.acquire()
+    try:
+        assert main(["compare", str(small_file), "--set", "restart=2.0", *FAST, "--out", str(out)]) == 2
+    finally:
+        held.release()
+    err = capsys.readouterr().err
+    assert f"--out {out} is in use by another run" in err and "use another --out" in err, err
+    assert not (out / "scenarios").exists()
+
+
+@pytest.mark.parametrize("name", ["scenarios", "report.md"])
+def test_cli_refuses_an_out_folder_it_could_not_write_before_any_run(small_file, tmp_path, capsys, name):
+    out = tmp_path / "taken"
+    out.mkdir()
+    (out / name).touch() if name == "scenarios" else (out / name).mkdir()
+    assert main(["compare", str(small_file), "--set", "restart=2.0", *FAST, "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"{out / name} is not a" in err and "move it" in err, err
 
 
 def test_cli_interrupted_resumes_the_finished_scenarios(small_file, tmp_path, capsys, monkeypatch):
@@ -348,3 +425,19 @@ def test_cli_interrupted_resumes_the_finished_scenarios(small_file, tmp_path, ca
     assert "2 finished scenarios reused" in capsys.readouterr().out
     summary = json.loads((out / "compare.json").read_text())
     assert [s["name"] for s in summary["scenarios"]] == ["baseline", "restart=2.0 mtbf=50.0", "later"]
+
+
+def test_report_numbers_read_plainly():
+    from ckpt_jax.cli.assess import power_text
+    from ckpt_jax.cli.compare import _amount, _knob_sentence, _points, _signed
+
+    assert _points(3.72e-4) == "0.037" and _points(0.0287) == "2.87"
+    assert _points(-1.5e-6) == "-0.00015" and _points(9.09e-7) == "0.000091"  # not "-0.000", nor "9.1e-05"
+    assert _signed(0.0, lambda x: power_text(x, "W")) == "0 W"  # not "+0 W"
+    assert _signed(3.72e-4, _points) == "+0.037"
+    assert _amount(0.0012) == "0.0012" and _amount(-0.004) == "-0.004"  # a small fleet's: not "0"
+    zero = {"mean": 0.0, "low": 0.0, "high": 0.0}
+    row = {"knob": "restart", "step": 0.1, "elasticity": zero, "gpu_hours_per_day_up": zero}
+    assert _knob_sentence({**row, "gpu_hours_per_day_down": zero}) == (
+        "restart at ±10 %: the same saved work as the baseline on every draw"
+    )

@@ -5,10 +5,12 @@ a report, figures and ``compare.json``."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import platform
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -125,6 +127,8 @@ def _overrides(texts, where: str) -> dict:
             key, value = parse_override(text)
         except ValueError as err:
             raise CliError(f"{where}: {err}") from None
+        if key in overrides:  # the later would win unseen
+            raise CliError(f"{where}: {key} is set twice ({key}={overrides[key]!r} and {text!r}): give it once")
         overrides[key] = value
     return overrides
 
@@ -141,8 +145,15 @@ def scenarios_from(args) -> tuple:
         key, equals, values = args.sweep.partition("=")
         texts = split_top_level(values) if equals else []
         if not key.strip() or len(texts) < 1 or not all(texts):
-            raise CliError(f"argument --sweep: must be KEY=V1,V2,... with at least one value, got {args.sweep!r}")
+            raise CliError(f"argument --sweep: must be KEY=V1,V2,... with at least two values, got {args.sweep!r}")
         key = key.strip()
+        if len(texts) < 2:
+            raise CliError(f"argument --sweep: {key} needs at least two values (for one, use --set {args.sweep})")
+        if _numeric(texts) is None:
+            raise CliError(
+                f"argument --sweep: {key}: every value must be a number or a quantity with its unit (a sweep is "
+                f"drawn against the value), got {', '.join(texts)}; compare other values with --scenario NAME:{key}=..."
+            )
         scenarios = {f"{key}={text}": _overrides([f"{key}={text}"], "argument --sweep") for text in texts}
         if len(scenarios) != len(texts):
             raise CliError(f"argument --sweep: a value is given twice in {args.sweep!r}")
@@ -155,6 +166,8 @@ def scenarios_from(args) -> tuple:
         if not colon or not name.strip() or not body.strip():
             raise CliError(f"argument --scenario: must be NAME:KEY=VALUE,KEY=VALUE,..., got {text!r}")
         name = name.strip()
+        if not name.isprintable():
+            raise CliError(f"argument --scenario: the name {name!r} holds a control character (a newline, a tab)")
         if name in scenarios or name == "baseline":
             raise CliError(f"argument --scenario: the name {name!r} is taken (baseline, or given twice)")
         scenarios[name] = _overrides(split_top_level(body), f"argument --scenario {name}")
@@ -162,8 +175,8 @@ def scenarios_from(args) -> tuple:
 
 
 def _check(args) -> None:
-    from ..assess import sensitivity_knobs
-    from ..fleetfile import load
+    from ..assess import check_scenario_keys, sensitivity_knobs
+    from ..fleetfile import dumps, load
 
     try:
         import xarray  # noqa: F401  (the comparison is an xarray.Dataset)
@@ -176,13 +189,23 @@ def _check(args) -> None:
             f"fleet file {args.fleet_file}: groups[{index}].name 'fleet' is reserved for the whole fleet: rename it"
         )
     args.mode, args.scenario_overrides, args.sweep_values = scenarios_from(args)
+    _check_out_paths(Path(args.out))
     if args.mode == "sensitivity":
         knobs = sensitivity_knobs(args.spec, STEP)
         for knob, (up, down) in knobs.items():
             args.scenario_overrides[f"{knob} +{100 * STEP:g}%"] = up
             args.scenario_overrides[f"{knob} -{100 * STEP:g}%"] = down
+    seen, args.scenario_specs = {}, {"baseline": args.spec}
     for name, overrides in args.scenario_overrides.items():  # every override, as the file: before any run
-        args.spec.override(overrides, name=name)
+        try:
+            check_scenario_keys(name, overrides)
+        except ValueError as err:
+            raise CliError(str(err)) from None
+        args.scenario_specs[name] = args.spec.override(overrides, name=name)
+        text = dumps(args.scenario_specs[name])
+        if args.mode == "sweep" and text in seen:  # "1 min" and "60 s": the same run twice
+            raise CliError(f"argument --sweep: {seen[text]} and {name} are the same value")
+        seen[text] = name
     horizon = run_horizon(args.horizon, args.spec, args.quick)
     args.settings = {
         "mode": args.mode,
@@ -197,6 +220,20 @@ def _check(args) -> None:
         args.settings["step"] = STEP
 
 
+def _check_out_paths(out: Path) -> None:
+    """What the run writes in ``out``, checked before it runs: the scenarios' store must be a
+    folder, each output a regular file (a folder or a FIFO there would fail only at the end)."""
+    from ..assess import SCENARIO_DIR
+
+    store = out / SCENARIO_DIR
+    if store.exists() and not store.is_dir():
+        raise CliError(f"--out {out}: {store} is not a folder (the finished scenarios are kept there): move it")
+    for name in ("compare.json", "report.md", "gains.png", "sweep.png", "tornado.png"):
+        path = out / name
+        if path.exists() and not path.is_file():
+            raise CliError(f"--out {out}: {path} is not a regular file (it would be replaced): move it")
+
+
 # -- running ------------------------------------------------------------------------------
 
 
@@ -206,7 +243,7 @@ def _compare(args) -> int:
     from .. import __version__
     from .._plan import check_horizon_events, check_work, largest_count
     from ..assess import compare, sensitivity
-    from ..ensemble import locked
+    from ..ensemble import LOCK, EnsembleBusyError, locked
 
     spec, settings = args.spec, args.settings
     report_devices("compare", args.device_info, 1)
@@ -216,14 +253,24 @@ def _compare(args) -> int:
         f"ckpt-jax compare: {n_runs} scenarios (the baseline first) of {spec.n_jobs} jobs to H = "
         f"{duration_text(settings['horizon'], unit)}, {settings['draws']} common draws each"
     )
-    fleet = spec.fleet(dtype=np.float64 if args.x64 else np.float32)
-    check_horizon_events(fleet, settings["horizon"], name="horizon")
+    # Every scenario's events, not the baseline's alone: a scenario may shorten an interval to
+    # seconds or multiply a count. The budget is checked on the heaviest, as if every run were it.
+    heaviest, heaviest_name, heaviest_events, most = spec, "baseline", 0.0, -1.0
+    for name, scenario in args.scenario_specs.items():
+        fleet = scenario.fleet(dtype=np.float64 if args.x64 else np.float32)
+        try:
+            check_horizon_events(fleet, settings["horizon"], name="horizon")
+        except ValueError as err:
+            raise CliError(f"scenario {name!r}: {err}") from None
+        events = float(fleet.events(settings["horizon"]))
+        if events * scenario.n_jobs > most:
+            heaviest, heaviest_name, heaviest_events, most = scenario, name, events, events * scenario.n_jobs
     check_work(
-        fleet.events(settings["horizon"]),
-        spec.n_jobs,
+        heaviest_events,
+        heaviest.n_jobs,
         settings["draws"] * n_runs,
         force=args.force,
-        size=largest_count(spec),
+        size=f"scenario {heaviest_name!r}: {largest_count(heaviest)}",
     )
     common = dict(
         key=seed_key(settings["seed"]),
@@ -233,7 +280,14 @@ def _compare(args) -> int:
         progress=not args.no_progress,
     )
     out = Path(args.out)
-    with locked(out):  # the scenarios' store and the files written from them, one run at a time
+    with contextlib.ExitStack() as held:  # the scenarios' store and the files written from them, one run at a time
+        try:
+            held.enter_context(locked(out))
+        except EnsembleBusyError as err:
+            raise CliError(
+                f"--out {out} is in use by another run (it holds {out / LOCK}); wait for it to finish, or use "
+                "another --out"
+            ) from err
         started = time.perf_counter()
         if args.mode == "sensitivity":
             ds = sensitivity(spec, step=STEP, **common)
@@ -260,6 +314,7 @@ def _compare(args) -> int:
         _write_outputs(out, spec, ds, summary)
     for line in headlines(summary):
         print(f"ckpt-jax compare: {plain_markdown(line)}")
+    print(f"ckpt-jax compare: {plain_markdown(verdict(summary))}")
     print(f"ckpt-jax compare: {wall_s:.1f} s -> {out}")
     return 0
 
@@ -338,8 +393,10 @@ def summary_json(ds) -> dict:
 def _amount(value: float | None) -> str:
     if value is None:
         return "n/a"
-    if abs(value) < 0.005:
+    if value == 0:
         return "0"
+    if abs(value) < 0.005:  # a small fleet's: not "0", which would read as no change
+        return f"{value:.2g}"
     return f"{value:,.0f}" if abs(value) >= 99.5 else f"{value:.3g}"
 
 
@@ -347,6 +404,8 @@ def _signed(value: float | None, shown=_amount) -> str:
     if value is None:
         return "n/a"
     text = shown(value)
+    if value == 0:
+        return text  # "0 W", not "+0 W"
     return text if text.startswith("-") or text == "0" else f"+{text}"
 
 
@@ -364,8 +423,16 @@ def _negated(estimate: dict) -> dict:
 
 
 def _points(value: float | None) -> str:
-    """A goodput difference in percentage points, three significant digits."""
-    return "n/a" if value is None else "0" if value == 0 else f"{100 * value:.3g}"
+    """A goodput difference in percentage points: three significant digits from 1 point up,
+    else three decimals ("0.037"), or two significant digits below that ("0.00015")."""
+    if value is None:
+        return "n/a"
+    if value == 0:
+        return "0"
+    points = 100 * value
+    if abs(points) < 0.0005:  # beyond three decimals: "-0.00015", not "-0.000" nor "9.1e-05"
+        return f"{points:.{1 - math.floor(math.log10(abs(points)))}f}"
+    return f"{points:.3g}" if abs(points) >= 1 else f"{points:.3f}"
 
 
 def _three(value: float) -> str:
@@ -392,21 +459,50 @@ def plain_markdown(line: str) -> str:
     return line.replace("**", "").replace("`", "")
 
 
-def headlines(summary: dict) -> list:
-    """One line per scenario (or per knob, ranked): what it gains or loses against the baseline."""
+def headlines(summary: dict, show: Callable[[str], str] = str) -> list:
+    """One line per scenario (or per knob, ranked): what it gains or loses against the baseline;
+    ``show`` writes a name (`markdown_text` for the report)."""
     if "sensitivity" in summary:
-        return [_knob_sentence(row) for row in summary["sensitivity"]]
+        return [_knob_sentence(row, show) for row in summary["sensitivity"]]
     lines = []
     base = summary["scenarios"][0]
     for entry in summary["scenarios"][1:]:
         hours = entry["difference"]["gpu_hours_per_day"]["fleet"]
-        verb, shown = ("gains", hours) if hours is None or hours["mean"] >= 0 else ("loses", _negated(hours))
-        lines.append(
-            f"**{entry['name']}**: fleet goodput {_percent(entry['goodput']['fleet']['mean'])} against "
-            f"{_percent(base['goodput']['fleet']['mean'])}; it {verb} {_with_ci(shown)} GPU-hours of "
-            f"saved work per day ({_noise(hours)})"
+        against = (
+            f"**{show(entry['name'])}**: fleet goodput {_percent(entry['goodput']['fleet']['mean'])} against "
+            f"{_percent(base['goodput']['fleet']['mean'])}"
         )
+        if hours is not None and hours["mean"] == hours["low"] == hours["high"] == 0:
+            lines.append(f"{against}; the same saved work as the baseline on every draw")
+            continue
+        verb, shown = ("gains", hours) if hours is None or hours["mean"] >= 0 else ("loses", _negated(hours))
+        lines.append(f"{against}; it {verb} {_with_ci(shown)} GPU-hours of saved work per day ({_noise(hours)})")
     return lines
+
+
+def verdict(summary: dict, show: Callable[[str], str] = str) -> str:
+    """One sentence: which scenarios (or knobs) move the fleet's saved work beyond the noise."""
+    if "sensitivity" in summary:
+        rows = [(row["knob"], row["elasticity"]) for row in summary["sensitivity"]]
+        what = "Knobs"
+    else:
+        rows = [(e["name"], e["difference"]["gpu_hours_per_day"]["fleet"]) for e in summary["scenarios"][1:]]
+        what = "Scenarios"
+    gain = [name for name, estimate in rows if _noise(estimate) == "outside the noise" and estimate["mean"] > 0]
+    lose = [name for name, estimate in rows if _noise(estimate) == "outside the noise" and estimate["mean"] < 0]
+    within = [name for name, estimate in rows if _noise(estimate) != "outside the noise"]
+    if "sensitivity" in summary:
+        parts = [f"{what} whose increase raises the fleet's goodput beyond the noise: {_names(gain, show)}"]
+        parts.append(f"lowers it: {_names(lose, show)}")
+    else:
+        parts = [f"{what} that gain saved work beyond the noise: {_names(gain, show)}"]
+        parts.append(f"that lose: {_names(lose, show)}")
+    parts.append(f"within the noise: {_names(within, show)}")
+    return "; ".join(parts) + "."
+
+
+def _names(names: list, show: Callable[[str], str] = str) -> str:
+    return ", ".join(f"**{show(name)}**" for name in names) if names else "none"
 
 
 # The words of a knob's larger and smaller value.
@@ -418,7 +514,7 @@ _WORDS = {
 }
 
 
-def _knob_sentence(row: dict) -> str:
+def _knob_sentence(row: dict, show: Callable[[str], str] = str) -> str:
     """ "a 10 % larger storage peak buys 1,234 [1,001, 1,467] GPU-hours per day", in the
     direction that gains (or loses least)."""
     knob, step = row["knob"], f"{100 * row['step']:g} %"
@@ -429,10 +525,13 @@ def _knob_sentence(row: dict) -> str:
     word, change = (larger, up) if up_mean >= down_mean else (smaller, down)
     elasticity = _with_ci(row["elasticity"], lambda x: f"{x:.3g}")
     if change is None:
-        return f"{knob}: not resolved; elasticity {elasticity}"
+        return f"{show(knob)}: not resolved; elasticity {elasticity}"
+    if all(x is not None and x["mean"] == x["low"] == x["high"] == 0 for x in (up, down)):
+        return f"{show(knob)} at ±{step}: the same saved work as the baseline on every draw"
     verb, shown = ("buys", change) if change["mean"] >= 0 else ("costs", _negated(change))
     return (
-        f"a {step} {word} {knob} {verb} {_with_ci(shown)} GPU-hours per day ({_noise(change)}); elasticity {elasticity}"
+        f"a {step} {word} {show(knob)} {verb} {_with_ci(shown)} GPU-hours per day ({_noise(change)}); "
+        f"elasticity {elasticity}"
     )
 
 
@@ -440,9 +539,10 @@ def _report(spec, summary: dict) -> str:
     md = markdown_text
     settings = summary["settings"]
     unit = settings["time_unit"]
-    title = "Sensitivity" if settings["mode"] == "sensitivity" else "What-if comparison"
-    lines = [f"# {title} of {md(spec.path)}", ""]
-    lines += [f"- {line}" for line in headlines(summary)]
+    title = {"sensitivity": "Sensitivity", "sweep": f"Sweep of {summary.get('sweep', {}).get('key')}"}
+    lines = [f"# {md(title.get(settings['mode'], 'What-if comparison'))} of {md(spec.path)}", ""]
+    lines += [verdict(summary, md), ""]
+    lines += [f"- {line}" for line in headlines(summary, md)]
     names = [group["name"] for group in summary["scenarios"][0]["goodput"]["groups"]]
     lines += [
         "",
@@ -455,10 +555,10 @@ def _report(spec, summary: dict) -> str:
     ]
     if unit is None:
         lines += ["", "The file has plain numbers: its times are taken as hours."]
+    if "sensitivity" in summary:  # the ranking first; its runs' tables after it
+        lines += _sensitivity_table(summary)
     lines += _scenario_table(summary)
     lines += _group_table(summary, names)
-    if "sensitivity" in summary:
-        lines += _sensitivity_table(summary)
     figures = {
         "gains.png": "the GPU-hours of saved work per day each scenario gains against the baseline, fleet and per "
         "group, with 95% CIs of the paired differences.",
@@ -586,6 +686,15 @@ def gains_figure(summary: dict):
                 capsize=2,
                 error_kw={"elinewidth": 0.8},
             )
+    for s, entry in enumerate(entries):  # the fleet's number beside its bar, and whether it is noise
+        fleet = entry["difference"]["gpu_hours_per_day"]["fleet"]
+        if fleet is not None and fleet.get("mean") is not None:
+            noise = _noise(fleet)
+            label = _signed(fleet["mean"]) + ("" if noise == "outside the noise" else f" ({noise})")
+            y = s - (len(names) - 1) / 2 * height
+            end = max(0.0, fleet["high"] if fleet["high"] is not None else fleet["mean"])
+            ax.annotate(label, (end, y), xytext=(4, 0), textcoords="offset points", va="center", fontsize="small")
+    ax.margins(x=0.15)  # room for the labels
     ax.axvline(0, color="black", linewidth=0.8)
     ax.set_yticks(range(len(entries)), [entry["name"] for entry in entries])
     ax.invert_yaxis()
@@ -654,11 +763,15 @@ def sweep_figure(summary: dict):
             for entry in entries
         ]
         cells = [None if c is None or c.get("mean") is None else c for c in cells]
-        width = 2.0 if g == 0 else 1.0
-        bottom.plot(x[order], row(cells, "mean")[order], "o-", color=f"C{g}", linewidth=width, label=name)
+        # The fleet wide, the groups thin and dashed over it (one group may carry the whole gain).
+        style = {"linewidth": 3.0, "linestyle": "-"} if g == 0 else {"linewidth": 1.0, "linestyle": "--", "zorder": 3}
+        bottom.plot(x[order], row(cells, "mean")[order], marker="o", color=f"C{g}", label=name, markersize=4, **style)
         bottom.fill_between(x[order], row(cells, "low")[order], row(cells, "high")[order], color=f"C{g}", alpha=0.15)
     bottom.axhline(0, color="black", linewidth=0.8)
-    bottom.set_ylabel("GPU-h/day gained (paired 95% CI)")
+    bottom.set_ylabel("GPU-h/day gained vs the file (paired 95% CI)")
+    if numbers is not None and np.all(x > 0) and x.max() >= 8 * x.min():  # doublings: equal steps
+        bottom.set_xscale("log")
+        bottom.minorticks_off()
     bottom.set_xticks(x, texts)
     bottom.set_xlabel(key)
     bottom.legend(fontsize="small")
