@@ -53,24 +53,27 @@ settings.load_profile(os.environ.get("CKPT_JAX_HYPOTHESIS", "deterministic"))
 # order, so collecting these first keeps a long module from starting last while the other worker
 # idles (longest-first scheduling). Without ``--no-loadscope-reorder`` xdist (>= 3.5) starts the
 # modules with the most tests first instead, whatever their time.
-LONGEST_FIRST = (
+LONGEST_FIRST = (  # by their wall time in a full run of the tier (2026-12-05)
     "test_failures",
-    "test_maps",
-    "test_realistic_oracle",
-    "test_queue_oracle",
     "test_design",
-    "test_notebooks",
-    "test_sizes",
+    "test_realistic_oracle",
     "test_observers",
-    "test_lyapunov",
-    "test_failures_oracle",
-    "test_ensemble",
-    "test_sharding",
-    "test_methods",
-    "test_assess",
-    "test_realistic",
-    "test_cli_design",
+    "test_sizes",
     "test_cli",
+    "test_notebooks",
+    "test_failures_oracle",
+    "test_lyapunov",
+    "test_coupling",
+    "test_queue_oracle",
+    "test_assess",
+    "test_cli_design",
+    "test_maps",
+    "test_realistic",
+    "test_methods",
+    "test_sharding",
+    "test_ensemble",
+    "test_engine_oracle",
+    "test_experiments_anonymity",
 )
 
 
