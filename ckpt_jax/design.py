@@ -818,7 +818,9 @@ def _compass_search(evaluate, start, lower, upper, scale, *, mesh_min, max_steps
     each coordinate, and the combination of the previous step's improving moves; the best
     point that lowers the waste by more than the standard error of its paired difference
     with the centre becomes the centre, and a step with none halves the step. It stops,
-    converged, when a step at ``mesh <= mesh_min`` accepts no move.
+    converged, when a step at ``mesh <= mesh_min`` accepts no move. Every step evaluates
+    2K + 2 points (the centre again where there is no combined move), so one compiled
+    program serves every step; the repeated centre gains nothing and is never accepted.
 
     Args:
       evaluate: (M, K) points -> (M, S) waste, every point on the same S draws.
@@ -837,9 +839,8 @@ def _compass_search(evaluate, start, lower, upper, scale, *, mesh_min, max_steps
         moves = np.repeat(centre[None], 2 * n_coordinates, axis=0)
         moves[0::2] += np.diag(step)
         moves[1::2] -= np.diag(step)
-        points = np.clip(
-            np.concatenate([centre[None], moves] + ([extra[None]] if extra is not None else [])), lower, upper
-        )
+        last = centre if extra is None else extra
+        points = np.clip(np.concatenate([centre[None], moves, last[None]]), lower, upper)
         waste = np.asarray(evaluate(points), np.float64)  # (M, S)
         gain = waste[:1] - waste  # paired improvement on the centre, per draw
         n_draws = waste.shape[1]
@@ -872,6 +873,12 @@ def _compass_search(evaluate, start, lower, upper, scale, *, mesh_min, max_steps
         centre = points[best]
         extra = combined if moved >= 2 and not np.array_equal(combined, centre) else None
     return centre, False, rows
+
+
+def _pad_rows(rows: np.ndarray, n_rows: int) -> np.ndarray:
+    """``rows`` with its first row repeated up to ``n_rows`` rows (a batch of one shape:
+    each row of a population runs on its own keys, so the padding changes no other row)."""
+    return np.concatenate([rows, np.repeat(rows[:1], n_rows - len(rows), axis=0)])
 
 
 def _candidates(fleet, candidates, init, n_jobs: int) -> dict:
@@ -1228,13 +1235,21 @@ def _search(fleet, settings, compared, key, *, steps, rtol, n_draws, jitter, lau
         lower = np.concatenate([lower, np.full(n_offsets, -np.inf)])
         upper = np.concatenate([upper, np.full(n_offsets, np.inf)])
         scale = np.concatenate([scale, np.full(n_offsets, _OFFSET_SCALE)])
-    # The best starting point on the search's own draws (the offsets, if designed, staggered).
+    # The best starting point on the search's own draws (the offsets, if designed, staggered),
+    # padded to the search's 2K + 2 points so that the start and every step share one program.
+    n_points = max(len(names), 2 * starts.shape[1] + 2)
     if offset_labels is None:
         start_waste = fleet_waste(
-            fleet, np.stack([compared[n] for n in names]), horizon=horizon, keys=draws, jitter=jitter, launch=launch
+            fleet,
+            _pad_rows(np.stack([compared[n] for n in names]), n_points),
+            horizon=horizon,
+            keys=draws,
+            jitter=jitter,
+            launch=launch,
         )
     else:
-        start_waste = evaluate(starts)
+        start_waste = evaluate(_pad_rows(starts, n_points))
+    start_waste = start_waste[: len(names)]
     first = int(np.argmin(start_waste.mean(axis=1)))
     centre, converged, rows = _compass_search(
         evaluate, starts[first], lower, upper, scale, mesh_min=math.log1p(rtol), max_steps=steps, bar=bar

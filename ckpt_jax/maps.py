@@ -14,6 +14,7 @@ status says why.
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import jax
@@ -87,6 +88,12 @@ class Spectrum(NamedTuple):
 
 
 def _single_fleet_params(fleet: Fleet) -> loop.Params:
+    _check_single_fleet(fleet)
+    params = loop.flat_params(fleet)
+    return jax.tree_util.tree_map(lambda x: x[0], params)
+
+
+def _check_single_fleet(fleet: Fleet) -> None:
     if not isinstance(fleet, Fleet):
         raise ValueError(f"fleet must be a ckpt_jax.Fleet, got {type(fleet).__name__}")
     if fleet.batch_shape != ():
@@ -96,8 +103,6 @@ def _single_fleet_params(fleet: Fleet) -> loop.Params:
         )
     if fleet.n_jobs < 2:
         raise ValueError(f"return maps need N >= 2 jobs, got N = {fleet.n_jobs}")
-    params = loop.flat_params(fleet)
-    return jax.tree_util.tree_map(lambda x: x[0], params)
 
 
 def _check_coordinates(name: str, x, n_jobs: int):
@@ -159,10 +164,8 @@ def _run_to_next_firing(params: loop.Params, carry: loop.Carry, max_events: int,
     )
 
 
-def _section_step(fleet: Fleet, u, max_events: int):
+def _section_step(fleet: Fleet, u, max_events: int, sharing: loop.Sharing):
     params = _single_fleet_params(fleet)
-    u = _check_coordinates("u", u, fleet.n_jobs)
-    sharing = loop.sharing_for(fleet)
     carry, in_domain = section_carry(params, u, sharing)
     final, most = _run_to_next_firing(params, carry, max_events, sharing)
     u_next = jnp.where(final.draining, final.write_left, 0) + final.compute_left
@@ -227,7 +230,17 @@ def section_map(fleet: Fleet, u, *, max_events: int | None = None):
       Differentiate with ``jax.jacfwd(section_map, argnums=1, has_aux=True)``.
     """
     max_events = _budget(fleet, max_events)
-    _, _, u_next, info = _section_step(fleet, u, max_events)
+    _check_single_fleet(fleet)
+    u = _check_coordinates("u", u, fleet.n_jobs)
+    return _section_map(fleet, u, max_events, loop.sharing_for(fleet))
+
+
+# The maps' programs: one compiled call each (run op by op, every primitive of the event loop
+# compiled on its own). The rate rules are decided before, on the host for a concrete fleet
+# (as `simulate` decides them), under the caller's trace otherwise, and passed in as static.
+@functools.partial(jax.jit, static_argnums=(2, 3))
+def _section_map(fleet: Fleet, u, max_events: int, sharing: loop.Sharing):
+    _, _, u_next, info = _section_step(fleet, u, max_events, sharing)
     fatal = info.status & ~int(Status.ORDER_CHANGED | Status.NOT_SMOOTH)
     return jnp.where(fatal == 0, u_next, jnp.nan), info
 
@@ -250,11 +263,16 @@ def gap_return_map(fleet: Fleet, a, *, max_events: int | None = None):
       equal to a write, ...) the value is returned and the flag set: it is continuous
       there but not differentiable.
     """
-    params = _single_fleet_params(fleet)
-    a = _check_coordinates("a", a, fleet.n_jobs)
     max_events = _budget(fleet, max_events)
+    _check_single_fleet(fleet)
+    a = _check_coordinates("a", a, fleet.n_jobs)
+    return _gap_return_map(fleet, a, max_events, loop.sharing_for(fleet))
+
+
+@functools.partial(jax.jit, static_argnums=(2, 3))
+def _gap_return_map(fleet: Fleet, a, max_events: int, sharing: loop.Sharing):
     u = jnp.cumsum(a)
-    _, final, u_next, info = _section_step(fleet, u, max_events)
+    params, final, u_next, info = _section_step(fleet, u, max_events, sharing)
     # Jobs that fire together with job 0's return are at gap coordinate 0, not T + d.
     active = params.active[1:]
     with_job0 = final.fire_times[1:, 0] == final.time
@@ -277,10 +295,15 @@ def work_done(fleet: Fleet, u, time, *, max_events: int | None = None):
     job at a fixed ``time`` after the section point ``u``. Used to check event-time
     derivatives against the implicit-function theorem. Base model only: NaN for fleets
     with delay > 0 or async_fraction > 0 (see `Status.UNSUPPORTED`)."""
-    params = _single_fleet_params(fleet)
-    u = _check_coordinates("u", u, fleet.n_jobs)
     max_events = _budget(fleet, max_events)
-    sharing = loop.sharing_for(fleet)
+    _check_single_fleet(fleet)
+    u = _check_coordinates("u", u, fleet.n_jobs)
+    return _work_done(fleet, u, time, max_events, loop.sharing_for(fleet))
+
+
+@functools.partial(jax.jit, static_argnums=(3, 4))
+def _work_done(fleet: Fleet, u, time, max_events: int, sharing: loop.Sharing):
+    params = _single_fleet_params(fleet)
     carry, _ = section_carry(params, u, sharing)
     horizon = jnp.asarray(time, params.compute.dtype)
     final, _ = loop.advance(params, carry, max_events=max_events, horizon=horizon, sharing=sharing)

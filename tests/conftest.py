@@ -19,6 +19,15 @@ in one process compiles enough programs to exhaust the kernel's limit on memory 
 (vm.max_map_count, 65530 here), which ends the run with a segmentation fault in the compiler.
 Without this, two modules (test_simulate, test_methods) leave 8,758 mappings; with it, 598.
 ``CKPT_JAX_REPORT_MAPPINGS=1 pytest -s`` prints the count after each module.
+
+Compiled programs are shared on disk (JAX's persistent compilation cache, in
+``.pytest_cache/d/ckpt_jax_xla``): the two xdist workers do not share memory, and each module
+drops its programs when it ends, so without it a program that two modules (or both workers)
+need is compiled twice. An entry is keyed by the program's HLO, the compile options and the
+jax/jaxlib versions, so a changed program is compiled afresh; writes and evictions take a
+file lock (a size limit turns JAX's locking on), so concurrent workers are safe. Entries
+persist between runs (a rerun reuses them); ``CKPT_JAX_XLA_CACHE=0`` turns the cache off, and
+``pytest --cache-clear`` empties it.
 """
 
 import gc
@@ -40,26 +49,45 @@ settings.load_profile(os.environ.get("CKPT_JAX_HYPOTHESIS", "deterministic"))
 
 
 # The longest test modules of the default tier (summed test time, longest first). pytest-xdist's
-# ``--dist loadfile`` hands out modules in collection order, so collecting these first keeps a long
-# module from starting last while the other worker idles (longest-first scheduling).
-LONGEST_FIRST = (
+# ``--dist loadfile --no-loadscope-reorder`` (pyproject.toml) hands out modules in collection
+# order, so collecting these first keeps a long module from starting last while the other worker
+# idles (longest-first scheduling). Without ``--no-loadscope-reorder`` xdist (>= 3.5) starts the
+# modules with the most tests first instead, whatever their time.
+LONGEST_FIRST = (  # by their wall time in a full run of the tier (2026-12-05)
     "test_failures",
-    "test_maps",
-    "test_realistic_oracle",
-    "test_queue_oracle",
     "test_design",
-    "test_notebooks",
-    "test_sizes",
+    "test_realistic_oracle",
     "test_observers",
-    "test_lyapunov",
-    "test_failures_oracle",
-    "test_sharding",
-    "test_methods",
-    "test_assess",
-    "test_realistic",
-    "test_cli_design",
+    "test_sizes",
     "test_cli",
+    "test_notebooks",
+    "test_failures_oracle",
+    "test_lyapunov",
+    "test_coupling",
+    "test_queue_oracle",
+    "test_assess",
+    "test_cli_design",
+    "test_maps",
+    "test_realistic",
+    "test_methods",
+    "test_sharding",
+    "test_ensemble",
+    "test_engine_oracle",
+    "test_experiments_anonymity",
 )
+
+
+def pytest_configure(config):
+    """Shares compiled programs between modules, workers and runs through a disk cache (see
+    the module docstring); off with ``CKPT_JAX_XLA_CACHE=0`` or without pytest's cache."""
+    cache = getattr(config, "cache", None)
+    if cache is None or os.environ.get("CKPT_JAX_XLA_CACHE", "1") == "0":
+        return
+    jax.config.update("jax_compilation_cache_dir", str(cache.mkdir("ckpt_jax_xla")))
+    # Programs that compile in under half a second are cheaper to compile than to look up.
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+    # A size limit: least recently used entries are evicted, under JAX's file lock.
+    jax.config.update("jax_compilation_cache_max_size", 2 * 2**30)
 
 
 def pytest_collection_modifyitems(items):

@@ -528,7 +528,7 @@ def test_search_is_reproducible_and_every_estimate_comes_from_one_evaluation(pai
             steps=8,
             progress=False,
             candidates={"mine": np.array([1.5, 2.5])},
-            **dict(SMALL, n_draws=4, n_pairs=1),
+            **SMALL,  # the draws of the next search test: the two share their compiled programs
         )
 
     first, again = run(0), run(0)
@@ -537,7 +537,8 @@ def test_search_is_reproducible_and_every_estimate_comes_from_one_evaluation(pai
     assert first.start in ("young", "daly", "young_contended", "mine")
     evaluation = first.evaluation
     assert evaluation.names == ("design", "young", "daly", "young_contended", "mine")
-    assert evaluation.fleet_waste.shape == (5, 8) and evaluation.job_waste.shape == (5, 8, 2)
+    n_eval = 2 * SMALL["n_pairs"] * SMALL["n_draws"]
+    assert evaluation.fleet_waste.shape == (5, n_eval) and evaluation.job_waste.shape == (5, n_eval, 2)
     np.testing.assert_array_equal(evaluation.intervals[0], first.intervals)
     assert math.isclose(first.waste.mean, evaluation.fleet_waste[0].mean(), rel_tol=1e-12)
     compared = {**first.baselines, **first.candidates}

@@ -256,30 +256,36 @@ def _windows_sorted(fire, end):
     return fire.ravel()[order], end.ravel()[order]
 
 
+# The two claim-4 runs share one compiled loop: CLAIM4_BATCH fleets of CLAIM4_JOBS jobs,
+# CLAIM4_FIRES firings.
+CLAIM4_BATCH, CLAIM4_JOBS, CLAIM4_FIRES = 8, 6, 1000
+
+
 def test_claim4_collision_free_fleets_stay_collision_free():
-    n_jobs, compute, write = 6, 10.0, 1.0
+    n_jobs, compute, write = CLAIM4_JOBS, 10.0, 1.0
     rng = np.random.default_rng(4)
     cycle = compute + write
     positions = []
-    for _ in range(6):  # random staggers whose write windows never overlap
+    for _ in range(CLAIM4_BATCH):  # random staggers whose write windows never overlap
         slack = cycle - n_jobs * write
         cuts = np.sort(rng.uniform(0, slack, n_jobs - 1))
         spacing = np.diff(np.concatenate([[0], cuts, [slack]]))[:-1] + write
         positions.append(np.concatenate([[0.0], np.cumsum(spacing)]) % cycle)
-    fleet = cj.Fleet(compute=np.full((6, n_jobs), compute), write=np.full((6, n_jobs), write))
-    trace = cj.simulate(fleet, cj.state_from_positions(fleet, np.array(positions)), n_fires=1000)
+    fleet = cj.Fleet(compute=np.full((CLAIM4_BATCH, n_jobs), compute), write=np.full((CLAIM4_BATCH, n_jobs), write))
+    trace = cj.simulate(fleet, cj.state_from_positions(fleet, np.array(positions)), n_fires=CLAIM4_FIRES)
     assert bool(np.all(trace.ok))
-    for b in range(6):
+    for b in range(CLAIM4_BATCH):
         starts, ends = _windows_sorted(np.asarray(trace.fire_times)[b], np.asarray(trace.end_times)[b])
         assert np.all(ends[:-1] <= starts[1:] + 1e-9)
 
 
 def test_claim4_overlapping_launches_never_become_collision_free():
-    n_jobs = 5
-    fleet = cj.Fleet(compute=np.full((8, n_jobs), 10.0), write=np.full((8, n_jobs), 1.5))
+    n_jobs = CLAIM4_JOBS
+    fleet = cj.Fleet(compute=np.full((CLAIM4_BATCH, n_jobs), 10.0), write=np.full((CLAIM4_BATCH, n_jobs), 1.5))
     state = cj.random_state(fleet, jax.random.key(11))
-    trace = cj.simulate(fleet, state, n_fires=300)
-    for b in range(8):
+    trace = cj.simulate(fleet, state, n_fires=CLAIM4_FIRES)
+    assert bool(np.all(trace.ok))
+    for b in range(CLAIM4_BATCH):
         starts, ends = _windows_sorted(np.asarray(trace.fire_times)[b], np.asarray(trace.end_times)[b])
         overlaps = ends[:-1] > starts[1:]
         assert overlaps[:n_jobs].any()  # launched overlapping
