@@ -9,9 +9,9 @@ import json
 import jax
 import numpy as np
 import pytest
+from scipy import stats
 
 from ckpt_jax import fleetfile
-from ckpt_jax._estimate import Z95
 from ckpt_jax.assess import compare, sensitivity, sensitivity_knobs
 from ckpt_jax.cli import main
 
@@ -181,13 +181,15 @@ def test_paired_ci_is_much_narrower_than_unpaired_and_covers_the_repeats(spec):
     paired = ds["goodput_difference"].sel(scenario="s", group="fleet").values  # mean, low, high
     assert np.allclose(paired[0], np.mean(alt - base))  # the mean of the per-draw differences
     paired_half = (paired[2] - paired[1]) / 2
-    assert np.isclose(paired_half, Z95 * np.std(alt - base, ddof=1) / np.sqrt(DRAWS))
+    assert np.isclose(paired_half, stats.t.ppf(0.975, DRAWS - 1) * np.std(alt - base, ddof=1) / np.sqrt(DRAWS))
     # Unpaired repeats: the baseline and the scenario each on their own, independent draws.
     repeats = [_fleet_goodput(spec, scenario, seed=seed)[:2] for seed in (1, 2, 3, 4)]
     bases = np.concatenate([r[0] for r in repeats[:2]])  # the baseline of repeats 1-2
     alts = np.concatenate([r[1] for r in repeats[2:]])  # the scenario of repeats 3-4
     unpaired_mean = alts.mean() - bases.mean()
-    unpaired_half = Z95 * np.sqrt(alts.var(ddof=1) / alts.size + bases.var(ddof=1) / bases.size)
+    unpaired_half = stats.t.ppf(0.975, alts.size + bases.size - 2) * np.sqrt(
+        alts.var(ddof=1) / alts.size + bases.var(ddof=1) / bases.size
+    )
     one_repeat_half = unpaired_half * np.sqrt(2)  # the same from as few draws as the paired CI
     assert paired_half < one_repeat_half / 3, (paired_half, one_repeat_half)
     # The repeats' mean difference, within the two estimates' noise, lies in the paired CI.
