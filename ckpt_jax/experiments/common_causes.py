@@ -574,9 +574,9 @@ def _ci_text(estimate, digits: str = ",.0f") -> str:
 def _storm_text(numbers: dict) -> str:
     """The storm after the outages, in words (`_storm_numbers`)."""
     if not numbers["outages"] or not math.isfinite(numbers["max_after"]):
-        return "No outage fell in the draws inspected for the writer peaks (too short a run)."
+        return "no outage fell in the draws inspected for the writer peaks (too short a run)."
     return (
-        f"Over {numbers['outages']} outages the writer peak is {numbers['before']:.1f} on average in the cycle "
+        f"over {numbers['outages']} outages the writer peak is {numbers['before']:.1f} on average in the cycle "
         f"before an outage and {numbers['peak_after']:.1f} in the {STORM_CYCLES} after it (at most "
         f"{numbers['max_after']:.0f} of 27 jobs); it stays above the cycle before for "
         f"{numbers['storm_cycles']:.1f} cycles on average ({numbers['recovered']:.0%} back within {STORM_CYCLES})."
@@ -596,9 +596,9 @@ def _verdict_d(measured: dict, config, figure: str) -> dict:
         f"whole cluster, an upper bound). Without a stagger the outages cost {_ci_text(zero['outages'])} GPU-h/day "
         f"(work lost and restarts; {zero['outage_failures']:.0f} job failures per run) and the storms after them "
         f"{_ci_text(zero['storm'], ',.1f')} GPU-h/day more write time beyond the solo write time than the same draws "
-        f"without outages ({_ci_text(summary['storm_without'], ',.1f')} GPU-h/day there). "
+        f"without outages ({_ci_text(summary['storm_without'], ',.1f')} GPU-h/day there); "
         + _storm_text(together)
-        + f" design cannot optimise restart_stagger yet, so Δ was searched on common draws over "
+        + " `design` cannot optimise restart_stagger yet, so Δ was searched on common draws (paired 95 % CIs) over "
         f"{fmt_list([f'{f:g}' for f in STAGGER_FRACTIONS])} × D(1) = {solo:.3g} s (the longest solo write, the "
         "8B jobs'): "
         + "; ".join(
@@ -606,7 +606,7 @@ def _verdict_d(measured: dict, config, figure: str) -> dict:
             f"{_ci_text(r['storm'], ',.1f')}, saving against Δ = 0 {_ci_text(r['saving'], ',.1f')}"
             for r in rows[1:]
         )
-        + f" GPU-h/day. With the best, Δ = {best['stagger'] / solo:g}·D(1): "
+        + f" GPU-h/day. With the best, Δ = {best['stagger'] / solo:g}·D(1), "
         + _storm_text(staggered)
         + " "
         + (
@@ -614,7 +614,12 @@ def _verdict_d(measured: dict, config, figure: str) -> dict:
             if outcome == REPRODUCED
             else "The stagger removes the storms, but on this cluster they cost less than the stagger's k·Δ "
             "waits: the writes take seconds against 30-minute cycles, so the storms are real and cheap, and the "
-            "saving is " + ("below zero." if outcome == NOT_REPRODUCED else "not resolved from zero at this size.")
+            "saving is "
+            + (
+                "below zero."
+                if outcome == NOT_REPRODUCED
+                else "not resolved from zero at this size (the full size, 64 draws of 28 days, narrows it)."
+            )
         )
     )
     headline = (
