@@ -575,9 +575,14 @@ def _storm_text(numbers: dict) -> str:
     """The storm after the outages, in words (`_storm_numbers`)."""
     if not numbers["outages"] or not math.isfinite(numbers["max_after"]):
         return "no outage fell in the draws inspected for the writer peaks (too short a run)."
+    before = (
+        f"{numbers['before']:.1f} on average in the cycle before an outage"
+        if math.isfinite(numbers["before"])
+        else "not measured before an outage (none had a whole cycle before it)"
+    )
     return (
-        f"over {numbers['outages']} outages the writer peak is {numbers['before']:.1f} on average in the cycle "
-        f"before an outage and {numbers['peak_after']:.1f} in the {STORM_CYCLES} after it (at most "
+        f"over {numbers['outages']} outage{'s' if numbers['outages'] != 1 else ''} the writer peak is {before} "
+        f"and {numbers['peak_after']:.1f} in the {STORM_CYCLES} after it (at most "
         f"{numbers['max_after']:.0f} of 27 jobs); it stays above the cycle before for "
         f"{numbers['storm_cycles']:.1f} cycles on average ({numbers['recovered']:.0%} back within {STORM_CYCLES})."
     )
@@ -612,9 +617,13 @@ def _verdict_d(measured: dict, config, figure: str) -> dict:
         + (
             "The stagger removes the storms and pays for itself."
             if outcome == REPRODUCED
-            else "The stagger removes the storms, but on this cluster they cost less than the stagger's k·Δ "
-            "waits: the writes take seconds against 30-minute cycles, so the storms are real and cheap, and the "
-            "saving is "
+            else (
+                "The stagger removes the storms, but on this cluster they cost less than the stagger's k·Δ "
+                "waits: the writes take seconds against 30-minute cycles, so the storms are real and cheap, and the "
+                if best["restart_stagger"].mean > zero["storm"].mean
+                else "The stagger's k·Δ waits cost less than the storms on average, but the "
+            )
+            + "saving is "
             + (
                 "below zero."
                 if outcome == NOT_REPRODUCED
