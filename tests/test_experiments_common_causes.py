@@ -1,4 +1,4 @@
-"""Claim 14 (a)–(c), storms after a common restart: the experiment's smoke run, its per-cycle
+"""Claim 14 (a)–(d), storms after a common restart: the experiment's smoke run, its per-cycle
 writer peaks against a brute-force count, and the equivalence it rests on (an outage replayed
 with `failure_times` fires exactly as the matching launch)."""
 
@@ -17,7 +17,7 @@ def test_common_causes_smoke(tmp_path):
     result = common_causes.run(tmp_path, size="smoke", progress=False)
     check_experiment_result(common_causes, result, tmp_path, one_verdict_per_claim=False)
     by_sub = {v["sub_claim"]: v for v in result["verdicts"]}
-    assert list(by_sub) == ["14a", "14b", "14c"]
+    assert list(by_sub) == ["14a", "14b", "14c", "14d"]
     assert by_sub["14a"]["verdict"] == REPRODUCED and by_sub["14c"]["verdict"] == REPRODUCED
     numbers = result["numbers"]
     for cell in numbers["fixed_point"]:  # every cycle all N together, launched or restarted
@@ -39,6 +39,17 @@ def test_common_causes_smoke(tmp_path):
             assert cell["min_peak"] == cell["max_peak"] == 1
         else:
             assert cell["max_peak"] > 1
+    cluster = numbers["cluster"]
+    rows = cluster["staggers"]
+    assert [r["stagger"] / cluster["solo_write"] for r in rows] == pytest.approx(list(common_causes.STAGGER_FRACTIONS))
+    assert cluster["solo_write"] == pytest.approx(128e9 / 19.2e9)  # the 8B jobs' solo write: 128 GB at 16 x 1.2 GB/s
+    assert rows[0]["restart_stagger"] == [0.0, 0.0, 0.0] and rows[0]["saving"][0] == 0.0
+    if rows[0]["outage_failures"] > 0:  # common draws: the same outages, so k·Δ grows with Δ
+        stagger_cost = [r["restart_stagger"][0] for r in rows]
+        assert all(b > a for a, b in zip(stagger_cost, stagger_cost[1:]))
+    assert by_sub["14d"]["verdict"] == common_causes.cluster_verdict_outcome(
+        rows[0]["storm"], next(r for r in rows if r["stagger"] == cluster["best_stagger"])["saving"]
+    )
 
 
 def _brute_force_peaks(fire, end):
@@ -115,8 +126,28 @@ def test_cluster_cost_refuses_bad_rates(rate):
         common_causes.cluster_cost(rate)
 
 
-def test_cluster_cost_is_a_marked_hook():
-    with pytest.raises(ValueError, match="stagger must be None or a finite number >= 0"):
-        common_causes.cluster_cost(1e-3, stagger=-1.0)
-    with pytest.raises(NotImplementedError, match="claim 14 \\(d\\)"):
-        common_causes.cluster_cost(1e-3)
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(stagger=-1.0), "stagger must be None or a finite number >= 0"),
+        (dict(stagger=math.nan), "stagger must be None or a finite number >= 0"),
+        (dict(days=0.0), "days must be a finite number > 0"),
+        (dict(n_draws=1), "n_draws must be an int >= 2"),
+        (dict(fleet_file="no/such/file.toml"), "fleet_file 'no/such/file.toml' does not exist"),
+    ],
+)
+def test_cluster_cost_refuses_bad_arguments(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        common_causes.cluster_cost(1e-2, **kwargs)
+
+
+def test_cluster_spec_adds_fleet_wide_outages(tmp_path):
+    spec = common_causes.cluster_spec(1 / 37.0, 2.5)
+    assert [o.mtbf for o in spec.outages] == [pytest.approx(37.0 * 3600)] and spec.restart_stagger == 2.5
+    fleet = spec.fleet()
+    assert fleet.has_outages and fleet.n_jobs == 27
+    with_outages = tmp_path / "with_outages.toml"
+    text = common_causes._cluster_path(common_causes.CLUSTER_FILE).read_text()
+    with_outages.write_text(text + '\n[[outages]]\nmtbf = "10 h"\n')
+    with pytest.raises(ValueError, match="fleet_file must have no"):
+        common_causes.cluster_spec(1e-2, 0.0, str(with_outages))
