@@ -13,6 +13,8 @@ gradient is estimated instead from the batch dimension:
 * optionally (``offsets=True``) each job's launch offset is a decision variable too: its cycle
   position at t = 0 is the fraction ``θ mod 1`` of its solo cycle D + T in time (periodic, as the cycle is),
   smoothed and stepped with the intervals;
+* optionally (``stagger=True``, the search only) the restart stagger of a fleet with outages
+  and the launch stagger of a staggered launch are searched with the intervals, in [0, H];
 * antithetic Gaussian smoothing: P directions z_p ~ N(0, I) and
   ``ĝ = Σ_p [J(θ + σz_p) − J(θ − σz_p)]·z_p / (2σP)``, an unbiased estimate of the gradient of
   the smoothed objective J_σ(θ) = E_z J(θ + σz);

@@ -9,7 +9,9 @@ comparison of the report comes from one set of fresh draws (`cj.design.Evaluatio
 design.json holds the run's settings, the intervals per group (``groups``: the design, what the
 search found (``searched``) and each baseline, in the file's engine units), ``method``,
 ``converged``, ``start`` (the set the search started from), ``fallback`` (the baseline
-recommended instead, where one beat the search outside the noise, else null), the fleet waste of
+recommended instead, where one beat the search outside the noise, else null),
+``restart_stagger`` and ``launch_stagger`` (designed with ``--staggers``, in engine units; null
+where not designed or the design fell back), the fleet waste of
 the design and the baselines with 95% CIs (``waste``, ``baselines``, ``candidates``), the waste
 per group on the same draws (``per_group``, ``per_group_saved``, ``per_group_fleet_waste``),
 ``power_and_storage`` (per interval set, the power steps above the threshold and the volume of
