@@ -837,6 +837,12 @@ def _report(spec, settings, result_json: dict, wall_s: float) -> str:
     if result_json["offsets"] is not None:
         lines += _offsets_lines(spec, settings, result_json)
     lines += _staggers_lines(spec, settings, result_json)
+    if spec.outages and spec.outages[0].mtbf is not None:
+        lines += [
+            "The baselines take each job's total failure rate with its domain's drawn outages, "
+            "1/M + 1/M_o (the MTBF column is the job's own M; `cj.design.baseline_mtbf`).",
+            "",
+        ]
     lines += _fleet_waste_lines(spec, result_json)
     lines += _power_storage_lines(spec, result_json)
     lines += _per_group_lines(spec, result_json)
