@@ -13,6 +13,8 @@ gradient is estimated instead from the batch dimension:
 * optionally (``offsets=True``) each job's launch offset is a decision variable too: its cycle
   position at t = 0 is the fraction ``θ mod 1`` of its solo cycle D + T in time (periodic, as the cycle is),
   smoothed and stepped with the intervals;
+* optionally (``stagger=True``, the search only) the restart stagger of a fleet with outages
+  and the launch stagger of a staggered launch are searched with the intervals, in [0, H];
 * antithetic Gaussian smoothing: P directions z_p ~ N(0, I) and
   ``ĝ = Σ_p [J(θ + σz_p) − J(θ − σz_p)]·z_p / (2σP)``, an unbiased estimate of the gradient of
   the smoothed objective J_σ(θ) = E_z J(θ + σz);
@@ -197,6 +199,10 @@ class DesignResult(NamedTuple):
       evaluation: the `Evaluation` every estimate above comes from.
       mesh: (steps,) the search's relative step per step (a move multiplies an interval by
         e^mesh); None with ``"adam"``.
+      restart_stagger: the designed restart stagger Δ >= 0 (``stagger=True`` on a fleet with
+        outages, docs/model.md §1f); None when not designed (or the design fell back).
+      launch_stagger: the designed launch stagger Δ_L >= 0 (``stagger=True`` with a staggered
+        `Launch`; 0 launches every job together); None when not designed (or fell back).
     """
 
     intervals: np.ndarray
@@ -213,6 +219,8 @@ class DesignResult(NamedTuple):
     candidates: dict | None = None
     evaluation: Evaluation | None = None
     mesh: np.ndarray | None = None
+    restart_stagger: float | None = None
+    launch_stagger: float | None = None
 
 
 class GradientEstimate(NamedTuple):
@@ -232,8 +240,9 @@ class GradientEstimate(NamedTuple):
 # -- the objective, measured by the exact simulator -------------------------------------
 
 
-def _batched(fleet: Fleet, intervals: np.ndarray) -> Fleet:
-    """``fleet`` with compute work ``intervals`` (*P, N): a validated batched `Fleet`."""
+def _batched(fleet: Fleet, intervals: np.ndarray, restart_stagger=None) -> Fleet:
+    """``fleet`` with compute work ``intervals`` (*P, N): a validated batched `Fleet`;
+    ``restart_stagger`` (*P,) replaces the fleet's (None: keep it)."""
     batch = intervals.shape[:-1]
     cap = np.asarray(fleet.cap)
     per_fleet = lambda x: np.broadcast_to(np.asarray(x), batch)  # noqa: E731
@@ -261,12 +270,12 @@ def _batched(fleet: Fleet, intervals: np.ndarray) -> Fleet:
         idle_power=per_fleet(fleet.idle_power),
         recovery_read=per_job(fleet.recovery_read),
         fail_while_down=fleet.fail_while_down,
-        **_outages_of(fleet, batch),
+        **_outages_of(fleet, batch, restart_stagger),
         dtype=fleet.dtype,
     )
 
 
-def _outages_of(fleet: Fleet, batch: tuple) -> dict:
+def _outages_of(fleet: Fleet, batch: tuple, restart_stagger=None) -> dict:
     """``fleet``'s failure domains, outages and restart stagger (docs/model.md §1f) as
     `Fleet` arguments for a batch of it of shape ``batch``."""
     per_fleet = lambda x: np.broadcast_to(np.asarray(x), batch + np.shape(x))  # noqa: E731
@@ -277,7 +286,9 @@ def _outages_of(fleet: Fleet, batch: tuple) -> dict:
         domain=per_fleet(fleet.domain),
         outage_mtbf=per_fleet(fleet.outage_mtbf) if fleet.outage_kind == "drawn" else None,
         outage_times=None if rows is None else per_fleet(rows),
-        restart_stagger=per_fleet(fleet.restart_stagger),
+        restart_stagger=per_fleet(fleet.restart_stagger)
+        if restart_stagger is None
+        else np.broadcast_to(np.asarray(restart_stagger, np.float64), batch),
     )
 
 
@@ -317,12 +328,12 @@ def staggered_positions(fleet: Fleet, stagger) -> np.ndarray:
     two-level checkpoints (K − k)·Δ), every job computing and none writing, and job k fires
     first at T_k − (K − k)·Δ. Where (K − k)·Δ exceeds T_k the position wraps around the solo
     cycle (mod D_i + T_i, or T_i), as if the job's first cycles had run alone."""
-    stagger = float(stagger)
-    if not (math.isfinite(stagger) and stagger >= 0):
+    stagger = np.asarray(stagger, np.float64)
+    if not np.all(np.isfinite(stagger) & (stagger >= 0)):
         raise ValueError(f"stagger must be finite and >= 0, got {stagger!r}")
     active = np.asarray(fleet.active)
     order = np.cumsum(active, axis=-1) - 1  # k of each active job
-    ahead = (order[..., -1:] - order) * stagger  # (K − k)·Δ
+    ahead = (order[..., -1:] - order) * stagger[..., None]  # (K − k)·Δ, Δ a scalar or one per fleet
     cycle = launch_cycle(fleet)
     start = 0.0 if fleet.has_snapshots else np.asarray(fleet.solo_write, np.float64)
     with np.errstate(invalid="ignore"):  # padding slots
@@ -369,10 +380,20 @@ def _launch_state(batched: Fleet, draw_keys, launch, offsets=None):
     return launch_state(batched, cycle_positions(fractions, cycle))
 
 
-def _run(fleet: Fleet, intervals: np.ndarray, draw_keys, horizon: float, jitter, launch: str | Launch, offsets=None):
+def _run(
+    fleet: Fleet,
+    intervals: np.ndarray,
+    draw_keys,
+    horizon: float,
+    jitter,
+    launch: str | Launch,
+    offsets=None,
+    restart_stagger=None,
+):
     """JobStats of ``fleet`` at ``intervals`` (*P, N) under draws ``draw_keys`` (S,): every
-    interval set runs every draw, batch (*P, S, N); ``offsets`` (*P, N) replace ``launch``."""
-    jobs = _run_trace(fleet, intervals, draw_keys, horizon, jitter, launch, offsets).jobs
+    interval set runs every draw, batch (*P, S, N); ``offsets`` (*P, N) replace ``launch``,
+    ``restart_stagger`` (*P,) the fleet's."""
+    jobs = _run_trace(fleet, intervals, draw_keys, horizon, jitter, launch, offsets, restart_stagger).jobs
     assert jobs is not None  # recorded: SaveAt(jobs=True)
     return jobs
 
@@ -385,6 +406,7 @@ def _run_trace(
     jitter,
     launch: str | Launch,
     offsets=None,
+    restart_stagger=None,
     *,
     full=False,
 ):
@@ -393,7 +415,9 @@ def _run_trace(
     batch = intervals.shape[:-1]
     grid = np.broadcast_to(intervals[..., None, :], batch + (n_draws, fleet.n_jobs))
     keys = jnp.broadcast_to(draw_keys, batch + (n_draws,))
-    batched = _batched(fleet, np.ascontiguousarray(grid))
+    if restart_stagger is not None:
+        restart_stagger = np.broadcast_to(np.asarray(restart_stagger, np.float64)[..., None], batch + (n_draws,))
+    batched = _batched(fleet, np.ascontiguousarray(grid), restart_stagger)
     state = _launch_state(batched, keys.reshape(-1), launch, offsets)
     out = simulate(
         batched,
@@ -416,7 +440,15 @@ def _weighted(fleet: Fleet, per_job):
 
 
 def fleet_waste(
-    fleet: Fleet, intervals, *, horizon, keys, jitter=None, launch: str | Launch = "synchronous", offsets=None
+    fleet: Fleet,
+    intervals,
+    *,
+    horizon,
+    keys,
+    jitter=None,
+    launch: str | Launch = "synchronous",
+    offsets=None,
+    restart_stagger=None,
 ) -> np.ndarray:
     """Fleet waste ``Σ_i w_i·waste_i / Σ_i w_i`` of ``fleet`` run with compute intervals
     ``intervals`` over [0, H], by the exact simulator, under each failure draw (waste_i as
@@ -433,6 +465,8 @@ def fleet_waste(
         Positions lie in `launch_cycle` (`launch_state`).
       offsets: None, or (*P, N) launch offsets as fractions in [0, 1) of each job's
         `launch_cycle`, the same in every draw (they replace ``launch``).
+      restart_stagger: None (the fleet's), or (*P,) restart staggers Δ >= 0, one per set
+        (docs/model.md §1f: they act only with outages).
 
     Returns:
       (*P, S) fleet waste.
@@ -440,7 +474,9 @@ def fleet_waste(
     intervals = np.asarray(intervals, np.float64)
     if offsets is not None:
         offsets = np.broadcast_to(np.asarray(offsets, np.float64), intervals.shape)
-    jobs = _run(fleet, intervals, keys, float(horizon), jitter, launch, offsets)
+    if restart_stagger is not None:
+        restart_stagger = np.broadcast_to(np.asarray(restart_stagger, np.float64), intervals.shape[:-1])
+    jobs = _run(fleet, intervals, keys, float(horizon), jitter, launch, offsets, restart_stagger)
     return _weighted(fleet, job_waste(fleet, jobs, horizon))
 
 
@@ -629,6 +665,17 @@ def _solo_write(fleet: Fleet) -> np.ndarray:
     return theory.solo_write_time(fleet.write, fleet.write_limit, float(np.asarray(fleet.throughput)[1]))
 
 
+def baseline_mtbf(fleet: Fleet) -> np.ndarray:
+    """(N,) the mean time between failures the baselines (Young, Daly, contended Young, the
+    two-level optimum) take: each job's own ``mtbf`` (the mean, also under Weibull failures:
+    the formulas take M, not the shape k), and where outages are drawn its domain's
+    too, at the total rate 1/M_i + 1/M_o (`Fleet.failure_mtbf`, docs/model.md §1f). Replayed
+    outages are known instants, not a rate: they do not enter."""
+    if fleet.outage_kind == "drawn":
+        return np.asarray(fleet.failure_mtbf, np.float64)
+    return np.asarray(fleet.mtbf, np.float64)
+
+
 def _young(fleet: Fleet, write=None) -> np.ndarray:
     """(N,) Young's interval from the time a checkpoint blocks a job: √(2·D·M), D the write
     time (``write``, default alone: `_solo_write`). With two-level checkpoints the snapshot s
@@ -636,14 +683,14 @@ def _young(fleet: Fleet, write=None) -> np.ndarray:
     for it: max(√(2·s·M), D), the exact optimum (`theory.two_level_optimal_interval`) to
     first order in s/M and D/M."""
     write = _solo_write(fleet) if write is None else write
-    return theory.blocking_young(write, fleet.mtbf, fleet.snapshot if fleet.has_snapshots else None)
+    return theory.blocking_young(write, baseline_mtbf(fleet), fleet.snapshot if fleet.has_snapshots else None)
 
 
 def _daly(fleet: Fleet) -> np.ndarray:
     """(N,) Daly's interval (`theory.daly_interval`) from the time a checkpoint blocks a job
     alone: the write D, or with two-level checkpoints the snapshot s, then no shorter than
     D (as `_young`; s = 0 gives D)."""
-    mtbf = np.asarray(fleet.mtbf, np.float64)
+    mtbf = baseline_mtbf(fleet)
     if not fleet.has_snapshots:
         return np.asarray(theory.daly_interval(_solo_write(fleet), mtbf), np.float64)
     snapshot = np.asarray(fleet.snapshot, np.float64)
@@ -659,7 +706,7 @@ def _two_level_optimum(fleet: Fleet) -> np.ndarray:
     # Padding slots get harmless values, and Young's interval back.
     pick = lambda x: np.where(active, np.asarray(x, np.float64), 1.0)  # noqa: E731
     optimum = theory.two_level_optimal_interval(
-        pick(fleet.snapshot), pick(_solo_write(fleet)), pick(fleet.mtbf), recover_from=fleet.recover_from
+        pick(fleet.snapshot), pick(_solo_write(fleet)), pick(baseline_mtbf(fleet)), recover_from=fleet.recover_from
     )
     return np.where(active, optimum, _young(fleet))
 
@@ -685,7 +732,7 @@ def contended_young(
     Returns:
       ``(intervals (N,), iterations, converged)``.
     """
-    mtbf = np.asarray(fleet.mtbf, np.float64)
+    mtbf = baseline_mtbf(fleet)
     intervals = _young(fleet) if start is None else np.asarray(start, np.float64)
     for iteration in range(1, max_iter + 1):
         jobs = _run(fleet, intervals, keys, float(horizon), jitter, launch)
@@ -756,21 +803,24 @@ def _records(out, n_sets: int, n_draws: int) -> dict:
 
 
 def _evaluate(
-    fleet: Fleet, table: dict, keys, horizon: float, jitter, launch: str | Launch, offsets=None
+    fleet: Fleet, table: dict, keys, horizon: float, jitter, launch: str | Launch, offsets=None, restart_stagger=None
 ) -> Evaluation:
     """Run every set of ``table`` ({name: (N,)}, ``"design"`` first) on the draws ``keys``:
     failures (and launch fractions) shared; the design launches at ``offsets`` (N,
-    fractions of its cycle) where given, the others at ``launch``."""
+    fractions of its cycle) and restarts after an outage with ``restart_stagger`` where
+    given, the others at ``launch`` and the fleet's stagger."""
     names = tuple(table)
     intervals = np.stack([np.asarray(table[name], np.float64) for name in names])
     n_draws = keys.shape[0]
-    if offsets is None:
-        parts = [(intervals, None, len(names))]
-    else:  # the baselines keep their launch; the design takes its offsets
-        parts = [(intervals[:1], np.asarray(offsets, np.float64)[None], 1), (intervals[1:], None, len(names) - 1)]
+    if offsets is None and restart_stagger is None:
+        parts = [(intervals, None, None, len(names))]
+    else:  # the baselines keep their launch and stagger; the design takes its own
+        fractions = None if offsets is None else np.asarray(offsets, np.float64)[None]
+        stagger = None if restart_stagger is None else np.array([float(restart_stagger)])
+        parts = [(intervals[:1], fractions, stagger, 1), (intervals[1:], None, None, len(names) - 1)]
     records = []
-    for sets, fractions, count in parts:
-        out = _run_trace(fleet, sets, keys, horizon, jitter, launch, fractions, full=True)
+    for sets, fractions, stagger, count in parts:
+        out = _run_trace(fleet, sets, keys, horizon, jitter, launch, fractions, stagger, full=True)
         records.append(_records(out, count, n_draws))
     waste = np.concatenate(
         [np.asarray(job_waste(fleet, r["jobs"], horizon), np.float64).reshape(r["writes"].shape) for r in records]
@@ -1013,6 +1063,7 @@ def checkpoint_intervals(
     candidates=None,
     rtol: float = 0.1,
     fallback: bool = True,
+    stagger: bool = False,
 ) -> DesignResult:
     """Checkpoint intervals that minimise the fleet's waste over [0, H], found over the exact
     simulator (docs/model.md claim 10).
@@ -1074,6 +1125,13 @@ def checkpoint_intervals(
         (the best such set with one interval per group; a baseline also inside the bounds,
         while a candidate, the caller's own set such as the intervals in use, is taken
         wherever it lies).
+      stagger: design the staggers too (``"search"`` only), with the intervals: the restart
+        stagger Δ >= 0 (docs/model.md §1f) of a fleet with outages, and the launch stagger
+        Δ_L >= 0 of a staggered ``launch`` (`Launch`; not with ``offsets``, which replace
+        the launch). Each starts at the fleet's (the launch's) value and moves in [0, H],
+        first by max(Δ, mean solo write) then by ever smaller steps, as an interval does.
+        The baselines keep the fleet's staggers. A fleet with neither outages nor a
+        staggered launch has nothing to stagger: a `ValueError` says so.
 
     Returns:
       A `DesignResult`. A `RuntimeWarning` says why when the objective was flat (every
@@ -1082,6 +1140,7 @@ def checkpoint_intervals(
     """
     if method not in METHODS:
         raise ValueError(f"method must be one of {', '.join(map(repr, METHODS))}, got {method!r}")
+    staggers = _check_stagger(fleet, stagger, method, launch, offsets)
     settings, job_bounds = _settings(
         fleet, bounds, horizon, n_draws, n_pairs, groups, launch, smoothing, offsets, offset_groups
     )
@@ -1150,11 +1209,16 @@ def checkpoint_intervals(
                 jitter=jitter,
                 launch=launch,
                 bar=bar,
+                staggers=staggers,
             )
     finally:
         if bar is not None:
             bar.close()
-    intervals, fractions, history, converged, stopped_early, start, mesh = found
+    intervals, fractions, history, converged, stopped_early, start, mesh = found[:7]
+    designed = found[7] if len(found) > 7 else {}
+    launch_fractions = fractions
+    if "launch_stagger" in designed:  # the staggered launch at the designed Δ_L, as fractions
+        launch_fractions = _stagger_fractions(fleet, intervals[None], np.array([designed["launch_stagger"]]))[0]
 
     evaluation = _evaluate(
         fleet,
@@ -1163,13 +1227,14 @@ def checkpoint_intervals(
         settings["horizon"],
         jitter,
         launch,
-        fractions,
+        launch_fractions,
+        designed.get("restart_stagger"),
     )
     searched = intervals
     chosen = _fallback(evaluation, compared, extra, settings["labels"], job_bounds) if fallback else None
     if chosen is not None:
         evaluation = _with_design(evaluation, chosen)
-        intervals, fractions = compared[chosen], None
+        intervals, fractions, designed = compared[chosen], None, {}
     waste = evaluation.fleet_waste
     estimates = {
         name: Baseline(compared[name], mean_ci(waste[i]), mean_ci(waste[i] - waste[0]))
@@ -1202,27 +1267,76 @@ def checkpoint_intervals(
         candidates={name: estimates[name] for name in extra},
         evaluation=evaluation,
         mesh=mesh,
+        restart_stagger=designed.get("restart_stagger"),
+        launch_stagger=designed.get("launch_stagger"),
     )
 
 
-def _search(fleet, settings, compared, key, *, steps, rtol, n_draws, jitter, launch, bar):
+def _check_stagger(fleet: Fleet, stagger, method: str, launch, offsets) -> tuple:
+    """The staggers ``stagger=True`` designs: a tuple of ``"restart_stagger"`` (with
+    outages) and ``"launch_stagger"`` (with a staggered launch and no offsets); () when off.
+    A `ValueError` names ``stagger`` where there is nothing to design or the method cannot."""
+    if not isinstance(stagger, (bool, np.bool_)):
+        raise ValueError(f"stagger must be True or False, got {stagger!r}")
+    if not stagger:
+        return ()
+    if method != "search":
+        raise ValueError(f"stagger=True needs method='search', got method={method!r}")
+    launch = check_launch(launch)
+    names = ("restart_stagger",) if fleet.has_outages else ()
+    if isinstance(launch, Launch) and launch.mode == "staggered" and not offsets:
+        names += ("launch_stagger",)
+    if not names:
+        raise ValueError(
+            "stagger=True has nothing to design: the restart stagger acts only with outages "
+            "(outage_mtbf or outage_times) and the launch stagger only with a staggered launch "
+            "(Launch('staggered', stagger) and offsets=False); this fleet and launch have neither"
+        )
+    return names
+
+
+def _stagger_fractions(fleet: Fleet, intervals, stagger) -> np.ndarray:
+    """(M, N) the launch positions of a staggered launch at Δ_L = ``stagger`` (M,) of
+    ``fleet`` run at ``intervals`` (M, N), as fractions of each job's `launch_cycle`."""
+    batched = _batched(fleet, np.asarray(intervals, np.float64))
+    cycle = launch_cycle(batched)
+    return np.minimum(staggered_positions(batched, stagger) / cycle, np.nextafter(1.0, 0))
+
+
+def _search(fleet, settings, compared, key, *, steps, rtol, n_draws, jitter, launch, bar, staggers=()):
     """`checkpoint_intervals` with ``method="search"``: the best of ``compared`` on S common
-    draws, then `_compass_search` from there on the same draws."""
+    draws, then `_compass_search` from there on the same draws. ``staggers`` (names, as
+    `_check_stagger`) are the last coordinates, linear, in [0, H]."""
     bounds, labels, offset_labels = settings["bounds"], settings["labels"], settings["offset_labels"]
     n_groups = int(labels.max()) + 1
+    n_offsets = 0 if offset_labels is None else int(offset_labels.max()) + 1
     draws = jax.random.split(key, n_draws)
     horizon = settings["horizon"]
+    first_stagger = n_groups + n_offsets
 
     def split(points):
         intervals = np.exp(points[:, :n_groups])[:, labels]
         if offset_labels is None:
             return intervals, None
-        return intervals, np.mod(points[:, n_groups:], 1.0)[:, offset_labels]
+        return intervals, np.mod(points[:, n_groups:first_stagger], 1.0)[:, offset_labels]
+
+    def stagger_of(points, name):
+        return points[:, first_stagger + staggers.index(name)] if name in staggers else None
 
     def evaluate(points):
         intervals, fractions = split(points)
+        launch_stagger = stagger_of(points, "launch_stagger")
+        if launch_stagger is not None:
+            fractions = _stagger_fractions(fleet, intervals, launch_stagger)
         return fleet_waste(
-            fleet, intervals, horizon=horizon, keys=draws, jitter=jitter, launch=launch, offsets=fractions
+            fleet,
+            intervals,
+            horizon=horizon,
+            keys=draws,
+            jitter=jitter,
+            launch=launch,
+            offsets=fractions,
+            restart_stagger=stagger_of(points, "restart_stagger"),
         )
 
     names = list(compared)
@@ -1235,10 +1349,18 @@ def _search(fleet, settings, compared, key, *, steps, rtol, n_draws, jitter, lau
         lower = np.concatenate([lower, np.full(n_offsets, -np.inf)])
         upper = np.concatenate([upper, np.full(n_offsets, np.inf)])
         scale = np.concatenate([scale, np.full(n_offsets, _OFFSET_SCALE)])
-    # The best starting point on the search's own draws (the offsets, if designed, staggered),
+    if staggers:  # the fleet's (launch's) staggers, moved first by max(Δ, mean solo write)
+        own = {"restart_stagger": float(np.asarray(fleet.restart_stagger)), "launch_stagger": check_launch(launch)}
+        values = np.array([own[name] if name == "restart_stagger" else own[name].stagger for name in staggers])
+        write = float(np.mean(_solo_write(fleet)[np.asarray(fleet.active)]))
+        starts = np.concatenate([starts, np.broadcast_to(values, (len(names), len(staggers)))], 1)
+        lower = np.concatenate([lower, np.zeros(len(staggers))])
+        upper = np.concatenate([upper, np.full(len(staggers), horizon)])
+        scale = np.concatenate([scale, np.maximum(values, write) / _FIRST_MESH])
+    # The best starting point on the search's own draws (the offsets and staggers, if designed),
     # padded to the search's 2K + 2 points so that the start and every step share one program.
     n_points = max(len(names), 2 * starts.shape[1] + 2)
-    if offset_labels is None:
+    if offset_labels is None and not staggers:
         start_waste = fleet_waste(
             fleet,
             _pad_rows(np.stack([compared[n] for n in names]), n_points),
@@ -1274,6 +1396,7 @@ def _search(fleet, settings, compared, key, *, steps, rtol, n_draws, jitter, lau
         converged,
         names[first],
         mesh,
+        {name: float(centre[first_stagger + i]) for i, name in enumerate(staggers)},
     )
 
 

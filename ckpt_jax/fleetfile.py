@@ -24,6 +24,8 @@ of identical jobs and the fleet-wide storage, power and design settings::
     draws = 16
     seed = 0
     offsets = false                # optional: design each job's launch offset too
+    staggers = false               # optional: design restart_stagger (with [[outages]]) and
+                                   # the [launch] stagger (mode "staggered") too
 
     [[groups]]
     name = "1-gpu"                 # optional, unique
@@ -115,6 +117,7 @@ DESIGN_DEFAULTS = {
     "seed": 0,
     "launch": "random",
     "offsets": False,
+    "staggers": False,
 }
 
 
@@ -167,7 +170,9 @@ class LaunchSettings(NamedTuple):
 class DesignSettings(NamedTuple):
     """``[design]``: bounds (None: a decade either side of the Young intervals), horizon H,
     draws S, antithetic pairs P, steps, seed, launch (the baselines', and the design's unless
-    ``offsets``) and offsets (design each job's launch offset too)."""
+    ``offsets``), offsets (design each job's launch offset too) and staggers (design the
+    restart stagger with ``[[outages]]`` and the ``[launch]`` stagger of a staggered launch
+    too: `cj.design.checkpoint_intervals` with ``stagger=True``)."""
 
     bounds: tuple | None = None
     horizon: float = DESIGN_DEFAULTS["horizon"]
@@ -177,6 +182,7 @@ class DesignSettings(NamedTuple):
     seed: int = DESIGN_DEFAULTS["seed"]
     launch: str = DESIGN_DEFAULTS["launch"]
     offsets: bool = DESIGN_DEFAULTS["offsets"]
+    staggers: bool = DESIGN_DEFAULTS["staggers"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -320,12 +326,14 @@ class FleetSpec:
     def young(self) -> np.ndarray:
         """(N,) Young's interval per job: √(2·D·M) with D the write time alone; with snapshots
         max(√(2·s·M), D), as `cj.design` takes it (the snapshot blocks, and a checkpoint due
-        before the previous drain ended waits for it; `cj.theory.blocking_young`)."""
+        before the previous drain ended waits for it; `cj.theory.blocking_young`). M is the
+        job's own mtbf, and with drawn ``[[outages]]`` its total 1 / (1/M_i + 1/M_o) with its
+        domain's (`cj.design.baseline_mtbf`)."""
         from .theory import blocking_young
 
-        return blocking_young(
-            self.solo_write_time(), self.per_job("mtbf"), self.snapshots() if self.has_snapshots else None
-        )
+        drawn = bool(self.outages) and self.outages[0].mtbf is not None
+        mtbf = self.failure_mtbf() if drawn else self.per_job("mtbf")
+        return blocking_young(self.solo_write_time(), mtbf, self.snapshots() if self.has_snapshots else None)
 
     def period(self, intervals=None) -> np.ndarray:
         """(N,) each job's solo period at ``intervals`` (default `intervals`): T + D, or with
@@ -676,7 +684,7 @@ _BASE_UNITS = {
     **dict.fromkeys(("write", "recovery_read"), "B"),
     **dict.fromkeys(("write_limit", "throughput"), "B/s"),
 }
-_DESIGN = ("bounds", "horizon", "draws", "pairs", "steps", "seed", "launch", "offsets")
+_DESIGN = ("bounds", "horizon", "draws", "pairs", "steps", "seed", "launch", "offsets", "staggers")
 _STORAGE = ("peak", "saturates_at", "degradation", "table")
 # The fields that only a file with units has: a file with any of them, or any time, volume,
 # bandwidth or rate with a unit, takes plain numbers of time, volume and bandwidth for none but 0.
@@ -874,6 +882,7 @@ def _design(reader: _Reader, table) -> DesignSettings:
         seed=reader.integer(get("seed"), "design.seed", low=0, high=SEED_MAX),
         launch=reader.choice(get("launch"), "design.launch", LAUNCHES),
         offsets=reader.boolean(get("offsets"), "design.offsets"),
+        staggers=reader.boolean(get("staggers"), "design.staggers"),
     )
 
 
@@ -908,6 +917,12 @@ def _parse(data: dict, path: str, reader: _Reader | None = None) -> FleetSpec:
                 f"{design.launch!r} disagrees with the [launch] table's mode = {launch.mode!r}, which design "
                 "follows too; drop design.launch",
             )
+    if design.staggers and not outages and (launch.mode != "staggered" or design.offsets):
+        reader.fail(
+            "design.staggers",
+            "has nothing to design: the restart stagger acts only with [[outages]], the launch stagger only "
+            'with [launch] mode = "staggered" (and design.offsets = false); drop design.staggers or add one',
+        )
     trace = None if "failure_trace" not in data else _trace(reader, data["failure_trace"], groups, data)
     time_unit = _units(reader, data)
     if time_unit is not None and "horizon" not in data.get("design", {}):

@@ -349,3 +349,15 @@ def test_design_units_and_plain_twin_give_the_same_intervals(tmp_path, capsys):
     # A file of plain numbers that gives intervals is weighed against them too, but in waste
     # alone: no GPU-hours.
     assert "current" in plain_numbers["per_group"] and "gpu_hours_saved_per_day" not in plain_numbers
+
+
+@pytest.mark.parametrize(
+    "extra, expected",
+    [([], "--staggers has nothing to design"), (["--method", "adam"], "--staggers needs --method search")],
+)
+def test_design_staggers_are_refused_before_any_run(fleet_file, tmp_path, capsys, extra, expected):
+    # TINY has no [[outages]] and a random launch: nothing to stagger; adam cannot design them.
+    if extra:
+        fleet_file.write_text(TINY + "\n[[outages]]\nmtbf = 50.0\n")
+    assert main(["design", str(fleet_file), "--staggers", *extra, "--out", str(tmp_path / "o")]) == 2
+    assert expected in one_error_line(capsys)

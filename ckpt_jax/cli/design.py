@@ -9,7 +9,9 @@ comparison of the report comes from one set of fresh draws (`cj.design.Evaluatio
 design.json holds the run's settings, the intervals per group (``groups``: the design, what the
 search found (``searched``) and each baseline, in the file's engine units), ``method``,
 ``converged``, ``start`` (the set the search started from), ``fallback`` (the baseline
-recommended instead, where one beat the search outside the noise, else null), the fleet waste of
+recommended instead, where one beat the search outside the noise, else null),
+``restart_stagger`` and ``launch_stagger`` (designed with ``--staggers``, in engine units; null
+where not designed or the design fell back), the fleet waste of
 the design and the baselines with 95% CIs (``waste``, ``baselines``, ``candidates``), the waste
 per group on the same draws (``per_group``, ``per_group_saved``, ``per_group_fleet_waste``),
 ``power_and_storage`` (per interval set, the power steps above the threshold and the volume of
@@ -136,6 +138,14 @@ def add_design(subparsers) -> None:
         help="design each job's launch offset too (default: [design].offsets, else off)",
     )
     parser.add_argument(
+        "--staggers",
+        action="store_const",
+        const=True,
+        default=None,
+        help='design the restart stagger ([[outages]]) and the [launch] stagger (mode "staggered") too, '
+        "with --method search (default: [design].staggers, else off)",
+    )
+    parser.add_argument(
         "--method",
         choices=METHODS,
         default="search",
@@ -175,6 +185,9 @@ def settings_for(args, spec) -> dict:
         "launch": _launch_name(spec.launch_of(design=True)),
         **({"stagger": spec.launch.stagger} if spec.launch.mode == "staggered" else {}),
         "offsets": args.offsets if args.offsets is not None else file.offsets,
+        "staggers": bool(
+            getattr(args, "staggers", None) if getattr(args, "staggers", None) is not None else file.staggers
+        ),
         "method": getattr(args, "method", "search"),
         "bounds": list(spec.bounds()),
         "group_bounds": [list(bounds) for bounds in spec.group_bounds()],
@@ -197,6 +210,21 @@ def _launch(settings: dict):
     return Launch("staggered", settings["stagger"]) if settings["launch"] == "staggered" else settings["launch"]
 
 
+def _check_staggers(spec, settings: dict, path) -> None:
+    """--staggers / [design].staggers: the search only, and something to stagger."""
+    if not settings["staggers"]:
+        return
+    where = "--staggers" if not spec.design.staggers else f"fleet file {path}: design.staggers"
+    if settings["method"] != "search":
+        raise CliError(f"{where} needs --method search, got --method {settings['method']}")
+    launch_staggered = spec.launch.mode == "staggered" and not settings["offsets"]
+    if not spec.outages and not launch_staggered:
+        raise CliError(
+            f"{where} has nothing to design: the restart stagger acts only with [[outages]], the launch "
+            'stagger only with [launch] mode = "staggered" (without offsets)'
+        )
+
+
 def _check(args) -> None:
     from ..fleetfile import load
 
@@ -204,6 +232,7 @@ def _check(args) -> None:
     dtype = np.float64 if args.x64 else np.float32
     args.spec = load(args.fleet_file, dtype=dtype)
     args.settings = settings_for(args, args.spec)
+    _check_staggers(args.spec, args.settings, args.fleet_file)
     young = args.spec.young()
     labels = args.spec.labels
     for g, (group, (lo, hi)) in enumerate(zip(args.spec.groups, args.settings["group_bounds"])):
@@ -434,6 +463,8 @@ def rerun_command(spec, settings: dict, summary: dict, out) -> str:
         parts += ["--seed", str(settings["seed"])]
     if settings["offsets"] and not file.offsets:
         parts.append("--offsets")
+    if settings.get("staggers") and not file.staggers:
+        parts.append("--staggers")
     if settings.get("method", "search") != "search":
         parts += ["--method", settings["method"], "--pairs", str(settings["pairs"])]
     return " ".join(parts + ["--out", str(out)])
@@ -776,11 +807,42 @@ def _figures_lines(units: bool) -> list:
     ]
 
 
+def _staggers_lines(spec, settings: dict, result_json: dict) -> list:
+    """The designed restart and launch staggers (``--staggers``) against the file's."""
+    rows = []
+    if result_json.get("restart_stagger") is not None:
+        rows.append(("restart_stagger", spec.restart_stagger, result_json["restart_stagger"]))
+    if result_json.get("launch_stagger") is not None:
+        rows.append(("[launch] stagger", settings.get("stagger", 0.0), result_json["launch_stagger"]))
+    if not rows:
+        if settings.get("staggers"):
+            return ["## Staggers", "", "Not designed: the design fell back to a baseline, which keeps the file's.", ""]
+        return []
+    lines = [
+        "## Staggers (designed)",
+        "",
+        "Searched with the intervals, in [0, H]; the baselines keep the file's.",
+        "",
+        "| stagger | file | designed |",
+        "|---|---|---|",
+    ]
+    for name, own, designed in rows:
+        lines.append(f"| {name} | {_horizon_text(spec, own)} | {_horizon_text(spec, designed)} |")
+    return lines + [""]
+
+
 def _report(spec, settings, result_json: dict, wall_s: float) -> str:
     lines = _report_head(spec, settings, result_json, wall_s)
     lines += _units_tables(spec, result_json) if spec.time_unit is not None else _plain_tables(spec, result_json)
     if result_json["offsets"] is not None:
         lines += _offsets_lines(spec, settings, result_json)
+    lines += _staggers_lines(spec, settings, result_json)
+    if spec.outages and spec.outages[0].mtbf is not None:
+        lines += [
+            "The baselines take each job's total failure rate with its domain's drawn outages, "
+            "1/M + 1/M_o (the MTBF column is the job's own M; `cj.design.baseline_mtbf`).",
+            "",
+        ]
     lines += _fleet_waste_lines(spec, result_json)
     lines += _power_storage_lines(spec, result_json)
     lines += _per_group_lines(spec, result_json)
@@ -1042,6 +1104,7 @@ def _run_design(args, fleet) -> DesignResult:
         method=settings["method"],
         launch=_launch(settings),
         offsets=settings["offsets"],
+        stagger=settings["staggers"],
         progress=not args.no_progress,
         window=_window(settings),
         eval_draws=2 * settings["pairs"] * settings["draws"],
@@ -1128,6 +1191,8 @@ def _outcome_json(spec, result: DesignResult, comparisons: _Comparisons, first: 
             for g, group in enumerate(spec.groups)
         ],
         "offsets": None if result.offsets is None else [float(x) for x in result.offsets],
+        "restart_stagger": result.restart_stagger,
+        "launch_stagger": result.launch_stagger,
         "method": result.method,
         "converged": bool(result.converged),
         "start": result.start,
