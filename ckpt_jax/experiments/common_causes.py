@@ -1286,8 +1286,8 @@ def _verdict_c(cells) -> dict:
         sub_claim="14c",
         title="a restart stagger Δ = D(1) is collision free where (N − 1)·D(1) ≤ T",
         headline=(
-            f"peak 1 in every cycle where (N − 1)·D(1) ≤ T; extra down time = (N − 1)Δ/2 to "
-            f"{fmt(max((abs(c['mean_extra_down'] - c['formula_extra_down']) for c in fitting), default=float('nan')))}"
+            f"peak 1 in every cycle where (N − 1)·D(1) ≤ T; extra down time = (N − 1)Δ/2 (largest difference "
+            f"{fmt(max((abs(c['mean_extra_down'] - c['formula_extra_down']) for c in fitting), default=float('nan')))})"
         ),
         rule=(
             "reproduced when every fleet with (N − 1)·D(1) ≤ T has exactly one writer at the peak of every cycle after "
