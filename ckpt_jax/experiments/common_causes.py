@@ -93,6 +93,16 @@ from .framework import (
     save_figure,
     verdict,
 )
+from .jitter import (
+    CLAIMED_SLOPE,
+    MAX_CENSORED,
+    MIN_FIT_POINTS,
+    N_BOOTSTRAP,
+    SLOPE_MARGIN,
+    fit_slope,
+    median_lifetime,
+    slope_verdict,
+)
 
 NAME = "common_causes"
 CLAIMS = (14,)
@@ -113,13 +123,9 @@ SETTINGS: dict[str, tuple[str, float | None]] = {
 }
 NEIGHBOUR_CYCLES = 2  # cycle_peaks counts writes of cycles k − 2..k + 2 at the start of a k-th write
 
-# (b): the lifetime law, as in claim 7.
-CLAIMED_SLOPE = 2.0
-SLOPE_MARGIN = 0.2
-MIN_FIT_POINTS = 3
+# (b): the lifetime law of claim 7 (`jitter`: CLAIMED_SLOPE ± SLOPE_MARGIN, MIN_FIT_POINTS,
+# MAX_CENSORED, N_BOOTSTRAP, its median and fit), fitted down to shorter medians.
 FIT_MIN_MEDIAN = 3.0  # cycles: shorter medians are shown, not fitted
-MAX_CENSORED = 0.5
-N_BOOTSTRAP = 1000
 LIFETIME_SCALE = 0.5  # cycles per (m/σ)² of the slowest cell (two jobs), from a pilot run
 K_FACTOR = 2.5
 K_MIN = 20
@@ -804,24 +810,6 @@ def _measure_lifetimes(config, progress: bool):
             shown = peaks[:, :FIGURE_CYCLES].reshape(len(cells), n_fleets, -1)
             series = shown.mean(axis=1)
     return cells, ratios, lifetimes, censored, np.asarray(n_fires), series, not_ok
-
-
-def median_lifetime(lifetime, censored, n_fires: int) -> float:
-    """Median lifetime, exact while fewer than ``MAX_CENSORED`` of the fleets are censored."""
-    if np.mean(censored) >= MAX_CENSORED:
-        return float("nan")
-    return float(np.median(np.where(censored, n_fires, lifetime)))
-
-
-def fit_slope(ratios, medians) -> tuple[float, float]:
-    """Least-squares slope and intercept of log(median) vs log(m/σ)."""
-    slope, intercept = np.polyfit(np.log(ratios), np.log(medians), 1)
-    return float(slope), float(intercept)
-
-
-def slope_verdict(low: float, high: float) -> str:
-    """The verdict from the interval of the fitted exponent (margin around the law's 2)."""
-    return rules.interval_verdict(low, high, CLAIMED_SLOPE - SLOPE_MARGIN, CLAIMED_SLOPE + SLOPE_MARGIN)
 
 
 def _fit_cell(ratios, lifetimes, censored, n_fires, rng) -> dict:
