@@ -39,6 +39,7 @@ from .._snapping import snapped
 __all__ = ["OUTAGE_STREAM", "OutageCarry", "init", "event_dt", "struck", "refresh", "drawn_instants"]
 
 OUTAGE_STREAM = 2**31 + 1
+_MOST_LISTED = 100_000  # outages per domain that `drawn_instants` lists
 
 
 class OutageCarry(NamedTuple):
@@ -188,12 +189,17 @@ def drawn_instants(params: Params, horizon) -> np.ndarray:
         for d in range(n_domains):
             last = jnp.full(n_domains, -jnp.inf, params.compute.dtype)
             count = jnp.zeros(n_domains, jnp.int32)
-            for n in range(100_000):
+            for n in range(_MOST_LISTED):
                 t = float(_upcoming(one, last, count)[d])
                 if not t < horizons[b]:
                     break
                 found.append((t, d))
                 last, count = last.at[d].set(t), count.at[d].set(n + 1)
+            else:  # never a silent cut
+                raise ValueError(
+                    f"fleet {b}, domain {d}: more than {_MOST_LISTED:,} outages before the horizon "
+                    f"{horizons[b]:g}; list a shorter horizon"
+                )
         found.sort()
         rows.append(found)
     width = max(1, max(len(r) for r in rows))
