@@ -32,10 +32,39 @@ persist between runs (a rerun reuses them); ``CKPT_JAX_XLA_CACHE=0`` turns the c
 
 import gc
 import os
+import subprocess
+import sys
 
-import jax
-import pytest
-from hypothesis import settings
+# XLA:CPU's classic fusion emitters, not its newer MLIR ones: the tier's programs compile in
+# about two thirds of the time (compilation is most of the tier's time), and the compiled
+# code gives the same numbers (every array of four representative runs, general loop with
+# sizes, limits, snapshots, failures, power and observers, FIFO, variants, was equal bit for
+# bit under both). Set here, before JAX starts its backend, so that the xdist workers and the
+# subprocesses of the tier (CLI, notebooks, sharding) inherit it. ``CKPT_JAX_TEST_XLA_FLAGS=0``
+# compiles with XLA's defaults, as users do; a jaxlib that no longer knows the flag (XLA
+# aborts on an unknown one) gets the defaults too (probed once, in the controller).
+TEST_XLA_FLAGS = "--xla_cpu_use_fusion_emitters=false"
+
+
+def _add_test_xla_flags() -> None:
+    flags = os.environ.get("XLA_FLAGS", "")
+    if os.environ.get("CKPT_JAX_TEST_XLA_FLAGS", "1") == "0" or TEST_XLA_FLAGS in flags:
+        return
+    probe = subprocess.run(
+        [sys.executable, "-c", "import jax; jax.numpy.zeros(1).block_until_ready()"],
+        env=dict(os.environ, XLA_FLAGS=f"{flags} {TEST_XLA_FLAGS}".strip(), JAX_PLATFORMS="cpu"),
+        capture_output=True,
+        timeout=120,
+    )
+    if probe.returncode == 0:
+        os.environ["XLA_FLAGS"] = f"{flags} {TEST_XLA_FLAGS}".strip()
+
+
+_add_test_xla_flags()
+
+import jax  # noqa: E402  (after the flags: JAX reads XLA_FLAGS when its backend starts)
+import pytest  # noqa: E402
+from hypothesis import settings  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
 
@@ -127,3 +156,38 @@ def _release_compiled_programs():
     gc.collect()
     if os.environ.get("CKPT_JAX_REPORT_MAPPINGS"):
         print(f"\n[memory mappings after the module: {_mappings()}]")
+
+
+# Where the tier's time goes: ``CKPT_JAX_COMPILE_LOG=file.jsonl pytest`` appends one line per
+# test with its wall time and the seconds JAX spent tracing, lowering and compiling in it
+# (summed from jax.monitoring's duration events); each xdist worker appends its own lines.
+_COMPILE_EVENTS = {
+    "/jax/core/compile/jaxpr_trace_duration": "trace",
+    "/jax/core/compile/jaxpr_to_mlir_module_duration": "lower",
+    "/jax/core/compile/backend_compile_duration": "compile",
+}
+_compile_seconds: dict[str, float] = {}
+
+
+def _count_compile_time(event: str, seconds: float, **_) -> None:
+    name = _COMPILE_EVENTS.get(event)
+    if name is not None:
+        _compile_seconds[name] = _compile_seconds.get(name, 0.0) + seconds
+        if name == "compile":
+            _compile_seconds["programs"] = _compile_seconds.get("programs", 0) + 1
+
+
+if os.environ.get("CKPT_JAX_COMPILE_LOG"):
+    jax.monitoring.register_event_duration_secs_listener(_count_compile_time)
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_protocol(item, nextitem):
+        import json
+        import time
+
+        _compile_seconds.clear()
+        start = time.perf_counter()
+        yield
+        line = {"test": item.nodeid, "wall": time.perf_counter() - start, **_compile_seconds}
+        with open(os.environ["CKPT_JAX_COMPILE_LOG"], "a") as fh:
+            fh.write(json.dumps(line) + "\n")
