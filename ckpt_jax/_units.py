@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import re
 from typing import NamedTuple
 
 __all__ = ["KINDS", "Kind", "UnitError", "to_base", "duration_unit"]
@@ -80,6 +81,8 @@ def to_base(text: str, kind: str) -> float:
         raise UnitError(f"{rule}; got {_quote(text)}: a comma is not read here, as a decimal point or otherwise")
     if "**" in text or "^" in text:  # pint evaluates powers exactly: "10**10**10 B" never ends
         raise UnitError(f'{rule}; got {_quote(text)}: powers are not read here (write "1e10 B")')
+    if not _LEADING_NUMBER.match(text):  # pint reads a bare unit as one of it: "min" is 1 min
+        raise UnitError(f"{rule}; got {_quote(text)}, which has no number")
     registry = _registry()
     try:
         quantity = registry.Quantity(text)
@@ -106,6 +109,9 @@ def to_base(text: str, kind: str) -> float:
         raise UnitError(f"{_quote(text)} is less than one byte; {wanted}")
     return value
 
+
+# A quantity starts with its number ("17 min", "-1e3 s", ".5 h"): pint would read "min" alone.
+_LEADING_NUMBER = re.compile(r"\s*[+-]?(\d|\.\d)")
 
 # Prefixes below one: a size in them is a fraction of a byte ("800 mB" is 0.8 bytes, surely MB).
 _SUB_UNIT = ("deci", "centi", "milli", "micro", "nano", "pico", "femto", "atto", "zepto", "yocto")

@@ -253,6 +253,9 @@ def test_mistakes_with_units_are_named(change, match):
         ("checkpoint", "1" + "0" * 400 + " B", r"not a finite real quantity"),  # pint: OverflowError
         ("checkpoint", "800 mB", r"millibytes, a fraction of a byte"),  # pint: 0.8 bytes
         ("checkpoint", "0.5 B", r"less than one byte"),
+        ("restart", "min", r"which has no number"),  # pint: 1 min
+        ("checkpoint", "TB", r"which has no number"),  # pint: 1 TB
+        ("interval", " h", r"which has no number"),
     ],
 )
 def test_quantities_pint_would_misread_are_refused_by_field(field, value, match):
