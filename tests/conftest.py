@@ -35,15 +35,17 @@ import os
 import subprocess
 import sys
 
-# XLA:CPU's classic fusion emitters, not its newer MLIR ones: the tier's programs compile in
-# about two thirds of the time (compilation is most of the tier's time), and the compiled
-# code gives the same numbers (every array of four representative runs, general loop with
-# sizes, limits, snapshots, failures, power and observers, FIFO, variants, was equal bit for
-# bit under both). Set here, before JAX starts its backend, so that the xdist workers and the
-# subprocesses of the tier (CLI, notebooks, sharding) inherit it. ``CKPT_JAX_TEST_XLA_FLAGS=0``
-# compiles with XLA's defaults, as users do; a jaxlib that no longer knows the flag (XLA
-# aborts on an unknown one) gets the defaults too (probed once, in the controller).
-TEST_XLA_FLAGS = "--xla_cpu_use_fusion_emitters=false"
+# XLA:CPU's classic fusion emitters (not its newer MLIR ones) and LLVM optimisation level 1 (not
+# 2): the tier's programs compile in about half the time (compilation is most of the tier's
+# time: the full tier went from 976 s to 568-608 s on 2 cores), and the compiled code gives the
+# same numbers: tests/test_xla_flags.py compares representative runs (the general loop with
+# every mechanism and observer, f(n), variants, FIFO, outages, a Jacobian by jacfwd) under these
+# flags and under XLA's defaults bit for bit (level 0 changes numbers, so it is not used). Set
+# here, before JAX starts its backend, so that the xdist workers and the tier's subprocesses
+# (notebooks, sharding) inherit it. ``CKPT_JAX_TEST_XLA_FLAGS=0`` compiles everything with
+# XLA's defaults, as users do (run the tier so before a release); a jaxlib that no longer knows
+# a flag (XLA aborts on an unknown one) gets the defaults too (probed once, in the controller).
+TEST_XLA_FLAGS = "--xla_cpu_use_fusion_emitters=false --xla_backend_optimization_level=1"
 
 
 def _add_test_xla_flags() -> None:
@@ -82,27 +84,29 @@ settings.load_profile(os.environ.get("CKPT_JAX_HYPOTHESIS", "deterministic"))
 # order, so collecting these first keeps a long module from starting last while the other worker
 # idles (longest-first scheduling). Without ``--no-loadscope-reorder`` xdist (>= 3.5) starts the
 # modules with the most tests first instead, whatever their time.
-LONGEST_FIRST = (  # by their wall time in a full run of the tier (2026-12-05)
-    "test_failures",
+LONGEST_FIRST = (  # by their wall time in a full run of the tier (CKPT_JAX_COMPILE_LOG, 2026-12-05)
     "test_design",
-    "test_realistic_oracle",
-    "test_observers",
-    "test_sizes",
-    "test_cli",
     "test_notebooks",
-    "test_failures_oracle",
-    "test_lyapunov",
-    "test_coupling",
-    "test_queue_oracle",
+    "test_failures",
+    "test_cli",
+    "test_realistic_oracle",
     "test_assess",
     "test_cli_design",
-    "test_maps",
-    "test_realistic",
-    "test_methods",
+    "test_observers",
     "test_sharding",
+    "test_sizes",
+    "test_realistic",
+    "test_coupling",
+    "test_queue_oracle",
+    "test_failures_oracle",
+    "test_experiments_ensembles",
     "test_ensemble",
-    "test_engine_oracle",
-    "test_experiments_anonymity",
+    "test_experiments_common_causes",
+    "test_methods",
+    "test_lint",
+    "test_experiments_intervals",
+    "test_lyapunov",
+    "test_recovery_oracle",
 )
 
 

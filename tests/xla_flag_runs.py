@@ -1,0 +1,84 @@
+"""Representative runs whose every number must not depend on the XLA flags the tier compiles
+with (tests/conftest.py, ``TEST_XLA_FLAGS``): tests/test_xla_flags.py runs them in the tier's
+process and in a fresh one with XLA's defaults, and compares the arrays bit for bit.
+
+``python tests/xla_flag_runs.py OUT.npz`` writes them (what the fresh process runs)."""
+
+import sys
+
+import jax
+import numpy as np
+
+jax.config.update("jax_enable_x64", True)
+
+import ckpt_jax as cj  # noqa: E402
+
+
+def runs() -> dict:
+    """{name: array} of every result array of six runs: the general loop with sizes, a binding
+    cap, write limits, two-level checkpoints, failures, recovery reads, power and every
+    observer to a horizon; a nonlinear f(n) with padded slots; jitter, delay and asynchronous
+    checkpoints; identical jobs (the FIFO path); outages with a restart stagger; and the gap
+    return map's spectrum (its Jacobian by `jax.jacfwd`)."""
+    rng = np.random.default_rng(0)
+    out = {}
+
+    def record(name, tree):
+        for k, leaf in enumerate(jax.tree_util.tree_leaves(tree)):
+            out[f"{name}/{k}"] = np.asarray(leaf)
+
+    every = cj.SaveAt(jobs=True, power=True, writers=True, gaps=True)
+    fleet = cj.Fleet(
+        rng.uniform(2, 10, (3, 5)),
+        rng.uniform(0.5, 3, (3, 5)),
+        cap=2.5,
+        size=rng.choice([1.0, 2.0, 4.0], (3, 5)),
+        write_limit=0.6,
+        snapshot=0.3,
+        mtbf=40.0,
+        restart=1.0,
+        recovery_read=True,
+        idle_power=0.2,
+    )
+    state = cj.random_state(fleet, jax.random.key(1))
+    record("realistic", cj.simulate(fleet, state, 6, until=60.0, key=jax.random.key(2), save=every))
+    active = np.arange(5)[None, :] < np.array([[2], [5], [4]])
+    fleet = cj.Fleet(
+        rng.uniform(2, 10, (3, 5)), rng.uniform(0.5, 3, (3, 5)), cap=[1.5, 2.0, 4.0], throughput="sqrt", active=active
+    )
+    record(
+        "sqrt", cj.simulate(fleet, cj.random_state(fleet, jax.random.key(3)), 12, save=cj.SaveAt(gaps=True, jobs=True))
+    )
+    fleet = cj.Fleet(
+        rng.uniform(2, 10, (3, 4)),
+        rng.uniform(0.5, 3, (3, 4)),
+        cap=2.5,
+        delay=rng.uniform(0, 1, 3),
+        async_fraction=rng.uniform(0, 1, 3),
+    )
+    record(
+        "variants", cj.simulate(fleet, cj.random_state(fleet, jax.random.key(4)), 10, jitter=0.3, key=jax.random.key(5))
+    )
+    fleet = cj.Fleet(np.full((3, 6), 7.0), np.full((3, 6), 1.25), cap=5.0)
+    record(
+        "fifo",
+        cj.simulate(fleet, cj.random_state(fleet, jax.random.key(6)), 12, save=cj.SaveAt(writers=True, gaps=True)),
+    )
+    fleet = cj.Fleet(
+        rng.uniform(2, 10, (2, 4)),
+        rng.uniform(0.5, 3, (2, 4)),
+        mtbf=50.0,
+        restart=1.0,
+        domain=[0, 0, 1, 1],
+        outage_mtbf=[20.0, 30.0],
+        restart_stagger=0.4,
+    )
+    state = cj.random_state(fleet, jax.random.key(7))
+    record("outages", cj.simulate(fleet, state, 4, until=80.0, key=jax.random.key(8), save=cj.SaveAt(jobs=True)))
+    fleet = cj.Fleet(np.array([6.0, 5.0, 7.0, 4.5]), np.array([1.0, 0.8, 1.2, 0.6]), throughput="sqrt")
+    record("spectrum", cj.maps.spectrum(fleet, np.array([1.5, 2.5, 1.0])))
+    return out
+
+
+if __name__ == "__main__":
+    np.savez(sys.argv[1], **runs())
