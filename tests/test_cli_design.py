@@ -361,3 +361,15 @@ def test_design_staggers_are_refused_before_any_run(fleet_file, tmp_path, capsys
         fleet_file.write_text(TINY + "\n[[outages]]\nmtbf = 50.0\n")
     assert main(["design", str(fleet_file), "--staggers", *extra, "--out", str(tmp_path / "o")]) == 2
     assert expected in one_error_line(capsys)
+
+
+def test_the_schedule_figure_launches_at_the_designed_stagger():
+    from types import SimpleNamespace
+
+    from ckpt_jax.cli.design import _designed_launch
+    from ckpt_jax.design import Launch
+
+    settings = {"launch": "staggered", "stagger": 30.0}
+    assert _designed_launch(settings, SimpleNamespace(launch_stagger=None)) == Launch("staggered", 30.0)
+    assert _designed_launch(settings, SimpleNamespace(launch_stagger=12.5)) == Launch("staggered", 12.5)
+    assert _designed_launch({"launch": "random", "stagger": 0.0}, SimpleNamespace(launch_stagger=None)) == "random"

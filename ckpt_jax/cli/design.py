@@ -210,6 +210,16 @@ def _launch(settings: dict):
     return Launch("staggered", settings["stagger"]) if settings["launch"] == "staggered" else settings["launch"]
 
 
+def _designed_launch(settings: dict, result):
+    """The launch of the recommendation: the settings' (`_launch`), at the designed launch
+    stagger where the design chose one (``result.launch_stagger``)."""
+    from ..design import Launch
+
+    if result.launch_stagger is None:
+        return _launch(settings)
+    return Launch("staggered", result.launch_stagger)
+
+
 def _check_staggers(spec, settings: dict, path) -> None:
     """--staggers / [design].staggers: the search only, and something to stagger."""
     if not settings["staggers"]:
@@ -1045,8 +1055,9 @@ def _design(args) -> int:
     started = time.perf_counter()
     result = _run_design(args, fleet)
     comparisons = _compare(spec, result)
+    launch = _designed_launch(settings, result)
     schedule = _schedule(
-        spec, result.intervals, seed=settings["seed"], launch=_launch(settings), dtype=dtype, offsets=result.offsets
+        spec, result.intervals, seed=settings["seed"], launch=launch, dtype=dtype, offsets=result.offsets
     )
     wall_s = time.perf_counter() - started
     summary = _summary(spec, settings, result, comparisons, schedule, wall_s)
