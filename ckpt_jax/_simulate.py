@@ -275,12 +275,19 @@ def simulate(
         )
         pieces.append((group.index, group_trace(result, group.config, part)))
     flat = pieces[0][1] if len(pieces) == 1 else merge(pieces, run.n_fleets)
-    trace = jax.tree_util.tree_map(lambda x: x.reshape(run.batch_shape + x.shape[1:]), flat)
+    trace = flat if run.batch_shape == (run.n_fleets,) else _to_batch_shape(flat, run.batch_shape)
     if throw and not bool(np.all(trace.ok)):
         bad = np.asarray(trace.status)[~np.asarray(trace.ok)]
         codes = np.bitwise_or.reduce(bad.ravel())
         raise RuntimeError(f"{bad.size} of {np.size(trace.ok)} fleets did not complete: {describe_status(int(codes))}")
     return trace
+
+
+@functools.partial(jax.jit, static_argnums=1)
+def _to_batch_shape(flat: Trace, batch_shape: tuple) -> Trace:
+    """``flat`` (leading axis B) with batch shape ``batch_shape``: one compiled program for
+    every array of the trace (eager reshapes compiled one program per array and shape)."""
+    return jax.tree_util.tree_map(lambda x: x.reshape(batch_shape + x.shape[1:]), flat)
 
 
 def group_trace(result: LoopResult, config: RunConfig, part) -> Trace:

@@ -45,7 +45,9 @@ import sys
 # (notebooks, sharding) inherit it. ``CKPT_JAX_TEST_XLA_FLAGS=0`` compiles everything with
 # XLA's defaults, as users do (run the tier so before a release); a jaxlib that no longer knows
 # a flag (XLA aborts on an unknown one) gets the defaults too (probed once, in the controller).
-TEST_XLA_FLAGS = "--xla_cpu_use_fusion_emitters=false --xla_backend_optimization_level=1"
+TEST_XLA_FLAGS = (
+    "--xla_cpu_use_fusion_emitters=false --xla_backend_optimization_level=1 --xla_cpu_parallel_codegen_split_count=1"
+)
 
 
 def _add_test_xla_flags() -> None:

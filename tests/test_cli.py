@@ -10,6 +10,7 @@ import sys
 
 import numpy as np
 import pytest
+from conftest import TEST_XLA_FLAGS
 
 import ckpt_jax
 from ckpt_jax.analysis import observed_interval, writer_count
@@ -312,6 +313,8 @@ def test_seed_key_is_jax_random_key_where_that_is_exact():
 def cli_process(argv, **env):
     """``python -m ckpt_jax ARGV`` on CPU with the host device count left to the CLI."""
     environ = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "JAX_NUM_CPU_DEVICES")}
+    if TEST_XLA_FLAGS in os.environ.get("XLA_FLAGS", ""):  # the tier's compile flags, no device count
+        environ["XLA_FLAGS"] = TEST_XLA_FLAGS
     environ.update(JAX_PLATFORMS="cpu", **env)
     result = subprocess.run(
         [sys.executable, "-m", "ckpt_jax", *argv], capture_output=True, text=True, timeout=300, env=environ
