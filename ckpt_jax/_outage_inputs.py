@@ -17,7 +17,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ._validate import check_range, real_array
+from ._validate import broadcast_to, check_range, real_array
 
 __all__ = ["Outages", "check_outages"]
 
@@ -54,13 +54,9 @@ def _ints(name: str, value) -> np.ndarray:
 
 def _domains(domain, mtbf, job_shape, active) -> tuple[np.ndarray, int, np.ndarray | None]:
     """The (*B, N) domains, D and ``outage_mtbf`` as a float array (None where not given)."""
-    dom = np.zeros(job_shape, np.int64) if domain is None else _ints("domain", domain)
-    try:
-        dom = np.broadcast_to(dom, job_shape)
-    except ValueError:
-        raise ValueError(
-            f"domain must be a scalar or broadcast to the fleet shape {job_shape}, got shape {dom.shape}"
-        ) from None
+    dom = broadcast_to(
+        "domain", np.zeros(job_shape, np.int64) if domain is None else _ints("domain", domain), job_shape, per_job=True
+    )
     if np.any(dom < 0):
         raise ValueError(f"domain must hold integers >= 0 (domain indices), found {int(dom.min())}")
     mtbf_np = None if mtbf is None else real_array("outage_mtbf", mtbf)
@@ -145,13 +141,9 @@ def check_outages(domain, outage_mtbf, outage_times, restart_stagger, job_shape,
         times, domains = np.zeros(batch_shape + (0,)), np.zeros(batch_shape + (0,), np.int32)
     else:
         times, domains = _times(outage_times, n_domains, batch_shape, dtype)
-    stagger = real_array("restart_stagger", restart_stagger)
-    try:
-        stagger = np.broadcast_to(stagger, batch_shape).astype(np.float64)
-    except ValueError:
-        raise ValueError(
-            f"restart_stagger must be a scalar or of the batch shape {batch_shape}, got shape {stagger.shape}"
-        ) from None
+    stagger = broadcast_to("restart_stagger", real_array("restart_stagger", restart_stagger), batch_shape).astype(
+        np.float64
+    )
     if np.any(~np.isfinite(stagger) | (stagger < 0)):
         raise ValueError(f"restart_stagger must be finite and >= 0, got {restart_stagger!r}")
     check_range("restart_stagger", np.where(stagger > 0, stagger, 1.0), dtype)

@@ -226,15 +226,19 @@ def check_method(method) -> str:
     return method
 
 
+def broadcast_to(name: str, arr, shape: tuple, *, per_job: bool = False) -> np.ndarray:
+    """``arr`` broadcast to ``shape``, the batch shape (*B,) or with ``per_job`` the fleet
+    shape (*B, N); a `ValueError` naming ``name`` and the shape where it does not broadcast."""
+    try:
+        return np.broadcast_to(arr, shape)
+    except ValueError:
+        to = "broadcast to the fleet shape" if per_job else "have the batch shape"
+        raise ValueError(f"{name} must be a scalar or {to} {shape}, got shape {np.shape(arr)}") from None
+
+
 def check_horizon(until, batch_shape, dtype, name: str = "until") -> np.ndarray:
     """``until`` as a float64 array of the batch shape: finite and > 0 in the dtype used."""
-    horizon = real_array(name, until)
-    try:
-        horizon = np.broadcast_to(horizon, batch_shape)
-    except ValueError:
-        raise ValueError(
-            f"{name} must be a scalar or have the batch shape {batch_shape}, got {np.shape(until)}"
-        ) from None
+    horizon = broadcast_to(name, real_array(name, until), batch_shape)
     low, high = value_range(dtype)
     bad = ~(np.isfinite(horizon) & (horizon > 0) & (horizon <= high))
     with np.errstate(over="ignore"):
@@ -247,11 +251,9 @@ def check_horizon(until, batch_shape, dtype, name: str = "until") -> np.ndarray:
 def check_jitter(jitter, batch_shape, dtype) -> np.ndarray:
     """σ as a float64 array of the batch shape: finite, >= 0, and > 0 also after the cast
     to the fleet's dtype wherever it is > 0."""
-    sigma = np.zeros(batch_shape) if jitter is None else real_array("jitter", jitter)
-    try:
-        sigma = np.broadcast_to(sigma, batch_shape)
-    except ValueError:
-        raise ValueError(f"jitter must be a scalar or have the batch shape {batch_shape}, got {sigma.shape}") from None
+    sigma = broadcast_to(
+        "jitter", np.zeros(batch_shape) if jitter is None else real_array("jitter", jitter), batch_shape
+    )
     if not (np.isfinite(sigma) & (sigma >= 0)).all():
         raise ValueError(
             f"jitter must be finite and >= 0, got {float(sigma[~(np.isfinite(sigma) & (sigma >= 0))].ravel()[0])}"

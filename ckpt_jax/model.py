@@ -20,7 +20,7 @@ import numpy as np
 
 from ._outage_inputs import check_outages
 from ._throughput import THROUGHPUT_PRESETS, Throughput, throughput_table
-from ._validate import check_dtype, check_key, check_range, real_array, short_repr, value_range
+from ._validate import broadcast_to, check_dtype, check_key, check_range, real_array, short_repr, value_range
 
 __all__ = [
     "Fleet",
@@ -639,13 +639,7 @@ def _set_outages(fleet: Fleet, outages, dtype) -> None:
 def _per_job(name: str, value, default, job_shape) -> np.ndarray:
     """``value`` (``default`` where None) as a float64 array broadcast to (*B, N)."""
     arr = np.asarray(default) if value is None else real_array(name, value)
-    try:
-        arr = np.broadcast_to(arr, job_shape)
-    except ValueError:
-        raise ValueError(
-            f"{name} must be a scalar or broadcast to the fleet shape {job_shape}, got shape {arr.shape}"
-        ) from None
-    return np.asarray(arr, np.float64)
+    return np.asarray(broadcast_to(name, arr, job_shape, per_job=True), np.float64)
 
 
 def _refuse(name: str, arr: np.ndarray, bad: np.ndarray, rule: str) -> None:
@@ -791,13 +785,7 @@ def _with_sizes(size_np: np.ndarray, job_shape: tuple) -> tuple:
 
 def _per_fleet(name: str, value, default, batch_shape: tuple, dtype) -> np.ndarray:
     """``value`` (``default`` where None) as a float array broadcast to the batch shape (*B,)."""
-    arr = _as_float_array(name, default if value is None else value, dtype)
-    try:
-        return np.broadcast_to(arr, batch_shape)
-    except ValueError:
-        raise ValueError(
-            f"{name} must be a scalar or have the batch shape {batch_shape}, got shape {arr.shape}"
-        ) from None
+    return broadcast_to(name, _as_float_array(name, default if value is None else value, dtype), batch_shape)
 
 
 def _cap_array(cap, batch_shape: tuple, dtype):

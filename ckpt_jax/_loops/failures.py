@@ -358,7 +358,6 @@ def _failures(params: Params, work: WorkCarry, new: WorkCarry, now: _Instant, us
     """Restart ends (and recovery reads), then failures (docs/model.md §1c, §1e), after the
     accounting ``new``: returns ``(work, now, read_starts)``, the rows of ``now`` switched."""
     restarts, down, reading, reads, next_failure = _restart_ends(params, work, now, fail_while_down)
-    fwd = fail_while_down
     hit = params.active if fail_while_down else params.active & ~down
     fails = now.running & hit & snapped(now.failure_dt, 1.0, 0.0, now.dt, now.time, params.compute.dtype)
     own, restart, strike = fails, params.restart, None
@@ -393,7 +392,9 @@ def _failures(params: Params, work: WorkCarry, new: WorkCarry, now: _Instant, us
         safe=None if new.safe is None else new.safe & ~fails,
         reading=reading,
         next_gap=work.next_gap,
-        outage=None if strike is None else _outage_after(params, work, new, strike, fails, lost, down, now, reads, fwd),
+        outage=None
+        if strike is None
+        else _outage_after(params, work, new, strike, fails, lost, down, now, reads, fail_while_down),
     )
     # The failed jobs abandon their snapshot or write and restart their lost cycle.
     draining = now.draining & ~fails
