@@ -59,6 +59,23 @@ def runs() -> dict:
     record(
         "variants", cj.simulate(fleet, cj.random_state(fleet, jax.random.key(4)), 10, jitter=0.3, key=jax.random.key(5))
     )
+    # Sizes with delay and asynchronous checkpoints under the uniform power and weighted storage
+    # policies, in five slots of which three are active: LLVM level 1 changed this run (a case of
+    # tests/test_sizes.py, which it turned into a MAX_EVENTS run).
+    fleet = cj.Fleet(
+        np.array([1.0, 1.0, 3.0, 1.25, 1.25]),
+        np.array([2.0, 2.0, 1.0, 0.75, 0.75]),
+        cap=1.0,
+        throughput=np.ones(6),
+        delay=1.0,
+        async_fraction=1.0,
+        active=np.array([True, True, True, False, False]),
+        size=np.array([2.0, 1.5257998734379017, 2.2698333457931352, 3.0, 3.0]),
+        power_policy="uniform",
+        storage_policy="weighted",
+    )
+    state = cj.initial_state(fleet, phase=np.array([0, 0, 0, 1, 1]), remaining=np.array([1.0, 1.0, 3.0, 0.5, 0.5]))
+    record("sizes-delay-async", cj.simulate(fleet, state, 4))
     fleet = cj.Fleet(np.full((3, 6), 7.0), np.full((3, 6), 1.25), cap=5.0)
     record(
         "fifo",
