@@ -569,6 +569,11 @@ def _write_npz(handle, arrays: dict) -> None:
 
 # `_load_chunk`'s ``expected`` for a manifest saved before chunk hashes: nothing to check.
 _UNCHECKED = object()
+# One chunk file is parsed at a time: dask reads the chunks of a lazily opened ensemble in
+# threads, and numpy parses each array's header with `ast.literal_eval`, which CPython 3.11
+# does not allow in two threads at once (it raises "SystemError: AST constructor recursion
+# depth mismatch").
+_READING = threading.Lock()
 
 
 def _load_chunk(path: Path, size: int, index: int, fingerprint: str, expected: object = _UNCHECKED) -> tuple | None:
@@ -580,7 +585,7 @@ def _load_chunk(path: Path, size: int, index: int, fingerprint: str, expected: o
     if not path.exists():
         return None
     try:
-        with np.load(path, allow_pickle=False) as npz:
+        with _READING, np.load(path, allow_pickle=False) as npz:
             arrays = {name: npz[name] for name in npz.files}  # reads (and CRC-checks) all
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:
         warnings.warn(f"{path} is unreadable ({err}); recomputing that chunk", RuntimeWarning, stacklevel=4)
