@@ -30,8 +30,11 @@ persist between runs (a rerun reuses them); ``CKPT_JAX_XLA_CACHE=0`` turns the c
 ``pytest --cache-clear`` empties it.
 """
 
+import functools
 import gc
+import logging
 import os
+import re
 import subprocess
 import sys
 
@@ -72,6 +75,35 @@ import pytest  # noqa: E402
 from hypothesis import settings  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
+
+
+def _unroll_threefry_on_cpu() -> bool:
+    """JAX's unrolled lowering of the threefry hash (every random draw) on the CPU too.
+
+    On a CPU, JAX lowers the hash's 20 rounds as a loop of five steps; every random draw then
+    brings a loop into its program, and a program with draws (a run with failures or jitter
+    starts and steps with several) compiles in about half the time with the rounds unrolled,
+    as JAX lowers them on other platforms. The hash is exact integer arithmetic, so either
+    lowering gives the same bits; tests/test_xla_flags.py checks it with runs that draw
+    (failures, jitter, outages) against a fresh process with JAX's own lowering. Off, like
+    the XLA flags, with ``CKPT_JAX_TEST_XLA_FLAGS=0``; a JAX whose private names have moved
+    keeps its own lowering (returns False)."""
+    if os.environ.get("CKPT_JAX_TEST_XLA_FLAGS", "1") == "0":
+        return False
+    try:
+        from jax._src.interpreters import mlir
+        from jax._src.random import threefry2x32
+
+        rounds = functools.partial(threefry2x32._threefry2x32_lowering, use_rolled_loops=False)
+        mlir.register_lowering(
+            threefry2x32.threefry2x32_p, mlir.lower_fun(rounds, multiple_results=True), platform="cpu"
+        )
+    except (ImportError, AttributeError, TypeError):
+        return False
+    return True
+
+
+UNROLLED_THREEFRY = _unroll_threefry_on_cpu()
 
 # The default tier: the same examples on every run (derandomize draws them from a seed fixed
 # by each test), nothing read from or written to an example database, no per-example deadline
@@ -184,8 +216,26 @@ def _count_compile_time(event: str, seconds: float, **_) -> None:
             _compile_seconds["programs"] = _compile_seconds.get("programs", 0) + 1
 
 
+_program_seconds: dict[str, list] = {}
+
+
+class _ProgramLog(logging.Handler):
+    """Compile seconds per program name, from JAX's ``jax_log_compiles`` messages."""
+
+    pattern = re.compile(r"Finished XLA compilation of (.+) in ([0-9.e+-]+) sec")
+
+    def emit(self, record):
+        match = self.pattern.match(record.getMessage())
+        if match:
+            entry = _program_seconds.setdefault(match[1], [0, 0.0])
+            entry[0] += 1
+            entry[1] += float(match[2])
+
+
 if os.environ.get("CKPT_JAX_COMPILE_LOG"):
     jax.monitoring.register_event_duration_secs_listener(_count_compile_time)
+    jax.config.update("jax_log_compiles", True)
+    logging.getLogger("jax._src.dispatch").addHandler(_ProgramLog())
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_protocol(item, nextitem):
@@ -193,8 +243,10 @@ if os.environ.get("CKPT_JAX_COMPILE_LOG"):
         import time
 
         _compile_seconds.clear()
+        _program_seconds.clear()
         start = time.perf_counter()
         yield
         line = {"test": item.nodeid, "wall": time.perf_counter() - start, **_compile_seconds}
+        line["by_program"] = _program_seconds
         with open(os.environ["CKPT_JAX_COMPILE_LOG"], "a") as fh:
             fh.write(json.dumps(line) + "\n")

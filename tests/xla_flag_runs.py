@@ -15,11 +15,13 @@ import ckpt_jax as cj  # noqa: E402
 
 
 def runs() -> dict:
-    """{name: array} of every result array of six runs: the general loop with sizes, a binding
-    cap, write limits, two-level checkpoints, failures, recovery reads, power and every
-    observer to a horizon; a nonlinear f(n) with padded slots; jitter, delay and asynchronous
-    checkpoints; identical jobs (the FIFO path); outages with a restart stagger; and the gap
-    return map's spectrum (its Jacobian by `jax.jacfwd`)."""
+    """{name: array} of every result array of seven runs and of random draws: the general loop
+    with sizes, a binding cap, write limits, two-level checkpoints, failures, recovery reads,
+    power and every observer to a horizon; a nonlinear f(n) with padded slots; jitter, delay
+    and asynchronous checkpoints; sizes with delay and asynchronous checkpoints under the
+    uniform and weighted policies; identical jobs (the FIFO path); outages with a restart
+    stagger; the gap return map's spectrum (its Jacobian by `jax.jacfwd`); and keys split and
+    folded, and uniform, normal, truncated normal, exponential and Weibull draws."""
     rng = np.random.default_rng(0)
     out = {}
 
@@ -94,6 +96,21 @@ def runs() -> dict:
     record("outages", cj.simulate(fleet, state, 4, until=80.0, key=jax.random.key(8), save=cj.SaveAt(jobs=True)))
     fleet = cj.Fleet(np.array([6.0, 5.0, 7.0, 4.5]), np.array([1.0, 0.8, 1.2, 0.6]), throughput="sqrt")
     record("spectrum", cj.maps.spectrum(fleet, np.array([1.5, 2.5, 1.0])))
+    # The draws themselves (the tier unrolls the threefry hash's rounds on the CPU).
+    key = jax.random.key(9)
+    record(
+        "draws",
+        [
+            jax.random.key_data(jax.random.split(key, 5)),
+            jax.random.key_data(jax.random.fold_in(key, 3)),
+            jax.random.uniform(key, (7,)),
+            jax.random.normal(key, (7,)),
+            jax.random.truncated_normal(key, -2.0, 2.0, (7,)),
+            jax.random.exponential(key, (7,)),
+            jax.random.weibull_min(key, 1.0, 0.7, (7,)),
+            jax.random.bits(key, (7,), "uint32"),
+        ],
+    )
     return out
 
 
