@@ -30,7 +30,6 @@ persist between runs (a rerun reuses them); ``CKPT_JAX_XLA_CACHE=0`` turns the c
 ``pytest --cache-clear`` empties it.
 """
 
-import functools
 import gc
 import logging
 import os
@@ -74,36 +73,16 @@ import jax  # noqa: E402  (after the flags: JAX reads XLA_FLAGS when its backend
 import pytest  # noqa: E402
 from hypothesis import settings  # noqa: E402
 
+from ckpt_jax._threefry import unroll_on_cpu  # noqa: E402
+
 jax.config.update("jax_enable_x64", True)
 
 
-def _unroll_threefry_on_cpu() -> bool:
-    """JAX's unrolled lowering of the threefry hash (every random draw) on the CPU too.
-
-    On a CPU, JAX lowers the hash's 20 rounds as a loop of five steps; every random draw then
-    brings a loop into its program, and a program with draws (a run with failures or jitter
-    starts and steps with several) compiles in about half the time with the rounds unrolled,
-    as JAX lowers them on other platforms. The hash is exact integer arithmetic, so either
-    lowering gives the same bits; tests/test_xla_flags.py checks it with runs that draw
-    (failures, jitter, outages) against a fresh process with JAX's own lowering. Off, like
-    the XLA flags, with ``CKPT_JAX_TEST_XLA_FLAGS=0``; a JAX whose private names have moved
-    keeps its own lowering (returns False)."""
-    if os.environ.get("CKPT_JAX_TEST_XLA_FLAGS", "1") == "0":
-        return False
-    try:
-        from jax._src.interpreters import mlir
-        from jax._src.random import threefry2x32
-
-        rounds = functools.partial(threefry2x32._threefry2x32_lowering, use_rolled_loops=False)
-        mlir.register_lowering(
-            threefry2x32.threefry2x32_p, mlir.lower_fun(rounds, multiple_results=True), platform="cpu"
-        )
-    except (ImportError, AttributeError, TypeError):
-        return False
-    return True
-
-
-UNROLLED_THREEFRY = _unroll_threefry_on_cpu()
+# The threefry hash's rounds unrolled on the CPU, as the ckpt-jax program lowers them
+# (ckpt_jax/_threefry.py: same bits, programs that draw compile in about two thirds of the
+# time). Off, like the XLA flags, with ``CKPT_JAX_TEST_XLA_FLAGS=0``; tests/test_xla_flags.py
+# checks the bits.
+UNROLLED_THREEFRY = os.environ.get("CKPT_JAX_TEST_XLA_FLAGS", "1") != "0" and unroll_on_cpu()
 
 # The default tier: the same examples on every run (derandomize draws them from a seed fixed
 # by each test), nothing read from or written to an example database, no per-example deadline

@@ -16,6 +16,7 @@ from pathlib import Path
 import jax
 import numpy as np
 import pytest
+from conftest import TEST_XLA_FLAGS
 
 import ckpt_jax as cj
 
@@ -41,7 +42,9 @@ def run_processes(tmp_path: Path, out: Path) -> list:
     """Starts the script once per process and waits for all; kills all on a timeout."""
     port = free_port()
     env = dict(os.environ, JAX_PLATFORMS="cpu", JAX_NUM_CPU_DEVICES="2")  # 2 devices per process
-    env.pop("XLA_FLAGS", None)
+    env.pop("XLA_FLAGS", None)  # no host device count of the tier's: JAX_NUM_CPU_DEVICES sets it
+    if TEST_XLA_FLAGS in os.environ.get("XLA_FLAGS", ""):  # the tier's compile flags
+        env["XLA_FLAGS"] = TEST_XLA_FLAGS
     logs, processes = [], []
     try:
         for rank in range(N_PROCESSES):

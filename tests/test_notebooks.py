@@ -32,8 +32,29 @@ def page_section(name: str) -> str:
     return found[0]
 
 
+# The kernels compile as the tier does (tests/conftest.py): the threefry hash unrolled on the
+# CPU, from a startup file of the kernel's own IPython directory (the XLA flags reach the
+# kernel through the environment).
+TIER_STARTUP = """\
+import os
+
+if os.environ.get("CKPT_JAX_TEST_XLA_FLAGS", "1") != "0":
+    from ckpt_jax._threefry import unroll_on_cpu
+
+    unroll_on_cpu()
+"""
+
+
+@pytest.fixture
+def tier_kernel(tmp_path, monkeypatch):
+    startup = tmp_path / "ipython" / "profile_default" / "startup"
+    startup.mkdir(parents=True)
+    (startup / "00-tier.py").write_text(TIER_STARTUP, encoding="utf-8")
+    monkeypatch.setenv("IPYTHONDIR", str(tmp_path / "ipython"))
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
-def test_notebook_runs_and_shows_its_figures(path):
+def test_notebook_runs_and_shows_its_figures(path, tier_kernel):
     nb = nbformat.read(path, as_version=4)
     assert all(not cell.get("outputs") for cell in nb.cells if cell.cell_type == "code"), "strip outputs"
     executed = BUILD.execute(nb, smoke=True, timeout=300)

@@ -26,9 +26,11 @@ share in ``_common.py``; the options they share (``--out``, ``--seed``, ``--no-p
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from .. import _threefry
 from ._common import (
     INTERRUPTED,
     SMALLER,
@@ -48,7 +50,7 @@ from .ensemble import add_ensemble
 from .reproduce import add_reproduce
 from .simulate import add_simulate
 
-__all__ = ["main", "build_parser", "CliError", "seed_key", "start_devices", "devices_for"]
+__all__ = ["main", "run", "build_parser", "CliError", "seed_key", "start_devices", "devices_for"]
 
 
 _SUBCOMMANDS = (add_simulate, add_reproduce, add_ensemble, add_design, add_assess, add_compare)
@@ -67,6 +69,16 @@ def build_parser() -> argparse.ArgumentParser:
     for add in _SUBCOMMANDS:
         add(subparsers)
     return parser
+
+
+def run() -> None:
+    """The ``ckpt-jax`` program (also ``python -m ckpt_jax``): `main` in a process of its own.
+
+    The process is ckpt_jax's, so it first lowers JAX's threefry hash with its rounds
+    unrolled on the CPU (`ckpt_jax._threefry`: the same bits, runs with failures or jitter
+    compile faster); an in-process call of `main` leaves JAX's lowering as it is."""
+    _threefry.unroll_on_cpu()
+    sys.exit(main())
 
 
 def main(argv: Sequence[str] | None = None) -> int:
