@@ -138,29 +138,6 @@ LONGEST_FIRST = (  # by their wall time in a full run of the tier (CKPT_JAX_COMP
     "test_compare",
     "test_cli_assess",
 )
-    "test_design",
-    "test_notebooks",
-    "test_failures",
-    "test_cli",
-    "test_realistic_oracle",
-    "test_assess",
-    "test_cli_design",
-    "test_observers",
-    "test_sharding",
-    "test_sizes",
-    "test_realistic",
-    "test_coupling",
-    "test_queue_oracle",
-    "test_failures_oracle",
-    "test_experiments_ensembles",
-    "test_ensemble",
-    "test_experiments_common_causes",
-    "test_methods",
-    "test_lint",
-    "test_experiments_intervals",
-    "test_lyapunov",
-    "test_recovery_oracle",
-)
 
 
 def pytest_configure(config):
