@@ -127,6 +127,18 @@ def _as_float_array(name: str, value, dtype=None) -> np.ndarray:
     return real_array(name, value)
 
 
+# One compiled program per shape, not one per operation (they are called on every run).
+@jax.jit
+def _solo_write(write, write_limit, throughput):
+    return write / jnp.minimum(write_limit, throughput[..., 1:2])
+
+
+@jax.jit
+def _period(compute, write, write_limit, throughput, two_level, snapshot):
+    solo = _solo_write(write, write_limit, throughput)
+    return jnp.where(two_level[..., None], snapshot + jnp.maximum(compute, solo), compute + solo)
+
+
 @dataclasses.dataclass(frozen=True, init=False)
 class Fleet:
     """A batch of fleets of checkpointing jobs (docs/model.md §1).
@@ -533,15 +545,13 @@ class Fleet:
     @property
     def solo_write(self) -> jax.Array:
         """Solo write (or drain) duration D_i = d_i / min(b_i, f(1)) of each job, (*B, N)."""
-        return self.write / jnp.minimum(self.write_limit, self.throughput[..., 1:2])
+        return _solo_write(self.write, self.write_limit, self.throughput)
 
     @property
     def period(self) -> jax.Array:
         """Solo cycle time of each job, shape (*B, N): T_i + D_i with blocking checkpoints,
         s_i + max(T_i, D_i) with two-level ones (`solo_write`, docs/model.md §1d)."""
-        solo = self.solo_write
-        two_level = self.two_level[..., None]
-        return jnp.where(two_level, self.snapshot + jnp.maximum(self.compute, solo), self.compute + solo)
+        return _period(self.compute, self.write, self.write_limit, self.throughput, self.two_level, self.snapshot)
 
     def events(self, horizon) -> np.ndarray:
         """About how many events each fleet steps up to the horizon H, shape (*B,), every

@@ -218,6 +218,9 @@ def test_entry_point_runs_each_by_name(name):
         timeout=120,
     )
     assert done.returncode == 0 and "--size" in done.stdout
+
+
+def test_entry_point_refuses_an_unknown_name():
     bad = subprocess.run(
         [sys.executable, str(ROOT / "experiments" / "run.py"), "no_such_experiment", "--out", "x"],
         capture_output=True,
