@@ -11,7 +11,6 @@ import math
 from typing import NamedTuple
 
 import numpy as np
-from scipy import stats
 
 __all__ = ["Z95", "Estimate", "mean_ci", "share_ci", "half_width", "t95"]
 
@@ -26,6 +25,8 @@ def t95(n: int) -> float:
     2.36 for 8, 2.04 for 32, 1.96 in the limit). NaN for n < 2."""
     if n < 2:
         return math.nan
+    from scipy import stats  # here, not at import: scipy.stats takes ~0.4 s to import
+
     return float(stats.t.ppf(0.975, n - 1))
 
 
