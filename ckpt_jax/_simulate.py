@@ -330,15 +330,18 @@ def merge(pieces, n_fleets: int) -> Trace:
     return jax.tree_util.tree_map(merge, *(trace for _, trace in pieces))
 
 
-@functools.partial(jax.jit, static_argnames=("save",))
 def flat_trace(result: LoopResult, *, save: SaveAt) -> Trace:
-    """The `Trace` of flattened fleets (leading axis B) from the driver's result (any loop)."""
-    mask = result.final.active[:, :, None]
+    """The `Trace` of flattened fleets (leading axis B) from the driver's result (any loop):
+    the result's arrays as they are, the trace's times NaN in padded slots (compiled once per
+    trace shape; nothing to compile without a trace)."""
     observed = result.observers
     assert result.ok is not None  # set by the driver
+    fire_times, end_times = (None, None)
+    if save.trace:
+        fire_times, end_times = _mask_inactive(result.fire_times, result.end_times, result.final.active)
     return Trace(
-        fire_times=jnp.where(mask, result.fire_times, jnp.nan) if save.trace else None,
-        end_times=jnp.where(mask, result.end_times, jnp.nan) if save.trace else None,
+        fire_times=fire_times,
+        end_times=end_times,
         ok=result.ok,
         status=result.status,
         n_events=result.n_events,
@@ -349,3 +352,10 @@ def flat_trace(result: LoopResult, *, save: SaveAt) -> Trace:
         power=observed.get("power"),
         observed={o.name: observed[o.name] for o in save.observers} or None,
     )
+
+
+@jax.jit
+def _mask_inactive(fire_times, end_times, active):
+    """``(fire_times, end_times)`` with NaN in the slots of inactive jobs."""
+    mask = active[:, :, None]
+    return jnp.where(mask, fire_times, jnp.nan), jnp.where(mask, end_times, jnp.nan)
