@@ -576,6 +576,13 @@ _UNCHECKED = object()
 _READING = threading.Lock()
 
 
+def _npz_arrays(path: Path) -> dict:
+    """Every array of a chunk file, read (and CRC-checked) under `_READING`; raises what
+    `np.load` raises for a file it cannot read."""
+    with _READING, np.load(path, allow_pickle=False) as npz:
+        return {name: npz[name] for name in npz.files}
+
+
 def _load_chunk(path: Path, size: int, index: int, fingerprint: str, expected: object = _UNCHECKED) -> tuple | None:
     """Chunk ``index``'s saved arrays and the content hash of its file, or None if it must be
     computed: the file is missing, unreadable (then removed), of the wrong size, another
@@ -585,8 +592,7 @@ def _load_chunk(path: Path, size: int, index: int, fingerprint: str, expected: o
     if not path.exists():
         return None
     try:
-        with _READING, np.load(path, allow_pickle=False) as npz:
-            arrays = {name: npz[name] for name in npz.files}  # reads (and CRC-checks) all
+        arrays = _npz_arrays(path)
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:
         warnings.warn(f"{path} is unreadable ({err}); recomputing that chunk", RuntimeWarning, stacklevel=4)
         path.unlink()
@@ -916,8 +922,7 @@ def _read_chunk(path: Path, expected) -> dict:
     """Every array of a chunk file, its content checked against ``expected`` (the hash the
     manifest records; `_UNCHECKED`: none to check); raises `ValueError` where it differs."""
     try:
-        with np.load(path, allow_pickle=False) as npz:
-            arrays = {name: npz[name] for name in npz.files}
+        arrays = _npz_arrays(path)
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:
         raise ValueError(f"{path} is unreadable ({err})") from None
     if expected is not _UNCHECKED:
