@@ -80,6 +80,7 @@ __all__ = [
     "LAUNCH_MODES",
     "Launch",
     "start_state",
+    "paired_random_state",
     "staggered_positions",
     "interval_from_theta",
     "theta_from_interval",
@@ -363,6 +364,53 @@ def start_state(fleet: Fleet, launch: str | Launch = "random", key=None) -> Stat
     if launch == "synchronous":
         return initial_state(fleet)
     return launch_state(fleet, staggered_positions(fleet, launch.stagger))
+
+
+# The stream of `paired_random_state`'s position within the phase: folded into the draw's key,
+# apart from the streams the engine folds into its job keys (jitter < 2³⁰, failures 2³¹).
+WITHIN_PHASE_STREAM = 2**31 + 7
+
+
+def paired_random_state(fleet: Fleet, key) -> State:
+    """A random launch as `ckpt_jax.random_state` draws it (each job uniform in time over its
+    solo cycle D_i + T_i: writing with probability D_i / (D_i + T_i)), but drawn in work
+    coordinates, so that fleets that differ in some jobs or in the storage start every other
+    job with the same work remaining: `ckpt_jax.assess.compare`'s scenarios, paired draw by
+    draw (docs/model.md §1f).
+
+    Two uniforms per job: u (`random_state`'s own draw from ``key``) picks the phase (writing
+    where u·(D_i + T_i) < D_i, as `random_state` decides), and v (from the key folded with
+    `WITHIN_PHASE_STREAM`) the work left in it, (1 − v)·d_i of the write or (1 − v)·T_i of the
+    compute. The distribution is `random_state`'s; the position within the phase does not
+    depend on D_i, so a scenario that changes the storage (and so D_i) moves no job's remaining
+    work unless its phase changes (probability |ΔD_i| / (D_i + T_i)), where `random_state`,
+    which draws the position as the fraction u of the cycle, moves every job whose D_i changes.
+    With two-level checkpoints `random_state`'s launch is already in work coordinates (u·T_i of
+    the compute done) and is returned as it is.
+
+    Args:
+      fleet: the `Fleet` (batch shape *B).
+      key: a PRNG key, or one per fleet (batch shape *B), as `random_state`.
+    """
+    from ._validate import check_key
+
+    state = random_state(fleet, key)
+    key = check_key(key, fleet.batch_shape)
+    if fleet.batch_shape != () and key.shape == fleet.batch_shape:
+        draw = jax.vmap(lambda k: jax.random.uniform(k, (fleet.n_jobs,), dtype=fleet.dtype))
+        within = np.asarray(draw(jax.vmap(lambda k: jax.random.fold_in(k, WITHIN_PHASE_STREAM))(key.reshape(-1))))
+        within = within.astype(np.float64).reshape(fleet.compute.shape)
+    else:
+        key = jax.random.fold_in(key, WITHIN_PHASE_STREAM)
+        within = np.asarray(jax.random.uniform(key, fleet.compute.shape, dtype=fleet.dtype), np.float64)
+    two_level = np.broadcast_to(np.asarray(fleet.two_level)[..., None], fleet.compute.shape)
+    active = np.broadcast_to(np.asarray(fleet.active), fleet.compute.shape)
+    phase = np.asarray(state.phase)
+    length = np.where(phase == 1, np.asarray(fleet.write, np.float64), np.asarray(fleet.compute, np.float64))
+    with np.errstate(invalid="ignore"):  # padding slots may hold anything
+        left = length * (1.0 - within)
+    remaining = np.where(active & ~two_level, left, np.asarray(state.remaining, np.float64))
+    return initial_state(fleet, phase=phase, remaining=remaining)
 
 
 def _launch_state(batched: Fleet, draw_keys, launch, offsets=None):
