@@ -54,7 +54,7 @@ from ._design_inputs import (
     offset_from_theta,
     theta_from_interval,
 )
-from ._estimate import Estimate, mean_ci
+from ._estimate import FLOOR, Estimate, check_floor, effect, mean_ci
 from ._observe import SaveAt
 from ._simulate import simulate
 from .model import (
@@ -1059,9 +1059,12 @@ def _baselines(fleet, young, horizon: float, keys, *, jitter, launch, rtol) -> d
     }
 
 
-def _fallback(evaluation: Evaluation, compared: dict, extra: dict, labels, job_bounds) -> str | None:
+def _fallback(
+    evaluation: Evaluation, compared: dict, extra: dict, labels, job_bounds, floor: float = FLOOR
+) -> str | None:
     """The set to recommend instead of the design, if any: the best of those that beat it
-    outside the noise on the evaluation draws, among the sets the design could have been:
+    outside the noise (by more than ``floor`` of the fleet's waste too, `ckpt_jax._estimate.effect`)
+    on the evaluation draws, among the sets the design could have been:
     one interval per group, and a baseline inside the bounds (the caller's range of allowed
     intervals); a candidate (``extra``: the caller's own set, such as the intervals in use)
     wherever it lies, as a design it beats outside the noise is never the better answer."""
@@ -1076,7 +1079,9 @@ def _fallback(evaluation: Evaluation, compared: dict, extra: dict, labels, job_b
         return shared and bool(np.all((value >= job_bounds[0]) & (value <= job_bounds[1])))
 
     beaten = [
-        name for i, name in enumerate(evaluation.names[1:], 1) if mean_ci(waste[i] - waste[0]).high < 0 and inside(name)
+        name
+        for i, name in enumerate(evaluation.names[1:], 1)
+        if effect(mean_ci(waste[i] - waste[0]), floor) < 0 and inside(name)
     ]
     if not beaten:
         return None
@@ -1112,6 +1117,7 @@ def checkpoint_intervals(
     rtol: float = 0.1,
     fallback: bool = True,
     stagger: bool = False,
+    floor: float = FLOOR,
 ) -> DesignResult:
     """Checkpoint intervals that minimise the fleet's waste over [0, H], found over the exact
     simulator (docs/model.md claim 10).
@@ -1180,6 +1186,10 @@ def checkpoint_intervals(
         first by max(Δ, mean solo write) then by ever smaller steps, as an interval does.
         The baselines keep the fleet's staggers. A fleet with neither outages nor a
         staggered launch has nothing to stagger: a `ValueError` says so.
+      floor: with ``fallback``, the practical floor in [0, 1): a set beats the design only
+        where it lowers the fleet waste by more than this share of the fleet's GPU time, its
+        CI excluding 0 too (default `ckpt_jax._estimate.FLOOR`, 0.01 %; float rounding, a
+        difference of 1e-12 with an interval as narrow, never counts).
 
     Returns:
       A `DesignResult`. A `RuntimeWarning` says why when the objective was flat (every
@@ -1189,6 +1199,7 @@ def checkpoint_intervals(
     if method not in METHODS:
         raise ValueError(f"method must be one of {', '.join(map(repr, METHODS))}, got {method!r}")
     staggers = _check_stagger(fleet, stagger, method, launch, offsets)
+    floor = check_floor(floor)
     settings, job_bounds = _settings(
         fleet, bounds, horizon, n_draws, n_pairs, groups, launch, smoothing, offsets, offset_groups
     )
@@ -1279,7 +1290,7 @@ def checkpoint_intervals(
         designed.get("restart_stagger"),
     )
     searched = intervals
-    chosen = _fallback(evaluation, compared, extra, settings["labels"], job_bounds) if fallback else None
+    chosen = _fallback(evaluation, compared, extra, settings["labels"], job_bounds, floor) if fallback else None
     if chosen is not None:
         evaluation = _with_design(evaluation, chosen)
         intervals, fractions, designed = compared[chosen], None, {}
