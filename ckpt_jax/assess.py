@@ -133,7 +133,9 @@ class Assessment(NamedTuple):
       throttled_gpu_hours_per_day: the same in GPU-hours per day.
       power_unit: ``"W"`` where ``gpu_power`` was given, else ``"gpu"`` (one GPU's full draw).
       horizon: H in the fleet's time unit; ``hours_per_time_unit`` its length in hours.
-      n_draws: the number of independent draws.
+      n_draws: the number of independent draws. Where every draw recorded the same (a
+        replayed trace and a fixed launch), they are one draw: every `Estimate` has NaN
+        bounds (no interval).
     """
 
     groups: dict
@@ -426,7 +428,7 @@ def assess(
 
     scale = gpu_power if gpu_power is not None else 1.0
     time_fields, causes = _by_group(fleet, out.jobs, groups, horizon, sizes)
-    return Assessment(
+    assessment = Assessment(
         **time_fields,
         **_writer_fields(fleet, out, horizon),
         **_power_fields(fleet, out, horizon, edges * scale, scale, causes["checkpoint"] @ sizes),
@@ -435,6 +437,38 @@ def assess(
         hours_per_time_unit=hours_per_time_unit,
         n_draws=n_draws,
     )
+    return _as_one_draw(assessment) if _same_runs(out) else assessment
+
+
+def _same_runs(out) -> bool:
+    """Whether every draw of a run recorded the same (a replayed trace and a fixed launch:
+    nothing drawn at random), NaN equal to NaN: its draws are then one draw."""
+    for stats in (out.jobs, out.writers, out.power):
+        for leaf in jax.tree_util.tree_leaves(stats):
+            x = np.asarray(leaf)
+            if x.ndim == 0 or x.shape[0] < 2:
+                continue
+            if np.issubdtype(x.dtype, np.floating):
+                same = (x == x[:1]) | (np.isnan(x) & np.isnan(x[:1]))
+            else:
+                same = x == x[:1]
+            if not np.all(same):
+                return False
+    return True
+
+
+def _as_one_draw(assessment: Assessment) -> Assessment:
+    """``assessment`` with every `Estimate` without an interval (NaN bounds, null in its JSON):
+    identical draws are one draw, and a zero-width interval would read as certainty."""
+
+    def strip(value):
+        if isinstance(value, Estimate):
+            return Estimate(value.mean, math.nan, math.nan)
+        if isinstance(value, dict):
+            return {key: strip(x) for key, x in value.items()}
+        return value
+
+    return assessment._replace(**{name: strip(getattr(assessment, name)) for name in assessment._fields})
 
 
 def _run_draws(

@@ -295,3 +295,18 @@ def test_cli_sweeps_a_file_with_a_relative_trace(tmp_path, capsys):
     summary = json.loads((out / "compare.json").read_text())
     assert [entry.get("one_draw") for entry in summary["scenarios"]] == [True, True, True]
     assert "one draw" in (out / "report.md").read_text()
+
+
+def test_assess_of_identical_draws_is_one_draw_without_an_interval():
+    import ckpt_jax as cj
+    from ckpt_jax.assess import assess
+    from ckpt_jax.design import Launch
+
+    # No failures and a launch all together: nothing is drawn, every draw the same.
+    fixed = cj.Fleet(np.full(3, 3.0), np.full(3, 1.0))
+    one = assess(fixed, horizon=40.0, key=jax.random.key(1), n_draws=2, launch=Launch("together"))
+    goodput = one.goodput["fleet"]
+    assert 0 < goodput.mean < 1 and math.isnan(goodput.low) and math.isnan(goodput.high)
+    assert math.isnan(one.power_largest_drop.low) and one.to_json()["goodput"]["fleet"]["low"] is None
+    drawn = assess(fixed, horizon=40.0, key=jax.random.key(1), n_draws=2)  # random launches: an interval
+    assert drawn.goodput["fleet"].low < drawn.goodput["fleet"].high
