@@ -288,6 +288,7 @@ def test_a_stored_scenario_is_reused_only_for_the_same_trace_contents(tmp_path):
     assert assess._fingerprint(fleetfile.load(moved / "fleet.toml"), 3600.0, keys) == after  # contents, not path
 
 
+@pytest.mark.slow  # the Python API's test above covers the relative trace in the tier
 def test_cli_sweeps_a_file_with_a_relative_trace(tmp_path, capsys):
     out = tmp_path / "sweep"
     argv = ["compare", str(UNITS), "--sweep", "storage.peak=50 GB/s,200 GB/s", "--draws", "2", "--horizon", "2 h"]
