@@ -206,6 +206,29 @@ def test_every_scenario_runs_on_the_same_draws(spec):
     assert not ds["goodput_significant"].sel(scenario="same").any()
 
 
+def test_compare_launches_the_fleet_as_its_launch_table_says(spec):
+    # The file with `[launch] mode = "together"`: compare's baseline is assess's run of the same
+    # file from the same launch and key (the CLI's call: spec.fleet(), spec.launch_of()), draw for
+    # draw the same jobs, not a random launch's.
+    from ckpt_jax.assess import assess
+
+    together = fleetfile.loads(SMALL + '\n[launch]\nmode = "together"\n', "together.toml")
+    assert together.launch_of() != spec.launch_of()
+    key = jax.random.key(7)
+    ds = compare(together, {}, key=key, n_draws=DRAWS, horizon=HORIZON)
+    fleet = together.fleet(dtype=np.dtype(together.dtype))
+    groups = {name: [int(i) for i in np.flatnonzero(together.labels == g)] for g, name in enumerate(together.names)}
+    result = assess(fleet, horizon=HORIZON, key=key, n_draws=DRAWS, groups=groups, launch=together.launch_of())
+    base = ds.sel(scenario="baseline")
+    for group in [*together.names, "fleet"]:
+        assert float(base["goodput"].sel(group=group, statistic="mean")) == pytest.approx(
+            result.goodput[group].mean, rel=1e-12
+        )
+    assert int(np.max(base["writers_peak_draws"].values)) == result.writers_max
+    # Launched together, group a's three jobs write together until a failure parts them.
+    assert np.all(base["writers_peak_draws"].values >= 3)
+
+
 # -- sensitivities ----------------------------------------------------------------------------
 
 
@@ -224,6 +247,17 @@ def test_sensitivity_knobs_and_signs(spec):
     assert ds["elasticity"].sel(knob="MTBF", statistic="low") > 0
     assert ds["elasticity"].sel(knob="restart", statistic="high") < 0
     assert ds["elasticity"].sel(knob="checkpoint size", statistic="high") < 0
+    # Each value by hand from the draws: the central difference over two steps, per draw, of the
+    # fleet's goodput at ×(1 ± step), in units of the baseline's mean goodput; its paired 95 % CI.
+    goodput = ds["goodput_draws"].sel(group="fleet")
+    mean_goodput = float(goodput.sel(scenario="baseline").mean())
+    for knob in knobs:
+        up, down = goodput.sel(scenario=f"{knob} +10%").values, goodput.sel(scenario=f"{knob} -10%").values
+        per_draw = (up - down) / (2 * 0.1 * mean_goodput)
+        half = stats.t.ppf(0.975, DRAWS - 1) * np.std(per_draw, ddof=1) / np.sqrt(DRAWS)
+        low, high = per_draw.mean() - half, per_draw.mean() + half
+        expected = [per_draw.mean(), low, high]
+        np.testing.assert_allclose(ds["elasticity"].sel(knob=knob).values, expected, rtol=1e-9, atol=1e-12)
     units = sensitivity_knobs(fleetfile.loads(UNITS, "units.toml"), 0.1)
     # As a file writes them: the time unit, an SI prefix, no float noise ("1980.0000000000002 s").
     assert units["storage peak"][0] == {"storage.peak": "11 GB/s"}

@@ -180,6 +180,20 @@ def test_start_state_modes():
     np.testing.assert_allclose(wrapped[[0, 2, 3]], [(1 + 6) % 5, (1 + 3) % 5, 1.0])
 
 
+def test_staggered_launch_of_a_two_level_fleet():
+    # Two-level checkpoints: the launch cycle is the compute phase T_i alone, and job k has
+    # computed (K − k)·Δ mod T_i of it at t = 0 (no write before it, unlike a one-level
+    # fleet's D_i + (K − k)·Δ). Active jobs 0, 2, 3 (k = 0, 1, 2; K = 2), T = 4, 4, 3, D = 1.
+    fleet = cj.Fleet([4.0, 4.0, 4.0, 3.0], [1.0] * 4, snapshot=0.5, active=[True, False, True, True])
+    compute = np.array([4.0, 4.0, 3.0])
+    for stagger in (1.5, 3.0):  # 3.0: (K − k)·Δ = 6 wraps around job 0's T = 4
+        ahead = np.array([2.0, 1.0, 0.0]) * stagger
+        np.testing.assert_allclose(staggered_positions(fleet, stagger)[[0, 2, 3]], np.mod(ahead, compute))
+        state = start_state(fleet, Launch("staggered", stagger))
+        np.testing.assert_array_equal(np.asarray(state.phase)[[0, 2, 3]], 0)  # computing
+        np.testing.assert_allclose(np.asarray(state.remaining)[[0, 2, 3]], compute - np.mod(ahead, compute))
+
+
 def test_a_stagger_of_one_write_time_keeps_the_writes_apart():
     # N identical jobs with (N - 1)·D <= T staggered by D (claim 14c): every write alone.
     fleet = cj.Fleet(np.full(4, 3.0), np.full(4, 1.0))

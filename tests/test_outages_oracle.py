@@ -146,6 +146,30 @@ def test_engine_matches_the_reference_with_drawn_outages():
     assert np.all(np.asarray(out.jobs.outage_failures)[np.asarray(fleet.active)] >= 0)
 
 
+def test_an_own_failure_at_an_outages_instant_fails_the_job_once():
+    # Three jobs launched together (T = 10, D = 1, R = 2, Δ = 1), one outage of the whole fleet
+    # at t = 5 and job 0's own (listed) failure at that very instant: job 0 fails once, as its
+    # own failure (no stagger, no rank); the outage fails jobs 1 and 2, ranks 0 and 1. Each has
+    # computed 5 since the launch, none of it saved.
+    fleet = cj.Fleet(
+        np.full(3, 10.0),
+        np.full(3, 1.0),
+        restart=2.0,
+        failure_times=[[5.0], [np.inf], [np.inf]],
+        outage_times=[[5.0, 0.0]],
+        restart_stagger=1.0,
+    )
+    out = cj.simulate(fleet, cj.initial_state(fleet), None, until=30.0, save=cj.SaveAt(trace=False, jobs=True))
+    jobs = {name: np.asarray(value) for name, value in out.jobs._asdict().items() if value is not None}
+    np.testing.assert_array_equal(jobs["failures"], [1, 1, 1])
+    np.testing.assert_array_equal(jobs["outage_failures"], [0, 1, 1])
+    np.testing.assert_array_equal(jobs["stagger_time"], [0.0, 0.0, 1.0])
+    np.testing.assert_array_equal(jobs["down_time"], [2.0, 2.0, 3.0])
+    np.testing.assert_array_equal(jobs["outage_down_time"], [0.0, 2.0, 3.0])
+    np.testing.assert_array_equal(jobs["lost_work"], [5.0, 5.0, 5.0])
+    np.testing.assert_array_equal(jobs["outage_lost_work"], [0.0, 5.0, 5.0])
+
+
 def test_outage_inputs_are_checked_by_name():
     base = dict(compute=[2.0, 2.0], write=[1.0, 1.0])
     for kwargs, name in [

@@ -63,8 +63,17 @@ def _first_failures():
     mtbf = np.tile(np.repeat([1.0, 3.0], N_LAW // 2)[None], (4, 1))
     shape = np.tile(np.tile(SHAPES, N_LAW // 2)[None], (4, 1))
     fleet = cj.Fleet(1e6, np.ones((4, N_LAW)), mtbf=mtbf, restart=1e6, failure_shape=shape)
+    # One event per job (its failure; the default budget sizes for 3e6 time units of failures,
+    # 2**31 events): a clock that fails a job again while it is down ends the run at once
+    # (MAX_EVENTS) instead of running for minutes.
     out = cj.simulate(
-        fleet, cj.initial_state(fleet), None, until=150.0, key=jax.random.key(7), save=cj.SaveAt(trace=False, jobs=True)
+        fleet,
+        cj.initial_state(fleet),
+        None,
+        until=150.0,
+        key=jax.random.key(7),
+        save=cj.SaveAt(trace=False, jobs=True),
+        max_events=2 * N_LAW,
     )
     assert np.all(np.asarray(out.ok))
     np.testing.assert_array_equal(out.jobs.failures, 1)  # every job failed once, by H = 50 M
