@@ -289,7 +289,7 @@ def test_design_with_units_answers_in_hours_goodput_and_gpu_hours(tmp_path, caps
     summary = json.loads((out / "design.json").read_text())
     # --quick caps a file with units at one day of its time (not 200 s), said in its unit.
     assert summary["settings"]["horizon"] == 86400.0
-    assert "3 jobs to H = 24 h (86400 s)" in printed
+    assert "3 jobs to H = 24 h (86,400 s)" in printed
     assert summary["time_unit"] == "h" and summary["seconds_per_time_unit"] == 3600.0
     for key in ("intervals_in_time_unit", "recommendation", "gpus", "goodput", "gpu_hours_saved_per_day"):
         assert key in summary, key
