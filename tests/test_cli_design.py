@@ -324,7 +324,7 @@ def test_design_with_units_answers_in_hours_goodput_and_gpu_hours(tmp_path, caps
 
     design_h = significant(summary["groups"][0]["design"] / 3600, 2)
     assert f'"small": checkpoint every {design_h} h (now every 4.5 h)' in report
-    assert "| 1.80 TB | 0.500 h | 20.0 h |" in report  # the checkpoint, its write alone and the MTBF
+    assert "| 1.8 TB | 30 min | 20 h |" in report  # the checkpoint, its write alone and the MTBF
     assert "## Goodput before and after" in report and "## GPU-hours per day saved by the design" in report
     assert "Against the current intervals: the design saves" in printed
     power = summary["power_and_storage"]
