@@ -242,7 +242,7 @@ def _report(spec, summary: dict) -> str:
     lines = [f"# Assessment of {md(spec.path)}", ""]
     lines += [f"- **{line}**" if i == 0 else f"- {line}" for i, line in enumerate(headline(summary))]
     hours = (
-        f"Times in {unit}."
+        f"Times in {unit}" + (f", those under 1 {unit} in a smaller unit." if _seconds_per(unit) > 1 else ".")
         if unit is not None
         else "The file has plain numbers: its times are taken as hours (GPU-hours = size × time)."
     )
