@@ -1108,10 +1108,10 @@ def _comparison_dataset(spec, specs: dict, scenarios: dict, draws: dict, horizon
 
 def _quantity_text(value: float, base: str, time_unit: str) -> str:
     """``value`` (in ``base``: s, B or B/s) as a fleet file writes it, to 12 significant digits
-    (it is read back), in the unit that needs the fewest of them: a time in the file's time unit
-    or in day, h, min or s ("11 min", not "0.183333333333 h"), a size or bandwidth with an SI
-    prefix ("7.15 TB", "2.2 TB/s"); of units that need as many, one where the number lies in
-    [1, 1000), the file's time unit first, then the larger."""
+    (it is read back), in a unit where the number lies in [1, 1000) and needs the fewest of
+    them: a time in the file's time unit or in day, h, min or s ("11 min", not
+    "0.183333333333 h"), a size or bandwidth with an SI prefix ("7.15 TB", "2.2 TB/s"); of units
+    that do as well, the file's time unit first, then the larger."""
     from ._units import duration_unit
 
     if value == 0:
@@ -1127,7 +1127,7 @@ def _quantity_text(value: float, base: str, time_unit: str) -> str:
         index, (name, size) = unit
         shown = value / size
         mantissa = f"{shown:.12g}".split("e")[0].lstrip("-").replace(".", "").strip("0")
-        return (len(mantissa), not 1 <= abs(shown) < 1000, index)
+        return (not 1 <= abs(shown) < 1000, len(mantissa), index)
 
     _, (name, size) = min(enumerate(units), key=choice)
     return f"{value / size:.12g} {name}"

@@ -59,6 +59,8 @@ def test_the_commands_use_them():
     assert assess.power_text(9.83e6, "W") == "9.83 MW"
     # A what-if value is read back: all its digits, in the unit that needs the fewest.
     assert _quantity_text(660.0, "s", "h") == "11 min"  # it read "0.183333333333 h"
+    assert _quantity_text(1080.0, "s", "min") == "18 min"  # a number from 1 up, not "0.3 h"
+    assert _quantity_text(7.2 * 3600, "s", "h") == "7.2 h"  # the file's unit, not "0.3 day"
     assert _quantity_text(2.2e12, "B/s", "h") == "2.2 TB/s"
     # Goodput in percent, as assess prints it (design printed "0.8630 [0.8601, 0.8659]").
     assert percent_ci_text({"mean": 0.863, "low": 0.8601, "high": 0.8659}) == "86.30 % [86.01, 86.59]"
