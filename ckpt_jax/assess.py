@@ -1218,16 +1218,30 @@ def _comparison_dataset(
 
 
 def _quantity_text(value: float, base: str, time_unit: str) -> str:
-    """``value`` (in ``base``: s, B or B/s) as a fleet file writes it, to 12 significant
-    digits: a time in the file's time unit ("33 min"), a size or bandwidth with the SI prefix
-    that keeps it from 1 to 1000 ("7.15 TB", "2.2 TB/s")."""
+    """``value`` (in ``base``: s, B or B/s) as a fleet file writes it, to 12 significant digits
+    (it is read back), in a unit where the number lies in [1, 1000) and needs the fewest of
+    them: a time in the file's time unit or in day, h, min or s ("11 min", not
+    "0.183333333333 h"), a size or bandwidth with an SI prefix ("7.15 TB", "2.2 TB/s"); of units
+    that do as well, the file's time unit first, then the larger."""
     from ._units import duration_unit
 
+    if value == 0:
+        return f"0 {time_unit if base == 's' else base}"
     if base == "s":
-        return f"{value / duration_unit(time_unit):.12g} {time_unit}"
-    prefixes = ("", "k", "M", "G", "T", "P", "E")
-    power = min(max(int(math.floor(math.log10(abs(value)) / 3)), 0), len(prefixes) - 1) if value else 0
-    return f"{value / 1000.0**power:.12g} {prefixes[power]}{base}"
+        units = [(time_unit, duration_unit(time_unit))]
+        units += [(name, size) for name, size in (("day", 86400.0), ("h", 3600.0), ("min", 60.0), ("s", 1.0))]
+    else:
+        prefixes = ("E", "P", "T", "G", "M", "k", "")  # the larger first
+        units = [(prefix + base, 1000.0 ** (len(prefixes) - 1 - k)) for k, prefix in enumerate(prefixes)]
+
+    def choice(unit):
+        index, (name, size) = unit
+        shown = value / size
+        mantissa = f"{shown:.12g}".split("e")[0].lstrip("-").replace(".", "").strip("0")
+        return (not 1 <= abs(shown) < 1000, len(mantissa), index)
+
+    _, (name, size) = min(enumerate(units), key=choice)
+    return f"{value / size:.12g} {name}"
 
 
 def sensitivity_knobs(spec, step: float = 0.1) -> dict:

@@ -90,6 +90,7 @@ def plot_trace(
     groups: tuple | None = None,
     failures=None,
     down_time=None,
+    time_unit: str | None = None,
 ) -> Figure:
     """Gantt chart of each job's write windows above the concurrency n_w(t).
 
@@ -115,6 +116,8 @@ def plot_trace(
         adjacent) and the group names, shown on the job axis.
       failures, down_time: optional (N,) failures and time down of each job
         (`ckpt_jax.JobStats`), written at the end of each job's row.
+      time_unit: the unit of every time given (``"min"``, ``"h"``), named on the time axis
+        and after each time down; None: the axis reads "time".
 
     Returns:
       The `Figure` holding the axes.
@@ -187,10 +190,10 @@ def plot_trace(
         gantt_ax.set_ylabel("job")
         gantt_ax.yaxis.set_major_locator(MaxNLocator(integer=True, nbins=min(n_jobs, 12)))
     if failures is not None or down_time is not None:
-        notes = []
+        notes, unit = [], "" if time_unit is None else f" {time_unit}"
         for job in range(n_jobs):
             parts = [] if failures is None else [f"{int(np.asarray(failures)[job])} fail."]
-            parts += [] if down_time is None else [f"down {float(np.asarray(down_time)[job]):.3g}"]
+            parts += [] if down_time is None else [f"down {_number(float(np.asarray(down_time)[job]))}{unit}"]
             notes.append(", ".join(parts))
         size = "x-small" if n_jobs > 12 else "small"
         for job, note in enumerate(notes):
@@ -218,7 +221,7 @@ def plot_trace(
             alpha=0.25,
             lw=0,
             zorder=2,
-            label=f"largest $n_w$ per bin of {edges[1]:.3g}",
+            label=f"largest $n_w$ per bin of {edges[1]:.3g}{'' if time_unit is None else ' ' + time_unit}",
         )
         count_ax.stairs(mean, edges, color="tab:red", lw=1.0, zorder=2, label="$n_w$ averaged per bin")
     else:
@@ -239,7 +242,7 @@ def plot_trace(
     count_ax.set_ylim(-0.1, max(int(counts.max()) if counts.size else 1, 1) + 0.3)
     count_ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     count_ax.set_ylabel("writers $n_w$")
-    count_ax.set_xlabel("time")
+    count_ax.set_xlabel("time" if time_unit is None else f"time [{time_unit}]")
     count_ax.set_xlim(0.0, t_end)
     # Above the panel, not on it: the step line fills the whole axes for long traces.
     count_ax.legend(
@@ -248,6 +251,11 @@ def plot_trace(
     if title:
         fig.suptitle(_literal(title))
     return fig
+
+
+def _number(value: float) -> str:
+    """``value`` with its significant digits, thousands grouped: ``55,080``, ``918``, ``0.25``."""
+    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.3g}"
 
 
 def _literal(text) -> str:

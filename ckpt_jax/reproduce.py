@@ -81,7 +81,8 @@ CLAIMS = {
     "storm dissolves after ~(m/σ)² cycles; (c) where (N−1)·D(1) ≤ T a restart stagger Δ = D(1) is collision "
     "free for good, at a mean extra down time of (N−1)Δ/2 per job. Measured finding of docs/model.md: (b) holds "
     "only where the synchronous state is neutral (f ∝ n, or N = 2); under storage contention with N ≥ 3 the "
-    "storm dissolves in ~log(m/σ) cycles. (d), the realistic cluster with an outage rate, is not run yet.",
+    "storm dissolves in ~log(m/σ) cycles. (d) On a realistic cluster with an outage rate (the LLM cluster "
+    "example): what the outages and the storms after them cost, and whether a restart stagger pays.",
 }
 CLAIM_NAMES = {
     1: "pairwise neutrality",

@@ -192,7 +192,7 @@ def test_report_headline_reads_as_assess_json(run):
     assert 1e3 <= step < 1e6 and shown.group(2) == "kW"
     assert lines[5] == "- No power cap."
     # The intervals in use in the file's time unit; per-group goodput as in assess.json.
-    assert "| big | 2 | 64 | 20 min | 1 min |" in report and "| small | 3 | 8 | 10 min | 0.167 min (10 s) |" in report
+    assert "| big | 2 | 64 | 20 min | 1 min |" in report and "| small | 3 | 8 | 10 min | 10 s |" in report
     for name in ("big", "small"):
         row = next(line for line in lines if line.startswith(f"| {name} | {summary['groups'][name]['gpus']:,.0f} |"))
         value = _numbers(row.split("|")[3])[0]

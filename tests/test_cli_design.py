@@ -235,9 +235,14 @@ def test_design_fleet_file_with_write_limits_and_snapshots(fleet_file, tmp_path,
 def test_simulate_fleet_file_with_snapshots_observes_power(fleet_file, tmp_path, capsys):
     fleet_file.write_text(TWO_LEVEL)
     out = tmp_path / "sim"
-    assert main(["simulate", "--fleet", str(fleet_file), "--power", "--cycles", "5", "--out", str(out)]) == 0
-    assert "power draw of fleet 0 (full draw W = 4)" in capsys.readouterr().out
+    assert main(["simulate", "--fleet", str(fleet_file), "--power", "--cycles", "2", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "power draw of fleet 0 (full draw W = 4)" in printed
+    # Two firings per job cover a part of the horizon: the run says which.
+    assert "the trace holds the first 2 firings per job: every firing up to " in printed
+    assert "of the 40 horizon (--cycles records more)" in printed
     summary = json.loads((out / "summary.json").read_text())
+    assert not summary["recorded_whole_run"] and summary["recorded_until"] < 40
     assert summary["parameters"]["fleet"]["recover_from"] == "memory"
     # The computing jobs draw at most the cap C = 2; the others 0.2 of their size on top.
     assert summary["power"]["full_draw"] == [4.0] and 0 < summary["power"]["max"][0] <= 2.0 + 0.2 * 4.0
@@ -284,7 +289,7 @@ def test_design_with_units_answers_in_hours_goodput_and_gpu_hours(tmp_path, caps
     summary = json.loads((out / "design.json").read_text())
     # --quick caps a file with units at one day of its time (not 200 s), said in its unit.
     assert summary["settings"]["horizon"] == 86400.0
-    assert "3 jobs to H = 24 h (86400 s)" in printed
+    assert "3 jobs to H = 24 h (86,400 s)" in printed
     assert summary["time_unit"] == "h" and summary["seconds_per_time_unit"] == 3600.0
     for key in ("intervals_in_time_unit", "recommendation", "gpus", "goodput", "gpu_hours_saved_per_day"):
         assert key in summary, key
@@ -319,7 +324,7 @@ def test_design_with_units_answers_in_hours_goodput_and_gpu_hours(tmp_path, caps
 
     design_h = significant(summary["groups"][0]["design"] / 3600, 2)
     assert f'"small": checkpoint every {design_h} h (now every 4.5 h)' in report
-    assert "| 1.80 TB | 0.500 h | 20.0 h |" in report  # the checkpoint, its write alone and the MTBF
+    assert "| 1.8 TB | 30 min | 20 h |" in report  # the checkpoint, its write alone and the MTBF
     assert "## Goodput before and after" in report and "## GPU-hours per day saved by the design" in report
     assert "Against the current intervals: the design saves" in printed
     power = summary["power_and_storage"]
@@ -373,3 +378,42 @@ def test_the_schedule_figure_launches_at_the_designed_stagger():
     assert _designed_launch(settings, SimpleNamespace(launch_stagger=None)) == Launch("staggered", 30.0)
     assert _designed_launch(settings, SimpleNamespace(launch_stagger=12.5)) == Launch("staggered", 12.5)
     assert _designed_launch({"launch": "random", "stagger": 0.0}, SimpleNamespace(launch_stagger=None)) == "random"
+
+
+def test_simulate_fleet_records_the_whole_horizon_and_says_so(tmp_path, capsys):
+    """Without --cycles, a fleet file's trace holds every firing up to its horizon (it held
+    50 per job, a fraction of a long horizon); summary.json has goodput and failure counts,
+    and trace.png speaks in the file's time unit."""
+    import numpy as np
+
+    path = tmp_path / "units.toml"
+    path.write_text(TINY_UNITS.replace('horizon = "3 day"', 'horizon = "10 day"'))
+    out = tmp_path / "sim"
+    assert main(["simulate", "--fleet", str(path), "--no-progress", "--devices", "1", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "the trace holds every firing up to the horizon, 240 h" in printed
+    assert re.search(r"goodput \d+\.\d\d %, \d+ failures?", printed)
+    summary = json.loads((out / "summary.json").read_text())
+    fire = np.load(out / "trace.npz")["fire_times"]
+    assert np.isnan(fire[..., -1]).all()  # no job filled its slots
+    assert np.nanmax(fire) > 200 * 3600  # firings late in the 240 h horizon are there
+    assert summary["recorded_whole_run"] and summary["recorded_until"] == 240 * 3600.0
+    assert summary["time_unit"] == "h"
+    assert set(summary["goodput"]) == {"fleet", "small", "big"} and 0 < summary["goodput"]["fleet"][0] < 1
+    assert summary["failures"]["fleet"][0] == summary["failures"]["small"][0] + summary["failures"]["big"][0]
+    assert summary["failures"]["fleet"][0] > 0  # MTBFs of 10-20 h over 240 h
+
+
+def test_trace_figure_names_its_time_unit():
+    import numpy as np
+
+    from ckpt_jax.plotting import plot_trace
+
+    fire = np.array([[1.0, 11.0], [2.0, np.nan]])
+    end = np.array([[1.5, 11.5], [2.5, np.nan]])
+    figure = plot_trace(fire, end, until=20.0, time_unit="min", failures=[1, 0], down_time=[1234.5, 0.0])
+    gantt, count = figure.axes[:2]
+    assert count.get_xlabel() == "time [min]"
+    notes = [text.get_text() for text in gantt.texts]
+    assert "1 fail., down 1,234 min" in notes or "1 fail., down 1,235 min" in notes
+    assert plot_trace(fire, end).axes[1].get_xlabel() == "time"

@@ -1,5 +1,6 @@
 """Ensemble experiments for claims 5 and 6 at size "smoke": files, structure, sanity."""
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -87,6 +88,7 @@ def _synthetic_table(n_jobs_list, loads, falls: bool, horizon_drop: float):
                     change=change,
                     ci=[1.2 * change - 1e-4, 0.8 * change + 1e-4],
                     relative=-horizon_drop,
+                    relative_ci=[(1.2 * change - 1e-4) / mean, (0.8 * change + 1e-4) / mean],
                     trend=ftle.horizon_trend(1.2 * change - 1e-4, 0.8 * change + 1e-4, mean),
                 ),
                 from_launch_excess=0.0,
@@ -118,6 +120,9 @@ def test_ftle_regime_text_follows_the_data():
     assert "ρ = 2 (≈ 2, at the grid edge" in rising["regime"]
     assert "It falls at every N" in falling["beyond"] and "it still grows at N = 4 and 8" in rising["beyond"]
     assert falling["horizon"].count("(falling)") == 2 and rising["horizon"].count("(settled)") == 2
+    # The change and its interval in one unit (it read "-30 % [-0.0058, -0.0038]": a % and rates).
+    assert "in % of the rate at K = 100" in falling["horizon"]
+    assert re.search(r"-30 % \[-3\d(\.\d)? %, -2\d(\.\d)? %\] \(falling\) at N = 4", falling["horizon"])
     assert "a short horizon does" in falling["horizon"] and "a short horizon does" not in rising["horizon"]
     assert falling["horizon_headline"] != rising["horizon_headline"]
 

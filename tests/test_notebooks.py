@@ -97,3 +97,27 @@ def test_published_page_shows_the_current_sources_and_every_figure():
     on_disk = {p.name for p in BUILD.FIGURES.glob("*.png")}
     assert linked == on_disk and len(on_disk) >= len(NOTEBOOKS)
     assert "run top to bottom at full size" in PAGE, "publish at full size (without --smoke)"
+
+
+def _extra(name: str) -> set:
+    """The distributions an extra of pyproject.toml installs, its ckpt_jax[...] extras resolved."""
+    import tomllib
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["optional-dependencies"]
+    found = set()
+    for requirement in extras[name]:
+        inner = re.fullmatch(r"ckpt_jax\[(\w+)\]", requirement)
+        found |= _extra(inner[1]) if inner else {re.split(r"[<>=\[; ]", requirement, maxsplit=1)[0].lower()}
+    return found
+
+
+def test_notebooks_extra_installs_what_the_notebooks_need():
+    """`pip install ".[notebooks]"` runs every notebook: something that executes them, and
+    xarray where a notebook's results are labelled data (what_if's `compare`: it lacked it)."""
+    installed = _extra("notebooks")
+    assert "nbclient" in installed and "ipykernel" in installed
+    labelled = re.compile(r"\b(compare|sensitivity|to_xarray|open_ensemble)\(")
+    for name, nb in BUILD.build().items():
+        code = "\n".join(cell.source for cell in nb.cells if cell.cell_type == "code")
+        if labelled.search(code):
+            assert "xarray" in installed, f"{name} returns xarray Datasets: the notebooks extra must install xarray"

@@ -272,7 +272,8 @@ def test_storage_still_growing_at_the_last_job_is_never_called_saturated():
     thoughput = np.asarray(loads(text).fleet().throughput, np.float64)
     assert cj.assess._saturation_writers(thoughput, np.full(4, np.inf)) == 5
     lines = _lines(text, _storage([0.4, 0.4, 0.15, 0.04, 0.01], 5, 4))
-    assert "still grows at n = 4" in lines and "f(4) = 8 GB/s" in lines and "Saturated" not in lines, lines
+    assert "The storage never saturates: its aggregate bandwidth f(n) still grows at n = 4" in lines, lines
+    assert "f(4) = 8 GB/s" in lines and "Saturated" not in lines, lines
 
 
 def test_storage_that_peaks_with_one_writer_says_so_and_not_a_count_that_never_occurs():
@@ -282,9 +283,10 @@ def test_storage_that_peaks_with_one_writer_says_so_and_not_a_count_that_never_o
         '\n[[groups]]\nname = "big"\ncount = 1\ngpus = 64\ncheckpoint = "1 TB"\nmtbf = "10 h"\n'
     )
     lines = _lines(text, _storage([0.9, 0.08, 0.02, 0.0], 3, 2))
-    assert "is highest, 2 TB/s, with 1 writer (it falls as more write)" in lines, lines
-    assert "the fleet has 1 writer 8 % of the time, the most the storage can run at its peak" in lines, lines
-    assert "only from 3 writers, more than any draw had at once (max 2)" in lines, lines
+    assert "peaks at 2 TB/s with 1 writer (it falls as more write)" in lines, lines
+    # In English: it read "the fleet has 1 writer 8 % of the time, the most the storage can run at its peak".
+    assert "with 1 writer (it falls as more write). That many write at once 8 % of the time, so the storage " in lines
+    assert "bounds every set of writers only from 3 writers on, more than any draw had at once (max 2)" in lines
     assert "One job of big drains at the storage's peak alone" in lines, lines
     assert "% [" not in lines  # no interval for a count that never occurs
 

@@ -68,8 +68,20 @@ def losses_figure(assessment: Assessment):
     right.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}" if abs(v) >= 10 else f"{v:g}"))
     right.set_xlabel("GPU-hours lost per day")
     right.set_title("GPU-hours lost per day, by cause")
-    handles, labels = left.get_legend_handles_labels()
-    figure.legend(handles, labels, loc="outside lower center", ncols=3, fontsize=8, frameon=False)
+    right.xaxis.set_major_locator(MaxNLocator(nbins=5))  # grouped thousands need room
+    # The causes that cost something somewhere, in the bars' order, read row by row; the others
+    # are named once.
+    absent = [CAUSE_LABELS[c] for c in CAUSES if all(assessment.losses[name][c].mean == 0 for name in names)]
+    entries = [(handle, label) for handle, label in zip(*left.get_legend_handles_labels()) if label not in absent]
+    columns = min(len(entries), 4)
+    order = [k for c in range(columns) for k in range(c, len(entries), columns)]  # row-major
+    handles, labels = zip(*[entries[k] for k in order])
+    title = f"0 everywhere: {', '.join(absent)}" if absent else None
+    legend = figure.legend(
+        handles, labels, loc="outside lower center", ncols=columns, fontsize=8, frameon=False, title=title
+    )
+    if title:
+        legend.get_title().set_fontsize(8)
     return figure
 
 

@@ -463,3 +463,85 @@ SEED_KEY_TEXT = (
 def finite_or_none(value) -> float | None:
     value = float(value)
     return value if math.isfinite(value) else None
+
+
+# -- numbers as an operator reads them (reports and printed lines of every command) -------------
+def significant(value: float, digits: int = 3) -> str:
+    """``value`` with ``digits`` significant figures below 10^(digits−1) ("4.27", "0.0312",
+    "4.20"; a number they show exactly without trailing zeros: "11", "0.5"), every digit of a
+    larger number's integer part, grouped by thousands ("1,024", not "1020"; "10,123"), an
+    exponent from 1e15 on."""
+    value = float(value)
+    if value == 0 or not math.isfinite(value):
+        return f"{value:g}"
+    rounded = float(f"{value:.{digits}g}")
+    if abs(rounded) >= 1e15:
+        return f"{rounded:.{digits}g}"
+    if abs(rounded) >= 10 ** (digits - 1):
+        return f"{value:,.0f}"
+    decimals = max(digits - 1 - math.floor(math.log10(abs(rounded))), 0)
+    text = f"{rounded:.{decimals}f}"
+    if "." in text and _reads_exactly(value, digits):  # a round number: "11", "0.5", not "11.0", "0.500"
+        text = text.rstrip("0").rstrip(".")
+    return text
+
+
+def _reads_exactly(value: float, digits: int) -> bool:
+    """Whether `significant` shows ``value`` without rounding it (to 1e-9 relative)."""
+    if abs(value) >= 10 ** (digits - 1):
+        return abs(value - round(value)) <= 1e-9 * abs(value)
+    return abs(float(f"{value:.{digits}g}") - value) <= 1e-9 * abs(value)
+
+
+def percent_text(fraction: float, decimals: int = 2) -> str:
+    """A fraction in percent ("86.95 %")."""
+    return f"{100 * fraction:.{decimals}f} %"
+
+
+def percent_ci_text(estimate: dict) -> str:
+    """A share and its 95 % CI in percent ("86.95 % [86.64, 87.26]"); "n/a" for a null bound;
+    the share alone where both bounds are null (every draw the same: one draw, no interval)."""
+    if estimate["low"] is None and estimate["high"] is None:
+        return percent_text(estimate["mean"])
+    low, high = ("n/a" if x is None else f"{100 * x:.2f}" for x in (estimate["low"], estimate["high"]))
+    return f"{percent_text(estimate['mean'])} [{low}, {high}]"
+
+
+# Units a time may be shown in, largest first (seconds each).
+_TIME_UNITS = (("day", 86400.0), ("h", 3600.0), ("min", 60.0), ("s", 1.0))
+
+
+def duration_text(seconds: float, time_unit: str | None, digits: int = 3) -> str:
+    """A time of the engine in the file's time unit ("30 min", "1.63 h"); one under a whole
+    unit in the largest smaller unit that shows it without rounding, else the largest in which
+    it is at least 1 ("11 min", not "0.183333333333 h"; "5 s", not "0.00139 h"). A file of
+    plain numbers (``time_unit`` None): the number."""
+    from .._units import duration_unit
+
+    if time_unit is None:
+        return significant(seconds, digits)
+    scale = duration_unit(time_unit)
+    shown = seconds / scale
+    smaller = [(name, size) for name, size in _TIME_UNITS if size < scale]
+    if shown == 0 or not math.isfinite(shown) or abs(shown) >= 1 or not smaller:
+        return f"{significant(shown, digits)} {time_unit}"
+    fits = [(name, seconds / size) for name, size in smaller if abs(seconds / size) >= 1] or [("s", seconds)]
+    name, value = next(((n, v) for n, v in fits if _reads_exactly(v, digits)), fits[0])
+    return f"{significant(value, digits)} {name}"
+
+
+_PREFIXES = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, ""))
+
+
+def quantity_text(value: float, base: str, digits: int = 3) -> str:
+    """A size (``base`` "B") or a bandwidth ("B/s") with the SI prefix that shows it without
+    rounding, the largest such ("2 TB/s", "1,024 GB/s", "1.2 GB/s"), else the largest in which
+    it is at least 1 ("1.23 TB")."""
+    value = float(value)
+    if value == 0 or not math.isfinite(value):
+        return f"{value:g} {base}"
+    fits = [(prefix, value / size) for size, prefix in _PREFIXES if 1 <= abs(value / size) < 1e4]
+    if not fits:
+        return f"{value:.{digits}g} {base}"
+    prefix, shown = next(((p, v) for p, v in fits if _reads_exactly(v, digits)), fits[0])
+    return f"{significant(shown, digits)} {prefix}{base}"

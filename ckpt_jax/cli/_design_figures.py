@@ -96,12 +96,29 @@ def objective_figure(spec, summary):
             *span, **shade, label=f"last {averaged} step{'s' * (averaged != 1)}: averaged for the recommendation"
         )
     left.plot(steps, objective, color="k", lw=1.2, marker="o", ms=3, label="fleet waste (training draws)")
-    band = "± 1 standard error over the draws (moves are judged paired)" if search else "± 1 standard error"
+    # The band is the spread of each step's level over the draws. A search judges its moves on
+    # the same draws, paired, whose noise is far smaller: overlapping bands do not mean that a
+    # move was noise.
+    band = (
+        "level ± 1 standard error over the draws\n(not a move's noise: moves are judged paired, on the same draws)"
+        if search
+        else "± 1 standard error over the draws"
+    )
     left.fill_between(steps, objective - stderr, objective + stderr, color="k", alpha=0.15, lw=0, label=band)
+    if search and steps.size > 1:
+        # Steps where no interval moved (no move paid, or only an offset or a stagger did).
+        moved = np.asarray(history["intervals"], np.float64)
+        stayed = np.flatnonzero(np.all(moved[1:] == moved[:-1], axis=tuple(range(1, moved.ndim)))) + 1
+        if stayed.size:
+            left.plot(
+                steps[stayed], objective[stayed], "o", ms=6, mfc="white", mec="k", ls="none", zorder=3,
+                label="no interval moved at this step",
+            )  # fmt: skip
     label = "fleet waste on the common draws" if search else "smoothed fleet waste"
     left.set(xlabel="search step" if search else "optimisation step", ylabel=label, title="objective vs step")
     left.yaxis.set_major_locator(MaxNLocator(nbins=6))
-    left.legend(loc="best", fontsize=8)
+    # Below the panel: inside, a long label would cover the curve.
+    left.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), fontsize=8, frameon=False)
     scale, unit = _time_scale(spec)
     intervals = np.asarray(history["intervals"]) / scale
     recommended = np.array([group["design"] for group in summary["groups"]]) / scale

@@ -13,7 +13,19 @@ from pathlib import Path
 
 import numpy as np
 
-from ._common import SEED_KEY_TEXT, CliError, add_devices, add_x64, integer, report_devices, seed_key
+from ._common import (
+    SEED_KEY_TEXT,
+    CliError,
+    add_devices,
+    add_x64,
+    integer,
+    percent_ci_text,
+    quantity_text,
+    report_devices,
+    seed_key,
+    significant,
+)
+from ._common import duration_text as _duration_text
 from ._options import (
     HORIZON_FROM_FILE,
     QUICK_HORIZON_TEXT,
@@ -142,12 +154,7 @@ def _percent(value: float) -> str:
 
 
 def _goodput_text(estimate: dict | None) -> str:
-    if estimate is None:
-        return "not observed"
-    if estimate["low"] is None and estimate["high"] is None:  # every draw the same: one draw
-        return f"{_percent(estimate['mean'])} %"
-    low, high = (NOT_AVAILABLE if x is None else f"{_percent(x)}" for x in (estimate["low"], estimate["high"]))
-    return f"{_percent(estimate['mean'])} % [{low}, {high}]"
+    return "not observed" if estimate is None else percent_ci_text(estimate)
 
 
 def _draws_text(summary: dict) -> str:
@@ -159,25 +166,17 @@ def _draws_text(summary: dict) -> str:
 
 
 def duration_text(value: float, time_unit: str | None) -> str:
-    """A time of the engine in the file's time unit ("30 min"); plain files: the number."""
-    shown = value / _seconds_per(time_unit)
-    number = f"{shown:,.0f}" if abs(shown) >= 999.5 else f"{shown:.3g}"
-    if time_unit is None:
-        return number
-    if 0 < shown < 1 and _seconds_per(time_unit) > 1:  # "0.0542 min (3.25 s)"
-        return f"{number} {time_unit} ({value:.3g} s)"
-    return f"{number} {time_unit}"
+    """A time of the engine in the file's time unit ("30 min"; "11 min", not "0.183 h", in a
+    file in hours); plain files: the number (`_common.duration_text`)."""
+    return _duration_text(value, time_unit)
 
 
 def power_text(value: float, unit: str) -> str:
-    """A power draw: in W, kW or MW by its size where the file gives power_per_gpu, else in
-    GPUs at full draw."""
+    """A power draw: in W, kW or MW by its size, its digits kept, where the file gives
+    power_per_gpu ("9.83 MW", "1,024 kW"), else in GPUs at full draw."""
     if unit == "gpu":
         return f"{_amount(value)} GPUs at full draw"
-    for scale, name in ((1e9, "GW"), (1e6, "MW"), (1e3, "kW")):
-        if abs(value) >= scale:
-            return f"{value / scale:.3g} {name}"
-    return f"{value:.3g} W"
+    return quantity_text(value, "W")
 
 
 # The words of the figures' legend (`_assess_figures.CAUSE_LABELS`), here without importing matplotlib
@@ -253,14 +252,15 @@ def _report(spec, summary: dict) -> str:
     lines = [f"# Assessment of {md(spec.path)}", ""]
     lines += [f"- **{line}**" if i == 0 else f"- {line}" for i, line in enumerate(headline(summary))]
     hours = (
-        f"Times in {unit}."
+        f"Times in {unit}" + (f", those under 1 {unit} in a smaller unit." if _seconds_per(unit) > 1 else ".")
         if unit is not None
         else "The file has plain numbers: its times are taken as hours (GPU-hours = size × time)."
     )
+    hours_too = "" if unit == "h" else f" ({significant(summary['horizon_hours'])} h)"
     lines += [
         "",
-        f"{spec.n_jobs} jobs in {len(names)} groups, simulated as configured over H = "
-        f"{shown(settings['horizon'])} ({summary['horizon_hours']:,.4g} h) in {summary['n_draws']} independent "
+        f"{spec.n_jobs} jobs in {len(names)} group{'s' * (len(names) != 1)}, simulated as configured over H = "
+        f"{shown(settings['horizon'])}{hours_too} in {summary['n_draws']} independent "
         f"failure draws, each from {_launch_text(spec, shown)} (seed {settings['seed']}; "
         f"{summary['wall_time_s']:.0f} s). "
         f"{hours} "
@@ -463,9 +463,9 @@ def _storage_lines(spec, storage: dict, unit: str | None) -> list:
     ]
     if n_slots > 1 and curve[-1] > curve[-2]:
         lines.append(
-            f"- The storage's aggregate bandwidth f(n) still grows at n = {n_slots}, every job of the fleet writing "
-            f"(f(1) = {_bandwidth(curve[0], unit)}, f({n_slots}) = {_bandwidth(curve[-1], unit)}): no writer count "
-            "of this fleet saturates it."
+            f"- The storage never saturates: its aggregate bandwidth f(n) still grows at n = {n_slots}, with every "
+            f"job of the fleet writing (f(1) = {_bandwidth(curve[0], unit)}, f({n_slots}) = "
+            f"{_bandwidth(curve[-1], unit)})."
         )
         return lines
     at_peak = np.flatnonzero(curve >= curve.max() * (1 - 1e-12)) + 1
@@ -473,25 +473,25 @@ def _storage_lines(spec, storage: dict, unit: str | None) -> list:
     held = sum(observed[n] for n in range(low, high + 1))
     counts = _counts_text(low, high, n_slots)
     lines.append(
-        f"- The storage's aggregate bandwidth f(n) is highest, {_bandwidth(curve.max(), unit)}, with {counts}"
+        f"- The storage's aggregate bandwidth f(n) peaks at {_bandwidth(curve.max(), unit)} with {counts}"
         + (" (it falls as more write)" if high < n_slots else "")
-        + f"; the fleet has {counts} {_share(held)} of the time, the most the storage can run at its peak."
+        + f". That many write at once {_share(held)} of the time, so the storage runs at its peak at most that long."
     )
     if saturation > n_slots:
         lines.append(
-            "- No writer count binds every set of writers to the storage: the write limits of the slowest writers "
-            "add up to less than f(n)."
+            "- The storage never bounds every set of writers: the write limits of the slowest writers add up to "
+            "less than f(n)."
         )
     elif saturation > storage["writers_max"]:
         lines.append(
-            f"- Every set of writers is bound by the storage (not by its write limits) only from {saturation} "
-            f"writers, more than any draw had at once (max {storage['writers_max']})."
+            f"- The storage, not the writers' own write limits, bounds every set of writers only from {saturation} "
+            f"writers on, more than any draw had at once (max {storage['writers_max']})."
         )
     else:
         lines.append(
-            f"- From {saturation} writers every set of writers is bound by the storage, not by its own write "
-            f"limits (f(n) no longer grows, and any {saturation} writers can fill it): "
-            f"{_goodput_text(storage['saturated_time'])} of the time."
+            f"- From {saturation} writers on, the storage, not the writers' own write limits, bounds every set of "
+            f"writers (f(n) no longer grows, and any {saturation} writers can fill it). That many or more write at "
+            f"once {_goodput_text(storage['saturated_time'])} of the time."
         )
     alone = _fills_alone(spec)
     if alone and saturation > 1:  # from one writer: said above
@@ -526,13 +526,9 @@ def _fills_alone(spec) -> list:
 
 
 def _bandwidth(value: float, time_unit: str | None) -> str:
-    """A bandwidth: B/s scaled to TB/s, GB/s or MB/s in a file with units; else the number."""
-    if time_unit is None:
-        return f"{value:.3g}"
-    for scale, name in ((1e12, "TB/s"), (1e9, "GB/s"), (1e6, "MB/s")):
-        if abs(value) >= scale:
-            return f"{value / scale:.3g} {name}"
-    return f"{value:.3g} B/s"
+    """A bandwidth in a file with units, with the SI prefix that keeps its digits ("1,024 GB/s",
+    "2 TB/s"); else the number."""
+    return significant(value) if time_unit is None else quantity_text(value, "B/s")
 
 
 QUANTILES = (("P1", 0.01), ("median", 0.5))  # of the power draw, in the report

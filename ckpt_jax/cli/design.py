@@ -45,7 +45,6 @@ Files of plain numbers have none of these keys.
 from __future__ import annotations
 
 import json
-import math
 import platform
 import time
 import unicodedata
@@ -56,7 +55,19 @@ from typing import TYPE_CHECKING, NamedTuple
 import numpy as np
 
 from .._estimate import FLOOR, effect
-from ._common import SEED_KEY_TEXT, CliError, add_devices, add_x64, integer, report_devices, seed_key
+from ._common import (
+    SEED_KEY_TEXT,
+    CliError,
+    add_devices,
+    add_x64,
+    duration_text,
+    integer,
+    percent_ci_text,
+    quantity_text,
+    report_devices,
+    seed_key,
+    significant,
+)
 from ._options import (
     HORIZON_FROM_FILE,
     QUICK_HORIZON_TEXT,
@@ -269,47 +280,33 @@ def seconds_per_unit(spec) -> float:
     return 1.0 if spec.time_unit is None else duration_unit(spec.time_unit)
 
 
-def significant(value: float, digits: int = 3) -> str:
-    """``value`` to ``digits`` significant figures, with no exponent below a million
-    ("4.27", "10100", "0.0312")."""
-    value = float(value)
-    if value == 0 or not math.isfinite(value):
-        return f"{value:g}"
-    rounded = float(f"{value:.{digits}g}")
-    if abs(rounded) >= 1e6:
-        return f"{rounded:.{digits}g}"
-    decimals = max(digits - 1 - math.floor(math.log10(abs(rounded))), 0)
-    return f"{rounded:.{decimals}f}"
-
-
 def count_text(value: float) -> str:
     """A count of GPUs: whole numbers with thousands separators ("24,576")."""
     return f"{value:,.0f}" if float(value).is_integer() else significant(value)
 
 
 def time_text(spec, seconds: float, digits: int = 3) -> str:
-    """A time of the engine in the file's unit ("4.27 min"); a plain number as ``:.4g``."""
+    """A time of the engine in the file's unit ("4.27 min"; under one unit in a smaller one,
+    "11 min" in a file in hours: `duration_text`); a plain number as ``:.4g``."""
     if spec.time_unit is None:
         return f"{seconds:.4g}"
-    return f"{significant(seconds / seconds_per_unit(spec), digits)} {spec.time_unit}"
+    return duration_text(seconds, spec.time_unit, digits)
 
 
 def short_time_text(spec, seconds: float) -> str:
-    """A time under a tenth of the file's unit in seconds ("3.25 s", not "0.0542 min"), else
-    as `time_text`."""
-    if spec.time_unit is not None and seconds < 0.1 * seconds_per_unit(spec):
-        return f"{significant(seconds)} s"
+    """A time, short ones in seconds ("3.25 s", not "0.0542 min"): as `time_text`."""
     return time_text(spec, seconds)
 
 
 def volume_text(size: float) -> str:
-    """Bytes in GB, or TB from a terabyte on (decimal units, as storage is sold)."""
-    return f"{significant(size / 1e12)} TB" if size >= 1e12 else f"{significant(size / 1e9)} GB"
+    """Bytes with the SI prefix that keeps their digits ("2.3 TB", "128 GB"; decimal units, as
+    storage is sold)."""
+    return quantity_text(size, "B")
 
 
 def bandwidth_text(rate: float) -> str:
-    """Bytes per second in GB/s."""
-    return f"{significant(rate / 1e9)} GB/s"
+    """Bytes per second with the SI prefix that keeps their digits ("1,024 GB/s", "2 TB/s")."""
+    return quantity_text(rate, "B/s")
 
 
 def hours_text(value: float) -> str:
@@ -398,8 +395,8 @@ def savings_lines(summary: dict, quote: Callable[[str], str] = str) -> list:
     ]
     goodput = summary["goodput"]
     lines.append(
-        f"Fleet goodput {estimate_text(goodput['current']['fleet'], '{:.4f}'.format)} with the current "
-        f"intervals -> {estimate_text(goodput['design']['fleet'], '{:.4f}'.format)} with the design."
+        f"Fleet goodput {percent_ci_text(goodput['current']['fleet'])} with the current "
+        f"intervals -> {percent_ci_text(goodput['design']['fleet'])} with the design."
     )
     block = summary.get("power_and_storage")
     if block is not None:
@@ -935,7 +932,7 @@ def _horizon_text(spec, horizon: float) -> str:
     """H as given (plain), or in the file's time unit and in seconds."""
     if spec.time_unit is None:
         return f"{horizon:g}"
-    return f"{horizon / seconds_per_unit(spec):.6g} {spec.time_unit} ({horizon:g} s)"
+    return f"{time_text(spec, horizon)} ({significant(horizon)} s)"
 
 
 def _limit(value, units: bool = False) -> str:
@@ -998,7 +995,6 @@ def _units_tables(spec, result_json: dict) -> list:
             f"**{significant(row['design'])}** | " + " | ".join(significant(row[name]) for name in compared) + " |"
         )
     goodput = result_json["goodput"]
-    four = "{:.4f}".format
     lines += [
         "",
         "## Goodput before and after (fresh draws, 95% CIs)",
@@ -1013,12 +1009,12 @@ def _units_tables(spec, result_json: dict) -> list:
     for g, group in enumerate(spec.groups):
         lines.append(
             f"| {md(group.name)} | {count_text(gpus['groups'][g])} | "
-            f"{estimate_text(goodput['current']['groups'][g], four)} | "
-            f"{estimate_text(goodput['design']['groups'][g], four)} |"
+            f"{percent_ci_text(goodput['current']['groups'][g])} | "
+            f"{percent_ci_text(goodput['design']['groups'][g])} |"
         )
     lines.append(
-        f"| **fleet** | {count_text(gpus['fleet'])} | {estimate_text(goodput['current']['fleet'], four)} | "
-        f"**{estimate_text(goodput['design']['fleet'], four)}** |"
+        f"| **fleet** | {count_text(gpus['fleet'])} | {percent_ci_text(goodput['current']['fleet'])} | "
+        f"**{percent_ci_text(goodput['design']['fleet'])}** |"
     )
     hours = result_json["gpu_hours_saved_per_day"]
     lines += [

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import platform
 import sys
 import time
@@ -60,9 +61,11 @@ def add_simulate(subparsers) -> None:
     parser.add_argument(
         "--cycles",
         type=integer(1),
-        default=50,
+        default=None,
         metavar="K",
-        help="firings (checkpoints) recorded per job (default: %(default)s)",
+        help="firings (checkpoints) recorded per job (default: 50; with a horizon, as many as "
+        f"record every firing up to it, at most {_TRACE_SLOTS_MAX:,} slots in all; the run says "
+        "how much it recorded)",
     )
     parser.add_argument(
         "--fleets",
@@ -85,6 +88,15 @@ def add_simulate(subparsers) -> None:
     add_x64(parser)
     add_out(parser)
     parser.set_defaults(run=_simulate, check=_check, resumes=False)
+
+
+# Without --cycles and without a horizon: this many firings per job.
+_CYCLES_DEFAULT = 50
+
+
+# With a horizon and without --cycles, the trace records every firing up to it, in at most
+# this many (fleet, job, firing) slots (its CSV is about 60 bytes a slot).
+_TRACE_SLOTS_MAX = 2_000_000
 
 
 # The options that describe the fleet; --fleet takes all of them from the file.
@@ -308,6 +320,60 @@ def _fleet(args):
     )
 
 
+def _cycles(args, fleet) -> int:
+    """K, the firings recorded per job: ``--cycles``; else, with a horizon, enough for every
+    firing up to it (a job fires at most once per compute phase, T of work at a speed <= 1;
+    with jitter, T - 4σ, at least T / 4), at most `_TRACE_SLOTS_MAX` slots in all; else 50."""
+    if args.cycles is not None:
+        return args.cycles
+    if args.horizon is None:
+        return _CYCLES_DEFAULT
+    compute = np.asarray(fleet.compute, np.float64)[np.asarray(fleet.active, bool)]
+    shortest = float(compute.min())
+    if args.jitter > 0:
+        shortest = max(shortest - 4 * args.jitter, shortest / 4)
+    needed = math.floor(args.horizon / shortest) + 1
+    return max(1, min(needed, _TRACE_SLOTS_MAX // (args.fleets * args.jobs)))
+
+
+def recorded_until(fire_times: np.ndarray, horizon: float | None) -> float | None:
+    """The time up to which a (B, N, K) trace holds every firing: the horizon where no job
+    filled its K slots, else the earliest last firing of a job that did (its later firings
+    are not recorded). None without a horizon where every job filled its slots (the run
+    stopped at the K-th firings: every firing is recorded)."""
+    full = np.isfinite(fire_times[..., -1])
+    if not full.any():
+        return horizon
+    return float(np.min(fire_times[..., -1][full]))
+
+
+def _time_scale(args) -> tuple:
+    """(engine time per shown unit, the unit's name or None): a fleet file's ``time_unit``
+    (its engine runs in seconds), else the units of --compute."""
+    from .assess import _seconds_per
+
+    unit = None if args.spec is None else args.spec.time_unit
+    return _seconds_per(unit), unit
+
+
+def _coverage_line(args, until: float | None, n_cycles: int) -> str:
+    """What the trace holds, in one line."""
+    from .assess import duration_text
+
+    unit = _time_scale(args)[1]
+    slots = f"K = {n_cycles:,} slots per job"
+    if args.horizon is None:
+        return f"ckpt-jax simulate: the trace holds the first {n_cycles:,} firings of every job"
+    horizon = duration_text(args.horizon, unit)
+    if until is not None and until >= args.horizon:
+        return f"ckpt-jax simulate: the trace holds every firing up to the horizon, {horizon} ({slots})"
+    shown = "the start" if until is None else duration_text(until, unit)
+    return (
+        f"ckpt-jax simulate: the trace holds the first {n_cycles:,} firings per job: every firing up to "
+        f"{shown} of the {horizon} horizon (--cycles records more)"
+    )
+
+
 def _write_traces(out: Path, trace) -> None:
     """trace.csv and trace.npz, each written atomically: complete (this run's) or as it was before."""
     from ..files import atomic_write
@@ -398,9 +464,73 @@ def _summary(args, fleet, trace, wall_s: float, device_summary: dict) -> dict:
         "files": ["trace.csv", "trace.npz", "summary.json", "trace.png"],
         "csv_columns": list(CSV_COLUMNS),
         "notes": "cycle is the 0-based firing index after t = 0; fire/end times of "
-        "padding or unfinished windows are NaN. Windows in progress at t = 0 are not recorded.",
+        "padding or unfinished windows are NaN. Windows in progress at t = 0 are not recorded. "
+        "Times are in the engine's unit (seconds in a fleet file with units; time_unit is the one "
+        "trace.png shows). recorded_until: every firing up to it is in the trace (null: the run "
+        "stopped at each job's K-th firing). goodput: per fleet, the GPU-weighted share of the "
+        "horizon's GPU time that a failure can no longer take, as assess counts it; failures: per "
+        "fleet, the failures of its jobs (outage_failures: those that outages caused).",
         **({"power": _power_summary(trace.power)} if args.power else {}),
+        **_coverage(args, trace),
+        **({} if trace.jobs is None else _goodput_and_failures(args, fleet, trace.jobs)),
     }
+
+
+def _coverage(args, trace) -> dict:
+    """summary.json's account of what the trace holds (times in the engine's unit)."""
+    until = recorded_until(trace.fire_times, args.horizon)
+    return {
+        "time_unit": _time_scale(args)[1],
+        "recorded_cycles": int(trace.fire_times.shape[-1]),
+        "recorded_until": until,
+        "recorded_whole_run": until is None or (args.horizon is not None and until >= args.horizon),
+    }
+
+
+def _goodput_and_failures(args, fleet, jobs) -> dict:
+    """Per fleet, the goodput over the horizon (GPU-weighted, as ``assess`` counts it) and the
+    failures, of the fleet and of each group of a fleet file."""
+    from ..assess import _time_split
+
+    active = np.asarray(fleet.active, bool)
+    sizes = np.where(active, np.broadcast_to(np.asarray(fleet.size, np.float64), active.shape), 0.0)
+    import jax
+
+    # One fleet at a time: `_time_split` reads each fleet's scalar settings.
+    goodput = np.stack(
+        [
+            _time_split(fleet[b], jax.tree_util.tree_map(lambda x, b=b: x[b], jobs), args.horizon)[0]
+            for b in range(args.fleets)
+        ]
+    )
+    goodput = np.where(active, goodput, 0.0)
+    failures = np.where(active, np.asarray(jobs.failures), 0)
+    outage_failures = np.where(active, np.asarray(jobs.outage_failures), 0)
+    members = {"fleet": np.ones(active.shape[-1], bool)}
+    if args.spec is not None:
+        labels = np.asarray(args.spec.labels)
+        members.update({name: labels == index for index, name in enumerate(args.spec.names)})
+
+    def weighted(values, member):
+        weight = np.where(member, sizes, 0.0)
+        return (np.sum(values * weight, axis=-1) / np.sum(weight, axis=-1)).tolist()
+
+    return {
+        "goodput": {name: weighted(goodput, member) for name, member in members.items()},
+        "failures": {name: np.sum(np.where(member, failures, 0), axis=-1).tolist() for name, member in members.items()},
+        "outage_failures": {
+            name: np.sum(np.where(member, outage_failures, 0), axis=-1).tolist() for name, member in members.items()
+        },
+    }
+
+
+def _goodput_line(summary: dict) -> str:
+    """Fleet 0's goodput and failures in one line."""
+    goodput, failures = summary["goodput"]["fleet"][0], summary["failures"]["fleet"][0]
+    return (
+        f"ckpt-jax simulate: fleet 0 over the horizon: goodput {100 * goodput:.2f} %, "
+        f"{failures:,} failure{'s' * (failures != 1)}"
+    )
 
 
 def _title(args) -> str:
@@ -441,7 +571,18 @@ def _write_figure(args, out: Path, trace) -> None:
             "down_time": trace.jobs.down_time[0],
         }
     )
-    figure = plot_trace(trace.fire_times[0], trace.end_times[0], title=_title(args), until=args.horizon, **shown)
+    # In the file's time unit (the engine runs in seconds in a file with units).
+    scale, unit = _time_scale(args)
+    if "down_time" in shown:
+        shown["down_time"] = np.asarray(shown["down_time"], np.float64) / scale
+    figure = plot_trace(
+        np.asarray(trace.fire_times[0], np.float64) / scale,
+        np.asarray(trace.end_times[0], np.float64) / scale,
+        title=_title(args),
+        until=None if args.horizon is None else args.horizon / scale,
+        time_unit=unit,
+        **shown,
+    )
     atomic_write(out / "trace.png", lambda handle: figure.savefig(handle, format="png", dpi=120))
 
 
@@ -452,8 +593,9 @@ def _simulate(args) -> int:
     from .._plan import check_horizon_events, check_work, largest_count
     from ..files import atomic_write_bytes
 
-    n_fleets, n_jobs, n_cycles = args.fleets, args.jobs, args.cycles
     fleet = _fleet(args)
+    args.cycles = _cycles(args, fleet)
+    n_fleets, n_jobs, n_cycles = args.fleets, args.jobs, args.cycles
     state = _initial_state(fleet, args.start, args.seed, args.spec)
     # The jitter stream is derived apart from the launch key so the two are independent.
     jitter_key = jax.random.fold_in(seed_key(args.seed), 1)
@@ -481,9 +623,10 @@ def _simulate(args) -> int:
         devices=devices,
         until=args.horizon,
         # A fleet file's jobs fail: keep each job's failures and time down for the figure.
+        # With a horizon, keep each job's statistics: goodput, failures, time down.
         save=None
-        if args.spec is None and not args.power
-        else SaveAt(trace=True, jobs=args.spec is not None, power=args.power),
+        if args.horizon is None and not args.power
+        else SaveAt(trace=True, jobs=args.horizon is not None, power=args.power),
     )
     trace = jax.tree_util.tree_map(np.asarray, trace)  # blocks until the run is done
     wall_s = time.perf_counter() - started
@@ -499,6 +642,9 @@ def _simulate(args) -> int:
         f"ckpt-jax simulate: {n_ok}/{n_fleets} fleets ok, N={n_jobs}, K={n_cycles}, "
         f"{int(trace.n_events.sum())} events, {wall_s:.2f} s -> {out}"
     )
+    print(_coverage_line(args, summary["recorded_until"], n_cycles))
+    if "goodput" in summary:
+        print(_goodput_line(summary))
     if args.power:
         print(_power_line(trace.power))
     if n_ok < n_fleets:

@@ -142,6 +142,10 @@ def figure_9a_locking(sizes):
             label=f"detuned: {100 * detuned['settled']:.0f} % settled",
         )
         hist_ax.set_xlabel(f"lag φ / P after {row['n_cycles']} cycles")
+        # Headroom above the tallest bar, so that the legend hides no bar wherever it stands.
+        tallest = max(np.histogram(row["final_phases"] / row["period"], bins)[0].max(), 1)
+        tallest = max(tallest, np.histogram(detuned["final_phases"] / period, bins)[0].max())
+        hist_ax.set_ylim(0, 1.4 * tallest)
         hist_ax.legend(fontsize=8, loc="upper right", framealpha=0.9)
         if col == 0:
             map_ax.set_ylabel("lag change per cycle D(φ) / P")

@@ -342,6 +342,7 @@ def _cell(n_jobs, load, index, measured, config, rng):
             change=change,
             ci=change_ci,
             relative=change / mean if mean else np.nan,
+            relative_ci=tuple(bound / mean if mean else np.nan for bound in change_ci),
             trend=horizon_trend(*change_ci, reference=mean),
         ),
         twin_mean=float(np.mean(measured["twin_rate"][index][both])) if both.any() else np.nan,
@@ -462,9 +463,11 @@ def _horizon_texts(table: dict, config: dict, low_loads, high_loads) -> tuple[st
         + "; ".join(
             " → ".join(fmt(h["mean"], 2) for h in table[(n, top)]["horizons"]) + f" at N = {n}" for n in n_jobs_list
         )
-        + f". From K = {main} to {horizons[-1]} it changes by "
+        + f". From K = {main} to {horizons[-1]} it changes, in % of the rate at K = {main}, by "
         + ", ".join(
-            f"{fmt(100 * c['relative'], 2)} % {fmt_interval(*c['ci'], digits=2)} ({c['trend']}) at N = {n}"
+            # The change and its interval in one unit: % of the rate at K = main.
+            f"{fmt(100 * c['relative'], 2)} % [{fmt(100 * c['relative_ci'][0], 2)} %, "
+            f"{fmt(100 * c['relative_ci'][1], 2)} %] ({c['trend']}) at N = {n}"
             for n, c in changes.items()
         )
         + f". Of the {len(high_cells)} cells above saturation: {count(high_cells)}; of the {len(low_cells)} at or "
