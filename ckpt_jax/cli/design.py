@@ -362,10 +362,6 @@ def _in_units(spec, table: dict, names: list, comparison) -> dict:
             {"name": group.name, **{name: float(table[name][first[g]]) / unit for name in names}}
             for g, group in enumerate(spec.groups)
         ],
-        "recommendation": [
-            f"{group.name}: checkpoint every {time_text(spec, float(table['design'][first[g]]), 2)}"
-            for g, group in enumerate(spec.groups)
-        ],
         "gpus": {"groups": gpus.tolist(), "fleet": float(gpus.sum())},
         "goodput": goodput,
         "per_group_fleet_saved": {name: comparison.fleet_saved[name].to_dict() for name in compared},
@@ -384,10 +380,11 @@ def savings_lines(summary: dict, quote: Callable[[str], str] = str) -> list:
     the GPU-hours per day the design saves, with the groups that gain and those that pay."""
     names = [group["name"] for group in summary["groups"]]
     unit = summary["time_unit"]
+    seconds = summary["seconds_per_time_unit"]
     lines = [
-        f"{quote(row['name'])}: checkpoint every {significant(row['design'], 2)} {unit} "
+        f"{quote(row['name'])}: checkpoint every {significant(group['recommended'] / seconds, 2)} {unit} "
         f"(now every {significant(row['current'], 2)} {unit})"
-        for row in summary["intervals_in_time_unit"]
+        for row, group in zip(summary["intervals_in_time_unit"], summary["groups"])
     ]
     goodput = summary["goodput"]
     lines.append(
@@ -537,26 +534,125 @@ def _group_verdicts(summary: dict, names: list) -> dict:
     return verdicts
 
 
-def _use_text(summary: dict) -> str:
-    """Which intervals to use, from the fleet waste on the evaluation draws: a fallback's, or
-    the design's, naming the baselines (and the file's own intervals) that are as good."""
-    labels = {**{"current": "the current intervals"}, **baselines_of(summary)}
+def outside_noise(estimate: dict) -> bool:
+    """Whether a paired difference's 95% CI excludes 0: the one test every verdict of the
+    report takes."""
+    return estimate["low"] > 0 or estimate["high"] < 0
+
+
+def _saved_text(summary: dict, name: str) -> str:
+    """What the design saves against ``name`` over the fleet: GPU-hours per day in a file with
+    units, else the fleet waste saved."""
+    if "gpu_hours_saved_per_day" in summary:
+        return f"{estimate_text(summary['gpu_hours_saved_per_day'][name]['fleet'], hours_text)} GPU-hours per day"
+    saved = {**summary["baselines"], **summary.get("candidates", {})}[name]["saved"]
+    return f"{saved['mean']:+.4f} [{saved['low']:+.4f}, {saved['high']:+.4f}] of fleet waste"
+
+
+def recommend(summary: dict) -> dict:
+    """The run's one recommendation, decided once from its estimates on the fresh draws:
+    ``{"use": name, "reason": text, "text": sentence}``. Every place that says what to use
+    (the report's first line and its fleet-waste section, stdout, design.json's
+    ``recommended``, ``recommendation`` and ``groups[g]["recommended"]``) prints this.
+
+    In order:
+
+    1. the set the design fell back to (``fallback``: it beat the search's intervals outside
+       the noise);
+    2. the file's own intervals (``current``) where the design saves nothing outside the noise
+       against them: a change buys nothing measurable;
+    3. else the design's, for one reason: against the current intervals what it saves, else
+       that it beats every comparison outside the noise, else that none does better (naming
+       those as good within the noise). A comparison that does better outside the noise but
+       that the design may not fall back to (intervals that differ within a group, or outside
+       the bounds) is named as such."""
+    labels = comparisons_of(summary)
+    compared = {**summary["baselines"], **summary.get("candidates", {})}
+
+    def named(names):
+        return ", ".join(labels.get(name, name) for name in names)
+
     fallback = summary.get("fallback")
     if fallback is not None:
-        return (
-            f"use {labels.get(fallback, fallback)}: {'they' if fallback == 'current' else 'its intervals'} beat the "
-            "search's outside the noise on fresh draws, so they are the design here"
+        use = fallback
+        reason = (
+            f"{'they' if fallback == 'current' else 'its intervals'} beat the search's outside the noise on "
+            "fresh draws, so they are the design here"
         )
-    compared = {**summary["baselines"], **summary.get("candidates", {})}
-    ties = [labels.get(name, name) for name, b in compared.items() if b["saved"]["low"] <= 0 <= b["saved"]["high"]]
-    start = summary.get("start")
-    started = f" (the search started from {labels.get(start, start)})" if start else ""
-    if not ties:
-        return f"use the design's intervals{started}: they beat every comparison outside the noise"
-    return (
-        f"use the design's intervals{started}; {', '.join(ties)} {'is' if len(ties) == 1 else 'are'} as good "
-        "within the noise, so either serves"
+    elif "current" in compared and compared["current"]["saved"]["low"] <= 0:
+        use = "current"
+        reason = (
+            f"the design saves {_saved_text(summary, 'current')} against them, within the noise: "
+            "a change buys nothing measurable"
+        )
+    else:
+        use = "design"
+        better = [name for name, b in compared.items() if b["saved"]["high"] < 0]
+        ties = [name for name, b in compared.items() if not outside_noise(b["saved"])]
+        if better:
+            reason = (
+                f"{named(better)} {'does' if len(better) == 1 else 'do'} better outside the noise, but with "
+                "intervals that differ within a group or lie outside the bounds, which the design may not take"
+            )
+        elif "current" in compared:
+            reason = f"they save {_saved_text(summary, 'current')} against the current intervals, outside the noise"
+        elif not ties:
+            reason = "they beat every comparison outside the noise"
+        else:
+            reason = (
+                f"no comparison does better outside the noise ({named(ties)} "
+                f"{'is' if len(ties) == 1 else 'are'} as good within it)"
+            )
+    what = {"design": "use the design's intervals", "current": "keep the current intervals"}
+    text = f"{what.get(use, f'use {labels.get(use, use)}')}: {reason}"
+    return {"use": use, "reason": reason, "text": text}
+
+
+def recommended_intervals(summary: dict) -> list:
+    """(G,) the recommended interval of each group, in engine units (`recommend`)."""
+    use = summary["recommended"]["use"]
+    return [group["design"] if use == "design" else group[use] for group in summary["groups"]]
+
+
+def _stagger_value(summary: dict, value: float) -> str:
+    """A stagger in the file's time unit (a file with units), else as a plain number."""
+    if summary.get("time_unit"):
+        return f"{significant(value / summary['seconds_per_time_unit'])} {summary['time_unit']}"
+    return f"{value:.4g}"
+
+
+def staggers_line(summary: dict) -> str | None:
+    """With ``--staggers``: the staggers to use with the recommendation, the designed ones
+    against the file's (None without ``--staggers``)."""
+    if not summary["settings"].get("staggers"):
+        return None
+    own = {
+        "restart_stagger": float(summary["fleet"].get("restart_stagger", 0.0)),
+        "[launch] stagger": float(summary["settings"].get("stagger", 0.0)),
+    }
+    designed = {
+        name: summary.get(key)
+        for name, key in (("restart_stagger", "restart_stagger"), ("[launch] stagger", "launch_stagger"))
+        if summary.get(key) is not None
+    }
+    if designed and summary["recommended"]["use"] == "design":
+        return (
+            "Staggers, designed with the intervals: "
+            + "; ".join(
+                f"{name} {_stagger_value(summary, value)} (the file's {_stagger_value(summary, own[name])})"
+                for name, value in designed.items()
+            )
+            + "."
+        )
+    kept = "; ".join(f"{name} {_stagger_value(summary, own[name])}" for name in (designed or own))
+    because = (
+        "the design fell back to a baseline, which keeps them"
+        if not designed
+        else "the recommendation is not the design's ("
+        + "; ".join(f"its {name} {_stagger_value(summary, value)}" for name, value in designed.items())
+        + " goes with its intervals)"
     )
+    return f"Staggers: keep the file's ({kept}): {because}."
 
 
 def headline(summary: dict, names: list, quote: Callable[[str], str] = str) -> list:
@@ -566,7 +662,7 @@ def headline(summary: dict, names: list, quote: Callable[[str], str] = str) -> l
     steps = summary["steps_taken"]
     lines = []
     converged = summary.get("converged", summary["stopped_early"])
-    use = f"; {_use_text(summary)}" if "waste" in summary else ""
+    use = f"; {summary['recommended']['text']}" if "recommended" in summary else ""
     if converged:
         if summary.get("method", "adam") == "search":
             test = (
@@ -612,6 +708,9 @@ def headline(summary: dict, names: list, quote: Callable[[str], str] = str) -> l
         if verdict["tie"]:
             parts.append(f"{', '.join(map(quote, verdict['tie']))} within the noise")
         lines.append(f"{text}; per group: {'; '.join(parts)}.")
+    staggers = staggers_line(summary) if "recommended" in summary else None
+    if staggers is not None:
+        lines.insert(1, staggers)
     if "rerun" in summary:
         lines.append(f"For a settled answer (tighter intervals of confidence): {summary['rerun']}")
     return lines
@@ -627,6 +726,7 @@ def _report_head(spec, settings, result_json: dict, wall_s: float) -> list:
     if units:  # the verdicts in GPU-hours per day, with the file's own intervals among them
         head = (
             head[:1]
+            + [line for line in head if line.startswith("Staggers")]
             + savings_lines(result_json, quote=quote)
             + [line for line in head if line.startswith("For a settled")]
         )
@@ -731,7 +831,6 @@ def _fleet_waste_lines(spec, result_json: dict) -> list:
         "|---|---|---|---|",
         f"| **design** | {waste['mean']:.4f} [{waste['low']:.4f}, {waste['high']:.4f}] | | |",
     ]
-    as_good = []
     weighed = {**({"current": "current"} if "current" in result_json.get("candidates", {}) else {}), **baselines}
     for name, label in weighed.items():
         base = {**result_json["baselines"], **result_json.get("candidates", {})}[name]
@@ -740,25 +839,15 @@ def _fleet_waste_lines(spec, result_json: dict) -> list:
             f"| {label} | {w['mean']:.4f} [{w['low']:.4f}, {w['high']:.4f}] | "
             f"{s['mean']:+.4f} [{s['low']:+.4f}, {s['high']:+.4f}] | {_verdict(s)} |"
         )
-        if s["low"] <= 0:
-            as_good.append(label if s["high"] >= 0 else f"{label} (better, outside the noise)")
-    lines.append("")
-    if as_good:
+    lines += ["", f"**Recommendation: {md(result_json['recommended']['text'])}.**"]
+    verdicts = _group_verdicts(result_json, groups)
+    gaining = sorted({n for v in verdicts.values() for n in v["gain"]}, key=groups.index)
+    paying = sorted({n for v in verdicts.values() for n in v["pay"]}, key=groups.index)
+    if gaining and paying:  # a fleet verdict that moves waste between groups
         lines.append(
-            f"**Plainly: {', '.join(as_good)} {'is' if len(as_good) == 1 else 'are'} at least as good "
-            "as the design here** (the waste saved is not positive outside the noise); the design buys nothing over "
-            f"{'it' if len(as_good) == 1 else 'them'} for this fleet."
-        )
-    else:
-        paying = sorted({n for v in _group_verdicts(result_json, groups).values() for n in v["pay"]}, key=groups.index)
-        lines.append(
-            "The design saves fleet waste against every baseline, outside the noise"
-            + (
-                f", but not in every group: {', '.join(map(md, paying))} "
-                f"{'pays' if len(paying) == 1 else 'pay'} (see the waste per group)."
-                if paying
-                else ", and no group pays more, outside the noise."
-            )
+            f"Per group the design moves waste: against some comparison {', '.join(map(md, gaining))} "
+            f"{'gains' if len(gaining) == 1 else 'gain'} and {', '.join(map(md, paying))} "
+            f"{'pays' if len(paying) == 1 else 'pay'}, outside the noise (see the waste per group)."
         )
     return lines
 
@@ -828,10 +917,12 @@ def _staggers_lines(spec, settings: dict, result_json: dict) -> list:
         if settings.get("staggers"):
             return ["## Staggers", "", "Not designed: the design fell back to a baseline, which keeps the file's.", ""]
         return []
+    recommended = result_json["recommended"]["use"] == "design"
     lines = [
         "## Staggers (designed)",
         "",
-        "Searched with the intervals, in [0, H]; the baselines keep the file's.",
+        "Searched with the intervals, in [0, H]; the baselines keep the file's"
+        + ("." if recommended else "; not recommended: the recommendation keeps the file's with its intervals."),
         "",
         "| stagger | file | designed |",
         "|---|---|---|",
@@ -1055,12 +1146,15 @@ def _design(args) -> int:
     started = time.perf_counter()
     result = _run_design(args, fleet)
     comparisons = _compare(spec, result)
-    launch = _designed_launch(settings, result)
-    schedule = _schedule(
-        spec, result.intervals, seed=settings["seed"], launch=launch, dtype=dtype, offsets=result.offsets
-    )
+    summary = _summary(spec, settings, result, comparisons)
+    schedule = _recommended_schedule(spec, settings, result, comparisons, summary, dtype)
     wall_s = time.perf_counter() - started
-    summary = _summary(spec, settings, result, comparisons, schedule, wall_s)
+    summary.update(
+        schedule_period=schedule["period"],
+        schedule_window=[schedule["start"], schedule["stop"]],
+        schedule_failures_shown=schedule["failures_shown"],
+        wall_time_s=wall_s,
+    )
     out = Path(args.out)
     summary["rerun"] = rerun_command(spec, settings, summary, out)
     _write_outputs(out, spec, settings, summary, schedule, comparisons, wall_s)
@@ -1141,8 +1235,21 @@ def _compare(spec, result: DesignResult) -> _Comparisons:
     return _Comparisons(compared, table, evaluation, comparison, names, per_group, writers, writers_draws)
 
 
-def _summary(spec, settings: dict, result: DesignResult, comparisons: _Comparisons, schedule: dict, wall_s: float):
-    """design.json, but for ``rerun`` (which quotes it)."""
+def _recommended_schedule(spec, settings: dict, result: DesignResult, comparisons: _Comparisons, summary, dtype):
+    """One period of the recommended intervals (`recommend`) in a run with failures: the
+    design's at its launch (offsets, launch stagger), else the set recommended at the
+    settings' launch."""
+    use = summary["recommended"]["use"]
+    if use == "design":
+        launch, intervals, offsets = _designed_launch(settings, result), result.intervals, result.offsets
+    else:
+        launch, intervals, offsets = _launch(settings), comparisons.table[use], None
+    return _schedule(spec, intervals, seed=settings["seed"], launch=launch, dtype=dtype, offsets=offsets)
+
+
+def _summary(spec, settings: dict, result: DesignResult, comparisons: _Comparisons):
+    """design.json, but for ``rerun`` (which quotes it) and the schedule and wall time
+    (`_design` adds them)."""
     import jax
 
     from .. import __version__
@@ -1161,10 +1268,6 @@ def _summary(spec, settings: dict, result: DesignResult, comparisons: _Compariso
         **_outcome_json(spec, result, comparisons, first),
         **_comparisons_json(spec, comparisons),
         **_history_json(settings, result, first),
-        "schedule_period": schedule["period"],
-        "schedule_window": [schedule["start"], schedule["stop"]],
-        "schedule_failures_shown": schedule["failures_shown"],
-        "wall_time_s": wall_s,
         "backend": jax.default_backend(),
         "python": platform.python_version(),
         "jax": jax.__version__,
@@ -1172,6 +1275,14 @@ def _summary(spec, settings: dict, result: DesignResult, comparisons: _Compariso
     }
     if spec.time_unit is not None:
         summary.update(_in_units(spec, comparisons.table, comparisons.names, comparisons.comparison))
+    summary["recommended"] = recommend(summary)
+    for group, interval in zip(summary["groups"], recommended_intervals(summary)):
+        group["recommended"] = interval
+    if spec.time_unit is not None:
+        summary["recommendation"] = [
+            f"{group['name']}: checkpoint every {time_text(spec, group['recommended'], 2)}"
+            for group in summary["groups"]
+        ]
     return summary
 
 
@@ -1266,13 +1377,15 @@ def _write_outputs(
 def _print_outcome(spec, summary: dict, result: DesignResult, wall_s: float, out: Path) -> None:
     """The intervals, the fleet waste, the headline (and the savings, in a file with units)."""
     units = spec.time_unit is not None
+    use = summary["recommended"]["use"]
     recommended = ", ".join(
-        f"{g['name']} {g['design']:.3g}" if not units else f"{g['name']} {time_text(spec, g['design'])}"
+        f"{g['name']} {g['recommended']:.3g}" if not units else f"{g['name']} {time_text(spec, g['recommended'])}"
         for g in summary["groups"]
     )
+    waste = summary["waste"] if use == "design" else summary["per_group_fleet_waste"][use]
     print(
-        f"ckpt-jax design: intervals {recommended}; fleet waste {result.waste.mean:.4f} "
-        f"[{result.waste.low:.4f}, {result.waste.high:.4f}]"
+        f"ckpt-jax design: recommended intervals{'' if use == 'design' else ' (' + comparisons_of(summary)[use] + ')'} "
+        f"{recommended}; fleet waste {waste['mean']:.4f} [{waste['low']:.4f}, {waste['high']:.4f}]"
     )
     for line in headline(summary, spec.names, quote=repr):
         print(f"ckpt-jax design: {line}")
