@@ -861,6 +861,22 @@ _FIRST_MESH = math.log(2.0)
 _OFFSET_SCALE = 0.25 / _FIRST_MESH
 
 
+def _fewest_steps(mesh: float, mesh_min: float) -> int:
+    """The fewest steps a compass search at ``mesh`` still takes: each step without an
+    accepted move halves the mesh, and it stops at the first such step at ``mesh_min`` or
+    finer (a step that accepts a move adds one)."""
+    halvings = max(0, math.ceil(math.log2(mesh / mesh_min) - 1e-12)) if mesh > mesh_min else 0
+    return 1 + halvings
+
+
+def _search_bar_total(bar, taken: int, mesh: float, mesh_min: float, max_steps: int) -> None:
+    """The progress bar's total: the steps taken and the fewest still to take, within the
+    step budget (not the budget itself: the search usually converges long before it)."""
+    if bar is not None:
+        bar.total = min(max_steps, taken + _fewest_steps(mesh, mesh_min))
+        bar.refresh()
+
+
 def _compass_search(evaluate, start, lower, upper, scale, *, mesh_min, max_steps, bar):
     """Compass (pattern) search on a deterministic sample-average objective.
 
@@ -884,6 +900,7 @@ def _compass_search(evaluate, start, lower, upper, scale, *, mesh_min, max_steps
     """
     centre, mesh, extra, rows = np.asarray(start, np.float64), _FIRST_MESH, None, []
     n_coordinates = centre.size
+    _search_bar_total(bar, 0, mesh, mesh_min, max_steps)
     for _ in range(max_steps):
         step = mesh * scale
         moves = np.repeat(centre[None], 2 * n_coordinates, axis=0)
@@ -908,8 +925,10 @@ def _compass_search(evaluate, start, lower, upper, scale, *, mesh_min, max_steps
         if not accepted.any():
             extra = None
             if mesh <= mesh_min:
+                _search_bar_total(bar, len(rows), mesh, mesh_min, len(rows))  # done: the bar is full
                 return centre, True, rows
             mesh /= 2
+            _search_bar_total(bar, len(rows), mesh, mesh_min, max_steps)
             continue
         # The next step also tries every coordinate's improving move at once.
         combined, moved = centre.copy(), 0
@@ -922,6 +941,7 @@ def _compass_search(evaluate, start, lower, upper, scale, *, mesh_min, max_steps
         best = int(np.argmax(np.where(accepted, mean, -np.inf)))
         centre = points[best]
         extra = combined if moved >= 2 and not np.array_equal(combined, centre) else None
+        _search_bar_total(bar, len(rows), mesh, mesh_min, max_steps)
     return centre, False, rows
 
 
@@ -1166,7 +1186,10 @@ def checkpoint_intervals(
     if progress:
         from ._progress import progress_bar
 
-        bar = progress_bar(total=int(steps), desc=f"ckpt_jax.design ({method})", unit="step")
+        # The search's bar counts the steps it may still take (`_search_bar_total`), adam's its
+        # budget (the cosine schedule spans it), made full where it stops early.
+        total = int(steps) if method == "adam" else min(int(steps), _fewest_steps(_FIRST_MESH, math.log1p(rtol)))
+        bar = progress_bar(total=total, desc=f"ckpt_jax.design ({method})", unit="step")
     try:
         # The contended fixed point uses its own draws (as many as the evaluation's for
         # "adam", the search's S otherwise: it is one more starting point there).
@@ -1471,6 +1494,9 @@ def _adam(
                 since_best += 1
                 if since_best >= patience:
                     stopped_early = step + 1 < steps
+                    if bar is not None:  # stopped early: the steps it took were all it takes
+                        bar.total = bar.n
+                        bar.refresh()
                     break
 
     # θ is unconstrained, offsets included (θ mod 1 is taken after the mean): averaging the

@@ -188,3 +188,49 @@ def test_units_summary_lines_give_the_recommended_intervals(use):
     interval = summary["groups"][0]["recommended"] / 3600
     assert first == f"small: checkpoint every {interval:.2g} h (now every {3.0 / 3600:.2g} h)"
     assert "GPU-hours per day" in summary["recommended"]["reason"]
+
+
+# -- the design's progress bar ------------------------------------------------------------------
+class _Bar:
+    """A progress bar that records its total at every refresh."""
+
+    def __init__(self, total):
+        self.total, self.n, self.totals = total, 0, []
+
+    def update(self, n):
+        self.n += n
+        assert self.n <= self.total, (self.n, self.total)
+
+    def refresh(self):
+        self.totals.append(self.total)
+
+    def set_postfix(self, **_):
+        pass
+
+
+def test_the_search_bar_counts_the_steps_it_may_still_take():
+    import math
+
+    import numpy as np
+
+    from ckpt_jax import design
+
+    minimum = np.array([0.7, -1.2])
+
+    def evaluate(points):  # a bowl, with a per-draw offset that pairing cancels
+        return ((points - minimum) ** 2).sum(axis=1)[:, None] + np.array([0.0, 0.3, -0.1, 0.05])
+
+    mesh_min = math.log1p(0.1)
+    bounds = (np.full(2, -10.0), np.full(2, 10.0), np.ones(2))
+    bar = _Bar(100)  # the step budget, as the bar was made
+    _, converged, rows = design._compass_search(
+        evaluate, np.zeros(2), *bounds, mesh_min=mesh_min, max_steps=100, bar=bar
+    )
+    assert converged and len(rows) < 10
+    # From ×2 to the finest move of 10%: 3 halvings and the step that accepts nothing.
+    assert design._fewest_steps(math.log(2.0), mesh_min) == 4 and bar.totals[0] == 4
+    assert max(bar.totals) < 100 and bar.totals[-1] == bar.n == len(rows)  # full when it converged
+    # A budget it runs out of: the total is the budget, reached.
+    bar = _Bar(3)
+    design._compass_search(evaluate, np.zeros(2), *bounds, mesh_min=mesh_min, max_steps=3, bar=bar)
+    assert bar.n == 3 and bar.totals[-1] == 3 and max(bar.totals) == 3

@@ -7,7 +7,10 @@ baselines and the file's own intervals, or from ``optax.adam`` (``--method adam`
 comparison of the report comes from one set of fresh draws (`cj.design.Evaluation`).
 
 design.json holds the run's settings, the intervals per group (``groups``: the design, what the
-search found (``searched``) and each baseline, in the file's engine units), ``method``,
+search found (``searched``), each baseline, and ``recommended``: the intervals to use, in the
+file's engine units), ``recommended`` (the run's one recommendation, `recommend`: ``use``, the
+set to use, ``"design"``, ``"current"`` or the baseline fallen back to; ``reason``; ``text``,
+the sentence the report and stdout print), ``method``,
 ``converged``, ``start`` (the set the search started from), ``fallback`` (the baseline
 recommended instead, where one beat the search outside the noise, else null),
 ``restart_stagger`` and ``launch_stagger`` (designed with ``--staggers``, in engine units; null
@@ -27,7 +30,8 @@ group's size counts GPUs) adds, on the same fresh draws as ``per_group``:
   ``per_group_saved`` and ``per_group_fleet_waste``;
 - ``time_unit`` and ``seconds_per_time_unit``; ``intervals_in_time_unit``: per group its
   ``name`` and every interval set (``design``, ``current``, the baselines) in the time unit;
-  ``recommendation``: one sentence per group ("405B pretrain: checkpoint every 4.3 min");
+  ``recommendation``: one sentence per group, at the recommended interval ("405B pretrain:
+  checkpoint every 4.3 min");
 - ``gpus``: GPUs per group (size × count) and of the ``fleet``;
 - ``goodput``: ``current`` and ``design``, each ``fleet`` and ``groups`` (a list), each an
   estimate ``{mean, low, high}`` (95% CI) of 1 − waste, waste weighted by size;
