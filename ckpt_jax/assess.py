@@ -840,10 +840,12 @@ def compare(
       (the file's groups, then ``"fleet"``), ``statistic`` (mean, low, high: a 95 % CI) and
       ``draw``: ``goodput`` and ``gpu_hours_per_day`` (GPU-hours of saved work per day:
       goodput × GPUs × 24) per scenario and group; ``power_step`` (the largest step of the
-      draw at one instant, up or down) and ``writers_peak`` (the most concurrent writers) per
-      scenario; each with its ``*_difference`` against the baseline (paired per draw) and
-      ``*_significant`` (the difference's CI excludes 0); the per-draw values
-      ``*_draws``; ``gpus`` per scenario and group; ``overrides`` (JSON text) per scenario.
+      draw at one instant, up or down: its estimate is the mean over the draws of each draw's
+      largest) and ``writers_peak`` (the most concurrent writers) per scenario; each with its
+      ``*_difference`` against the baseline (paired per draw) and ``*_significant`` (the
+      difference's CI excludes 0); the per-draw values ``*_draws``; ``power_step_max`` per
+      scenario, the largest step in any draw (the maximum over the draws); ``gpus`` per
+      scenario and group; ``overrides`` (JSON text) per scenario.
       Its attribute ``reused`` lists (JSON text) the scenarios loaded from ``out``.
     """
     import json
@@ -1098,6 +1100,8 @@ def _comparison_dataset(spec, specs: dict, scenarios: dict, draws: dict, horizon
         variables[f"{field}_difference"] = (dims, difference)
         variables[f"{field}_significant"] = (dims[:-1], significant)
         variables[f"{field}_draws"] = (draw_dims, np.stack([draws[name][field] for name in names]))
+    # The largest power step in any draw, beside power_step's mean over the draws of each draw's largest.
+    variables["power_step_max"] = (("scenario",), np.array([_largest(draws[name]["power_step"]) for name in names]))
     variables["gpus"] = (("scenario", "group"), np.stack([draws[name]["gpus"] for name in names]))
     overrides = [json.dumps({}) if name == BASELINE else json.dumps(scenarios[name], default=str) for name in names]
     variables["overrides"] = (("scenario",), np.asarray(overrides, dtype=object))
