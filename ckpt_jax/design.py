@@ -156,6 +156,9 @@ class Evaluation(NamedTuple):
       power_threshold: that threshold, in units of one job's full draw (the default of
         `SaveAt.power_threshold`: a tenth of the fleet's full draw).
       horizon: H, the span of every run.
+      power_largest_step: (D, S) the largest change of the fleet's draw at one instant, up or
+        down (`PowerStats.largest_drop`, ``largest_rise``), in units of size; None where not
+        recorded.
     """
 
     names: tuple
@@ -167,6 +170,7 @@ class Evaluation(NamedTuple):
     power_steps: np.ndarray
     power_threshold: float
     horizon: float
+    power_largest_step: np.ndarray | None = None
 
 
 class DesignResult(NamedTuple):
@@ -798,6 +802,9 @@ def _records(out, n_sets: int, n_draws: int) -> dict:
         "writes": np.asarray(out.jobs.writes, np.float64).reshape(shape + (-1,)),
         "writers": (writer_time / span[..., None]).reshape(shape + (-1,)),
         "power_steps": np.asarray(out.power.n_steps, np.float64).reshape(shape),
+        "power_largest_step": np.maximum(
+            np.asarray(out.power.largest_drop, np.float64), np.asarray(out.power.largest_rise, np.float64)
+        ).reshape(shape),
         "power_threshold": float(np.asarray(out.power.threshold, np.float64).reshape(-1)[0]),
     }
 
@@ -836,6 +843,7 @@ def _evaluate(
         power_steps=join("power_steps"),
         power_threshold=records[0]["power_threshold"],
         horizon=float(horizon),
+        power_largest_step=join("power_largest_step"),
     )
 
 
@@ -843,7 +851,9 @@ def _with_design(evaluation: Evaluation, name: str) -> Evaluation:
     """``evaluation`` with the design's row replaced by ``name``'s (a fallback)."""
     source = evaluation.names.index(name)
     fields = {}
-    for field in ("intervals", "job_waste", "fleet_waste", "writes", "writers", "power_steps"):
+    for field in ("intervals", "job_waste", "fleet_waste", "writes", "writers", "power_steps", "power_largest_step"):
+        if getattr(evaluation, field) is None:
+            continue
         value = np.array(getattr(evaluation, field))
         value[0] = value[source]
         fields[field] = value
@@ -1556,7 +1566,10 @@ def power_and_storage(evaluation: Evaluation, write, *, day: float | None = None
     """Per interval set, ``{name: {"power_steps": Estimate, "volume": Estimate}}``: the
     fleet's power steps above ``evaluation.power_threshold`` (`PowerStats.n_steps`) and the
     volume of its completed checkpoints (`Evaluation.writes` × each job's volume), over the
-    evaluation's draws, per ``day`` or over the horizon H.
+    evaluation's draws, per ``day`` or over the horizon H. Where the evaluation recorded it
+    (`Evaluation.power_largest_step`), also the largest step of the draw at one instant, in
+    units of size: ``"largest_step"``, an `Estimate` of the mean over the draws of each
+    draw's largest, and ``"largest_step_max"``, a float, the largest in any draw.
 
     Args:
       evaluation: an `Evaluation`.
@@ -1570,9 +1583,19 @@ def power_and_storage(evaluation: Evaluation, write, *, day: float | None = None
         name: {
             "power_steps": mean_ci(np.asarray(evaluation.power_steps[i], np.float64) * scale),
             "volume": mean_ci(volume[i] * scale),
+            **_largest_step(evaluation, i),
         }
         for i, name in enumerate(evaluation.names)
     }
+
+
+def _largest_step(evaluation: Evaluation, index: int) -> dict:
+    """`power_and_storage`'s largest power step of one set: its mean over the draws and its
+    maximum over them (nothing where the evaluation has none)."""
+    if evaluation.power_largest_step is None:
+        return {}
+    steps = np.asarray(evaluation.power_largest_step[index], np.float64)
+    return {"largest_step": mean_ci(steps), "largest_step_max": float(steps.max())}
 
 
 class Comparison(NamedTuple):

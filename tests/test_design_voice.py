@@ -234,3 +234,58 @@ def test_the_search_bar_counts_the_steps_it_may_still_take():
     bar = _Bar(3)
     design._compass_search(evaluate, np.zeros(2), *bounds, mesh_min=mesh_min, max_steps=3, bar=bar)
     assert bar.n == 3 and bar.totals[-1] == 3 and max(bar.totals) == 3
+
+
+# -- the largest power step: its mean over the draws and its maximum -----------------------------
+def test_power_and_storage_gives_the_largest_step_mean_and_max():
+    import numpy as np
+
+    from ckpt_jax import design
+    from ckpt_jax._estimate import mean_ci
+
+    steps = np.array([[2.0, 2.0, 9.0, 3.0, 2.0, 2.0, 3.0, 2.0], np.ones(8)])  # a rack outage in draw 2
+    evaluation = design.Evaluation(
+        names=("design", "young"),
+        intervals=np.ones((2, 1)),
+        job_waste=np.zeros((2, 8, 1)),
+        fleet_waste=np.zeros((2, 8)),
+        writes=np.ones((2, 8, 1)),
+        writers=np.zeros((2, 8, 2)),
+        power_steps=np.zeros((2, 8)),
+        power_threshold=0.1,
+        horizon=10.0,
+        power_largest_step=steps,
+    )
+    sets = design.power_and_storage(evaluation, np.array([1.0]))
+    assert sets["design"]["largest_step"] == mean_ci(steps[0]) and sets["design"]["largest_step_max"] == 9.0
+    assert sets["design"]["largest_step"].high < 9.0  # the worst draw lies above the mean's CI
+    # The design falling back to Young takes Young's steps too.
+    assert np.array_equal(design._with_design(evaluation, "young").power_largest_step[0], steps[1])
+
+
+def test_design_report_and_stdout_name_the_largest_step_mean_and_max():
+    from ckpt_jax.cli.design import _power_storage_lines, power_step_line
+
+    spec = loads(PLAIN, "tiny.toml")
+    summary = summary_of({name: estimate(0.02) for name in BASELINES}, SPLIT)
+    row = {
+        "power_steps": estimate(3.0, 1.0),
+        "volume": estimate(50.0, 5.0),
+        "largest_step": {"mean": 2.5, "low": 1.0, "high": 4.0},
+        "largest_step_max": 9.0,
+    }
+    summary["power_and_storage"] = {
+        "per": "horizon",
+        "threshold": 0.3,
+        "threshold_watts": None,
+        "step_unit": "size",
+        "sets": {name: row for name in ("design", *BASELINES)},
+    }
+    line = power_step_line(summary)
+    assert line.startswith(
+        "Largest power step at one instant with the design: 2.50 [1.00, 4.00] on average, 9.00 at most"
+    )
+    assert "the mean over 16 draws of each draw's largest" in line and "the largest in any draw" in line
+    table = "\n".join(_power_storage_lines(spec, summary))
+    assert "| largest step: mean | largest step: max |" in table and "| 2.50 [1.00, 4.00] | 9.00 |" in table
+    assert "the mean over the draws of each draw's largest (95% CI) and the largest in any draw (max)" in table

@@ -409,6 +409,9 @@ def savings_lines(summary: dict, quote: Callable[[str], str] = str) -> list:
             f"{volume_text(sets['design']['volume']['mean'])} written a day "
             f"({volume_text(sets['current']['volume']['mean'])} now)."
         )
+        step = power_step_line(summary)
+        if step is not None:
+            lines.append(step)
     for name, label in comparisons_of(summary).items():
         saved = summary["gpu_hours_saved_per_day"][name]
         verdict = summary["gains_and_pays"][name]
@@ -436,6 +439,49 @@ def savings_lines(summary: dict, quote: Callable[[str], str] = str) -> list:
     return lines
 
 
+def power_value(value: float, unit: str) -> str:
+    """A power: in W, kW, MW or GW where the file gives power_per_gpu (``unit`` "W"), else in
+    units of size (a job of size 1 at full draw)."""
+    if unit != "W":
+        return f"{significant(value)}"
+    for scale, name in ((1e9, "GW"), (1e6, "MW"), (1e3, "kW")):
+        if abs(value) >= scale:
+            return f"{significant(value / scale)} {name}"
+    return f"{significant(value)} W"
+
+
+def power_step_line(summary: dict) -> str | None:
+    """The largest power step of the recommended intervals (`recommend`) and of the current
+    ones: the mean over the draws of each draw's largest, and the largest in any draw."""
+    block = summary.get("power_and_storage")
+    if block is None or "recommended" not in summary:
+        return None
+    sets, unit = block["sets"], block.get("step_unit", "size")
+    use = summary["recommended"]["use"]
+    row = sets.get(use)
+    if row is None or "largest_step" not in row:
+        return None
+    draws = 2 * summary["settings"]["pairs"] * summary["settings"]["draws"]
+    label = {"design": "the design", "current": "the current intervals"}.get(use, comparisons_of(summary).get(use, use))
+
+    def step(row):
+        if row["largest_step"]["low"] == row["largest_step"]["high"] == row["largest_step_max"]:
+            return f"{power_value(row['largest_step_max'], unit)} in every draw"
+        return (
+            f"{estimate_text(row['largest_step'], lambda v: power_value(v, unit))} on average, "
+            f"{power_value(row['largest_step_max'], unit)} at most"
+        )
+
+    now = sets.get("current")
+    return (
+        f"Largest power step at one instant with {label}: {step(row)} (the mean over {draws} draws of each "
+        "draw's largest, 95% CI; the largest in any draw)"
+        + (f"; with the current intervals {step(now)}" if now is not None and use != "current" else "")
+        + ("" if unit == "W" else " (in units of size: a job of size 1 at full draw)")
+        + "."
+    )
+
+
 def _in_report_order(names) -> list:
     """The design, the file's own intervals, then the baselines: the order of every table."""
     return sorted(names, key=lambda name: {"design": 0, "current": 1}.get(name, 2))
@@ -450,12 +496,22 @@ def _power_and_storage(spec, evaluation) -> dict:
     per_day = spec.time_unit is not None
     sets = power_and_storage(evaluation, spec.per_job("write"), day=86400.0 if per_day else None)
     threshold = float(evaluation.power_threshold)
+    watts = spec.power_per_gpu  # the largest step in W where the file gives a GPU's draw
+
+    def shown(key, value):
+        if key == "largest_step":
+            return {bound: x * (watts or 1.0) for bound, x in value.to_dict().items()}
+        if key == "largest_step_max":
+            return value * (watts or 1.0)
+        return value.to_dict()
+
     return {
         "per": "day" if per_day else "horizon",
         "threshold": threshold,
-        "threshold_watts": None if spec.power_per_gpu is None else threshold * spec.power_per_gpu,
+        "threshold_watts": None if watts is None else threshold * watts,
+        "step_unit": "W" if watts is not None else "size",
         "sets": {
-            name: {key: estimate.to_dict() for key, estimate in sets[name].items()}
+            name: {key: shown(key, value) for key, value in sets[name].items()}
             for name in _in_report_order(evaluation.names)
         },
     }
@@ -720,20 +776,28 @@ def headline(summary: dict, names: list, quote: Callable[[str], str] = str) -> l
     return lines
 
 
+def summary_lines(summary: dict, names: list, quote: Callable[[str], str] = str) -> list:
+    """The run's summary lines, the same in the report and on stdout: the headline (converged,
+    the recommendation, the staggers), the verdict per comparison (in a file with units in
+    GPU-hours per day, with the file's own intervals among them), the largest power step, and
+    the command for a settled answer."""
+    head = headline(summary, names, quote=quote)
+    settled = [line for line in head if line.startswith("For a settled")]
+    if summary.get("time_unit"):
+        staggers = [line for line in head if line.startswith("Staggers")]
+        return head[:1] + staggers + savings_lines(summary, quote=quote) + settled
+    step = power_step_line(summary)
+    body = [line for line in head if line not in settled]
+    return body + ([] if step is None else [step]) + settled
+
+
 def _report_head(spec, settings, result_json: dict, wall_s: float) -> list:
     """The report's verdict lines, the fleet and how the run measured it."""
     groups = spec.names
     md = markdown_text
     units = spec.time_unit is not None
     quote = lambda name: f'"{md(name)}"'  # noqa: E731
-    head = headline(result_json, groups, quote=quote)
-    if units:  # the verdicts in GPU-hours per day, with the file's own intervals among them
-        head = (
-            head[:1]
-            + [line for line in head if line.startswith("Staggers")]
-            + savings_lines(result_json, quote=quote)
-            + [line for line in head if line.startswith("For a settled")]
-        )
+    head = summary_lines(result_json, groups, quote=quote)
     lines = [f"# Checkpoint intervals for {md(spec.path)}", ""]
     lines += [
         f"- **{line}**" if i == 0 and not result_json["stopped_early"] else f"- {line}" for i, line in enumerate(head)
@@ -988,15 +1052,26 @@ def _power_storage_lines(spec, summary: dict) -> list:
         threshold = f"{significant(block['threshold'])} (one job's draw per unit of size)"
     show_volume = (lambda v: volume_text(v)) if units else (lambda v: significant(v))  # noqa: E731
     labels = {"design": "**design**", "current": "current", **LABELS}
+    unit = block.get("step_unit", "size")
+    largest = all("largest_step" in row for row in block["sets"].values())
     lines = [
         "",
         "## Power and storage (the same draws, 95% CIs)",
         "",
         f"Power steps: instants where the fleet's draw moves by more than {threshold} (a tenth of its full "
-        "draw; a job that fires and one that resumes each make one); volume: the completed checkpoints.",
+        "draw; a job that fires and one that resumes each make one); volume: the completed checkpoints"
+        + (
+            "; largest step: the largest change of the draw at one instant, up or down"
+            + ("" if unit == "W" else " (in units of size)")
+            + ", the mean over the draws of each draw's largest (95% CI) and the largest in any draw (max)"
+            if largest
+            else ""
+        )
+        + ".",
         "",
-        f"| intervals | power steps {per} | volume written {per} |",
-        "|---|---|---|",
+        f"| intervals | power steps {per} | volume written {per} |"
+        + (" largest step: mean | largest step: max |" if largest else ""),
+        "|---|---|---|" + ("---|---|" if largest else ""),
     ]
     for name, row in block["sets"].items():
         steps, volume = row["power_steps"], row["volume"]
@@ -1004,6 +1079,12 @@ def _power_storage_lines(spec, summary: dict) -> list:
             f"| {labels.get(name, markdown_text(name))} | "
             f"{steps['mean']:.1f} [{steps['low']:.1f}, {steps['high']:.1f}] | "
             f"{show_volume(volume['mean'])} [{show_volume(volume['low'])}, {show_volume(volume['high'])}] |"
+            + (
+                f" {estimate_text(row['largest_step'], lambda v: power_value(v, unit))} | "
+                f"{power_value(row['largest_step_max'], unit)} |"
+                if largest
+                else ""
+            )
         )
     return lines
 
@@ -1162,7 +1243,7 @@ def _design(args) -> int:
     out = Path(args.out)
     summary["rerun"] = rerun_command(spec, settings, summary, out)
     _write_outputs(out, spec, settings, summary, schedule, comparisons, wall_s)
-    _print_outcome(spec, summary, result, wall_s, out)
+    _print_outcome(spec, summary, wall_s, out)
     return 0
 
 
@@ -1378,8 +1459,8 @@ def _write_outputs(
         figures.close(figure)
 
 
-def _print_outcome(spec, summary: dict, result: DesignResult, wall_s: float, out: Path) -> None:
-    """The intervals, the fleet waste, the headline (and the savings, in a file with units)."""
+def _print_outcome(spec, summary: dict, wall_s: float, out: Path) -> None:
+    """The recommended intervals, their fleet waste, and the summary lines (`summary_lines`)."""
     units = spec.time_unit is not None
     use = summary["recommended"]["use"]
     recommended = ", ".join(
@@ -1391,9 +1472,6 @@ def _print_outcome(spec, summary: dict, result: DesignResult, wall_s: float, out
         f"ckpt-jax design: recommended intervals{'' if use == 'design' else ' (' + comparisons_of(summary)[use] + ')'} "
         f"{recommended}; fleet waste {waste['mean']:.4f} [{waste['low']:.4f}, {waste['high']:.4f}]"
     )
-    for line in headline(summary, spec.names, quote=repr):
+    for line in summary_lines(summary, spec.names, quote=repr):
         print(f"ckpt-jax design: {line}")
-    if units:
-        for line in savings_lines(summary, quote=repr):
-            print(f"ckpt-jax design: {line}")
     print(f"ckpt-jax design: {summary['steps_taken']} steps, {wall_s:.1f} s -> {out}")
