@@ -289,3 +289,26 @@ def test_design_report_and_stdout_name_the_largest_step_mean_and_max():
     table = "\n".join(_power_storage_lines(spec, summary))
     assert "| largest step: mean | largest step: max |" in table and "| 2.50 [1.00, 4.00] | 9.00 |" in table
     assert "the mean over the draws of each draw's largest (95% CI) and the largest in any draw (max)" in table
+
+
+# -- a group without restart: the documented default, stated ------------------------------------
+def test_a_group_without_restart_runs_with_none_and_every_output_says_so(tmp_path, capsys):
+    from ckpt_jax.cli import main
+    from ckpt_jax.cli.design import note_lines
+
+    spec = loads(PLAIN.replace('restart = 0.5\n[[groups]]\nname = "big"', '[[groups]]\nname = "big"'), "tiny.toml")
+    assert spec.groups[0].restart == 0.0 and spec.groups[1].restart == 0.5
+    assert spec.restart_defaults() == ("small",)
+    assert loads(PLAIN, "tiny.toml").restart_defaults() == () and note_lines(loads(PLAIN, "tiny.toml")) == []
+    (note,) = [line for line in note_lines(spec) if line]
+    assert note.startswith("**Note:** group 'small' gives no restart: taken as 0, the default")
+    # The report says it (here design's; assess and compare print the same lines).
+    summary = summary_of(TIE, SPLIT)
+    assert note in _report(spec, summary["settings"], summary, 1.0)
+    # ... and stdout, first, for any command reading the file (here before an --out error).
+    path = tmp_path / "f.toml"
+    path.write_text(PLAIN.replace("restart = 0.5\n", ""))
+    (tmp_path / "file").write_text("")
+    assert main(["assess", str(path), "--out", str(tmp_path / "file")]) == 2
+    printed = capsys.readouterr().out
+    assert printed.startswith("ckpt-jax assess: note: groups 'small', 'big' give no restart: taken as 0")

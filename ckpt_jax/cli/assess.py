@@ -25,7 +25,7 @@ from ._options import (
     add_seed,
     run_horizon,
 )
-from .design import markdown_text
+from .design import markdown_text, note_lines
 
 # --quick: a small run that shows every output in well under a minute on a laptop CPU.
 QUICK = {"draws": 8}  # and the horizon capped (`_options.run_horizon`)
@@ -268,6 +268,7 @@ def _report(spec, summary: dict) -> str:
         f"{summary['wall_time_s']:.0f} s). "
         f"{hours} Every estimate is a mean over the draws with its 95% CI.",
     ]
+    lines += note_lines(spec)
     lines += _groups_lines(spec, summary, shown)
     lines += _storage_section(spec, summary, shown)
     lines += _power_lines(spec, summary)

@@ -28,7 +28,7 @@ from ._options import (
     run_horizon,
 )
 from .assess import duration_text, power_text
-from .design import markdown_text
+from .design import markdown_text, note_lines
 
 DRAWS = 32  # per scenario: the differences are paired, so fewer draws than assess's 64 resolve them
 QUICK = {"draws": 8}  # and the horizon capped (`_options.run_horizon`)
@@ -550,6 +550,7 @@ def _report(spec, summary: dict) -> str:
     lines = [f"# {md(title.get(settings['mode'], 'What-if comparison'))} of {md(spec.path)}", ""]
     lines += [verdict(summary, md), ""]
     lines += [f"- {line}" for line in headlines(summary, md)]
+    lines += note_lines(spec)
     names = [group["name"] for group in summary["scenarios"][0]["goodput"]["groups"]]
     lines += [
         "",

@@ -830,11 +830,20 @@ def _report_head(spec, settings, result_json: dict, wall_s: float) -> list:
         )
         + _method_text(settings, result_json)
         + f", seed {settings['seed']}, {wall_s:.0f} s.",
+        *note_lines(spec),
         "",
         "## Recommended intervals",
         "",
     ]
     return lines
+
+
+def note_lines(spec) -> list:
+    """The defaults the file leaves in force, said (`defaults_note`): a paragraph, or none."""
+    from ._common import defaults_note
+
+    note = defaults_note(spec)
+    return [] if note is None else ["", f"**Note:** {markdown_text(note)}."]
 
 
 def _plain_tables(spec, result_json: dict) -> list:
