@@ -39,7 +39,7 @@ def summary_of(saved: dict, per_group: dict, *, fallback=None, candidates=None, 
     design = [estimate(0.10), estimate(0.20)]
     compared = {**{name: {} for name in BASELINES}, **(candidates or {})}
     summary = {
-        "fleet": {"restart_stagger": 0.0},
+        "fleet": {"restart_stagger": 0.0, "outages": [{"domain": "rack", "mtbf": 100.0}]},
         "settings": {
             "quick": False,
             "draws": 4,
@@ -156,8 +156,7 @@ def test_staggers_are_in_the_summary_lines():
     # Not recommended (a fallback): the file's are kept, and the line says why.
     summary = summary_of(TIE, SPLIT, fallback="daly", staggers=True)
     assert staggers_line(summary) == (
-        "Staggers: keep the file's (restart_stagger 0; [launch] stagger 0): the design fell back to a baseline, "
-        "which keeps them."
+        "Staggers: keep the file's (restart_stagger 0): the design fell back to a baseline, which keeps them."
     )
     assert staggers_line(summary_of(TIE, SPLIT)) is None  # without --staggers
 

@@ -686,12 +686,24 @@ def staggers_line(summary: dict) -> str | None:
     against the file's (None without ``--staggers``)."""
     if not summary["settings"].get("staggers"):
         return None
-    own = {
-        "restart_stagger": float(summary["fleet"].get("restart_stagger", 0.0)),
-        "[launch] stagger": float(summary["settings"].get("stagger", 0.0)),
+    own = {  # the staggers that act: the restart stagger with outages, the launch's when staggered
+        name: value
+        for name, value, acts in (
+            (
+                "restart_stagger",
+                float(summary["fleet"].get("restart_stagger", 0.0)),
+                bool(summary["fleet"].get("outages")),
+            ),
+            (
+                "[launch] stagger",
+                float(summary["settings"].get("stagger", 0.0)),
+                summary["settings"]["launch"] == "staggered",
+            ),
+        )
+        if acts
     }
     designed = {
-        name: summary.get(key)
+        name: float(summary[key])
         for name, key in (("restart_stagger", "restart_stagger"), ("[launch] stagger", "launch_stagger"))
         if summary.get(key) is not None
     }
