@@ -281,10 +281,10 @@ def test_design_report_and_stdout_name_the_largest_step_mean_and_max():
         "sets": {name: row for name in ("design", *BASELINES)},
     }
     line = power_step_line(summary)
-    assert line.startswith(
-        "Largest power step at one instant with the design: 2.50 [1.00, 4.00] on average, 9.00 at most"
+    assert line == (
+        "Largest power step at one instant with the design: 2.50 [1.00, 4.00] on average (the mean over 16 draws "
+        "of each draw's largest), 9.00 at most (the largest in any draw), in units of size."
     )
-    assert "the mean over 16 draws of each draw's largest" in line and "the largest in any draw" in line
     table = "\n".join(_power_storage_lines(spec, summary))
     assert "| largest step: mean | largest step: max |" in table and "| 2.50 [1.00, 4.00] | 9.00 |" in table
     assert "the mean over the draws of each draw's largest (95% CI) and the largest in any draw (max)" in table

@@ -440,8 +440,10 @@ def savings_lines(summary: dict, quote: Callable[[str], str] = str) -> list:
 
 
 def power_value(value: float, unit: str) -> str:
-    """A power: in W, kW, MW or GW where the file gives power_per_gpu (``unit`` "W"), else in
-    units of size (a job of size 1 at full draw)."""
+    """A power: in W, kW, MW or GW where the file gives power_per_gpu (``unit`` "W"), in GPUs'
+    full draw in a file with units without it ("gpu"), else in units of size ("size")."""
+    if unit == "gpu":
+        return f"{significant(value)} GPUs' draw"
     if unit != "W":
         return f"{significant(value)}"
     for scale, name in ((1e9, "GW"), (1e6, "MW"), (1e3, "kW")):
@@ -463,21 +465,21 @@ def power_step_line(summary: dict) -> str | None:
         return None
     draws = 2 * summary["settings"]["pairs"] * summary["settings"]["draws"]
     label = {"design": "the design", "current": "the current intervals"}.get(use, comparisons_of(summary).get(use, use))
+    show = lambda value: power_value(value, unit)  # noqa: E731
 
     def step(row):
         if row["largest_step"]["low"] == row["largest_step"]["high"] == row["largest_step_max"]:
-            return f"{power_value(row['largest_step_max'], unit)} in every draw"
+            return f"{show(row['largest_step_max'])} in every draw"
         return (
-            f"{estimate_text(row['largest_step'], lambda v: power_value(v, unit))} on average, "
-            f"{power_value(row['largest_step_max'], unit)} at most"
+            f"{estimate_text(row['largest_step'], show)} on average (the mean over {draws} draws of each draw's "
+            f"largest), {show(row['largest_step_max'])} at most (the largest in any draw)"
         )
 
     now = sets.get("current")
     return (
-        f"Largest power step at one instant with {label}: {step(row)} (the mean over {draws} draws of each "
-        "draw's largest, 95% CI; the largest in any draw)"
+        f"Largest power step at one instant with {label}: {step(row)}"
         + (f"; with the current intervals {step(now)}" if now is not None and use != "current" else "")
-        + ("" if unit == "W" else " (in units of size: a job of size 1 at full draw)")
+        + (", in units of size" if unit == "size" else "")
         + "."
     )
 
@@ -509,7 +511,7 @@ def _power_and_storage(spec, evaluation) -> dict:
         "per": "day" if per_day else "horizon",
         "threshold": threshold,
         "threshold_watts": None if watts is None else threshold * watts,
-        "step_unit": "W" if watts is not None else "size",
+        "step_unit": "W" if watts is not None else "gpu" if spec.time_unit is not None else "size",
         "sets": {
             name: {key: shown(key, value) for key, value in sets[name].items()}
             for name in _in_report_order(evaluation.names)
@@ -675,9 +677,13 @@ def recommended_intervals(summary: dict) -> list:
 
 
 def _stagger_value(summary: dict, value: float) -> str:
-    """A stagger in the file's time unit (a file with units), else as a plain number."""
+    """A stagger in the file's time unit, or in seconds under a tenth of it (a file with
+    units), else as a plain number."""
     if summary.get("time_unit"):
-        return f"{significant(value / summary['seconds_per_time_unit'])} {summary['time_unit']}"
+        unit = summary["seconds_per_time_unit"]
+        if 0 < value < 0.1 * unit:
+            return f"{significant(value)} s"
+        return f"{significant(value / unit)} {summary['time_unit']}"
     return f"{value:.4g}"
 
 
