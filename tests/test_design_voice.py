@@ -136,7 +136,7 @@ def test_report_and_stdout_say_one_recommendation():
     assert first.startswith("- Converged") and first.endswith(f"; {text}.")
     assert f"**Recommendation: {text}.**" in report
     # The per-group split is said as such, not as "nothing".
-    assert "small gains and big pays, outside the noise" in report
+    assert "Per group, outside the noise: big pays against Young; big pays against Daly; big pays against" in report
     assert headline(summary, spec.names)[0].endswith(f"; {text}.")
     # A fallback: every place says the fallback.
     summary = summary_of(TIE, SPLIT, fallback="daly")
@@ -286,7 +286,7 @@ def test_design_report_and_stdout_name_the_largest_step_mean_and_max():
         "of each draw's largest), 9.00 at most (the largest in any draw), in units of size."
     )
     table = "\n".join(_power_storage_lines(spec, summary))
-    assert "| largest step: mean | largest step: max |" in table and "| 2.50 [1.00, 4.00] | 9.00 |" in table
+    assert "| largest step: mean (size) | largest step: max (size) |" in table and "| 2.50 [1.00, 4.00] | 9.00 |" in table
     assert "the mean over the draws of each draw's largest (95% CI) and the largest in any draw (max)" in table
 
 

@@ -936,14 +936,14 @@ def _fleet_waste_lines(spec, result_json: dict) -> list:
         )
     lines += ["", f"**Recommendation: {md(result_json['recommended']['text'])}.**"]
     verdicts = _group_verdicts(result_json, groups)
-    gaining = sorted({n for v in verdicts.values() for n in v["gain"]}, key=groups.index)
-    paying = sorted({n for v in verdicts.values() for n in v["pay"]}, key=groups.index)
-    if gaining and paying:  # a fleet verdict that moves waste between groups
-        lines.append(
-            f"Per group the design moves waste: against some comparison {', '.join(map(md, gaining))} "
-            f"{'gains' if len(gaining) == 1 else 'gain'} and {', '.join(map(md, paying))} "
-            f"{'pays' if len(paying) == 1 else 'pay'}, outside the noise (see the waste per group)."
-        )
+    pays = [
+        f"{', '.join(map(md, verdicts[name]['pay']))} {'pays' if len(verdicts[name]['pay']) == 1 else 'pay'} "
+        f"against {label}"
+        for name, label in baselines.items()
+        if verdicts[name]["pay"]
+    ]
+    if pays:  # the fleet's verdict moves waste between groups: said, not hidden
+        lines += ["", f"Per group, outside the noise: {'; '.join(pays)} (see the waste per group)."]
     return lines
 
 
@@ -1010,10 +1010,17 @@ def _staggers_lines(spec, settings: dict, result_json: dict) -> list:
         rows.append(("[launch] stagger", settings.get("stagger", 0.0), result_json["launch_stagger"]))
     if not rows:
         if settings.get("staggers"):
-            return ["## Staggers", "", "Not designed: the design fell back to a baseline, which keeps the file's.", ""]
+            return [
+                "",
+                "## Staggers",
+                "",
+                "Not designed: the design fell back to a baseline, which keeps the file's.",
+                "",
+            ]
         return []
     recommended = result_json["recommended"]["use"] == "design"
     lines = [
+        "",
         "## Staggers (designed)",
         "",
         "Searched with the intervals, in [0, H]; the baselines keep the file's"
@@ -1073,13 +1080,18 @@ def _power_storage_lines(spec, summary: dict) -> list:
         return []
     units = spec.time_unit is not None
     per = "per day" if block["per"] == "day" else "over H"
+    unit = block.get("step_unit", "size")
     if block["threshold_watts"] is not None:
         threshold = f"{significant(block['threshold_watts'] / 1e6)} MW"
+    elif unit == "gpu":
+        threshold = power_value(block["threshold"], unit)
     else:
         threshold = f"{significant(block['threshold'])} (one job's draw per unit of size)"
     show_volume = (lambda v: volume_text(v)) if units else (lambda v: significant(v))  # noqa: E731
     labels = {"design": "**design**", "current": "current", **LABELS}
-    unit = block.get("step_unit", "size")
+    # In the table the unit is in the header where it is one (GPUs' draw, size), W per cell.
+    step = (lambda v: power_value(v, "W")) if unit == "W" else significant  # noqa: E731
+    in_header = {"W": "", "gpu": " (GPUs' draw)", "size": " (size)"}[unit]
     largest = all("largest_step" in row for row in block["sets"].values())
     lines = [
         "",
@@ -1089,7 +1101,6 @@ def _power_storage_lines(spec, summary: dict) -> list:
         "draw; a job that fires and one that resumes each make one); volume: the completed checkpoints"
         + (
             "; largest step: the largest change of the draw at one instant, up or down"
-            + ("" if unit == "W" else " (in units of size)")
             + ", the mean over the draws of each draw's largest (95% CI) and the largest in any draw (max)"
             if largest
             else ""
@@ -1097,7 +1108,7 @@ def _power_storage_lines(spec, summary: dict) -> list:
         + ".",
         "",
         f"| intervals | power steps {per} | volume written {per} |"
-        + (" largest step: mean | largest step: max |" if largest else ""),
+        + (f" largest step: mean{in_header} | largest step: max{in_header} |" if largest else ""),
         "|---|---|---|" + ("---|---|" if largest else ""),
     ]
     for name, row in block["sets"].items():
@@ -1106,12 +1117,7 @@ def _power_storage_lines(spec, summary: dict) -> list:
             f"| {labels.get(name, markdown_text(name))} | "
             f"{steps['mean']:.1f} [{steps['low']:.1f}, {steps['high']:.1f}] | "
             f"{show_volume(volume['mean'])} [{show_volume(volume['low'])}, {show_volume(volume['high'])}] |"
-            + (
-                f" {estimate_text(row['largest_step'], lambda v: power_value(v, unit))} | "
-                f"{power_value(row['largest_step_max'], unit)} |"
-                if largest
-                else ""
-            )
+            + (f" {estimate_text(row['largest_step'], step)} | {step(row['largest_step_max'])} |" if largest else "")
         )
     return lines
 
