@@ -18,7 +18,10 @@ where not designed or the design fell back), the fleet waste of
 the design and the baselines with 95% CIs (``waste``, ``baselines``, ``candidates``), the waste
 per group on the same draws (``per_group``, ``per_group_saved``, ``per_group_fleet_waste``),
 ``power_and_storage`` (per interval set, the power steps above the threshold and the volume of
-completed checkpoints, per day in a file with units, else per horizon), the writer-count
+completed checkpoints, per day in a file with units, else per horizon; and the largest power
+step at one instant, ``largest_step`` the mean over the draws of each draw's largest with its
+95% CI, ``largest_step_max`` the largest in any draw, in ``step_unit``: W where the file gives
+power_per_gpu, else GPUs' draw (``"gpu"``) or units of size), the writer-count
 distribution, the history and ``rerun``, the command for a settled answer.
 
 A file with units (`FleetSpec.time_unit` set: the engine runs in seconds, bytes and B/s, a
