@@ -1147,7 +1147,8 @@ def checkpoint_intervals(
         evenly staggered (offset group g of G_o at the fraction g / G_o of its cycle).
       offset_groups: None (one offset per job: identical jobs sharing an interval still
         launch apart) or (N,) integer labels of jobs sharing one offset.
-      progress: show a tqdm progress bar.
+      progress: show a tqdm progress bar of the steps (``"search"``: its total is the steps
+        taken and the fewest it may still take to converge, within ``steps``; full when it stops).
       candidates: None or {name: (N,) intervals}: more interval sets to start from
         (``"search"``) and to weigh the design against (e.g. the intervals in use today).
       rtol: the search's finest move, a factor 1 + rtol on an interval (``"search"``).
