@@ -122,7 +122,8 @@ class Assessment(NamedTuple):
       saturated_time: `Estimate` of the fraction of the window with at least that many writers.
       power_mean, power_max, power_largest_drop, power_largest_rise: `Estimate`s over the
         draws of the draw's mean, its max, and its largest drop and rise at one instant, in
-        ``power_unit``.
+        ``power_unit``: each the mean over the draws of each draw's own (its 95% CI is that
+        mean's, not the range of the draws).
       power_edges, power_time: (n + 1,) bin edges in ``power_unit`` and (n,) fraction of the
         time spent in each bin, pooled over the draws.
       cap_time: `Estimate` of the fraction of time with the draw at the cap (None without a
@@ -136,6 +137,10 @@ class Assessment(NamedTuple):
       n_draws: the number of independent draws. Where every draw recorded the same (a
         replayed trace and a fixed launch), they are one draw: every `Estimate` has NaN
         bounds (no interval).
+      power_largest_drop_max, power_largest_rise_max: the largest drop and rise at one
+        instant in any draw (the maximum over the draws of each draw's largest), in
+        ``power_unit``: the worst a draw showed (a rack outage's), which can lie far above
+        the mean's CI.
     """
 
     groups: dict
@@ -163,6 +168,8 @@ class Assessment(NamedTuple):
     horizon: float
     hours_per_time_unit: float
     n_draws: int
+    power_largest_drop_max: float = math.nan
+    power_largest_rise_max: float = math.nan
 
     @property
     def writers_observed(self) -> bool:
@@ -203,7 +210,9 @@ class Assessment(NamedTuple):
               "power": {
                 "unit": "W" | "gpu",
                 "mean": estimate, "max": estimate,
-                "largest_drop": estimate, "largest_rise": estimate,
+                "largest_drop": estimate, "largest_rise": estimate,  # means over the draws
+                "largest_drop_max": float | null,  # the largest in any draw
+                "largest_rise_max": float | null,
                 "edges": [float], "time": [float],   # the draw's distribution
                 "cap_time": estimate | null,     # fraction of time at the cap
                 "throttled": estimate,           # fraction of the fleet's GPU time
@@ -249,6 +258,8 @@ class Assessment(NamedTuple):
                 "max": est(self.power_max),
                 "largest_drop": est(self.power_largest_drop),
                 "largest_rise": est(self.power_largest_rise),
+                "largest_drop_max": number(self.power_largest_drop_max),
+                "largest_rise_max": number(self.power_largest_rise_max),
                 "edges": [float(x) for x in self.power_edges],
                 "time": [float(x) for x in self.power_time],
                 "cap_time": est(self.cap_time),
@@ -561,6 +572,13 @@ def _writer_fields(fleet: Fleet, out, horizon: float) -> dict:
     )
 
 
+def _largest(samples) -> float:
+    """The maximum over the draws a value was observed in (NaN: none)."""
+    samples = np.asarray(samples, np.float64)
+    samples = samples[np.isfinite(samples)]
+    return float(samples.max()) if samples.size else math.nan
+
+
 def _power_fields(fleet: Fleet, out, horizon: float, edges: np.ndarray, scale: float, stalled) -> dict:
     """The power draw's `Assessment` fields, from the run's `PowerStats` (``edges`` already
     in the reported unit, ``scale`` per GPU); ``stalled``: (S,) the checkpoint stalls in GPU
@@ -587,6 +605,8 @@ def _power_fields(fleet: Fleet, out, horizon: float, edges: np.ndarray, scale: f
         power_max=mean_ci(np.asarray(power.max, np.float64) * scale),
         power_largest_drop=mean_ci(np.asarray(power.largest_drop, np.float64) * scale),
         power_largest_rise=mean_ci(np.asarray(power.largest_rise, np.float64) * scale),
+        power_largest_drop_max=_largest(np.asarray(power.largest_drop, np.float64) * scale),
+        power_largest_rise_max=_largest(np.asarray(power.largest_rise, np.float64) * scale),
         power_edges=edges,
         power_time=power_time / power_time.sum(),
         cap_time=cap_time,
@@ -872,14 +892,16 @@ def compare(
       (the file's groups, then ``"fleet"``), ``statistic`` (mean, low, high: a 95 % CI) and
       ``draw``: ``goodput`` and ``gpu_hours_per_day`` (GPU-hours of saved work per day:
       goodput × GPUs × 24) per scenario and group; ``power_step`` (the largest step of the
-      draw at one instant, up or down) and ``writers_peak`` (the most concurrent writers) per
-      scenario; each with its ``*_difference`` against the baseline (paired per draw) and
-      ``*_significant`` (an effect: the difference's CI excludes 0 and it exceeds the
-      floor); the per-draw values ``*_draws``; ``gpus`` per scenario and group;
-      ``overrides`` (JSON text), ``same_configuration`` (the scenario is the baseline's fleet,
-      parsed: the same run) and ``one_draw`` (every draw of it and of the baseline the same)
-      per scenario. Its attributes: ``reused`` lists (JSON text) the scenarios loaded from
-      ``out``; ``floor`` and ``floor_gpu_hours_per_day``.
+      draw at one instant, up or down: its estimate is the mean over the draws of each draw's
+      largest) and ``writers_peak`` (the most concurrent writers) per scenario; each with its
+      ``*_difference`` against the baseline (paired per draw) and ``*_significant`` (an effect:
+      the difference's CI excludes 0 and it exceeds the floor); the per-draw values ``*_draws``;
+      ``power_step_max`` per scenario, the largest step in any draw (the maximum over the
+      draws); ``gpus`` per scenario and group; ``overrides`` (JSON text),
+      ``same_configuration`` (the scenario is the baseline's fleet, parsed: the same run) and
+      ``one_draw`` (every draw of it and of the baseline the same) per scenario. Its
+      attributes: ``reused`` lists (JSON text) the scenarios loaded from ``out``; ``floor`` and
+      ``floor_gpu_hours_per_day``.
     """
     import json
 
@@ -1185,6 +1207,8 @@ def _comparison_dataset(
         variables[f"{field}_difference"] = (dims, difference)
         variables[f"{field}_significant"] = (dims[:-1], significant)
         variables[f"{field}_draws"] = (draw_dims, np.stack([draws[name][field] for name in names]))
+    # The largest power step in any draw, beside power_step's mean over the draws of each draw's largest.
+    variables["power_step_max"] = (("scenario",), np.array([_largest(draws[name]["power_step"]) for name in names]))
     variables["gpus"] = (("scenario", "group"), np.stack([draws[name]["gpus"] for name in names]))
     overrides = [json.dumps({}) if name == BASELINE else json.dumps(scenarios[name], default=str) for name in names]
     variables["overrides"] = (("scenario",), np.asarray(overrides, dtype=object))

@@ -157,6 +157,9 @@ class Evaluation(NamedTuple):
       power_threshold: that threshold, in units of one job's full draw (the default of
         `SaveAt.power_threshold`: a tenth of the fleet's full draw).
       horizon: H, the span of every run.
+      power_largest_step: (D, S) the largest change of the fleet's draw at one instant, up or
+        down (`PowerStats.largest_drop`, ``largest_rise``), in units of size; None where not
+        recorded.
     """
 
     names: tuple
@@ -168,6 +171,7 @@ class Evaluation(NamedTuple):
     power_steps: np.ndarray
     power_threshold: float
     horizon: float
+    power_largest_step: np.ndarray | None = None
 
 
 class DesignResult(NamedTuple):
@@ -846,6 +850,9 @@ def _records(out, n_sets: int, n_draws: int) -> dict:
         "writes": np.asarray(out.jobs.writes, np.float64).reshape(shape + (-1,)),
         "writers": (writer_time / span[..., None]).reshape(shape + (-1,)),
         "power_steps": np.asarray(out.power.n_steps, np.float64).reshape(shape),
+        "power_largest_step": np.maximum(
+            np.asarray(out.power.largest_drop, np.float64), np.asarray(out.power.largest_rise, np.float64)
+        ).reshape(shape),
         "power_threshold": float(np.asarray(out.power.threshold, np.float64).reshape(-1)[0]),
     }
 
@@ -884,6 +891,7 @@ def _evaluate(
         power_steps=join("power_steps"),
         power_threshold=records[0]["power_threshold"],
         horizon=float(horizon),
+        power_largest_step=join("power_largest_step"),
     )
 
 
@@ -891,7 +899,9 @@ def _with_design(evaluation: Evaluation, name: str) -> Evaluation:
     """``evaluation`` with the design's row replaced by ``name``'s (a fallback)."""
     source = evaluation.names.index(name)
     fields = {}
-    for field in ("intervals", "job_waste", "fleet_waste", "writes", "writers", "power_steps"):
+    for field in ("intervals", "job_waste", "fleet_waste", "writes", "writers", "power_steps", "power_largest_step"):
+        if getattr(evaluation, field) is None:
+            continue
         value = np.array(getattr(evaluation, field))
         value[0] = value[source]
         fields[field] = value
@@ -907,6 +917,22 @@ _FIRST_MESH = math.log(2.0)
 # An offset coordinate (a fraction of the cycle) moves by this much per unit of mesh: a
 # quarter of the cycle at the first step.
 _OFFSET_SCALE = 0.25 / _FIRST_MESH
+
+
+def _fewest_steps(mesh: float, mesh_min: float) -> int:
+    """The fewest steps a compass search at ``mesh`` still takes: each step without an
+    accepted move halves the mesh, and it stops at the first such step at ``mesh_min`` or
+    finer (a step that accepts a move adds one)."""
+    halvings = max(0, math.ceil(math.log2(mesh / mesh_min) - 1e-12)) if mesh > mesh_min else 0
+    return 1 + halvings
+
+
+def _search_bar_total(bar, taken: int, mesh: float, mesh_min: float, max_steps: int) -> None:
+    """The progress bar's total: the steps taken and the fewest still to take, within the
+    step budget (not the budget itself: the search usually converges long before it)."""
+    if bar is not None:
+        bar.total = min(max_steps, taken + _fewest_steps(mesh, mesh_min))
+        bar.refresh()
 
 
 def _compass_search(evaluate, start, lower, upper, scale, *, mesh_min, max_steps, bar):
@@ -932,6 +958,7 @@ def _compass_search(evaluate, start, lower, upper, scale, *, mesh_min, max_steps
     """
     centre, mesh, extra, rows = np.asarray(start, np.float64), _FIRST_MESH, None, []
     n_coordinates = centre.size
+    _search_bar_total(bar, 0, mesh, mesh_min, max_steps)
     for _ in range(max_steps):
         step = mesh * scale
         moves = np.repeat(centre[None], 2 * n_coordinates, axis=0)
@@ -956,8 +983,10 @@ def _compass_search(evaluate, start, lower, upper, scale, *, mesh_min, max_steps
         if not accepted.any():
             extra = None
             if mesh <= mesh_min:
+                _search_bar_total(bar, len(rows), mesh, mesh_min, len(rows))  # done: the bar is full
                 return centre, True, rows
             mesh /= 2
+            _search_bar_total(bar, len(rows), mesh, mesh_min, max_steps)
             continue
         # The next step also tries every coordinate's improving move at once.
         combined, moved = centre.copy(), 0
@@ -970,6 +999,7 @@ def _compass_search(evaluate, start, lower, upper, scale, *, mesh_min, max_steps
         best = int(np.argmax(np.where(accepted, mean, -np.inf)))
         centre = points[best]
         extra = combined if moved >= 2 and not np.array_equal(combined, centre) else None
+        _search_bar_total(bar, len(rows), mesh, mesh_min, max_steps)
     return centre, False, rows
 
 
@@ -1171,7 +1201,8 @@ def checkpoint_intervals(
         evenly staggered (offset group g of G_o at the fraction g / G_o of its cycle).
       offset_groups: None (one offset per job: identical jobs sharing an interval still
         launch apart) or (N,) integer labels of jobs sharing one offset.
-      progress: show a tqdm progress bar.
+      progress: show a tqdm progress bar of the steps (``"search"``: its total is the steps
+        taken and the fewest it may still take to converge, within ``steps``; full when it stops).
       candidates: None or {name: (N,) intervals}: more interval sets to start from
         (``"search"``) and to weigh the design against (e.g. the intervals in use today).
       rtol: the search's finest move, a factor 1 + rtol on an interval (``"search"``).
@@ -1225,7 +1256,10 @@ def checkpoint_intervals(
     if progress:
         from ._progress import progress_bar
 
-        bar = progress_bar(total=int(steps), desc=f"ckpt_jax.design ({method})", unit="step")
+        # The search's bar counts the steps it may still take (`_search_bar_total`), adam's its
+        # budget (the cosine schedule spans it), made full where it stops early.
+        total = int(steps) if method == "adam" else min(int(steps), _fewest_steps(_FIRST_MESH, math.log1p(rtol)))
+        bar = progress_bar(total=total, desc=f"ckpt_jax.design ({method})", unit="step")
     try:
         # The contended fixed point uses its own draws (as many as the evaluation's for
         # "adam", the search's S otherwise: it is one more starting point there).
@@ -1530,6 +1564,9 @@ def _adam(
                 since_best += 1
                 if since_best >= patience:
                     stopped_early = step + 1 < steps
+                    if bar is not None:  # stopped early: the steps it took were all it takes
+                        bar.total = bar.n
+                        bar.refresh()
                     break
 
     # θ is unconstrained, offsets included (θ mod 1 is taken after the mean): averaging the
@@ -1589,7 +1626,10 @@ def power_and_storage(evaluation: Evaluation, write, *, day: float | None = None
     """Per interval set, ``{name: {"power_steps": Estimate, "volume": Estimate}}``: the
     fleet's power steps above ``evaluation.power_threshold`` (`PowerStats.n_steps`) and the
     volume of its completed checkpoints (`Evaluation.writes` × each job's volume), over the
-    evaluation's draws, per ``day`` or over the horizon H.
+    evaluation's draws, per ``day`` or over the horizon H. Where the evaluation recorded it
+    (`Evaluation.power_largest_step`), also the largest step of the draw at one instant, in
+    units of size: ``"largest_step"``, an `Estimate` of the mean over the draws of each
+    draw's largest, and ``"largest_step_max"``, a float, the largest in any draw.
 
     Args:
       evaluation: an `Evaluation`.
@@ -1603,9 +1643,19 @@ def power_and_storage(evaluation: Evaluation, write, *, day: float | None = None
         name: {
             "power_steps": mean_ci(np.asarray(evaluation.power_steps[i], np.float64) * scale),
             "volume": mean_ci(volume[i] * scale),
+            **_largest_step(evaluation, i),
         }
         for i, name in enumerate(evaluation.names)
     }
+
+
+def _largest_step(evaluation: Evaluation, index: int) -> dict:
+    """`power_and_storage`'s largest power step of one set: its mean over the draws and its
+    maximum over them (nothing where the evaluation has none)."""
+    if evaluation.power_largest_step is None:
+        return {}
+    steps = np.asarray(evaluation.power_largest_step[index], np.float64)
+    return {"largest_step": mean_ci(steps), "largest_step_max": float(steps.max())}
 
 
 class Comparison(NamedTuple):

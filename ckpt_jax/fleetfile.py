@@ -33,7 +33,7 @@ of identical jobs and the fleet-wide storage, power and design settings::
     size = 1.0
     write = 0.5                    # write volume per checkpoint
     mtbf = 200.0
-    restart = 1.0                  # optional, default 0
+    restart = 1.0                  # optional, default 0 (the commands say which groups took it)
     compute = 14.0                 # optional: the interval simulate uses (default: Young's)
     bounds = [2.0, 60.0]           # optional: this group's design range (default: [design].bounds)
     write_limit = 0.25             # optional: the job's own write rate cap b (default: none)
@@ -251,6 +251,15 @@ class FleetSpec:
     @property
     def names(self) -> tuple:
         return tuple(group.name for group in self.groups)
+
+    def restart_defaults(self) -> tuple:
+        """The names of the groups whose table gives no ``restart``: each runs with the
+        documented default, 0 (a failed job resumes at once), which the commands' outputs
+        state (`ckpt_jax.cli._common.defaults_note`). Empty for a spec built by hand."""
+        if self.source is None:
+            return ()
+        tables = self.source.get("groups", [])
+        return tuple(group.name for group, table in zip(self.groups, tables) if "restart" not in table)
 
     def per_job(self, field: str) -> np.ndarray:
         """(N,) float64 values of a group field, repeated over each group's jobs."""

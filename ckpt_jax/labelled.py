@@ -441,6 +441,8 @@ _ASSESSMENT_ARRAYS = {
     ),
     "power_time": (("bin",), "time at power", _FRACTION, "fraction of the time with the draw in each bin"),
     "power_edges": (("edge",), "power bin edges", None, "bin i is [edge i, edge i + 1)"),
+    "power_largest_drop_max": ((), "largest power drop in any draw", None, "at one instant, the max over the draws"),
+    "power_largest_rise_max": ((), "largest power rise in any draw", None, "at one instant, the max over the draws"),
 }
 _ESTIMATE_PARTS = {"mean": "mean over the draws", "low": "95% CI low", "high": "95% CI high"}
 
@@ -455,9 +457,11 @@ def assessment_dataset(assessment, causes, *, attrs=None):
     ``lost_fraction_*`` and ``gpu_hours_lost_per_day_*`` per group and cause, and 0-d
     ``saturated_time_*``, ``power_*``, ``cap_time_*`` (absent without a cap),
     ``throttled_*``; with ``gpus`` per group, ``writer_time``, ``independent_writer_time``,
-    ``power_time`` and ``power_edges``. The scalars (horizon, draws, writer percentiles,
-    saturation count, power unit) and each group's jobs (JSON) are
-    attributes; every variable's ``units`` says what it counts. ``writers_observed`` is 0
+    ``power_time``, ``power_edges`` and 0-d ``power_largest_drop_max`` and
+    ``power_largest_rise_max`` (the largest step at one instant in any draw; the
+    ``power_largest_*_mean`` are means over the draws of each draw's largest). The scalars
+    (horizon, draws, writer percentiles, saturation count, power unit) and each group's jobs
+    (JSON) are attributes; every variable's ``units`` says what it counts. ``writers_observed`` is 0
     where no draw observed the writer count: ``writer_time`` and ``saturated_time_*`` are
     NaN and the writer percentiles absent.
     """
@@ -471,6 +475,8 @@ def assessment_dataset(assessment, causes, *, attrs=None):
         "independent_writer_time": np.asarray(assessment.independent_writer_time, np.float64),
         "power_time": np.asarray(assessment.power_time, np.float64),
         "power_edges": np.asarray(assessment.power_edges, np.float64),
+        "power_largest_drop_max": np.asarray(assessment.power_largest_drop_max, np.float64),
+        "power_largest_rise_max": np.asarray(assessment.power_largest_rise_max, np.float64),
     }
     estimates = {
         "goodput": [assessment.goodput[name] for name in names],

@@ -115,6 +115,12 @@ def test_storage_and_power_summaries(tmp_path):
     assert result.power_max.high <= 4200 + 1e-9
     assert 0 < result.power_mean.mean < result.power_max.mean
     assert result.power_largest_drop.mean >= 700 - 1e-9
+    # The largest step in any draw, beside the mean over the draws of each draw's largest.
+    assert result.power_largest_drop_max >= result.power_largest_drop.mean - 1e-9
+    assert result.power_largest_rise_max >= result.power_largest_rise.mean - 1e-9
+    assert result.power_largest_drop_max <= 4200 + 1e-9
+    power = result.to_json()["power"]
+    assert power["largest_drop_max"] == result.power_largest_drop_max and "largest_rise_max" in power
     assert result.power_edges[-1] == pytest.approx(4200)
     assert result.power_time.sum() == pytest.approx(1)
     assert result.cap_time is None

@@ -190,6 +190,14 @@ def test_report_headline_reads_as_assess_json(run):
     scale = {"W": 1.0, "kW": 1e3, "MW": 1e6}[shown.group(2)]
     assert float(shown.group(1)) * scale == pytest.approx(step, rel=5e-3)
     assert 1e3 <= step < 1e6 and shown.group(2) == "kW"
+    # ... said as the mean over the draws of each draw's largest, beside the largest in any draw.
+    assert "on average (a " in lines[4] and "the mean over the 4 draws of each draw's largest" in lines[4]
+    worst = max(summary["power"]["largest_drop_max"], summary["power"]["largest_rise_max"])
+    shown = re.search(r"([\d.]+) (W|kW|MW) at most \(the largest in any draw\)", lines[4])
+    assert shown is not None, lines[4]
+    assert float(shown.group(1)) * {"W": 1.0, "kW": 1e3, "MW": 1e6}[shown.group(2)] == pytest.approx(worst, rel=5e-3)
+    assert worst >= step - 1e-9
+    assert "the largest in any draw (max over the draws): drop" in report
     assert lines[5] == "- No power cap."
     # The intervals in use in the file's time unit; per-group goodput as in assess.json.
     assert "| big | 2 | 64 | 20 min | 1 min |" in report and "| small | 3 | 8 | 10 min | 10 s |" in report

@@ -322,8 +322,10 @@ def test_design_with_units_answers_in_hours_goodput_and_gpu_hours(tmp_path, caps
     report = (out / "report.md").read_text()
     from ckpt_jax.cli.design import significant
 
-    design_h = significant(summary["groups"][0]["design"] / 3600, 2)
+    # The recommended interval (the design's, or the current one where it saves nothing measurable).
+    design_h = significant(summary["groups"][0]["recommended"] / 3600, 2)
     assert f'"small": checkpoint every {design_h} h (now every 4.5 h)' in report
+    assert summary["recommendation"][0] == f"small: checkpoint every {design_h} h"
     assert "| 1.8 TB | 30 min | 20 h |" in report  # the checkpoint, its write alone and the MTBF
     assert "## Goodput before and after" in report and "## GPU-hours per day saved by the design" in report
     assert "Against the current intervals: the design saves" in printed

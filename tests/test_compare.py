@@ -204,6 +204,10 @@ def test_every_scenario_runs_on_the_same_draws(spec):
     np.testing.assert_array_equal(draws[0], draws[1])
     assert np.all(ds["goodput_difference"].sel(scenario="same").values == 0)
     assert not ds["goodput_significant"].sel(scenario="same").any()
+    # The largest power step: its mean over the draws and, apart, its maximum over them.
+    steps = ds["power_step_draws"].values
+    np.testing.assert_array_equal(ds["power_step_max"].values, steps.max(axis=1))
+    np.testing.assert_allclose(ds["power_step"].sel(statistic="mean").values, steps.mean(axis=1), rtol=1e-12)
 
 
 def test_compare_launches_the_fleet_as_its_launch_table_says(spec):
@@ -350,6 +354,9 @@ def test_cli_scenarios_write_compare_json_report_and_figure(small_file, tmp_path
     # The same command again reuses every scenario.
     assert main(argv) == 0
     assert "3 finished scenarios reused" in capsys.readouterr().out
+    # The power step: the mean over the draws of each draw's largest, and the largest in any draw.
+    assert short["power_step_max"] >= short["power_step"]["mean"] - 1e-9
+    assert "power step (mean; max)" in report and "max: the largest in any draw" in report
 
 
 def test_cli_sweep_and_sensitivity(small_file, tmp_path, capsys):

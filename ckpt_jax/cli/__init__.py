@@ -37,6 +37,7 @@ from ._common import (
     CliError,
     Parser,
     check_out_dir,
+    defaults_note,
     devices_for,
     fail,
     os_error_text,
@@ -102,6 +103,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if getattr(args, "check", None) is not None:
             args.check(args)  # option combinations, before anything is created
+        note = None if getattr(args, "spec", None) is None else defaults_note(args.spec)
+        if note is not None:
+            print(f"ckpt-jax {args.command}: note: {note}.")
         check_out_dir(Path(args.out))
         import jax
 

@@ -39,6 +39,23 @@ class Parser(argparse.ArgumentParser):
 
 
 # -- option types: argparse turns ArgumentTypeError into "argument --opt: message" --------
+def defaults_note(spec) -> str | None:
+    """The defaults a fleet file leaves in force that change its answers, said where a
+    command reports (stdout and report.md): a group without ``restart`` runs with none, 0
+    (a failed job resumes at once; docs/guide/fleet-files.md). None where every group gives
+    its restart."""
+    names = spec.restart_defaults() if hasattr(spec, "restart_defaults") else ()
+    if not names:
+        return None
+    groups = ", ".join(repr(name) for name in names)
+    which = "group" if len(names) == 1 else "groups"
+    return (
+        f"{which} {groups} {'gives' if len(names) == 1 else 'give'} no restart: taken as 0, the default (a failed job "
+        'resumes at once, so each failure costs only the work lost); set restart (such as "10 min") to count '
+        "the time a restart takes"
+    )
+
+
 def integer(low: int, high: int | None = None):
     def parse(text: str) -> int:
         try:

@@ -121,7 +121,8 @@ def objective_figure(spec, summary):
     left.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), fontsize=8, frameon=False)
     scale, unit = _time_scale(spec)
     intervals = np.asarray(history["intervals"]) / scale
-    recommended = np.array([group["design"] for group in summary["groups"]]) / scale
+    # The intervals to use (`ckpt_jax.cli.design.recommend`): the design's, or the set recommended instead.
+    recommended = np.array([group.get("recommended", group["design"]) for group in summary["groups"]]) / scale
     colours = plt.get_cmap("viridis")(np.linspace(0, 0.9, len(spec.groups)))
     right.axvspan(*span, **shade)
     for g, group in enumerate(spec.groups):

@@ -37,7 +37,7 @@ from ._options import (
     add_seed,
     run_horizon,
 )
-from .design import markdown_text
+from .design import markdown_text, note_lines
 
 # --quick: a small run that shows every output in well under a minute on a laptop CPU.
 QUICK = {"draws": 8}  # and the horizon capped (`_options.run_horizon`)
@@ -148,6 +148,11 @@ def _estimate_text(estimate: dict | None, shown=_amount) -> str:
 NOT_AVAILABLE = "n/a"
 
 
+def _maybe(value, shown=_amount) -> str:
+    """A number, or "not observed" for null."""
+    return "not observed" if value is None else shown(value)
+
+
 def _percent(value: float) -> str:
     """A fraction in percent, two decimals (the report and the printed lines use it)."""
     return f"{100 * value:.2f}"
@@ -207,6 +212,13 @@ def shown_causes(summary: dict) -> list:
     ]
 
 
+def _largest_step(power: dict) -> float:
+    """The largest power step at one instant in any draw, drop or rise (assess.json's
+    ``largest_drop_max`` and ``largest_rise_max``)."""
+    values = [power.get(key) for key in ("largest_drop_max", "largest_rise_max")]
+    return max([v for v in values if v is not None], default=0.0)
+
+
 def headline(summary: dict) -> list:
     """The assessment in four sentences: the fleet's goodput, its GPU-hours lost per day by
     cause (largest first), the largest power step, and the time at the cap."""
@@ -218,10 +230,13 @@ def headline(summary: dict) -> list:
     unit = power["unit"]
     drop, rise = power["largest_drop"], power["largest_rise"]
     step, kind = (drop, "drop") if drop["mean"] >= rise["mean"] else (rise, "rise")
-    if step["mean"] > 1e-9 * power["max"]["mean"]:  # rounding aside
+    worst = _largest_step(power)
+    if max(step["mean"], worst) > 1e-9 * power["max"]["mean"]:  # rounding aside
         step_text = (
-            f"Largest power step: {power_text(step['mean'], unit)} (a {kind} at one instant), with a mean draw of "
-            f"{power_text(power['mean']['mean'], unit)} and a max of {power_text(power['max']['mean'], unit)}."
+            f"Largest power step: {power_text(step['mean'], unit)} on average (a {kind} at one instant; the mean "
+            f"over the {summary['n_draws']} draws of each draw's largest), {power_text(worst, unit)} at most "
+            f"(the largest in any draw), with a mean draw of {power_text(power['mean']['mean'], unit)} and a max of "
+            f"{power_text(power['max']['mean'], unit)}."
         )
     else:
         step_text = f"No power step: the draw stays at {power_text(power['max']['mean'], unit)}."
@@ -271,6 +286,7 @@ def _report(spec, summary: dict) -> str:
             else "Every estimate is a mean over the draws with its 95% CI."
         ),
     ]
+    lines += note_lines(spec)
     lines += _groups_lines(spec, summary, shown)
     lines += _storage_section(spec, summary, shown)
     lines += _power_lines(spec, summary)
@@ -392,8 +408,10 @@ def _power_lines(spec, summary: dict) -> list:
         f"- Draw: mean {_estimate_text(power['mean'], drawn)}, max "
         f"{_estimate_text(power['max'], drawn)}; every GPU computing: "
         f"{drawn(full)} ({drawn(per_gpu)} a GPU; one not computing draws {drawn(spec.idle_power * per_gpu)}).",
-        f"- Largest step at one instant: drop {_estimate_text(power['largest_drop'], drawn)},"
-        f" rise {_estimate_text(power['largest_rise'], drawn)}.",
+        f"- Largest step at one instant, the mean over the draws of each draw's largest: drop "
+        f"{_estimate_text(power['largest_drop'], drawn)}, rise {_estimate_text(power['largest_rise'], drawn)}; "
+        f"the largest in any draw (max over the draws): drop {_maybe(power.get('largest_drop_max'), drawn)}, "
+        f"rise {_maybe(power.get('largest_rise_max'), drawn)}.",
         "- The draw's distribution (pooled, to one bin of 1% of the full draw): "
         + ", ".join(f"{name} {_bin_text(_quantile_bin(power, q), drawn)}" for name, q in QUANTILES)
         + ".",

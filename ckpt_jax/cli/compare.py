@@ -29,7 +29,7 @@ from ._options import (
     run_horizon,
 )
 from .assess import duration_text, power_text
-from .design import markdown_text
+from .design import markdown_text, note_lines
 
 DRAWS = 32  # per scenario: the differences are paired, so fewer draws than assess's 64 resolve them
 QUICK = {"draws": 8}  # and the horizon capped (`_options.run_horizon`)
@@ -341,6 +341,12 @@ def _by_group(ds, variable: str, scenario: str) -> dict:
     return {"fleet": _estimate(table.sel(group="fleet").values), "groups": groups}
 
 
+def _number(value) -> float | None:
+    """A 0-d value as a float; null where not observed (NaN)."""
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
 def summary_json(ds) -> dict:
     """compare.json's numbers from `ckpt_jax.assess.compare`'s (or ``sensitivity``'s) dataset."""
     scenarios = []
@@ -352,6 +358,7 @@ def summary_json(ds) -> dict:
             "goodput": _by_group(ds, "goodput", name),
             "gpu_hours_per_day": _by_group(ds, "gpu_hours_per_day", name),
             "power_step": _estimate(ds["power_step"].sel(scenario=name).values),
+            "power_step_max": _number(ds["power_step_max"].sel(scenario=name).values),
             "writers_peak": _estimate(ds["writers_peak"].sel(scenario=name).values),
         }
         if name != ds.attrs["baseline"]:
@@ -614,6 +621,7 @@ def _report(spec, summary: dict) -> str:
     lines = [f"# {md(title.get(settings['mode'], 'What-if comparison'))} of {md(spec.path)}", ""]
     lines += [verdict(summary, md), ""]
     lines += [f"- {line}" for line in headlines(summary, md)]
+    lines += note_lines(spec)
     names = [group["name"] for group in summary["scenarios"][0]["goodput"]["groups"]]
     lines += [
         "",
@@ -667,8 +675,8 @@ def _scenario_table(summary: dict) -> list:
         "",
         "## Scenarios",
         "",
-        "| scenario | overrides | fleet goodput | change (points) | GPU-h/day gained | power step | change | "
-        "writer peak | change |",
+        "| scenario | overrides | fleet goodput | change (points) | GPU-h/day gained | power step (mean; max) | "
+        "change | writer peak | change |",
         "|---" * 9 + "|",
     ]
     for entry in summary["scenarios"]:
@@ -685,7 +693,8 @@ def _scenario_table(summary: dict) -> list:
             if base
             else _with_ci(diff["gpu_hours_per_day"]["fleet"], signed=True)
             + mark(flags.get("gpu_hours_per_day", {}).get("fleet")),
-            _with_ci(entry["power_step"], power),
+            _with_ci(entry["power_step"], power)
+            + ("" if entry.get("power_step_max") is None else f"; max {power(entry['power_step_max'])}"),
             "" if base else _with_ci(diff["power_step"], power, signed=True) + mark(flags.get("power_step")),
             _with_ci(entry["writers_peak"], lambda x: f"{x:.3g}"),
             ""
@@ -696,8 +705,9 @@ def _scenario_table(summary: dict) -> list:
     lines += [
         "",
         "\\* an effect: its CI excludes 0 (or every draw is the same) and it exceeds the floor. Power step: the "
-        "largest change of the fleet's draw at one instant, up or down "
-        "(mean over the draws of each draw's largest). Writer peak: the most checkpoints written at once.",
+        "largest change of the fleet's draw at one instant, up or down (the mean over the draws of each draw's "
+        "largest, with its CI; max: the largest in any draw; the change is of the means). Writer peak: the most "
+        "checkpoints written at once.",
     ]
     return lines
 

@@ -7,7 +7,10 @@ baselines and the file's own intervals, or from ``optax.adam`` (``--method adam`
 comparison of the report comes from one set of fresh draws (`cj.design.Evaluation`).
 
 design.json holds the run's settings, the intervals per group (``groups``: the design, what the
-search found (``searched``) and each baseline, in the file's engine units), ``method``,
+search found (``searched``), each baseline, and ``recommended``: the intervals to use, in the
+file's engine units), ``recommended`` (the run's one recommendation, `recommend`: ``use``, the
+set to use, ``"design"``, ``"current"`` or the baseline fallen back to; ``reason``; ``text``,
+the sentence the report and stdout print), ``method``,
 ``converged``, ``start`` (the set the search started from), ``fallback`` (the baseline
 recommended instead, where one beat the search outside the noise, else null),
 ``restart_stagger`` and ``launch_stagger`` (designed with ``--staggers``, in engine units; null
@@ -15,7 +18,10 @@ where not designed or the design fell back), the fleet waste of
 the design and the baselines with 95% CIs (``waste``, ``baselines``, ``candidates``), the waste
 per group on the same draws (``per_group``, ``per_group_saved``, ``per_group_fleet_waste``),
 ``power_and_storage`` (per interval set, the power steps above the threshold and the volume of
-completed checkpoints, per day in a file with units, else per horizon), the writer-count
+completed checkpoints, per day in a file with units, else per horizon; and the largest power
+step at one instant, ``largest_step`` the mean over the draws of each draw's largest with its
+95% CI, ``largest_step_max`` the largest in any draw, in ``step_unit``: W where the file gives
+power_per_gpu, else GPUs' draw (``"gpu"``) or units of size), the writer-count
 distribution, the history and ``rerun``, the command for a settled answer.
 
 A file with units (`FleetSpec.time_unit` set: the engine runs in seconds, bytes and B/s, a
@@ -27,7 +33,8 @@ group's size counts GPUs) adds, on the same fresh draws as ``per_group``:
   ``per_group_saved`` and ``per_group_fleet_waste``;
 - ``time_unit`` and ``seconds_per_time_unit``; ``intervals_in_time_unit``: per group its
   ``name`` and every interval set (``design``, ``current``, the baselines) in the time unit;
-  ``recommendation``: one sentence per group ("405B pretrain: checkpoint every 4.3 min");
+  ``recommendation``: one sentence per group, at the recommended interval ("405B pretrain:
+  checkpoint every 4.3 min");
 - ``gpus``: GPUs per group (size × count) and of the ``fleet``;
 - ``goodput``: ``current`` and ``design``, each ``fleet`` and ``groups`` (a list), each an
   estimate ``{mean, low, high}`` (95% CI) of 1 − waste, waste weighted by size;
@@ -45,6 +52,7 @@ Files of plain numbers have none of these keys.
 from __future__ import annotations
 
 import json
+import math
 import platform
 import time
 import unicodedata
@@ -366,10 +374,6 @@ def _in_units(spec, table: dict, names: list, comparison, floor: float = FLOOR) 
             {"name": group.name, **{name: float(table[name][first[g]]) / unit for name in names}}
             for g, group in enumerate(spec.groups)
         ],
-        "recommendation": [
-            f"{group.name}: checkpoint every {time_text(spec, float(table['design'][first[g]]), 2)}"
-            for g, group in enumerate(spec.groups)
-        ],
         "gpus": {"groups": gpus.tolist(), "fleet": float(gpus.sum())},
         "goodput": goodput,
         "per_group_fleet_saved": {name: comparison.fleet_saved[name].to_dict() for name in compared},
@@ -388,10 +392,11 @@ def savings_lines(summary: dict, quote: Callable[[str], str] = str) -> list:
     the GPU-hours per day the design saves, with the groups that gain and those that pay."""
     names = [group["name"] for group in summary["groups"]]
     unit = summary["time_unit"]
+    seconds = summary["seconds_per_time_unit"]
     lines = [
-        f"{quote(row['name'])}: checkpoint every {significant(row['design'], 2)} {unit} "
+        f"{quote(row['name'])}: checkpoint every {significant(group['recommended'] / seconds, 2)} {unit} "
         f"(now every {significant(row['current'], 2)} {unit})"
-        for row in summary["intervals_in_time_unit"]
+        for row, group in zip(summary["intervals_in_time_unit"], summary["groups"])
     ]
     goodput = summary["goodput"]
     lines.append(
@@ -412,6 +417,9 @@ def savings_lines(summary: dict, quote: Callable[[str], str] = str) -> list:
             f"{volume_text(sets['design']['volume']['mean'])} written a day "
             f"({volume_text(sets['current']['volume']['mean'])} now)."
         )
+        step = power_step_line(summary)
+        if step is not None:
+            lines.append(step)
     for name, label in comparisons_of(summary).items():
         saved = summary["gpu_hours_saved_per_day"][name]
         verdict = summary["gains_and_pays"][name]
@@ -435,6 +443,51 @@ def savings_lines(summary: dict, quote: Callable[[str], str] = str) -> list:
     return lines
 
 
+def power_value(value: float, unit: str) -> str:
+    """A power: in W, kW, MW or GW where the file gives power_per_gpu (``unit`` "W"), in GPUs'
+    full draw in a file with units without it ("gpu"), else in units of size ("size")."""
+    if unit == "gpu":
+        return f"{significant(value)} GPUs' draw"
+    if unit != "W":
+        return f"{significant(value)}"
+    for scale, name in ((1e9, "GW"), (1e6, "MW"), (1e3, "kW")):
+        if abs(value) >= scale:
+            return f"{significant(value / scale)} {name}"
+    return f"{significant(value)} W"
+
+
+def power_step_line(summary: dict) -> str | None:
+    """The largest power step of the recommended intervals (`recommend`) and of the current
+    ones: the mean over the draws of each draw's largest, and the largest in any draw."""
+    block = summary.get("power_and_storage")
+    if block is None or "recommended" not in summary:
+        return None
+    sets, unit = block["sets"], block.get("step_unit", "size")
+    use = summary["recommended"]["use"]
+    row = sets.get(use)
+    if row is None or "largest_step" not in row:
+        return None
+    draws = 2 * summary["settings"]["pairs"] * summary["settings"]["draws"]
+    label = {"design": "the design", "current": "the current intervals"}.get(use, comparisons_of(summary).get(use, use))
+    show = lambda value: power_value(value, unit)  # noqa: E731
+
+    def step(row):
+        if row["largest_step"]["low"] == row["largest_step"]["high"] == row["largest_step_max"]:
+            return f"{show(row['largest_step_max'])} in every draw"
+        return (
+            f"{estimate_text(row['largest_step'], show)} on average (the mean over {draws} draws of each draw's "
+            f"largest), {show(row['largest_step_max'])} at most (the largest in any draw)"
+        )
+
+    now = sets.get("current")
+    return (
+        f"Largest power step at one instant with {label}: {step(row)}"
+        + (f"; with the current intervals {step(now)}" if now is not None and use != "current" else "")
+        + (", in units of size" if unit == "size" else "")
+        + "."
+    )
+
+
 def _in_report_order(names) -> list:
     """The design, the file's own intervals, then the baselines: the order of every table."""
     return sorted(names, key=lambda name: {"design": 0, "current": 1}.get(name, 2))
@@ -449,12 +502,22 @@ def _power_and_storage(spec, evaluation) -> dict:
     per_day = spec.time_unit is not None
     sets = power_and_storage(evaluation, spec.per_job("write"), day=86400.0 if per_day else None)
     threshold = float(evaluation.power_threshold)
+    watts = spec.power_per_gpu  # the largest step in W where the file gives a GPU's draw
+
+    def shown(key, value):
+        if key == "largest_step":
+            return {bound: x * (watts or 1.0) for bound, x in value.to_dict().items()}
+        if key == "largest_step_max":
+            return value * (watts or 1.0)
+        return value.to_dict()
+
     return {
         "per": "day" if per_day else "horizon",
         "threshold": threshold,
-        "threshold_watts": None if spec.power_per_gpu is None else threshold * spec.power_per_gpu,
+        "threshold_watts": None if watts is None else threshold * watts,
+        "step_unit": "W" if watts is not None else "gpu" if spec.time_unit is not None else "size",
         "sets": {
-            name: {key: estimate.to_dict() for key, estimate in sets[name].items()}
+            name: {key: shown(key, value) for key, value in sets[name].items()}
             for name in _in_report_order(evaluation.names)
         },
     }
@@ -554,27 +617,136 @@ def _group_verdicts(summary: dict, names: list) -> dict:
     return verdicts
 
 
-def _use_text(summary: dict) -> str:
-    """Which intervals to use, from the fleet waste on the evaluation draws: a fallback's, or
-    the design's, naming the baselines (and the file's own intervals) that are as good."""
-    labels = {**{"current": "the current intervals"}, **baselines_of(summary)}
-    fallback = summary.get("fallback")
-    if fallback is not None:
-        return (
-            f"use {labels.get(fallback, fallback)}: {'they' if fallback == 'current' else 'its intervals'} beat the "
-            "search's outside the noise on fresh draws, so they are the design here"
-        )
+def _saved_text(summary: dict, name: str) -> str:
+    """What the design saves against ``name`` over the fleet: GPU-hours per day in a file with
+    units, else the fleet waste saved."""
+    if "gpu_hours_saved_per_day" in summary:
+        return f"{estimate_text(summary['gpu_hours_saved_per_day'][name]['fleet'], hours_text)} GPU-hours per day"
+    saved = {**summary["baselines"], **summary.get("candidates", {})}[name]["saved"]
+    return f"{saved['mean']:+.4f} [{saved['low']:+.4f}, {saved['high']:+.4f}] of fleet waste"
+
+
+def recommend(summary: dict) -> dict:
+    """The run's one recommendation, decided once from its estimates on the fresh draws:
+    ``{"use": name, "reason": text, "text": sentence}``. Every place that says what to use
+    (the report's first line and its fleet-waste section, stdout, design.json's
+    ``recommended``, ``recommendation`` and ``groups[g]["recommended"]``) prints this.
+
+    In order:
+
+    1. the set the design fell back to (``fallback``: it beat the search's intervals outside
+       the noise);
+    2. the file's own intervals (``current``) where the design saves nothing outside the noise
+       against them: a change buys nothing measurable;
+    3. else the design's, for one reason: against the current intervals what it saves, else
+       that it beats every comparison outside the noise, else that none does better (naming
+       those as good within the noise). A comparison that does better outside the noise but
+       that the design may not fall back to (intervals that differ within a group, or outside
+       the bounds) is named as such."""
+    labels = comparisons_of(summary)
     compared = {**summary["baselines"], **summary.get("candidates", {})}
     floor = _floors(summary)["fleet"]
-    ties = [labels.get(name, name) for name, b in compared.items() if effect(b["saved"], floor) == 0]
-    start = summary.get("start")
-    started = f" (the search started from {labels.get(start, start)})" if start else ""
-    if not ties:
-        return f"use the design's intervals{started}: they beat every comparison outside the noise"
-    return (
-        f"use the design's intervals{started}; {', '.join(ties)} {'is' if len(ties) == 1 else 'are'} as good "
-        "within the noise, so either serves"
+
+    def named(names):
+        return ", ".join(labels.get(name, name) for name in names)
+
+    fallback = summary.get("fallback")
+    if fallback is not None:
+        use = fallback
+        reason = (
+            f"{'they' if fallback == 'current' else 'its intervals'} beat the search's outside the noise on "
+            "fresh draws, so they are the design here"
+        )
+    elif "current" in compared and effect(compared["current"]["saved"], floor) <= 0:
+        use = "current"
+        reason = (
+            f"the design saves {_saved_text(summary, 'current')} against them, within the noise: "
+            "a change buys nothing measurable"
+        )
+    else:
+        use = "design"
+        better = [name for name, b in compared.items() if effect(b["saved"], floor) < 0]
+        ties = [name for name, b in compared.items() if effect(b["saved"], floor) == 0]
+        if better:
+            reason = (
+                f"{named(better)} {'does' if len(better) == 1 else 'do'} better outside the noise, but with "
+                "intervals that differ within a group or lie outside the bounds, which the design may not take"
+            )
+        elif "current" in compared:
+            reason = f"they save {_saved_text(summary, 'current')} against the current intervals, outside the noise"
+        elif not ties:
+            reason = "they beat every comparison outside the noise"
+        else:
+            reason = (
+                f"no comparison does better outside the noise ({named(ties)} "
+                f"{'is' if len(ties) == 1 else 'are'} as good within it)"
+            )
+    what = {"design": "use the design's intervals", "current": "keep the current intervals"}
+    text = f"{what.get(use, f'use {labels.get(use, use)}')}: {reason}"
+    return {"use": use, "reason": reason, "text": text}
+
+
+def recommended_intervals(summary: dict) -> list:
+    """(G,) the recommended interval of each group, in engine units (`recommend`)."""
+    use = summary["recommended"]["use"]
+    return [group["design"] if use == "design" else group[use] for group in summary["groups"]]
+
+
+def _stagger_value(summary: dict, value: float) -> str:
+    """A stagger in the file's time unit, or in seconds under a tenth of it (a file with
+    units), else as a plain number."""
+    if summary.get("time_unit"):
+        unit = summary["seconds_per_time_unit"]
+        if 0 < value < 0.1 * unit:
+            return f"{significant(value)} s"
+        return f"{significant(value / unit)} {summary['time_unit']}"
+    return f"{value:.4g}"
+
+
+def staggers_line(summary: dict) -> str | None:
+    """With ``--staggers``: the staggers to use with the recommendation, the designed ones
+    against the file's (None without ``--staggers``)."""
+    if not summary["settings"].get("staggers"):
+        return None
+    own = {  # the staggers that act: the restart stagger with outages, the launch's when staggered
+        name: value
+        for name, value, acts in (
+            (
+                "restart_stagger",
+                float(summary["fleet"].get("restart_stagger", 0.0)),
+                bool(summary["fleet"].get("outages")),
+            ),
+            (
+                "[launch] stagger",
+                float(summary["settings"].get("stagger", 0.0)),
+                summary["settings"]["launch"] == "staggered",
+            ),
+        )
+        if acts
+    }
+    designed = {
+        name: float(summary[key])
+        for name, key in (("restart_stagger", "restart_stagger"), ("[launch] stagger", "launch_stagger"))
+        if summary.get(key) is not None
+    }
+    if designed and summary["recommended"]["use"] == "design":
+        return (
+            "Staggers, designed with the intervals: "
+            + "; ".join(
+                f"{name} {_stagger_value(summary, value)} (the file's {_stagger_value(summary, own[name])})"
+                for name, value in designed.items()
+            )
+            + "."
+        )
+    kept = "; ".join(f"{name} {_stagger_value(summary, own[name])}" for name in (designed or own))
+    because = (
+        "the design fell back to a baseline, which keeps them"
+        if not designed
+        else "the recommendation is not the design's ("
+        + "; ".join(f"its {name} {_stagger_value(summary, value)}" for name, value in designed.items())
+        + " goes with its intervals)"
     )
+    return f"Staggers: keep the file's ({kept}): {because}."
 
 
 def headline(summary: dict, names: list, quote: Callable[[str], str] = str) -> list:
@@ -584,7 +756,7 @@ def headline(summary: dict, names: list, quote: Callable[[str], str] = str) -> l
     steps = summary["steps_taken"]
     lines = []
     converged = summary.get("converged", summary["stopped_early"])
-    use = f"; {_use_text(summary)}" if "waste" in summary else ""
+    use = f"; {summary['recommended']['text']}" if "recommended" in summary else ""
     if converged:
         if summary.get("method", "adam") == "search":
             test = (
@@ -626,9 +798,27 @@ def headline(summary: dict, names: list, quote: Callable[[str], str] = str) -> l
         if verdict["tie"]:
             parts.append(f"{', '.join(map(quote, verdict['tie']))} within the noise")
         lines.append(f"{text}; per group: {'; '.join(parts)}.")
+    staggers = staggers_line(summary) if "recommended" in summary else None
+    if staggers is not None:
+        lines.insert(1, staggers)
     if "rerun" in summary:
         lines.append(f"For a settled answer (tighter intervals of confidence): {summary['rerun']}")
     return lines
+
+
+def summary_lines(summary: dict, names: list, quote: Callable[[str], str] = str) -> list:
+    """The run's summary lines, the same in the report and on stdout: the headline (converged,
+    the recommendation, the staggers), the verdict per comparison (in a file with units in
+    GPU-hours per day, with the file's own intervals among them), the largest power step, and
+    the command for a settled answer."""
+    head = headline(summary, names, quote=quote)
+    settled = [line for line in head if line.startswith("For a settled")]
+    if summary.get("time_unit"):
+        staggers = [line for line in head if line.startswith("Staggers")]
+        return head[:1] + staggers + savings_lines(summary, quote=quote) + settled
+    step = power_step_line(summary)
+    body = [line for line in head if line not in settled]
+    return body + ([] if step is None else [step]) + settled
 
 
 def _report_head(spec, settings, result_json: dict, wall_s: float) -> list:
@@ -637,13 +827,7 @@ def _report_head(spec, settings, result_json: dict, wall_s: float) -> list:
     md = markdown_text
     units = spec.time_unit is not None
     quote = lambda name: f'"{md(name)}"'  # noqa: E731
-    head = headline(result_json, groups, quote=quote)
-    if units:  # the verdicts in GPU-hours per day, with the file's own intervals among them
-        head = (
-            head[:1]
-            + savings_lines(result_json, quote=quote)
-            + [line for line in head if line.startswith("For a settled")]
-        )
+    head = summary_lines(result_json, groups, quote=quote)
     lines = [f"# Checkpoint intervals for {md(spec.path)}", ""]
     lines += [
         f"- **{line}**" if i == 0 and not result_json["stopped_early"] else f"- {line}" for i, line in enumerate(head)
@@ -676,11 +860,20 @@ def _report_head(spec, settings, result_json: dict, wall_s: float) -> list:
         )
         + _method_text(settings, result_json)
         + f", seed {settings['seed']}, {wall_s:.0f} s.",
+        *note_lines(spec),
         "",
         "## Recommended intervals",
         "",
     ]
     return lines
+
+
+def note_lines(spec) -> list:
+    """The defaults the file leaves in force, said (`defaults_note`): a paragraph, or none."""
+    from ._common import defaults_note
+
+    note = defaults_note(spec)
+    return [] if note is None else ["", f"**Note:** {markdown_text(note)}."]
 
 
 def _plain_tables(spec, result_json: dict) -> list:
@@ -745,7 +938,6 @@ def _fleet_waste_lines(spec, result_json: dict) -> list:
         "|---|---|---|---|",
         f"| **design** | {waste['mean']:.4f} [{waste['low']:.4f}, {waste['high']:.4f}] | | |",
     ]
-    as_good = []
     weighed = {**({"current": "current"} if "current" in result_json.get("candidates", {}) else {}), **baselines}
     for name, label in weighed.items():
         base = {**result_json["baselines"], **result_json.get("candidates", {})}[name]
@@ -754,27 +946,16 @@ def _fleet_waste_lines(spec, result_json: dict) -> list:
             f"| {label} | {w['mean']:.4f} [{w['low']:.4f}, {w['high']:.4f}] | "
             f"{s['mean']:+.4f} [{s['low']:+.4f}, {s['high']:+.4f}] | {_verdict(s, _floors(result_json)['fleet'])} |"
         )
-        found = effect(s, _floors(result_json)["fleet"])
-        if found <= 0:
-            as_good.append(label if found == 0 else f"{label} (better, outside the noise)")
-    lines.append("")
-    if as_good:
-        lines.append(
-            f"**Plainly: {', '.join(as_good)} {'is' if len(as_good) == 1 else 'are'} at least as good "
-            "as the design here** (the waste saved is not positive outside the noise); the design buys nothing over "
-            f"{'it' if len(as_good) == 1 else 'them'} for this fleet."
-        )
-    else:
-        paying = sorted({n for v in _group_verdicts(result_json, groups).values() for n in v["pay"]}, key=groups.index)
-        lines.append(
-            "The design saves fleet waste against every baseline, outside the noise"
-            + (
-                f", but not in every group: {', '.join(map(md, paying))} "
-                f"{'pays' if len(paying) == 1 else 'pay'} (see the waste per group)."
-                if paying
-                else ", and no group pays more, outside the noise."
-            )
-        )
+    lines += ["", f"**Recommendation: {md(result_json['recommended']['text'])}.**"]
+    verdicts = _group_verdicts(result_json, groups)
+    pays = [
+        f"{', '.join(map(md, verdicts[name]['pay']))} {'pays' if len(verdicts[name]['pay']) == 1 else 'pay'} "
+        f"against {label}"
+        for name, label in baselines.items()
+        if verdicts[name]["pay"]
+    ]
+    if pays:  # the fleet's verdict moves waste between groups: said, not hidden
+        lines += ["", f"Per group, outside the noise: {'; '.join(pays)} (see the waste per group)."]
     return lines
 
 
@@ -841,12 +1022,21 @@ def _staggers_lines(spec, settings: dict, result_json: dict) -> list:
         rows.append(("[launch] stagger", settings.get("stagger", 0.0), result_json["launch_stagger"]))
     if not rows:
         if settings.get("staggers"):
-            return ["## Staggers", "", "Not designed: the design fell back to a baseline, which keeps the file's.", ""]
+            return [
+                "",
+                "## Staggers",
+                "",
+                "Not designed: the design fell back to a baseline, which keeps the file's.",
+                "",
+            ]
         return []
+    recommended = result_json["recommended"]["use"] == "design"
     lines = [
+        "",
         "## Staggers (designed)",
         "",
-        "Searched with the intervals, in [0, H]; the baselines keep the file's.",
+        "Searched with the intervals, in [0, H]; the baselines keep the file's"
+        + ("." if recommended else "; not recommended: the recommendation keeps the file's with its intervals."),
         "",
         "| stagger | file | designed |",
         "|---|---|---|",
@@ -902,21 +1092,36 @@ def _power_storage_lines(spec, summary: dict) -> list:
         return []
     units = spec.time_unit is not None
     per = "per day" if block["per"] == "day" else "over H"
+    unit = block.get("step_unit", "size")
     if block["threshold_watts"] is not None:
         threshold = f"{significant(block['threshold_watts'] / 1e6)} MW"
+    elif unit == "gpu":
+        threshold = power_value(block["threshold"], unit)
     else:
         threshold = f"{significant(block['threshold'])} (one job's draw per unit of size)"
     show_volume = (lambda v: volume_text(v)) if units else (lambda v: significant(v))  # noqa: E731
     labels = {"design": "**design**", "current": "current", **LABELS}
+    # In the table the unit is in the header where it is one (GPUs' draw, size), W per cell.
+    step = (lambda v: power_value(v, "W")) if unit == "W" else significant  # noqa: E731
+    in_header = {"W": "", "gpu": " (GPUs' draw)", "size": " (size)"}[unit]
+    largest = all("largest_step" in row for row in block["sets"].values())
     lines = [
         "",
         "## Power and storage (the same draws, 95% CIs)",
         "",
         f"Power steps: instants where the fleet's draw moves by more than {threshold} (a tenth of its full "
-        "draw; a job that fires and one that resumes each make one); volume: the completed checkpoints.",
+        "draw; a job that fires and one that resumes each make one); volume: the completed checkpoints"
+        + (
+            "; largest step: the largest change of the draw at one instant, up or down"
+            + ", the mean over the draws of each draw's largest (95% CI) and the largest in any draw (max)"
+            if largest
+            else ""
+        )
+        + ".",
         "",
-        f"| intervals | power steps {per} | volume written {per} |",
-        "|---|---|---|",
+        f"| intervals | power steps {per} | volume written {per} |"
+        + (f" largest step: mean{in_header} | largest step: max{in_header} |" if largest else ""),
+        "|---|---|---|" + ("---|---|" if largest else ""),
     ]
     for name, row in block["sets"].items():
         steps, volume = row["power_steps"], row["volume"]
@@ -924,6 +1129,7 @@ def _power_storage_lines(spec, summary: dict) -> list:
             f"| {labels.get(name, markdown_text(name))} | "
             f"{steps['mean']:.1f} [{steps['low']:.1f}, {steps['high']:.1f}] | "
             f"{show_volume(volume['mean'])} [{show_volume(volume['low'])}, {show_volume(volume['high'])}] |"
+            + (f" {estimate_text(row['largest_step'], step)} | {step(row['largest_step_max'])} |" if largest else "")
         )
     return lines
 
@@ -1069,16 +1275,19 @@ def _design(args) -> int:
     started = time.perf_counter()
     result = _run_design(args, fleet)
     comparisons = _compare(spec, result)
-    launch = _designed_launch(settings, result)
-    schedule = _schedule(
-        spec, result.intervals, seed=settings["seed"], launch=launch, dtype=dtype, offsets=result.offsets
-    )
+    summary = _summary(spec, settings, result, comparisons)
+    schedule = _recommended_schedule(spec, settings, result, comparisons, summary, dtype)
     wall_s = time.perf_counter() - started
-    summary = _summary(spec, settings, result, comparisons, schedule, wall_s)
+    summary.update(
+        schedule_period=schedule["period"],
+        schedule_window=[schedule["start"], schedule["stop"]],
+        schedule_failures_shown=schedule["failures_shown"],
+        wall_time_s=wall_s,
+    )
     out = Path(args.out)
     summary["rerun"] = rerun_command(spec, settings, summary, out)
     _write_outputs(out, spec, settings, summary, schedule, comparisons, wall_s)
-    _print_outcome(spec, summary, result, wall_s, out)
+    _print_outcome(spec, summary, wall_s, out)
     return 0
 
 
@@ -1156,8 +1365,21 @@ def _compare(spec, result: DesignResult) -> _Comparisons:
     return _Comparisons(compared, table, evaluation, comparison, names, per_group, writers, writers_draws)
 
 
-def _summary(spec, settings: dict, result: DesignResult, comparisons: _Comparisons, schedule: dict, wall_s: float):
-    """design.json, but for ``rerun`` (which quotes it)."""
+def _recommended_schedule(spec, settings: dict, result: DesignResult, comparisons: _Comparisons, summary, dtype):
+    """One period of the recommended intervals (`recommend`) in a run with failures: the
+    design's at its launch (offsets, launch stagger), else the set recommended at the
+    settings' launch."""
+    use = summary["recommended"]["use"]
+    if use == "design":
+        launch, intervals, offsets = _designed_launch(settings, result), result.intervals, result.offsets
+    else:
+        launch, intervals, offsets = _launch(settings), comparisons.table[use], None
+    return _schedule(spec, intervals, seed=settings["seed"], launch=launch, dtype=dtype, offsets=offsets)
+
+
+def _summary(spec, settings: dict, result: DesignResult, comparisons: _Comparisons):
+    """design.json, but for ``rerun`` (which quotes it) and the schedule and wall time
+    (`_design` adds them)."""
     import jax
 
     from .. import __version__
@@ -1176,10 +1398,6 @@ def _summary(spec, settings: dict, result: DesignResult, comparisons: _Compariso
         **_outcome_json(spec, result, comparisons, first, settings.get("floor", FLOOR)),
         **_comparisons_json(spec, comparisons),
         **_history_json(settings, result, first),
-        "schedule_period": schedule["period"],
-        "schedule_window": [schedule["start"], schedule["stop"]],
-        "schedule_failures_shown": schedule["failures_shown"],
-        "wall_time_s": wall_s,
         "backend": jax.default_backend(),
         "python": platform.python_version(),
         "jax": jax.__version__,
@@ -1189,6 +1407,14 @@ def _summary(spec, settings: dict, result: DesignResult, comparisons: _Compariso
         summary.update(
             _in_units(spec, comparisons.table, comparisons.names, comparisons.comparison, settings.get("floor", FLOOR))
         )
+    summary["recommended"] = recommend(summary)
+    for group, interval in zip(summary["groups"], recommended_intervals(summary)):
+        group["recommended"] = interval
+    if spec.time_unit is not None:
+        summary["recommendation"] = [
+            f"{group['name']}: checkpoint every {time_text(spec, group['recommended'], 2)}"
+            for group in summary["groups"]
+        ]
     return summary
 
 
@@ -1283,20 +1509,19 @@ def _write_outputs(
         figures.close(figure)
 
 
-def _print_outcome(spec, summary: dict, result: DesignResult, wall_s: float, out: Path) -> None:
-    """The intervals, the fleet waste, the headline (and the savings, in a file with units)."""
+def _print_outcome(spec, summary: dict, wall_s: float, out: Path) -> None:
+    """The recommended intervals, their fleet waste, and the summary lines (`summary_lines`)."""
     units = spec.time_unit is not None
+    use = summary["recommended"]["use"]
     recommended = ", ".join(
-        f"{g['name']} {g['design']:.3g}" if not units else f"{g['name']} {time_text(spec, g['design'])}"
+        f"{g['name']} {g['recommended']:.3g}" if not units else f"{g['name']} {time_text(spec, g['recommended'])}"
         for g in summary["groups"]
     )
+    waste = summary["waste"] if use == "design" else summary["per_group_fleet_waste"][use]
     print(
-        f"ckpt-jax design: intervals {recommended}; fleet waste {result.waste.mean:.4f} "
-        f"[{result.waste.low:.4f}, {result.waste.high:.4f}]"
+        f"ckpt-jax design: recommended intervals{'' if use == 'design' else ' (' + comparisons_of(summary)[use] + ')'} "
+        f"{recommended}; fleet waste {waste['mean']:.4f} [{waste['low']:.4f}, {waste['high']:.4f}]"
     )
-    for line in headline(summary, spec.names, quote=repr):
+    for line in summary_lines(summary, spec.names, quote=repr):
         print(f"ckpt-jax design: {line}")
-    if units:
-        for line in savings_lines(summary, quote=repr):
-            print(f"ckpt-jax design: {line}")
     print(f"ckpt-jax design: {summary['steps_taken']} steps, {wall_s:.1f} s -> {out}")
