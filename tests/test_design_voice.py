@@ -282,12 +282,12 @@ def test_design_report_and_stdout_name_the_largest_step_mean_and_max():
     }
     line = power_step_line(summary)
     assert line == (
-        "Largest power step at one instant with the design: 2.50 [1.00, 4.00] on average (the mean over 16 draws "
-        "of each draw's largest), 9.00 at most (the largest in any draw), in units of size."
+        "Largest power step at one instant with the design: 2.5 [1, 4] on average (the mean over 16 draws "
+        "of each draw's largest), 9 at most (the largest in any draw), in units of size."
     )
     table = "\n".join(_power_storage_lines(spec, summary))
     assert (
-        "| largest step: mean (size) | largest step: max (size) |" in table and "| 2.50 [1.00, 4.00] | 9.00 |" in table
+        "| largest step: mean (size) | largest step: max (size) |" in table and "| 2.5 [1, 4] | 9 |" in table
     )
     assert "the mean over the draws of each draw's largest (95% CI) and the largest in any draw (max)" in table
 

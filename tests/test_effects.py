@@ -173,7 +173,7 @@ def test_the_files_own_values_read_the_same_configuration(spec):
 
 
 def test_design_counts_no_rounding_as_a_gain_or_a_pay():
-    from ckpt_jax.cli.design import _group_verdicts, _use_text, headline
+    from ckpt_jax.cli.design import _group_verdicts, headline, recommend
 
     rounding = {"mean": 4.73e-12, "low": 4.72e-12, "high": 4.74e-12}
     summary = {
@@ -190,7 +190,8 @@ def test_design_counts_no_rounding_as_a_gain_or_a_pay():
         "waste": rounding,
     }
     assert _group_verdicts(summary, ["x", "y"])["daly"] == {"gain": [], "pay": [], "tie": ["x", "y"]}
-    assert "is as good" in _use_text(summary)
+    summary["recommended"] = recommend(summary)
+    assert summary["recommended"]["use"] == "design" and "is as good" in summary["recommended"]["text"]
     lines = headline(summary, ["x", "y"])
     assert "is within the noise on fleet waste" in lines[1] and "pays" not in lines[1], lines
 
