@@ -78,7 +78,9 @@ import csv
 import dataclasses
 import difflib
 import math
+import os
 import re
+import stat
 import tomllib
 from pathlib import Path
 from typing import NamedTuple
@@ -513,8 +515,9 @@ class FleetSpec:
 class _Reader:
     """Checks fields of one file, raising `FleetFileError` with the file and field named."""
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, trace_anywhere: bool = False):
         self.path = path
+        self.trace_anywhere = trace_anywhere  # failure_trace at any path: the user gave it, not a file
         self.unit_fields = []  # time, volume, bandwidth or rate fields given as strings with units
         self.plain_fields = []  # time, volume or bandwidth fields given as plain numbers other than 0
         # A field the file gives under another key (gpus for size, [storage] for throughput, ...):
@@ -970,24 +973,72 @@ def _launch(reader: _Reader, table) -> LaunchSettings:
 
 
 _TIME_HEADER = re.compile(r"^time\s*(?:\[\s*([^\]]*?)\s*\])?$")
+TRACE_MAX_BYTES = 256 * 2**20  # a failure log of millions of rows; a larger file is no log
+
+
+def _trace_path(reader: _Reader, value: str) -> Path:
+    """The trace's path: a regular file in the fleet file's folder or below (no absolute path,
+    no "..", no link out of it) unless the user gave it (``reader.trace_anywhere``)."""
+    base = Path(reader.path).parent if reader.path != "<string>" else Path.cwd()
+    given = Path(value)
+    if not reader.trace_anywhere and (given.is_absolute() or ".." in given.parts):
+        reader.fail(
+            "failure_trace",
+            "a fleet file names a log in its own folder or below (no absolute path, no ..): copy the log "
+            "next to the fleet file (a path of one's own is taken from the command line, compare --set "
+            "failure_trace=PATH, or from load(..., trace_anywhere=True))",
+        )
+    path = base / given
+    try:
+        info = os.stat(path)
+        resolved = path.resolve(strict=True)
+    except OSError as err:
+        reader.fail("failure_trace", f"cannot read {path} ({err.strerror or err})")
+    if not reader.trace_anywhere and not resolved.is_relative_to(base.resolve()):
+        reader.fail("failure_trace", f"{path} links out of the fleet file's folder: copy the log next to it")
+    if not stat.S_ISREG(info.st_mode):  # a FIFO would block the read, a device never end it
+        reader.fail("failure_trace", f"{path} is not a regular file (a CSV failure log)")
+    if info.st_size > TRACE_MAX_BYTES:
+        reader.fail("failure_trace", f"{path} has {info.st_size} bytes, over {TRACE_MAX_BYTES}: no failure log")
+    return path
+
+
+def _trace_text(reader: _Reader, path: Path) -> str:
+    """The trace's text, opened without blocking and checked again once open (it may have been
+    replaced by a FIFO or a device since `_trace_path` looked)."""
+    try:
+        descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError as err:
+        reader.fail("failure_trace", f"cannot read {path} ({err.strerror or err})")
+    with os.fdopen(descriptor, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            reader.fail("failure_trace", f"{path} is not a regular file (a CSV failure log)")
+        try:
+            data = handle.read(TRACE_MAX_BYTES + 1)
+        except OSError as err:
+            reader.fail("failure_trace", f"cannot read {path} ({err.strerror or err})")
+    if len(data) > TRACE_MAX_BYTES:
+        reader.fail("failure_trace", f"{path} has over {TRACE_MAX_BYTES} bytes: no failure log")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        reader.fail("failure_trace", f"{path} is not UTF-8 text")
 
 
 def _trace(reader: _Reader, value, groups: tuple, data: dict) -> tuple:
     """``failure_trace``: ``(path as given, per job a tuple of failure instants)`` read from a
-    CSV file (relative to the fleet file) with a ``time`` column, its unit in the header
-    (``time [h]``) or the file's ``time_unit``, and a ``group`` (a group's name) and/or ``job``
-    column (the job's index within its group with ``group``, else in the whole fleet, jobs
-    listed group by group). Errors name the trace, the row and the column."""
+    CSV file (relative to the fleet file, in its folder or below: `_trace_path`) with a ``time``
+    column, its unit in the header (``time [h]``) or the file's ``time_unit``, and a ``group``
+    (a group's name) and/or ``job`` column (the job's index within its group with ``group``,
+    else in the whole fleet, jobs listed group by group). Errors name the trace, the row and
+    the column, and quote none of the file's content."""
     if not isinstance(value, str) or not value.strip():
         reader.fail("failure_trace", f"must be the path of a CSV file (time,group or time,job), got {_show(value)}")
-    base = Path(reader.path).parent if reader.path != "<string>" else Path.cwd()
-    path = base / value
+    path = _trace_path(reader, value)
     try:
-        rows = list(csv.reader(path.read_text(encoding="utf-8-sig").splitlines()))
-    except OSError as err:
-        reader.fail("failure_trace", f"cannot read {path} ({err.strerror or err})")
-    except UnicodeDecodeError:
-        reader.fail("failure_trace", f"{path} is not UTF-8 text")
+        rows = list(csv.reader(_trace_text(reader, path).splitlines()))
+    except csv.Error as err:  # a NUL byte, a field over csv's limit
+        reader.fail("failure_trace", f"{path} is not a CSV file ({err})")
     rows = [row for row in rows if any(cell.strip() for cell in row)]
     if not rows:
         reader.fail("failure_trace", f"{path} is empty: it needs a header (time,group or time,job) and rows")
@@ -995,9 +1046,16 @@ def _trace(reader: _Reader, value, groups: tuple, data: dict) -> tuple:
     where = lambda row, column: f"{path}, row {row}, column {column!r}"  # noqa: E731
     scale, time_column = _trace_time(reader, path, header, data)
     columns = {name: header.index(name) for name in ("group", "job") if name in header}
-    unknown = [name for i, name in enumerate(header) if i != time_column and name not in columns]
+    unknown = [i for i, name in enumerate(header) if i != time_column and name not in columns]
     if unknown or not columns:
-        reader.fail("failure_trace", f"{path}: the columns must be time and group and/or job, got {', '.join(header)}")
+        reader.fail(
+            "failure_trace",
+            f"{path}: the columns must be time and group and/or job"
+            + (f"; column {unknown[0] + 1} of the header is none of them" if unknown else ""),
+        )
+    for name in columns:
+        if header.count(name) > 1:
+            reader.fail("failure_trace", f"{path}: the header has the column {name!r} twice")
     names = {group.name: i for i, group in enumerate(groups)}
     starts = np.concatenate([[0], np.cumsum([group.count for group in groups])]).astype(int)
     per_job: list[set] = [set() for _ in range(int(starts[-1]))]
@@ -1006,24 +1064,22 @@ def _trace(reader: _Reader, value, groups: tuple, data: dict) -> tuple:
             reader.fail("failure_trace", f"{path}, row {number}: {len(row)} values for {len(header)} columns")
         given = row[time_column].strip()
         try:
-            time = float(given) * scale
+            time = float(given) * scale if re.fullmatch(r"[0-9.eE+-]+", given) else math.nan
         except ValueError:
             time = math.nan
         if not (math.isfinite(time) and time >= 0):
-            reader.fail("failure_trace", f"{where(number, header[time_column])}: must be a time >= 0, got {given!r}")
+            reader.fail("failure_trace", f"{where(number, 'time')}: must be a time >= 0 (a number)")
         first, count = 0, len(per_job)
         if "group" in columns:
             name = row[columns["group"]].strip()
             if name not in names:
-                known = ", ".join(names)
-                reader.fail("failure_trace", f"{where(number, 'group')}: no group {name!r} (groups: {known})")
+                reader.fail("failure_trace", f"{where(number, 'group')}: names no group (groups: {', '.join(names)})")
             first, count = int(starts[names[name]]), groups[names[name]].count
         if "job" in columns:
             cell = row[columns["job"]].strip()
-            job = int(cell) if re.fullmatch(r"\d+", cell) else -1
+            job = int(cell) if re.fullmatch(r"[0-9]{1,18}", cell) else -1
             if not 0 <= job < count:
-                rule = f"must be a job index from 0 to {count - 1}"
-                reader.fail("failure_trace", f"{where(number, 'job')}: {rule}, got {cell!r}")
+                reader.fail("failure_trace", f"{where(number, 'job')}: must be a job index from 0 to {count - 1}")
         elif count != 1:
             reader.fail(
                 "failure_trace",
@@ -1033,7 +1089,7 @@ def _trace(reader: _Reader, value, groups: tuple, data: dict) -> tuple:
         else:
             job = 0
         if time in per_job[first + job]:
-            reader.fail("failure_trace", f"{path}, row {number}: the job fails at {given} twice")
+            reader.fail("failure_trace", f"{path}, row {number}: the job fails at that time twice")
         per_job[first + job].add(time)
     return str(path.resolve()), tuple(tuple(sorted(times)) for times in per_job)
 
@@ -1046,7 +1102,8 @@ def _trace_time(reader: _Reader, path: Path, header: list, data: dict) -> tuple:
     found = [(i, _TIME_HEADER.match(name)) for i, name in enumerate(header)]
     found = [(i, match) for i, match in found if match is not None]
     if len(found) != 1:
-        reader.fail("failure_trace", f"{path}: the header needs one time column (time, or time [h]), got {header}")
+        got = "none" if not found else f"{len(found)}, columns {', '.join(str(i + 1) for i, _ in found)}"
+        reader.fail("failure_trace", f"{path}: the header needs one time column (time, or time [h]), got {got}")
     index, match = found[0]
     unit = match.group(1) or (data["time_unit"] if isinstance(data.get("time_unit"), str) else None)
     if unit is None:
@@ -1055,8 +1112,8 @@ def _trace_time(reader: _Reader, path: Path, header: list, data: dict) -> tuple:
     try:
         scale = duration_unit(unit)
     except UnitError:
-        rule = "is not a unit of time (s, min, h, day)"
-        reader.fail("failure_trace", f"{path}, column {header[index]!r}: {unit!r} {rule}")
+        rule = "is not a unit of time such as s, min, h or day (a unit holds no number)"
+        reader.fail("failure_trace", f"{path}, column {index + 1}: the time column's unit {rule}")
     reader.unit_fields.append("failure_trace")
     return scale, index
 
@@ -1298,9 +1355,14 @@ def _engine_checks(reader: _Reader, spec: FleetSpec, dtype) -> None:
         reader.fail("design.horizon", str(err).removeprefix("design.horizon = "))
 
 
-def loads(text: str, path: str = "<string>", *, dtype: DTypeLike = np.float64) -> FleetSpec:
-    """Parses fleet-file text (``path`` only names it in messages); every value is checked
-    against the engine's ranges in ``dtype`` (float64 or float32: the dtype it will run in)."""
+def loads(
+    text: str, path: str = "<string>", *, dtype: DTypeLike = np.float64, trace_anywhere: bool = False
+) -> FleetSpec:
+    """Parses fleet-file text (``path`` names it in messages, and its folder holds the
+    ``failure_trace``; the working folder for ``"<string>"``); every value is checked against
+    the engine's ranges in ``dtype`` (float64 or float32: the dtype it will run in).
+    ``trace_anywhere``: read a ``failure_trace`` at any path (absolute, or out of the file's
+    folder), for a path the user gave rather than one a file names (`load`)."""
     from ._validate import check_dtype
 
     dtype = check_dtype(dtype)
@@ -1310,14 +1372,14 @@ def loads(text: str, path: str = "<string>", *, dtype: DTypeLike = np.float64) -
         raise FleetFileError(f"fleet file {path}: not valid TOML: {err}") from None
     except RecursionError:  # tomllib parses nested arrays and tables recursively
         raise FleetFileError(f"fleet file {path}: not a fleet file: arrays or tables nested too deeply") from None
-    return _from_data(data, path, dtype)
+    return _from_data(data, path, dtype, trace_anywhere)
 
 
-def _from_data(data: dict, path: str, dtype) -> FleetSpec:
+def _from_data(data: dict, path: str, dtype, trace_anywhere: bool = False) -> FleetSpec:
     """A spec from TOML data: parsed (`_parse`), checked in ``dtype`` (`_engine_checks`), the
     data kept (`FleetSpec.source`) for `override`."""
     source = copy.deepcopy(data)
-    reader = _Reader(path)
+    reader = _Reader(path, trace_anywhere)
     try:
         spec = _parse(data, path, reader)
     except RecursionError:  # a deeply nested value where a number belongs, shown in the message
@@ -1326,8 +1388,10 @@ def _from_data(data: dict, path: str, dtype) -> FleetSpec:
     return dataclasses.replace(spec, source=source, dtype=np.dtype(dtype).name)
 
 
-def load(path, *, dtype: DTypeLike = np.float64) -> FleetSpec:
-    """Reads and validates a fleet file (``dtype``: as `loads`).
+def load(path, *, dtype: DTypeLike = np.float64, trace_anywhere: bool = False) -> FleetSpec:
+    """Reads and validates a fleet file (``dtype``: as `loads`). Its ``failure_trace`` is read
+    only from a regular file in the fleet file's folder or below (no absolute path, no "..",
+    no link out of it), unless ``trace_anywhere`` (a path the user gave, not the file).
 
     Raises:
       FleetFileError: the file cannot be read, is not TOML, or a field is bad (the message
@@ -1340,7 +1404,7 @@ def load(path, *, dtype: DTypeLike = np.float64) -> FleetSpec:
         raise FleetFileError(f"fleet file {path}: cannot read it ({err.strerror or err})") from None
     except UnicodeDecodeError:
         raise FleetFileError(f"fleet file {path}: not UTF-8 text") from None
-    return loads(text, str(path), dtype=dtype)
+    return loads(text, str(path), dtype=dtype, trace_anywhere=trace_anywhere)
 
 
 # -- what-if overrides -----------------------------------------------------------------
@@ -1412,7 +1476,9 @@ def override(spec: FleetSpec, overrides: dict, *, name: str | None = None) -> Fl
     data = copy.deepcopy(spec.source)
     for key, value in overrides.items():
         _apply_override(data, key, value, where)
-    return _from_data(data, where, np.dtype(spec.dtype))
+    # The file's own trace was read once already; a trace the overrides name is the user's.
+    anywhere = spec.failure_trace is not None or "failure_trace" in overrides
+    return _from_data(data, where, np.dtype(spec.dtype), anywhere)
 
 
 def _apply_override(data: dict, key, value, where: str) -> None:
@@ -1536,7 +1602,8 @@ _FIELD_KINDS = {
 
 
 def dumps(spec: FleetSpec) -> str:
-    """TOML text that `loads` reads back as ``spec`` (defaults written out; the path aside).
+    """TOML text that `loads` reads back as ``spec`` (defaults written out; the path aside;
+    a ``failure_trace``, written as its absolute path, with ``trace_anywhere=True``).
     A spec read from a file with units is written with units: its times in s, volumes in B and
     bandwidths in B/s (the throughput as ``[storage].table``), the same numbers."""
     units = spec.time_unit is not None
