@@ -374,14 +374,18 @@ class FleetSpec:
     def events(self, horizon: float | None = None) -> float:
         """About how many events one run of the fleet steps up to the horizon (default
         ``[design].horizon``) at `intervals` (`ckpt_jax.model.events_to`); each event
-        costs O(N) on the general engine."""
+        costs O(N) on the general engine. Each outage instant counts as one event of its own
+        (about H / M_o drawn per ``[[outages]]`` table, or its listed times up to H)."""
         from .model import events_to
 
         horizon = self.design.horizon if horizon is None else horizon
         period = self.period()
-        return float(
-            events_to(horizon, period, self.failure_mtbf(), self.per_job("restart"), np.ones(self.n_jobs, bool))
+        jobs = events_to(horizon, period, self.failure_mtbf(), self.per_job("restart"), np.ones(self.n_jobs, bool))
+        outages = sum(
+            horizon / outage.mtbf if outage.mtbf is not None else sum(t <= horizon for t in outage.times)
+            for outage in self.outages
         )
+        return float(jobs + outages)
 
     def _f1(self) -> float:
         if isinstance(self.throughput, str):

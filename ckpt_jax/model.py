@@ -559,14 +559,15 @@ class Fleet:
         (with a two-level checkpoint, the snapshot's end and the drain's end), each doubled
         by a delayed controller (a change of the computing count schedules an update);
         per failure (docs/model.md §1c) the failure and the restart's end, plus the recovery
-        read's end (§1e). An estimate, as `ckpt_jax.fleetfile.FleetSpec.events`, to size a
-        run to ``until=H`` (its ``max_events``, its progress bar, the work it is refused
-        beyond): simultaneous switches count once, and contention slows the cycles."""
+        read's end (§1e); and each outage instant (§1f, `outage_events`). An estimate, as
+        `ckpt_jax.fleetfile.FleetSpec.events`, to size a run to ``until=H`` (its
+        ``max_events``, its progress bar, the work it is refused beyond): simultaneous
+        switches count once, and contention slows the cycles."""
         two_level = np.asarray(self.two_level)[..., None]
         delayed = (np.asarray(self.delay) > 0)[..., None]
         per_cycle = np.where(two_level, 3.0, 2.0) * np.where(delayed, 2.0, 1.0)
         per_failure = np.where(np.asarray(self.recovery_read) > 0, 3.0, 2.0)
-        return events_to(
+        jobs = events_to(
             horizon,
             np.asarray(self.period, np.float64),
             self.failure_mtbf,
@@ -575,6 +576,34 @@ class Fleet:
             per_cycle=per_cycle,
             per_failure=per_failure,
         )
+        return jobs + self.outage_events(horizon)
+
+    def outage_events(self, horizon, mean: bool = True) -> np.ndarray:
+        """How many outage instants strike up to the horizon H, shape (*B,): each is an event
+        of its own, whether it finds a job up or not (docs/model.md §1f). Per domain with an
+        active job, about H / M_o drawn outages (``mean``; else the per-domain (*B, D) mean
+        H / M_o, for budgets that add their own spread), or the listed instants up to H (in
+        both). Zero without outages."""
+        batch = self.batch_shape
+        if not self.has_outages:
+            return np.zeros(batch if mean else batch + (0,))
+        horizon = np.broadcast_to(np.asarray(horizon, np.float64), batch)
+        domain = np.broadcast_to(np.asarray(self.domain), np.shape(self.active))
+        active = np.asarray(self.active)
+        used = np.stack([np.any(active & (domain == d), axis=-1) for d in range(self.n_domains)], axis=-1)
+        if self.outage_kind == "drawn":
+            outage = np.broadcast_to(np.asarray(self.outage_mtbf, np.float64), used.shape)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                per_domain = np.where(used & np.isfinite(outage), horizon[..., None] / outage, 0.0)
+            return per_domain.sum(axis=-1) if mean else per_domain
+        times = np.asarray(self.outage_times, np.float64)
+        struck = np.broadcast_to(np.asarray(self.outage_domains), times.shape[:-1] + times.shape[-1:])
+        times = np.broadcast_to(times, batch + times.shape[-1:])
+        struck = np.broadcast_to(struck, times.shape)
+        counted = np.isfinite(times) & (times <= horizon[..., None])
+        counted &= np.take_along_axis(used, np.clip(struck, 0, self.n_domains - 1), axis=-1)
+        count = counted.sum(axis=-1).astype(np.float64)
+        return count if mean else count[..., None]
 
     def __getitem__(self, index) -> Fleet:
         """Indexes the batch axes as NumPy does: ``fleet[3]`` is the fourth fleet of a 1-D

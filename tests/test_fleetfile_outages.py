@@ -121,3 +121,28 @@ def test_overrides_reach_the_outage_tables_and_the_stagger():
         spec.override({"outages[1].times": [5.0]})  # one table draws, the other replays
     with pytest.raises(FleetFileError, match=re.escape("override outages[2].mtbf: no outages[2]")):
         spec.override({"outages[2].mtbf": 5.0})
+
+
+def test_outage_instants_count_in_the_event_estimate_and_the_up_front_refusal():
+    # Each outage instant is an event whether it finds a job up or not: mtbf = 1 s over two
+    # days was estimated at 432 events a run (the jobs' cycles and failures only), then ran
+    # with 173 k and no warning; at 0.1 ms over a week the run could never finish.
+    from ckpt_jax._plan import check_horizon_events, least_events
+
+    often = RACKS.replace("mtbf = 40.0", "mtbf = 1e-3").replace("mtbf = 80.0", "mtbf = 1e-4")
+    spec = loads(often, "racks.toml")
+    fleet = spec.fleet(dtype=np.float64)
+    horizon = 1e6
+    instants = horizon / 1e-3 + horizon / 1e-4
+    assert spec.events(horizon) >= instants and float(fleet.events(horizon)) >= instants
+    assert float(fleet.outage_events(horizon)) == pytest.approx(instants)
+    assert float(least_events(fleet, horizon)) >= 0.5 * instants  # a lower bound: half the drawn mean
+    with pytest.raises(
+        ValueError, match=r"horizon = 1e\+06 cannot finish within the event budget: .*, outage instants\)"
+    ):
+        check_horizon_events(fleet, horizon, name="horizon")
+    # Replayed outages: every listed instant up to H, in a domain with active jobs.
+    listed = RACKS.replace("mtbf = 40.0", "times = [1.0, 2.0, 500.0]").replace("mtbf = 80.0", "times = [3.0]")
+    spec = loads(listed, "racks.toml")
+    assert float(spec.fleet(dtype=np.float64).outage_events(100.0)) == 3.0
+    assert spec.events(100.0) - loads(TINY, "t.toml").events(100.0) >= 3.0
