@@ -29,6 +29,7 @@ __all__ = [
     "cycle_positions",
     "state_from_positions",
     "solo_cycle_positions",
+    "state_at_elapsed",
     "random_state",
     "throughput_table",
     "THROUGHPUT_PRESETS",
@@ -1095,6 +1096,32 @@ def solo_cycle_positions(fleet: Fleet, elapsed: ArrayLike) -> np.ndarray:
     return np.where(solo == write, elapsed, mapped)
 
 
+def state_at_elapsed(fleet: Fleet, elapsed: ArrayLike) -> State:
+    """The state of jobs ``elapsed`` (*B, N) time into their solo cycle D_i + T_i, in [0,
+    D_i + T_i), as `state_from_positions` of `solo_cycle_positions` but computed in time:
+    inside the write (elapsed < D_i) writing with d_i − d_i·elapsed/D_i left, else computing
+    with T_i − (elapsed − D_i) left. The compute left never passes through the cycle position
+    d_i + work, which in a file of bytes and seconds (d_i ~ 1e11, T_i ~ 1e3) keeps only the
+    digits of T_i that d_i leaves (about 8 of float64's 16). Where D_i = d_i it is
+    `state_from_positions(fleet, elapsed)` bit for bit."""
+    _check_fleet(fleet)
+    write = np.asarray(fleet.write, dtype=np.float64)
+    compute = np.asarray(fleet.compute, dtype=np.float64)
+    elapsed = np.broadcast_to(np.asarray(elapsed, dtype=np.float64), write.shape)
+    active = np.asarray(fleet.active)
+    with np.errstate(divide="ignore", invalid="ignore"):  # padding slots may hold anything
+        solo = np.asarray(fleet.solo_write, dtype=np.float64)
+        bad = active & ~((elapsed >= 0) & (elapsed < solo + compute))
+        if bad.any():
+            raise ValueError(f"elapsed must lie in [0, D_i + T_i); got {float(elapsed[bad].ravel()[0])!r}")
+        writing = elapsed < solo
+        written = np.where(solo == write, elapsed, write * (elapsed / solo))  # D_i = d_i: elapsed itself
+        left = np.where(writing, write - written, compute - (elapsed - solo))
+    # Rounding at the cycle's end: a job about to fire has a sliver left, never none.
+    left = np.where(active & (left <= 0), np.where(writing, np.spacing(write), np.spacing(compute)), left)
+    return initial_state(fleet, phase=writing.astype(np.int32), remaining=left)
+
+
 def random_state(fleet: Fleet, key: jax.Array) -> State:
     """Independent random cycle positions, one per job (a "random launch"), uniform in time
     over each job's solo cycle D_i + T_i (`solo_cycle_positions`).
@@ -1122,7 +1149,7 @@ def random_state(fleet: Fleet, key: jax.Array) -> State:
     compute = np.asarray(fleet.compute, dtype=np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):  # padding slots may hold anything
         cycle = np.asarray(fleet.solo_write, dtype=np.float64) + compute
-    state = state_from_positions(fleet, solo_cycle_positions(fleet, cycle_positions(u, cycle)))
+    state = state_at_elapsed(fleet, cycle_positions(u, cycle))
     two_level = np.broadcast_to(np.asarray(fleet.two_level)[..., None], compute.shape)
     if not two_level.any():
         return state
