@@ -92,6 +92,7 @@ from ._units import KINDS
 
 __all__ = [
     "FleetFileError",
+    "FleetFileWarning",
     "Group",
     "DesignSettings",
     "LaunchSettings",
@@ -99,6 +100,7 @@ __all__ = [
     "FleetSpec",
     "load",
     "loads",
+    "check_keys",
     "dumps",
     "DESIGN_DEFAULTS",
     "COUNT_MAX",
@@ -128,6 +130,12 @@ DEFAULT_DOMAIN = "cluster"  # a group's failure domain where it names none (docs
 
 class FleetFileError(ValueError):
     """A fleet file that cannot be used; the message names the file and the field."""
+
+
+class FleetFileWarning(UserWarning):
+    """A fleet file's key that changes nothing where it is (``restart_stagger`` without
+    ``[[outages]]``, a group's ``domain`` no outage table names); the message names the file
+    and the field."""
 
 
 class Group(NamedTuple):
@@ -959,6 +967,28 @@ def _parse(data: dict, path: str, reader: _Reader | None = None) -> FleetSpec:
     return spec
 
 
+def _inert(reader: _Reader, spec: FleetSpec) -> None:
+    """Warns (`FleetFileWarning`) of keys that act only with ``[[outages]]`` (docs/model.md
+    §1f) where none strike them: a likely typo or a forgotten table, never a silent no-op."""
+    import warnings
+
+    struck = {outage.domain for outage in spec.outages}
+    notes = []
+    if spec.restart_stagger > 0 and not spec.outages:
+        notes.append(("restart_stagger", "acts only with [[outages]] (the jobs one outage fails); this file has none"))
+    for i, group in enumerate(spec.groups):
+        if group.domain is not None and group.domain not in struck:
+            tables = ", ".join(repr(name) for name in sorted(struck)) or "none"
+            notes.append(
+                (
+                    f"groups[{i}].domain",
+                    f"{group.domain!r} is no [[outages]] table's domain (theirs: {tables}): its jobs see no outages",
+                )
+            )
+    for field, message in notes:
+        warnings.warn(f"fleet file {reader.path}: {field}: {message}", FleetFileWarning, stacklevel=2)
+
+
 _LAUNCH = ("mode", "stagger")
 LAUNCH_MODES = ("random", "together", "staggered")
 
@@ -1325,6 +1355,8 @@ def _engine_checks(reader: _Reader, spec: FleetSpec, dtype) -> None:
         reader.engine_range(spec.delay, "delay", dtype)
     if spec.restart_stagger > 0:
         reader.engine_range(spec.restart_stagger, "restart_stagger", dtype)
+    if spec.launch.mode == "staggered":
+        _launch_stagger_range(reader, spec, dtype)
     for i, outage in enumerate(spec.outages):
         if outage.mtbf is not None:
             reader.engine_range(outage.mtbf, f"outages[{i}].mtbf", dtype)
@@ -1359,6 +1391,75 @@ def _engine_checks(reader: _Reader, spec: FleetSpec, dtype) -> None:
         reader.fail("design.horizon", str(err).removeprefix("design.horizon = "))
 
 
+# A launch stagger's head start (N − 1)·Δ in solo cycles of a job, at most: beyond, the launch
+# position (the head start mod the cycle, `cj.design.staggered_positions`) keeps fewer than 10
+# of float64's 16 digits.
+HEAD_START_CYCLES = 1e6
+
+
+def _launch_stagger_range(reader: _Reader, spec: FleetSpec, dtype) -> None:
+    """``[launch] stagger``: in the engine's range, and the first job's head start (N − 1)·Δ at
+    most `HEAD_START_CYCLES` solo cycles of the shortest one."""
+    stagger = spec.launch.stagger
+    reader.engine_range(stagger, "launch.stagger", dtype)
+    with np.errstate(over="ignore"):
+        cycle = float(np.min(spec.period()))
+    head_start = (spec.n_jobs - 1) * stagger
+    largest = HEAD_START_CYCLES * cycle / max(spec.n_jobs - 1, 1)
+    if head_start > HEAD_START_CYCLES * cycle:
+        unit = " s" if reader.units else ""
+        reader.fail(
+            "launch.stagger",
+            f"{_num(stagger)}{unit} puts the first of the {spec.n_jobs} jobs {head_start:.3g}{unit} ahead of the "
+            f"last, over {HEAD_START_CYCLES:.0e} solo cycles of the shortest ({cycle:.3g}{unit}): a stagger is the "
+            f"time between two jobs' launches; give one of at most {largest:.3g}{unit}",
+        )
+
+
+def _keys_first(reader: _Reader, data: dict) -> None:
+    """The names of every table's keys, checked first (`check_keys`): plain Python, so a
+    misspelt key is reported before anything imports JAX. The values are `_parse`'s."""
+    reader.keys(data, "", _TOP, required=("groups",))
+    tables = [("storage", _STORAGE), ("design", _DESIGN), ("launch", _LAUNCH)]
+    for name, allowed in tables:
+        if isinstance(data.get(name), dict):
+            reader.keys(data[name], name, allowed)
+    for name, allowed in (("groups", _GROUP), ("outages", _OUTAGE)):
+        for i, table in enumerate(data[name] if isinstance(data.get(name), list) else []):
+            if isinstance(table, dict):
+                reader.keys(table, f"{name}[{i}]", allowed)
+
+
+def _read_toml(text: str, path: str) -> dict:
+    try:
+        return tomllib.loads(text.removeprefix("\ufeff"))  # a UTF-8 byte-order mark is no TOML
+    except tomllib.TOMLDecodeError as err:
+        raise FleetFileError(f"fleet file {path}: not valid TOML: {err}") from None
+    except RecursionError:  # tomllib parses nested arrays and tables recursively
+        raise FleetFileError(f"fleet file {path}: not a fleet file: arrays or tables nested too deeply") from None
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as err:
+        raise FleetFileError(f"fleet file {path}: cannot read it ({err.strerror or err})") from None
+    except UnicodeDecodeError:
+        raise FleetFileError(f"fleet file {path}: not UTF-8 text") from None
+
+
+def check_keys(path) -> None:
+    """Reads a fleet file and checks that it is TOML and names only keys a fleet file has,
+    without importing JAX: the command line calls it first, so that a misspelt key is
+    reported at once (`load` checks the rest).
+
+    Raises:
+      FleetFileError: as `load`, for the file's reading, its TOML and its keys' names.
+    """
+    path = Path(path)
+    _keys_first(_Reader(str(path)), _read_toml(_read_text(path), str(path)))
+
+
 def loads(
     text: str, path: str = "<string>", *, dtype: DTypeLike = np.float64, trace_anywhere: bool = False
 ) -> FleetSpec:
@@ -1367,19 +1468,15 @@ def loads(
     the engine's ranges in ``dtype`` (float64 or float32: the dtype it will run in).
     ``trace_anywhere``: read a ``failure_trace`` at any path (absolute, or out of the file's
     folder), for a path the user gave rather than one a file names (`load`)."""
+    data = _read_toml(text, path)
+    _keys_first(_Reader(path), data)  # before the dtype's check imports JAX
     from ._validate import check_dtype
 
     dtype = check_dtype(dtype)
-    try:
-        data = tomllib.loads(text.removeprefix("\ufeff"))  # a UTF-8 byte-order mark is no TOML
-    except tomllib.TOMLDecodeError as err:
-        raise FleetFileError(f"fleet file {path}: not valid TOML: {err}") from None
-    except RecursionError:  # tomllib parses nested arrays and tables recursively
-        raise FleetFileError(f"fleet file {path}: not a fleet file: arrays or tables nested too deeply") from None
     return _from_data(data, path, dtype, trace_anywhere)
 
 
-def _from_data(data: dict, path: str, dtype, trace_anywhere: bool = False) -> FleetSpec:
+def _from_data(data: dict, path: str, dtype, trace_anywhere: bool = False, warn: bool = True) -> FleetSpec:
     """A spec from TOML data: parsed (`_parse`), checked in ``dtype`` (`_engine_checks`), the
     data kept (`FleetSpec.source`) for `override`."""
     source = copy.deepcopy(data)
@@ -1389,6 +1486,8 @@ def _from_data(data: dict, path: str, dtype, trace_anywhere: bool = False) -> Fl
     except RecursionError:  # a deeply nested value where a number belongs, shown in the message
         raise FleetFileError(f"fleet file {path}: not a fleet file: arrays nested too deeply") from None
     _engine_checks(reader, spec, dtype)
+    if warn:  # a usable file: then what in it changes nothing
+        _inert(reader, spec)
     return dataclasses.replace(spec, source=source, dtype=np.dtype(dtype).name)
 
 
@@ -1402,13 +1501,7 @@ def load(path, *, dtype: DTypeLike = np.float64, trace_anywhere: bool = False) -
         names the file, the field and its allowed range).
     """
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as err:
-        raise FleetFileError(f"fleet file {path}: cannot read it ({err.strerror or err})") from None
-    except UnicodeDecodeError:
-        raise FleetFileError(f"fleet file {path}: not UTF-8 text") from None
-    return loads(text, str(path), dtype=dtype, trace_anywhere=trace_anywhere)
+    return loads(_read_text(path), str(path), dtype=dtype, trace_anywhere=trace_anywhere)
 
 
 # -- what-if overrides -----------------------------------------------------------------
@@ -1482,7 +1575,7 @@ def override(spec: FleetSpec, overrides: dict, *, name: str | None = None) -> Fl
         _apply_override(data, key, value, where)
     # The file's own trace was read once already; a trace the overrides name is the user's.
     anywhere = spec.failure_trace is not None or "failure_trace" in overrides
-    return _from_data(data, where, np.dtype(spec.dtype), anywhere)
+    return _from_data(data, where, np.dtype(spec.dtype), anywhere, warn=False)  # the file's warned at load
 
 
 def _apply_override(data: dict, key, value, where: str) -> None:

@@ -19,6 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._outage_inputs import check_outages
+from ._policies import ONE_AT_A_TIME, POWER_POLICIES, QUEUE_POLICIES, RECOVERY_SOURCES, STORAGE_POLICIES
 from ._throughput import THROUGHPUT_PRESETS, Throughput, throughput_table
 from ._validate import broadcast_to, check_dtype, check_key, check_range, real_array, short_repr, value_range
 
@@ -43,18 +44,6 @@ __all__ = [
     "failures_to",
 ]
 
-# How the cap C is divided among the computing jobs, and f(n_w) among the writers
-# (docs/model.md §1b); the first of each is the default.
-POWER_POLICIES = ("maxmin", "uniform")
-STORAGE_POLICIES = ("fair", "weighted", "fcfs", "fcfs_nonblocking", "cooperative")
-# What a failure of a two-level checkpointing job loses (docs/model.md §1d).
-RECOVERY_SOURCES = ("storage", "memory")
-# Storage policies of the peer's model (docs/model.md §1e): one I/O at a time, and a job whose
-# checkpoint waits keeps computing (its request stays queued). Like "fcfs", they drain one
-# writer at a time; unlike it, a firing is a checkpoint *request*, and the write starts when
-# the storage grants it.
-QUEUE_POLICIES = ("fcfs_nonblocking", "cooperative")
-ONE_AT_A_TIME = ("fcfs",) + QUEUE_POLICIES
 
 ArrayLike = np.ndarray | jax.Array | Sequence[float] | float
 

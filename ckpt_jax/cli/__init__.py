@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -40,6 +41,7 @@ from ._common import (
     devices_for,
     fail,
     os_error_text,
+    plain_text,
     seed_key,
     start_devices,
 )
@@ -74,14 +76,28 @@ def build_parser() -> argparse.ArgumentParser:
 def run() -> None:
     """The ``ckpt-jax`` program (also ``python -m ckpt_jax``): `main` in a process of its own.
 
-    The process is ckpt_jax's, so it first lowers JAX's threefry hash with its rounds
-    unrolled on the CPU (`ckpt_jax._threefry`: the same bits, runs with failures or jitter
-    compile faster); an in-process call of `main` leaves JAX's lowering as it is."""
-    _threefry.unroll_on_cpu()
-    sys.exit(main())
+    The process is ckpt_jax's, so it lowers JAX's threefry hash with its rounds unrolled on
+    the CPU (`ckpt_jax._threefry`: the same bits, runs with failures or jitter compile
+    faster), once the arguments and the fleet file's keys are checked (that imports JAX, which
+    takes seconds); an in-process call of `main` leaves JAX's lowering as it is."""
+    sys.exit(main(_own_process=True))
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def _one_line_fleet_warnings(show):
+    """A `warnings.showwarning` printing a fleet file's warnings (`FleetFileWarning`: a key
+    that changes nothing) as ``ckpt-jax: warning: ...`` lines, the others as before."""
+    from ..fleetfile import FleetFileWarning
+
+    def showwarning(message, category, filename, lineno, file=None, line=None):
+        if not issubclass(category, FleetFileWarning):
+            return show(message, category, filename, lineno, file, line)
+        sys.stderr.write(f"ckpt-jax: warning: {plain_text(str(message))}\n")
+        return None
+
+    return showwarning
+
+
+def main(argv: Sequence[str] | None = None, *, _own_process: bool = False) -> int:
     """Runs the CLI; returns the exit status: 0 when every fleet completed, 1 when some
     did not, 2 on an error (one ``ckpt-jax: error: ...`` line on stderr), 130 on Ctrl-C.
 
@@ -100,9 +116,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return done.code if isinstance(done.code, int) else 2 * (done.code is not None)
     previous_x64 = None
     try:
+        fleet_file = getattr(args, "fleet_file", None) or getattr(args, "fleet", None)
+        if fleet_file is not None:  # its TOML and its keys' names, at once: JAX takes seconds to import
+            from ..fleetfile import check_keys
+
+            check_keys(fleet_file)
         if getattr(args, "check", None) is not None:
             args.check(args)  # option combinations, before anything is created
         check_out_dir(Path(args.out))
+        if _own_process:
+            _threefry.unroll_on_cpu()
         import jax
 
         # x64 must be set before any array is built. Restore it afterwards so an in-process
@@ -112,7 +135,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         # The host device count, before anything starts JAX's backend (nothing imported so
         # far does); this starts it.
         args.device_info = start_devices(args.devices)
-        return args.run(args)
+        with warnings.catch_warnings():
+            warnings.showwarning = _one_line_fleet_warnings(warnings.showwarning)
+            return args.run(args)
     except KeyboardInterrupt:
         then = "rerun the same command to resume" if args.resumes else "rerun the same command to start again"
         return fail(f"interrupted; {then}", prefix="ckpt-jax: ", status=INTERRUPTED)
