@@ -146,3 +146,39 @@ def test_outage_instants_count_in_the_event_estimate_and_the_up_front_refusal():
     spec = loads(listed, "racks.toml")
     assert float(spec.fleet(dtype=np.float64).outage_events(100.0)) == 3.0
     assert spec.events(100.0) - loads(TINY, "t.toml").events(100.0) >= 3.0
+
+
+def test_keys_that_change_nothing_without_outages_warn():
+    # Before: restart_stagger without [[outages]], or a group's domain no outage table names,
+    # loaded silently and changed nothing.
+    from ckpt_jax.fleetfile import FleetFileWarning
+
+    stagger = TINY.replace('storage_policy = "weighted"', 'storage_policy = "weighted"\nrestart_stagger = 0.25')
+    with pytest.warns(FleetFileWarning, match=r"restart_stagger: acts only with \[\[outages\]\]"):
+        loads(stagger, "t.toml")
+    typo = RACKS.replace('domain = "rack-a"\nmtbf = 40.0', 'domain = "rack-a"\nmtbf = 40.0', 1).replace(
+        'compute = 3.0\ndomain = "rack-a"', 'compute = 3.0\ndomain = "rack-b"'
+    )
+    typo = typo.replace('[[outages]]\ndomain = "rack-a"\nmtbf = 40.0\n\n', "")
+    with pytest.warns(FleetFileWarning, match=r"groups\[0\]\.domain: 'rack-b' is no \[\[outages\]\] table's domain"):
+        loads(typo, "racks.toml")
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FleetFileWarning)
+        loads(RACKS, "racks.toml")  # every domain struck: no warning
+
+
+@pytest.mark.parametrize(
+    ("stagger", "match"),
+    [
+        (1e30, r"launch\.stagger: 1e\+30 puts the first of the 3 jobs 2e\+30 ahead of the last, over 1e\+06 solo"),
+        (1e-300, r"launch\.stagger: must lie in \["),
+    ],
+)
+def test_a_launch_stagger_out_of_range_is_refused(stagger, match):
+    # Before: 1e30 loaded and every launch position lost all its digits (the head start mod
+    # the cycle); 1e-300 loaded below the engine's range.
+    text = TINY.replace("[design]", f'[launch]\nmode = "staggered"\nstagger = {stagger!r}\n\n[design]')
+    with pytest.raises(FleetFileError, match=match):
+        loads(text, "t.toml")
