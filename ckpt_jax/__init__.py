@@ -11,6 +11,7 @@ spectra), `cj.analysis` (statistics of traces), `cj.coupling` (two-job coupling 
 """
 
 import importlib
+import importlib.util
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the names as type checkers and editors see them; imported when first used
@@ -88,6 +89,8 @@ def __getattr__(name: str):
         module = importlib.import_module(f".{name}", __name__)
     elif name in _NAMES:
         module = getattr(importlib.import_module(f".{_NAMES[name]}", __name__), name)
+    elif not name.startswith("__") and importlib.util.find_spec(f"{__name__}.{name}") is not None:
+        module = importlib.import_module(f".{name}", __name__)  # any other module: cj.model, cj.labelled
     else:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     globals()[name] = module  # once: later lookups find it without this function
