@@ -440,3 +440,18 @@ def test_a_misspelt_key_is_reported_before_jax_is_imported(tmp_path, command):
     )
     assert "groups[0].comptue: unknown key (did you mean 'compute'?" in done.stderr, done.stderr
     assert done.stdout.split() == ["2", "False"], done.stdout + done.stderr
+
+
+def test_a_fleet_files_warning_is_one_line_on_the_command_line(tmp_path, capsys):
+    from ckpt_jax.cli import main
+
+    path = tmp_path / "fleet.toml"
+    path.write_text(TINY.replace('storage_policy = "weighted"', 'storage_policy = "weighted"\nrestart_stagger = 0.5'))
+    (tmp_path / "taken").write_text("")  # --out a file: refused after the fleet file is read, before any run
+    assert main(["assess", str(path), "--out", str(tmp_path / "taken")]) == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0] == (
+        f"ckpt-jax: warning: fleet file {path}: restart_stagger: acts only with [[outages]] (the jobs one outage "
+        "fails); this file has none"
+    )
+    assert lines[1].startswith("ckpt-jax: error: --out") and len(lines) == 2

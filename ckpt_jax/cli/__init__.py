@@ -97,6 +97,31 @@ def _one_line_fleet_warnings(show):
     return showwarning
 
 
+def _checked_run(args, own_process: bool, restore: dict) -> int:
+    """The fleet file's keys (without JAX), the options, then JAX and the devices, then the run
+    (``restore``: the x64 setting found, for `main` to put back)."""
+    fleet_file = getattr(args, "fleet_file", None) or getattr(args, "fleet", None)
+    if fleet_file is not None:  # its TOML and its keys' names, at once: JAX takes seconds to import
+        from ..fleetfile import check_keys
+
+        check_keys(fleet_file)
+    if getattr(args, "check", None) is not None:
+        args.check(args)  # option combinations, before anything is created
+    check_out_dir(Path(args.out))
+    if own_process:
+        _threefry.unroll_on_cpu()
+    import jax
+
+    # x64 must be set before any array is built; `main` restores it afterwards, so that an
+    # in-process call (tests, notebooks) does not change the caller's JAX configuration.
+    restore["x64"] = bool(jax.config.read("jax_enable_x64"))
+    jax.config.update("jax_enable_x64", args.x64)
+    # The host device count, before anything starts JAX's backend (nothing imported so far
+    # does); this starts it.
+    args.device_info = start_devices(args.devices)
+    return args.run(args)
+
+
 def main(argv: Sequence[str] | None = None, *, _own_process: bool = False) -> int:
     """Runs the CLI; returns the exit status: 0 when every fleet completed, 1 when some
     did not, 2 on an error (one ``ckpt-jax: error: ...`` line on stderr), 130 on Ctrl-C.
@@ -114,30 +139,11 @@ def main(argv: Sequence[str] | None = None, *, _own_process: bool = False) -> in
         args = build_parser().parse_args(argv)
     except SystemExit as done:  # --help, --version, or a usage error already reported
         return done.code if isinstance(done.code, int) else 2 * (done.code is not None)
-    previous_x64 = None
+    restore: dict = {}
     try:
-        fleet_file = getattr(args, "fleet_file", None) or getattr(args, "fleet", None)
-        if fleet_file is not None:  # its TOML and its keys' names, at once: JAX takes seconds to import
-            from ..fleetfile import check_keys
-
-            check_keys(fleet_file)
-        if getattr(args, "check", None) is not None:
-            args.check(args)  # option combinations, before anything is created
-        check_out_dir(Path(args.out))
-        if _own_process:
-            _threefry.unroll_on_cpu()
-        import jax
-
-        # x64 must be set before any array is built. Restore it afterwards so an in-process
-        # call (tests, notebooks) does not change the caller's global JAX configuration.
-        previous_x64 = bool(jax.config.read("jax_enable_x64"))
-        jax.config.update("jax_enable_x64", args.x64)
-        # The host device count, before anything starts JAX's backend (nothing imported so
-        # far does); this starts it.
-        args.device_info = start_devices(args.devices)
-        with warnings.catch_warnings():
+        with warnings.catch_warnings():  # a fleet file's warnings, from its load on, on one line
             warnings.showwarning = _one_line_fleet_warnings(warnings.showwarning)
-            return args.run(args)
+            return _checked_run(args, _own_process, restore)
     except KeyboardInterrupt:
         then = "rerun the same command to resume" if args.resumes else "rerun the same command to start again"
         return fail(f"interrupted; {then}", prefix="ckpt-jax: ", status=INTERRUPTED)
@@ -154,7 +160,7 @@ def main(argv: Sequence[str] | None = None, *, _own_process: bool = False) -> in
             raise
         return fail(f"out of memory ({str(err).splitlines()[0][:200]}): {SMALLER}")
     finally:
-        if previous_x64 is not None:
+        if "x64" in restore:
             import jax
 
-            jax.config.update("jax_enable_x64", previous_x64)
+            jax.config.update("jax_enable_x64", restore["x64"])
