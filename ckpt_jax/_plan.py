@@ -375,7 +375,8 @@ def failure_events(fleet: Fleet, n_fires: int) -> float:
     fails about H / M_i times (Poisson). Each failure costs up to 4 events: the failure, the
     restart end, and the two switches of the cycle it redoes; one more, the read's end, with
     recovery reads (docs/model.md §1e). Allowed: twice the mean plus 8 standard deviations plus
-    16 failures per job (with failures while down, H / M_i still bounds the mean)."""
+    16 failures per job (with failures while down, H / M_i still bounds the mean); and per
+    domain as many outage instants, each one event (§1f)."""
     period = np.asarray(fleet.period, np.float64)
     active = np.asarray(fleet.active)
     mtbf = np.where(active, fleet.failure_mtbf, np.inf)  # outages too (docs/model.md §1f)
@@ -383,7 +384,12 @@ def failure_events(fleet: Fleet, n_fires: int) -> float:
     mean = horizon / mtbf
     per_job = 2 * mean + 8 * np.sqrt(mean) + 16
     events = 5 if fleet.has_recovery_reads else 4
-    return float(np.max(events * np.sum(np.where(active, per_job, 0.0), axis=-1)))
+    jobs = events * np.sum(np.where(active, per_job, 0.0), axis=-1)
+    # Each outage instant is an event of its own (§1f), whether it finds a job up or not.
+    outages = fleet.outage_events(horizon[..., 0], mean=False)
+    if fleet.outage_kind == "drawn":
+        outages = np.where(outages > 0, 2 * outages + 8 * np.sqrt(outages) + 16, 0.0)
+    return float(np.max(jobs + np.sum(outages, axis=-1)))
 
 
 def listed_failure_events(failure_times: np.ndarray, fleet: Fleet) -> int:
@@ -462,7 +468,16 @@ def least_failure_events(horizon, mtbf, restart, active) -> np.ndarray:
     return 0.5 * failures_to(horizon, mtbf, restart, active)
 
 
-def check_events(name: str, horizon, least, estimate, n_jobs: int, failures: bool, max_events: int = MAX_EVENTS):
+def check_events(
+    name: str,
+    horizon,
+    least,
+    estimate,
+    n_jobs: int,
+    failures: bool,
+    max_events: int = MAX_EVENTS,
+    outages: bool = False,
+):
     """Refuses, naming ``name``, a horizon whose run needs at least ``least`` events (per
     fleet, *B) where that is beyond ``max_events``; ``estimate``: the likely count, every
     event kind in it (`ckpt_jax.Fleet.events`)."""
@@ -471,7 +486,11 @@ def check_events(name: str, horizon, least, estimate, n_jobs: int, failures: boo
         return
     worst = int(np.argmax(least))
     horizon = np.broadcast_to(horizon, np.shape(least)).ravel() if np.ndim(horizon) else np.full(least.shape, horizon)
-    kinds = "firings and write ends" + (", failures and restarts" if failures else "")
+    kinds = (
+        "firings and write ends"
+        + (", failures and restarts" if failures else "")
+        + (", outage instants" if outages else "")
+    )
     raise ValueError(
         f"{name} = {float(horizon[worst]):.6g} cannot finish within the event budget: it needs about "
         f"{float(np.ravel(estimate)[worst]):.3g} events per fleet ({n_jobs} jobs to H, every kind counted: "
@@ -484,19 +503,25 @@ def least_events(fleet: Fleet, horizon, jitter=None) -> np.ndarray:
     """A lower bound on the events of a run to the horizon H (*B,), every kind in one count:
     the switches of the job of the slowest cycle bound (`time_bound`), twice per cycle it
     completes in the time failures leave it (each failure costs at most its restart and the
-    cycle it abandons), plus the failures' own events (`least_failure_events`). Fleets
-    without active jobs step none."""
+    cycle it abandons), plus the failures' own events (`least_failure_events`) and the
+    outage instants (`ckpt_jax.Fleet.outage_events`: half the drawn mean, every listed one).
+    Fleets without active jobs step none."""
     horizon = np.broadcast_to(np.asarray(horizon, np.float64), fleet.batch_shape)
     active = np.asarray(fleet.active)
     mtbf, restart = np.asarray(fleet.mtbf, np.float64), np.asarray(fleet.restart, np.float64)
+    every_cause = np.asarray(fleet.failure_mtbf, np.float64)  # outages fail jobs too (§1f)
     with np.errstate(all="ignore"):
         bound = time_bound(fleet, -1, jitter)
         # The share of H a job spends in cycles it completes: M / (M + R + one cycle bound).
-        share = np.where(active & np.isfinite(mtbf), mtbf / (mtbf + restart + bound[..., None]), 1.0)
+        share = np.where(
+            active & np.isfinite(every_cause), every_cause / (every_cause + restart + bound[..., None]), 1.0
+        )
         up = horizon * np.min(np.where(active, share, 1.0), axis=-1)
         least = 2 * np.floor(up / bound)
     if fleet.has_failures:
         least = least + least_failure_events(horizon, mtbf, restart, active)
+    if fleet.has_outages:  # each outage instant, up or down: half the drawn mean, every listed one
+        least = least + fleet.outage_events(horizon) * (0.5 if fleet.outage_kind == "drawn" else 1.0)
     return np.where(np.any(active, axis=-1), least, 0.0)
 
 
@@ -510,7 +535,7 @@ def check_horizon_events(fleet: Fleet, horizon, jitter=None, max_events: int = M
     horizon = np.broadcast_to(np.asarray(horizon, np.float64), fleet.batch_shape)
     least = least_events(fleet, horizon, jitter)
     failing = fleet.has_failures or fleet.has_outages
-    check_events(name, horizon, least, fleet.events(horizon), fleet.n_jobs, failing, max_events)
+    check_events(name, horizon, least, fleet.events(horizon), fleet.n_jobs, failing, max_events, fleet.has_outages)
 
 
 # The work a command runs without being told `force`: job-events, events x jobs x runs

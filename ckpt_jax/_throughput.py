@@ -3,12 +3,12 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 
 import jax
 import numpy as np
 
+from ._policies import THROUGHPUT_PRESETS
 from ._validate import real_array
 
 __all__ = ["THROUGHPUT_PRESETS", "Throughput", "throughput_table"]
@@ -16,16 +16,6 @@ __all__ = ["THROUGHPUT_PRESETS", "Throughput", "throughput_table"]
 ArrayLike = np.ndarray | jax.Array | Sequence[float] | float
 # None (f ≡ 1), a preset's name (THROUGHPUT_PRESETS), a function of n, or the table f(0..N).
 Throughput = str | Callable[[int], float] | ArrayLike | None
-
-
-# Named throughput functions f(n) (aggregate write bandwidth with n concurrent writers).
-THROUGHPUT_PRESETS: dict[str, Callable[[int], float]] = {
-    "shared": lambda n: 1.0,  # one unit of bandwidth shared equally (storage contention)
-    "linear": lambda n: float(n),  # no storage contention: each writer at full speed
-    "sqrt": lambda n: math.sqrt(n),  # sub-linear aggregate bandwidth
-    "saturating": lambda n: float(min(n, 4)),  # bandwidth grows until 4 writers, then shared
-    "degrading": lambda n: 1.0 / (1.0 + 0.1 * (n - 1)),  # thrashing: more writers, less total
-}
 
 
 def throughput_table(throughput: Throughput, n_jobs: int, batch_shape=()) -> np.ndarray:

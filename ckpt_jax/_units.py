@@ -83,6 +83,7 @@ def to_base(text: str, kind: str) -> float:
         raise UnitError(f'{rule}; got {_quote(text)}: powers are not read here (write "1e10 B")')
     if not _LEADING_NUMBER.match(text):  # pint reads a bare unit as one of it: "min" is 1 min
         raise UnitError(f"{rule}; got {_quote(text)}, which has no number")
+    _check_grammar(text, rule)
     registry = _registry()
     try:
         quantity = registry.Quantity(text)
@@ -92,12 +93,16 @@ def to_base(text: str, kind: str) -> float:
         raise UnitError(f"{rule}; got {_quote(text)}, which has no unit")
     found = _dimensions().get(quantity.dimensionality)
     if found is None:
-        raise UnitError(f"{_quote(text)} is a quantity of dimension {quantity.dimensionality}; {wanted}")
+        dimension = quantity.dimensionality
+        raise UnitError(f"{_quote(text)} is a quantity of dimension {dimension}; {wanted}{_bit_hint(text)}")
     if found.name != kind:
         raise UnitError(f"{_quote(text)} is a {found.name}; {wanted}")
     units = str(quantity.units)
-    if kind == "size" and any(f"{prefix}{unit}" in units for prefix in _SUB_UNIT for unit in ("byte", "bit")):
-        raise UnitError(f'{_quote(text)} is in {units}s, a fraction of a byte; {wanted} (a capital B for bytes: "MB")')
+    fraction = [f"{prefix}{unit}" for prefix in _SUB_UNIT for unit in ("byte", "bit") if f"{prefix}{unit}" in units]
+    if kind in ("size", "bandwidth") and fraction:  # "800 mB/s" is 0.8 bytes a second, surely MB/s
+        raise UnitError(
+            f'{_quote(text)} counts in {fraction[0]}s, a fraction of a byte; {wanted} (a capital B for bytes: "MB")'
+        )
     try:
         magnitude = quantity.to(expected.base).magnitude
         value = math.nan if isinstance(magnitude, complex) else float(magnitude)
@@ -111,12 +116,64 @@ def to_base(text: str, kind: str) -> float:
 
 
 # A quantity starts with its number ("17 min", "-1e3 s", ".5 h"): pint would read "min" alone.
-_LEADING_NUMBER = re.compile(r"\s*[+-]?(\d|\.\d)")
+_LEADING_NUMBER = re.compile(r"\s*[+-]?([0-9]|\.[0-9])")
+
+# The tokens of a quantity: ASCII numbers, unit names (letters, "_"), operators and brackets.
+_NUMBER = r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
+_TOKEN = re.compile(rf"\s*(?:(?P<number>{_NUMBER})|(?P<name>[^\W0-9]+)|(?P<operator>[-+*/])|(?P<bracket>[()]))")
+_OPERATORS = "*/+-"
+
+
+def _check_grammar(text: str, rule: str) -> None:
+    """Refuses what pint would read in a way the writer hardly meant: a number next to another
+    number, a unit or a bracket with no operator between (pint multiplies them: "6 5 TB" is
+    30 TB, "8 h 2" is 16 h), and any character that is not an ASCII digit, a letter, ".", "_",
+    an operator (+ - * /), a bracket or a space (pint reads superscript digits as powers and
+    evaluates them exactly: "10¹⁰⁰⁰⁰⁰⁰⁰⁰⁰ B" never ends)."""
+    odd = sorted({c for c in text if not (c.isalpha() or c in "0123456789._+-*/() \t")})
+    if odd:
+        shown = ", ".join(_quote(c) for c in odd)
+        raise UnitError(
+            f"{rule}; got {_quote(text)}: {shown} {'is' if len(odd) == 1 else 'are'} not read here "
+            '(digits 0-9, units, + - * / and brackets; powers as "1e10 B")'
+        )
+    position, previous = 0, None  # the kind of the last token before any "("
+    while position < len(text.rstrip()):
+        token = _TOKEN.match(text, position)
+        if token is None:  # a "." alone, say: pint's message names it
+            return
+        position = token.end()
+        if token["number"] is not None:
+            if previous not in (None, "operator"):
+                raise UnitError(
+                    f"{rule}; got {_quote(text)}: the number {token['number']} follows "
+                    f"{'another number' if previous == 'number' else 'a unit or a bracket'} with no operator "
+                    '(write one number and its unit; a product with its operator, such as "1 / (8 h * 1024)")'
+                )
+            previous = "number"
+        elif token["name"] is not None:
+            previous = "name"
+        elif token["operator"] is not None:
+            previous = "operator"
+        elif token["bracket"] == ")":
+            previous = "bracket"
+
+
+def _bit_hint(text: str) -> str:
+    """A hint where a lowercase b meant bits: pint reads "Gb" as a gilbert, "Tb" as a barn."""
+    meant = re.sub(r"(?<![^\W0-9])([kMGTPE]?i?)b(?![^\W0-9])", r"\1bit", text)
+    if meant == text:
+        return ""
+    return f' (a lowercase b is no bit here: for bits write "{meant}", for bytes a capital B)'
+
 
 # Prefixes below one: a size in them is a fraction of a byte ("800 mB" is 0.8 bytes, surely MB).
 _SUB_UNIT = ("deci", "centi", "milli", "micro", "nano", "pico", "femto", "atto", "zepto", "yocto")
 
 
 def duration_unit(text: str) -> float:
-    """Seconds in the unit ``text`` ("h", "min", "day"); `UnitError` if it is not a time unit."""
+    """Seconds in the unit ``text`` ("h", "min", "day"); `UnitError` if it is not a time unit,
+    or holds a number (a unit is no quantity: "0 h" would make every time 0)."""
+    if not isinstance(text, str) or not text.strip() or any(c.isdigit() for c in text):
+        raise UnitError(f"{_quote(str(text))} is not a unit of time such as h, min or s (a unit holds no number)")
     return to_base(f"1 {text}", "duration")

@@ -64,8 +64,7 @@ from .model import (
     cycle_positions,
     initial_state,
     random_state,
-    solo_cycle_positions,
-    state_from_positions,
+    state_at_elapsed,
 )
 
 __all__ = [
@@ -309,7 +308,8 @@ def launch_cycle(fleet: Fleet) -> np.ndarray:
 
 def launch_state(fleet: Fleet, position) -> State:
     """The state with each job at ``position`` (*B, N) in [0, `launch_cycle`): that far in
-    time into its solo cycle (`ckpt_jax.solo_cycle_positions`), or with two-level checkpoints
+    time into its solo cycle (`ckpt_jax.model.state_at_elapsed`, computed in time so that a
+    file of bytes keeps the digits of its seconds), or with two-level checkpoints
     the compute done in its first compute phase (computing, T_i − position left, no drain in
     flight)."""
     if not fleet.has_snapshots:
@@ -317,7 +317,7 @@ def launch_state(fleet: Fleet, position) -> State:
         cycle = launch_cycle(fleet)
         if np.any(np.asarray(fleet.active) & ~((position >= 0) & (position < cycle))):
             raise ValueError("position must lie in [0, D_i + T_i), the solo cycle in time")
-        return state_from_positions(fleet, solo_cycle_positions(fleet, position))
+        return state_at_elapsed(fleet, position)  # in time: a file's bytes keep its seconds' digits
     position = np.asarray(position, np.float64)
     compute = np.asarray(fleet.compute, np.float64)
     if np.any(np.asarray(fleet.active) & ~((position >= 0) & (position < compute))):

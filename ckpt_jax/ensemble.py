@@ -732,7 +732,13 @@ def _prepare(out: Path, manifest: dict, resume: bool, n_chunks: int) -> list | N
             raise EnsembleMismatchError(
                 f"{path} is unreadable ({err}); rerun with resume=False to start over", out
             ) from None
-        differences = _manifest.differences(saved, manifest) if isinstance(saved, dict) else ["not a JSON object"]
+        if not isinstance(saved, dict):
+            raise EnsembleMismatchError(
+                f"{path} is unreadable (JSON, but a {type(saved).__name__}, not an object); rerun with "
+                "resume=False to start over",
+                out,
+            )
+        differences = _manifest.differences(saved, manifest)
         if differences:
             raise EnsembleMismatchError(
                 f"{out} holds another ensemble ({'; '.join(differences)}); rerun with resume=False "
@@ -866,8 +872,13 @@ def open_ensemble(path, *, lazy: bool | None = None, groups=None):
         raise FileNotFoundError(f"{out} holds no {MANIFEST}: not a saved ensemble (run_ensemble's out_dir)")
     try:
         manifest = json.loads((out / MANIFEST).read_text())
-        problem = _manifest.check_saved(manifest) if isinstance(manifest, dict) else "it is not a JSON object"
-    except (OSError, ValueError, KeyError, TypeError, RecursionError) as err:
+    except (OSError, ValueError, RecursionError) as err:
+        raise ValueError(f"{out / MANIFEST} is unreadable ({err!r})") from None
+    if not isinstance(manifest, dict):  # valid JSON, but a list, a number, a string or null
+        raise ValueError(f"{out / MANIFEST} is unreadable (JSON, but a {type(manifest).__name__}, not an object)")
+    try:
+        problem = _manifest.check_saved(manifest)
+    except (ValueError, KeyError, TypeError, RecursionError) as err:
         raise ValueError(f"{out / MANIFEST} is unreadable ({err!r})") from None
     if manifest.get("format") != _manifest.FORMAT:
         raise ValueError(f"{out / MANIFEST} has format {manifest.get('format')!r}, not {_manifest.FORMAT!r}")

@@ -78,7 +78,9 @@ import csv
 import dataclasses
 import difflib
 import math
+import os
 import re
+import stat
 import tomllib
 from pathlib import Path
 from typing import NamedTuple
@@ -90,6 +92,7 @@ from ._units import KINDS
 
 __all__ = [
     "FleetFileError",
+    "FleetFileWarning",
     "Group",
     "DesignSettings",
     "LaunchSettings",
@@ -97,6 +100,7 @@ __all__ = [
     "FleetSpec",
     "load",
     "loads",
+    "check_keys",
     "dumps",
     "DESIGN_DEFAULTS",
     "COUNT_MAX",
@@ -126,6 +130,12 @@ DEFAULT_DOMAIN = "cluster"  # a group's failure domain where it names none (docs
 
 class FleetFileError(ValueError):
     """A fleet file that cannot be used; the message names the file and the field."""
+
+
+class FleetFileWarning(UserWarning):
+    """A fleet file's key that changes nothing where it is (``restart_stagger`` without
+    ``[[outages]]``, a group's ``domain`` no outage table names); the message names the file
+    and the field."""
 
 
 class Group(NamedTuple):
@@ -384,14 +394,18 @@ class FleetSpec:
     def events(self, horizon: float | None = None) -> float:
         """About how many events one run of the fleet steps up to the horizon (default
         ``[design].horizon``) at `intervals` (`ckpt_jax.model.events_to`); each event
-        costs O(N) on the general engine."""
+        costs O(N) on the general engine. Each outage instant counts as one event of its own
+        (about H / M_o drawn per ``[[outages]]`` table, or its listed times up to H)."""
         from .model import events_to
 
         horizon = self.design.horizon if horizon is None else horizon
         period = self.period()
-        return float(
-            events_to(horizon, period, self.failure_mtbf(), self.per_job("restart"), np.ones(self.n_jobs, bool))
+        jobs = events_to(horizon, period, self.failure_mtbf(), self.per_job("restart"), np.ones(self.n_jobs, bool))
+        outages = sum(
+            horizon / outage.mtbf if outage.mtbf is not None else sum(t <= horizon for t in outage.times)
+            for outage in self.outages
         )
+        return float(jobs + outages)
 
     def _f1(self) -> float:
         if isinstance(self.throughput, str):
@@ -525,13 +539,14 @@ class FleetSpec:
 class _Reader:
     """Checks fields of one file, raising `FleetFileError` with the file and field named."""
 
-    def __init__(self, path: str, folder: str | None = None):
+    def __init__(self, path: str, folder: str | None = None, trace_anywhere: bool = False):
         self.path = path
         # Where relative paths (failure_trace) are read from: the file's folder (the working
         # directory for text without a file), or the one `override` keeps from the file.
         if folder is None:
             folder = str(Path(path).parent) if path != "<string>" else str(Path.cwd())
         self.folder = folder
+        self.trace_anywhere = trace_anywhere  # failure_trace at any path: the user gave it, not a file
         self.unit_fields = []  # time, volume, bandwidth or rate fields given as strings with units
         self.plain_fields = []  # time, volume or bandwidth fields given as plain numbers other than 0
         # A field the file gives under another key (gpus for size, [storage] for throughput, ...):
@@ -969,6 +984,28 @@ def _parse(data: dict, path: str, reader: _Reader | None = None) -> FleetSpec:
     return spec
 
 
+def _inert(reader: _Reader, spec: FleetSpec) -> None:
+    """Warns (`FleetFileWarning`) of keys that act only with ``[[outages]]`` (docs/model.md
+    §1f) where none strike them: a likely typo or a forgotten table, never a silent no-op."""
+    import warnings
+
+    struck = {outage.domain for outage in spec.outages}
+    notes = []
+    if spec.restart_stagger > 0 and not spec.outages:
+        notes.append(("restart_stagger", "acts only with [[outages]] (the jobs one outage fails); this file has none"))
+    for i, group in enumerate(spec.groups):
+        if group.domain is not None and group.domain not in struck:
+            tables = ", ".join(repr(name) for name in sorted(struck)) or "none"
+            notes.append(
+                (
+                    f"groups[{i}].domain",
+                    f"{group.domain!r} is no [[outages]] table's domain (theirs: {tables}): its jobs see no outages",
+                )
+            )
+    for field, message in notes:
+        warnings.warn(f"fleet file {reader.path}: {field}: {message}", FleetFileWarning, stacklevel=2)
+
+
 _LAUNCH = ("mode", "stagger")
 LAUNCH_MODES = ("random", "together", "staggered")
 
@@ -987,23 +1024,72 @@ def _launch(reader: _Reader, table) -> LaunchSettings:
 
 
 _TIME_HEADER = re.compile(r"^time\s*(?:\[\s*([^\]]*?)\s*\])?$")
+TRACE_MAX_BYTES = 256 * 2**20  # a failure log of millions of rows; a larger file is no log
+
+
+def _trace_path(reader: _Reader, value: str) -> Path:
+    """The trace's path: a regular file in the fleet file's folder or below (no absolute path,
+    no "..", no link out of it) unless the user gave it (``reader.trace_anywhere``)."""
+    base = Path(reader.folder)
+    given = Path(value)
+    if not reader.trace_anywhere and (given.is_absolute() or ".." in given.parts):
+        reader.fail(
+            "failure_trace",
+            "a fleet file names a log in its own folder or below (no absolute path, no ..): copy the log "
+            "next to the fleet file (a path of one's own is taken from the command line, compare --set "
+            "failure_trace=PATH, or from load(..., trace_anywhere=True))",
+        )
+    path = base / given
+    try:
+        info = os.stat(path)
+        resolved = path.resolve(strict=True)
+    except OSError as err:
+        reader.fail("failure_trace", f"cannot read {path} ({err.strerror or err})")
+    if not reader.trace_anywhere and not resolved.is_relative_to(base.resolve()):
+        reader.fail("failure_trace", f"{path} links out of the fleet file's folder: copy the log next to it")
+    if not stat.S_ISREG(info.st_mode):  # a FIFO would block the read, a device never end it
+        reader.fail("failure_trace", f"{path} is not a regular file (a CSV failure log)")
+    if info.st_size > TRACE_MAX_BYTES:
+        reader.fail("failure_trace", f"{path} has {info.st_size} bytes, over {TRACE_MAX_BYTES}: no failure log")
+    return path
+
+
+def _trace_text(reader: _Reader, path: Path) -> str:
+    """The trace's text, opened without blocking and checked again once open (it may have been
+    replaced by a FIFO or a device since `_trace_path` looked)."""
+    try:
+        descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError as err:
+        reader.fail("failure_trace", f"cannot read {path} ({err.strerror or err})")
+    with os.fdopen(descriptor, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            reader.fail("failure_trace", f"{path} is not a regular file (a CSV failure log)")
+        try:
+            data = handle.read(TRACE_MAX_BYTES + 1)
+        except OSError as err:
+            reader.fail("failure_trace", f"cannot read {path} ({err.strerror or err})")
+    if len(data) > TRACE_MAX_BYTES:
+        reader.fail("failure_trace", f"{path} has over {TRACE_MAX_BYTES} bytes: no failure log")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        reader.fail("failure_trace", f"{path} is not UTF-8 text")
 
 
 def _trace(reader: _Reader, value, groups: tuple, data: dict) -> tuple:
     """``failure_trace``: ``(path as given, per job a tuple of failure instants)`` read from a
-    CSV file (relative to the fleet file) with a ``time`` column, its unit in the header
-    (``time [h]``) or the file's ``time_unit``, and a ``group`` (a group's name) and/or ``job``
-    column (the job's index within its group with ``group``, else in the whole fleet, jobs
-    listed group by group). Errors name the trace, the row and the column."""
+    CSV file (relative to the fleet file, in its folder or below: `_trace_path`) with a ``time``
+    column, its unit in the header (``time [h]``) or the file's ``time_unit``, and a ``group``
+    (a group's name) and/or ``job`` column (the job's index within its group with ``group``,
+    else in the whole fleet, jobs listed group by group). Errors name the trace, the row and
+    the column, and quote none of the file's content."""
     if not isinstance(value, str) or not value.strip():
         reader.fail("failure_trace", f"must be the path of a CSV file (time,group or time,job), got {_show(value)}")
-    path = Path(reader.folder) / value
+    path = _trace_path(reader, value)
     try:
-        rows = list(csv.reader(path.read_text(encoding="utf-8-sig").splitlines()))
-    except OSError as err:
-        reader.fail("failure_trace", f"cannot read {path} ({err.strerror or err})")
-    except UnicodeDecodeError:
-        reader.fail("failure_trace", f"{path} is not UTF-8 text")
+        rows = list(csv.reader(_trace_text(reader, path).splitlines()))
+    except csv.Error as err:  # a NUL byte, a field over csv's limit
+        reader.fail("failure_trace", f"{path} is not a CSV file ({err})")
     rows = [row for row in rows if any(cell.strip() for cell in row)]
     if not rows:
         reader.fail("failure_trace", f"{path} is empty: it needs a header (time,group or time,job) and rows")
@@ -1011,9 +1097,16 @@ def _trace(reader: _Reader, value, groups: tuple, data: dict) -> tuple:
     where = lambda row, column: f"{path}, row {row}, column {column!r}"  # noqa: E731
     scale, time_column = _trace_time(reader, path, header, data)
     columns = {name: header.index(name) for name in ("group", "job") if name in header}
-    unknown = [name for i, name in enumerate(header) if i != time_column and name not in columns]
+    unknown = [i for i, name in enumerate(header) if i != time_column and name not in columns]
     if unknown or not columns:
-        reader.fail("failure_trace", f"{path}: the columns must be time and group and/or job, got {', '.join(header)}")
+        reader.fail(
+            "failure_trace",
+            f"{path}: the columns must be time and group and/or job"
+            + (f"; column {unknown[0] + 1} of the header is none of them" if unknown else ""),
+        )
+    for name in columns:
+        if header.count(name) > 1:
+            reader.fail("failure_trace", f"{path}: the header has the column {name!r} twice")
     names = {group.name: i for i, group in enumerate(groups)}
     starts = np.concatenate([[0], np.cumsum([group.count for group in groups])]).astype(int)
     per_job: list[set] = [set() for _ in range(int(starts[-1]))]
@@ -1022,24 +1115,22 @@ def _trace(reader: _Reader, value, groups: tuple, data: dict) -> tuple:
             reader.fail("failure_trace", f"{path}, row {number}: {len(row)} values for {len(header)} columns")
         given = row[time_column].strip()
         try:
-            time = float(given) * scale
+            time = float(given) * scale if re.fullmatch(r"[0-9.eE+-]+", given) else math.nan
         except ValueError:
             time = math.nan
         if not (math.isfinite(time) and time >= 0):
-            reader.fail("failure_trace", f"{where(number, header[time_column])}: must be a time >= 0, got {given!r}")
+            reader.fail("failure_trace", f"{where(number, 'time')}: must be a time >= 0 (a number)")
         first, count = 0, len(per_job)
         if "group" in columns:
             name = row[columns["group"]].strip()
             if name not in names:
-                known = ", ".join(names)
-                reader.fail("failure_trace", f"{where(number, 'group')}: no group {name!r} (groups: {known})")
+                reader.fail("failure_trace", f"{where(number, 'group')}: names no group (groups: {', '.join(names)})")
             first, count = int(starts[names[name]]), groups[names[name]].count
         if "job" in columns:
             cell = row[columns["job"]].strip()
-            job = int(cell) if re.fullmatch(r"\d+", cell) else -1
+            job = int(cell) if re.fullmatch(r"[0-9]{1,18}", cell) else -1
             if not 0 <= job < count:
-                rule = f"must be a job index from 0 to {count - 1}"
-                reader.fail("failure_trace", f"{where(number, 'job')}: {rule}, got {cell!r}")
+                reader.fail("failure_trace", f"{where(number, 'job')}: must be a job index from 0 to {count - 1}")
         elif count != 1:
             reader.fail(
                 "failure_trace",
@@ -1049,7 +1140,7 @@ def _trace(reader: _Reader, value, groups: tuple, data: dict) -> tuple:
         else:
             job = 0
         if time in per_job[first + job]:
-            reader.fail("failure_trace", f"{path}, row {number}: the job fails at {given} twice")
+            reader.fail("failure_trace", f"{path}, row {number}: the job fails at that time twice")
         per_job[first + job].add(time)
     return str(path.resolve()), tuple(tuple(sorted(times)) for times in per_job)
 
@@ -1062,7 +1153,8 @@ def _trace_time(reader: _Reader, path: Path, header: list, data: dict) -> tuple:
     found = [(i, _TIME_HEADER.match(name)) for i, name in enumerate(header)]
     found = [(i, match) for i, match in found if match is not None]
     if len(found) != 1:
-        reader.fail("failure_trace", f"{path}: the header needs one time column (time, or time [h]), got {header}")
+        got = "none" if not found else f"{len(found)}, columns {', '.join(str(i + 1) for i, _ in found)}"
+        reader.fail("failure_trace", f"{path}: the header needs one time column (time, or time [h]), got {got}")
     index, match = found[0]
     unit = match.group(1) or (data["time_unit"] if isinstance(data.get("time_unit"), str) else None)
     if unit is None:
@@ -1071,8 +1163,8 @@ def _trace_time(reader: _Reader, path: Path, header: list, data: dict) -> tuple:
     try:
         scale = duration_unit(unit)
     except UnitError:
-        rule = "is not a unit of time (s, min, h, day)"
-        reader.fail("failure_trace", f"{path}, column {header[index]!r}: {unit!r} {rule}")
+        rule = "is not a unit of time such as s, min, h or day (a unit holds no number)"
+        reader.fail("failure_trace", f"{path}, column {index + 1}: the time column's unit {rule}")
     reader.unit_fields.append("failure_trace")
     return scale, index
 
@@ -1280,6 +1372,8 @@ def _engine_checks(reader: _Reader, spec: FleetSpec, dtype) -> None:
         reader.engine_range(spec.delay, "delay", dtype)
     if spec.restart_stagger > 0:
         reader.engine_range(spec.restart_stagger, "restart_stagger", dtype)
+    if spec.launch.mode == "staggered":
+        _launch_stagger_range(reader, spec, dtype)
     for i, outage in enumerate(spec.outages):
         if outage.mtbf is not None:
             reader.engine_range(outage.mtbf, f"outages[{i}].mtbf", dtype)
@@ -1314,50 +1408,120 @@ def _engine_checks(reader: _Reader, spec: FleetSpec, dtype) -> None:
         reader.fail("design.horizon", str(err).removeprefix("design.horizon = "))
 
 
-def loads(text: str, path: str = "<string>", *, dtype: DTypeLike = np.float64) -> FleetSpec:
-    """Parses fleet-file text (``path`` only names it in messages); every value is checked
-    against the engine's ranges in ``dtype`` (float64 or float32: the dtype it will run in)."""
-    from ._validate import check_dtype
+# A launch stagger's head start (N − 1)·Δ in solo cycles of a job, at most: beyond, the launch
+# position (the head start mod the cycle, `cj.design.staggered_positions`) keeps fewer than 10
+# of float64's 16 digits.
+HEAD_START_CYCLES = 1e6
 
-    dtype = check_dtype(dtype)
+
+def _launch_stagger_range(reader: _Reader, spec: FleetSpec, dtype) -> None:
+    """``[launch] stagger``: in the engine's range, and the first job's head start (N − 1)·Δ at
+    most `HEAD_START_CYCLES` solo cycles of the shortest one."""
+    stagger = spec.launch.stagger
+    reader.engine_range(stagger, "launch.stagger", dtype)
+    with np.errstate(over="ignore"):
+        cycle = float(np.min(spec.period()))
+    head_start = (spec.n_jobs - 1) * stagger
+    largest = HEAD_START_CYCLES * cycle / max(spec.n_jobs - 1, 1)
+    if head_start > HEAD_START_CYCLES * cycle:
+        unit = " s" if reader.units else ""
+        reader.fail(
+            "launch.stagger",
+            f"{_num(stagger)}{unit} puts the first of the {spec.n_jobs} jobs {head_start:.3g}{unit} ahead of the "
+            f"last, over {HEAD_START_CYCLES:.0e} solo cycles of the shortest ({cycle:.3g}{unit}): a stagger is the "
+            f"time between two jobs' launches; give one of at most {largest:.3g}{unit}",
+        )
+
+
+def _keys_first(reader: _Reader, data: dict) -> None:
+    """The names of every table's keys, checked first (`check_keys`): plain Python, so a
+    misspelt key is reported before anything imports JAX. The values are `_parse`'s."""
+    reader.keys(data, "", _TOP, required=("groups",))
+    tables = [("storage", _STORAGE), ("design", _DESIGN), ("launch", _LAUNCH)]
+    for name, allowed in tables:
+        if isinstance(data.get(name), dict):
+            reader.keys(data[name], name, allowed)
+    for name, allowed in (("groups", _GROUP), ("outages", _OUTAGE)):
+        for i, table in enumerate(data[name] if isinstance(data.get(name), list) else []):
+            if isinstance(table, dict):
+                reader.keys(table, f"{name}[{i}]", allowed)
+
+
+def _read_toml(text: str, path: str) -> dict:
     try:
-        data = tomllib.loads(text.removeprefix("\ufeff"))  # a UTF-8 byte-order mark is no TOML
+        return tomllib.loads(text.removeprefix("\ufeff"))  # a UTF-8 byte-order mark is no TOML
     except tomllib.TOMLDecodeError as err:
         raise FleetFileError(f"fleet file {path}: not valid TOML: {err}") from None
     except RecursionError:  # tomllib parses nested arrays and tables recursively
         raise FleetFileError(f"fleet file {path}: not a fleet file: arrays or tables nested too deeply") from None
-    return _from_data(data, path, dtype)
 
 
-def _from_data(data: dict, path: str, dtype, folder: str | None = None) -> FleetSpec:
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as err:
+        raise FleetFileError(f"fleet file {path}: cannot read it ({err.strerror or err})") from None
+    except UnicodeDecodeError:
+        raise FleetFileError(f"fleet file {path}: not UTF-8 text") from None
+
+
+def check_keys(path) -> None:
+    """Reads a fleet file and checks that it is TOML and names only keys a fleet file has,
+    without importing JAX: the command line calls it first, so that a misspelt key is
+    reported at once (`load` checks the rest).
+
+    Raises:
+      FleetFileError: as `load`, for the file's reading, its TOML and its keys' names.
+    """
+    path = Path(path)
+    _keys_first(_Reader(str(path)), _read_toml(_read_text(path), str(path)))
+
+
+def loads(
+    text: str, path: str = "<string>", *, dtype: DTypeLike = np.float64, trace_anywhere: bool = False
+) -> FleetSpec:
+    """Parses fleet-file text (``path`` names it in messages, and its folder holds the
+    ``failure_trace``; the working folder for ``"<string>"``); every value is checked against
+    the engine's ranges in ``dtype`` (float64 or float32: the dtype it will run in).
+    ``trace_anywhere``: read a ``failure_trace`` at any path (absolute, or out of the file's
+    folder), for a path the user gave rather than one a file names (`load`)."""
+    data = _read_toml(text, path)
+    _keys_first(_Reader(path), data)  # before the dtype's check imports JAX
+    from ._validate import check_dtype
+
+    dtype = check_dtype(dtype)
+    return _from_data(data, path, dtype, trace_anywhere=trace_anywhere)
+
+
+def _from_data(
+    data: dict, path: str, dtype, folder: str | None = None, trace_anywhere: bool = False, warn: bool = True
+) -> FleetSpec:
     """A spec from TOML data: parsed (`_parse`), checked in ``dtype`` (`_engine_checks`), the
     data kept (`FleetSpec.source`) for `override`; ``folder``: where its relative paths are
     read from (None: ``path``'s folder)."""
     source = copy.deepcopy(data)
-    reader = _Reader(path, folder)
+    reader = _Reader(path, folder, trace_anywhere)
     try:
         spec = _parse(data, path, reader)
     except RecursionError:  # a deeply nested value where a number belongs, shown in the message
         raise FleetFileError(f"fleet file {path}: not a fleet file: arrays nested too deeply") from None
     _engine_checks(reader, spec, dtype)
+    if warn:  # a usable file: then what in it changes nothing
+        _inert(reader, spec)
     return dataclasses.replace(spec, source=source, dtype=np.dtype(dtype).name, folder=reader.folder)
 
 
-def load(path, *, dtype: DTypeLike = np.float64) -> FleetSpec:
-    """Reads and validates a fleet file (``dtype``: as `loads`).
+def load(path, *, dtype: DTypeLike = np.float64, trace_anywhere: bool = False) -> FleetSpec:
+    """Reads and validates a fleet file (``dtype``: as `loads`). Its ``failure_trace`` is read
+    only from a regular file in the fleet file's folder or below (no absolute path, no "..",
+    no link out of it), unless ``trace_anywhere`` (a path the user gave, not the file).
 
     Raises:
       FleetFileError: the file cannot be read, is not TOML, or a field is bad (the message
         names the file, the field and its allowed range).
     """
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as err:
-        raise FleetFileError(f"fleet file {path}: cannot read it ({err.strerror or err})") from None
-    except UnicodeDecodeError:
-        raise FleetFileError(f"fleet file {path}: not UTF-8 text") from None
-    return loads(text, str(path), dtype=dtype)
+    return loads(_read_text(path), str(path), dtype=dtype, trace_anywhere=trace_anywhere)
 
 
 # -- what-if overrides -----------------------------------------------------------------
@@ -1440,7 +1604,10 @@ def override(spec: FleetSpec, overrides: dict, *, name: str | None = None) -> Fl
                         "two values for one field, the later would win unseen; give it once",
                     )
             targets.setdefault(target, key)
-    return _from_data(data, where, np.dtype(spec.dtype), spec.folder)  # the trace read from the file's folder
+    # The file's own trace was read once already; a trace the overrides name is the user's. A
+    # relative path is read from the file's folder, whatever the scenario's label.
+    anywhere = spec.failure_trace is not None or "failure_trace" in overrides
+    return _from_data(data, where, np.dtype(spec.dtype), spec.folder, trace_anywhere=anywhere, warn=False)
 
 
 # A group key and the field it sets (twins set one field; write_limit_per_node and nodes each
@@ -1594,7 +1761,8 @@ _FIELD_KINDS = {
 
 
 def dumps(spec: FleetSpec) -> str:
-    """TOML text that `loads` reads back as ``spec`` (defaults written out; the path aside).
+    """TOML text that `loads` reads back as ``spec`` (defaults written out; the path aside;
+    a ``failure_trace``, written as its absolute path, with ``trace_anywhere=True``).
     A spec read from a file with units is written with units: its times in s, volumes in B and
     bandwidths in B/s (the throughput as ``[storage].table``), the same numbers."""
     units = spec.time_unit is not None

@@ -19,6 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._outage_inputs import check_outages
+from ._policies import ONE_AT_A_TIME, POWER_POLICIES, QUEUE_POLICIES, RECOVERY_SOURCES, STORAGE_POLICIES
 from ._throughput import THROUGHPUT_PRESETS, Throughput, throughput_table
 from ._validate import broadcast_to, check_dtype, check_key, check_range, real_array, short_repr, value_range
 
@@ -29,6 +30,7 @@ __all__ = [
     "cycle_positions",
     "state_from_positions",
     "solo_cycle_positions",
+    "state_at_elapsed",
     "random_state",
     "throughput_table",
     "THROUGHPUT_PRESETS",
@@ -42,18 +44,6 @@ __all__ = [
     "failures_to",
 ]
 
-# How the cap C is divided among the computing jobs, and f(n_w) among the writers
-# (docs/model.md §1b); the first of each is the default.
-POWER_POLICIES = ("maxmin", "uniform")
-STORAGE_POLICIES = ("fair", "weighted", "fcfs", "fcfs_nonblocking", "cooperative")
-# What a failure of a two-level checkpointing job loses (docs/model.md §1d).
-RECOVERY_SOURCES = ("storage", "memory")
-# Storage policies of the peer's model (docs/model.md §1e): one I/O at a time, and a job whose
-# checkpoint waits keeps computing (its request stays queued). Like "fcfs", they drain one
-# writer at a time; unlike it, a firing is a checkpoint *request*, and the write starts when
-# the storage grants it.
-QUEUE_POLICIES = ("fcfs_nonblocking", "cooperative")
-ONE_AT_A_TIME = ("fcfs",) + QUEUE_POLICIES
 
 ArrayLike = np.ndarray | jax.Array | Sequence[float] | float
 
@@ -559,14 +549,15 @@ class Fleet:
         (with a two-level checkpoint, the snapshot's end and the drain's end), each doubled
         by a delayed controller (a change of the computing count schedules an update);
         per failure (docs/model.md §1c) the failure and the restart's end, plus the recovery
-        read's end (§1e). An estimate, as `ckpt_jax.fleetfile.FleetSpec.events`, to size a
-        run to ``until=H`` (its ``max_events``, its progress bar, the work it is refused
-        beyond): simultaneous switches count once, and contention slows the cycles."""
+        read's end (§1e); and each outage instant (§1f, `outage_events`). An estimate, as
+        `ckpt_jax.fleetfile.FleetSpec.events`, to size a run to ``until=H`` (its
+        ``max_events``, its progress bar, the work it is refused beyond): simultaneous
+        switches count once, and contention slows the cycles."""
         two_level = np.asarray(self.two_level)[..., None]
         delayed = (np.asarray(self.delay) > 0)[..., None]
         per_cycle = np.where(two_level, 3.0, 2.0) * np.where(delayed, 2.0, 1.0)
         per_failure = np.where(np.asarray(self.recovery_read) > 0, 3.0, 2.0)
-        return events_to(
+        jobs = events_to(
             horizon,
             np.asarray(self.period, np.float64),
             self.failure_mtbf,
@@ -575,6 +566,34 @@ class Fleet:
             per_cycle=per_cycle,
             per_failure=per_failure,
         )
+        return jobs + self.outage_events(horizon)
+
+    def outage_events(self, horizon, mean: bool = True) -> np.ndarray:
+        """How many outage instants strike up to the horizon H, shape (*B,): each is an event
+        of its own, whether it finds a job up or not (docs/model.md §1f). Per domain with an
+        active job, about H / M_o drawn outages (``mean``; else the per-domain (*B, D) mean
+        H / M_o, for budgets that add their own spread), or the listed instants up to H (in
+        both). Zero without outages."""
+        batch = self.batch_shape
+        if not self.has_outages:
+            return np.zeros(batch if mean else batch + (0,))
+        horizon = np.broadcast_to(np.asarray(horizon, np.float64), batch)
+        domain = np.broadcast_to(np.asarray(self.domain), np.shape(self.active))
+        active = np.asarray(self.active)
+        used = np.stack([np.any(active & (domain == d), axis=-1) for d in range(self.n_domains)], axis=-1)
+        if self.outage_kind == "drawn":
+            outage = np.broadcast_to(np.asarray(self.outage_mtbf, np.float64), used.shape)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                per_domain = np.where(used & np.isfinite(outage), horizon[..., None] / outage, 0.0)
+            return per_domain.sum(axis=-1) if mean else per_domain
+        times = np.asarray(self.outage_times, np.float64)
+        struck = np.broadcast_to(np.asarray(self.outage_domains), times.shape[:-1] + times.shape[-1:])
+        times = np.broadcast_to(times, batch + times.shape[-1:])
+        struck = np.broadcast_to(struck, times.shape)
+        counted = np.isfinite(times) & (times <= horizon[..., None])
+        counted &= np.take_along_axis(used, np.clip(struck, 0, self.n_domains - 1), axis=-1)
+        count = counted.sum(axis=-1).astype(np.float64)
+        return count if mean else count[..., None]
 
     def __getitem__(self, index) -> Fleet:
         """Indexes the batch axes as NumPy does: ``fleet[3]`` is the fourth fleet of a 1-D
@@ -1066,6 +1085,32 @@ def solo_cycle_positions(fleet: Fleet, elapsed: ArrayLike) -> np.ndarray:
     return np.where(solo == write, elapsed, mapped)
 
 
+def state_at_elapsed(fleet: Fleet, elapsed: ArrayLike) -> State:
+    """The state of jobs ``elapsed`` (*B, N) time into their solo cycle D_i + T_i, in [0,
+    D_i + T_i), as `state_from_positions` of `solo_cycle_positions` but computed in time:
+    inside the write (elapsed < D_i) writing with d_i − d_i·elapsed/D_i left, else computing
+    with T_i − (elapsed − D_i) left. The compute left never passes through the cycle position
+    d_i + work, which in a file of bytes and seconds (d_i ~ 1e11, T_i ~ 1e3) keeps only the
+    digits of T_i that d_i leaves (about 8 of float64's 16). Where D_i = d_i it is
+    `state_from_positions(fleet, elapsed)` bit for bit."""
+    _check_fleet(fleet)
+    write = np.asarray(fleet.write, dtype=np.float64)
+    compute = np.asarray(fleet.compute, dtype=np.float64)
+    elapsed = np.broadcast_to(np.asarray(elapsed, dtype=np.float64), write.shape)
+    active = np.asarray(fleet.active)
+    with np.errstate(divide="ignore", invalid="ignore"):  # padding slots may hold anything
+        solo = np.asarray(fleet.solo_write, dtype=np.float64)
+        bad = active & ~((elapsed >= 0) & (elapsed < solo + compute))
+        if bad.any():
+            raise ValueError(f"elapsed must lie in [0, D_i + T_i); got {float(elapsed[bad].ravel()[0])!r}")
+        writing = elapsed < solo
+        written = np.where(solo == write, elapsed, write * (elapsed / solo))  # D_i = d_i: elapsed itself
+        left = np.where(writing, write - written, compute - (elapsed - solo))
+    # Rounding at the cycle's end: a job about to fire has a sliver left, never none.
+    left = np.where(active & (left <= 0), np.where(writing, np.spacing(write), np.spacing(compute)), left)
+    return initial_state(fleet, phase=writing.astype(np.int32), remaining=left)
+
+
 def random_state(fleet: Fleet, key: jax.Array) -> State:
     """Independent random cycle positions, one per job (a "random launch"), uniform in time
     over each job's solo cycle D_i + T_i (`solo_cycle_positions`).
@@ -1093,7 +1138,7 @@ def random_state(fleet: Fleet, key: jax.Array) -> State:
     compute = np.asarray(fleet.compute, dtype=np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):  # padding slots may hold anything
         cycle = np.asarray(fleet.solo_write, dtype=np.float64) + compute
-    state = state_from_positions(fleet, solo_cycle_positions(fleet, cycle_positions(u, cycle)))
+    state = state_at_elapsed(fleet, cycle_positions(u, cycle))
     two_level = np.broadcast_to(np.asarray(fleet.two_level)[..., None], compute.shape)
     if not two_level.any():
         return state

@@ -286,9 +286,7 @@ def test_design_report_and_stdout_name_the_largest_step_mean_and_max():
         "of each draw's largest), 9 at most (the largest in any draw), in units of size."
     )
     table = "\n".join(_power_storage_lines(spec, summary))
-    assert (
-        "| largest step: mean (size) | largest step: max (size) |" in table and "| 2.5 [1, 4] | 9 |" in table
-    )
+    assert "| largest step: mean (size) | largest step: max (size) |" in table and "| 2.5 [1, 4] | 9 |" in table
     assert "the mean over the draws of each draw's largest (95% CI) and the largest in any draw (max)" in table
 
 

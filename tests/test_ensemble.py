@@ -689,6 +689,16 @@ def test_a_deeply_nested_manifest_is_an_error_not_a_recursion_error(tmp_path):
         run(out_dir=tmp_path)
 
 
+@pytest.mark.parametrize("text", ["[1, 2]", "null", "3", '"manifest"'])
+def test_a_manifest_that_is_json_but_no_object_is_unreadable(tmp_path, text):
+    # Before: open_ensemble raised AttributeError ('list' object has no attribute 'get').
+    (tmp_path / MANIFEST).write_text(text)
+    with pytest.raises(ValueError, match=r"manifest.json is unreadable \(JSON, but a \w+, not an object\)"):
+        cj.open_ensemble(tmp_path)
+    with pytest.raises(EnsembleMismatchError, match=r"is unreadable \(JSON, but a \w+, not an object\)"):
+        run(out_dir=tmp_path)
+
+
 # -- nothing lost on disk --------------------------------------------------------------------------
 @pytest.mark.parametrize("name", ["allow_pickle", "file", "fix_imports", "kwds"])
 def test_any_identifier_is_stored_under_its_own_name_and_resumes(tmp_path, name):

@@ -84,7 +84,7 @@ def test_failure_shape_top_level_and_per_group(tmp_path):
     fleet = spec.fleet(dtype=np.float64)
     np.testing.assert_array_equal(np.asarray(fleet.failure_shape), [1.5, 1.5, 0.7])
     assert fleet.has_weibull_failures
-    _same(spec, loads(dumps(spec)))
+    _same(spec, loads(dumps(spec), trace_anywhere=True))
     plain = load(_file(tmp_path)).fleet(dtype=np.float64)
     assert not plain.has_weibull_failures and not plain.has_failure_times
 
@@ -96,7 +96,7 @@ def test_failure_trace_by_group_and_job_with_a_unit(tmp_path):
     assert spec.failure_times == ((), (3600.0, 5400.0), (1800.0,))
     fleet = spec.fleet(dtype=np.float64)
     np.testing.assert_array_equal(np.asarray(fleet.failure_times), [[np.inf] * 2, [3600.0, 5400.0], [1800.0, np.inf]])
-    _same(spec, loads(dumps(spec)))
+    _same(spec, loads(dumps(spec), trace_anywhere=True))
     out = cj.simulate(fleet, cj.initial_state(fleet), None, until=7200.0, save=cj.SaveAt(trace=False, jobs=True))
     np.testing.assert_array_equal(out.jobs.failures, [0, 2, 1])
 
@@ -106,6 +106,79 @@ def test_failure_trace_by_job_in_the_file_time_unit_and_plain(tmp_path):
     assert spec.failure_times == ((), (), (1800.0,))
     plain = load(_file(tmp_path, top='failure_trace = "log.csv"', trace="time,job\n2.5,0\n1.0,0\n"))
     assert plain.failure_times == ((1.0, 2.5), (), ())
+
+
+@pytest.mark.parametrize(
+    ("header", "message"),
+    [
+        ("time [0 h],job", "the time column's unit is not a unit of time .*a unit holds no number"),  # was: all at 0
+        ("time [1/60 h],job", "a unit holds no number"),
+        ("time [2h],job", "a unit holds no number"),
+        ("time,job,job", "the header has the column 'job' twice"),  # was: the second ignored
+        ("time,group,job,group", "the header has the column 'group' twice"),
+    ],
+)
+def test_a_trace_header_with_a_number_in_its_unit_or_a_column_twice_is_refused(tmp_path, header, message):
+    trace = header + "\n" + ",".join("a" if name == "group" else "0" for name in header.split(",")) + "\n"
+    with pytest.raises(FleetFileError, match=f"failure_trace: .*{message}"):
+        load(_file(tmp_path, top='failure_trace = "log.csv"', trace=trace, units=True))
+
+
+def test_a_trace_is_read_only_from_the_fleet_files_folder_unless_the_user_gives_it(tmp_path):
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (outside / "log.csv").write_text("time,job\n1.0,0\n")
+    folder = tmp_path / "fleets"
+    folder.mkdir()
+    (folder / "sub").mkdir()
+    (folder / "sub" / "log.csv").write_text("time,job\n1.0,0\n")
+    (folder / "link.csv").symlink_to(outside / "log.csv")
+    fleet = lambda trace: _file(folder, top=f"failure_trace = {str(trace)!r}")  # noqa: E731
+    assert load(fleet("sub/log.csv")).failure_times[0] == (1.0,)  # below the folder: read
+    for trace, why in [
+        (outside / "log.csv", "no absolute path"),
+        ("../elsewhere/log.csv", "no absolute path, no \\.\\."),
+        ("sub/../../elsewhere/log.csv", "no absolute path, no \\.\\."),
+        ("link.csv", "links out of the fleet file's folder"),
+    ]:
+        with pytest.raises(FleetFileError, match=f"failure_trace: .*{why}"):
+            load(fleet(trace))
+        # The user's own path (load's argument, or compare --set failure_trace=PATH) is read.
+        assert load(fleet(trace), trace_anywhere=True).failure_times[0] == (1.0,)
+    spec = load(fleet("sub/log.csv"))
+    assert spec.override({"failure_trace": str(outside / "log.csv")}).failure_times[0] == (1.0,)
+
+
+def test_a_trace_that_is_a_fifo_or_a_device_is_refused_without_reading_it(tmp_path):
+    import os
+
+    os.mkfifo(tmp_path / "log.csv")  # before: read_text blocked for ever on it
+    with pytest.raises(FleetFileError, match="failure_trace: .*log.csv is not a regular file"):
+        load(_file(tmp_path, top='failure_trace = "log.csv"'))
+    (tmp_path / "dir.csv").mkdir()
+    with pytest.raises(FleetFileError, match="failure_trace: .*dir.csv is not a regular file"):
+        load(_file(tmp_path, top='failure_trace = "dir.csv"'))
+    with pytest.raises(FleetFileError, match="failure_trace: /dev/zero is not a regular file"):
+        load(_file(tmp_path, top='failure_trace = "/dev/zero"'), trace_anywhere=True)
+
+
+@pytest.mark.parametrize(
+    "trace",
+    [
+        "root:x:0:0:SECRET:/root:/bin/bash\n",  # a header that is none of the columns
+        "time,SECRET\n1,0\n",
+        "time,job\nSECRET,0\n",
+        "time,job\n1,SECRET\n",
+        "time,group\n1,SECRET\n",
+        "time [SECRET],job\n1,0\n",
+        "time,job\n1,0\n1,0,SECRET\n",
+        "time,time [SECRET]\n1,0\n",
+    ],
+)
+def test_no_trace_error_quotes_the_files_content(tmp_path, trace):
+    with pytest.raises(FleetFileError, match="failure_trace") as raised:
+        load(_file(tmp_path, top='failure_trace = "log.csv"', trace=trace))
+    assert "SECRET" not in str(raised.value)
 
 
 def test_the_example_trace_loads():
@@ -119,14 +192,19 @@ def test_the_example_trace_loads():
     "top, group, trace, message",
     [
         ('failure_trace = "log.csv"', "", "time,group\n1.0,a\n", "log.csv, row 2, column 'group': group 'a' has 2"),
-        ('failure_trace = "log.csv"', "", "time,group\n1.0,c\n", "row 2, column 'group': no group 'c'"),
+        (
+            'failure_trace = "log.csv"',
+            "",
+            "time,group\n1.0,c\n",
+            "row 2, column 'group': names no group (groups: a, b)",
+        ),
         ('failure_trace = "log.csv"', "", "time,job\n1.0,3\n", "row 2, column 'job': must be a job index from 0 to 2"),
         ('failure_trace = "log.csv"', "", "time,job\n-1,0\n", "row 2, column 'time': must be a time >= 0"),
         ('failure_trace = "log.csv"', "", "time,job\n1.0,0\n2,0,3\n", "row 3: 3 values for 2 columns"),
-        ('failure_trace = "log.csv"', "", "time,job\n1.0,0\n1,0\n", "row 3: the job fails at 1 twice"),
+        ('failure_trace = "log.csv"', "", "time,job\n1.0,0\n1,0\n", "row 3: the job fails at that time twice"),
         ('failure_trace = "log.csv"', "", "when,job\n1.0,0\n", "the header needs one time column"),
         ('failure_trace = "log.csv"', "", "time,job,rack\n1.0,0,r\n", "the columns must be time and group and/or job"),
-        ('failure_trace = "log.csv"', "", "time [parsec],job\n1,0\n", "'parsec' is not a unit of time"),
+        ('failure_trace = "log.csv"', "", "time [parsec],job\n1,0\n", "the time column's unit is not a unit of time"),
         ('failure_trace = "log.csv"', "", "time [h],job\n1,0\n", "failure_trace: its time column has a unit"),
         ('failure_trace = "missing.csv"', "", None, "cannot read"),
         ("failure_trace = 3", "", None, "failure_trace: must be the path of a CSV file"),
@@ -154,7 +232,7 @@ def test_launch_table_round_trips_and_sets_the_design_launch(tmp_path):
     spec = load(_file(tmp_path, top='[launch]\nmode = "staggered"\nstagger = 0.25'))
     assert spec.launch == LaunchSettings("staggered", 0.25)
     assert spec.launch_of() == Launch("staggered", 0.25) == spec.launch_of(design=True)
-    _same(spec, loads(dumps(spec)))
+    _same(spec, loads(dumps(spec), trace_anywhere=True))
     together = load(_file(tmp_path, top='[launch]\nmode = "together"'))
     assert together.launch_of(design=True) == Launch("together")
     plain = load(_file(tmp_path, top='[design]\nlaunch = "synchronous"'))
@@ -192,6 +270,22 @@ def test_staggered_launch_of_a_two_level_fleet():
         state = start_state(fleet, Launch("staggered", stagger))
         np.testing.assert_array_equal(np.asarray(state.phase)[[0, 2, 3]], 0)  # computing
         np.testing.assert_allclose(np.asarray(state.remaining)[[0, 2, 3]], compute - np.mod(ahead, compute))
+
+
+@pytest.mark.parametrize("launch", [Launch("staggered", 1234.567), Launch("staggered", 30.0), "random"])
+def test_launches_of_a_file_in_bytes_keep_the_digits_of_its_seconds(launch):
+    # The compute left went through the cycle position d + work: with d = 5e10 bytes and
+    # T = 3600 s it kept 8 digits (relative error 5e-9 against the same fleet in GB).
+    def fleet(scale):
+        write = np.array([50.0, 40.0, 30.0, 0.02]) * scale  # the last job writes within the stagger
+        table = np.array([0.0, 10.0, 10.0, 10.0, 10.0]) * scale
+        return cj.Fleet(compute=[3600.0, 3000.0, 1800.0, 2400.0], write=write, throughput=table, dtype=np.float64)
+
+    key = jax.random.key(3) if launch == "random" else None
+    in_bytes, in_gigabytes = start_state(fleet(1e9), launch, key), start_state(fleet(1.0), launch, key)
+    np.testing.assert_array_equal(in_bytes.phase, in_gigabytes.phase)
+    scale = np.where(np.asarray(in_bytes.phase) == 1, 1e9, 1.0)  # a write's volume left is in bytes
+    np.testing.assert_allclose(np.asarray(in_bytes.remaining) / scale, in_gigabytes.remaining, rtol=1e-13, atol=0)
 
 
 def test_a_stagger_of_one_write_time_keeps_the_writes_apart():

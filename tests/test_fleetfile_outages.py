@@ -121,3 +121,64 @@ def test_overrides_reach_the_outage_tables_and_the_stagger():
         spec.override({"outages[1].times": [5.0]})  # one table draws, the other replays
     with pytest.raises(FleetFileError, match=re.escape("override outages[2].mtbf: no outages[2]")):
         spec.override({"outages[2].mtbf": 5.0})
+
+
+def test_outage_instants_count_in_the_event_estimate_and_the_up_front_refusal():
+    # Each outage instant is an event whether it finds a job up or not: mtbf = 1 s over two
+    # days was estimated at 432 events a run (the jobs' cycles and failures only), then ran
+    # with 173 k and no warning; at 0.1 ms over a week the run could never finish.
+    from ckpt_jax._plan import check_horizon_events, least_events
+
+    often = RACKS.replace("mtbf = 40.0", "mtbf = 1e-3").replace("mtbf = 80.0", "mtbf = 1e-4")
+    spec = loads(often, "racks.toml")
+    fleet = spec.fleet(dtype=np.float64)
+    horizon = 1e6
+    instants = horizon / 1e-3 + horizon / 1e-4
+    assert spec.events(horizon) >= instants and float(fleet.events(horizon)) >= instants
+    assert float(fleet.outage_events(horizon)) == pytest.approx(instants)
+    assert float(least_events(fleet, horizon)) >= 0.5 * instants  # a lower bound: half the drawn mean
+    with pytest.raises(
+        ValueError, match=r"horizon = 1e\+06 cannot finish within the event budget: .*, outage instants\)"
+    ):
+        check_horizon_events(fleet, horizon, name="horizon")
+    # Replayed outages: every listed instant up to H, in a domain with active jobs.
+    listed = RACKS.replace("mtbf = 40.0", "times = [1.0, 2.0, 500.0]").replace("mtbf = 80.0", "times = [3.0]")
+    spec = loads(listed, "racks.toml")
+    assert float(spec.fleet(dtype=np.float64).outage_events(100.0)) == 3.0
+    assert spec.events(100.0) - loads(TINY, "t.toml").events(100.0) >= 3.0
+
+
+def test_keys_that_change_nothing_without_outages_warn():
+    # Before: restart_stagger without [[outages]], or a group's domain no outage table names,
+    # loaded silently and changed nothing.
+    from ckpt_jax.fleetfile import FleetFileWarning
+
+    stagger = TINY.replace('storage_policy = "weighted"', 'storage_policy = "weighted"\nrestart_stagger = 0.25')
+    with pytest.warns(FleetFileWarning, match=r"restart_stagger: acts only with \[\[outages\]\]"):
+        loads(stagger, "t.toml")
+    typo = RACKS.replace('domain = "rack-a"\nmtbf = 40.0', 'domain = "rack-a"\nmtbf = 40.0', 1).replace(
+        'compute = 3.0\ndomain = "rack-a"', 'compute = 3.0\ndomain = "rack-b"'
+    )
+    typo = typo.replace('[[outages]]\ndomain = "rack-a"\nmtbf = 40.0\n\n', "")
+    with pytest.warns(FleetFileWarning, match=r"groups\[0\]\.domain: 'rack-b' is no \[\[outages\]\] table's domain"):
+        loads(typo, "racks.toml")
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FleetFileWarning)
+        loads(RACKS, "racks.toml")  # every domain struck: no warning
+
+
+@pytest.mark.parametrize(
+    ("stagger", "match"),
+    [
+        (1e30, r"launch\.stagger: 1e\+30 puts the first of the 3 jobs 2e\+30 ahead of the last, over 1e\+06 solo"),
+        (1e-300, r"launch\.stagger: must lie in \["),
+    ],
+)
+def test_a_launch_stagger_out_of_range_is_refused(stagger, match):
+    # Before: 1e30 loaded and every launch position lost all its digits (the head start mod
+    # the cycle); 1e-300 loaded below the engine's range.
+    text = TINY.replace("[design]", f'[launch]\nmode = "staggered"\nstagger = {stagger!r}\n\n[design]')
+    with pytest.raises(FleetFileError, match=match):
+        loads(text, "t.toml")

@@ -434,3 +434,89 @@ def test_counts_stay_plain_numbers(setter, field):
     with pytest.raises(FleetFileError, match=r"must be an integer") as info:
         loads(_with(setter, "8 s"), "units.toml")
     assert f": {field}: " in str(info.value)
+
+
+# -- the attack's families (issue 47): what pint would read as another quantity ---------------
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "match"),
+    [
+        ("checkpoint", "6 5 TB", r"the number 5 follows another number with no operator"),  # pint: 30 TB
+        ("checkpoint", "6 (5) TB", r"the number 5 follows another number"),  # pint: 30 TB
+        ("checkpoint", "6 TB 5", r"the number 5 follows a unit or a bracket"),  # pint: 30 TB
+        ("interval", "1 2 3 h", r"the number 2 follows another number"),  # pint: 6 h
+        ("restart", "5 min 2", r"the number 2 follows a unit"),  # pint: 10 min
+        ("checkpoint", "10¹⁰ B", r'"¹", "⁰" are not read here'),  # pint: 10**10 B
+        ("checkpoint", "10⁻³ TB", r'"³", "⁻" are not read here'),  # pint: 1 GB
+        ("checkpoint", "2·3 TB", r'"·" is not read here'),  # pint: 6 TB
+        ("checkpoint", "٣ TB", r"which has no number"),  # an Arabic-Indic three
+        ("write_limit", "800 mB/s", r"counts in millibytes, a fraction of a byte; expected a bandwidth"),
+        ("write_limit", "800 mbit/s", r"counts in millibits, a fraction of a byte"),
+        ("write_limit", "4000 Gb/s", r'for bits write "4000 Gbit/s"'),  # pint: 4000 gilberts a second
+        ("checkpoint", "800 Tb", r'for bits write "800 Tbit"'),  # pint: 800 terabarns
+    ],
+)
+def test_quantities_with_two_numbers_odd_digits_or_sub_byte_units_are_refused_by_field(field, value, match):
+    data = copy.deepcopy(BASE)
+    data["groups"][0][field] = value
+    with pytest.raises(FleetFileError, match=rf"groups\[0\]\.{field}: .*{match}"):
+        loads(_text(data), "units.toml")
+
+
+@pytest.mark.parametrize("value", ["1 / (8 h * 17784)", "0.25 / h", "1e-5 / (2 h)", "1 h + 30 min", "3 TB / 2"])
+def test_a_product_or_quotient_written_out_still_reads(value):
+    from ckpt_jax._units import to_base
+
+    kind = "size" if "TB" in value else "duration" if "+" in value else "rate"
+    assert np.isfinite(to_base(value, kind))
+
+
+def test_a_power_in_superscript_digits_is_refused_without_evaluating_it():
+    # pint reads "10¹⁰⁰⁰⁰⁰⁰⁰⁰⁰" as 10**10000000000 and computes it exactly, for ever; the
+    # module alone, in a process of its own, so that the old behaviour fails by the timeout.
+    import subprocess
+    import sys
+
+    units = Path(cj.__file__).parent / "_units.py"
+    probe = (
+        "import importlib.util as u, sys\n"
+        f"s = u.spec_from_file_location('units', {str(units)!r}); m = u.module_from_spec(s); s.loader.exec_module(m)\n"
+        "try:\n    m.to_base('10¹⁰⁰⁰⁰⁰⁰⁰⁰⁰ B', 'size')\nexcept m.UnitError as err:\n    print(err)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert "are not read here" in done.stdout, done.stdout + done.stderr
+
+
+try:
+    from hypothesis import given
+    from hypothesis import strategies as st
+except ImportError:  # pragma: no cover - hypothesis is a test extra
+    given = None
+
+if given is not None:
+    _numbers = st.one_of(st.integers(0, 10**6).map(str), st.floats(0.001, 1e6).map(lambda x: f"{x:g}"))
+
+    @given(
+        first=_numbers,
+        second=_numbers,
+        unit=st.sampled_from(["TB", "GB/s", "h", "W", "min", "GiB"]),
+        layout=st.sampled_from(["{a} {b} {u}", "{a} {u} {b}", "{a} ({b}) {u}", "{a}  {b}{u}"]),
+    )
+    def test_no_quantity_with_two_numbers_side_by_side_is_read(first, second, unit, layout):
+        from ckpt_jax._units import UnitError, to_base
+
+        kind = {"TB": "size", "GiB": "size", "GB/s": "bandwidth", "W": "power"}.get(unit, "duration")
+        with pytest.raises(UnitError, match="follows .* with no operator"):
+            to_base(layout.format(a=first, b=second, u=unit), kind)
+
+    @given(
+        text=st.text(alphabet="0123456789 TBGh.⁰¹²³⁴⁵⁶⁷⁸⁹⁻·", min_size=1, max_size=12).filter(
+            lambda t: set(t) & set("⁰¹²³⁴⁵⁶⁷⁸⁹⁻·")
+        )
+    )
+    def test_no_quantity_with_superscripts_is_read(text):
+        from ckpt_jax._units import UnitError, to_base
+
+        with pytest.raises(UnitError):
+            to_base("1" + text, "size")

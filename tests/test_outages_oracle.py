@@ -19,6 +19,7 @@ two-level fleets with drawn outages and failures while down.
 import jax
 import numpy as np
 import oracle_helpers as oh
+import pytest
 import test_realistic_oracle as oracle
 import test_recovery_oracle as recovery
 
@@ -230,3 +231,46 @@ def test_own_failures_pause_while_an_outage_keeps_a_job_down():
     # Job 2 is alone in its domain: every outage of it finds it up or down, never both at once.
     assert int(jobs.outage_failures[2]) <= per_domain[1]
     assert float(jobs.stagger_time[2]) == 0.0 and float(jobs.stagger_time[1]) > 0  # rank 0 alone; job 1 often second
+
+
+def _instants_one_by_one(fleet, horizon, key):
+    """The drawn outage instants as the run takes them, one at a time: each fleet's and
+    domain's next instant from `_upcoming` (compiled, as in a run) until the horizon."""
+    import jax.numpy as jnp
+
+    from ckpt_jax._loops.outages import _upcoming
+    from ckpt_jax._params import flat_params
+
+    params, upcoming = flat_params(fleet, key=key), jax.jit(_upcoming)
+    rows = []
+    for b in range(params.compute.shape[0]):
+        one = jax.tree_util.tree_map(lambda x, b=b: x[b], params)
+        n_domains = int(one.outages.mtbf.shape[-1])
+        found = []
+        for d in range(n_domains):
+            last, count = jnp.full(n_domains, -jnp.inf, params.compute.dtype), jnp.zeros(n_domains, jnp.int32)
+            while (t := float(upcoming(one, last, count)[d])) < horizon:
+                found.append((t, d))
+                last, count = last.at[d].set(t), count.at[d].set(count[d] + 1)
+        rows.append(sorted(found))
+    return rows
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_outage_instants_are_the_runs_drawn_one_by_one(dtype):
+    # Vectorised: every fleet's and domain's draws at once (54 s for 20 fleets one by one).
+    fleet = cj.Fleet(
+        np.full((3, 3), 3.0),
+        np.full((3, 3), 0.5),
+        mtbf=50.0,
+        domain=[0, 0, 1],
+        outage_mtbf=np.array([[5.0, 25.0], [4.0, np.inf], [40.0, 6.0]]),
+        dtype=dtype,
+    )
+    key = jax.random.key(5)
+    instants = loop.outage_instants(fleet, 30.0, key=key)
+    reference = _instants_one_by_one(fleet, 30.0, key)
+    assert instants.shape == (3, max(map(len, reference)), 2)
+    for rows, expected in zip(instants, reference):
+        np.testing.assert_array_equal(rows[: len(expected)], np.asarray(expected, np.float64).reshape(-1, 2))
+        assert np.all(np.isnan(rows[len(expected) :]))

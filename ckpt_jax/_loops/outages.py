@@ -27,6 +27,8 @@ the first listed at or after its restart end, as after its own failures.
 
 from __future__ import annotations
 
+import functools
+import math
 from typing import NamedTuple
 
 import jax
@@ -176,35 +178,78 @@ def refresh(params: Params, before: OutageCarry | None, after: OutageCarry | Non
 def drawn_instants(params: Params, horizon) -> np.ndarray:
     """(B, K, 2) the drawn outage instants before ``horizon`` of each fleet of ``params``
     (one batch axis), as (time, domain) rows sorted by time, NaN padded: the outages a run
-    with these parameters takes (docs/model.md §1f), for checks against a reference."""
+    with these parameters takes (docs/model.md §1f), for checks against a reference.
+
+    Every fleet's and domain's instants at once, in blocks of draws (`_instant_block`: the
+    draws vectorised, the sum of the gaps taken in order as the run takes it, so the instants
+    are the run's to the bit), until each stream has passed its horizon."""
     out = params.outages
     assert out is not None and out.times is None
-    rows = []
-    horizons = np.broadcast_to(np.asarray(horizon, np.float64), (params.compute.shape[0],))
-    for b in range(params.compute.shape[0]):
-        one = jax.tree_util.tree_map(lambda x, b=b: x[b], params)
-        assert one.outages is not None
-        n_domains = int(one.outages.mtbf.shape[-1])
-        found = []
-        for d in range(n_domains):
-            last = jnp.full(n_domains, -jnp.inf, params.compute.dtype)
-            count = jnp.zeros(n_domains, jnp.int32)
-            for n in range(_MOST_LISTED):
-                t = float(_upcoming(one, last, count)[d])
-                if not t < horizons[b]:
-                    break
-                found.append((t, d))
-                last, count = last.at[d].set(t), count.at[d].set(n + 1)
-            else:  # never a silent cut
-                raise ValueError(
-                    f"fleet {b}, domain {d}: more than {_MOST_LISTED:,} outages before the horizon "
-                    f"{horizons[b]:g}; list a shorter horizon"
-                )
-        found.sort()
-        rows.append(found)
-    width = max(1, max(len(r) for r in rows))
-    result = np.full((len(rows), width, 2), np.nan)
-    for b, found in enumerate(rows):
-        if found:
-            result[b, : len(found)] = np.asarray(found)
+    n_fleets = params.compute.shape[0]
+    dtype = params.compute.dtype
+    n_domains = int(out.mtbf.shape[-1])
+    horizons = np.broadcast_to(np.asarray(horizon, np.float64), (n_fleets,))
+    mtbf = np.broadcast_to(np.asarray(out.mtbf, np.float64), (n_fleets, n_domains))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        expected = np.where(np.isfinite(mtbf), np.maximum(horizons[:, None], 0) / mtbf, 0.0)
+    mean = float(np.max(expected, initial=0.0))
+    block = int(min(_MOST_LISTED, 2 ** math.ceil(math.log2(1.25 * mean + 8 * math.sqrt(mean) + 16))))
+    keys = params.job_keys[:, 0]
+    last = jnp.full((n_fleets, n_domains), -jnp.inf, dtype)
+    blocks, count = [], 0
+    while count < _MOST_LISTED:
+        size = min(block, _MOST_LISTED - count)
+        times = _instant_block(keys, jnp.asarray(out.mtbf, dtype), last, count, size)
+        blocks.append(np.asarray(times, np.float64))
+        last, count = times[..., -1], count + size
+        if not np.any(np.asarray(last, np.float64) < horizons[:, None]):
+            break
+    else:  # never a silent cut
+        b, d = np.argwhere(np.asarray(last, np.float64) < horizons[:, None])[0]
+        raise ValueError(
+            f"fleet {b}, domain {d}: more than {_MOST_LISTED:,} outages before the horizon "
+            f"{horizons[b]:g}; list a shorter horizon"
+        )
+    times = np.concatenate(blocks, axis=-1)  # (B, D, n) each stream's instants, in order
+    domains = np.broadcast_to(np.arange(n_domains, dtype=np.float64)[:, None], times.shape[1:])
+    kept = times < horizons[:, None, None]
+    width = max(1, int(np.max(kept.sum(axis=(1, 2)), initial=0)))
+    result = np.full((n_fleets, width, 2), np.nan)
+    for b in range(n_fleets):  # the rows of one fleet, by time then domain
+        rows = np.stack([times[b][kept[b]], domains[kept[b]]], axis=-1)
+        rows = rows[np.lexsort((rows[:, 1], rows[:, 0]))]
+        result[b, : len(rows)] = rows
     return result
+
+
+def _instant_block(keys, mtbf, last, first: int, size: int):
+    """(B, D, size) the outage instants number ``first`` .. ``first + size - 1`` of every
+    fleet (its key of `_draw`, ``keys`` (B,)) and domain (``mtbf`` (B, D) or (D,)), after
+    ``last`` (B, D): each gap drawn as `_upcoming` draws it (vectorised), and added in order,
+    one by one, as `_upcoming` adds it in a run (`_accumulate`: compiled as the run is, so
+    the instants are the run's to the bit; a parallel sum would round otherwise)."""
+    numbers = (first + jnp.arange(size)).astype(jnp.uint32)
+    gaps = _gaps(keys, jnp.arange(last.shape[-1]).astype(jnp.uint32), numbers, np.dtype(last.dtype))  # (B, D, size)
+    return _accumulate(jnp.broadcast_to(mtbf, last.shape), last, gaps)
+
+
+@functools.partial(jax.jit, static_argnums=3)
+def _gaps(keys, domains, numbers, dtype):
+    """(B, D, n) the standard exponential draws ``numbers`` of each fleet's and domain's stream."""
+    draw = jax.vmap(lambda key, d, n: _draw(key, d, n, dtype), in_axes=(None, None, 0))
+    draw = jax.vmap(draw, in_axes=(None, 0, None))  # domains
+    return jax.vmap(draw, in_axes=(0, None, None))(keys, domains, numbers)  # fleets
+
+
+@jax.jit
+def _accumulate(mtbf, last, gaps):
+    """(B, D, n) the instants ``last`` + the ``gaps`` (B, D, n) × ``mtbf``, summed in order."""
+    finite = jnp.isfinite(mtbf)
+
+    def step(previous, gap):
+        start = jnp.maximum(previous, 0)
+        upcoming = jnp.where(finite, start + gap * jnp.where(finite, mtbf, 1), jnp.inf).astype(last.dtype)
+        return upcoming, upcoming
+
+    _, times = jax.lax.scan(step, last, jnp.moveaxis(gaps, -1, 0))
+    return jnp.moveaxis(times, 0, -1)

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -41,6 +42,7 @@ from ._common import (
     devices_for,
     fail,
     os_error_text,
+    plain_text,
     seed_key,
     start_devices,
 )
@@ -75,14 +77,56 @@ def build_parser() -> argparse.ArgumentParser:
 def run() -> None:
     """The ``ckpt-jax`` program (also ``python -m ckpt_jax``): `main` in a process of its own.
 
-    The process is ckpt_jax's, so it first lowers JAX's threefry hash with its rounds
-    unrolled on the CPU (`ckpt_jax._threefry`: the same bits, runs with failures or jitter
-    compile faster); an in-process call of `main` leaves JAX's lowering as it is."""
-    _threefry.unroll_on_cpu()
-    sys.exit(main())
+    The process is ckpt_jax's, so it lowers JAX's threefry hash with its rounds unrolled on
+    the CPU (`ckpt_jax._threefry`: the same bits, runs with failures or jitter compile
+    faster), once the arguments and the fleet file's keys are checked (that imports JAX, which
+    takes seconds); an in-process call of `main` leaves JAX's lowering as it is."""
+    sys.exit(main(_own_process=True))
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def _one_line_fleet_warnings(show):
+    """A `warnings.showwarning` printing a fleet file's warnings (`FleetFileWarning`: a key
+    that changes nothing) as ``ckpt-jax: warning: ...`` lines, the others as before."""
+    from ..fleetfile import FleetFileWarning
+
+    def showwarning(message, category, filename, lineno, file=None, line=None):
+        if not issubclass(category, FleetFileWarning):
+            return show(message, category, filename, lineno, file, line)
+        sys.stderr.write(f"ckpt-jax: warning: {plain_text(str(message))}\n")
+        return None
+
+    return showwarning
+
+
+def _checked_run(args, own_process: bool, restore: dict) -> int:
+    """The fleet file's keys (without JAX), the options, then JAX and the devices, then the run
+    (``restore``: the x64 setting found, for `main` to put back)."""
+    fleet_file = getattr(args, "fleet_file", None) or getattr(args, "fleet", None)
+    if fleet_file is not None:  # its TOML and its keys' names, at once: JAX takes seconds to import
+        from ..fleetfile import check_keys
+
+        check_keys(fleet_file)
+    if getattr(args, "check", None) is not None:
+        args.check(args)  # option combinations, before anything is created
+    note = None if getattr(args, "spec", None) is None else defaults_note(args.spec)
+    if note is not None:
+        print(f"ckpt-jax {args.command}: note: {note}.")
+    check_out_dir(Path(args.out))
+    if own_process:
+        _threefry.unroll_on_cpu()
+    import jax
+
+    # x64 must be set before any array is built; `main` restores it afterwards, so that an
+    # in-process call (tests, notebooks) does not change the caller's JAX configuration.
+    restore["x64"] = bool(jax.config.read("jax_enable_x64"))
+    jax.config.update("jax_enable_x64", args.x64)
+    # The host device count, before anything starts JAX's backend (nothing imported so far
+    # does); this starts it.
+    args.device_info = start_devices(args.devices)
+    return args.run(args)
+
+
+def main(argv: Sequence[str] | None = None, *, _own_process: bool = False) -> int:
     """Runs the CLI; returns the exit status: 0 when every fleet completed, 1 when some
     did not, 2 on an error (one ``ckpt-jax: error: ...`` line on stderr), 130 on Ctrl-C.
 
@@ -99,24 +143,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
     except SystemExit as done:  # --help, --version, or a usage error already reported
         return done.code if isinstance(done.code, int) else 2 * (done.code is not None)
-    previous_x64 = None
+    restore: dict = {}
     try:
-        if getattr(args, "check", None) is not None:
-            args.check(args)  # option combinations, before anything is created
-        note = None if getattr(args, "spec", None) is None else defaults_note(args.spec)
-        if note is not None:
-            print(f"ckpt-jax {args.command}: note: {note}.")
-        check_out_dir(Path(args.out))
-        import jax
-
-        # x64 must be set before any array is built. Restore it afterwards so an in-process
-        # call (tests, notebooks) does not change the caller's global JAX configuration.
-        previous_x64 = bool(jax.config.read("jax_enable_x64"))
-        jax.config.update("jax_enable_x64", args.x64)
-        # The host device count, before anything starts JAX's backend (nothing imported so
-        # far does); this starts it.
-        args.device_info = start_devices(args.devices)
-        return args.run(args)
+        with warnings.catch_warnings():  # a fleet file's warnings, from its load on, on one line
+            warnings.showwarning = _one_line_fleet_warnings(warnings.showwarning)
+            return _checked_run(args, _own_process, restore)
     except KeyboardInterrupt:
         then = "rerun the same command to resume" if args.resumes else "rerun the same command to start again"
         return fail(f"interrupted; {then}", prefix="ckpt-jax: ", status=INTERRUPTED)
@@ -133,7 +164,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         return fail(f"out of memory ({str(err).splitlines()[0][:200]}): {SMALLER}")
     finally:
-        if previous_x64 is not None:
+        if "x64" in restore:
             import jax
 
-            jax.config.update("jax_enable_x64", previous_x64)
+            jax.config.update("jax_enable_x64", restore["x64"])

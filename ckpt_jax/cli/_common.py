@@ -201,7 +201,7 @@ def add_devices(parser, *, shards: bool = True) -> None:
 def add_fleet_options(parser, *, ensemble: bool = False) -> None:
     """The options of a fleet of identical jobs, shared by ``simulate`` and ``ensemble`` (each adds
     ``--seed``, `_options.add_seed`)."""
-    from .. import POWER_POLICIES, STORAGE_POLICIES, THROUGHPUT_PRESETS
+    from .._policies import POWER_POLICIES, STORAGE_POLICIES, THROUGHPUT_PRESETS  # no JAX: the parser is built first
 
     parser.add_argument("--jobs", type=integer(2), default=8, metavar="N", help="jobs per fleet (default: %(default)s)")
     if ensemble:

@@ -9,11 +9,24 @@ from ._common import add_devices, report_devices
 from ._options import add_no_progress, add_out, add_quick
 
 
+class _ExperimentNames:
+    """The experiments' names as ``--only``'s choices, read when argparse first needs them (a
+    ``--only`` given, or the help shown): the experiments import JAX, which takes seconds, and
+    every other command's errors come first."""
+
+    def _names(self) -> list:
+        from ..experiments import EXPERIMENTS
+
+        return [experiment.name for experiment in EXPERIMENTS]
+
+    def __contains__(self, name) -> bool:
+        return name in self._names()
+
+    def __iter__(self):
+        return iter(self._names())
+
+
 def add_reproduce(subparsers) -> None:
-    from ..experiments import EXPERIMENTS
-
-    names = [experiment.name for experiment in EXPERIMENTS]
-
     parser = subparsers.add_parser(
         "reproduce",
         help="run every experiment and write report.md (the main job)",
@@ -35,9 +48,9 @@ def add_reproduce(subparsers) -> None:
     parser.add_argument(
         "--only",
         action="append",
-        choices=names,
+        choices=_ExperimentNames(),
         metavar="NAME",
-        help=f"run only this experiment (repeatable; default: all): {', '.join(names)}",
+        help="run only this experiment (repeatable; default: all): %(choices)s",
     )
     parser.add_argument(
         "--restart",

@@ -120,7 +120,7 @@ _FLEET_OPTIONS = {
 
 def _add_checkpoint_options(parser) -> None:
     """Write limits, two-level checkpoints and the power draw (docs/model.md §1d)."""
-    from .. import RECOVERY_SOURCES
+    from .._policies import RECOVERY_SOURCES
 
     parser.add_argument(
         "--write-limit",
