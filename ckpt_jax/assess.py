@@ -10,10 +10,13 @@ GPU's full-speed draw (``gpu_power`` converts it).
 
 **Where each job's time goes.** Over [0, H] a job's wall-clock time splits into
 
-* ``goodput``: compute work a failure can no longer take (`JobStats.useful_work`): saved by
-  a completed write, or with two-level checkpoints by a drain that ended, or under
-  ``recover_from="memory"`` by a snapshot (docs/model.md §1d; the design counts the persisted
-  work there, `ckpt_jax.design.job_waste`, but a failure loses none of the work in memory);
+* ``goodput``: the steady-state goodput (docs/model.md §1c): compute work done before H
+  less the work failures took, i.e. the work a failure can no longer take
+  (`JobStats.useful_work`: saved by a completed write, with two-level checkpoints by a drain
+  that ended, under ``recover_from="memory"`` by a snapshot) plus the work still uncovered at
+  H (`JobStats.uncovered_work`). Nothing fails at H, so that work is not lost: counting it
+  as lost (``useful / H``, `JobStats.covered_waste`) would bias the goodput low by about
+  T/(2H) per job. The remaining bias is second order, ~T²/(M·H);
 * ``checkpoint``: stalled by its own checkpoints: blocking writes (contention included, as a
   write under contention takes longer) and two-level snapshots; with asynchronous
   checkpoints (α > 0) the compute forgone while draining, (1 − α)·(write − wait time);
@@ -26,11 +29,10 @@ GPU's full-speed draw (``gpu_power`` converts it).
   the restart stagger aside (docs/model.md §1f; 0 without outages);
 * ``restart_stagger``: down waiting for one's turn after an outage, the k·Δ of the restart
   stagger (`JobStats.stagger_time`; 0 without outages);
-* ``throttling``: the rest, compute time that neither saved nor lost work: the slowdown under
-  a binding power cap, plus the work in progress at H that no checkpoint covers yet (at
-  most one cycle per job, a fraction of order T/H). `JobStats` has no per-job work done,
-  so the two cannot be told apart per job; without a cap the whole of it is that tail. For
-  the whole fleet the power draw tells them apart: a computing job draws w_i times its
+* ``throttling``: the rest, compute time that did no work: the slowdown under a binding
+  power cap (0 without a cap, to rounding; with α > 0 the compute forgone while draining
+  is the ``checkpoint`` stall). The work uncovered at H is in the goodput, not here. For
+  the whole fleet the power draw measures it: a computing job draws w_i times its
   compute rate and every other job p_idle·w_i (docs/model.md §1d), so the work done is
   ∫P dt − p_idle Σ_i w_i (H − compute time_i), and `Assessment.throttled` is the GPU time
   spent computing less that work (with α > 0 less the ``checkpoint`` stall, computing at α
@@ -308,12 +310,13 @@ def _check_groups(groups, fleet: Fleet) -> dict:
 
 
 def _time_split(fleet: Fleet, jobs, horizon: float) -> tuple[np.ndarray, dict]:
-    """Per draw and job, (S, N) fractions of H: the goodput and each cause (module docstring)."""
+    """Per draw and job, (S, N) fractions of H: the steady-state goodput (useful work plus
+    the work uncovered at H, docs/model.md §1c) and each cause (module docstring)."""
     zeros = np.zeros(np.shape(jobs.compute_time))
     as_array = lambda x: zeros if x is None else np.asarray(x, np.float64)  # noqa: E731
     write, wait, snapshot = as_array(jobs.write_time), as_array(jobs.wait_time), as_array(jobs.snapshot_time)
     down, lost = as_array(jobs.down_time), as_array(jobs.lost_work)
-    goodput = np.asarray(jobs.useful_work, np.float64) / horizon
+    goodput = (np.asarray(jobs.useful_work, np.float64) + as_array(jobs.uncovered_work)) / horizon
     alpha = float(np.asarray(fleet.async_fraction))
     if fleet.has_snapshots:
         checkpoint = snapshot

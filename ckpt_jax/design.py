@@ -2,8 +2,11 @@
 
 The objective is the fleet's waste ``Σ_i w_i·waste_i / Σ_i w_i`` (w the sizes) over a horizon
 H, averaged over failure (and jitter) draws, as the exact event loop measures it
-(`ckpt_jax.simulate` with ``until=H``, `JobStats.waste`; with two-level checkpoints
-``1 − persisted work / H``, `job_waste`). Write limits, snapshots and their recovery rule
+(`ckpt_jax.simulate` with ``until=H``, `JobStats.waste`, `job_waste`): the steady-state waste
+of docs/model.md §1c, one less the work done before H net of the work failures took, over H.
+Nothing fails at H, so the work still uncovered there is not counted as lost; counting it
+(`JobStats.covered_waste`) would act as a failure at H and pull every interval toward
+√(2D/(1/M + 1/H)), and without failures to √(2DH). Write limits, snapshots and their recovery rule
 (docs/model.md §1d) are the fleet's own and run as given. The loop is chaotic (claim 5) and
 piecewise smooth in the intervals, so pathwise derivatives are useless over long horizons; the
 gradient is estimated instead from the batch dimension:
@@ -481,24 +484,24 @@ def fleet_waste(
 
 
 def job_waste(fleet: Fleet, jobs, horizon) -> np.ndarray:
-    """Each job's waste as the design counts it, ``1 − work / H`` from a run's `JobStats`:
-    the work saved is the persisted work (covered by a checkpoint whose drain ended) for a
-    fleet with two-level checkpoints, and the useful work otherwise (`JobStats.waste`). The
-    two differ only under ``recover_from="memory"``, where useful work counts at the snapshot
-    (docs/model.md §1d): a design for such a fleet minimises the work not yet on storage.
+    """Each job's waste as the design counts it: the steady-state waste of docs/model.md §1c,
+    ``1 − (work done before H − work lost at failures before H) / H`` (`JobStats.waste`: the
+    useful work plus the work uncovered at H, `JobStats.uncovered_work`). Nothing fails at
+    H, so the work not yet covered there is not lost; the estimator's remaining bias is
+    second order (~T²/(M·H)). It does not depend on when work counts as covered, so two-level
+    checkpoints recovered from storage or from memory are counted alike: a failure loses what
+    it loses under the fleet's own recovery rule, and nothing else is lost.
 
     Args:
-      fleet: the `Fleet` that was run (only whether it has snapshots is read).
+      fleet: the `Fleet` that was run (kept for the signature; the waste is the run's own).
       jobs: its `JobStats`, run with ``until=H``.
-      horizon: H.
+      horizon: H (kept for the signature; `JobStats.waste` is measured over it).
 
     Returns:
       The waste per job, the shape of ``jobs.waste``.
     """
-    if not fleet.has_snapshots:
-        return np.asarray(jobs.waste)
-    persisted = np.asarray(jobs.persisted_work)
-    return 1 - persisted / persisted.dtype.type(horizon)
+    del fleet, horizon
+    return np.asarray(jobs.waste)
 
 
 # -- the estimator ---------------------------------------------------------------------
