@@ -38,7 +38,8 @@ GPU's full-speed draw (``gpu_power`` converts it).
   spent computing less that work (with α > 0 less the ``checkpoint`` stall, computing at α
   while draining, which is counted at full speed: under a cap that part is approximate).
 
-The eight add up to H for every job (to rounding): `Assessment.losses` plus the goodput is 1
+The eight add up to H for every job (to rounding; a ``throttling`` remainder under
+`ROUNDING_FLOOR` of H is rounding and counts as 0): `Assessment.losses` plus the goodput is 1
 per GPU, in each draw.
 """
 
@@ -78,6 +79,9 @@ __all__ = [
     "sensitivity_knobs",
     "timeline",
 ]
+
+# A share of H below this is rounding (the "throttling" remainder of an uncapped fleet).
+ROUNDING_FLOOR = 1e-12
 
 # The causes of lost GPU time, in the order of the module docstring.
 CAUSES = ("checkpoint", "backpressure", "lost_work", "restart", "outages", "restart_stagger", "throttling")
@@ -130,8 +134,8 @@ class Assessment(NamedTuple):
       cap_time: `Estimate` of the fraction of time with the draw at the cap (None without a
         cap; with ``idle_power`` > 0 the idle draw counts towards it).
       throttled: `Estimate` of the fleet's GPU-weighted fraction of time lost to computing
-        below full speed (module docstring): the part of the fleet's ``throttling`` that is
-        not the unsaved work at H.
+        below full speed (module docstring), measured from the power draw: the fleet's
+        ``throttling`` by another route (equal to rounding with α = 0).
       throttled_gpu_hours_per_day: the same in GPU-hours per day.
       power_unit: ``"W"`` where ``gpu_power`` was given, else ``"gpu"`` (one GPU's full draw).
       horizon: H in the fleet's time unit; ``hours_per_time_unit`` its length in hours.
@@ -331,7 +335,10 @@ def _time_split(fleet: Fleet, jobs, horizon: float) -> tuple[np.ndarray, dict]:
     causes["restart"] = (down - outage_down) / horizon
     causes["outages"] = (outage_lost + outage_down - stagger) / horizon
     causes["restart_stagger"] = stagger / horizon
-    causes["throttling"] = 1 - goodput - sum(causes.values())
+    rest = 1 - goodput - sum(causes.values())
+    # Without a cap the rest is rounding alone (~1e-16): 0 below ROUNDING_FLOOR, so that its
+    # CI is not the logit interval of rounding noise.
+    causes["throttling"] = np.where(np.abs(rest) < ROUNDING_FLOOR, 0.0, rest)
     return goodput, causes
 
 

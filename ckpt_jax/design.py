@@ -758,8 +758,9 @@ def _launch_span(fleet: Fleet, write, intervals) -> np.ndarray:
     return intervals if fleet.has_snapshots else write + intervals
 
 
-def _flat_reason(fleet: Fleet, job_bounds, horizon: float, launch: str | Launch, offsets: bool, waste) -> str:
-    """Why the waste did not change across the population: what a user can change."""
+def _flat_reason(fleet: Fleet, job_bounds, horizon: float, launch: str | Launch, offsets: bool, waste, writes) -> str:
+    """Why the waste did not change across the population: what a user can change.
+    ``writes``: the checkpoints completed in the evaluation's runs."""
     # The first checkpoint of a synchronous launch is saved at T + D (two-level: persisted
     # at T + s + D, the drain's end after the snapshot).
     first_saved = job_bounds[0] + np.asarray(fleet.snapshot, np.float64) + _solo_write(fleet)
@@ -770,7 +771,7 @@ def _flat_reason(fleet: Fleet, job_bounds, horizon: float, launch: str | Launch,
             f"the horizon H = {horizon:g} is no longer than the shortest cycle {cycle} = {shortest:g} "
             "(at the lower bound), so no job completes a checkpoint before H; lengthen the horizon"
         )
-    if not np.all(np.asarray(waste) == 1):
+    if np.any(np.asarray(writes) > 0):
         return f"the waste was the same for every interval tried ({float(np.mean(waste)):.6g}); widen the bounds"
     reasons = []
     mtbf = np.asarray(fleet.mtbf, np.float64)
@@ -782,7 +783,7 @@ def _flat_reason(fleet: Fleet, job_bounds, horizon: float, launch: str | Launch,
     size = np.where(np.asarray(fleet.active), np.asarray(fleet.size, np.float64), 0.0)
     if cap < size.sum():
         reasons.append(f"the power cap C = {cap:g} slows compute to about {cap / size.sum():.3g} of full speed")
-    return "no job saved any work before H in any draw (waste 1 everywhere)" + (
+    return "no job saved any work before H in any draw (no checkpoint completed)" + (
         ": " + "; ".join(reasons) if reasons else ""
     )
 
@@ -955,9 +956,11 @@ def _within_horizon(bounds, horizon: float) -> tuple[np.ndarray, np.ndarray]:
     lying wholly at or beyond H keeps its width (the ratio hi / lo) below H, so that
     (lo, hi) = (10 Young, 1000 Young) with H far shorter becomes (H / 100, H).
 
-    An interval longer than H completes no checkpoint before H from a synchronous launch,
-    so it wastes the whole run: a very reliable job with a large checkpoint (a Young
-    interval of years) must not be designed at one over a horizon of a day."""
+    An interval longer than H completes no checkpoint before H from a synchronous launch:
+    the run then cannot see what a failure would cost (the steady-state estimator's bias,
+    ~T²/(M·H), docs/model.md §1c, is no longer small), so a very reliable job with a large
+    checkpoint (a Young interval of years) must not be designed at one over a horizon of a
+    day."""
     lo, hi = (np.asarray(bound, np.float64) for bound in bounds)
     top = np.minimum(hi, horizon)
     return np.where(lo < top, lo, top * (lo / hi)), top
@@ -1247,7 +1250,7 @@ def checkpoint_intervals(
     if not np.any(np.asarray(history.grad_norm) > 0):
         # Every interval set tried at every step measured the same waste: the intervals
         # returned are the starting ones, and the comparison with the baselines is empty.
-        reason = _flat_reason(fleet, job_bounds, settings["horizon"], launch, offsets, waste)
+        reason = _flat_reason(fleet, job_bounds, settings["horizon"], launch, offsets, waste, evaluation.writes)
         warnings.warn(
             f"checkpoint_intervals: the objective is flat, nothing was designed: {reason}; the "
             "intervals returned are the starting ones",
