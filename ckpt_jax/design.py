@@ -455,7 +455,7 @@ def fleet_waste(
 ) -> np.ndarray:
     """Fleet waste ``Σ_i w_i·waste_i / Σ_i w_i`` of ``fleet`` run with compute intervals
     ``intervals`` over [0, H], by the exact simulator, under each failure draw (waste_i as
-    `job_waste` counts it: from the persisted work with two-level checkpoints).
+    `job_waste` counts it: the steady-state waste, docs/model.md §1c).
 
     Args:
       fleet: a single `Fleet` (batch shape ()) with ``mtbf``.
