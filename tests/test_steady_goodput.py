@@ -167,3 +167,22 @@ def test_the_design_of_a_lone_job_lands_at_the_renewal_optimum(tmp_path):
 def test_the_design_of_a_job_that_never_fails_does_not_recommend_the_square_root_of_2dh(tmp_path):
     # With no failures the covered objective's optimum was √(2dH) = 2.37 h.
     assert _designed(tmp_path, "1e12 h") > 4 * math.sqrt(2 * WRITE * 168.0)
+
+
+def test_compare_on_a_lone_job_agrees_with_the_renewal_formula(tmp_path):
+    # `compare`'s scenarios go through the same goodput as `assess`: a lone job at T/H = 0.1
+    # and 0.2 (doubling its interval), each goodput and their paired difference against the
+    # renewal formula, within twice their CIs' half-widths. The covered estimator was off by
+    # T/(2H) = 0.05 and 0.1.
+    from ckpt_jax import fleetfile
+
+    text = LONE_FILE.format(mtbf="160 h").replace('horizon = "7 day"', 'horizon = "24 h"')
+    spec = fleetfile.loads(text.replace('interval = "10 h"', 'interval = "2.4 h"'), "lone.toml")
+    ds = assess.compare(spec, {"twice": {"groups[*].interval": "4.8 h"}}, key=jax.random.key(5), n_draws=64)
+    goodput = ds["goodput"].sel(group="fleet").values  # (scenario, statistic)
+    difference = ds["goodput_difference"].sel(scenario="twice", group="fleet").values
+    formula = [renewal_goodput(t, WRITE, MTBF, RESTART) for t in (2.4, 4.8)]
+    for (mean, low, high), expected in zip(goodput, formula):
+        assert abs(mean - expected) < (high - low), (mean, low, high, expected)
+    mean, low, high = difference
+    assert abs(mean - (formula[1] - formula[0])) < (high - low), (difference, formula)
