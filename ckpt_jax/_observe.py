@@ -289,7 +289,20 @@ class JobStats(NamedTuple):
       lost_work: (*B, N) compute work lost to failures.
       failures: (*B, N) number of failures (-1 where the run did not complete).
       down_time: (*B, N) time spent restarting after failures.
-      waste: (*B, N) 1 − useful_work / H over the horizon H of ``until`` (NaN without).
+      waste: (*B, N) the steady-state waste over the horizon H of ``until`` (NaN without),
+        docs/model.md §1c: 1 − (useful_work + uncovered_work) / H, i.e. one less the compute
+        work done before H net of the work failures took, over H. Nothing fails at H, so
+        the work not yet covered there is not lost; its remaining bias is second order
+        (the share of that work a later failure would take, ~T²/(M·H)).
+      covered_waste: (*B, N) 1 − useful_work / H (NaN without ``until``): the waste that
+        counts the work uncovered at H as lost, as if the job failed there. Biased high by
+        about T/(2H); minimised over T it behaves as if the failure rate were 1/M + 1/H.
+      uncovered_work: (*B, N) compute work done since t = 0 that at the stop no checkpoint
+        covers and no failure took: what a failure at the stop would lose (the write in
+        progress' work, with two-level checkpoints every cycle whose drain has not ended
+        or under ``recover_from="memory"`` whose snapshot has not ended, and the current
+        phase's progress). useful + lost + uncovered work = compute work done since t = 0.
+        Exact on every path; NaN where ``useful_work`` is.
       completed_write_time: (*B, N) time spent in the writes counted in ``writes``, each
         from its firing to its end: ``completed_write_time / writes`` is the mean duration
         of a completed write, without the writes abandoned by a failure, the one open at
@@ -331,6 +344,8 @@ class JobStats(NamedTuple):
     stagger_time: jax.Array | None = None
     outage_lost_work: jax.Array | None = None
     outage_down_time: jax.Array | None = None
+    covered_waste: jax.Array | None = None
+    uncovered_work: jax.Array | None = None
 
     def to_xarray(self, fleet=None, *, groups=None, batch_dims=None, attrs=None):
         """These statistics as an `xarray.Dataset` of ``jobs_{field}`` variables, as in
@@ -413,6 +428,8 @@ class FinalView(NamedTuple):
     slot_position: jax.Array | None = None  # (B, N) slot of each job (`EventView.slot`; None: slots are jobs)
     # The general engine's work accounting (docs/model.md §1c), else None.
     useful_work: jax.Array | None = None  # (B, N) compute work saved by a completed write
+    # (B, N) compute work done that no checkpoint covers at the stop (`JobStats.uncovered_work`)
+    uncovered_work: jax.Array | None = None
     lost_work: jax.Array | None = None  # (B, N) compute work lost to failures
     failures: jax.Array | None = None  # (B, N) int failures
     down_time: jax.Array | None = None  # (B, N) time spent restarting
@@ -425,6 +442,10 @@ class FinalView(NamedTuple):
     outage_lost_work: jax.Array | None = None
     outage_down_time: jax.Array | None = None
     ok: jax.Array | None = None  # (B,) bool the run completed (`Trace.ok`), set before ``finalize``
+    # (B, N) work left in each job's current compute phase at the stop (the whole next phase
+    # for a job in a blocking write); the fast paths' uncovered work is derived from it
+    # (`ckpt_jax._simulate.fast_useful_work`).
+    compute_left: jax.Array | None = None
 
 
 def row_reductions(*terms):
@@ -878,9 +899,10 @@ class JobsObserver(Observer):
         ok = final.active & final.ok[:, None]
         # The fast paths keep no work accounting: `_simulate` fills in their useful work.
         useful = jnp.full_like(write_time, jnp.nan) if final.useful_work is None else final.useful_work
+        uncovered = jnp.full_like(write_time, jnp.nan) if final.uncovered_work is None else final.uncovered_work
         lost = zeros if final.lost_work is None else final.lost_work
         failures = jnp.zeros_like(state["writes"]) if final.failures is None else final.failures
-        waste = nan if final.horizon is None else 1 - useful / final.horizon[:, None]
+        covered_waste, waste = steady_waste(useful, uncovered, final.horizon)
         return JobStats(
             write_time=jnp.where(ok, write_time, nan),
             compute_time=jnp.where(ok, compute_time, nan),
@@ -898,7 +920,20 @@ class JobsObserver(Observer):
             stagger_time=jnp.where(ok, zeros if final.stagger_time is None else final.stagger_time, nan),
             outage_lost_work=jnp.where(ok, zeros if final.outage_lost_work is None else final.outage_lost_work, nan),
             outage_down_time=jnp.where(ok, zeros if final.outage_down_time is None else final.outage_down_time, nan),
+            covered_waste=jnp.where(ok, covered_waste, nan),
+            uncovered_work=jnp.where(ok, uncovered, nan),
         )
+
+
+def steady_waste(useful, uncovered, horizon):
+    """``(covered_waste, waste)`` of (B, N) useful and uncovered work over the (B,) horizon
+    (NaN where there is none; `JobStats`): 1 − useful / H, and the steady-state
+    1 − (useful + uncovered) / H (docs/model.md §1c)."""
+    if horizon is None:
+        nan = jnp.full_like(useful, jnp.nan)
+        return nan, nan
+    horizon = horizon[:, None]
+    return 1 - useful / horizon, 1 - (useful + uncovered) / horizon
 
 
 class PowerObserver(Observer):

@@ -16,7 +16,7 @@ import numpy as np
 
 from ._loops import LoopResult, driver
 from ._loops.config import RunConfig
-from ._observe import JobStats, PowerStats, SaveAt, WriterStats
+from ._observe import JobStats, PowerStats, SaveAt, WriterStats, steady_waste
 from ._plan import plan
 from ._status import describe_status
 from .model import Fleet, State
@@ -296,26 +296,50 @@ def group_trace(result: LoopResult, config: RunConfig, part) -> Trace:
     from their writes (`fast_useful_work`)."""
     trace = flat_trace(result, save=config.save)
     if config.save.jobs and not config.track_work:
-        jobs = fast_useful_work(trace.jobs, *part, use_jitter=config.use_jitter)
+        final = result.final
+        at_stop = (final.fire_count, final.writing, final.compute_left)
+        jobs = fast_useful_work(trace.jobs, *part, *at_stop, use_jitter=config.use_jitter)
         trace = dataclasses.replace(trace, jobs=jobs)
     return trace
 
 
 @functools.partial(jax.jit, static_argnames=("use_jitter",))
-def fast_useful_work(jobs: JobStats, params, phase, remaining, horizon, *, use_jitter: bool) -> JobStats:
-    """The useful work of fleets run without the work accounting (the fast paths, and the
-    general engine without failures or jitter: `RunConfig.track_work`; docs/model.md §1c):
-    each completed write saved one full compute phase T_i, but the first write of an
-    initially computing job saved only its ``remaining`` work (work before t = 0 counts
-    nowhere). With jitter the phases' works are not kept: NaN."""
+def fast_useful_work(
+    jobs: JobStats, params, phase, remaining, horizon, fire_count, writing, compute_left, *, use_jitter: bool
+) -> JobStats:
+    """The useful and uncovered work of fleets run without the work accounting (the fast
+    paths, and the general engine without failures or jitter: `RunConfig.track_work`;
+    docs/model.md §1c), and the wastes they give (`JobStats.waste`, `JobStats.covered_waste`).
+
+    Useful work: each completed write saved one full compute phase T_i, but the first write
+    of an initially computing job saved only its ``remaining`` work (work before t = 0 counts
+    nowhere). Uncovered work at the stop (``fire_count``, ``writing``, ``compute_left``: the
+    loop's final state, `FinalView`): the work of the write in progress, if a firing after
+    t = 0 started it (T_i, or ``remaining`` for that first firing), plus the progress of the
+    current compute phase, its whole work (``remaining`` for the phase in progress at t = 0)
+    less ``compute_left`` (0 for a blocking writer, whose next phase is whole; with α > 0 the
+    phase computed while draining, whole where it waits). With jitter the phases' works are
+    not kept: NaN."""
     compute = params.compute
     first_short = jnp.where((phase == 0) & (jobs.writes >= 1), compute - remaining, 0)
     useful = jobs.writes * compute - first_short
+    in_write = jnp.where((fire_count == 1) & (phase == 0), remaining, compute)
+    phase_work = jnp.where((fire_count == 0) & (phase == 0), remaining, compute)
+    uncovered = jnp.where(writing & (fire_count >= 1), in_write, 0) + (phase_work - compute_left)
     if use_jitter:
-        useful = jnp.where(params.jitter[:, None] > 0, jnp.nan, useful)
-    useful = jnp.where(jobs.writes >= 0, useful, jnp.nan).astype(compute.dtype)
-    waste = jnp.full_like(useful, jnp.nan) if horizon is None else 1 - useful / horizon[:, None]
-    return jobs._replace(useful_work=useful, waste=jnp.where(jobs.writes >= 0, waste, jnp.nan), persisted_work=useful)
+        jittered = params.jitter[:, None] > 0
+        useful, uncovered = jnp.where(jittered, jnp.nan, useful), jnp.where(jittered, jnp.nan, uncovered)
+    ok = jobs.writes >= 0
+    useful = jnp.where(ok, useful, jnp.nan).astype(compute.dtype)
+    uncovered = jnp.where(ok, uncovered, jnp.nan).astype(compute.dtype)
+    covered_waste, waste = steady_waste(useful, uncovered, horizon)
+    return jobs._replace(
+        useful_work=useful,
+        uncovered_work=uncovered,
+        waste=jnp.where(ok, waste, jnp.nan),
+        covered_waste=jnp.where(ok, covered_waste, jnp.nan),
+        persisted_work=useful,
+    )
 
 
 def merge(pieces, n_fleets: int) -> Trace:

@@ -10,10 +10,13 @@ GPU's full-speed draw (``gpu_power`` converts it).
 
 **Where each job's time goes.** Over [0, H] a job's wall-clock time splits into
 
-* ``goodput``: compute work a failure can no longer take (`JobStats.useful_work`): saved by
-  a completed write, or with two-level checkpoints by a drain that ended, or under
-  ``recover_from="memory"`` by a snapshot (docs/model.md §1d; the design counts the persisted
-  work there, `ckpt_jax.design.job_waste`, but a failure loses none of the work in memory);
+* ``goodput``: the steady-state goodput (docs/model.md §1c): compute work done before H
+  less the work failures took, i.e. the work a failure can no longer take
+  (`JobStats.useful_work`: saved by a completed write, with two-level checkpoints by a drain
+  that ended, under ``recover_from="memory"`` by a snapshot) plus the work still uncovered at
+  H (`JobStats.uncovered_work`). Nothing fails at H, so that work is not lost: counting it
+  as lost (``useful / H``, `JobStats.covered_waste`) would bias the goodput low by about
+  T/(2H) per job. The remaining bias is second order, ~T²/(M·H);
 * ``checkpoint``: stalled by its own checkpoints: blocking writes (contention included, as a
   write under contention takes longer) and two-level snapshots; with asynchronous
   checkpoints (α > 0) the compute forgone while draining, (1 − α)·(write − wait time);
@@ -26,17 +29,17 @@ GPU's full-speed draw (``gpu_power`` converts it).
   the restart stagger aside (docs/model.md §1f; 0 without outages);
 * ``restart_stagger``: down waiting for one's turn after an outage, the k·Δ of the restart
   stagger (`JobStats.stagger_time`; 0 without outages);
-* ``throttling``: the rest, compute time that neither saved nor lost work: the slowdown under
-  a binding power cap, plus the work in progress at H that no checkpoint covers yet (at
-  most one cycle per job, a fraction of order T/H). `JobStats` has no per-job work done,
-  so the two cannot be told apart per job; without a cap the whole of it is that tail. For
-  the whole fleet the power draw tells them apart: a computing job draws w_i times its
+* ``throttling``: the rest, compute time that did no work: the slowdown under a binding
+  power cap (0 without a cap, to rounding; with α > 0 the compute forgone while draining
+  is the ``checkpoint`` stall). The work uncovered at H is in the goodput, not here. For
+  the whole fleet the power draw measures it: a computing job draws w_i times its
   compute rate and every other job p_idle·w_i (docs/model.md §1d), so the work done is
   ∫P dt − p_idle Σ_i w_i (H − compute time_i), and `Assessment.throttled` is the GPU time
   spent computing less that work (with α > 0 less the ``checkpoint`` stall, computing at α
   while draining, which is counted at full speed: under a cap that part is approximate).
 
-The eight add up to H for every job (to rounding): `Assessment.losses` plus the goodput is 1
+The eight add up to H for every job (to rounding; a ``throttling`` remainder under
+`ROUNDING_FLOOR` of H is rounding and counts as 0): `Assessment.losses` plus the goodput is 1
 per GPU, in each draw.
 """
 
@@ -76,6 +79,9 @@ __all__ = [
     "sensitivity_knobs",
     "timeline",
 ]
+
+# A share of H below this is rounding (the "throttling" remainder of an uncapped fleet).
+ROUNDING_FLOOR = 1e-12
 
 # The causes of lost GPU time, in the order of the module docstring.
 CAUSES = ("checkpoint", "backpressure", "lost_work", "restart", "outages", "restart_stagger", "throttling")
@@ -129,8 +135,8 @@ class Assessment(NamedTuple):
       cap_time: `Estimate` of the fraction of time with the draw at the cap (None without a
         cap; with ``idle_power`` > 0 the idle draw counts towards it).
       throttled: `Estimate` of the fleet's GPU-weighted fraction of time lost to computing
-        below full speed (module docstring): the part of the fleet's ``throttling`` that is
-        not the unsaved work at H.
+        below full speed (module docstring), measured from the power draw: the fleet's
+        ``throttling`` by another route (equal to rounding with α = 0).
       throttled_gpu_hours_per_day: the same in GPU-hours per day.
       power_unit: ``"W"`` where ``gpu_power`` was given, else ``"gpu"`` (one GPU's full draw).
       horizon: H in the fleet's time unit; ``hours_per_time_unit`` its length in hours.
@@ -321,12 +327,13 @@ def _check_groups(groups, fleet: Fleet) -> dict:
 
 
 def _time_split(fleet: Fleet, jobs, horizon: float) -> tuple[np.ndarray, dict]:
-    """Per draw and job, (S, N) fractions of H: the goodput and each cause (module docstring)."""
+    """Per draw and job, (S, N) fractions of H: the steady-state goodput (useful work plus
+    the work uncovered at H, docs/model.md §1c) and each cause (module docstring)."""
     zeros = np.zeros(np.shape(jobs.compute_time))
     as_array = lambda x: zeros if x is None else np.asarray(x, np.float64)  # noqa: E731
     write, wait, snapshot = as_array(jobs.write_time), as_array(jobs.wait_time), as_array(jobs.snapshot_time)
     down, lost = as_array(jobs.down_time), as_array(jobs.lost_work)
-    goodput = np.asarray(jobs.useful_work, np.float64) / horizon
+    goodput = (np.asarray(jobs.useful_work, np.float64) + as_array(jobs.uncovered_work)) / horizon
     alpha = float(np.asarray(fleet.async_fraction))
     if fleet.has_snapshots:
         checkpoint = snapshot
@@ -341,7 +348,10 @@ def _time_split(fleet: Fleet, jobs, horizon: float) -> tuple[np.ndarray, dict]:
     causes["restart"] = (down - outage_down) / horizon
     causes["outages"] = (outage_lost + outage_down - stagger) / horizon
     causes["restart_stagger"] = stagger / horizon
-    causes["throttling"] = 1 - goodput - sum(causes.values())
+    rest = 1 - goodput - sum(causes.values())
+    # Without a cap the rest is rounding alone (~1e-16): 0 below ROUNDING_FLOOR, so that its
+    # CI is not the logit interval of rounding noise.
+    causes["throttling"] = np.where(np.abs(rest) < ROUNDING_FLOOR, 0.0, rest)
     return goodput, causes
 
 

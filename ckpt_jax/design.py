@@ -2,8 +2,11 @@
 
 The objective is the fleet's waste ``Σ_i w_i·waste_i / Σ_i w_i`` (w the sizes) over a horizon
 H, averaged over failure (and jitter) draws, as the exact event loop measures it
-(`ckpt_jax.simulate` with ``until=H``, `JobStats.waste`; with two-level checkpoints
-``1 − persisted work / H``, `job_waste`). Write limits, snapshots and their recovery rule
+(`ckpt_jax.simulate` with ``until=H``, `JobStats.waste`, `job_waste`): the steady-state waste
+of docs/model.md §1c, one less the work done before H net of the work failures took, over H.
+Nothing fails at H, so the work still uncovered there is not counted as lost; counting it
+(`JobStats.covered_waste`) would act as a failure at H and pull every interval toward
+√(2D/(1/M + 1/H)), and without failures to √(2DH). Write limits, snapshots and their recovery rule
 (docs/model.md §1d) are the fleet's own and run as given. The loop is chaotic (claim 5) and
 piecewise smooth in the intervals, so pathwise derivatives are useless over long horizons; the
 gradient is estimated instead from the batch dimension:
@@ -504,7 +507,7 @@ def fleet_waste(
 ) -> np.ndarray:
     """Fleet waste ``Σ_i w_i·waste_i / Σ_i w_i`` of ``fleet`` run with compute intervals
     ``intervals`` over [0, H], by the exact simulator, under each failure draw (waste_i as
-    `job_waste` counts it: from the persisted work with two-level checkpoints).
+    `job_waste` counts it: the steady-state waste, docs/model.md §1c).
 
     Args:
       fleet: a single `Fleet` (batch shape ()) with ``mtbf``.
@@ -533,24 +536,24 @@ def fleet_waste(
 
 
 def job_waste(fleet: Fleet, jobs, horizon) -> np.ndarray:
-    """Each job's waste as the design counts it, ``1 − work / H`` from a run's `JobStats`:
-    the work saved is the persisted work (covered by a checkpoint whose drain ended) for a
-    fleet with two-level checkpoints, and the useful work otherwise (`JobStats.waste`). The
-    two differ only under ``recover_from="memory"``, where useful work counts at the snapshot
-    (docs/model.md §1d): a design for such a fleet minimises the work not yet on storage.
+    """Each job's waste as the design counts it: the steady-state waste of docs/model.md §1c,
+    ``1 − (work done before H − work lost at failures before H) / H`` (`JobStats.waste`: the
+    useful work plus the work uncovered at H, `JobStats.uncovered_work`). Nothing fails at
+    H, so the work not yet covered there is not lost; the estimator's remaining bias is
+    second order (~T²/(M·H)). It does not depend on when work counts as covered, so two-level
+    checkpoints recovered from storage or from memory are counted alike: a failure loses what
+    it loses under the fleet's own recovery rule, and nothing else is lost.
 
     Args:
-      fleet: the `Fleet` that was run (only whether it has snapshots is read).
+      fleet: the `Fleet` that was run (kept for the signature; the waste is the run's own).
       jobs: its `JobStats`, run with ``until=H``.
-      horizon: H.
+      horizon: H (kept for the signature; `JobStats.waste` is measured over it).
 
     Returns:
       The waste per job, the shape of ``jobs.waste``.
     """
-    if not fleet.has_snapshots:
-        return np.asarray(jobs.waste)
-    persisted = np.asarray(jobs.persisted_work)
-    return 1 - persisted / persisted.dtype.type(horizon)
+    del fleet, horizon
+    return np.asarray(jobs.waste)
 
 
 # -- the estimator ---------------------------------------------------------------------
@@ -807,8 +810,9 @@ def _launch_span(fleet: Fleet, write, intervals) -> np.ndarray:
     return intervals if fleet.has_snapshots else write + intervals
 
 
-def _flat_reason(fleet: Fleet, job_bounds, horizon: float, launch: str | Launch, offsets: bool, waste) -> str:
-    """Why the waste did not change across the population: what a user can change."""
+def _flat_reason(fleet: Fleet, job_bounds, horizon: float, launch: str | Launch, offsets: bool, waste, writes) -> str:
+    """Why the waste did not change across the population: what a user can change.
+    ``writes``: the checkpoints completed in the evaluation's runs."""
     # The first checkpoint of a synchronous launch is saved at T + D (two-level: persisted
     # at T + s + D, the drain's end after the snapshot).
     first_saved = job_bounds[0] + np.asarray(fleet.snapshot, np.float64) + _solo_write(fleet)
@@ -819,7 +823,7 @@ def _flat_reason(fleet: Fleet, job_bounds, horizon: float, launch: str | Launch,
             f"the horizon H = {horizon:g} is no longer than the shortest cycle {cycle} = {shortest:g} "
             "(at the lower bound), so no job completes a checkpoint before H; lengthen the horizon"
         )
-    if not np.all(np.asarray(waste) == 1):
+    if np.any(np.asarray(writes) > 0):
         return f"the waste was the same for every interval tried ({float(np.mean(waste)):.6g}); widen the bounds"
     reasons = []
     mtbf = np.asarray(fleet.mtbf, np.float64)
@@ -831,7 +835,7 @@ def _flat_reason(fleet: Fleet, job_bounds, horizon: float, launch: str | Launch,
     size = np.where(np.asarray(fleet.active), np.asarray(fleet.size, np.float64), 0.0)
     if cap < size.sum():
         reasons.append(f"the power cap C = {cap:g} slows compute to about {cap / size.sum():.3g} of full speed")
-    return "no job saved any work before H in any draw (waste 1 everywhere)" + (
+    return "no job saved any work before H in any draw (no checkpoint completed)" + (
         ": " + "; ".join(reasons) if reasons else ""
     )
 
@@ -1030,9 +1034,11 @@ def _within_horizon(bounds, horizon: float) -> tuple[np.ndarray, np.ndarray]:
     lying wholly at or beyond H keeps its width (the ratio hi / lo) below H, so that
     (lo, hi) = (10 Young, 1000 Young) with H far shorter becomes (H / 100, H).
 
-    An interval longer than H completes no checkpoint before H from a synchronous launch,
-    so it wastes the whole run: a very reliable job with a large checkpoint (a Young
-    interval of years) must not be designed at one over a horizon of a day."""
+    An interval longer than H completes no checkpoint before H from a synchronous launch:
+    the run then cannot see what a failure would cost (the steady-state estimator's bias,
+    ~T²/(M·H), docs/model.md §1c, is no longer small), so a very reliable job with a large
+    checkpoint (a Young interval of years) must not be designed at one over a horizon of a
+    day."""
     lo, hi = (np.asarray(bound, np.float64) for bound in bounds)
     top = np.minimum(hi, horizon)
     return np.where(lo < top, lo, top * (lo / hi)), top
@@ -1337,7 +1343,7 @@ def checkpoint_intervals(
     if not np.any(np.asarray(history.grad_norm) > 0):
         # Every interval set tried at every step measured the same waste: the intervals
         # returned are the starting ones, and the comparison with the baselines is empty.
-        reason = _flat_reason(fleet, job_bounds, settings["horizon"], launch, offsets, waste)
+        reason = _flat_reason(fleet, job_bounds, settings["horizon"], launch, offsets, waste, evaluation.writes)
         warnings.warn(
             f"checkpoint_intervals: the objective is flat, nothing was designed: {reason}; the "
             "intervals returned are the starting ones",

@@ -224,7 +224,7 @@ def renewal_cycle_moments(compute, write, mtbf, restart, *, fail_while_down=Fals
     return mean, jnp.maximum(variance, 0)
 
 
-def renewal_waste_bounds(compute, write, mtbf, restart, horizon, *, fail_while_down=False):
+def renewal_waste_bounds(compute, write, mtbf, restart, horizon, *, fail_while_down=False, steady=False):
     """Bounds on the *expected* waste ``1 − E[useful work up to H] / H`` of one job alone over
     a finite horizon H, starting with a fresh cycle at t = 0.
 
@@ -234,10 +234,16 @@ def renewal_waste_bounds(compute, write, mtbf, restart, horizon, *, fail_while_d
     ``[W − T σ²/(μ² H), W + T/H]`` around the long-run waste W = `renewal_waste`: a bias of
     order E[X]/H at most (docs/model.md claim 10). The bounds are clipped to [0, 1].
 
+    With ``steady=True``, bounds on the expected *steady-state* waste of docs/model.md §1c
+    (`JobStats.waste`): the work saved is T·N(H) plus the work U of the cycle in progress at
+    H, 0 <= U <= T, so the bracket is ``[W − T σ²/(μ² H) − T/H, W + T/H]``. These are the
+    bounds this proof gives, not the estimator's bias (second order, ~T²/(M·H)).
+
     Args:
       compute, write, mtbf, restart: as in `renewal_cycle_time`.
       horizon: H > 0 finite.
       fail_while_down: failures also strike during the restart (`renewal_cycle_time`).
+      steady: bound the steady-state waste instead of ``1 − useful / H``.
 
     Returns:
       ``(low, high)``, each of the broadcast shape.
@@ -246,7 +252,7 @@ def renewal_waste_bounds(compute, write, mtbf, restart, horizon, *, fail_while_d
     mean, variance = renewal_cycle_moments(compute, write, mtbf, restart, fail_while_down=fail_while_down)
     T, H, mean, variance = _floats(compute, horizon, mean, variance)
     waste = 1 - T / mean
-    low = jnp.maximum(waste - T * variance / (mean**2 * H), 0)
+    low = jnp.maximum(waste - T * variance / (mean**2 * H) - (T / H if steady else 0), 0)
     high = jnp.minimum(waste + T / H, 1)
     return low, high
 

@@ -319,4 +319,9 @@ def assert_run_agrees(
     for name in stats:
         got = np.asarray(getattr(out.jobs, name))[b, slots]
         errors.append(assert_close(got, as_floats(exact[name]), horizon, f"{name}, {what}"))
+    if "compute_work" in exact:  # the steady-state goodput's work (docs/model.md §1c)
+        jobs = out.jobs
+        got = np.asarray(jobs.useful_work)[b, slots] + np.asarray(jobs.uncovered_work)[b, slots]
+        net = [done - lost for done, lost in zip(exact["compute_work"], exact["lost_work"])]
+        errors.append(assert_close(got, as_floats(net), horizon, f"work done less work lost, {what}"))
     return max(e[0] for e in errors), max(e[1] for e in errors)

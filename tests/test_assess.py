@@ -84,18 +84,18 @@ def test_goodput_and_losses_add_up(cap, async_fraction):
     # The fleet is the GPU-weighted mean of its groups (which partition it here).
     fleet_goodput = (16 * result.goodput["small"].mean + 48 * result.goodput["large"].mean) / 64
     assert result.goodput["fleet"].mean == pytest.approx(fleet_goodput, rel=1e-12)
-    # Without a cap the rest is the work in progress at H that no write saved yet: between 0
-    # and one cycle per job. It checks the accounting: compute + write + down time = H, and
-    # compute work = useful + lost + uncovered work. A cap of 40 of 64 GPUs throttles more.
-    # The power draw splits the fleet's rest into throttling and that unsaved tail.
+    # The goodput is steady-state (docs/model.md §1c): the work in progress at H counts in it,
+    # so the rest is the slowdown under the cap alone, 0 without one. It checks the accounting:
+    # compute + write + down time = H, and compute work = useful + lost + uncovered work. The
+    # power draw measures the same slowdown by another route (with α > 0 approximately).
     throttling = result.losses["fleet"]["throttling"]
-    unsaved = throttling.mean - result.throttled.mean
-    assert -1e-12 < unsaved < cycle.max() / horizon
+    if async_fraction == 0:
+        assert throttling.mean == pytest.approx(result.throttled.mean, abs=1e-9)
     if cap is None:
-        assert -1e-12 < throttling.low and throttling.high < cycle.max() / horizon
+        assert throttling.mean == 0.0 and throttling.high == 0.0
         assert abs(result.throttled.mean) < 1e-12
     else:
-        assert throttling.low > cycle.max() / horizon
+        assert throttling.low > 0.01
         assert result.throttled.low > 0.01
         assert result.cap_time is not None and 0 < result.cap_time.mean < 1
     json.dumps(result.to_json())  # plain JSON types

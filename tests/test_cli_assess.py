@@ -174,7 +174,7 @@ def test_report_headline_reads_as_assess_json(run):
     # GPU-hours lost per day, cause by cause, as the reader sees them.
     words = {"checkpoint stalls": "checkpoint", "waiting on backpressure": "backpressure"}
     words |= {"work lost to failures": "lost_work", "restarts": "restart"}
-    words["throttling and unsaved work at the horizon"] = "throttling"
+    words["throttling by the power cap"] = "throttling"
     causes = lines[3].removeprefix("- GPU-hours lost per day: ").rstrip(".").split("; ")
     assert len(causes) == 5
     for text in causes:

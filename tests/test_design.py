@@ -373,11 +373,10 @@ def test_acceptance_two_jobs_sharing_storage_match_a_grid_search():
 @pytest.mark.parametrize(
     "change, reason",
     [
-        (dict(horizon=0.4), r"the horizon H = 0.4 is no longer than the shortest cycle"),
         (dict(mtbf=[1e-3, 1e-3]), r"no job saved any work .*every job fails more often"),
         (dict(cap=0.001), r"no job saved any work .*the power cap C = 0.001"),
     ],
-    ids=["horizon shorter than a cycle", "failing constantly", "tiny cap"],
+    ids=["failing constantly", "tiny cap"],
 )
 def test_a_flat_objective_is_said_with_its_reason(change, reason):
     fleet = cj.Fleet(
@@ -394,7 +393,9 @@ def test_a_flat_objective_is_said_with_its_reason(change, reason):
             fleet, key=jax.random.key(0), steps=2, window=1, progress=False, **settings
         )
     assert np.all(result.history.grad_norm == 0)
-    assert result.waste.mean == 1.0
+    # No checkpoint completes, so the interval changes nothing (steady-state waste: the work
+    # uncovered at H is not lost, docs/model.md §1c).
+    assert all(baseline.saved.mean == 0 for baseline in result.baselines.values())
 
 
 def test_an_objective_that_varies_gives_no_warning(pair, recwarn):
@@ -420,11 +421,12 @@ DESIGN_RUN = dict(bounds=(0.5, 60.0), horizon=200.0, n_draws=8, n_pairs=4, steps
 
 
 @pytest.mark.parametrize("fields", [LIMITED, dict(TWO_LEVEL, recover_from="memory")], ids=["write limits", "memory"])
-def test_fleet_waste_runs_the_fleet_as_given_and_counts_persisted_work(fields):
+def test_fleet_waste_runs_the_fleet_as_given_and_counts_what_failures_take(fields):
     # The population is the user's fleet with its write limits, snapshots and recovery rule:
-    # fleet_waste equals the waste of the same batch built by hand, and with snapshots the
-    # work counted is the persisted work (on storage), not the useful work, which under
-    # recover_from="memory" counts at the snapshot.
+    # fleet_waste equals the steady-state waste of the same batch built by hand (docs/model.md
+    # §1c: the work done less the work failures took, whatever covers it), so under
+    # recover_from="memory", where a failure keeps the work of a finished snapshot, it is
+    # lower than from storage on the same draws (the dynamics are the same).
     fleet = cj.Fleet(1.0, dtype="float64", **fields)
     keys = jax.random.split(jax.random.key(4), 4)
     waste = design.fleet_waste(fleet, np.array([[3.0, 4.0, 5.0]]), horizon=60.0, keys=keys)
@@ -432,16 +434,15 @@ def test_fleet_waste_runs_the_fleet_as_given_and_counts_persisted_work(fields):
     out = cj.simulate(
         batched, cj.initial_state(batched), None, until=60.0, key=keys, save=cj.SaveAt(trace=False, jobs=True)
     )
-    persisted, useful = np.asarray(out.jobs.persisted_work), np.asarray(out.jobs.useful_work)
-    np.testing.assert_allclose(waste[0], (1 - persisted / 60.0).mean(axis=-1), rtol=1e-12)
+    jobs = out.jobs
+    kept = np.asarray(jobs.useful_work) + np.asarray(jobs.uncovered_work)
+    np.testing.assert_allclose(waste[0], (1 - kept / 60.0).mean(axis=-1), rtol=1e-12)
     if fleet.has_snapshots:
+        persisted, useful = np.asarray(jobs.persisted_work), np.asarray(jobs.useful_work)
         assert np.any(useful > persisted)  # a failure struck a drain: the two counts differ
-        # The recovery rule moves only the accounting: persisted work, and so the objective,
-        # is the same from storage.
         storage = cj.Fleet(1.0, dtype="float64", **TWO_LEVEL)
-        np.testing.assert_array_equal(
-            design.fleet_waste(storage, np.array([[3.0, 4.0, 5.0]]), horizon=60.0, keys=keys), waste
-        )
+        from_storage = design.fleet_waste(storage, np.array([[3.0, 4.0, 5.0]]), horizon=60.0, keys=keys)
+        assert np.all(waste <= from_storage) and np.any(waste < from_storage)
 
 
 def test_design_with_write_limits_is_no_worse_than_the_baselines():

@@ -74,7 +74,16 @@ def test_without_failures_the_engine_is_unchanged_bit_for_bit(variant, jitter):
     # work is the completed writes times T_i, which the failure path sums phase by phase;
     # and the write times come from the switch times, which the failure path accumulates
     # per interval. Both agree to rounding; the counts exactly.
-    sums = ("useful_work", "waste", "write_time", "compute_time", "completed_write_time", "persisted_work")
+    sums = (
+        "useful_work",
+        "waste",
+        "covered_waste",
+        "uncovered_work",
+        "write_time",
+        "compute_time",
+        "completed_write_time",
+        "persisted_work",
+    )
     _same(
         observed.jobs._replace(**{f: None for f in sums}),
         never.jobs._replace(failures=observed.jobs.failures, **{f: None for f in sums}),
@@ -100,7 +109,10 @@ def test_without_failures_useful_work_is_completed_writes_times_t(method):
     np.testing.assert_array_equal(jobs.lost_work, 0)
     np.testing.assert_array_equal(jobs.failures, 0)
     np.testing.assert_array_equal(jobs.down_time, 0)
-    np.testing.assert_allclose(jobs.waste, 1 - jobs.useful_work / 200.0)
+    np.testing.assert_allclose(jobs.covered_waste, 1 - jobs.useful_work / 200.0)
+    # Steady state (docs/model.md §1c): the work uncovered at H is not lost.
+    np.testing.assert_allclose(jobs.waste, 1 - (jobs.useful_work + jobs.uncovered_work) / 200.0)
+    assert np.all((np.asarray(jobs.uncovered_work) >= 0) & (np.asarray(jobs.uncovered_work) <= 10.0 * (1 + 1e-12)))
 
 
 def test_without_failures_a_synchronous_start_saves_exactly_writes_times_t():
@@ -199,7 +211,8 @@ def test_one_job_alone_has_the_renewal_formula_waste(mtbf, restart):
         save=cj.SaveAt(trace=False, jobs=True),
     )
     assert bool(np.all(out.ok))
-    waste = np.asarray(out.jobs.waste)[:, 0]
+    # The covered waste 1 − useful / H, whose finite-horizon bias is known exactly.
+    waste = np.asarray(out.jobs.covered_waste)[:, 0]
     mean, var = _renewal(compute, write, mtbf, restart)
     formula = 1 - compute / mean
     # Finite-horizon bias: the useful work is T × (cycles completed by H), and a renewal

@@ -291,7 +291,8 @@ def _engine_waste(points, write_limit=None, **fleet_args):
         save=cj.SaveAt(trace=False, jobs=True),
     )
     assert bool(np.all(out.ok))
-    return np.asarray(out.jobs.waste)[:, 0].reshape(len(points), ENGINE_RUNS)
+    # The covered waste 1 − useful / H, whose finite-horizon bias `expected_waste_at` removes.
+    return np.asarray(out.jobs.covered_waste)[:, 0].reshape(len(points), ENGINE_RUNS)
 
 
 def _z_scores(points, recover_from, waste):

@@ -83,6 +83,7 @@ def loop_result(
     abandons: bool = False,
     work=None,
     slot_position=None,
+    compute_left=None,
 ) -> LoopResult:
     """The `LoopResult` of every loop's ``final`` (flattened fleets, job order).
 
@@ -91,7 +92,8 @@ def loop_result(
     firings less the write still open, unless failures can abandon writes (``abandons``:
     the jobs observer counts them itself). ``work``: the general loop's work accounting
     (`failures.WorkCarry`), or None. ``slot_position``: (B, N) the slot of each job
-    (`EventView.slot`), or None where the slots are the jobs."""
+    (`EventView.slot`), or None where the slots are the jobs. ``compute_left``: (B, N) the
+    work left in each job's current compute phase (`FinalView.compute_left`)."""
     final = FinalView(
         time=time,
         async_fraction=params.async_fraction,
@@ -102,11 +104,13 @@ def loop_result(
         writes=None if abandons else completed_writes(fire_count, writing),
         writing=writing,
         slot_position=slot_position,
+        compute_left=compute_left,
         **(
             {}
             if work is None
             else dict(
                 useful_work=work.useful_work,
+                uncovered_work=None if compute_left is None else uncovered_work(work, compute_left),
                 lost_work=work.lost_work,
                 failures=work.failures if work.outage is None else work.failures + work.outage.failures,
                 down_time=work.down_time,
@@ -129,6 +133,16 @@ def loop_result(
         observers=(),
         final=final,
     )
+
+
+def uncovered_work(work, compute_left):
+    """(B, N) the compute work done since t = 0 that no checkpoint covers at the stop and no
+    failure took (`JobStats.uncovered_work`): exactly what a failure at the stop would lose
+    (`failures.switch`), the write in progress' work (unless its snapshot is safe in memory),
+    the completed phases not yet in a write and the current phase's progress. A job down or
+    reading at the stop has none (its redo phase is whole)."""
+    exposed = work.pending if work.safe is None else jnp.where(work.safe, 0, work.pending)
+    return exposed + work.uncovered + (work.phase_work - compute_left)
 
 
 def _stagger_served(work, time):

@@ -821,4 +821,5 @@ class GeneralLoop:
             writing=writing,
             abandons=self.config.use_failures,
             work=carry.work,
+            compute_left=carry.compute_left,
         )

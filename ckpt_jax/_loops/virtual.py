@@ -500,6 +500,11 @@ class VirtualLoop:
         slots = carry.slots.reshape(n_fleets, n_jobs, -1)
         position = carry.position if self.config.path == "fifo" else None  # ring position -> job
         trace, slots = job_order(trace, position), job_order(slots, position)
+        writing = slots[..., 3] > 0
+        # A computing job's work left is its target less the compute clock (double-words);
+        # a writer's next phase is whole (deterministic works: with jitter the useful work
+        # is not reported, `ckpt_jax._simulate.fast_useful_work`).
+        left = (slots[..., 0] - carry.compute_hi[:, None]) + (slots[..., 1] - carry.compute_lo[:, None])
         return loop_result(
             self.params,
             self.horizon,
@@ -511,6 +516,7 @@ class VirtualLoop:
             status=carry.status,
             n_writers=carry.n_writers,
             fire_count=slots[..., 2].astype(jnp.int32),
-            writing=slots[..., 3] > 0,
+            writing=writing,
             slot_position=position,
+            compute_left=jnp.where(writing, self.params.compute, left),
         )

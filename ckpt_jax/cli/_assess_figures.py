@@ -26,7 +26,7 @@ CAUSE_LABELS = {
     "restart": "restarts",
     "outages": "outages",
     "restart_stagger": "restart stagger",
-    "throttling": "throttling and unsaved work at the horizon",
+    "throttling": "throttling by the power cap",
 }
 
 

@@ -193,7 +193,7 @@ CAUSE_WORDS = {
     "restart": "restarts",
     "outages": "outages",
     "restart_stagger": "restart stagger",
-    "throttling": "throttling and unsaved work at the horizon",
+    "throttling": "throttling by the power cap",
 }
 
 
@@ -344,19 +344,16 @@ def _groups_lines(spec, summary: dict, shown) -> list:
     throttling = summary["gpu_hours_lost_per_day"]["fleet"]["throttling"]["mean"]
     throttled = power["throttled_gpu_hours_per_day"]["mean"]
     if power["cap_time"] is None:
-        split = (
-            "Without a power cap every job computes at full speed: the last column is the work in progress at "
-            "the horizon that no checkpoint saved yet (at most one interval per job, smaller the longer the "
-            "horizon)."
-        )
+        split = "Without a power cap every job computes at full speed: nothing is throttled."
     else:
         split = (
-            "Per group, throttling by the power cap and the work in progress at the horizon that no checkpoint "
-            "saved yet cannot be told apart (the run keeps no work done per job); for the fleet the power draw "
-            f"splits them: {_amount(throttled)} GPU-hours per day of computing below full speed, the other "
-            f"{_amount(throttling - throttled)} unsaved work at the horizon (at most one interval per job, "
-            "smaller the longer the horizon)."
+            f"The power draw measures the throttling by another route: {_amount(throttled)} GPU-hours per day "
+            f"of computing below full speed (the table's {_amount(throttling)})."
         )
+    split += (
+        " Goodput is steady-state: the work done since the last checkpoint is not lost at the horizon "
+        "(nothing fails there), so it counts as goodput (docs/model.md §1c)."
+    )
     lines += ["", f"Checkpoint stalls include the slowdown of writes under contention. {split}"]
     return lines
 

@@ -851,7 +851,7 @@ def _report_head(spec, settings, result_json: dict, wall_s: float) -> list:
             else ""
         )
         + ".",
-        f"Waste is 1 − {'persisted' if spec.has_snapshots else 'useful'} work / H over the horizon "
+        "Waste is the steady-state waste, 1 − (work done − work lost at failures) / H over the horizon "
         f"H = {_horizon_text(spec, settings['horizon'])}, weighted by job size, "
         + (
             f"designed launch offsets (the baselines launch {settings['launch']}); "
@@ -1205,9 +1205,9 @@ def _units_tables(spec, result_json: dict) -> list:
         "",
         "## Goodput before and after (fresh draws, 95% CIs)",
         "",
-        "Goodput is 1 − waste: the share of the GPUs' time that went into "
-        f"{'persisted' if spec.has_snapshots else 'useful'} work, weighted by GPUs; the current intervals and "
-        "the design on the same draws.",
+        "Goodput is 1 − waste: the share of the GPUs' time that went into work no failure took "
+        "(the work not yet checkpointed at H counts: nothing fails there), weighted by GPUs; the current "
+        "intervals and the design on the same draws.",
         "",
         "| group | GPUs | current | design |",
         "|---|---|---|---|",

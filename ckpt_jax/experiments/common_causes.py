@@ -61,8 +61,8 @@ the **storms**: the completed writes' time beyond each job's solo write time D_i
 same in the run without outages (paired). Δ is searched over a grid, D(1)·`STAGGER_FRACTIONS`
 with D(1) the longest solo write time of the file's jobs (the 8B jobs', 6.7 s), so that the
 report shows each Δ's cost (``ckpt-jax design --staggers`` designs Δ for a fleet file by its
-search on common draws), and the best is the least mean total loss (every cause but
-the unsaved work at H). The total beyond the run without outages is the outages, the stagger,
+search on common draws), and the best is the least mean total loss (every cause; the
+work unsaved at H is not lost, docs/model.md §1c). The total beyond the run without outages is the outages, the stagger,
 the storms and the rest (``other``): the jobs' own failures and checkpoints, which change
 because a job that an outage stops neither fails on its own nor checkpoints while it is down.
 The writer peak per cycle after each outage and the cycles it stays above the one before come
@@ -345,7 +345,8 @@ def _check_cluster_arguments(outage_rate, stagger) -> None:
 def _cluster_draws(spec, horizon: float, keys, progress: bool) -> dict:
     """One batched run of ``spec``'s fleet over the draws ``keys`` (random launches, the jobs'
     own failures and the outages): per draw the fleet's GPU-hours per day lost by cause
-    (`cj.assess.CAUSES`), in total (every cause but the unsaved work at H), and to contention
+    (`cj.assess.CAUSES`), in total (every cause; the work unsaved at H is not lost, docs/model.md
+    §1c, and counts in the goodput), and to contention
     (``storm``: the completed writes' time beyond each job's solo write time D_i(1))."""
     from ..assess import CAUSES, _time_split
     from ..design import _batched, start_state
@@ -368,9 +369,9 @@ def _cluster_draws(spec, horizon: float, keys, progress: bool) -> dict:
     per_day = sizes * 24.0  # a fraction of H of one job -> GPU-hours per day
     _, causes = _time_split(fleet, out.jobs, horizon)
     draws = {cause: np.where(active, causes[cause], 0.0) @ per_day for cause in CAUSES}
-    # The losses by cause but "throttling": without a cap that is the work in progress at H,
-    # which jumps by a whole cycle of the largest job from one draw to the next (noise only).
-    draws["total"] = np.sum([draws[cause] for cause in CAUSES if cause != "throttling"], axis=0)
+    # Every cause: the work in progress at H is in the goodput (steady state, docs/model.md
+    # §1c), so "throttling" is the slowdown under a cap only (0 without one, to rounding).
+    draws["total"] = np.sum([draws[cause] for cause in CAUSES], axis=0)
     jobs = out.jobs
     excess = np.asarray(jobs.completed_write_time, np.float64) - np.asarray(jobs.writes) * spec.solo_write_time()
     draws["storm"] = np.where(active, excess / horizon, 0.0) @ per_day
