@@ -53,12 +53,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._design_inputs import Launch, check_launch
-from ._estimate import Estimate, mean_ci, share_ci
+from ._estimate import FLOOR, Estimate, check_floor, effect, mean_ci, share_ci
 from ._observe import Observer, SaveAt
 from ._plan import check_horizon_events
 from ._simulate import simulate
 from ._validate import check_horizon, check_key
-from .design import _batched, start_state
+from .design import _batched, paired_random_state, start_state
 from .loop import outage_instants
 from .model import Fleet
 
@@ -135,7 +135,9 @@ class Assessment(NamedTuple):
       throttled_gpu_hours_per_day: the same in GPU-hours per day.
       power_unit: ``"W"`` where ``gpu_power`` was given, else ``"gpu"`` (one GPU's full draw).
       horizon: H in the fleet's time unit; ``hours_per_time_unit`` its length in hours.
-      n_draws: the number of independent draws.
+      n_draws: the number of independent draws. Where every draw recorded the same (a
+        replayed trace and a fixed launch), they are one draw: every `Estimate` has NaN
+        bounds (no interval).
     """
 
     groups: dict
@@ -429,7 +431,7 @@ def assess(
 
     scale = gpu_power if gpu_power is not None else 1.0
     time_fields, causes = _by_group(fleet, out.jobs, groups, horizon, sizes)
-    return Assessment(
+    assessment = Assessment(
         **time_fields,
         **_writer_fields(fleet, out, horizon),
         **_power_fields(fleet, out, horizon, edges * scale, scale, causes["checkpoint"] @ sizes),
@@ -438,12 +440,47 @@ def assess(
         hours_per_time_unit=hours_per_time_unit,
         n_draws=n_draws,
     )
+    return _as_one_draw(assessment) if _same_runs(out) else assessment
 
 
-def _run_draws(fleet: Fleet, horizon: float, keys, jitter, progress, launch: str | Launch = "random") -> tuple:
+def _same_runs(out) -> bool:
+    """Whether every draw of a run recorded the same (a replayed trace and a fixed launch:
+    nothing drawn at random), NaN equal to NaN: its draws are then one draw."""
+    for stats in (out.jobs, out.writers, out.power):
+        for leaf in jax.tree_util.tree_leaves(stats):
+            x = np.asarray(leaf)
+            if x.ndim == 0 or x.shape[0] < 2:
+                continue
+            if np.issubdtype(x.dtype, np.floating):
+                same = (x == x[:1]) | (np.isnan(x) & np.isnan(x[:1]))
+            else:
+                same = x == x[:1]
+            if not np.all(same):
+                return False
+    return True
+
+
+def _as_one_draw(assessment: Assessment) -> Assessment:
+    """``assessment`` with every `Estimate` without an interval (NaN bounds, null in its JSON):
+    identical draws are one draw, and a zero-width interval would read as certainty."""
+
+    def strip(value):
+        if isinstance(value, Estimate):
+            return Estimate(value.mean, math.nan, math.nan)
+        if isinstance(value, dict):
+            return {key: strip(x) for key, x in value.items()}
+        return value
+
+    return assessment._replace(**{name: strip(getattr(assessment, name)) for name in assessment._fields})
+
+
+def _run_draws(
+    fleet: Fleet, horizon: float, keys, jitter, progress, launch: str | Launch = "random", paired: bool = False
+) -> tuple:
     """One batched run of ``fleet`` over the draws ``keys`` (each its own launch, as
     ``launch`` says, and failures) to ``horizon``, recording the jobs, the writers and the power draw; and the
-    power histogram's bin edges (in GPUs)."""
+    power histogram's bin edges (in GPUs). ``paired``: a random launch drawn in work
+    coordinates (`ckpt_jax.design.paired_random_state`, `compare`'s scenarios)."""
     n_draws, n_jobs = len(keys), fleet.n_jobs
     batched = _batched(fleet, np.broadcast_to(np.asarray(fleet.compute, np.float64), (n_draws, n_jobs)))
     sizes = np.where(np.asarray(fleet.active), np.asarray(fleet.size, np.float64), 0.0)
@@ -452,9 +489,10 @@ def _run_draws(fleet: Fleet, horizon: float, keys, jitter, progress, launch: str
     edges = np.linspace(0.0, full_draw, _POWER_BINS + 1)
     if math.isfinite(cap) and 0 < cap * _AT_CAP < full_draw:
         edges = np.unique(np.append(edges, cap * _AT_CAP))
+    state = paired_random_state(batched, keys) if paired and launch == "random" else start_state(batched, launch, keys)
     out = simulate(
         batched,
-        start_state(batched, launch, keys),
+        state,
         None,
         until=horizon,
         key=keys,
@@ -794,16 +832,29 @@ def compare(
     n_draws: int = 32,
     out=None,
     progress: bool = False,
+    floor: float = FLOOR,
 ):
     """What-if scenarios of a fleet file against it as it is, on common draws.
 
     Each scenario is the file with some of its keys set to other values (`FleetSpec.override`:
     parsed and checked exactly as the file, so a bad one raises the file's own error naming
     the key, before anything runs). Every scenario runs the same ``n_draws`` draws as the
-    baseline (the same keys: the same random launch positions and the same failure streams,
-    common random numbers), so each difference against the baseline is paired per draw and
-    its 95 % CI is that of the mean of the per-draw differences: far narrower than the
-    difference of two independent estimates.
+    baseline (the same keys: the same failure streams, and the same random launch drawn in
+    work coordinates, `ckpt_jax.design.paired_random_state`, so that a job the scenario
+    leaves as it is starts with the same work left in every scenario, whatever the scenario
+    does to the storage; common random numbers), so each difference against the baseline is
+    paired per draw and its 95 % CI is that of the mean of the per-draw differences: far
+    narrower than the difference of two independent estimates.
+
+    A difference is an effect (``*_significant``) where its CI excludes 0 *and* it exceeds
+    the practical floor ``floor``, a share of the fleet's GPU time (default
+    `ckpt_jax._estimate.FLOOR`, 0.01 %): for GPU-hours per day floor × the baseline's GPUs ×
+    24 (``floor_gpu_hours_per_day``), for a group's goodput the same GPU-hours as a share of
+    the group's GPUs, for the power step floor × the fleet's full draw; the writer peak
+    counts whole writers and has no floor. Where every draw of the baseline and of a
+    scenario is the same (a replayed trace and a fixed launch: ``one_draw``), there is one
+    draw and no interval (NaN bounds), and the difference, exact, counts against the floor
+    alone.
 
     Args:
       spec: a `ckpt_jax.fleetfile.FleetSpec` read by ``fleetfile.load`` (or ``loads``).
@@ -817,6 +868,7 @@ def compare(
         the folder's lock, `ckpt_jax.ensemble.locked`): a rerun with the same inputs loads it
         rather than running it again, so an interrupted comparison resumes.
       progress: a progress bar over the scenarios.
+      floor: the practical floor in [0, 1), a share of the fleet's GPU time (above).
 
     Returns:
       An `xarray.Dataset` with dimensions ``scenario`` (``"baseline"`` first), ``group``
@@ -825,9 +877,12 @@ def compare(
       goodput × GPUs × 24) per scenario and group; ``power_step`` (the largest step of the
       draw at one instant, up or down) and ``writers_peak`` (the most concurrent writers) per
       scenario; each with its ``*_difference`` against the baseline (paired per draw) and
-      ``*_significant`` (the difference's CI excludes 0); the per-draw values
-      ``*_draws``; ``gpus`` per scenario and group; ``overrides`` (JSON text) per scenario.
-      Its attribute ``reused`` lists (JSON text) the scenarios loaded from ``out``.
+      ``*_significant`` (an effect: the difference's CI excludes 0 and it exceeds the
+      floor); the per-draw values ``*_draws``; ``gpus`` per scenario and group;
+      ``overrides`` (JSON text), ``same_configuration`` (the scenario is the baseline's fleet,
+      parsed: the same run) and ``one_draw`` (every draw of it and of the baseline the same)
+      per scenario. Its attributes: ``reused`` lists (JSON text) the scenarios loaded from
+      ``out``; ``floor`` and ``floor_gpu_hours_per_day``.
     """
     import json
 
@@ -839,6 +894,7 @@ def compare(
     if isinstance(n_draws, (bool, np.bool_)) or not isinstance(n_draws, (int, np.integer)) or n_draws < 2:
         raise ValueError(f"n_draws must be an int >= 2, got {n_draws!r}")
     n_draws = int(n_draws)
+    floor = check_floor(floor)
     keys = jax.random.split(check_key(key), n_draws)
     fleets = {}
     for name, scenario in specs.items():  # every check before any run
@@ -847,13 +903,15 @@ def compare(
             _check_span("horizon", fleets[name], horizon, None)
         except ValueError as err:
             raise ValueError(f"scenario {name!r}: {err}") from None
-    draws, reused = _run_scenarios(specs, fleets, horizon, keys, out, progress)
-    return _comparison_dataset(spec, specs, scenarios, draws, horizon).assign_attrs(reused=json.dumps(reused))
+    draws, reused, same = _run_scenarios(specs, fleets, horizon, keys, out, progress)
+    dataset = _comparison_dataset(spec, specs, scenarios, draws, horizon, floor, same)
+    return dataset.assign_attrs(reused=json.dumps(reused))
 
 
 def _run_scenarios(specs: dict, fleets: dict, horizon: float, keys, out, progress: bool) -> tuple:
     """Each scenario's draws (`_scenario_draws`), those stored in ``out`` by an earlier run
-    loaded rather than run; and the names of those loaded."""
+    loaded rather than run; the names of those loaded; and per scenario whether it is the
+    baseline's configuration (its fingerprint, `_fingerprint`, is the baseline's)."""
     fingerprints = {name: _fingerprint(scenario, horizon, keys) for name, scenario in specs.items()}
     draws, reused = {}, []
     with _store(out) as store:
@@ -877,7 +935,8 @@ def _run_scenarios(specs: dict, fleets: dict, horizon: float, keys, out, progres
         finally:
             if bar is not None:
                 bar.close()
-    return draws, reused
+    same = {name: fingerprints[name] == fingerprints[BASELINE] for name in specs}
+    return draws, reused, same
 
 
 def check_scenario_keys(name: str, overrides: dict) -> None:
@@ -922,7 +981,7 @@ def _scenario_bar(total: int, progress: bool):
 def _scenario_draws(spec, fleet: Fleet, horizon: float, keys) -> dict:
     """Per draw of one scenario: goodput and GPU-hours per day of saved work per group and
     for the fleet (S, G + 1), the largest power step (S,) and the writer peak (S,)."""
-    out, _ = _run_draws(fleet, horizon, keys, None, False, spec.launch_of())
+    out, _ = _run_draws(fleet, horizon, keys, None, False, check_launch(spec.launch_of()), paired=True)
     goodput, _ = _time_split(fleet, out.jobs, horizon)
     active = np.asarray(fleet.active)
     sizes = np.where(active, np.asarray(fleet.size, np.float64), 0.0)
@@ -945,15 +1004,19 @@ def _scenario_draws(spec, fleet: Fleet, horizon: float, keys) -> dict:
 
 
 def _fingerprint(spec, horizon: float, keys) -> str:
-    """What a scenario's draws are a result of: the fleet as parsed, the horizon, the keys,
-    the dtype and the package version."""
+    """What a scenario's draws are a result of: the fleet as parsed (a failure trace by its
+    contents, the instants read from it, not by its path), the horizon, the keys, the launch
+    drawn in work coordinates, the dtype and the package version."""
     import hashlib
 
     from ._manifest import canonical
     from ._version import __version__
 
-    fleet = {k: v for k, v in spec.to_dict().items() if k != "path"}
+    fleet = {k: v for k, v in spec.to_dict().items() if k not in ("path", "failure_trace")}
+    if spec.failure_times is not None:  # an edited trace at the same path is another scenario
+        fleet["failure_times"] = [[float(t) for t in times] for times in spec.failure_times]
     fields = {
+        "launch": "paired_random_state",
         "fleet": fleet,
         "horizon": horizon,
         "keys": np.asarray(jax.random.key_data(keys)).tolist(),
@@ -1053,8 +1116,27 @@ def _finite_ci(samples, share: bool = False) -> Estimate:
     return share_ci(samples) if share else mean_ci(samples)
 
 
-def _comparison_dataset(spec, specs: dict, scenarios: dict, draws: dict, horizon: float):
-    """`compare`'s `xarray.Dataset` from each scenario's draws."""
+def _identical_draws(draws: dict) -> bool:
+    """Whether every draw of a scenario gave the same numbers (a replayed trace and a fixed
+    launch: nothing random), NaN (not observed) equal to NaN."""
+    for field in _DRAW_FIELDS:
+        x = np.asarray(draws[field], np.float64)
+        same = (x == x[:1]) | (np.isnan(x) & np.isnan(x[:1]))
+        if not np.all(same):
+            return False
+    return True
+
+
+def _one_draw(estimate: Estimate) -> Estimate:
+    """An estimate of identical draws: its mean, no interval (the draws are one draw)."""
+    return Estimate(estimate.mean, math.nan, math.nan)
+
+
+def _comparison_dataset(
+    spec, specs: dict, scenarios: dict, draws: dict, horizon: float, floor: float = FLOOR, same: dict | None = None
+):
+    """`compare`'s `xarray.Dataset` from each scenario's draws; ``floor`` (a share of the
+    fleet's GPU time) and ``same`` (name -> the baseline's configuration) as `compare`'s."""
     import json
 
     import xarray as xr
@@ -1062,20 +1144,45 @@ def _comparison_dataset(spec, specs: dict, scenarios: dict, draws: dict, horizon
     names = list(specs)
     groups = [*spec.names, "fleet"]
     base = draws[BASELINE]
+    same = {name: name == BASELINE for name in names} if same is None else same
+    identical = {name: _identical_draws(draws[name]) for name in names}
+    one_draw = {name: identical[name] and identical[BASELINE] for name in names}
+    # The floor of each field's differences, in its own unit (per group where it has groups).
+    gpus = np.asarray(base["gpus"], np.float64)  # (G + 1,), the fleet last
+    scale = spec.power_per_gpu if spec.power_per_gpu is not None else 1.0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        floors = {
+            "goodput": np.where(gpus > 0, floor * gpus[-1] / gpus, math.inf),
+            "gpu_hours_per_day": np.full(len(groups), floor * gpus[-1] * 24.0),
+            "power_step": np.asarray([floor * gpus[-1] * scale]),
+            "writers_peak": np.asarray([0.0]),
+        }
     variables = {}
     for field in _DRAW_FIELDS:
         per_group = base[field].ndim == 2
         dims = ("scenario", "group", "statistic") if per_group else ("scenario", "statistic")
-        value, difference = [], []
+        value, difference, significant = [], [], []
         for name in names:
             columns = range(len(groups)) if per_group else [None]
             pick = lambda x, c: x if c is None else x[:, c]  # noqa: E731
-            value.append([_finite_ci(pick(draws[name][field], c), field == "goodput") for c in columns])
-            difference.append([paired_difference(pick(draws[name][field], c), pick(base[field], c)) for c in columns])
+            values = [_finite_ci(pick(draws[name][field], c), field == "goodput") for c in columns]
+            changes = [paired_difference(pick(draws[name][field], c), pick(base[field], c)) for c in columns]
+            if identical[name]:
+                values = [_one_draw(v) for v in values]
+            if one_draw[name]:
+                changes = [_one_draw(d) for d in changes]
+            value.append(values)
+            difference.append(changes)
+            significant.append(
+                [
+                    not same[name] and effect(d, float(f), exact=one_draw[name]) != 0
+                    for d, f in zip(changes, floors[field])
+                ]
+            )
         value, difference = np.asarray(value, np.float64), np.asarray(difference, np.float64)
+        significant = np.asarray(significant, bool)
         if not per_group:
-            value, difference = value[:, 0], difference[:, 0]
-        significant = (difference[..., 1] > 0) | (difference[..., 2] < 0)
+            value, difference, significant = value[:, 0], difference[:, 0], significant[:, 0]
         draw_dims = ("scenario", "draw", "group") if per_group else ("scenario", "draw")
         variables[field] = (dims, value)
         variables[f"{field}_difference"] = (dims, difference)
@@ -1084,6 +1191,8 @@ def _comparison_dataset(spec, specs: dict, scenarios: dict, draws: dict, horizon
     variables["gpus"] = (("scenario", "group"), np.stack([draws[name]["gpus"] for name in names]))
     overrides = [json.dumps({}) if name == BASELINE else json.dumps(scenarios[name], default=str) for name in names]
     variables["overrides"] = (("scenario",), np.asarray(overrides, dtype=object))
+    variables["same_configuration"] = (("scenario",), np.asarray([bool(same[name]) for name in names]))
+    variables["one_draw"] = (("scenario",), np.asarray([bool(one_draw[name]) for name in names]))
     hours_per_time_unit = 1 / 3600 if spec.time_unit is not None else 1.0
     attrs = {
         "fleet_file": str(spec.path),
@@ -1093,6 +1202,8 @@ def _comparison_dataset(spec, specs: dict, scenarios: dict, draws: dict, horizon
         "horizon_hours": float(horizon) * hours_per_time_unit,
         "power_unit": "W" if spec.power_per_gpu is not None else "gpu",
         "time_unit": spec.time_unit or "",
+        "floor": float(floor),
+        "floor_gpu_hours_per_day": float(floor * gpus[-1] * 24.0),
     }
     return xr.Dataset(
         variables,
@@ -1181,7 +1292,17 @@ def sensitivity_knobs(spec, step: float = 0.1) -> dict:
     }
 
 
-def sensitivity(spec, *, key, step: float = 0.1, horizon=None, n_draws: int = 32, out=None, progress: bool = False):
+def sensitivity(
+    spec,
+    *,
+    key,
+    step: float = 0.1,
+    horizon=None,
+    n_draws: int = 32,
+    out=None,
+    progress: bool = False,
+    floor: float = FLOOR,
+):
     """The elasticity of the fleet's goodput to each continuous knob of a fleet file
     (`sensitivity_knobs`), by paired central differences on common draws.
 
@@ -1191,8 +1312,13 @@ def sensitivity(spec, *, key, step: float = 0.1, horizon=None, n_draws: int = 32
     difference has an error of order step² (against step for a one-sided one), and on
     common draws the noise of the two runs mostly cancels, so a few draws rank the knobs.
 
+    A knob is an effect (``elasticity_significant``) where the elasticity's CI excludes 0 and
+    the goodput moves by more than ``floor`` between its two ends (|G₊ − G₋| > floor, as
+    `compare`'s floor); each end's GPU-hours per day, where its CI excludes 0 and it exceeds
+    `compare`'s ``floor_gpu_hours_per_day`` (``gpu_hours_per_day_up_significant``, ``_down_``).
+
     Args:
-      spec, key, horizon, n_draws, out, progress: as `compare`.
+      spec, key, horizon, n_draws, out, progress, floor: as `compare`.
       step: the relative change, in (0, 1).
 
     Returns:
@@ -1200,7 +1326,8 @@ def sensitivity(spec, *, key, step: float = 0.1, horizon=None, n_draws: int = 32
       ``knob`` dimension, ranked by |elasticity| (largest first): ``elasticity`` (knob,
       statistic), ``gpu_hours_per_day_up`` and ``gpu_hours_per_day_down`` (knob, statistic:
       the fleet's GPU-hours of saved work per day gained at ×(1 + step) and at ×(1 − step),
-      paired against the baseline) and ``knob_overrides`` (JSON text of the + scenario).
+      paired against the baseline), their ``*_significant`` (knob) and ``knob_overrides``
+      (JSON text of the + scenario).
     """
     import json
 
@@ -1210,23 +1337,30 @@ def sensitivity(spec, *, key, step: float = 0.1, horizon=None, n_draws: int = 32
     for knob, (up, down) in knobs.items():
         scenarios[f"{knob} +{percent}"] = up
         scenarios[f"{knob} -{percent}"] = down
-    ds = compare(spec, scenarios, key=key, horizon=horizon, n_draws=n_draws, out=out, progress=progress)
+    ds = compare(spec, scenarios, key=key, horizon=horizon, n_draws=n_draws, out=out, progress=progress, floor=floor)
     fleet = ds["goodput_draws"].sel(group="fleet").values  # (scenario, draw)
-    hours = ds["gpu_hours_per_day_draws"].sel(group="fleet").values
     names = list(ds["scenario"].values)
-    base_goodput, base_hours = fleet[0], hours[0]
-    mean_goodput = float(np.mean(base_goodput))
+    mean_goodput = float(np.mean(fleet[0]))
     rows = []
+    one_draw = ds["one_draw"].values
     for knob in knobs:
         up, down = names.index(f"{knob} +{percent}"), names.index(f"{knob} -{percent}")
+        exact = bool(one_draw[up] and one_draw[down])
         elasticity = paired_difference(fleet[up] / (2 * step * mean_goodput), fleet[down] / (2 * step * mean_goodput))
+        if exact:
+            elasticity = _one_draw(elasticity)
+        gained = [ds["gpu_hours_per_day_difference"].sel(group="fleet").values[i] for i in (up, down)]
         rows.append(
             (
                 knob,
                 elasticity,
-                paired_difference(hours[up], base_hours),
-                paired_difference(hours[down], base_hours),
+                Estimate(*gained[0]),
+                Estimate(*gained[1]),
                 json.dumps(knobs[knob][0]),
+                effect(elasticity, floor / (2 * step * mean_goodput) if mean_goodput > 0 else math.inf, exact=exact)
+                != 0,
+                bool(ds["gpu_hours_per_day_significant"].sel(group="fleet").values[up]),
+                bool(ds["gpu_hours_per_day_significant"].sel(group="fleet").values[down]),
             )
         )
     rows.sort(key=lambda row: -abs(row[1].mean) if math.isfinite(row[1].mean) else 0.0)
@@ -1236,6 +1370,9 @@ def sensitivity(spec, *, key, step: float = 0.1, horizon=None, n_draws: int = 32
             gpu_hours_per_day_up=(("knob", "statistic"), np.asarray([row[2] for row in rows], np.float64)),
             gpu_hours_per_day_down=(("knob", "statistic"), np.asarray([row[3] for row in rows], np.float64)),
             knob_overrides=(("knob",), np.asarray([row[4] for row in rows], dtype=object)),
+            elasticity_significant=(("knob",), np.asarray([row[5] for row in rows], bool)),
+            gpu_hours_per_day_up_significant=(("knob",), np.asarray([row[6] for row in rows], bool)),
+            gpu_hours_per_day_down_significant=(("knob",), np.asarray([row[7] for row in rows], bool)),
         )
         .assign_coords(knob=[row[0] for row in rows])
         .assign_attrs(step=float(step))

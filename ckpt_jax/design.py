@@ -57,7 +57,7 @@ from ._design_inputs import (
     offset_from_theta,
     theta_from_interval,
 )
-from ._estimate import Estimate, mean_ci
+from ._estimate import FLOOR, Estimate, check_floor, effect, mean_ci
 from ._observe import SaveAt
 from ._simulate import simulate
 from .model import (
@@ -83,6 +83,7 @@ __all__ = [
     "LAUNCH_MODES",
     "Launch",
     "start_state",
+    "paired_random_state",
     "staggered_positions",
     "interval_from_theta",
     "theta_from_interval",
@@ -366,6 +367,53 @@ def start_state(fleet: Fleet, launch: str | Launch = "random", key=None) -> Stat
     if launch == "synchronous":
         return initial_state(fleet)
     return launch_state(fleet, staggered_positions(fleet, launch.stagger))
+
+
+# The stream of `paired_random_state`'s position within the phase: folded into the draw's key,
+# apart from the streams the engine folds into its job keys (jitter < 2³⁰, failures 2³¹).
+WITHIN_PHASE_STREAM = 2**31 + 7
+
+
+def paired_random_state(fleet: Fleet, key) -> State:
+    """A random launch as `ckpt_jax.random_state` draws it (each job uniform in time over its
+    solo cycle D_i + T_i: writing with probability D_i / (D_i + T_i)), but drawn in work
+    coordinates, so that fleets that differ in some jobs or in the storage start every other
+    job with the same work remaining: `ckpt_jax.assess.compare`'s scenarios, paired draw by
+    draw (docs/model.md §1f).
+
+    Two uniforms per job: u (`random_state`'s own draw from ``key``) picks the phase (writing
+    where u·(D_i + T_i) < D_i, as `random_state` decides), and v (from the key folded with
+    `WITHIN_PHASE_STREAM`) the work left in it, (1 − v)·d_i of the write or (1 − v)·T_i of the
+    compute. The distribution is `random_state`'s; the position within the phase does not
+    depend on D_i, so a scenario that changes the storage (and so D_i) moves no job's remaining
+    work unless its phase changes (probability |ΔD_i| / (D_i + T_i)), where `random_state`,
+    which draws the position as the fraction u of the cycle, moves every job whose D_i changes.
+    With two-level checkpoints `random_state`'s launch is already in work coordinates (u·T_i of
+    the compute done) and is returned as it is.
+
+    Args:
+      fleet: the `Fleet` (batch shape *B).
+      key: a PRNG key, or one per fleet (batch shape *B), as `random_state`.
+    """
+    from ._validate import check_key
+
+    state = random_state(fleet, key)
+    key = check_key(key, fleet.batch_shape)
+    if fleet.batch_shape != () and key.shape == fleet.batch_shape:
+        draw = jax.vmap(lambda k: jax.random.uniform(k, (fleet.n_jobs,), dtype=fleet.dtype))
+        within = np.asarray(draw(jax.vmap(lambda k: jax.random.fold_in(k, WITHIN_PHASE_STREAM))(key.reshape(-1))))
+        within = within.astype(np.float64).reshape(fleet.compute.shape)
+    else:
+        key = jax.random.fold_in(key, WITHIN_PHASE_STREAM)
+        within = np.asarray(jax.random.uniform(key, fleet.compute.shape, dtype=fleet.dtype), np.float64)
+    two_level = np.broadcast_to(np.asarray(fleet.two_level)[..., None], fleet.compute.shape)
+    active = np.broadcast_to(np.asarray(fleet.active), fleet.compute.shape)
+    phase = np.asarray(state.phase)
+    length = np.where(phase == 1, np.asarray(fleet.write, np.float64), np.asarray(fleet.compute, np.float64))
+    with np.errstate(invalid="ignore"):  # padding slots may hold anything
+        left = length * (1.0 - within)
+    remaining = np.where(active & ~two_level, left, np.asarray(state.remaining, np.float64))
+    return initial_state(fleet, phase=phase, remaining=remaining)
 
 
 def _launch_state(batched: Fleet, draw_keys, launch, offsets=None):
@@ -1014,9 +1062,12 @@ def _baselines(fleet, young, horizon: float, keys, *, jitter, launch, rtol) -> d
     }
 
 
-def _fallback(evaluation: Evaluation, compared: dict, extra: dict, labels, job_bounds) -> str | None:
+def _fallback(
+    evaluation: Evaluation, compared: dict, extra: dict, labels, job_bounds, floor: float = FLOOR
+) -> str | None:
     """The set to recommend instead of the design, if any: the best of those that beat it
-    outside the noise on the evaluation draws, among the sets the design could have been:
+    outside the noise (by more than ``floor`` of the fleet's waste too, `ckpt_jax._estimate.effect`)
+    on the evaluation draws, among the sets the design could have been:
     one interval per group, and a baseline inside the bounds (the caller's range of allowed
     intervals); a candidate (``extra``: the caller's own set, such as the intervals in use)
     wherever it lies, as a design it beats outside the noise is never the better answer."""
@@ -1031,7 +1082,9 @@ def _fallback(evaluation: Evaluation, compared: dict, extra: dict, labels, job_b
         return shared and bool(np.all((value >= job_bounds[0]) & (value <= job_bounds[1])))
 
     beaten = [
-        name for i, name in enumerate(evaluation.names[1:], 1) if mean_ci(waste[i] - waste[0]).high < 0 and inside(name)
+        name
+        for i, name in enumerate(evaluation.names[1:], 1)
+        if effect(mean_ci(waste[i] - waste[0]), floor) < 0 and inside(name)
     ]
     if not beaten:
         return None
@@ -1067,6 +1120,7 @@ def checkpoint_intervals(
     rtol: float = 0.1,
     fallback: bool = True,
     stagger: bool = False,
+    floor: float = FLOOR,
 ) -> DesignResult:
     """Checkpoint intervals that minimise the fleet's waste over [0, H], found over the exact
     simulator (docs/model.md claim 10).
@@ -1135,6 +1189,10 @@ def checkpoint_intervals(
         first by max(Δ, mean solo write) then by ever smaller steps, as an interval does.
         The baselines keep the fleet's staggers. A fleet with neither outages nor a
         staggered launch has nothing to stagger: a `ValueError` says so.
+      floor: with ``fallback``, the practical floor in [0, 1): a set beats the design only
+        where it lowers the fleet waste by more than this share of the fleet's GPU time, its
+        CI excluding 0 too (default `ckpt_jax._estimate.FLOOR`, 0.01 %; float rounding, a
+        difference of 1e-12 with an interval as narrow, never counts).
 
     Returns:
       A `DesignResult`. A `RuntimeWarning` says why when the objective was flat (every
@@ -1144,6 +1202,7 @@ def checkpoint_intervals(
     if method not in METHODS:
         raise ValueError(f"method must be one of {', '.join(map(repr, METHODS))}, got {method!r}")
     staggers = _check_stagger(fleet, stagger, method, launch, offsets)
+    floor = check_floor(floor)
     settings, job_bounds = _settings(
         fleet, bounds, horizon, n_draws, n_pairs, groups, launch, smoothing, offsets, offset_groups
     )
@@ -1234,7 +1293,7 @@ def checkpoint_intervals(
         designed.get("restart_stagger"),
     )
     searched = intervals
-    chosen = _fallback(evaluation, compared, extra, settings["labels"], job_bounds) if fallback else None
+    chosen = _fallback(evaluation, compared, extra, settings["labels"], job_bounds, floor) if fallback else None
     if chosen is not None:
         evaluation = _with_design(evaluation, chosen)
         intervals, fractions, designed = compared[chosen], None, {}

@@ -235,6 +235,9 @@ class FleetSpec:
     failure_trace: str | None = None
     failure_times: tuple | None = None
     launch: LaunchSettings = LaunchSettings()
+    # The folder the file's relative paths (failure_trace) are read from: the file's own, kept
+    # by `override`, whose spec's ``path`` names the scenario rather than a file.
+    folder: str | None = dataclasses.field(default=None, compare=False, repr=False)
 
     @property
     def n_jobs(self) -> int:
@@ -513,8 +516,13 @@ class FleetSpec:
 class _Reader:
     """Checks fields of one file, raising `FleetFileError` with the file and field named."""
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, folder: str | None = None):
         self.path = path
+        # Where relative paths (failure_trace) are read from: the file's folder (the working
+        # directory for text without a file), or the one `override` keeps from the file.
+        if folder is None:
+            folder = str(Path(path).parent) if path != "<string>" else str(Path.cwd())
+        self.folder = folder
         self.unit_fields = []  # time, volume, bandwidth or rate fields given as strings with units
         self.plain_fields = []  # time, volume or bandwidth fields given as plain numbers other than 0
         # A field the file gives under another key (gpus for size, [storage] for throughput, ...):
@@ -980,8 +988,7 @@ def _trace(reader: _Reader, value, groups: tuple, data: dict) -> tuple:
     listed group by group). Errors name the trace, the row and the column."""
     if not isinstance(value, str) or not value.strip():
         reader.fail("failure_trace", f"must be the path of a CSV file (time,group or time,job), got {_show(value)}")
-    base = Path(reader.path).parent if reader.path != "<string>" else Path.cwd()
-    path = base / value
+    path = Path(reader.folder) / value
     try:
         rows = list(csv.reader(path.read_text(encoding="utf-8-sig").splitlines()))
     except OSError as err:
@@ -1313,17 +1320,18 @@ def loads(text: str, path: str = "<string>", *, dtype: DTypeLike = np.float64) -
     return _from_data(data, path, dtype)
 
 
-def _from_data(data: dict, path: str, dtype) -> FleetSpec:
+def _from_data(data: dict, path: str, dtype, folder: str | None = None) -> FleetSpec:
     """A spec from TOML data: parsed (`_parse`), checked in ``dtype`` (`_engine_checks`), the
-    data kept (`FleetSpec.source`) for `override`."""
+    data kept (`FleetSpec.source`) for `override`; ``folder``: where its relative paths are
+    read from (None: ``path``'s folder)."""
     source = copy.deepcopy(data)
-    reader = _Reader(path)
+    reader = _Reader(path, folder)
     try:
         spec = _parse(data, path, reader)
     except RecursionError:  # a deeply nested value where a number belongs, shown in the message
         raise FleetFileError(f"fleet file {path}: not a fleet file: arrays nested too deeply") from None
     _engine_checks(reader, spec, dtype)
-    return dataclasses.replace(spec, source=source, dtype=np.dtype(dtype).name)
+    return dataclasses.replace(spec, source=source, dtype=np.dtype(dtype).name, folder=reader.folder)
 
 
 def load(path, *, dtype: DTypeLike = np.float64) -> FleetSpec:
@@ -1410,13 +1418,50 @@ def override(spec: FleetSpec, overrides: dict, *, name: str | None = None) -> Fl
         raise ValueError(f"overrides must be a dict of key -> value, got {type(overrides).__name__}")
     where = spec.path if name is None else f"{spec.path} (scenario {name!r})"
     data = copy.deepcopy(spec.source)
+    targets = {}  # what each override sets -> the first override that set it
     for key, value in overrides.items():
-        _apply_override(data, key, value, where)
-    return _from_data(data, where, np.dtype(spec.dtype))
+        for target in _apply_override(data, key, value, where):
+            for earlier, first in targets.items():
+                if target == earlier or target.startswith(f"{earlier}:") or earlier.startswith(f"{target}:"):
+                    _override_error(
+                        where,
+                        key,
+                        f"sets {_target_text(target, earlier)}, which override {first} sets too (twins such as "
+                        "interval and compute are one field; a group key alone or groups[*] sets every group's): "
+                        "two values for one field, the later would win unseen; give it once",
+                    )
+            targets.setdefault(target, key)
+    return _from_data(data, where, np.dtype(spec.dtype), spec.folder)  # the trace read from the file's folder
 
 
-def _apply_override(data: dict, key, value, where: str) -> None:
-    """Sets ``key`` (`override`) to ``value`` in the file's ``data``."""
+# A group key and the field it sets (twins set one field; write_limit_per_node and nodes each
+# set a part of the write limit, which write_limit sets whole).
+_OVERRIDE_FIELDS = {
+    "gpus": "size",
+    "checkpoint": "write",
+    "interval": "compute",
+    "write_limit_per_node": "write_limit:per_node",
+    "nodes": "write_limit:nodes",
+}
+# What a table key sets (its part of a field that the whole table, or another key, sets).
+_TABLE_FIELDS = {
+    "storage.table": "throughput",
+    "storage.peak": "throughput:peak",
+    "storage.saturates_at": "throughput:saturates_at",
+    "storage.degradation": "throughput:degradation",
+}
+
+
+def _target_text(target: str, earlier: str) -> str:
+    """A field `override` sets, as a message names it ("groups[0].compute")."""
+    shorter = min(target, earlier, key=len)
+    return shorter.partition(":")[0]
+
+
+def _apply_override(data: dict, key, value, where: str) -> list:
+    """Sets ``key`` (`override`) to ``value`` in the file's ``data``; returns what it set, one
+    name per field (``groups[0].compute`` for ``groups[*].interval`` in a one-group file;
+    ``X:part`` for a part of field X), for `override` to refuse two values of one field."""
     fail = lambda message: _override_error(where, key, message)  # noqa: E731
     if not isinstance(key, str) or not key:
         fail(f"not a key ({OVERRIDE_SYNTAX})")
@@ -1437,11 +1482,12 @@ def _apply_override(data: dict, key, value, where: str) -> None:
             for twin in _OVERRIDE_DROPS.get(field, ()):
                 table.pop(twin, None)
             table[field] = copy.deepcopy(value)
-        return
+        return [f"groups[{index}].{_OVERRIDE_FIELDS.get(field, field)}" for index in chosen]
     outage = re.fullmatch(r"outages\[(\d+)\]\.(\w+)", key)
     if outage is not None:  # an [[outages]] table's key (docs/model.md §1f)
         _override_outage(data, int(outage[1]), outage[2], value, fail)
-        return
+        part = "times" if outage[2] in ("mtbf", "times") else outage[2]  # mtbf replaces times: one field
+        return [f"outages:{outage[1]}.{part}"]
     table_name, dot, field = key.partition(".")
     if key == "groups":
         fail("a scenario sets a group's keys (groups[i].KEY, groups[*].KEY), not the groups themselves")
@@ -1450,8 +1496,8 @@ def _apply_override(data: dict, key, value, where: str) -> None:
             near = difflib.get_close_matches(key, _TOP + _GROUP, n=1)
             fail(f"unknown key ({f'did you mean {near[0]!r}? ' if near else ''}{OVERRIDE_SYNTAX})")
         data[key] = copy.deepcopy(value)
-        return
-    if table_name not in ("storage", "design") or "." in field or not field:
+        return ["throughput" if key in ("storage", "throughput") else key]
+    if table_name not in ("storage", "design", "launch") or "." in field or not field:
         fail(f"unknown key ({OVERRIDE_SYNTAX})")
     table = data.setdefault(table_name, {})
     if not isinstance(table, dict):
@@ -1461,7 +1507,10 @@ def _apply_override(data: dict, key, value, where: str) -> None:
     elif table_name == "storage" and field == "table":
         for curve in ("peak", "saturates_at", "degradation"):
             table.pop(curve, None)
+    elif table_name == "launch" and field == "mode" and value != "staggered":
+        table.pop("stagger", None)  # a stagger counts only with mode = "staggered"
     table[field] = copy.deepcopy(value)
+    return [_TABLE_FIELDS.get(key, f"{table_name}:{field}")]
 
 
 def _override_outage(data: dict, index: int, field: str, value, fail) -> None:

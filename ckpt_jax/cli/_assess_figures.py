@@ -50,8 +50,9 @@ def losses_figure(assessment: Assessment):
         start, hours_start = start + share, hours_start + hours
     for row, name in zip(rows, names):
         estimate = assessment.goodput[name]
+        interval = "" if np.isnan(estimate.low) else f" [{100 * estimate.low:.1f}, {100 * estimate.high:.1f}]"
         left.text(
-            0.01, row, f"{100 * estimate.mean:.1f} % [{100 * estimate.low:.1f}, {100 * estimate.high:.1f}]",
+            0.01, row, f"{100 * estimate.mean:.1f} %{interval}",  # no interval: one draw
             va="center", ha="left", fontsize=8, color="white",
         )  # fmt: skip
     total = {name: sum(assessment.gpu_hours_lost_per_day[name][c].mean for c in CAUSES) for name in names}

@@ -1,5 +1,5 @@
 """The options the subcommands share, each defined once, with one meaning and one help text:
-``--out``, ``--seed``, ``--no-progress``, ``--quick``, ``--horizon`` and ``--force``.
+``--out``, ``--seed``, ``--no-progress``, ``--quick``, ``--horizon``, ``--force`` and ``--floor``.
 
 ``--horizon`` is a duration with its unit (``"24 h"``, ``"1 day"``), or a plain number in the
 fleet file's time unit, as a fleet file reads its own ``horizon``: in a file with units the
@@ -142,3 +142,34 @@ def horizon_argument(spec, horizon: float) -> str:
 
     shown = horizon if spec.time_unit is None else horizon / duration_unit(spec.time_unit)
     return f"{shown:g}" if float(f"{shown:g}") == shown else repr(float(shown))
+
+
+FLOOR_HELP = (
+    "the practical floor of a difference, in percent of the fleet's GPU time: a difference reads as a gain or a "
+    "loss only where its 95%% CI excludes 0 and it exceeds this (default: %(default)s %%, 2.4 GPU-hours a day on "
+    "1,000 GPUs; 0: the CI alone)"
+)
+
+
+def percent_floor(text: str) -> float:
+    """``--floor``'s percent in [0, 100), as a share of the fleet's GPU time."""
+    try:
+        value = float(text.strip().removesuffix("%"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a percent of the fleet's GPU time (0.01), got {text!r}") from None
+    if not (math.isfinite(value) and 0 <= value < 100):
+        raise argparse.ArgumentTypeError(f"must be a percent in [0, 100), got {text!r}")
+    return value / 100
+
+
+def add_floor(parser) -> None:
+    """``--floor PERCENT``: the practical floor of a difference (`ckpt_jax._estimate.FLOOR`)."""
+    from .._estimate import FLOOR
+
+    parser.add_argument(
+        "--floor",
+        type=percent_floor,
+        default=FLOOR,
+        metavar="PERCENT",
+        help=FLOOR_HELP.replace("%(default)s", f"{100 * FLOOR:g}"),
+    )

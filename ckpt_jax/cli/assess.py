@@ -127,6 +127,8 @@ def _estimate_text(estimate: dict | None, shown=_amount) -> str:
     null bound (one draw)."""
     if estimate is None:
         return "not observed"
+    if estimate["low"] is None and estimate["high"] is None:  # every draw the same: one draw
+        return shown(estimate["mean"])
     low, high = (NOT_AVAILABLE if x is None else shown(x) for x in (estimate["low"], estimate["high"]))
     return f"{shown(estimate['mean'])} [{low}, {high}]"
 
@@ -142,8 +144,18 @@ def _percent(value: float) -> str:
 def _goodput_text(estimate: dict | None) -> str:
     if estimate is None:
         return "not observed"
+    if estimate["low"] is None and estimate["high"] is None:  # every draw the same: one draw
+        return f"{_percent(estimate['mean'])} %"
     low, high = (NOT_AVAILABLE if x is None else f"{_percent(x)}" for x in (estimate["low"], estimate["high"]))
     return f"{_percent(estimate['mean'])} % [{low}, {high}]"
+
+
+def _draws_text(summary: dict) -> str:
+    """What the intervals are over: the draws, or one draw where every draw was the same."""
+    fleet = summary["goodput"]["fleet"]
+    if fleet is not None and fleet["low"] is None and fleet["high"] is None and summary["n_draws"] > 1:
+        return f"every one of the {summary['n_draws']} draws the same, a replayed trace and a fixed launch: one draw"
+    return f"95% CI over {summary['n_draws']} draws"
 
 
 def duration_text(value: float, time_unit: str | None) -> str:
@@ -192,7 +204,7 @@ def shown_causes(summary: dict) -> list:
     return [
         cause
         for cause in CAUSE_WORDS
-        if cause not in OUTAGE_CAUSES or fleet[cause]["mean"] != 0 or fleet[cause]["high"] != 0
+        if cause not in OUTAGE_CAUSES or fleet[cause]["mean"] != 0 or fleet[cause]["high"] not in (0, None)
     ]
 
 
@@ -215,7 +227,7 @@ def headline(summary: dict) -> list:
     else:
         step_text = f"No power step: the draw stays at {power_text(power['max']['mean'], unit)}."
     lines = [
-        f"Fleet goodput {_goodput_text(summary['goodput']['fleet'])} (95% CI over {summary['n_draws']} draws): "
+        f"Fleet goodput {_goodput_text(summary['goodput']['fleet'])} ({_draws_text(summary)}): "
         f"its {gpus:,.0f} GPUs lose {_amount(lost)} GPU-hours per day.",
         "GPU-hours lost per day: "
         + "; ".join(f"{CAUSE_WORDS[cause]} {_estimate_text(fleet_hours[cause])}" for cause in causes)
@@ -251,7 +263,13 @@ def _report(spec, summary: dict) -> str:
         f"{shown(settings['horizon'])} ({summary['horizon_hours']:,.4g} h) in {summary['n_draws']} independent "
         f"failure draws, each from {_launch_text(spec, shown)} (seed {settings['seed']}; "
         f"{summary['wall_time_s']:.0f} s). "
-        f"{hours} Every estimate is a mean over the draws with its 95% CI.",
+        f"{hours} "
+        + (
+            "Every draw was the same (nothing in them is drawn at random), so they are one draw: its numbers "
+            "have no interval."
+            if _draws_text(summary).startswith("every")
+            else "Every estimate is a mean over the draws with its 95% CI."
+        ),
     ]
     lines += _groups_lines(spec, summary, shown)
     lines += _storage_section(spec, summary, shown)

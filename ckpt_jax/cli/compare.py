@@ -19,6 +19,7 @@ from ._common import SEED_KEY_TEXT, CliError, add_devices, add_x64, integer, rep
 from ._options import (
     HORIZON_FROM_FILE,
     QUICK_HORIZON_TEXT,
+    add_floor,
     add_force,
     add_horizon,
     add_no_progress,
@@ -86,6 +87,7 @@ def add_compare(subparsers) -> None:
     add_seed(parser, default=None)
     add_quick(parser, f"{QUICK['draws']} draws, {QUICK_HORIZON_TEXT}; options given win")
     add_no_progress(parser)
+    add_floor(parser)
     add_force(parser)
     add_devices(parser, shards=False)
     add_x64(parser)
@@ -215,6 +217,7 @@ def _check(args) -> None:
         "hours_per_time_unit": 1 / 3600 if args.spec.time_unit is not None else 1.0,
         "seed": args.seed if args.seed is not None else args.spec.design.seed,
         "quick": args.quick,
+        "floor": args.floor,
     }
     if args.mode == "sensitivity":
         args.settings["step"] = STEP
@@ -278,6 +281,7 @@ def _compare(args) -> int:
         n_draws=settings["draws"],
         out=args.out,
         progress=not args.no_progress,
+        floor=settings["floor"],
     )
     out = Path(args.out)
     with contextlib.ExitStack() as held:  # the scenarios' store and the files written from them, one run at a time
@@ -360,15 +364,24 @@ def summary_json(ds) -> dict:
             entry["outside_noise"] = {
                 "goodput": bool(ds["goodput_significant"].sel(scenario=name, group="fleet")),
                 "groups": [bool(x) for x in ds["goodput_significant"].sel(scenario=name).values[:-1]],
+                "gpu_hours_per_day": {
+                    "fleet": bool(ds["gpu_hours_per_day_significant"].sel(scenario=name, group="fleet")),
+                    "groups": [bool(x) for x in ds["gpu_hours_per_day_significant"].sel(scenario=name).values[:-1]],
+                },
                 "power_step": bool(ds["power_step_significant"].sel(scenario=name)),
                 "writers_peak": bool(ds["writers_peak_significant"].sel(scenario=name)),
             }
+        if "same_configuration" in ds:
+            entry["same_configuration"] = bool(ds["same_configuration"].sel(scenario=name))
+            entry["one_draw"] = bool(ds["one_draw"].sel(scenario=name))
         scenarios.append(entry)
     summary = {
         "baseline": ds.attrs["baseline"],
         "n_draws": ds.attrs["n_draws"],
         "horizon_hours": ds.attrs["horizon_hours"],
         "power_unit": ds.attrs["power_unit"],
+        "floor": ds.attrs.get("floor"),
+        "floor_gpu_hours_per_day": ds.attrs.get("floor_gpu_hours_per_day"),
         "gpus": {str(g): float(x) for g, x in zip(ds.group.values, ds["gpus"].values[0])},
         "scenarios": scenarios,
     }
@@ -381,6 +394,11 @@ def summary_json(ds) -> dict:
                 "gpu_hours_per_day_up": _estimate(ds["gpu_hours_per_day_up"].sel(knob=knob).values),
                 "gpu_hours_per_day_down": _estimate(ds["gpu_hours_per_day_down"].sel(knob=knob).values),
                 "overrides_up": json.loads(str(ds["knob_overrides"].sel(knob=knob).values)),
+                "outside_noise": {
+                    "elasticity": bool(ds["elasticity_significant"].sel(knob=knob)),
+                    "gpu_hours_per_day_up": bool(ds["gpu_hours_per_day_up_significant"].sel(knob=knob)),
+                    "gpu_hours_per_day_down": bool(ds["gpu_hours_per_day_down_significant"].sel(knob=knob)),
+                },
             }
             for knob in ds.knob.values
         ]
@@ -414,6 +432,8 @@ def _with_ci(estimate: dict | None, shown=_amount, signed: bool = False) -> str:
     if estimate is None:
         return "not observed"
     text = (lambda x: _signed(x, shown)) if signed else (lambda x: "n/a" if x is None else shown(x))  # noqa: E731
+    if estimate["low"] is None and estimate["high"] is None and estimate["mean"] is not None:
+        return f"{text(estimate['mean'])} (one draw)"  # every draw the same: no interval
     return f"{text(estimate['mean'])} [{text(estimate['low'])}, {text(estimate['high'])}]"
 
 
@@ -443,10 +463,30 @@ def _percent(value: float | None) -> str:
     return "n/a" if value is None else f"{100 * value:.2f} %"
 
 
-def _noise(estimate: dict | None) -> str:
-    if estimate is None or estimate["low"] is None or estimate["high"] is None:
+OUTSIDE = "outside the noise"
+
+
+def _noise(estimate: dict | None, outside: bool | None = None, one_draw: bool = False) -> str:
+    """How a difference reads: ``outside`` is `ckpt_jax.assess.compare`'s verdict (its CI
+    excludes 0 and it exceeds the floor; None: the CI alone); ``one_draw``: every draw the
+    same (no interval, the difference exact)."""
+    if estimate is None or estimate.get("mean") is None:
         return "not resolved"
-    return "outside the noise" if estimate["low"] > 0 or estimate["high"] < 0 else "within the noise"
+    if one_draw:
+        return "one draw: every draw the same" + ("" if outside else ", below the floor")
+    if estimate["low"] is None or estimate["high"] is None:
+        return "not resolved"
+    excludes = estimate["low"] > 0 or estimate["high"] < 0
+    if outside is None:
+        outside = excludes
+    if outside:
+        return OUTSIDE
+    return "within the noise: below the floor" if excludes else "within the noise"
+
+
+def _counts(word: str) -> bool:
+    """Whether a `_noise` word makes a difference an effect (a gain or a loss)."""
+    return word == OUTSIDE or word == "one draw: every draw the same"
 
 
 def _overrides_text(overrides: dict) -> str:
@@ -472,25 +512,54 @@ def headlines(summary: dict, show: Callable[[str], str] = str) -> list:
             f"**{show(entry['name'])}**: fleet goodput {_percent(entry['goodput']['fleet']['mean'])} against "
             f"{_percent(base['goodput']['fleet']['mean'])}"
         )
-        if hours is not None and hours["mean"] == hours["low"] == hours["high"] == 0:
+        if entry.get("same_configuration"):
+            lines.append(f"{against}; the same: the baseline's configuration, the same run")
+            continue
+        if _the_same(entry):
             lines.append(f"{against}; the same saved work as the baseline on every draw")
             continue
-        verb, shown = ("gains", hours) if hours is None or hours["mean"] >= 0 else ("loses", _negated(hours))
-        lines.append(f"{against}; it {verb} {_with_ci(shown)} GPU-hours of saved work per day ({_noise(hours)})")
+        word = _fleet_noise(entry)
+        if entry.get("one_draw"):
+            lines.append(f"{against}; saved work {_signed(hours['mean'])} GPU-hours per day ({word})")
+            continue
+        lines.append(f"{against}; saved work {_with_ci(hours, signed=True)} GPU-hours per day ({word})")
     return lines
+
+
+def _the_same(entry: dict) -> bool:
+    """Whether a scenario is the baseline's configuration, or saves the same work on every draw."""
+    hours = entry["difference"]["gpu_hours_per_day"]["fleet"]
+    zero = hours is not None and hours["mean"] == 0 and hours["low"] in (0, None) and hours["high"] in (0, None)
+    return bool(entry.get("same_configuration")) or zero
+
+
+def _fleet_noise(entry: dict) -> str:
+    """How a scenario's difference in the fleet's saved work reads (`_noise`)."""
+    hours = entry["difference"]["gpu_hours_per_day"]["fleet"]
+    flags = entry.get("outside_noise", {}).get("gpu_hours_per_day")
+    return _noise(hours, None if flags is None else flags["fleet"], entry.get("one_draw", False))
 
 
 def verdict(summary: dict, show: Callable[[str], str] = str) -> str:
     """One sentence: which scenarios (or knobs) move the fleet's saved work beyond the noise."""
+    same = []
     if "sensitivity" in summary:
-        rows = [(row["knob"], row["elasticity"]) for row in summary["sensitivity"]]
+        rows = [
+            (row["knob"], row["elasticity"], _noise(row["elasticity"], row.get("outside_noise", {}).get("elasticity")))
+            for row in summary["sensitivity"]
+        ]
         what = "Knobs"
     else:
-        rows = [(e["name"], e["difference"]["gpu_hours_per_day"]["fleet"]) for e in summary["scenarios"][1:]]
+        rows = [
+            (e["name"], e["difference"]["gpu_hours_per_day"]["fleet"], _fleet_noise(e))
+            for e in summary["scenarios"][1:]
+            if not _the_same(e)
+        ]
+        same = [e["name"] for e in summary["scenarios"][1:] if _the_same(e)]
         what = "Scenarios"
-    gain = [name for name, estimate in rows if _noise(estimate) == "outside the noise" and estimate["mean"] > 0]
-    lose = [name for name, estimate in rows if _noise(estimate) == "outside the noise" and estimate["mean"] < 0]
-    within = [name for name, estimate in rows if _noise(estimate) != "outside the noise"]
+    gain = [name for name, estimate, word in rows if _counts(word) and estimate["mean"] > 0]
+    lose = [name for name, estimate, word in rows if _counts(word) and estimate["mean"] < 0]
+    within = [name for name, estimate, word in rows if not _counts(word)]
     if "sensitivity" in summary:
         parts = [f"{what} whose increase raises the fleet's goodput beyond the noise: {_names(gain, show)}"]
         parts.append(f"lowers it: {_names(lose, show)}")
@@ -498,6 +567,8 @@ def verdict(summary: dict, show: Callable[[str], str] = str) -> str:
         parts = [f"{what} that gain saved work beyond the noise: {_names(gain, show)}"]
         parts.append(f"that lose: {_names(lose, show)}")
     parts.append(f"within the noise: {_names(within, show)}")
+    if same:
+        parts.append(f"the same as the baseline: {_names(same, show)}")
     return "; ".join(parts) + "."
 
 
@@ -523,15 +594,15 @@ def _knob_sentence(row: dict, show: Callable[[str], str] = str) -> str:
     up_mean = -math.inf if up is None else up["mean"]
     down_mean = -math.inf if down is None else down["mean"]
     word, change = (larger, up) if up_mean >= down_mean else (smaller, down)
-    elasticity = _with_ci(row["elasticity"], lambda x: f"{x:.3g}")
+    flag = row.get("outside_noise", {}).get("gpu_hours_per_day_up" if change is up else "gpu_hours_per_day_down")
+    elasticity = _with_ci(row["elasticity"], lambda x: f"{x:.3g}", signed=True)
     if change is None:
         return f"{show(knob)}: not resolved; elasticity {elasticity}"
-    if all(x is not None and x["mean"] == x["low"] == x["high"] == 0 for x in (up, down)):
+    if all(x is not None and x["mean"] == 0 and x["low"] in (0, None) and x["high"] in (0, None) for x in (up, down)):
         return f"{show(knob)} at ±{step}: the same saved work as the baseline on every draw"
-    verb, shown = ("buys", change) if change["mean"] >= 0 else ("costs", _negated(change))
     return (
-        f"a {step} {word} {show(knob)} {verb} {_with_ci(shown)} GPU-hours per day ({_noise(change)}); "
-        f"elasticity {elasticity}"
+        f"a {step} {word} {show(knob)}: saved work {_with_ci(change, signed=True)} GPU-hours per day "
+        f"({_noise(change, flag)}); elasticity {elasticity}"
     )
 
 
@@ -549,10 +620,21 @@ def _report(spec, summary: dict) -> str:
         f"{spec.n_jobs} jobs in {len(names)} groups ({summary['gpus']['fleet']:,.0f} GPUs), each scenario simulated "
         f"over H = {duration_text(settings['horizon'], unit)} ({summary['horizon_hours']:,.4g} h) on the same "
         f"{summary['n_draws']} failure draws (seed {settings['seed']}; {summary['wall_time_s']:.0f} s): the same "
-        "random launch and the same failure stream of every job in every scenario (common random numbers). Each "
-        "difference against the baseline (the file as it is) is the mean of the per-draw differences with its 95% "
-        "CI; *outside the noise* means that CI excludes 0. GPU-hours per day count saved work: goodput × GPUs × 24.",
+        "failure stream of every job in every scenario, and the same random launch drawn in work coordinates (a "
+        "job a scenario leaves as it is starts with the same work left; common random numbers). Each difference is "
+        "the scenario less the baseline (the file as it is), in the lines above and in the tables alike: + the "
+        "scenario saves more work (draws a larger power step, has more writers), - less. It is the mean of the "
+        "per-draw differences with its 95% CI; *outside the noise* means that CI excludes 0 and the difference "
+        f"exceeds the practical floor, {_floor_text(summary)}. GPU-hours per day count saved work: goodput × GPUs × "
+        "24.",
     ]
+    if any(entry.get("one_draw") for entry in summary["scenarios"]):
+        lines += [
+            "",
+            "Every draw is the same (a replayed failure trace and a fixed launch: nothing is drawn at random), so the "
+            "draws are one draw: its numbers have no interval, and a difference is exact, an effect where it "
+            "exceeds the floor.",
+        ]
     if unit is None:
         lines += ["", "The file has plain numbers: its times are taken as hours."]
     if "sensitivity" in summary:  # the ranking first; its runs' tables after it
@@ -570,6 +652,14 @@ def _report(spec, summary: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _floor_text(summary: dict) -> str:
+    """The practical floor, as the report states it."""
+    floor, hours = summary.get("floor"), summary.get("floor_gpu_hours_per_day")
+    if floor is None or hours is None:
+        return "none"
+    return f"{100 * floor:g} % of the fleet's GPU time ({_amount(hours)} GPU-hours per day; --floor)"
+
+
 def _scenario_table(summary: dict) -> list:
     unit = summary["power_unit"]
     power = lambda x: power_text(x, unit)  # noqa: E731
@@ -584,26 +674,29 @@ def _scenario_table(summary: dict) -> list:
     for entry in summary["scenarios"]:
         base = "difference" not in entry
         diff = {} if base else entry["difference"]
-        mark = lambda estimate, base=base: "" if base or _noise(estimate) != "outside the noise" else " *"  # noqa: E731
+        flags = entry.get("outside_noise", {})
+        mark = lambda flag, base=base: " *" if not base and flag else ""  # noqa: E731
         cells = [
             f"**{markdown_text(entry['name'])}**" if base else markdown_text(entry["name"]),
             markdown_text(_overrides_text(entry["overrides"])) or "(the file as it is)",
             _with_ci(entry["goodput"]["fleet"], _percent),
-            "" if base else _with_ci(diff["goodput"]["fleet"], _points, signed=True) + mark(diff["goodput"]["fleet"]),
+            "" if base else _with_ci(diff["goodput"]["fleet"], _points, signed=True) + mark(flags.get("goodput")),
             ""
             if base
-            else _with_ci(diff["gpu_hours_per_day"]["fleet"], signed=True) + mark(diff["gpu_hours_per_day"]["fleet"]),
+            else _with_ci(diff["gpu_hours_per_day"]["fleet"], signed=True)
+            + mark(flags.get("gpu_hours_per_day", {}).get("fleet")),
             _with_ci(entry["power_step"], power),
-            "" if base else _with_ci(diff["power_step"], power, signed=True) + mark(diff["power_step"]),
+            "" if base else _with_ci(diff["power_step"], power, signed=True) + mark(flags.get("power_step")),
             _with_ci(entry["writers_peak"], lambda x: f"{x:.3g}"),
             ""
             if base
-            else _with_ci(diff["writers_peak"], lambda x: f"{x:.3g}", signed=True) + mark(diff["writers_peak"]),
+            else _with_ci(diff["writers_peak"], lambda x: f"{x:.3g}", signed=True) + mark(flags.get("writers_peak")),
         ]
         lines.append("| " + " | ".join(cells) + " |")
     lines += [
         "",
-        "\\* outside the noise. Power step: the largest change of the fleet's draw at one instant, up or down "
+        "\\* an effect: its CI excludes 0 (or every draw is the same) and it exceeds the floor. Power step: the "
+        "largest change of the fleet's draw at one instant, up or down "
         "(mean over the draws of each draw's largest). Writer peak: the most checkpoints written at once.",
     ]
     return lines
@@ -620,10 +713,11 @@ def _group_table(summary: dict, names: list) -> list:
     for entry in summary["scenarios"][1:]:
         diff = entry["difference"]["gpu_hours_per_day"]
         cells = [*diff["groups"], diff["fleet"]]
+        flags = entry.get("outside_noise", {}).get("gpu_hours_per_day", {})
+        flags = [*flags.get("groups", [False] * len(diff["groups"])), flags.get("fleet", False)]
         shown = [
-            _with_ci(cell if cell.get("mean") is not None else None, signed=True)
-            + (" *" if _noise(cell if cell.get("mean") is not None else None) == "outside the noise" else "")
-            for cell in cells
+            _with_ci(cell if cell.get("mean") is not None else None, signed=True) + (" *" if flag else "")
+            for cell, flag in zip(cells, flags)
         ]
         lines.append(f"| {markdown_text(entry['name'])} | " + " | ".join(shown) + " |")
     return lines
@@ -689,8 +783,8 @@ def gains_figure(summary: dict):
     for s, entry in enumerate(entries):  # the fleet's number beside its bar, and whether it is noise
         fleet = entry["difference"]["gpu_hours_per_day"]["fleet"]
         if fleet is not None and fleet.get("mean") is not None:
-            noise = _noise(fleet)
-            label = _signed(fleet["mean"]) + ("" if noise == "outside the noise" else f" ({noise})")
+            noise = _fleet_noise(entry)
+            label = _signed(fleet["mean"]) + ("" if noise == OUTSIDE else f" ({noise})")
             y = s - (len(names) - 1) / 2 * height
             end = max(0.0, fleet["high"] if fleet["high"] is not None else fleet["mean"])
             ax.annotate(label, (end, y), xytext=(4, 0), textcoords="offset points", va="center", fontsize="small")

@@ -55,10 +55,12 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
+from .._estimate import FLOOR, effect
 from ._common import SEED_KEY_TEXT, CliError, add_devices, add_x64, integer, report_devices, seed_key
 from ._options import (
     HORIZON_FROM_FILE,
     QUICK_HORIZON_TEXT,
+    add_floor,
     add_force,
     add_horizon,
     add_no_progress,
@@ -159,6 +161,7 @@ def add_design(subparsers) -> None:
         "options given win",
     )
     add_no_progress(parser)
+    add_floor(parser)
     add_force(parser)
     add_devices(parser, shards=False)
     add_x64(parser)
@@ -192,6 +195,7 @@ def settings_for(args, spec) -> dict:
         "bounds": list(spec.bounds()),
         "group_bounds": [list(bounds) for bounds in spec.group_bounds()],
         "quick": quick,
+        "floor": getattr(args, "floor", FLOOR),
     }
 
 
@@ -323,10 +327,11 @@ def comparisons_of(summary: dict) -> dict:
     return {"current": "the current intervals", **baselines_of(summary)}
 
 
-def _in_units(spec, table: dict, names: list, comparison) -> dict:
+def _in_units(spec, table: dict, names: list, comparison, floor: float = FLOOR) -> dict:
     """design.json's keys for a file with units (the module docstring lists them), from the
     interval sets ``table`` ({name: (N,) s}) and the library's `cj.design.Comparison` of their
-    runs on the same draws, in the order of ``names``."""
+    runs on the same draws, in the order of ``names``; ``floor``: the practical floor (a
+    share of the fleet's GPU time) of a gain or a pay."""
     first = np.searchsorted(spec.labels, np.arange(len(spec.groups)))
     unit = seconds_per_unit(spec)
     compared = [name for name in names if name != "design"]
@@ -346,15 +351,17 @@ def _in_units(spec, table: dict, names: list, comparison) -> dict:
         }
         for name in compared
     }
+    gpus = _gpus(spec)
+    floor_hours = floor * float(gpus.sum()) * 24.0  # GPU-hours per day
+    effects = {name: [effect(e, floor_hours) for e in hours[name]["groups"]] for name in compared}
     verdicts = {
         name: {
-            "gain": [n for n, e in zip(spec.names, hours[name]["groups"]) if e["low"] > 0],
-            "pay": [n for n, e in zip(spec.names, hours[name]["groups"]) if e["high"] < 0],
-            "tie": [n for n, e in zip(spec.names, hours[name]["groups"]) if e["low"] <= 0 <= e["high"]],
+            "gain": [n for n, e in zip(spec.names, effects[name]) if e > 0],
+            "pay": [n for n, e in zip(spec.names, effects[name]) if e < 0],
+            "tie": [n for n, e in zip(spec.names, effects[name]) if e == 0],
         }
         for name in compared
     }
-    gpus = _gpus(spec)
     return {
         "time_unit": spec.time_unit,
         "seconds_per_time_unit": unit,
@@ -412,13 +419,9 @@ def savings_lines(summary: dict, quote: Callable[[str], str] = str) -> list:
         saved = summary["gpu_hours_saved_per_day"][name]
         verdict = summary["gains_and_pays"][name]
         fleet = saved["fleet"]
-        noise = (
-            "outside the noise"
-            if fleet["low"] > 0
-            else "a loss, outside the noise"
-            if fleet["high"] < 0
-            else "within the noise"
-        )
+        noise = {1: "outside the noise", -1: "a loss, outside the noise", 0: "within the noise"}[
+            effect(fleet, _floors(summary)["gpu_hours"])
+        ]
         parts = []
         for key, word in (("gain", "gain"), ("pay", "pay"), ("tie", "within the noise")):
             if verdict[key]:
@@ -500,10 +503,25 @@ def _schedule(spec, intervals, *, seed: int, launch, dtype, offsets=None) -> dic
     )
 
 
-def _verdict(saved: dict) -> str:
-    if saved["low"] > 0:
+def _floors(summary: dict) -> dict:
+    """The practical floor (``settings.floor``, a share of the fleet's GPU time) of each
+    difference the report weighs: the fleet's waste (a share of its GPU time), each group's
+    (a share of the group's: the same GPU-hours) and GPU-hours per day."""
+    floor = summary.get("settings", {}).get("floor", FLOOR)
+    groups = summary.get("fleet", {}).get("groups", [])
+    gpus = np.asarray([float(g.get("size", 1.0)) * float(g.get("count", 1)) for g in groups], np.float64)
+    total = float(gpus.sum()) if gpus.size else 1.0
+    with np.errstate(divide="ignore"):
+        per_group = [floor * total / x if x > 0 else math.inf for x in gpus]
+    return {"fleet": floor, "groups": per_group, "gpu_hours": floor * total * 24.0}
+
+
+def _verdict(saved: dict, floor: float = FLOOR) -> str:
+    """How the design's fleet-waste saving against a baseline reads (`ckpt_jax._estimate.effect`)."""
+    found = effect(saved, floor)
+    if found > 0:
         return "the design is better, outside the noise"
-    if saved["high"] < 0:
+    if found < 0:
         return "the baseline is better, outside the noise"
     return "as good as the design (within the noise)"
 
@@ -527,12 +545,14 @@ def _group_verdicts(summary: dict, names: list) -> dict:
     """Per baseline, the groups whose waste the design lowers (gain) and raises (pay),
     outside the noise of the paired per-group difference, and the rest (tie)."""
     verdicts = {}
+    floors = _floors(summary)["groups"]
+    floors = floors if len(floors) == len(names) else [FLOOR] * len(names)
     for name in baselines_of(summary):
-        saved = summary["per_group_saved"][name]
+        saved = [effect(s, f) for s, f in zip(summary["per_group_saved"][name], floors)]
         verdicts[name] = {
-            "gain": [n for n, s in zip(names, saved) if s["low"] > 0],
-            "pay": [n for n, s in zip(names, saved) if s["high"] < 0],
-            "tie": [n for n, s in zip(names, saved) if s["low"] <= 0 <= s["high"]],
+            "gain": [n for n, e in zip(names, saved) if e > 0],
+            "pay": [n for n, e in zip(names, saved) if e < 0],
+            "tie": [n for n, e in zip(names, saved) if e == 0],
         }
     return verdicts
 
@@ -548,7 +568,8 @@ def _use_text(summary: dict) -> str:
             "search's outside the noise on fresh draws, so they are the design here"
         )
     compared = {**summary["baselines"], **summary.get("candidates", {})}
-    ties = [labels.get(name, name) for name, b in compared.items() if b["saved"]["low"] <= 0 <= b["saved"]["high"]]
+    floor = _floors(summary)["fleet"]
+    ties = [labels.get(name, name) for name, b in compared.items() if effect(b["saved"], floor) == 0]
     start = summary.get("start")
     started = f" (the search started from {labels.get(start, start)})" if start else ""
     if not ties:
@@ -588,13 +609,9 @@ def headline(summary: dict, names: list, quote: Callable[[str], str] = str) -> l
     for name, label in baselines_of(summary).items():
         saved = summary["baselines"][name]["saved"]
         verdict = verdicts[name]
-        fleet = (
-            "saves fleet waste"
-            if saved["low"] > 0
-            else "loses fleet waste"
-            if saved["high"] < 0
-            else "is within the noise on fleet waste"
-        )
+        fleet = {1: "saves fleet waste", -1: "loses fleet waste", 0: "is within the noise on fleet waste"}[
+            effect(saved, _floors(summary)["fleet"])
+        ]
         text = f"Against {label}: the design {fleet} ({saved['mean']:+.4f} [{saved['low']:+.4f}, {saved['high']:+.4f}])"
         parts = []
         if verdict["gain"]:
@@ -738,10 +755,11 @@ def _fleet_waste_lines(spec, result_json: dict) -> list:
         w, s = base["waste"], base["saved"]
         lines.append(
             f"| {label} | {w['mean']:.4f} [{w['low']:.4f}, {w['high']:.4f}] | "
-            f"{s['mean']:+.4f} [{s['low']:+.4f}, {s['high']:+.4f}] | {_verdict(s)} |"
+            f"{s['mean']:+.4f} [{s['low']:+.4f}, {s['high']:+.4f}] | {_verdict(s, _floors(result_json)['fleet'])} |"
         )
-        if s["low"] <= 0:
-            as_good.append(label if s["high"] >= 0 else f"{label} (better, outside the noise)")
+        found = effect(s, _floors(result_json)["fleet"])
+        if found <= 0:
+            as_good.append(label if found == 0 else f"{label} (better, outside the noise)")
     lines.append("")
     if as_good:
         lines.append(
@@ -1121,6 +1139,7 @@ def _run_design(args, fleet) -> DesignResult:
         eval_draws=2 * settings["pairs"] * settings["draws"],
         candidates={"current": spec.intervals()} if current else None,
         rtol=SEARCH_RTOL,
+        floor=settings.get("floor", FLOOR),
     )
 
 
@@ -1158,7 +1177,7 @@ def _summary(spec, settings: dict, result: DesignResult, comparisons: _Compariso
             "design": "split(key(seed))[0]",
             "evaluation": "split(split(key(seed))[0], 3)[1]: every comparison's draws",
         },
-        **_outcome_json(spec, result, comparisons, first),
+        **_outcome_json(spec, result, comparisons, first, settings.get("floor", FLOOR)),
         **_comparisons_json(spec, comparisons),
         **_history_json(settings, result, first),
         "schedule_period": schedule["period"],
@@ -1171,7 +1190,9 @@ def _summary(spec, settings: dict, result: DesignResult, comparisons: _Compariso
         "files": FILES,
     }
     if spec.time_unit is not None:
-        summary.update(_in_units(spec, comparisons.table, comparisons.names, comparisons.comparison))
+        summary.update(
+            _in_units(spec, comparisons.table, comparisons.names, comparisons.comparison, settings.get("floor", FLOOR))
+        )
     return summary
 
 
@@ -1179,15 +1200,18 @@ def _estimate_json(estimate) -> dict:
     return {"mean": estimate.mean, "low": estimate.low, "high": estimate.high}
 
 
-def _outcome_json(spec, result: DesignResult, comparisons: _Comparisons, first: np.ndarray) -> dict:
+def _outcome_json(
+    spec, result: DesignResult, comparisons: _Comparisons, first: np.ndarray, floor: float = FLOOR
+) -> dict:
     """design.json's intervals per group, how the search ended, and the fleet waste of the
-    design and of each baseline and candidate, with what the design saves over it."""
+    design and of each baseline and candidate, with what the design saves over it (outside
+    the noise: its CI excludes 0 and it exceeds ``floor``, `ckpt_jax._estimate.effect`)."""
 
     def outcome(b) -> dict:
         return {
             "waste": _estimate_json(b.waste),
             "saved": _estimate_json(b.saved),
-            "outside_noise": bool(b.saved.low > 0 or b.saved.high < 0),
+            "outside_noise": effect(b.saved, floor) != 0,
         }
 
     searched = result.intervals if result.searched is None else result.searched
