@@ -302,8 +302,11 @@ def test_cli_scenarios_write_compare_json_report_and_figure(small_file, tmp_path
     assert set(short["difference"]) == {"goodput", "gpu_hours_per_day", "power_step", "writers_peak"}
     hours = short["difference"]["gpu_hours_per_day"]
     assert hours["fleet"]["low"] > 0 and short["outside_noise"]["goodput"]
-    # Group b is untouched, and its writes never wait for a's: the same draws give it the same hours.
-    assert hours["groups"][1] == {"name": "b", "mean": 0.0, "low": 0.0, "high": 0.0}
+    # Group b is untouched, and its writes never wait for a's: the same draws give it the same
+    # hours, to the rounding of its work in progress at H (a phase's work left is decremented
+    # over intervals that a's events cut differently).
+    b = hours["groups"][1]
+    assert b["name"] == "b" and all(abs(b[k]) < 1e-9 for k in ("mean", "low", "high")), b
     assert short["outside_noise"]["groups"] == [True, False]
     report = (out / "report.md").read_text()
     assert "## Scenarios" in report and "short a" in report and "outside the noise" in report
