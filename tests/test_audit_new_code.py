@@ -117,17 +117,3 @@ def test_a_write_in_progress_since_before_t0_covers_no_work_done_since_t0():
         jobs = cj.simulate(fleet, state, None, until=0.5, method=method, save=save).jobs
         np.testing.assert_array_equal(jobs.uncovered_work, 0.0, err_msg=method)
         np.testing.assert_array_equal(jobs.waste, 1.0, err_msg=method)
-
-
-def test_the_designs_waste_of_a_two_level_fleet_is_the_steady_state_waste():
-    # The design's objective and every baseline count each job's waste as `JobStats.waste`,
-    # snapshots or not: not 1 − persisted work / H, which counts the cycles still draining at
-    # H as lost (as if a failure struck there).
-    from ckpt_jax import design
-
-    fleet = cj.Fleet(np.full((4, 1), 2.4), np.full((4, 1), 0.5), snapshot=0.02, mtbf=20.0, restart=0.1)
-    state = cj.random_state(fleet, jax.random.key(5))
-    save = cj.SaveAt(trace=False, jobs=True)
-    jobs = cj.simulate(fleet, state, None, until=24.0, key=jax.random.key(6), save=save).jobs
-    assert np.all(np.asarray(jobs.uncovered_work) > 0)
-    np.testing.assert_array_equal(design.job_waste(fleet, jobs, 24.0), jobs.waste)
