@@ -117,3 +117,17 @@ def test_a_write_in_progress_since_before_t0_covers_no_work_done_since_t0():
         jobs = cj.simulate(fleet, state, None, until=0.5, method=method, save=save).jobs
         np.testing.assert_array_equal(jobs.uncovered_work, 0.0, err_msg=method)
         np.testing.assert_array_equal(jobs.waste, 1.0, err_msg=method)
+
+
+def test_assess_counts_only_draws_equal_bit_for_bit_as_one_draw():
+    # `assess` strips the intervals only where every draw recorded the same numbers; draws
+    # that differ by rounding (a relative 1e-13) keep their interval.
+    from types import SimpleNamespace
+
+    def run(*leaves):
+        return SimpleNamespace(jobs=tuple(np.asarray(x) for x in leaves), writers=(), power=())
+
+    same = np.array([[0.9, np.nan], [0.9, np.nan]])
+    assert assess._same_runs(run(same, np.array([3, 3])))
+    assert not assess._same_runs(run(same * np.array([[1.0], [1 + 1e-13]]), np.array([3, 3])))
+    assert not assess._same_runs(run(same, np.array([3, 4])))
