@@ -932,8 +932,10 @@ def steady_waste(useful, uncovered, horizon):
     if horizon is None:
         nan = jnp.full_like(useful, jnp.nan)
         return nan, nan
-    horizon = horizon[:, None]
-    return 1 - useful / horizon, 1 - (useful + uncovered) / horizon
+    # One divide for both: XLA turns two divides by one divisor into products with its
+    # reciprocal in some programs (a sharded batch's) and not in others: a last-bit difference.
+    covered_waste, waste = 1 - jnp.stack([useful, useful + uncovered]) / horizon[None, :, None]
+    return covered_waste, waste
 
 
 class PowerObserver(Observer):
