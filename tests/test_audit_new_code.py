@@ -5,36 +5,13 @@ rounding, ...). Cheap: no run, or tiny fleets over short horizons."""
 
 import jax
 import numpy as np
+from small_fleet import SMALL
 
 import ckpt_jax as cj
 from ckpt_jax import assess, fleetfile
 from ckpt_jax._estimate import FLOOR
 
 # tests/test_effects.py's small fleet (7 GPUs): no run here, only its parsed groups.
-SMALL = """
-throughput = [1.0, 2.0, 3.0, 4.0, 5.0]
-
-[design]
-horizon = 300.0
-
-[[groups]]
-name = "a"
-count = 3
-size = 1
-write = 0.1
-mtbf = 40.0
-restart = 8.0
-compute = 1.0
-
-[[groups]]
-name = "b"
-count = 2
-size = 2
-write = 0.2
-mtbf = 60.0
-restart = 4.0
-compute = 2.0
-"""
 GPUS = np.asarray([3.0, 4.0, 7.0])  # groups a, b and the fleet
 
 

@@ -10,6 +10,7 @@ import jax
 import numpy as np
 import pytest
 from scipy import stats
+from small_fleet import SMALL
 
 from ckpt_jax import fleetfile
 from ckpt_jax.assess import compare, sensitivity, sensitivity_knobs
@@ -18,30 +19,6 @@ from ckpt_jax.cli import main
 # Storage that never binds (f(n) = n: every writer drains at 1): the jobs do not interact, so a
 # change to one group moves no other's (with a shared storage the coupling of the writes makes
 # the per-draw differences noisier, docs/cli.md "ckpt-jax compare").
-SMALL = """
-throughput = [1.0, 2.0, 3.0, 4.0, 5.0]
-
-[design]
-horizon = 300.0
-
-[[groups]]
-name = "a"
-count = 3
-size = 1
-write = 0.1
-mtbf = 40.0
-restart = 8.0
-compute = 1.0
-
-[[groups]]
-name = "b"
-count = 2
-size = 2
-write = 0.2
-mtbf = 60.0
-restart = 4.0
-compute = 2.0
-"""
 
 UNITS = """
 time_unit = "min"

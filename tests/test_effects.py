@@ -17,6 +17,7 @@ from pathlib import Path
 import jax
 import numpy as np
 import pytest
+from small_fleet import SMALL
 
 from ckpt_jax import assess, fleetfile
 from ckpt_jax._estimate import FLOOR, Estimate, effect
@@ -26,30 +27,6 @@ from ckpt_jax.cli.compare import headlines, summary_json, verdict
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 # As tests/test_compare.py's SMALL: no write limits, so every solo write is storage-bound.
-SMALL = """
-throughput = [1.0, 2.0, 3.0, 4.0, 5.0]
-
-[design]
-horizon = 300.0
-
-[[groups]]
-name = "a"
-count = 3
-size = 1
-write = 0.1
-mtbf = 40.0
-restart = 8.0
-compute = 1.0
-
-[[groups]]
-name = "b"
-count = 2
-size = 2
-write = 0.2
-mtbf = 60.0
-restart = 4.0
-compute = 2.0
-"""
 DRAWS, HORIZON = 16, 300.0
 
 
