@@ -289,3 +289,23 @@ def test_assess_of_identical_draws_is_one_draw_without_an_interval():
     assert math.isnan(one.power_largest_drop.low) and one.to_json()["goodput"]["fleet"]["low"] is None
     drawn = assess(fixed, horizon=40.0, key=jax.random.key(1), n_draws=2)  # random launches: an interval
     assert drawn.goodput["fleet"].low < drawn.goodput["fleet"].high
+
+
+def test_a_knobs_line_says_the_verdict_its_summary_says():
+    # A 10 % step's one-sided change within the noise, its elasticity (the central difference,
+    # twice the step) outside it: the knob's line must not call it noise while the summary
+    # line lists it among the knobs that raise the goodput.
+    from ckpt_jax.cli.compare import _knob_sentence
+
+    row = {
+        "knob": "storage peak",
+        "step": 0.1,
+        "elasticity": {"mean": 0.00145, "low": 7.1e-05, "high": 0.00283},
+        "gpu_hours_per_day_up": {"mean": 111.0, "low": -14.0, "high": 236.0},
+        "gpu_hours_per_day_down": {"mean": -120.0, "low": -250.0, "high": 10.0},
+        "outside_noise": {"elasticity": True, "gpu_hours_per_day_up": False, "gpu_hours_per_day_down": False},
+    }
+    line = _knob_sentence(row)
+    assert "within the noise" not in line and line.endswith("(outside the noise)"), line
+    row["outside_noise"]["elasticity"] = False
+    assert "within the noise" in _knob_sentence(row)

@@ -601,15 +601,17 @@ def _knob_sentence(row: dict, show: Callable[[str], str] = str) -> str:
     up_mean = -math.inf if up is None else up["mean"]
     down_mean = -math.inf if down is None else down["mean"]
     word, change = (larger, up) if up_mean >= down_mean else (smaller, down)
-    flag = row.get("outside_noise", {}).get("gpu_hours_per_day_up" if change is up else "gpu_hours_per_day_down")
+    # The knob's one verdict is its elasticity's (the central difference, as the ranking and the
+    # summary line take it); the one-sided change beside it is what a 10 % step buys.
+    flag = row.get("outside_noise", {}).get("elasticity")
     elasticity = _with_ci(row["elasticity"], lambda x: f"{x:.3g}", signed=True)
     if change is None:
         return f"{show(knob)}: not resolved; elasticity {elasticity}"
     if all(x is not None and x["mean"] == 0 and x["low"] in (0, None) and x["high"] in (0, None) for x in (up, down)):
         return f"{show(knob)} at ±{step}: the same saved work as the baseline on every draw"
     return (
-        f"a {step} {word} {show(knob)}: saved work {_with_ci(change, signed=True)} GPU-hours per day "
-        f"({_noise(change, flag)}); elasticity {elasticity}"
+        f"a {step} {word} {show(knob)}: saved work {_with_ci(change, signed=True)} GPU-hours per day; "
+        f"elasticity {elasticity} ({_noise(row['elasticity'], flag)})"
     )
 
 
