@@ -300,20 +300,7 @@ def group_trace(result: LoopResult, config: RunConfig, part) -> Trace:
         at_stop = (final.fire_count, final.writing, final.compute_left)
         jobs = fast_useful_work(trace.jobs, *part, *at_stop, use_jitter=config.use_jitter)
         trace = dataclasses.replace(trace, jobs=jobs)
-    if config.save.jobs and part[3] is not None:
-        trace = dataclasses.replace(trace, jobs=with_wastes(trace.jobs, part[3]))
     return trace
-
-
-@jax.jit
-def with_wastes(jobs: JobStats, horizon) -> JobStats:
-    """``jobs`` with their wastes over the (B,) ``horizon`` (`JobStats.waste`,
-    `JobStats.covered_waste`; NaN where the useful work is), from the useful and uncovered
-    work the run returned. A program of its own: the work it reads is materialised, so XLA
-    cannot recompute (and round) it differently in the program of each batch layout, and a
-    sharded batch keeps the same bits as one device."""
-    covered_waste, waste = steady_waste(jobs.useful_work, jobs.uncovered_work, horizon)
-    return jobs._replace(waste=waste, covered_waste=covered_waste)
 
 
 @functools.partial(jax.jit, static_argnames=("use_jitter",))
@@ -322,7 +309,7 @@ def fast_useful_work(
 ) -> JobStats:
     """The useful and uncovered work of fleets run without the work accounting (the fast
     paths, and the general engine without failures or jitter: `RunConfig.track_work`;
-    docs/model.md §1c); `with_wastes` gives their wastes.
+    docs/model.md §1c), and the wastes they give (`JobStats.waste`, `JobStats.covered_waste`).
 
     Useful work: each completed write saved one full compute phase T_i, but the first write
     of an initially computing job saved only its ``remaining`` work (work before t = 0 counts
@@ -345,7 +332,10 @@ def fast_useful_work(
     ok = jobs.writes >= 0
     useful = jnp.where(ok, useful, jnp.nan).astype(compute.dtype)
     uncovered = jnp.where(ok, uncovered, jnp.nan).astype(compute.dtype)
-    return jobs._replace(useful_work=useful, uncovered_work=uncovered, persisted_work=useful)
+    covered_waste, waste = steady_waste(useful, uncovered, horizon)
+    return jobs._replace(
+        useful_work=useful, uncovered_work=uncovered, persisted_work=useful, waste=waste, covered_waste=covered_waste
+    )
 
 
 def merge(pieces, n_fleets: int) -> Trace:
