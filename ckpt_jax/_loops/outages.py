@@ -93,9 +93,14 @@ def _upcoming(params: Params, last, count):
     gaps = jax.vmap(lambda d, n: _draw(params.job_keys[0], d, n, dtype))(
         domains.astype(jnp.uint32), count.astype(jnp.uint32)
     )
-    finite = jnp.isfinite(out.mtbf)
-    start = jnp.maximum(last, 0)
-    return jnp.where(finite, start + gaps * jnp.where(finite, out.mtbf, 1), jnp.inf).astype(dtype)
+    return _after(last, gaps, out.mtbf).astype(dtype)
+
+
+def _after(last, gap, mtbf):
+    """The outage instant a standard exponential ``gap`` after ``last`` (from 0 for the
+    first), in a domain of MTBF ``mtbf`` (never where it is infinite)."""
+    finite = jnp.isfinite(mtbf)
+    return jnp.where(finite, jnp.maximum(last, 0) + gap * jnp.where(finite, mtbf, 1), jnp.inf)
 
 
 def init(params: Params) -> OutageCarry:
@@ -244,11 +249,9 @@ def _gaps(keys, domains, numbers, dtype):
 @jax.jit
 def _accumulate(mtbf, last, gaps):
     """(B, D, n) the instants ``last`` + the ``gaps`` (B, D, n) × ``mtbf``, summed in order."""
-    finite = jnp.isfinite(mtbf)
 
     def step(previous, gap):
-        start = jnp.maximum(previous, 0)
-        upcoming = jnp.where(finite, start + gap * jnp.where(finite, mtbf, 1), jnp.inf).astype(last.dtype)
+        upcoming = _after(previous, gap, mtbf).astype(last.dtype)
         return upcoming, upcoming
 
     _, times = jax.lax.scan(step, last, jnp.moveaxis(gaps, -1, 0))
