@@ -464,17 +464,23 @@ def assess(
 def _same_runs(out) -> bool:
     """Whether every draw of a run recorded the same (a replayed trace and a fixed launch:
     nothing drawn at random), NaN equal to NaN: its draws are then one draw."""
-    for stats in (out.jobs, out.writers, out.power):
-        for leaf in jax.tree_util.tree_leaves(stats):
-            x = np.asarray(leaf)
-            if x.ndim == 0 or x.shape[0] < 2:
-                continue
-            if np.issubdtype(x.dtype, np.floating):
-                same = (x == x[:1]) | (np.isnan(x) & np.isnan(x[:1]))
-            else:
-                same = x == x[:1]
-            if not np.all(same):
-                return False
+    return _equal_across_draws(
+        leaf for stats in (out.jobs, out.writers, out.power) for leaf in jax.tree_util.tree_leaves(stats)
+    )
+
+
+def _equal_across_draws(arrays) -> bool:
+    """Whether each of ``arrays`` (draws on the leading axis) is the same in every draw, bit
+    for bit, NaN equal to NaN."""
+    for leaf in arrays:
+        x = np.asarray(leaf)
+        if x.ndim == 0 or x.shape[0] < 2:
+            continue
+        same = x == x[:1]
+        if np.issubdtype(x.dtype, np.floating):
+            same |= np.isnan(x) & np.isnan(x[:1])
+        if not np.all(same):
+            return False
     return True
 
 
@@ -1148,12 +1154,7 @@ def _finite_ci(samples, share: bool = False) -> Estimate:
 def _identical_draws(draws: dict) -> bool:
     """Whether every draw of a scenario gave the same numbers (a replayed trace and a fixed
     launch: nothing random), NaN (not observed) equal to NaN."""
-    for field in _DRAW_FIELDS:
-        x = np.asarray(draws[field], np.float64)
-        same = (x == x[:1]) | (np.isnan(x) & np.isnan(x[:1]))
-        if not np.all(same):
-            return False
-    return True
+    return _equal_across_draws(np.asarray(draws[field], np.float64) for field in _DRAW_FIELDS)
 
 
 def _one_draw(estimate: Estimate) -> Estimate:
