@@ -180,9 +180,16 @@ def batch_keys(key, batch_shape, n_jobs: int, fleet_offset: int):
     """
     n_fleets = int(np.prod(batch_shape, dtype=np.int64))
     key = jax.random.key(0) if key is None else key
+    # Each key depends on its fleet's and job's counters alone, so keys are derived for the
+    # next powers of two and cut: one compiled program serves many batch and fleet sizes.
     if key.shape == ():
-        return fold_keys(key, jnp.uint32(fleet_offset), n_fleets, n_jobs)
-    return job_keys(key.reshape(n_fleets), n_jobs)
+        return fold_keys(key, jnp.uint32(fleet_offset), _bucket(n_fleets), _bucket(n_jobs))[:n_fleets, :n_jobs]
+    return job_keys(key.reshape(n_fleets), _bucket(n_jobs))[:, :n_jobs]
+
+
+def _bucket(n: int) -> int:
+    """The smallest power of two >= ``n`` (1 for n <= 1)."""
+    return 1 << max(0, int(n) - 1).bit_length()
 
 
 # Jitted so that deriving keys costs one dispatch, not a dozen (it dominated small runs).
