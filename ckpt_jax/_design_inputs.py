@@ -193,7 +193,11 @@ class Budgets(NamedTuple):
     @property
     def limits(self) -> dict:
         """{name: limit} of the limits given, ``"written"`` before ``"power_steps"``."""
-        return {name: value for name, value in (("written", self.written), ("power_steps", self.power_steps)) if value is not None}
+        return {
+            name: value
+            for name, value in (("written", self.written), ("power_steps", self.power_steps))
+            if value is not None
+        }
 
 
 def _positive_number(value, name: str, *, allow_zero: bool) -> float:

@@ -692,9 +692,7 @@ def _waste_and_use(
     if restart_stagger is not None:
         restart_stagger = np.broadcast_to(np.asarray(restart_stagger, np.float64), intervals.shape[:-1])
     power = budgets.power_steps is not None
-    out = _run_trace(
-        fleet, intervals, keys, float(horizon), jitter, launch, offsets, restart_stagger, power=power
-    )
+    out = _run_trace(fleet, intervals, keys, float(horizon), jitter, launch, offsets, restart_stagger, power=power)
     waste = _weighted(fleet, job_waste(fleet, out.jobs, horizon))
     steps = np.asarray(out.power.n_steps, np.float64).reshape(waste.shape) if power else None
     return waste, _use_of(np.asarray(out.jobs.writes, np.float64), steps, fleet, budgets, float(horizon))
@@ -789,7 +787,8 @@ def _infeasible(budgets: Budgets, held: dict, limits: dict, top) -> InfeasibleBu
     return InfeasibleBudgets(
         "no intervals within the bounds keep the budgets on the design's common draws: "
         + "; ".join(parts)
-        + f"; raise the budget or the bounds' upper ends (the longest intervals: {np.array2string(np.asarray(top), precision=4)})",
+        + "; raise the budget or the bounds' upper ends (the longest intervals: "
+        + f"{np.array2string(np.asarray(top), precision=4)})",
         broken,
         dict(limits),
     )
@@ -1640,9 +1639,7 @@ def checkpoint_intervals(
     allowed = None
     if used is not None:  # a fallback keeps the budgets on the common draws, and the floor
         allowed = {name for name in compared if name.endswith("_scaled")} | {
-            name
-            for name in compared
-            if name in used["kept"] and np.all(compared[name] >= job_bounds[0] * (1 - 1e-12))
+            name for name in compared if name in used["kept"] and np.all(compared[name] >= job_bounds[0] * (1 - 1e-12))
         }
     searched_waste = np.asarray(evaluation.fleet_waste[0], np.float64)
     chosen = (
