@@ -196,3 +196,92 @@ def test_an_infeasible_budget_is_refused_with_the_smallest_feasible(fleet):
     # (every job at 60: one checkpoint each before H = 120, 1 + 1 + 2).
     assert err.smallest["written"] == pytest.approx(4.0, rel=0.3)
     assert err.smallest["written"] > 0.5
+
+
+# -- the command line ------------------------------------------------------------------------
+
+TINY = """
+throughput = "shared"
+
+[design]
+bounds = [0.5, 50.0]
+horizon = 40.0
+max_written = 3.0
+
+[[groups]]
+name = "small"
+count = 2
+size = 1
+write = 0.5
+mtbf = 20.0
+restart = 0.5
+
+[[groups]]
+name = "big"
+count = 1
+size = 2
+write = 1.0
+mtbf = 10.0
+min_interval = 2.0
+"""
+
+FAST = ["--quick", "--steps", "2", "--draws", "2", "--pairs", "1", "--no-progress", "--devices", "1"]
+
+
+def test_cli_budgets_reach_the_design_per_day_with_units(tmp_path):
+    from types import SimpleNamespace
+
+    from ckpt_jax.cli.design import _budgets, settings_for
+
+    text = (
+        'power_per_gpu = "700 W"\n[storage]\npeak = "1 TB/s"\n[design]\nmax_power_steps = 100\n'
+        '[[groups]]\ncount = 2\ngpus = 8\ncheckpoint = "1 TB"\nmtbf = "10 h"\nmin_interval = "5 min"\n'
+        '[[groups]]\ncount = 1\ngpus = 8\ncheckpoint = "1 TB"\nmtbf = "10 h"\n'
+    )
+    spec = loads(text)
+    args = SimpleNamespace(
+        steps=None,
+        draws=None,
+        pairs=None,
+        horizon=None,
+        seed=None,
+        quick=False,
+        offsets=None,
+        max_written="500 TB/day",
+        max_power_steps=None,
+        budget_bound="upper",
+    )
+    settings = settings_for(args, spec)
+    assert settings["budgets"]["max_written"] == pytest.approx(500e12 / 86400)
+    budgets = _budgets(spec, settings)
+    assert budgets.written == pytest.approx(500e12) and budgets.per == 86400.0  # a day's volume, per day
+    assert budgets.power_steps == 100 and budgets.bound == "upper"
+    lower = spec.job_bounds()[0]
+    assert budgets.min_interval.tolist() == [300.0, 300.0, lower[2]]  # a group without a floor keeps its bound
+    # No budget set: none reaches the design.
+    bare = loads(text.replace("max_power_steps = 100\n", "").replace('min_interval = "5 min"\n', ""))
+    assert settings_for(SimpleNamespace(**{**vars(args), "max_written": None}), bare)["budgets"] is None
+
+
+@pytest.mark.slow  # two design runs of the command (the library's budgets run in the tier above)
+def test_cli_design_within_a_volume_budget(tmp_path, capsys):
+    import json
+
+    path = tmp_path / "tiny.toml"
+    path.write_text(TINY)
+    out = tmp_path / "design"
+    assert main(["design", str(path), *FAST, "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "Budget on the written volume:" in printed and "limit 3 over H" in printed
+    summary = json.loads((out / "design.json").read_text())
+    block = summary["budgets"]
+    assert block["limits"] == {"written": 3.0} and block["per"] == "horizon" and block["min_interval"] == [None, 2.0]
+    assert summary["groups"][1]["design"] >= 2.0
+    assert summary["trade_off"]["factors"][0] == 0.5 and (out / "trade_off.png").stat().st_size > 0
+    report = (out / "report.md").read_text()
+    assert "## Budgets (docs/model.md §1g)" in report and "Floors on the intervals (min_interval): big 2." in report
+    # A budget no interval within the bounds keeps: one error line with the smallest that would be.
+    assert main(["design", str(path), *FAST, "--max-written", "0.01", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--max-written = 0.01 over H cannot be kept" in err, err
+    assert "the smallest budget that would be feasible" in err
