@@ -298,8 +298,6 @@ def trade_off_figure(spec, summary):
     written a day (else over H), along the recommended intervals scaled by common factors,
     with the design, the current intervals, the baselines and the sets scaled to the budgets
     as points, and the budget on the volume as a line; 95% CIs."""
-    from .design import LABELS as SET_LABELS
-
     plt = _pyplot()
     units = spec.time_unit is not None
     curve = summary["trade_off"]
@@ -334,7 +332,7 @@ def trade_off_figure(spec, summary):
         point_y = waste[name]["mean"] * scale
         base = name.removesuffix("_scaled")
         colour = COLOURS.get(base, "#17becf")
-        label = "design" if name == "design" else SET_LABELS.get(name, name)
+        label = LABELS.get(base, base) + (" scaled to the budgets" if name.endswith("_scaled") else "")
         axis.plot(
             point_x,
             point_y,
