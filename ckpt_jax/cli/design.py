@@ -733,7 +733,7 @@ def recommend(summary: dict) -> dict:
     1. the set the design fell back to (``fallback``: it beat the search's intervals outside
        the noise);
     2. the file's own intervals (``current``) where the design saves nothing outside the noise
-       against them: a change buys nothing measurable;
+       against them (and they keep the budgets, if any): a change buys nothing measurable;
     3. else the design's, for one reason: against the current intervals what it saves, else
        that it beats every comparison outside the noise, else that none does better (naming
        those as good within the noise). A comparison that does better outside the noise but
@@ -746,6 +746,8 @@ def recommend(summary: dict) -> dict:
     def named(names):
         return ", ".join(labels.get(name, name) for name in names)
 
+    # With budgets: the sets that break them (weighed scaled to keep them) are no rivals.
+    broke = {name.removesuffix("_scaled") for name in summary.get("budgets", {}).get("scaled", {})}
     fallback = summary.get("fallback")
     if fallback is not None:
         use = fallback
@@ -753,7 +755,7 @@ def recommend(summary: dict) -> dict:
             f"{'they' if fallback == 'current' else 'its intervals'} beat the search's outside the noise on "
             "fresh draws, so they are the design here"
         )
-    elif "current" in compared and effect(compared["current"]["saved"], floor) <= 0:
+    elif "current" in compared and "current" not in broke and effect(compared["current"]["saved"], floor) <= 0:
         use = "current"
         reason = (
             f"the design saves {_saved_text(summary, 'current')} against them, within the noise: "
@@ -763,6 +765,8 @@ def recommend(summary: dict) -> dict:
         use = "design"
         better = [name for name, b in compared.items() if effect(b["saved"], floor) < 0]
         ties = [name for name, b in compared.items() if effect(b["saved"], floor) == 0]
+        over = [name for name in better if name in broke]
+        better = [name for name in better if name not in broke]
         if better:
             reason = (
                 f"{named(better)} {'does' if len(better) == 1 else 'do'} better outside the noise, but with "
@@ -776,6 +780,11 @@ def recommend(summary: dict) -> dict:
             reason = (
                 f"no comparison does better outside the noise ({named(ties)} "
                 f"{'is' if len(ties) == 1 else 'are'} as good within it)"
+            )
+        if over:
+            reason += (
+                f"; {named(over)} {'does' if len(over) == 1 else 'do'} better but "
+                f"{'breaks' if len(over) == 1 else 'break'} the budgets (scaled to keep them: no better)"
             )
     what = {"design": "use the design's intervals", "current": "keep the current intervals"}
     text = f"{what.get(use, f'use {labels.get(use, use)}')}: {reason}"
