@@ -33,6 +33,12 @@ four (so that their differences are paired). The baselines take the time a check
 job: its write alone, d / min(b, f(1)) with write limits; with two-level checkpoints the snapshot
 s, and then no interval shorter than the drain (`contended_young`); two-level fleets get a
 fourth, a lone job's exact optimum (`theory.two_level_optimal_interval`).
+
+With `Budgets` (docs/model.md §1g: a limit on the fleet's written volume and on its power steps,
+a floor on each interval) the search keeps them on its common draws: a point that breaks a limit
+is moved up the intervals' common scale onto it (`_onto_limits`), and the result says which limit
+binds and what relaxing it would buy (`BudgetOutcome`); `trade_off` gives the waste against the
+volume along one interval set scaled.
 """
 
 from __future__ import annotations
@@ -211,7 +217,9 @@ class DesignResult(NamedTuple):
       fallback: the baseline or candidate recommended instead of the search's intervals,
         because it beat them outside the noise on the evaluation draws; else None.
       searched: (N,) the intervals the optimisation found (``intervals`` unless ``fallback``).
-      candidates: ``{name: Baseline}`` for the ``candidates`` given, on the same draws.
+      candidates: ``{name: Baseline}`` for the ``candidates`` given, on the same draws; with
+        ``budgets``, also each baseline and candidate that broke them, scaled up onto them
+        (``"<name>_scaled"``, `BudgetOutcome.scaled`).
       evaluation: the `Evaluation` every estimate above comes from.
       mesh: (steps,) the search's relative step per step (a move multiplies an interval by
         e^mesh); None with ``"adam"``.

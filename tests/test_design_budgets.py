@@ -285,3 +285,20 @@ def test_cli_design_within_a_volume_budget(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--max-written = 0.01 over H cannot be kept" in err, err
     assert "the smallest budget that would be feasible" in err
+
+
+@pytest.mark.slow  # a design run of its own, with the power recorded at every step
+def test_a_power_step_budget_and_a_floor_are_kept(fleet):
+    young = design.contended_young(fleet, horizon=1.0, keys=jax.random.split(jax.random.key(0), 2), max_iter=0)[0]
+    at_young = design.trade_off(
+        fleet, young, [1.0], horizon=RUN["horizon"], keys=jax.random.split(jax.random.key(5), 8)
+    )
+    limit = 0.7 * float(at_young.power_steps.mean())
+    budgets = design.Budgets(power_steps=limit, min_interval=[25.0, 25.0, 2.0], bound="upper")
+    result = design.checkpoint_intervals(fleet, key=jax.random.key(2), budgets=budgets, **RUN)
+    assert np.all(result.intervals[:2] >= 25.0)  # the floor of the first group
+    assert result.budgets is not None and set(result.budgets.used) == {"power_steps"}
+    fresh = design.trade_off(
+        fleet, result.intervals, [1.0], horizon=RUN["horizon"], keys=jax.random.split(jax.random.key(98), 16)
+    )
+    assert fresh.power_steps.mean() <= limit, (fresh.power_steps.mean(), limit)

@@ -14,7 +14,10 @@ the sentence the report and stdout print), ``method``,
 ``converged``, ``start`` (the set the search started from), ``fallback`` (the baseline
 recommended instead, where one beat the search outside the noise, else null),
 ``restart_stagger`` and ``launch_stagger`` (designed with ``--staggers``, in engine units; null
-where not designed or the design fell back), the fleet waste of
+where not designed or the design fell back), ``budgets`` (with budgets, `_budgets_json`: the
+limits, the recommendation's use of each on the fresh draws, ``binding``, the shadow prices and
+the intervals scaled onto the limits), ``trade_off`` (the fleet waste, GPU-hours a day, volume
+and power steps along the recommended intervals × ``factors``), the fleet waste of
 the design and the baselines with 95% CIs (``waste``, ``baselines``, ``candidates``), the waste
 per group on the same draws (``per_group``, ``per_group_saved``, ``per_group_fleet_waste``),
 ``power_and_storage`` (per interval set, the power steps above the threshold and the volume of
@@ -636,6 +639,14 @@ def rerun_command(spec, settings: dict, summary: dict, out) -> str:
         parts.append("--staggers")
     if settings.get("method", "search") != "search":
         parts += ["--method", settings["method"], "--pairs", str(settings["pairs"])]
+    budgets = settings.get("budgets") or {}
+    if budgets.get("max_written") is not None and budgets["max_written"] != file.max_written:
+        written = budgets["max_written"]
+        parts += ["--max-written", f'"{volume_text(written * 86400)}/day"' if spec.time_unit else f"{written:g}"]
+    if budgets.get("max_power_steps") is not None and budgets["max_power_steps"] != file.max_power_steps:
+        parts += ["--max-power-steps", f"{budgets['max_power_steps']:g}"]
+    if budgets.get("bound", file.budget_bound) != file.budget_bound:
+        parts += ["--budget-bound", budgets["bound"]]
     return " ".join(parts + ["--out", str(out)])
 
 
