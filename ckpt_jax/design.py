@@ -1233,9 +1233,9 @@ def _compass_search(evaluate, start, lower, upper, scale, *, mesh_min, max_steps
     program serves every step; the repeated centre gains nothing and is never accepted.
 
     Args:
-      evaluate: (M, K) points -> ``(points, waste, kept)``: the points, moved onto the
-        budgets where they break them (`_onto_limits`; else as given), their (M, S) waste,
-        every point on the same S draws, and (M,) whether each keeps the budgets (a point
+      evaluate: (M, K) points -> (M, S) waste, every point on the same S draws; or, with
+        budgets, ``(points, waste, kept)``: the points moved onto the budgets where they break
+        them (`_onto_limits`), their waste, and (M,) whether each keeps the budgets (a point
         that does not is never accepted).
       start: (K,) the first centre.
       lower, upper: (K,) bounds (±inf for periodic coordinates).
@@ -1255,7 +1255,8 @@ def _compass_search(evaluate, start, lower, upper, scale, *, mesh_min, max_steps
         moves[1::2] -= np.diag(step)
         last = centre if extra is None else extra
         points = np.clip(np.concatenate([centre[None], moves, last[None]]), lower, upper)
-        points, waste, kept = evaluate(points)
+        found = evaluate(points)
+        points, waste, kept = found if isinstance(found, tuple) else (points, found, True)
         waste = np.asarray(waste, np.float64)  # (M, S)
         gain = waste[:1] - waste  # paired improvement on the centre, per draw
         n_draws = waste.shape[1]
@@ -1536,14 +1537,14 @@ def checkpoint_intervals(
         raise ValueError(f"method must be one of {', '.join(map(repr, METHODS))}, got {method!r}")
     staggers = _check_stagger(fleet, stagger, method, launch, offsets)
     floor = check_floor(floor)
+    settings, job_bounds = _settings(
+        fleet, bounds, horizon, n_draws, n_pairs, groups, launch, smoothing, offsets, offset_groups
+    )
     budgets = check_budgets(budgets, fleet.n_jobs)
     if budgets is not None and method != "search":
         raise ValueError(f"budgets need method='search', got method={method!r}")
     if budgets is not None and budgets.bound == "upper" and n_draws < 2:
         raise ValueError(f"budgets.bound='upper' needs n_draws >= 2 (a CI over the draws), got {n_draws!r}")
-    settings, job_bounds = _settings(
-        fleet, bounds, horizon, n_draws, n_pairs, groups, launch, smoothing, offsets, offset_groups
-    )
     eval_draws = _check_run(
         fleet,
         method,
@@ -1847,7 +1848,7 @@ def _search(fleet, settings, compared, key, *, steps, rtol, n_draws, jitter, lau
 
     def evaluate(points):
         if budgets is None:
-            return points, run(points), np.ones(points.shape[0], bool)
+            return run(points)
         moved, waste, _, kept = onto(points, run(points))
         return moved, waste, kept
 
