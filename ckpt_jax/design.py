@@ -1740,16 +1740,20 @@ def _budget_outcome(
     if used["relaxed"]:
         names = list(used["relaxed"])
         relaxed = np.stack([used["relaxed"][name] for name in names])
-        waste = fleet_waste(
-            fleet,
-            relaxed,
-            horizon=horizon,
-            keys=keys,
-            jitter=jitter,
-            launch=launch,
-            offsets=None if offsets is None else np.broadcast_to(offsets, relaxed.shape),
-            restart_stagger=restart_stagger,
-        )
+        if offsets is None and restart_stagger is None:  # padded to the evaluation's run: its program
+            out = _run_trace(fleet, _pad_rows(relaxed, len(evaluation.names)), keys, horizon, jitter, launch, full=True)
+            waste = _weighted(fleet, job_waste(fleet, out.jobs, horizon))[: len(names)]
+        else:
+            waste = fleet_waste(
+                fleet,
+                relaxed,
+                horizon=horizon,
+                keys=keys,
+                jitter=jitter,
+                launch=launch,
+                offsets=None if offsets is None else np.broadcast_to(offsets, relaxed.shape),
+                restart_stagger=restart_stagger,
+            )
         shadow = {name: mean_ci(searched_waste - waste[i]) for i, name in enumerate(names)}
     return BudgetOutcome(
         budgets=budgets,

@@ -158,7 +158,7 @@ def test_a_binding_volume_budget_is_kept_on_fresh_draws(fleet, budgeted):
     assert outcome.held["written"] <= budgets.written  # on the search's common draws
     # On fresh draws, not seen by the search: the volume is kept (to its noise).
     fresh = design.trade_off(
-        fleet, result.intervals, [1.0], horizon=RUN["horizon"], keys=jax.random.split(jax.random.key(99), 16)
+        fleet, result.intervals, [1.0], horizon=RUN["horizon"], keys=jax.random.split(jax.random.key(99), 8)
     )
     written = cj.design.mean_ci(fresh.written[0])
     assert written.mean <= budgets.written, (written, budgets.written)
