@@ -698,8 +698,9 @@ def _waste_and_use(
         restart_stagger = np.broadcast_to(np.asarray(restart_stagger, np.float64), intervals.shape[:-1])
     power = budgets.power_steps is not None
     out = _run_trace(fleet, intervals, keys, float(horizon), jitter, launch, offsets, restart_stagger, power=power)
+    assert out.jobs is not None and (out.power is not None or not power)  # recorded as asked
     waste = _weighted(fleet, job_waste(fleet, out.jobs, horizon))
-    steps = np.asarray(out.power.n_steps, np.float64).reshape(waste.shape) if power else None
+    steps = np.asarray(out.power.n_steps, np.float64).reshape(waste.shape) if out.power is not None else None
     return waste, _use_of(np.asarray(out.jobs.writes, np.float64), steps, fleet, budgets, float(horizon))
 
 
@@ -1819,23 +1820,43 @@ def _search(fleet, settings, compared, key, *, steps, rtol, n_draws, jitter, lau
     def stagger_of(points, name):
         return points[:, first_stagger + staggers.index(name)] if name in staggers else None
 
-    def run(points, limits=None):
-        """(waste (M, S), excess (M,), use) of ``points``; without budgets the waste alone."""
+    def launch_of(points):
+        """The intervals, launch fractions and restart stagger of ``points``."""
         intervals, fractions = split(points)
         launch_stagger = stagger_of(points, "launch_stagger")
         if launch_stagger is not None:
             fractions = _stagger_fractions(fleet, intervals, launch_stagger)
-        arguments = dict(
+        return intervals, fractions, stagger_of(points, "restart_stagger")
+
+    def waste_of(points) -> np.ndarray:
+        """(M, S) the waste of ``points`` on the common draws."""
+        intervals, fractions, restart_stagger = launch_of(points)
+        return fleet_waste(
+            fleet,
+            intervals,
             horizon=horizon,
             keys=draws,
             jitter=jitter,
             launch=launch,
             offsets=fractions,
-            restart_stagger=stagger_of(points, "restart_stagger"),
+            restart_stagger=restart_stagger,
         )
-        if budgets is None:
-            return fleet_waste(fleet, intervals, **arguments)
-        waste, use = _waste_and_use(fleet, intervals, budgets, **arguments)
+
+    def run(points, limits=None):
+        """(waste (M, S), excess (M,), use) of ``points`` under the budgets (or ``limits``)."""
+        assert budgets is not None
+        intervals, fractions, restart_stagger = launch_of(points)
+        waste, use = _waste_and_use(
+            fleet,
+            intervals,
+            budgets,
+            horizon=horizon,
+            keys=draws,
+            jitter=jitter,
+            launch=launch,
+            offsets=fractions,
+            restart_stagger=restart_stagger,
+        )
         return waste, _excess(_held(use, budgets.bound), budgets.limits if limits is None else limits), use
 
     def onto(points, first, limits=None, down=False):
@@ -1852,7 +1873,7 @@ def _search(fleet, settings, compared, key, *, steps, rtol, n_draws, jitter, lau
 
     def evaluate(points):
         if budgets is None:
-            return run(points)
+            return waste_of(points)
         moved, waste, _, kept = onto(points, run(points))
         return moved, waste, kept
 
@@ -1902,7 +1923,7 @@ def _search(fleet, settings, compared, key, *, steps, rtol, n_draws, jitter, lau
             launch=launch,
         )
     else:
-        start_waste = run(_pad_rows(starts, n_points))
+        start_waste = waste_of(_pad_rows(starts, n_points))
     start_waste = start_waste[: len(names)]
     first = int(np.argmin(start_waste.mean(axis=1)))
     centre, converged, rows = _compass_search(

@@ -332,7 +332,7 @@ def trade_off_figure(spec, summary):
         point_y = waste[name]["mean"] * scale
         base = name.removesuffix("_scaled")
         colour = COLOURS.get(base, "#17becf")
-        label = LABELS.get(base, base) + (" scaled to the budgets" if name.endswith("_scaled") else "")
+        label = str(LABELS.get(base, base)) + (" scaled to the budgets" if name.endswith("_scaled") else "")
         axis.plot(
             point_x,
             point_y,
