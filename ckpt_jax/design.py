@@ -261,8 +261,9 @@ class BudgetOutcome(NamedTuple):
       held: {limit name: float} the statistic the search held under the limit on its common
         draws at the searched intervals: the mean, or the upper end of its 95 % CI
         (`Budgets.bound`).
-      binding: the names of the limits that bind: the searched intervals scaled down by the
-        search's finest move (÷ (1 + rtol)) would break them on the common draws.
+      binding: the names of the limits that bind on the common draws: the searched intervals
+        use them within `BINDING` (3 %) of the limit, or scaled down by the search's finest
+        move (÷ (1 + rtol)) would break them.
       shadow: {limit name: `Estimate`} for each binding limit, the fleet waste that a limit
         10 % higher would save (the shadow price, as a share of the fleet's time: × GPUs × 24
         for GPU-hours a day), paired on the evaluation draws: the searched intervals scaled
@@ -317,6 +318,9 @@ class TradeOff(NamedTuple):
     power_steps: np.ndarray
 
 
+# A limit binds where the searched intervals use it within this share of it (the projection
+# onto the limits stops within 1 %), or where a finer move would break it.
+BINDING = 0.03
 # A limit relaxed by this share for its shadow price.
 RELAX = 0.10
 
@@ -1943,15 +1947,18 @@ def _search(fleet, settings, compared, key, *, steps, rtol, n_draws, jitter, lau
     mesh = np.array([math.expm1(row[4]) for row in rows])
     used = None
     if budgets is not None:  # which limits bind at the centre, and the centre under each relaxed
-        # A limit binds where the search's finest move down (every interval ÷ (1 + rtol))
-        # would break it: the use is a step function of the intervals (whole checkpoints).
+        # A limit binds where the searched intervals use it within `BINDING` of it, or where the
+        # search's finest move down (every interval ÷ (1 + rtol)) would break it: the use is a
+        # step function of the intervals (whole checkpoints), flat near the limit over short H.
         shorter = _shifted(centre[None], [-math.log1p(rtol)], n_groups, lower, upper)
         waste, _, use = run(_pad_rows(np.concatenate([centre[None], shorter]), n_points))
         held_shorter = _held({name: value[1:2] for name, value in use.items()}, budgets.bound)
         use = {name: value[:1] for name, value in use.items()}
         held = {name: float(value[0]) for name, value in _held(use, budgets.bound).items()}
         binding = tuple(
-            name for name, limit in budgets.limits.items() if held_shorter[name][0] > limit or held[name] >= limit
+            name
+            for name, limit in budgets.limits.items()
+            if held_shorter[name][0] > limit or held[name] >= (1 - BINDING) * limit
         )
         relaxed = {}
         for name in binding:

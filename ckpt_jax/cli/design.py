@@ -1686,8 +1686,8 @@ def _budget_table(spec, summary: dict) -> list:
         + ("the mean" if block["bound"] == "mean" else "the upper end of the 95% CI")
         + "): a move of the search that breaks one is scaled up, every interval by one factor, until it "
         "keeps it; the baselines and the current intervals that break one are weighed scaled the same way "
-        "('scaled to the budgets'). A budget binds where the search's finest move down (every interval ÷ 1.1) "
-        "would break it; its shadow price is "
+        "('scaled to the budgets'). A budget binds where the design uses it within 3% or the search's finest "
+        "move down (every interval ÷ 1.1) would break it; its shadow price is "
         "what a budget 10% higher would buy, the design's intervals scaled down until it binds again "
         "(paired on the fresh draws).",
         "",
