@@ -1621,7 +1621,7 @@ def checkpoint_intervals(
                 launch=launch,
                 bar=bar,
                 staggers=staggers,
-                budgets=budgets,
+                budgets=budgets if budgets is not None and budgets.limits else None,
             )
     finally:
         if bar is not None:
@@ -1629,6 +1629,8 @@ def checkpoint_intervals(
     intervals, fractions, history, converged, stopped_early, start, mesh = found[:7]
     designed = found[7] if len(found) > 7 else {}
     used = found[8] if len(found) > 8 else None
+    if used is None and budgets is not None:  # a floor alone: nothing held on the draws
+        used = {"held": {}, "binding": (), "relaxed": {}, "scaled": {}, "kept": set(compared)}
     if used is not None:  # the baselines and candidates scaled onto the budgets are weighed too
         scaled = {f"{name}_scaled": value for name, value in used["scaled"].items()}
         extra, compared = {**extra, **scaled}, {**compared, **scaled}

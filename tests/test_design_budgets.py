@@ -302,3 +302,11 @@ def test_a_power_step_budget_and_a_floor_are_kept(fleet):
         fleet, result.intervals, [1.0], horizon=RUN["horizon"], keys=jax.random.split(jax.random.key(98), 16)
     )
     assert fresh.power_steps.mean() <= limit, (fresh.power_steps.mean(), limit)
+
+
+@pytest.mark.slow  # a design run of its own
+def test_a_floor_alone_raises_the_lower_bound(fleet):
+    floor = design.Budgets(min_interval=[30.0, 30.0, 2.0])
+    result = design.checkpoint_intervals(fleet, key=jax.random.key(1), budgets=floor, **RUN)
+    assert np.all(result.intervals[:2] >= 30.0)
+    assert result.budgets is not None and result.budgets.used == {} and result.budgets.binding == ()
