@@ -24,10 +24,15 @@ __all__ = [
     "labels_of",
     "check_inputs",
     "job_bounds",
+    "BUDGET_BOUNDS",
+    "Budgets",
+    "check_budgets",
 ]
 
 LAUNCHES = ("synchronous", "random")
 LAUNCH_MODES = ("random", "together", "staggered")
+# How a budget is held on the design's common draws: its mean, or the upper end of its 95 % CI.
+BUDGET_BOUNDS = ("mean", "upper")
 
 
 class Launch(NamedTuple):
@@ -156,3 +161,79 @@ def job_bounds(bounds, n_jobs: int):
     if not (np.all(np.isfinite(lo) & np.isfinite(hi)) and np.all(lo > 0) and np.all(hi > lo)):
         raise ValueError(f"{rule}, got {bounds!r}")
     return lo, hi
+
+
+# -- budgets (docs/model.md §1g) ---------------------------------------------------------
+
+
+class Budgets(NamedTuple):
+    """Limits a design must keep (docs/model.md §1g): constraints on the intervals, not
+    dynamics. Each limit is estimated on the design's common draws, as the report measures it
+    (`ckpt_jax.design.power_and_storage`).
+
+    Attributes:
+      written: the most volume the fleet may write per ``per`` (its completed checkpoints ×
+        each job's volume, in the fleet's volume unit); None: no limit.
+      power_steps: the most power steps above the threshold (`ckpt_jax.SaveAt.power_threshold`'s
+        default, a tenth of the fleet's full draw) per ``per``; None: no limit.
+      min_interval: a floor on every interval: None, a number, or (N,) per job (equal within a
+        group); it raises the lower bound of the search.
+      per: the span the limits count over, in the engine's time (86400 where it runs in
+        seconds: per day); None: over the design's horizon H.
+      bound: ``"mean"`` (the mean over the common draws keeps the limit) or ``"upper"`` (the
+        upper end of its 95 % CI does: a margin for the noise of the draws).
+    """
+
+    written: float | None = None
+    power_steps: float | None = None
+    min_interval: float | np.ndarray | None = None
+    per: float | None = None
+    bound: str = "mean"
+
+    @property
+    def limits(self) -> dict:
+        """{name: limit} of the limits given, ``"written"`` before ``"power_steps"``."""
+        return {
+            name: value
+            for name, value in (("written", self.written), ("power_steps", self.power_steps))
+            if value is not None
+        }
+
+
+def _positive_number(value, name: str, *, allow_zero: bool) -> float:
+    rule = f"a finite number {'>=' if allow_zero else '>'} 0"
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise ValueError(f"budgets.{name} must be None or {rule}, got {value!r}")
+    value = float(value)
+    if not (math.isfinite(value) and (value >= 0 if allow_zero else value > 0)):
+        raise ValueError(f"budgets.{name} must be None or {rule}, got {value!r}")
+    return value
+
+
+def check_budgets(budgets, n_jobs: int) -> Budgets | None:
+    """``budgets`` checked (None stays None): every `ValueError` names the field
+    (``budgets.written``) and what is allowed; ``min_interval`` comes back as (N,) or None."""
+    if budgets is None:
+        return None
+    if not isinstance(budgets, Budgets):
+        raise ValueError(f"budgets must be None or a ckpt_jax.design.Budgets, got {type(budgets).__name__}")
+    written = None if budgets.written is None else _positive_number(budgets.written, "written", allow_zero=False)
+    steps = None
+    if budgets.power_steps is not None:
+        steps = _positive_number(budgets.power_steps, "power_steps", allow_zero=True)
+    per = None if budgets.per is None else _positive_number(budgets.per, "per", allow_zero=False)
+    if budgets.bound not in BUDGET_BOUNDS:
+        raise ValueError(f"budgets.bound must be one of {', '.join(map(repr, BUDGET_BOUNDS))}, got {budgets.bound!r}")
+    floor = budgets.min_interval
+    if floor is not None:
+        rule = f"budgets.min_interval must be None, a number or an array of shape ({n_jobs},), each finite and > 0"
+        if isinstance(floor, bool):
+            raise ValueError(f"{rule}, got {floor!r}")
+        try:
+            floor = np.asarray(floor, np.float64)
+        except (TypeError, ValueError):
+            raise ValueError(f"{rule}, got {budgets.min_interval!r}") from None
+        if floor.shape not in ((), (n_jobs,)) or not np.all(np.isfinite(floor) & (floor > 0)):
+            raise ValueError(f"{rule}, got {budgets.min_interval!r}")
+        floor = np.broadcast_to(floor, (n_jobs,)).copy()
+    return Budgets(written, steps, floor, per, budgets.bound)

@@ -77,6 +77,7 @@ __all__ = [
     "paired_difference",
     "sensitivity",
     "sensitivity_knobs",
+    "sensitivity_left_out",
     "timeline",
 ]
 
@@ -1286,7 +1287,11 @@ def sensitivity_knobs(spec, step: float = 0.1) -> dict:
     The knobs: the storage's peak bandwidth (its ``peak``, or every entry of its table or of
     a listed ``throughput``; a preset has none), each group's checkpoint interval (the one in
     use: the file's, else Young's), and for every group at once its checkpoint size, write
-    limit, restart, MTBF and snapshot (those the file has, and non-zero somewhere).
+    limit, restart, MTBF and snapshot (those the file has, and non-zero somewhere); with
+    ``[[outages]]`` drawn, their MTBF (every table at once) and the restart stagger (where it is
+    not 0), and the power cap where one is set (docs/model.md §1d, §1f). A knob that changes
+    nothing on the file is left out (`sensitivity_left_out` says why): the MTBF where the file
+    replays its failures (``failure_trace``), the outage MTBF where it replays its outages.
 
     Returns:
       knob name -> (overrides ×(1 + step), overrides ×(1 − step)), in the file's keys.
@@ -1296,8 +1301,8 @@ def sensitivity_knobs(spec, step: float = 0.1) -> dict:
     units = spec.time_unit is not None
     first = np.searchsorted(spec.labels, np.arange(len(spec.groups)))
 
-    def value(x: float, base: str):  # as the file would hold it: with a unit in a file with units
-        return _quantity_text(float(x), base, spec.time_unit) if units else float(x)
+    def value(x: float, base: str | None):  # as the file would hold it: with a unit in a file with units
+        return _quantity_text(float(x), base, spec.time_unit) if units and base is not None else float(x)
 
     def scaled(keys_values: dict, base: str, factor: float) -> dict:
         return {
@@ -1319,6 +1324,7 @@ def sensitivity_knobs(spec, step: float = 0.1) -> dict:
     intervals = spec.intervals()[first]
     for g, group in enumerate(spec.groups):
         knobs[f"interval of {group.name}"] = ({f"groups[{g}].compute": float(intervals[g])}, "s")
+    left_out = sensitivity_left_out(spec)
     for knob, field, base in (
         ("checkpoint size", "write", "B"),
         ("write limit", "write_limit", "B/s"),
@@ -1326,6 +1332,8 @@ def sensitivity_knobs(spec, step: float = 0.1) -> dict:
         ("MTBF", "mtbf", "s"),
         ("snapshot", "snapshot", "s"),
     ):
+        if knob in left_out:
+            continue
         values = {
             f"groups[{g}].{field}": float(getattr(group, field))
             for g, group in enumerate(spec.groups)
@@ -1333,9 +1341,36 @@ def sensitivity_knobs(spec, step: float = 0.1) -> dict:
         }
         if values:
             knobs[knob] = (values, base)
+    drawn = {f"outages[{i}].mtbf": float(o.mtbf) for i, o in enumerate(spec.outages) if o.mtbf is not None}
+    if drawn and "outage MTBF" not in left_out:
+        knobs["outage MTBF"] = (drawn, "s")
+    if spec.outages and "restart stagger" not in left_out:
+        knobs["restart stagger"] = ({"restart_stagger": float(spec.restart_stagger)}, "s")
+    if spec.cap is not None:  # a plain cap counts GPUs' draw, in a file with units too
+        knobs["power cap"] = ({"cap": float(spec.cap)}, None)
     return {
         name: (scaled(values, base, 1 + step), scaled(values, base, 1 - step)) for name, (values, base) in knobs.items()
     }
+
+
+def sensitivity_left_out(spec) -> dict:
+    """{knob: why} of the knobs `sensitivity_knobs` leaves out because ±10 % of them changes
+    nothing on this fleet file: the MTBF where the file replays its failures (``failure_trace``),
+    the outage MTBF where its ``[[outages]]`` replay listed times, and the restart stagger where
+    it is 0 (with outages)."""
+    left_out = {}
+    if spec.failure_trace is not None:
+        left_out["MTBF"] = (
+            "the file replays its failures (failure_trace): a change of MTBF moves no failure (it sets only "
+            "Young's intervals and the design's bounds)"
+        )
+    if spec.outages and all(outage.mtbf is None for outage in spec.outages):
+        left_out["outage MTBF"] = "the file's [[outages]] replay listed times: they have no MTBF to change"
+    if spec.outages and spec.restart_stagger == 0:
+        left_out["restart stagger"] = (
+            "restart_stagger is 0, and ±10 % of 0 is 0 (try --sweep restart_stagger=... for its effect)"
+        )
+    return left_out
 
 
 def sensitivity(

@@ -33,6 +33,12 @@ four (so that their differences are paired). The baselines take the time a check
 job: its write alone, d / min(b, f(1)) with write limits; with two-level checkpoints the snapshot
 s, and then no interval shorter than the drain (`contended_young`); two-level fleets get a
 fourth, a lone job's exact optimum (`theory.two_level_optimal_interval`).
+
+With `Budgets` (docs/model.md §1g: a limit on the fleet's written volume and on its power steps,
+a floor on each interval) the search keeps them on its common draws: a point that breaks a limit
+is moved up the intervals' common scale onto it (`_onto_limits`), and the result says which limit
+binds and what relaxing it would buy (`BudgetOutcome`); `trade_off` gives the waste against the
+volume along one interval set scaled.
 """
 
 from __future__ import annotations
@@ -47,9 +53,12 @@ import numpy as np
 
 from . import theory
 from ._design_inputs import (
+    BUDGET_BOUNDS,
     LAUNCH_MODES,
     LAUNCHES,
+    Budgets,
     Launch,
+    check_budgets,
     check_inputs,
     check_launch,
     interval_from_theta,
@@ -57,7 +66,7 @@ from ._design_inputs import (
     offset_from_theta,
     theta_from_interval,
 )
-from ._estimate import FLOOR, Estimate, check_floor, effect, mean_ci
+from ._estimate import FLOOR, Estimate, check_floor, effect, half_width, mean_ci
 from ._observe import SaveAt
 from ._simulate import simulate
 from .model import (
@@ -81,6 +90,12 @@ __all__ = [
     "LAUNCHES",
     "LAUNCH_MODES",
     "Launch",
+    "Budgets",
+    "BUDGET_BOUNDS",
+    "BudgetOutcome",
+    "InfeasibleBudgets",
+    "TradeOff",
+    "trade_off",
     "start_state",
     "paired_random_state",
     "staggered_positions",
@@ -202,7 +217,9 @@ class DesignResult(NamedTuple):
       fallback: the baseline or candidate recommended instead of the search's intervals,
         because it beat them outside the noise on the evaluation draws; else None.
       searched: (N,) the intervals the optimisation found (``intervals`` unless ``fallback``).
-      candidates: ``{name: Baseline}`` for the ``candidates`` given, on the same draws.
+      candidates: ``{name: Baseline}`` for the ``candidates`` given, on the same draws; with
+        ``budgets``, also each baseline and candidate that broke them, scaled up onto them
+        (``"<name>_scaled"``, `BudgetOutcome.scaled`).
       evaluation: the `Evaluation` every estimate above comes from.
       mesh: (steps,) the search's relative step per step (a move multiplies an interval by
         e^mesh); None with ``"adam"``.
@@ -210,6 +227,8 @@ class DesignResult(NamedTuple):
         outages, docs/model.md §1f); None when not designed (or the design fell back).
       launch_stagger: the designed launch stagger Δ_L >= 0 (``stagger=True`` with a staggered
         `Launch`; 0 launches every job together); None when not designed (or fell back).
+      budgets: with ``budgets``, a `BudgetOutcome`: the design's use of each limit, which
+        binds, and what relaxing it by 10 % would save; else None.
     """
 
     intervals: np.ndarray
@@ -228,6 +247,82 @@ class DesignResult(NamedTuple):
     mesh: np.ndarray | None = None
     restart_stagger: float | None = None
     launch_stagger: float | None = None
+    budgets: BudgetOutcome | None = None
+
+
+class BudgetOutcome(NamedTuple):
+    """What the `Budgets` of a design did (`checkpoint_intervals` with ``budgets``).
+
+    Attributes:
+      budgets: the `Budgets` as checked (``min_interval`` (N,) or None).
+      used: {limit name: `Estimate`} the recommendation's use of each limit on the
+        evaluation's fresh draws, per `Budgets.per` (``"written"``: volume;
+        ``"power_steps"``: steps above the threshold).
+      held: {limit name: float} the statistic the search held under the limit on its common
+        draws at the searched intervals: the mean, or the upper end of its 95 % CI
+        (`Budgets.bound`).
+      binding: the names of the limits that bind on the common draws: the searched intervals
+        use them within `BINDING` (3 %) of the limit, or scaled down by the search's finest
+        move (÷ (1 + rtol)) would break them.
+      shadow: {limit name: `Estimate`} for each binding limit, the fleet waste that a limit
+        10 % higher would save (the shadow price, as a share of the fleet's time: × GPUs × 24
+        for GPU-hours a day), paired on the evaluation draws: the searched intervals scaled
+        down by one common factor until the relaxed limit binds (to first order the best
+        design under it, as the waste's gradient there is the limit's, scaled).
+      relaxed: {limit name: (N,) intervals} those scaled-down intervals.
+      scaled: {set name: (N,) intervals} each baseline and candidate that broke a limit on the
+        common draws, scaled up by one common factor until it keeps them (each interval held
+        in its bounds): weighed as the candidates ``"<name>_scaled"``.
+    """
+
+    budgets: Budgets
+    used: dict
+    held: dict
+    binding: tuple
+    shadow: dict
+    relaxed: dict
+    scaled: dict
+
+
+class InfeasibleBudgets(ValueError):
+    """No intervals within the bounds keep the budgets on the design's common draws.
+
+    Attributes:
+      smallest: {limit name: float} for each limit broken, the smallest that would be kept:
+        the fleet's use of it at the longest intervals the bounds allow (per `Budgets.per`).
+      limits: {limit name: float} the limits asked for.
+    """
+
+    def __init__(self, message: str, smallest: dict, limits: dict):
+        super().__init__(message)
+        self.smallest = smallest
+        self.limits = limits
+
+
+class TradeOff(NamedTuple):
+    """The fleet's waste against its use of the budgets along one interval set scaled by
+    common factors (`trade_off`), on shared draws.
+
+    Attributes:
+      factors: (F,) the factors.
+      intervals: (F, N) the scaled intervals.
+      waste: (F, S) the fleet waste per draw.
+      written: (F, S) the volume of completed checkpoints per draw, per ``per``.
+      power_steps: (F, S) the power steps above the threshold per draw, per ``per``.
+    """
+
+    factors: np.ndarray
+    intervals: np.ndarray
+    waste: np.ndarray
+    written: np.ndarray
+    power_steps: np.ndarray
+
+
+# A limit binds where the searched intervals use it within this share of it (the projection
+# onto the limits stops within 1 %), or where a finer move would break it.
+BINDING = 0.03
+# A limit relaxed by this share for its shadow price.
+RELAX = 0.10
 
 
 class GradientEstimate(NamedTuple):
@@ -464,8 +559,10 @@ def _run_trace(
     restart_stagger=None,
     *,
     full=False,
+    power=False,
 ):
-    """`_run`'s whole `Trace`; ``full``: with the writers and the power recorded too."""
+    """`_run`'s whole `Trace`; ``full``: with the writers and the power recorded too;
+    ``power``: with the power alone (a budget on power steps)."""
     n_draws = draw_keys.shape[0]
     batch = intervals.shape[:-1]
     grid = np.broadcast_to(intervals[..., None, :], batch + (n_draws, fleet.n_jobs))
@@ -483,7 +580,7 @@ def _run_trace(
         jitter=jitter,
         throw=True,
         progress=False,
-        save=SaveAt(trace=False, jobs=True, writers=full, power=full),
+        save=SaveAt(trace=False, jobs=True, writers=full, power=full or power),
     )
     assert out.jobs is not None  # recorded: SaveAt(jobs=True)
     return out
@@ -554,6 +651,196 @@ def job_waste(fleet: Fleet, jobs, horizon) -> np.ndarray:
     """
     del fleet, horizon
     return np.asarray(jobs.waste)
+
+
+# -- budgets: the fleet's use of its limits, and intervals scaled to keep them -------------
+
+
+def _written_volume(fleet: Fleet) -> np.ndarray:
+    """(N,) each active job's checkpoint volume (0 in padding slots)."""
+    return np.where(np.asarray(fleet.active), np.asarray(fleet.write, np.float64), 0.0)
+
+
+def _use_of(writes, power_steps, fleet: Fleet, budgets: Budgets, horizon: float) -> dict:
+    """{limit name: (...)} the fleet's use of each limit of ``budgets`` per draw, per
+    `Budgets.per`: ``writes`` (..., N) completed checkpoints per job, ``power_steps`` (...)
+    the power steps above the threshold (None where not recorded)."""
+    scale = 1.0 if budgets.per is None else budgets.per / horizon
+    use = {}
+    if budgets.written is not None:
+        use["written"] = np.asarray(writes, np.float64) @ _written_volume(fleet) * scale
+    if budgets.power_steps is not None:
+        use["power_steps"] = np.asarray(power_steps, np.float64) * scale
+    return use
+
+
+def _held(use: dict, bound: str) -> dict:
+    """{limit name: (M,)} each limit's statistic over the draws (the last axis): the mean, or
+    the upper end of its 95 % CI (``bound="upper"``)."""
+    return {
+        name: values.mean(-1) + (half_width(values, axis=-1) if bound == "upper" else 0.0)
+        for name, values in use.items()
+    }
+
+
+def _excess(held: dict, limits: dict) -> np.ndarray:
+    """(M,) the largest log(use / limit) over the limits: <= 0 where every limit is kept. A
+    limit of 0 is kept only by no use at all."""
+    tiny = np.finfo(np.float64).tiny
+    return np.max([np.log(np.maximum(held[name], tiny) / max(limit, tiny)) for name, limit in limits.items()], axis=0)
+
+
+def _waste_and_use(
+    fleet: Fleet, intervals, budgets: Budgets, *, horizon, keys, jitter, launch, offsets=None, restart_stagger=None
+) -> tuple[np.ndarray, dict]:
+    """`fleet_waste` (*P, S) and the fleet's use of each limit of ``budgets`` per draw
+    (`_use_of`), from one run."""
+    intervals = np.asarray(intervals, np.float64)
+    if offsets is not None:
+        offsets = np.broadcast_to(np.asarray(offsets, np.float64), intervals.shape)
+    if restart_stagger is not None:
+        restart_stagger = np.broadcast_to(np.asarray(restart_stagger, np.float64), intervals.shape[:-1])
+    power = budgets.power_steps is not None
+    out = _run_trace(fleet, intervals, keys, float(horizon), jitter, launch, offsets, restart_stagger, power=power)
+    assert out.jobs is not None and (out.power is not None or not power)  # recorded as asked
+    waste = _weighted(fleet, job_waste(fleet, out.jobs, horizon))
+    steps = np.asarray(out.power.n_steps, np.float64).reshape(waste.shape) if out.power is not None else None
+    return waste, _use_of(np.asarray(out.jobs.writes, np.float64), steps, fleet, budgets, float(horizon))
+
+
+def _shifted(points, shift, n_groups: int, lower, upper) -> np.ndarray:
+    """``points`` (R, K) with every log-interval (the first ``n_groups`` coordinates) moved by
+    ``shift`` (R,), held in the bounds: the intervals scaled by e^shift."""
+    moved = np.array(points, np.float64)
+    moved[:, :n_groups] += np.asarray(shift, np.float64)[:, None]
+    return np.clip(moved, lower, upper)
+
+
+def _onto_limits(run, points, first, *, n_groups, lower, upper, n_rows, down=False, rounds=12):
+    """Each of ``points`` (R, K) moved along the intervals' common scale (one shift of every
+    log-interval, each held in its bounds) onto the limits: a point that breaks them by the
+    smallest shift up that keeps them; with ``down`` a point that keeps them by the largest
+    shift down that still does (the limits relaxed: `BudgetOutcome.shadow`), else it stays.
+
+    The limits are close to inversely proportional to the intervals (a job writes about
+    H / (T + D) times), so the root of the excess (`_excess`, in logs) along the shift is
+    found by a safeguarded secant, a few batched runs; it stops within 1 % of the limit.
+
+    Args:
+      run: (M, K) points -> (waste (M, S), excess (M,), use {name: (M, S)}), every call padded
+        to ``n_rows`` rows (one compiled program).
+      first: ``run`` of ``points`` itself.
+
+    Returns:
+      ``(points, waste, use, kept)``: the moved points, their waste and use on the draws, and
+      (R,) whether each keeps the limits (False: not even at the end of its bounds).
+    """
+    points = np.asarray(points, np.float64)
+    waste, excess, use = np.array(first[0]), np.array(first[1]), {k: np.array(v) for k, v in first[2].items()}
+    if down and np.any(excess > 0):
+        raise ValueError("_onto_limits(down=True) moves points that keep the limits")
+    logs = points[:, :n_groups]
+    # The shift at which every interval reaches the end of its bounds: beyond it nothing moves.
+    end = -(logs - lower[:n_groups]).max(1) if down else (upper[:n_groups] - logs).max(1)
+    kept_side = np.where(excess <= 0, 0.0, np.nan)  # a shift known to keep the limits
+    broken_side = np.where(excess > 0, 0.0, np.nan)  # a shift known to break them
+    g_kept, g_broken = np.where(excess <= 0, excess, np.nan), np.where(excess > 0, excess, np.nan)
+    step = np.full(points.shape[0], 0.01)
+    done = excess <= 0 if not down else np.zeros(points.shape[0], bool)
+    tolerance = math.log1p(0.01)
+    for _ in range(rounds):
+        both = ~np.isnan(kept_side) & ~np.isnan(broken_side)
+        with np.errstate(invalid="ignore"):
+            done |= both & ((np.abs(kept_side - broken_side) < 2e-3) | (g_kept >= -tolerance))
+        if down:
+            done |= ~both & (kept_side <= end)  # keeps them with every interval at its lower bound
+        else:
+            done |= ~both & (broken_side >= end)  # breaks them with every interval at its upper bound
+        if done.all():
+            break
+        with np.errstate(invalid="ignore", divide="ignore"):
+            secant = broken_side + g_broken * (kept_side - broken_side) / (g_broken - g_kept)
+            low, high = np.fmin(kept_side, broken_side), np.fmax(kept_side, broken_side)
+            secant = np.clip(secant, low + 0.1 * (high - low), high - 0.1 * (high - low))
+        # One side known: a step of about the excess (the limits go as 1 / interval), doubling.
+        if down:
+            one_side = np.maximum(kept_side + np.minimum(1.1 * np.nan_to_num(g_kept), -step), end)
+        else:
+            one_side = np.minimum(broken_side + np.maximum(1.1 * np.nan_to_num(g_broken), step), end)
+        trial = np.where(both, secant, one_side)
+        rows = np.flatnonzero(~done)
+        moved = _shifted(points[rows], trial[rows], n_groups, lower, upper)
+        new_waste, new_excess, new_use = run(_pad_rows(moved, n_rows))
+        for i, row in enumerate(rows):
+            if new_excess[i] <= 0:
+                kept_side[row], g_kept[row] = trial[row], new_excess[i]
+                waste[row], excess[row] = new_waste[i], new_excess[i]
+                for name in use:
+                    use[name][row] = new_use[name][i]
+            else:
+                broken_side[row], g_broken[row] = trial[row], new_excess[i]
+            step[row] *= 2
+    kept = ~np.isnan(kept_side)
+    return _shifted(points, np.where(kept, kept_side, 0.0), n_groups, lower, upper), waste, use, kept
+
+
+def _infeasible(budgets: Budgets, held: dict, limits: dict, top) -> InfeasibleBudgets:
+    """The error of budgets no intervals in the bounds keep: ``held`` the use at the
+    longest intervals the bounds allow (``top``, (N,))."""
+    per = "over the horizon H" if budgets.per is None else f"per {budgets.per:g} of the engine's time"
+    broken = {name: float(held[name]) for name in limits if held[name] > limits[name]}
+    parts = [
+        f"budgets.{name} = {limits[name]:g} is broken even at the longest intervals the bounds allow "
+        f"(the fleet's use there: {value:g} {per}, the smallest budget that would be feasible)"
+        for name, value in broken.items()
+    ]
+    return InfeasibleBudgets(
+        "no intervals within the bounds keep the budgets on the design's common draws: "
+        + "; ".join(parts)
+        + "; raise the budget or the bounds' upper ends (the longest intervals: "
+        + f"{np.array2string(np.asarray(top), precision=4)})",
+        broken,
+        dict(limits),
+    )
+
+
+def trade_off(
+    fleet: Fleet, intervals, factors, *, horizon, keys, jitter=None, launch: str | Launch = "synchronous", per=None
+) -> TradeOff:
+    """The fleet's waste against its written volume and power steps along ``intervals`` (N,)
+    scaled by each of ``factors`` (F,), on the draws ``keys`` (S,) shared by every factor: one
+    batched run of shape (F, S, N), recording what the design's evaluation records (so that
+    F sets as many as the evaluation's run as one compiled program).
+
+    Args:
+      fleet, horizon, jitter, launch: as `fleet_waste`.
+      intervals: (N,) the intervals scaled.
+      factors: (F,) positive factors.
+      keys: (S,) PRNG keys, one per draw.
+      per: the span the volume and the steps count over (86400: per day in a fleet in
+        seconds); None: over H.
+
+    Returns:
+      A `TradeOff`.
+    """
+    factors = np.asarray(factors, np.float64)
+    if factors.ndim != 1 or factors.size < 1 or not np.all(np.isfinite(factors) & (factors > 0)):
+        raise ValueError(f"factors must be a 1-D array of finite numbers > 0, got {factors!r}")
+    if per is not None and not (0 < float(per) < math.inf):
+        raise ValueError(f"per must be None or a finite number > 0, got {per!r}")
+    sets = factors[:, None] * np.asarray(intervals, np.float64)[None]
+    n_draws = keys.shape[0]
+    out = _run_trace(fleet, sets, keys, float(horizon), jitter, launch, full=True)
+    records = _records(out, factors.size, n_draws)
+    waste = np.asarray(job_waste(fleet, out.jobs, horizon), np.float64).reshape(records["writes"].shape)
+    scale = 1.0 if per is None else float(per) / float(horizon)
+    return TradeOff(
+        factors,
+        sets,
+        _weighted(fleet, waste),
+        records["writes"] @ _written_volume(fleet) * scale,
+        records["power_steps"] * scale,
+    )
 
 
 # -- the estimator ---------------------------------------------------------------------
@@ -951,7 +1238,10 @@ def _compass_search(evaluate, start, lower, upper, scale, *, mesh_min, max_steps
     program serves every step; the repeated centre gains nothing and is never accepted.
 
     Args:
-      evaluate: (M, K) points -> (M, S) waste, every point on the same S draws.
+      evaluate: (M, K) points -> (M, S) waste, every point on the same S draws; or, with
+        budgets, ``(points, waste, kept)``: the points moved onto the budgets where they break
+        them (`_onto_limits`), their waste, and (M,) whether each keeps the budgets (a point
+        that does not is never accepted).
       start: (K,) the first centre.
       lower, upper: (K,) bounds (±inf for periodic coordinates).
       scale: (K,) the move of a coordinate per unit of mesh.
@@ -970,12 +1260,14 @@ def _compass_search(evaluate, start, lower, upper, scale, *, mesh_min, max_steps
         moves[1::2] -= np.diag(step)
         last = centre if extra is None else extra
         points = np.clip(np.concatenate([centre[None], moves, last[None]]), lower, upper)
-        waste = np.asarray(evaluate(points), np.float64)  # (M, S)
+        found = evaluate(points)
+        points, waste, kept = found if isinstance(found, tuple) else (points, found, True)
+        waste = np.asarray(waste, np.float64)  # (M, S)
         gain = waste[:1] - waste  # paired improvement on the centre, per draw
         n_draws = waste.shape[1]
         mean = gain.mean(axis=1)
         stderr = gain.std(axis=1, ddof=1) / math.sqrt(n_draws) if n_draws > 1 else np.zeros_like(mean)
-        accepted = (mean > stderr) & (mean > 0)
+        accepted = (mean > stderr) & (mean > 0) & kept
         slope = (waste[1 : 1 + 2 * n_coordinates : 2].mean(1) - waste[2 : 2 + 2 * n_coordinates : 2].mean(1)) / (
             2 * np.maximum(step, np.finfo(float).tiny)
         )
@@ -1096,14 +1388,16 @@ def _baselines(fleet, young, horizon: float, keys, *, jitter, launch, rtol) -> d
 
 
 def _fallback(
-    evaluation: Evaluation, compared: dict, extra: dict, labels, job_bounds, floor: float = FLOOR
+    evaluation: Evaluation, compared: dict, extra: dict, labels, job_bounds, floor: float = FLOOR, allowed=None
 ) -> str | None:
     """The set to recommend instead of the design, if any: the best of those that beat it
     outside the noise (by more than ``floor`` of the fleet's waste too, `ckpt_jax._estimate.effect`)
     on the evaluation draws, among the sets the design could have been:
     one interval per group, and a baseline inside the bounds (the caller's range of allowed
     intervals); a candidate (``extra``: the caller's own set, such as the intervals in use)
-    wherever it lies, as a design it beats outside the noise is never the better answer."""
+    wherever it lies, as a design it beats outside the noise is never the better answer.
+    ``allowed``: None, or the names that may be recommended at all (those that keep the
+    design's budgets)."""
     waste = evaluation.fleet_waste
     _, first_job = np.unique(labels, return_index=True)  # labels are 0..G-1
 
@@ -1117,7 +1411,7 @@ def _fallback(
     beaten = [
         name
         for i, name in enumerate(evaluation.names[1:], 1)
-        if effect(mean_ci(waste[i] - waste[0]), floor) < 0 and inside(name)
+        if effect(mean_ci(waste[i] - waste[0]), floor) < 0 and inside(name) and (allowed is None or name in allowed)
     ]
     if not beaten:
         return None
@@ -1154,6 +1448,7 @@ def checkpoint_intervals(
     fallback: bool = True,
     stagger: bool = False,
     floor: float = FLOOR,
+    budgets: Budgets | None = None,
 ) -> DesignResult:
     """Checkpoint intervals that minimise the fleet's waste over [0, H], found over the exact
     simulator (docs/model.md claim 10).
@@ -1227,6 +1522,16 @@ def checkpoint_intervals(
         where it lowers the fleet waste by more than this share of the fleet's GPU time, its
         CI excluding 0 too (default `ckpt_jax._estimate.FLOOR`, 0.01 %; float rounding, a
         difference of 1e-12 with an interval as narrow, never counts).
+      budgets: None, or `Budgets` the design must keep (docs/model.md §1g; ``"search"`` only):
+        a limit on the fleet's written volume and on its power steps, each held on the
+        search's common draws (their mean, or the upper end of its 95 % CI), and a floor on
+        the intervals (raising the bounds' lower ends). Every starting point and every move
+        that breaks a limit is moved up the intervals' common scale until it keeps them; the
+        baselines and candidates so scaled are weighed too (``"<name>_scaled"``), and a
+        fallback must keep the limits (on the common draws) and the floor.
+        `DesignResult.budgets` says which limit binds and what relaxing it by 10 % would
+        save. `InfeasibleBudgets` (a `ValueError`) refuses limits that no intervals within the
+        bounds keep, with the smallest that would be kept.
 
     Returns:
       A `DesignResult`. A `RuntimeWarning` says why when the objective was flat (every
@@ -1240,6 +1545,11 @@ def checkpoint_intervals(
     settings, job_bounds = _settings(
         fleet, bounds, horizon, n_draws, n_pairs, groups, launch, smoothing, offsets, offset_groups
     )
+    budgets = check_budgets(budgets, fleet.n_jobs)
+    if budgets is not None and method != "search":
+        raise ValueError(f"budgets need method='search', got method={method!r}")
+    if budgets is not None and budgets.bound == "upper" and n_draws < 2:
+        raise ValueError(f"budgets.bound='upper' needs n_draws >= 2 (a CI over the draws), got {n_draws!r}")
     eval_draws = _check_run(
         fleet,
         method,
@@ -1256,6 +1566,8 @@ def checkpoint_intervals(
     _check_init_bounds(init, job_bounds)
     job_bounds = _within_horizon(job_bounds, settings["horizon"])
     settings["bounds"] = _within_horizon(settings["bounds"], settings["horizon"])
+    if budgets is not None and budgets.min_interval is not None:
+        job_bounds, settings["bounds"] = _with_floor(budgets.min_interval, job_bounds, settings["labels"])
 
     train_key, eval_key, calibration_key = jax.random.split(key, 3)
     bar = None
@@ -1309,12 +1621,19 @@ def checkpoint_intervals(
                 launch=launch,
                 bar=bar,
                 staggers=staggers,
+                budgets=budgets if budgets is not None and budgets.limits else None,
             )
     finally:
         if bar is not None:
             bar.close()
     intervals, fractions, history, converged, stopped_early, start, mesh = found[:7]
     designed = found[7] if len(found) > 7 else {}
+    used = found[8] if len(found) > 8 else None
+    if used is None and budgets is not None:  # a floor alone: nothing held on the draws
+        used = {"held": {}, "binding": (), "relaxed": {}, "scaled": {}, "kept": set(compared)}
+    if used is not None:  # the baselines and candidates scaled onto the budgets are weighed too
+        scaled = {f"{name}_scaled": value for name, value in used["scaled"].items()}
+        extra, compared = {**extra, **scaled}, {**compared, **scaled}
     launch_fractions = fractions
     if "launch_stagger" in designed:  # the staggered launch at the designed Δ_L, as fractions
         launch_fractions = _stagger_fractions(fleet, intervals[None], np.array([designed["launch_stagger"]]))[0]
@@ -1330,7 +1649,15 @@ def checkpoint_intervals(
         designed.get("restart_stagger"),
     )
     searched = intervals
-    chosen = _fallback(evaluation, compared, extra, settings["labels"], job_bounds, floor) if fallback else None
+    allowed = None
+    if used is not None:  # a fallback keeps the budgets on the common draws, and the floor
+        allowed = {name for name in compared if name.endswith("_scaled")} | {
+            name for name in compared if name in used["kept"] and np.all(compared[name] >= job_bounds[0] * (1 - 1e-12))
+        }
+    searched_waste = np.asarray(evaluation.fleet_waste[0], np.float64)
+    chosen = (
+        _fallback(evaluation, compared, extra, settings["labels"], job_bounds, floor, allowed) if fallback else None
+    )
     if chosen is not None:
         evaluation = _with_design(evaluation, chosen)
         intervals, fractions, designed = compared[chosen], None, {}
@@ -1368,6 +1695,81 @@ def checkpoint_intervals(
         mesh=mesh,
         restart_stagger=designed.get("restart_stagger"),
         launch_stagger=designed.get("launch_stagger"),
+        budgets=None
+        if used is None
+        else _budget_outcome(
+            fleet,
+            budgets,
+            used,
+            evaluation,
+            searched_waste,
+            keys=jax.random.split(eval_key, eval_draws),
+            horizon=settings["horizon"],
+            jitter=jitter,
+            launch=launch,
+            offsets=launch_fractions,
+            restart_stagger=designed.get("restart_stagger"),
+        ),
+    )
+
+
+def _with_floor(floor, job_bounds, labels) -> tuple:
+    """The bounds (per job, per group) with their lower ends raised to ``floor`` (N,)
+    (`Budgets.min_interval`); a `ValueError` names it where it differs within a group or
+    reaches a group's upper end."""
+    lo, hi = (np.asarray(bound, np.float64) for bound in job_bounds)
+    _, first = np.unique(labels, return_index=True)
+    if not np.array_equal(floor[first][labels], floor):
+        raise ValueError("budgets.min_interval must be the same for every job of a group (one interval per group)")
+    lo = np.maximum(lo, floor)
+    too_high = np.flatnonzero(lo >= hi)
+    if too_high.size:
+        job = int(too_high[0])
+        raise ValueError(
+            f"budgets.min_interval of job {job} ({floor[job]:g}) must be below its bounds' upper end {hi[job]:g} "
+            "(held at or under the horizon H)"
+        )
+    return (lo, hi), (lo[first], hi[first])
+
+
+def _budget_outcome(
+    fleet, budgets, used, evaluation, searched_waste, *, keys, horizon, jitter, launch, offsets, restart_stagger
+) -> BudgetOutcome:
+    """`DesignResult.budgets`: the recommendation's use of each limit on the evaluation draws,
+    and each binding limit's shadow price, paired with the searched intervals there."""
+    scale = 1.0 if budgets.per is None else budgets.per / horizon
+    use = {}
+    if budgets.written is not None:
+        use["written"] = mean_ci(np.asarray(evaluation.writes[0], np.float64) @ _written_volume(fleet) * scale)
+    if budgets.power_steps is not None:
+        use["power_steps"] = mean_ci(np.asarray(evaluation.power_steps[0], np.float64) * scale)
+    shadow = {}
+    if used["relaxed"]:
+        names = list(used["relaxed"])
+        relaxed = np.stack([used["relaxed"][name] for name in names])
+        if offsets is None and restart_stagger is None:  # padded to the evaluation's run: its program
+            out = _run_trace(fleet, _pad_rows(relaxed, len(evaluation.names)), keys, horizon, jitter, launch, full=True)
+            waste = _weighted(fleet, job_waste(fleet, out.jobs, horizon))[: len(names)]
+        else:
+            waste = fleet_waste(
+                fleet,
+                relaxed,
+                horizon=horizon,
+                keys=keys,
+                jitter=jitter,
+                launch=launch,
+                offsets=None if offsets is None else np.broadcast_to(offsets, relaxed.shape),
+                restart_stagger=restart_stagger,
+            )
+        shadow = {name: mean_ci(searched_waste - waste[i]) for i, name in enumerate(names)}
+    return BudgetOutcome(
+        budgets=budgets,
+        used=use,
+        held=used["held"],
+        binding=used["binding"],
+        shadow=shadow,
+        relaxed=used["relaxed"],
+        scaled=used["scaled"],
     )
 
 
@@ -1402,10 +1804,12 @@ def _stagger_fractions(fleet: Fleet, intervals, stagger) -> np.ndarray:
     return np.minimum(staggered_positions(batched, stagger) / cycle, np.nextafter(1.0, 0))
 
 
-def _search(fleet, settings, compared, key, *, steps, rtol, n_draws, jitter, launch, bar, staggers=()):
+def _search(fleet, settings, compared, key, *, steps, rtol, n_draws, jitter, launch, bar, staggers=(), budgets=None):
     """`checkpoint_intervals` with ``method="search"``: the best of ``compared`` on S common
     draws, then `_compass_search` from there on the same draws. ``staggers`` (names, as
-    `_check_stagger`) are the last coordinates, linear, in [0, H]."""
+    `_check_stagger`) are the last coordinates, linear, in [0, H]. With ``budgets`` every
+    point that breaks them is moved up the intervals' common scale until it keeps them
+    (`_onto_limits`): the starting points, and each move of the search."""
     bounds, labels, offset_labels = settings["bounds"], settings["labels"], settings["offset_labels"]
     n_groups = int(labels.max()) + 1
     n_offsets = 0 if offset_labels is None else int(offset_labels.max()) + 1
@@ -1422,11 +1826,17 @@ def _search(fleet, settings, compared, key, *, steps, rtol, n_draws, jitter, lau
     def stagger_of(points, name):
         return points[:, first_stagger + staggers.index(name)] if name in staggers else None
 
-    def evaluate(points):
+    def launch_of(points):
+        """The intervals, launch fractions and restart stagger of ``points``."""
         intervals, fractions = split(points)
         launch_stagger = stagger_of(points, "launch_stagger")
         if launch_stagger is not None:
             fractions = _stagger_fractions(fleet, intervals, launch_stagger)
+        return intervals, fractions, stagger_of(points, "restart_stagger")
+
+    def waste_of(points) -> np.ndarray:
+        """(M, S) the waste of ``points`` on the common draws."""
+        intervals, fractions, restart_stagger = launch_of(points)
         return fleet_waste(
             fleet,
             intervals,
@@ -1435,8 +1845,43 @@ def _search(fleet, settings, compared, key, *, steps, rtol, n_draws, jitter, lau
             jitter=jitter,
             launch=launch,
             offsets=fractions,
-            restart_stagger=stagger_of(points, "restart_stagger"),
+            restart_stagger=restart_stagger,
         )
+
+    def run(points, limits=None):
+        """(waste (M, S), excess (M,), use) of ``points`` under the budgets (or ``limits``)."""
+        assert budgets is not None
+        intervals, fractions, restart_stagger = launch_of(points)
+        waste, use = _waste_and_use(
+            fleet,
+            intervals,
+            budgets,
+            horizon=horizon,
+            keys=draws,
+            jitter=jitter,
+            launch=launch,
+            offsets=fractions,
+            restart_stagger=restart_stagger,
+        )
+        return waste, _excess(_held(use, budgets.bound), budgets.limits if limits is None else limits), use
+
+    def onto(points, first, limits=None, down=False):
+        return _onto_limits(
+            lambda p: run(p, limits),
+            points,
+            first,
+            n_groups=n_groups,
+            lower=lower,
+            upper=upper,
+            n_rows=n_points,
+            down=down,
+        )
+
+    def evaluate(points):
+        if budgets is None:
+            return waste_of(points)
+        moved, waste, _, kept = onto(points, run(points))
+        return moved, waste, kept
 
     names = list(compared)
     starts = np.stack([_group_start(compared[name], labels, bounds) for name in names])
@@ -1459,7 +1904,22 @@ def _search(fleet, settings, compared, key, *, steps, rtol, n_draws, jitter, lau
     # The best starting point on the search's own draws (the offsets and staggers, if designed),
     # padded to the search's 2K + 2 points so that the start and every step share one program.
     n_points = max(len(names), 2 * starts.shape[1] + 2)
-    if offset_labels is None and not staggers:
+    scaled = {}
+    if budgets is not None:  # each start moved up onto the budgets; the best that keeps them
+        waste, excess, use = run(_pad_rows(starts, n_points))
+        count = len(names)
+        first_run = (waste[:count], excess[:count], {name: value[:count] for name, value in use.items()})
+        moved, start_waste, _, kept = onto(starts, first_run)
+        if not kept.any():  # not even at the longest intervals: the smallest budget there
+            top = np.array(starts[:1])
+            top[:, :n_groups] = upper[:n_groups]
+            _, _, use = run(_pad_rows(top, n_points))
+            held = {name: float(value[0]) for name, value in _held(use, budgets.bound).items()}
+            raise _infeasible(budgets, held, budgets.limits, split(top)[0][0])
+        scaled = {names[i]: split(moved[i : i + 1])[0][0] for i in np.flatnonzero((excess[:count] > 0) & kept)}
+        start_waste = np.where(kept[:, None], start_waste, np.inf)
+        starts = moved
+    elif offset_labels is None and not staggers:
         start_waste = fleet_waste(
             fleet,
             _pad_rows(np.stack([compared[n] for n in names]), n_points),
@@ -1469,7 +1929,7 @@ def _search(fleet, settings, compared, key, *, steps, rtol, n_draws, jitter, lau
             launch=launch,
         )
     else:
-        start_waste = evaluate(_pad_rows(starts, n_points))
+        start_waste = waste_of(_pad_rows(starts, n_points))
     start_waste = start_waste[: len(names)]
     first = int(np.argmin(start_waste.mean(axis=1)))
     centre, converged, rows = _compass_search(
@@ -1487,15 +1947,39 @@ def _search(fleet, settings, compared, key, *, steps, rtol, n_draws, jitter, lau
         None if path_fractions is None else cycle_positions(path_fractions, _launch_span(fleet, write, path_intervals)),
     )
     mesh = np.array([math.expm1(row[4]) for row in rows])
+    used = None
+    if budgets is not None:  # which limits bind at the centre, and the centre under each relaxed
+        # A limit binds where the searched intervals use it within `BINDING` of it, or where the
+        # search's finest move down (every interval ÷ (1 + rtol)) would break it: the use is a
+        # step function of the intervals (whole checkpoints), flat near the limit over short H.
+        shorter = _shifted(centre[None], [-math.log1p(rtol)], n_groups, lower, upper)
+        waste, _, use = run(_pad_rows(np.concatenate([centre[None], shorter]), n_points))
+        held_shorter = _held({name: value[1:2] for name, value in use.items()}, budgets.bound)
+        use = {name: value[:1] for name, value in use.items()}
+        held = {name: float(value[0]) for name, value in _held(use, budgets.bound).items()}
+        binding = tuple(
+            name
+            for name, limit in budgets.limits.items()
+            if held_shorter[name][0] > limit or held[name] >= (1 - BINDING) * limit
+        )
+        relaxed = {}
+        for name in binding:
+            limits = {**budgets.limits, name: budgets.limits[name] * (1 + RELAX)}
+            first_run = (waste[:1], _excess(_held(use, budgets.bound), limits), use)
+            lowered, _, _, _ = onto(centre[None], first_run, limits, down=True)
+            relaxed[name] = split(lowered)[0][0]
+        kept_names = {name for i, name in enumerate(names) if kept[i] and name not in scaled}
+        used = {"held": held, "binding": binding, "relaxed": relaxed, "scaled": scaled, "kept": kept_names}
     return (
         intervals[0],
         None if fractions is None else fractions[0],
         history,
         converged,
         converged,
-        names[first],
+        names[first] + ("_scaled" if names[first] in scaled else ""),
         mesh,
         {name: float(centre[first_stagger + i]) for i, name in enumerate(staggers)},
+        used,
     )
 
 

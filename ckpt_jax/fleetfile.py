@@ -26,6 +26,11 @@ of identical jobs and the fleet-wide storage, power and design settings::
     offsets = false                # optional: design each job's launch offset too
     staggers = false               # optional: design restart_stagger (with [[outages]]) and
                                    # the [launch] stagger (mode "staggered") too
+    max_written = 40.0             # optional budget: the fleet's written volume (over H; with
+                                   # units a rate, "500 TB/day")
+    max_power_steps = 100          # optional budget: power steps above the threshold (over H;
+                                   # with units per day)
+    budget_bound = "mean"          # optional: "mean" or "upper" (the upper end of the 95 % CI)
 
     [[groups]]
     name = "1-gpu"                 # optional, unique
@@ -36,6 +41,7 @@ of identical jobs and the fleet-wide storage, power and design settings::
     restart = 1.0                  # optional, default 0 (the commands say which groups took it)
     compute = 14.0                 # optional: the interval simulate uses (default: Young's)
     bounds = [2.0, 60.0]           # optional: this group's design range (default: [design].bounds)
+    min_interval = 5.0             # optional: a floor on this group's designed interval
     write_limit = 0.25             # optional: the job's own write rate cap b (default: none)
     snapshot = 0.05                # optional: two-level checkpoints, the blocking snapshot s
     recovery_read = 0.5            # optional: volume re-read after a restart (default 0)
@@ -122,6 +128,7 @@ DESIGN_DEFAULTS = {
     "launch": "random",
     "offsets": False,
     "staggers": False,
+    "budget_bound": "mean",
 }
 
 
@@ -142,7 +149,8 @@ class Group(NamedTuple):
     """``count`` identical jobs: size w, write volume d, MTBF M, restart R, interval T
     (None: Young's, `FleetSpec.young`), design bounds (lo, hi) (None: the fleet's), write
     limit b (None: none), snapshot s (None: blocking checkpoints; docs/model.md §1d) and
-    recovery read r (None: none; §1e) and failure domain (None: `DEFAULT_DOMAIN`; §1f)."""
+    recovery read r (None: none; §1e), failure domain (None: `DEFAULT_DOMAIN`; §1f), Weibull
+    shape, and a floor on the designed interval (None: none; a budget, docs/model.md §1g)."""
 
     name: str
     count: int
@@ -157,6 +165,7 @@ class Group(NamedTuple):
     recovery_read: float | None = None
     domain: str | None = None
     failure_shape: float | None = None
+    min_interval: float | None = None
 
 
 class Outage(NamedTuple):
@@ -182,7 +191,11 @@ class DesignSettings(NamedTuple):
     draws S, antithetic pairs P, steps, seed, launch (the baselines', and the design's unless
     ``offsets``), offsets (design each job's launch offset too) and staggers (design the
     restart stagger with ``[[outages]]`` and the ``[launch]`` stagger of a staggered launch
-    too: `cj.design.checkpoint_intervals` with ``stagger=True``)."""
+    too: `cj.design.checkpoint_intervals` with ``stagger=True``), and the budgets
+    (docs/model.md §1g, `cj.design.Budgets`): ``max_written`` (None: no limit; in a file with
+    units a rate in B/s, counted per day; in a file of plain numbers the volume over H),
+    ``max_power_steps`` (None: no limit; per day with units, else over H) and
+    ``budget_bound`` ("mean" or "upper")."""
 
     bounds: tuple | None = None
     horizon: float = DESIGN_DEFAULTS["horizon"]
@@ -193,6 +206,9 @@ class DesignSettings(NamedTuple):
     launch: str = DESIGN_DEFAULTS["launch"]
     offsets: bool = DESIGN_DEFAULTS["offsets"]
     staggers: bool = DESIGN_DEFAULTS["staggers"]
+    max_written: float | None = None
+    max_power_steps: float | None = None
+    budget_bound: str = DESIGN_DEFAULTS["budget_bound"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -497,6 +513,7 @@ class FleetSpec:
             "outages": [],
             "restart_stagger": 0.0,
             "failure_shape": None,
+            "min_interval": None,
             "failure_trace": None,
             "launch": LaunchSettings()._asdict(),
         }
@@ -700,6 +717,7 @@ _GROUP = (
     "recovery_read",
     "domain",
     "failure_shape",
+    "min_interval",
     # with units: twins of size, write, compute and write_limit
     "gpus",
     "checkpoint",
@@ -716,7 +734,20 @@ _BASE_UNITS = {
     **dict.fromkeys(("write", "recovery_read"), "B"),
     **dict.fromkeys(("write_limit", "throughput"), "B/s"),
 }
-_DESIGN = ("bounds", "horizon", "draws", "pairs", "steps", "seed", "launch", "offsets", "staggers")
+_DESIGN = (
+    "bounds",
+    "horizon",
+    "draws",
+    "pairs",
+    "steps",
+    "seed",
+    "launch",
+    "offsets",
+    "staggers",
+    "max_written",
+    "max_power_steps",
+    "budget_bound",
+)
 _STORAGE = ("peak", "saturates_at", "degradation", "table")
 # The fields that only a file with units has: a file with any of them, or any time, volume,
 # bandwidth or rate with a unit, takes plain numbers of time, volume and bandwidth for none but 0.
@@ -802,6 +833,9 @@ def _group(reader: _Reader, table, index: int, failure_rate: float | None, shape
         failure_shape=shape
         if "failure_shape" not in table
         else reader.number(table["failure_shape"], f"{field}.failure_shape", low=0.1, strict=False, high=100.0),
+        min_interval=None
+        if "min_interval" not in table
+        else reader.quantity(table["min_interval"], f"{field}.min_interval", "duration"),
     )
 
 
@@ -898,6 +932,7 @@ def _storage(reader: _Reader, table, n_jobs: int) -> tuple:
 def _design(reader: _Reader, table) -> DesignSettings:
     reader.keys(table, "design", _DESIGN)
     bounds = None if "bounds" not in table else reader.bounds(table["bounds"], "design.bounds")
+    from ._design_inputs import BUDGET_BOUNDS
     from .design import LAUNCHES
 
     get = lambda key: table.get(key, DESIGN_DEFAULTS[key])  # noqa: E731
@@ -915,6 +950,14 @@ def _design(reader: _Reader, table) -> DesignSettings:
         launch=reader.choice(get("launch"), "design.launch", LAUNCHES),
         offsets=reader.boolean(get("offsets"), "design.offsets"),
         staggers=reader.boolean(get("staggers"), "design.staggers"),
+        # A volume over H (plain numbers) or a rate ("500 TB/day", in B/s): budgets, §1g.
+        max_written=None
+        if "max_written" not in table
+        else reader.quantity(table["max_written"], "design.max_written", "bandwidth"),
+        max_power_steps=None
+        if "max_power_steps" not in table
+        else reader.number(table["max_power_steps"], "design.max_power_steps", strict=False),
+        budget_bound=reader.choice(get("budget_bound"), "design.budget_bound", BUDGET_BOUNDS),
     )
 
 
@@ -1757,6 +1800,8 @@ _FIELD_KINDS = {
     "restart_stagger": "duration",
     "times": "duration",
     "stagger": "duration",
+    "min_interval": "duration",
+    "max_written": "bandwidth",
 }
 
 
@@ -1809,6 +1854,8 @@ def dumps(spec: FleetSpec) -> str:
     for key, item in spec.design._asdict().items():
         if key == "launch" and spec.launch != LaunchSettings():
             continue  # design follows [launch]
+        if key == "budget_bound" and item == DESIGN_DEFAULTS["budget_bound"]:
+            continue  # written where set, so that a file without budgets is written as before
         if item is not None:
             lines.append(f"{key} = {value(key, item)}")
     for group in spec.groups:

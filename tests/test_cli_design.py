@@ -6,6 +6,7 @@ import re
 import pytest
 
 from ckpt_jax.cli import main
+from ckpt_jax.cli.design import FILES
 
 TINY = """
 throughput = "shared"
@@ -68,7 +69,7 @@ def test_design_writes_report_json_and_figures(fleet_file, tmp_path, capsys):
     from ckpt_jax.fleetfile import load
 
     assert f"jobs to H = 40: about {load(fleet_file).events(40.0):.2g} events per run" in printed, printed
-    for name in ("design.json", "report.md", "objective.png", "waste_by_group.png", "schedule.png", "writers.png"):
+    for name in FILES:
         assert (out / name).stat().st_size > 0, name
     summary = json.loads((out / "design.json").read_text())
     assert summary["settings"]["steps"] == 2 and summary["settings"]["horizon"] == 40.0

@@ -293,11 +293,79 @@ def writers_figure(writers, names, draws=None):
     return figure
 
 
+def trade_off_figure(spec, summary):
+    """GPU-hours a day lost (a file with units; else the fleet waste) against the volume
+    written a day (else over H), along the recommended intervals scaled by common factors,
+    with the design, the current intervals, the baselines and the sets scaled to the budgets
+    as points, and the budget on the volume as a line; 95% CIs."""
+    plt = _pyplot()
+    units = spec.time_unit is not None
+    curve = summary["trade_off"]
+    gpus = float(summary["gpus"]["fleet"]) if units else 1.0
+    scale = 24.0 * gpus if units else 1.0
+    volume_scale, volume_unit = 1.0, ""
+    if units:
+        top = max(row["mean"] for row in curve["written"])
+        volume_scale, volume_unit = next(
+            (
+                (factor, name)
+                for factor, name in ((1e15, "PB"), (1e12, "TB"), (1e9, "GB"), (1e6, "MB"))
+                if top >= factor
+            ),
+            (1.0, "B"),
+        )
+    figure, axis = plt.subplots(figsize=(7.5, 4.6), constrained_layout=True)
+    x = np.array([row["mean"] for row in curve["written"]]) / volume_scale
+    y = np.array([row["mean"] for row in curve["waste"]]) * scale
+    y_half = np.array([(row["high"] - row["low"]) / 2 for row in curve["waste"]]) * scale
+    axis.errorbar(
+        x, y, yerr=y_half, color="#d62728", alpha=0.6, marker=".", capsize=2, label="design's intervals × factor"
+    )
+    for factor, xi, yi in zip(curve["factors"], x, y):
+        axis.annotate(
+            f"×{factor:.2g}", (xi, yi), textcoords="offset points", xytext=(4, 4), fontsize=7, color="#d62728"
+        )
+    sets = summary["power_and_storage"]["sets"]
+    waste = summary["per_group_fleet_waste"]
+    for name, row in sets.items():
+        point_x = row["volume"]["mean"] / volume_scale
+        point_y = waste[name]["mean"] * scale
+        base = name.removesuffix("_scaled")
+        colour = COLOURS.get(base, "#17becf")
+        label = str(LABELS.get(base, base)) + (" scaled to the budgets" if name.endswith("_scaled") else "")
+        axis.plot(
+            point_x,
+            point_y,
+            marker="*" if name == "design" else "o",
+            markersize=13 if name == "design" else 7,
+            color=colour,
+            markerfacecolor="none" if name.endswith("_scaled") else colour,
+            linestyle="none",
+            label=figure_text(label),
+        )
+    budgets = summary.get("budgets")
+    if budgets is not None and "written" in budgets["limits"]:
+        axis.axvline(
+            budgets["limits"]["written"] / volume_scale, color="k", linestyle="--", linewidth=1, label="budget"
+        )
+    per = "a day" if units else "over H"
+    axis.set(
+        xlabel=f"volume written {per}" + (f" ({volume_unit})" if units else ""),
+        ylabel="GPU-hours a day lost (waste × GPUs × 24)" if units else "fleet waste",
+        title="what the intervals cost against what they write",
+    )
+    axis.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8)
+    return figure
+
+
 def all_figures(spec, summary, schedule, per_group, writers, names) -> dict:
     draws = summary.get("writers_draws")
-    return {
+    figures = {
         "objective.png": objective_figure(spec, summary),
         "waste_by_group.png": waste_figure(spec, per_group, names),
         "schedule.png": schedule_figure(spec, schedule),
         "writers.png": writers_figure(writers, names, draws),
     }
+    if "trade_off" in summary:
+        figures["trade_off.png"] = trade_off_figure(spec, summary)
+    return figures

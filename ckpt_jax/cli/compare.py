@@ -315,10 +315,16 @@ def _compare(args) -> int:
         }
         if args.sweep_values is not None:
             summary["sweep"] = {"key": args.sweep_values[0], "values": args.sweep_values[1]}
+        if args.mode == "sensitivity":
+            from ..assess import sensitivity_left_out
+
+            summary["left_out"] = sensitivity_left_out(spec)
         _write_outputs(out, spec, ds, summary)
     for line in headlines(summary):
         print(f"ckpt-jax compare: {plain_markdown(line)}")
     print(f"ckpt-jax compare: {plain_markdown(verdict(summary))}")
+    for knob, why in summary.get("left_out", {}).items():
+        print(f"ckpt-jax compare: left out {knob}, as {why}")
     print(f"ckpt-jax compare: {wall_s:.1f} s -> {out}")
     return 0
 
@@ -589,6 +595,8 @@ _WORDS = {
     "restart": ("longer", "shorter"),
     "snapshot": ("longer", "shorter"),
     "MTBF": ("longer", "shorter"),
+    "outage MTBF": ("longer", "shorter"),
+    "power cap": ("higher", "lower"),
 }
 
 
@@ -649,6 +657,8 @@ def _report(spec, summary: dict) -> str:
         lines += ["", "The file has plain numbers: its times are taken as hours."]
     if "sensitivity" in summary:  # the ranking first; its runs' tables after it
         lines += _sensitivity_table(summary)
+        for knob, why in summary.get("left_out", {}).items():  # a knob with no effect on this file
+            lines += ["", f"Left out: {md(knob)}, as {md(why)}."]
     lines += _scenario_table(summary)
     lines += _group_table(summary, names)
     figures = {

@@ -14,7 +14,10 @@ the sentence the report and stdout print), ``method``,
 ``converged``, ``start`` (the set the search started from), ``fallback`` (the baseline
 recommended instead, where one beat the search outside the noise, else null),
 ``restart_stagger`` and ``launch_stagger`` (designed with ``--staggers``, in engine units; null
-where not designed or the design fell back), the fleet waste of
+where not designed or the design fell back), ``budgets`` (with budgets, `_budgets_json`: the
+limits, the recommendation's use of each on the fresh draws, ``binding``, the shadow prices and
+the intervals scaled onto the limits), ``trade_off`` (the fleet waste, GPU-hours a day, volume
+and power steps along the recommended intervals × ``factors``), the fleet waste of
 the design and the baselines with 95% CIs (``waste``, ``baselines``, ``candidates``), the waste
 per group on the same draws (``per_group``, ``per_group_saved``, ``per_group_fleet_waste``),
 ``power_and_storage`` (per interval set, the power steps above the threshold and the volume of
@@ -106,6 +109,13 @@ SEARCH_RTOL = 0.1
 BASELINES = {"young": "Young", "daly": "Daly", "young_contended": "contended Young"}
 # With two-level checkpoints (docs/model.md §1d) a fourth: a lone job's exact optimum.
 LABELS = {**BASELINES, "two_level": "two-level optimum"}
+# With budgets (docs/model.md §1g) each set that breaks them, scaled up until it keeps them.
+SCALED = {
+    f"{name}_scaled": f"{label} scaled to the budgets"
+    for name, label in {**LABELS, "current": "the current intervals"}.items()
+}
+LABELS.update(SCALED)
+BUDGET_NAMES = {"written": "max_written", "power_steps": "max_power_steps"}
 
 
 def baselines_of(summary: dict) -> dict:
@@ -113,7 +123,15 @@ def baselines_of(summary: dict) -> dict:
     return {name: LABELS[name] for name in summary["baselines"]}
 
 
-FILES = ["design.json", "report.md", "objective.png", "waste_by_group.png", "schedule.png", "writers.png"]
+FILES = [
+    "design.json",
+    "report.md",
+    "objective.png",
+    "waste_by_group.png",
+    "schedule.png",
+    "writers.png",
+    "trade_off.png",
+]
 
 
 def add_design(subparsers) -> None:
@@ -174,6 +192,28 @@ def add_design(subparsers) -> None:
         "best of the baselines and the file's intervals (default); adam: optax.adam on a smoothed gradient "
         "(--pairs directions per step)",
     )
+    parser.add_argument(
+        "--max-written",
+        default=None,
+        metavar="VOLUME",
+        help='a budget on the fleet\'s written volume: in a file with units a rate such as "500 TB/day", '
+        "in a file of plain numbers the volume over H (default: [design].max_written, else none)",
+    )
+    parser.add_argument(
+        "--max-power-steps",
+        type=float,
+        default=None,
+        metavar="N",
+        help="a budget on the power steps above the threshold: per day in a file with units, over H in a "
+        "file of plain numbers (default: [design].max_power_steps, else none)",
+    )
+    parser.add_argument(
+        "--budget-bound",
+        choices=("mean", "upper"),
+        default=None,
+        help="keep each budget with its mean on the common draws, or with the upper end of its 95%% CI "
+        "(default: [design].budget_bound, else mean)",
+    )
     add_quick(
         parser,
         f"{QUICK['steps']} steps, {QUICK['draws']} draws, {QUICK['pairs']} pairs, {QUICK_HORIZON_TEXT}; "
@@ -215,7 +255,55 @@ def settings_for(args, spec) -> dict:
         "group_bounds": [list(bounds) for bounds in spec.group_bounds()],
         "quick": quick,
         "floor": getattr(args, "floor", FLOOR),
+        "budgets": budgets_for(args, spec),
     }
+
+
+def budgets_for(args, spec) -> dict | None:
+    """The run's budgets (docs/model.md §1g): options, else the file's ``[design]`` and each
+    group's ``min_interval``; None where none is set. ``max_written`` in the engine's units
+    (B/s in a file with units, the volume over H in a file of plain numbers)."""
+    file = spec.design
+    written = _max_written(getattr(args, "max_written", None), spec)
+    written = file.max_written if written is None else written
+    steps = getattr(args, "max_power_steps", None)
+    if steps is not None and not (math.isfinite(steps) and steps >= 0):
+        raise CliError(f"--max-power-steps must be a finite number >= 0, got {steps:g}")
+    steps = file.max_power_steps if steps is None else steps
+    floors = [group.min_interval for group in spec.groups]
+    if written is None and steps is None and all(floor is None for floor in floors):
+        return None
+    bound = getattr(args, "budget_bound", None) or file.budget_bound
+    return {
+        "max_written": written,
+        "max_power_steps": steps,
+        "bound": bound,
+        "min_interval": floors,
+        "per": "day" if spec.time_unit is not None else "horizon",
+    }
+
+
+def _max_written(text, spec) -> float | None:
+    """--max-written: a rate with its unit in a file with units (in B/s), else a plain volume."""
+    if text is None:
+        return None
+    if spec.time_unit is not None:
+        from .._units import UnitError, to_base
+
+        try:
+            value = to_base(text, "bandwidth")
+        except UnitError as err:
+            raise CliError(f'--max-written {err} (a volume a day, such as "500 TB/day")') from None
+    else:
+        try:
+            value = float(text)
+        except ValueError:
+            raise CliError(
+                f"--max-written must be a plain number (the volume over H) in a file of plain numbers, got {text!r}"
+            ) from None
+    if not (math.isfinite(value) and value > 0):
+        raise CliError(f"--max-written must be > 0 and finite, got {text!r}")
+    return value
 
 
 def _launch_name(launch) -> str:
@@ -276,6 +364,12 @@ def _check(args) -> None:
                 f"fleet file {args.fleet_file}: {field} [{lo:g}, {hi:g}] is far from the Young interval "
                 f"of {group.name!r} ({group_young.min():.3g}): widen it"
             )
+        top = min(hi, args.settings["horizon"])  # the design holds the range under H
+        if group.min_interval is not None and group.min_interval >= top:
+            raise CliError(
+                f"fleet file {args.fleet_file}: groups[{g}].min_interval = {group.min_interval:g} must be below "
+                f"the upper end of the group's design range, {top:g} (its bounds, held at or under the horizon)"
+            )
 
 
 # -- a file with units: its time unit, GB and GB/s, goodput and GPU-hours --------------------
@@ -328,8 +422,13 @@ def estimate_text(estimate: dict, show: Callable[[float], str]) -> str:
 
 def comparisons_of(summary: dict) -> dict:
     """{name: label} of what the design is weighed against in GPU-hours: the file's current
-    intervals, then the baselines."""
-    return {"current": "the current intervals", **baselines_of(summary)}
+    intervals, then the baselines, then (with budgets) those scaled to keep them."""
+    return {"current": "the current intervals", **baselines_of(summary), **scaled_of(summary)}
+
+
+def scaled_of(summary: dict) -> dict:
+    """{name: label} of the sets scaled to keep the budgets (`cj.design.BudgetOutcome.scaled`)."""
+    return {name: SCALED[name] for name in summary.get("candidates", {}) if name in SCALED}
 
 
 def _in_units(spec, table: dict, names: list, comparison, floor: float = FLOOR) -> dict:
@@ -540,6 +639,14 @@ def rerun_command(spec, settings: dict, summary: dict, out) -> str:
         parts.append("--staggers")
     if settings.get("method", "search") != "search":
         parts += ["--method", settings["method"], "--pairs", str(settings["pairs"])]
+    budgets = settings.get("budgets") or {}
+    if budgets.get("max_written") is not None and budgets["max_written"] != file.max_written:
+        written = budgets["max_written"]
+        parts += ["--max-written", f'"{volume_text(written * 86400)}/day"' if spec.time_unit else f"{written:g}"]
+    if budgets.get("max_power_steps") is not None and budgets["max_power_steps"] != file.max_power_steps:
+        parts += ["--max-power-steps", f"{budgets['max_power_steps']:g}"]
+    if budgets.get("bound", file.budget_bound) != file.budget_bound:
+        parts += ["--budget-bound", budgets["bound"]]
     return " ".join(parts + ["--out", str(out)])
 
 
@@ -637,7 +744,7 @@ def recommend(summary: dict) -> dict:
     1. the set the design fell back to (``fallback``: it beat the search's intervals outside
        the noise);
     2. the file's own intervals (``current``) where the design saves nothing outside the noise
-       against them: a change buys nothing measurable;
+       against them (and they keep the budgets, if any): a change buys nothing measurable;
     3. else the design's, for one reason: against the current intervals what it saves, else
        that it beats every comparison outside the noise, else that none does better (naming
        those as good within the noise). A comparison that does better outside the noise but
@@ -650,6 +757,8 @@ def recommend(summary: dict) -> dict:
     def named(names):
         return ", ".join(labels.get(name, name) for name in names)
 
+    # With budgets: the sets that break them (weighed scaled to keep them) are no rivals.
+    broke = {name.removesuffix("_scaled") for name in summary.get("budgets", {}).get("scaled", {})}
     fallback = summary.get("fallback")
     if fallback is not None:
         use = fallback
@@ -657,7 +766,7 @@ def recommend(summary: dict) -> dict:
             f"{'they' if fallback == 'current' else 'its intervals'} beat the search's outside the noise on "
             "fresh draws, so they are the design here"
         )
-    elif "current" in compared and effect(compared["current"]["saved"], floor) <= 0:
+    elif "current" in compared and "current" not in broke and effect(compared["current"]["saved"], floor) <= 0:
         use = "current"
         reason = (
             f"the design saves {_saved_text(summary, 'current')} against them, within the noise: "
@@ -667,6 +776,8 @@ def recommend(summary: dict) -> dict:
         use = "design"
         better = [name for name, b in compared.items() if effect(b["saved"], floor) < 0]
         ties = [name for name, b in compared.items() if effect(b["saved"], floor) == 0]
+        over = [name for name in better if name in broke]
+        better = [name for name in better if name not in broke]
         if better:
             reason = (
                 f"{named(better)} {'does' if len(better) == 1 else 'do'} better outside the noise, but with "
@@ -680,6 +791,11 @@ def recommend(summary: dict) -> dict:
             reason = (
                 f"no comparison does better outside the noise ({named(ties)} "
                 f"{'is' if len(ties) == 1 else 'are'} as good within it)"
+            )
+        if over:
+            reason += (
+                f"; {named(over)} {'does' if len(over) == 1 else 'do'} better but "
+                f"{'breaks' if len(over) == 1 else 'break'} the budgets (scaled to keep them: no better)"
             )
     what = {"design": "use the design's intervals", "current": "keep the current intervals"}
     text = f"{what.get(use, f'use {labels.get(use, use)}')}: {reason}"
@@ -813,12 +929,13 @@ def summary_lines(summary: dict, names: list, quote: Callable[[str], str] = str)
     the command for a settled answer."""
     head = headline(summary, names, quote=quote)
     settled = [line for line in head if line.startswith("For a settled")]
+    budgets = budget_lines(summary)
     if summary.get("time_unit"):
         staggers = [line for line in head if line.startswith("Staggers")]
-        return head[:1] + staggers + savings_lines(summary, quote=quote) + settled
+        return head[:1] + staggers + budgets + savings_lines(summary, quote=quote) + settled
     step = power_step_line(summary)
     body = [line for line in head if line not in settled]
-    return body + ([] if step is None else [step]) + settled
+    return body[:1] + budgets + body[1:] + ([] if step is None else [step]) + settled
 
 
 def _report_head(spec, settings, result_json: dict, wall_s: float) -> list:
@@ -938,7 +1055,11 @@ def _fleet_waste_lines(spec, result_json: dict) -> list:
         "|---|---|---|---|",
         f"| **design** | {waste['mean']:.4f} [{waste['low']:.4f}, {waste['high']:.4f}] | | |",
     ]
-    weighed = {**({"current": "current"} if "current" in result_json.get("candidates", {}) else {}), **baselines}
+    weighed = {
+        **({"current": "current"} if "current" in result_json.get("candidates", {}) else {}),
+        **baselines,
+        **scaled_of(result_json),
+    }
     for name, label in weighed.items():
         base = {**result_json["baselines"], **result_json.get("candidates", {})}[name]
         w, s = base["waste"], base["saved"]
@@ -1009,6 +1130,16 @@ def _figures_lines(units: bool) -> list:
         "- `writers.png`: the distribution of the writer count n_w, "
         + ("current, " if units else "")
         + "Young and design.",
+        "- `trade_off.png`: "
+        + (
+            "GPU-hours a day lost to checkpoints and failures against the volume written a day"
+            if units
+            else "the fleet waste against the volume written over H"
+        )
+        + ", along the recommended intervals scaled by common factors (×0.5 to ×2), with the design, "
+        + ("the current intervals, " if units else "")
+        + "the baselines (and, with budgets, those scaled to keep them) as points and the budget on the "
+        "volume as a line (the same fresh draws).",
         "",
     ]
 
@@ -1060,6 +1191,7 @@ def _report(spec, settings, result_json: dict, wall_s: float) -> str:
         ]
     lines += _fleet_waste_lines(spec, result_json)
     lines += _power_storage_lines(spec, result_json)
+    lines += _budget_table(spec, result_json)
     lines += _per_group_lines(spec, result_json)
     lines += _figures_lines(spec.time_unit is not None)
     return "\n".join(lines)
@@ -1273,9 +1405,15 @@ def _design(args) -> int:
     dtype = np.float64 if args.x64 else np.float32
     fleet = _checked_fleet(spec, settings, dtype, force=args.force)
     started = time.perf_counter()
-    result = _run_design(args, fleet)
+    from ..design import InfeasibleBudgets
+
+    try:
+        result = _run_design(args, fleet)
+    except InfeasibleBudgets as err:
+        raise CliError(_infeasible_text(spec, settings, err, args)) from None
     comparisons = _compare(spec, result)
     summary = _summary(spec, settings, result, comparisons)
+    summary["trade_off"] = _trade_off_json(spec, settings, result, dtype)
     schedule = _recommended_schedule(spec, settings, result, comparisons, summary, dtype)
     wall_s = time.perf_counter() - started
     summary.update(
@@ -1345,7 +1483,53 @@ def _run_design(args, fleet) -> DesignResult:
         candidates={"current": spec.intervals()} if current else None,
         rtol=SEARCH_RTOL,
         floor=settings.get("floor", FLOOR),
+        budgets=_budgets(spec, settings),
     )
+
+
+def _budgets(spec, settings: dict):
+    """The run's `cj.design.Budgets` (None without any): per day in a file with units, else over H."""
+    from ..design import Budgets
+
+    budgets = settings.get("budgets")
+    if budgets is None:
+        return None
+    day = spec.time_unit is not None
+    written = budgets["max_written"]
+    lower = spec.job_bounds()[0]
+    floors = np.repeat([math.nan if f is None else f for f in budgets["min_interval"]], [g.count for g in spec.groups])
+    return Budgets(
+        written=None if written is None else written * (86400.0 if day else 1.0),
+        power_steps=budgets["max_power_steps"],
+        min_interval=None if np.all(np.isnan(floors)) else np.where(np.isnan(floors), lower, floors),
+        per=86400.0 if day else None,
+        bound=budgets["bound"],
+    )
+
+
+def _budget_value(units: bool, name: str, value: float, bare: bool = False) -> str:
+    """A budget's value as the report shows it: a volume a day (units) or over H, a count of
+    steps; ``bare``: without "a day" / "over H"."""
+    shown = volume_text(value) if units and name == "written" else significant(value)
+    return shown if bare else f"{shown} {'a day' if units else 'over H'}"
+
+
+def _infeasible_text(spec, settings: dict, err, args) -> str:
+    """The refusal of budgets no intervals in the bounds keep, in the file's units, naming
+    the option or the file's field that set each broken one."""
+    del settings
+    units = spec.time_unit is not None
+    parts = []
+    for name, smallest in err.smallest.items():
+        option = "--" + BUDGET_NAMES[name].replace("_", "-")
+        given = getattr(args, BUDGET_NAMES[name], None) is not None
+        where = option if given else f"fleet file {spec.path}: design.{BUDGET_NAMES[name]}"
+        parts.append(
+            f"{where} = {_budget_value(units, name, err.limits[name])} cannot be kept: even at the longest intervals "
+            f"the bounds allow the fleet uses {_budget_value(units, name, smallest)}, the smallest budget that would "
+            "be feasible; raise the budget (or the bounds' upper ends)"
+        )
+    return "; ".join(parts)
 
 
 def _compare(spec, result: DesignResult) -> _Comparisons:
@@ -1407,6 +1591,8 @@ def _summary(spec, settings: dict, result: DesignResult, comparisons: _Compariso
         summary.update(
             _in_units(spec, comparisons.table, comparisons.names, comparisons.comparison, settings.get("floor", FLOOR))
         )
+    if result.budgets is not None:
+        summary["budgets"] = _budgets_json(spec, result.budgets, first)
     summary["recommended"] = recommend(summary)
     for group, interval in zip(summary["groups"], recommended_intervals(summary)):
         group["recommended"] = interval
@@ -1420,6 +1606,133 @@ def _summary(spec, settings: dict, result: DesignResult, comparisons: _Compariso
 
 def _estimate_json(estimate) -> dict:
     return {"mean": estimate.mean, "low": estimate.low, "high": estimate.high}
+
+
+def _budgets_json(spec, outcome, first: np.ndarray) -> dict:
+    """design.json's ``budgets`` (`cj.design.BudgetOutcome`): the limits (per day in a file
+    with units, else over H), the recommendation's use of each on the fresh draws, which
+    bind, each binding limit's shadow price (the fleet waste, and in a file with units the
+    GPU-hours a day, that a limit 10 % higher would save), and the intervals per group of the
+    relaxed design and of each set scaled to keep the limits."""
+    gpus = float(_gpus(spec).sum()) if spec.time_unit is not None else None
+    per_group = lambda intervals: [float(intervals[j]) for j in first]  # noqa: E731
+    block = {
+        "per": "day" if spec.time_unit is not None else "horizon",
+        "bound": outcome.budgets.bound,
+        "limits": dict(outcome.budgets.limits),
+        "min_interval": [group.min_interval for group in spec.groups],
+        "used": {name: e.to_dict() for name, e in outcome.used.items()},
+        "held": dict(outcome.held),
+        "binding": list(outcome.binding),
+        "shadow_waste": {name: e.to_dict() for name, e in outcome.shadow.items()},
+        "relaxed": {name: per_group(value) for name, value in outcome.relaxed.items()},
+        "scaled": {f"{name}_scaled": per_group(value) for name, value in outcome.scaled.items()},
+    }
+    if gpus is not None:
+        block["shadow_gpu_hours_per_day"] = {
+            name: {key: value * gpus * 24.0 for key, value in e.to_dict().items()} for name, e in outcome.shadow.items()
+        }
+    return block
+
+
+def budget_lines(summary: dict) -> list:
+    """The budgets in a sentence each: the recommendation's use against the limit, whether it
+    binds, and what relaxing it by 10 % would buy."""
+    block = summary.get("budgets")
+    if block is None:
+        return []
+    words = {"written": "written volume", "power_steps": "power steps"}
+    units = block["per"] == "day"
+    bound = "its mean" if block["bound"] == "mean" else "the upper end of its 95% CI"
+    lines = []
+    for name, limit in block["limits"].items():
+        used = block["used"][name]
+        text = (
+            f"Budget on the {words[name]}: {_budget_value(units, name, used['mean'])} "
+            f"(95% CI {_budget_value(units, name, used['low'], bare=True)} to "
+            f"{_budget_value(units, name, used['high'], bare=True)}) with the recommendation, limit "
+            f"{_budget_value(units, name, limit)} (kept with {bound} on the "
+            "common draws)"
+        )
+        if name in block["binding"]:
+            if "shadow_gpu_hours_per_day" in block:
+                buys = f"{estimate_text(block['shadow_gpu_hours_per_day'][name], hours_text)} GPU-hours a day"
+            else:
+                e = block["shadow_waste"][name]
+                buys = f"{e['mean']:+.4f} [{e['low']:+.4f}, {e['high']:+.4f}] of fleet waste"
+            text += f"; it binds: relaxing it by 10% would buy {buys}"
+        else:
+            text += "; it does not bind"
+        lines.append(text + ".")
+    return lines
+
+
+def _budget_table(spec, summary: dict) -> list:
+    """The report's budgets section: each limit, the use of each set, what binds."""
+    block = summary.get("budgets")
+    if block is None:
+        return []
+    md = markdown_text
+    floors = [
+        f"{md(group.name)} {time_text(spec, floor)}"
+        for group, floor in zip(spec.groups, block["min_interval"])
+        if floor is not None
+    ]
+    lines = [
+        "",
+        "## Budgets (docs/model.md §1g)",
+        "",
+        "The design keeps each budget on its common draws ("
+        + ("the mean" if block["bound"] == "mean" else "the upper end of the 95% CI")
+        + "): a move of the search that breaks one is scaled up, every interval by one factor, until it "
+        "keeps it; the baselines and the current intervals that break one are weighed scaled the same way "
+        "('scaled to the budgets'). A budget binds where the design uses it within 3% or the search's finest "
+        "move down (every interval ÷ 1.1) would break it; its shadow price is "
+        "what a budget 10% higher would buy, the design's intervals scaled down until it binds again "
+        "(paired on the fresh draws).",
+        "",
+    ]
+    if floors:
+        lines += [f"Floors on the intervals (min_interval): {', '.join(floors)}.", ""]
+    lines += [f"- {line}" for line in budget_lines(summary)]
+    return lines
+
+
+def _trade_off_json(spec, settings: dict, result, dtype) -> dict:
+    """design.json's ``trade_off``: the fleet's waste (and in a file with units the GPU-hours a
+    day it costs) against its written volume and power steps along the recommended
+    intervals scaled by common factors, on the evaluation's draws (as many factors as the
+    evaluation weighs sets: one compiled program)."""
+    import jax
+
+    from ..design import trade_off
+
+    evaluation = result.evaluation
+    n_sets = len(evaluation.names)
+    factors = np.geomspace(0.5, 2.0, n_sets)  # the design and three baselines at least
+    design_key, _ = jax.random.split(seed_key(settings["seed"]))
+    _, eval_key, _ = jax.random.split(design_key, 3)
+    keys = jax.random.split(eval_key, evaluation.fleet_waste.shape[1])
+    units = spec.time_unit is not None
+    curve = trade_off(
+        spec.fleet(dtype=dtype),
+        result.intervals,
+        factors,
+        horizon=settings["horizon"],
+        keys=keys,
+        launch=_launch(settings),
+        per=86400.0 if units else None,
+    )
+    gpus = float(_gpus(spec).sum())
+    from .._estimate import mean_ci
+
+    return {
+        "factors": factors.tolist(),
+        "waste": [mean_ci(w).to_dict() for w in curve.waste],
+        "gpu_hours_per_day": [mean_ci(w * gpus * 24.0).to_dict() for w in curve.waste] if units else None,
+        "written": [mean_ci(v).to_dict() for v in curve.written],
+        "power_steps": [mean_ci(v).to_dict() for v in curve.power_steps],
+    }
 
 
 def _outcome_json(
