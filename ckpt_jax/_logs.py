@@ -318,7 +318,8 @@ def read_logs(folder) -> Logs:
     twice = same & (time[by_job][1:] == time[by_job][:-1])
     if twice.any():
         raise LogError(
-            f"failures.csv, row {numbers[by_job][np.argmax(twice) + 1]}, column 'time': the job fails at that time twice"
+            f"failures.csv, row {numbers[by_job][np.argmax(twice) + 1]}, column 'time': "
+            "the job fails at that time twice"
         )
     if restart_end is not None:
         during = same & (time[by_job][1:] < restart_end[by_job][:-1])

@@ -244,6 +244,17 @@ def _windows(n_writes: int, start, end, fit_writes: int, n_windows: int) -> list
     return blocks
 
 
+# The 95 % quantile of chi-square with one degree of freedom (likelihood-ratio bounds).
+CHI2_95 = 3.841458820694124
+
+
+class _Cost:
+    """A k of the profile left unrefined (far outside the bound): its cost and residuals."""
+
+    def __init__(self, cost: float, fun: np.ndarray):
+        self.cost, self.fun = cost, fun
+
+
 @dataclasses.dataclass(frozen=True)
 class StorageFit:
     """The storage's fitted parameters (bytes/s) and how well the replay fits.
@@ -329,7 +340,7 @@ def fit_storage(logs: Logs, *, fit_writes: int = FIT_WRITES, windows: int = FIT_
             residuals, x0, args=(k,), loss="soft_l1", f_scale=FIRST_SCALE, bounds=bounds, x_scale=1.0
         )
         best = min(firsts, key=lambda j: firsts[j].cost)
-        if k >= best + 2:  # the profile rose twice past its minimum: stop
+        if k >= best + 1 and k >= 2:  # the profile rose past its minimum: stop
             break
     best = min(firsts, key=lambda j: firsts[j].cost)
     r = firsts[best].fun
@@ -337,13 +348,22 @@ def fit_storage(logs: Logs, *, fit_writes: int = FIT_WRITES, windows: int = FIT_
     # durations carry whatever the fit: a floor under the residuals' variance.
     clock = float(np.mean(logs.resolution**2 / 6 / observed[scored] ** 2))
     scale = max(1.4826 * float(np.median(np.abs(r - np.median(r)))), math.sqrt(clock), SCALE_FLOOR)
-    fits = {}
-    for k, first in firsts.items():  # tight tolerances for the best k only: the others give a cost
-        options = tight if k == best else dict(x_scale=1.0)
-        fits[k] = (
-            least_squares(residuals, first.x, args=(k,), loss="soft_l1", f_scale=scale, bounds=starts[k], **options),
-            scale,
-        )
+    common = dict(loss="soft_l1", f_scale=scale)
+    fits = {
+        best: (least_squares(residuals, firsts[best].x, args=(best,), bounds=starts[best], **common, **tight), scale)
+    }
+    r = fits[best][0].fun
+    kept = np.abs(r - np.median(r)) <= INLIER_SCALES * scale
+    variance = max(float(np.sum(r[kept] ** 2) / max(int(kept.sum()) - 3, 1)), clock)
+    for k, first in firsts.items():  # the other k at the same scale: their costs, for the profile
+        if k == best:
+            continue
+        r = residuals(first.x, k)
+        above = float(np.sum(scale**2 * (np.sqrt(1 + (r / scale) ** 2) - 1)))  # soft_l1's cost there
+        if 2 * (above - fits[best][0].cost) / variance > 10 * CHI2_95:  # far outside even unrefined
+            fits[k] = (_Cost(above, r), scale)
+            continue
+        fits[k] = (least_squares(residuals, first.x, args=(k,), bounds=starts[k], **common, x_scale=1.0), scale)
     best_k = min(fits, key=lambda j: fits[j][0].cost)
     result, scale = fits[best_k]
     x = result.x
@@ -410,7 +430,7 @@ def fit_storage(logs: Logs, *, fit_writes: int = FIT_WRITES, windows: int = FIT_
             )
     # saturates_at: the k whose sum of squares (on the best fit's inliers) is within the 95 % bound.
     ss = {k: float(fit.cost) for k, (fit, _) in fits.items()}
-    inside = [k for k in ss if 2 * (ss[k] - ss[best_k]) / max(s2, 1e-300) <= 3.841458820694124]
+    inside = [k for k in ss if 2 * (ss[k] - ss[best_k]) / max(s2, 1e-300) <= CHI2_95]
     values["saturates_at"] = Value(
         float(best_k), float(min(inside)), float(max(inside)), m, "profile over k = 1, 2, ...: likelihood-ratio bound"
     )
@@ -488,7 +508,7 @@ def job_domains(logs: Logs, clusters: list) -> tuple:
     if logs.domain is not None:
         for job, name in zip(logs.failure_job, logs.domain):
             domains[int(job)] = name or None
-        return tuple(domains)
+        return _group_domains(logs, domains)
     parent = list(range(logs.n_jobs))
 
     def root(i):
@@ -505,7 +525,20 @@ def job_domains(logs: Logs, clusters: list) -> tuple:
     for cluster in clusters:
         top = root(int(logs.failure_job[cluster[0]]))
         names.setdefault(top, f"d{len(names) + 1}")
-    return tuple(names.get(root(j)) for j in range(logs.n_jobs))
+    in_outages = {int(logs.failure_job[row]) for cluster in clusters for row in cluster}
+    return _group_domains(logs, [names.get(root(j)) if j in in_outages else None for j in range(logs.n_jobs)])
+
+
+def _group_domains(logs: Logs, domains: list) -> tuple:
+    """A job whose domain the logs do not show (no failure, or in no outage) takes its group's,
+    where the group's other jobs share one."""
+    for g in range(len(logs.groups)):
+        members = np.flatnonzero(logs.group == g)
+        known = {domains[j] for j in members if domains[j] is not None}
+        if len(known) == 1:
+            for j in members:
+                domains[j] = domains[j] or next(iter(known))
+    return tuple(domains)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -527,7 +560,7 @@ def _poisson_mtbf(count: int, span: float) -> Value:
     high = math.inf if count == 0 else 2 * span / chi2.ppf(0.025, 2 * count)
     low = 2 * span / chi2.ppf(0.975, 2 * count + 2)
     if count == 0:
-        return _undetermined(f"no outage in {span:.4g} s of observation: the MTBF is only bounded below", 0, low=low)
+        return _undetermined(f"none in {span:.4g} s of observation: the MTBF is only bounded below", 0, low=low)
     return Value(span / count, low, high, count, "events / observed time; exact Poisson (chi-square) interval")
 
 
@@ -776,6 +809,7 @@ def _stagger(logs: Logs, clusters: list, groups: list) -> Value:
     if not np.any(ranks > 0):
         return _undetermined("no outage with two restart ends", 0)
     slope = float(np.sum(ranks * excess) / np.sum(ranks**2))
+    slope = 0.0 if abs(slope) < 1e-6 else slope  # rounding: the restarts end together
     n = int(np.sum(ranks > 0))
     resid = excess - slope * ranks
     sd = math.sqrt(float(np.sum(resid**2)) / max(len(ranks) - 1, 1) / float(np.sum(ranks**2)))
@@ -1016,9 +1050,7 @@ def run_logs(spec, drawn: DrawnFailures, fire_times, end_times, horizon: float) 
     drawn failures. ``fire_times``/``end_times``: (N, K) of that fleet's trace."""
     fire_times, end_times = np.asarray(fire_times, np.float64), np.asarray(end_times, np.float64)
     labels = spec.labels
-    names = []
-    for g, group in enumerate(spec.groups):
-        names += [f"{group.name}-{k}" for k in range(group.count)]
+    names = [f"{group.name}-{k}" for group in spec.groups for k in range(group.count)]
     done = np.isfinite(end_times) & np.isfinite(fire_times) & (end_times <= horizon)
     job = np.broadcast_to(np.arange(spec.n_jobs)[:, None], fire_times.shape)[done]
     start, end = fire_times[done], end_times[done]

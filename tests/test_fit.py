@@ -209,8 +209,16 @@ def test_logs_read_in_their_units(tmp_path):
 @pytest.mark.parametrize(
     "file, text, message",
     [
-        ("writes", "job,start [s],end [s],bytes [GB]\na,10,20,5\nz,15,30,5\n", "writes.csv, row 3, column 'job': names no job"),
-        ("writes", "job,start [s],end [s],bytes [GB]\na,10,20,5\nb,30,15,5\n", "writes.csv, row 3, column 'end': must be after"),
+        (
+            "writes",
+            "job,start [s],end [s],bytes [GB]\na,10,20,5\nz,15,30,5\n",
+            "writes.csv, row 3, column 'job': names no job",
+        ),
+        (
+            "writes",
+            "job,start [s],end [s],bytes [GB]\na,10,20,5\nb,30,15,5\n",
+            "writes.csv, row 3, column 'end': must be after",
+        ),
         ("writes", "job,start [s],end [s],bytes [GB]\na,10,20,-5\n", "writes.csv, row 2, column 'bytes': must be > 0"),
         (
             "writes",
@@ -218,9 +226,21 @@ def test_logs_read_in_their_units(tmp_path):
             "writes.csv, row 3, column 'start': the job's write starts before its write of row 2 ends",
         ),
         ("failures", "job,time [h]\nc,11\n", "failures.csv, row 2, column 'time': outside its job's window"),
-        ("writes", "job,start,end [s],bytes [GB]\na,10,20,5\n", "writes.csv, row 1, column 2: the column 'start' needs its unit"),
-        ("writes", "job,start [GB],end [s],bytes [GB]\na,10,20,5\n", "writes.csv, row 1, column 2: the unit of 'start' is not a duration"),
-        ("writes", "job,start [s],end [s],bytes [s]\na,10,20,5\n", "writes.csv, row 1, column 4: the unit of 'bytes' is not a size"),
+        (
+            "writes",
+            "job,start,end [s],bytes [GB]\na,10,20,5\n",
+            "writes.csv, row 1, column 2: the column 'start' needs its unit",
+        ),
+        (
+            "writes",
+            "job,start [GB],end [s],bytes [GB]\na,10,20,5\n",
+            "writes.csv, row 1, column 2: the unit of 'start' is not a duration",
+        ),
+        (
+            "writes",
+            "job,start [s],end [s],bytes [s]\na,10,20,5\n",
+            "writes.csv, row 1, column 4: the unit of 'bytes' is not a size",
+        ),
         ("jobs", "job,group,gpus,nodes,first [h]\na,g,8,1,0\n", "jobs.csv, row 1: the header has no column 'last'"),
         ("writes", "job,start [s],end [s],bytes [GB]\na,10,x,5\n", "writes.csv, row 2, column 'end': must be a time"),
         (
@@ -240,11 +260,13 @@ def test_bad_logs_are_named_by_file_row_and_column(tmp_path, file, text, message
 
 
 def test_outages_and_domains_from_failures_together(tmp_path):
-    # a and b fail 3.6 s apart (one outage); c alone. Without a domain column the domain is {a, b}.
-    logs = read_logs(_logs(tmp_path, JOBS, WRITES, FAILURES))
+    # a and b fail 3.6 s apart (one outage); c alone. Without a domain column the domain is {a, b},
+    # and c, in no outage, takes its group's; job d of another group stays in none.
+    jobs = JOBS + "d,h,8,1,0,10\n"
+    logs = read_logs(_logs(tmp_path, jobs, WRITES, FAILURES))
     clusters = fit.outage_clusters(logs, window=60.0)
     assert [[int(logs.failure_job[r]) for r in c] for c in clusters] == [[0, 1]]
-    assert fit.job_domains(logs, clusters) == ("d1", "d1", None)
+    assert fit.job_domains(logs, clusters) == ("d1", "d1", "d1", None)
     assert fit.outage_clusters(logs, window=1.0) == []  # 3.6 s apart: two own failures
 
 
