@@ -312,7 +312,7 @@ def read_logs(folder) -> Logs:
     order = np.lexsort((failure_job, time))
     failure_job, time, numbers = failure_job[order], time[order], numbers[order]
     restart_end = None if restart_end is None else restart_end[order]
-    domain, cause = (None if text[n] is None else tuple(text[n][i] for i in order) for n in ("domain", "cause"))
+    domain, cause = (None if column is None else tuple(column[i] for i in order) for column in text.values())
     by_job = np.lexsort((time, failure_job))
     same = failure_job[by_job][1:] == failure_job[by_job][:-1]
     twice = same & (time[by_job][1:] == time[by_job][:-1])

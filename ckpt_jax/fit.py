@@ -45,12 +45,16 @@ import bisect
 import dataclasses
 import math
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ._estimate import Z95, mean_ci
 from ._logs import Logs, read_logs
 from ._policies import storage_curve
+
+if TYPE_CHECKING:
+    from .fleetfile import FleetSpec
 
 __all__ = ["Value", "StorageFit", "GroupFit", "DomainFit", "Fit", "from_logs", "replay", "write", "WINDOW"]
 
@@ -129,9 +133,7 @@ def replay(start, volume, limit, curve, details: bool = False):
     f = [float(x) for x in curve]
     n_f, n_writes = len(f), len(starts)
     ends = [math.nan] * n_writes
-    most = [0] * n_writes if details else None
-    at_limit = [False] * n_writes if details else None
-    held = [False] * n_writes if details else None
+    most, at_limit, held = [0] * n_writes, [False] * n_writes, [False] * n_writes
     active: list = []  # (cap, index), by cap ascending: the water-filling's order
     left: dict = {}
     inf = math.inf
@@ -244,6 +246,8 @@ def _windows(n_writes: int, start, end, fit_writes: int, n_windows: int) -> list
     return blocks
 
 
+# least_squares' tolerances for the chosen k (its interval is narrow where the logs are exact).
+TIGHT = 1e-12
 # The 95 % quantile of chi-square with one degree of freedom (likelihood-ratio bounds).
 CHI2_95 = 3.841458820694124
 
@@ -329,7 +333,6 @@ def fit_storage(logs: Logs, *, fit_writes: int = FIT_WRITES, windows: int = FIT_
     aggregate = float(np.max(rate * mean_writers))
     # Each k: a first pass at scale FIRST_SCALE; then every k again at one common scale (the
     # best first pass's robust scale), so that their costs compare (the profile over k).
-    tight = dict(xtol=1e-12, ftol=1e-12, gtol=1e-12, x_scale=1.0)
     starts, firsts = {}, {}
     for k in range(1, n_max + 1):
         peak0 = max(aggregate, k * float(np.max(rate[alone] if alone.any() else rate)))
@@ -348,9 +351,22 @@ def fit_storage(logs: Logs, *, fit_writes: int = FIT_WRITES, windows: int = FIT_
     # durations carry whatever the fit: a floor under the residuals' variance.
     clock = float(np.mean(logs.resolution**2 / 6 / observed[scored] ** 2))
     scale = max(1.4826 * float(np.median(np.abs(r - np.median(r)))), math.sqrt(clock), SCALE_FLOOR)
-    common = dict(loss="soft_l1", f_scale=scale)
     fits = {
-        best: (least_squares(residuals, firsts[best].x, args=(best,), bounds=starts[best], **common, **tight), scale)
+        best: (
+            least_squares(
+                residuals,
+                firsts[best].x,
+                args=(best,),
+                bounds=starts[best],
+                loss="soft_l1",
+                f_scale=scale,
+                xtol=TIGHT,
+                ftol=TIGHT,
+                gtol=TIGHT,
+                x_scale=1.0,
+            ),
+            scale,
+        )
     }
     r = fits[best][0].fun
     kept = np.abs(r - np.median(r)) <= INLIER_SCALES * scale
@@ -363,7 +379,10 @@ def fit_storage(logs: Logs, *, fit_writes: int = FIT_WRITES, windows: int = FIT_
         if 2 * (above - fits[best][0].cost) / variance > 10 * CHI2_95:  # far outside even unrefined
             fits[k] = (_Cost(above, r), scale)
             continue
-        fits[k] = (least_squares(residuals, first.x, args=(k,), bounds=starts[k], **common, x_scale=1.0), scale)
+        fits[k] = (
+            least_squares(residuals, first.x, args=(k,), bounds=starts[k], loss="soft_l1", f_scale=scale, x_scale=1.0),
+            scale,
+        )
     best_k = min(fits, key=lambda j: fits[j][0].cost)
     result, scale = fits[best_k]
     x = result.x
@@ -557,8 +576,8 @@ def _poisson_mtbf(count: int, span: float) -> Value:
     ``span / count`` with the exact (Garwood) 95 % interval."""
     from scipy.stats import chi2
 
-    high = math.inf if count == 0 else 2 * span / chi2.ppf(0.025, 2 * count)
-    low = 2 * span / chi2.ppf(0.975, 2 * count + 2)
+    high = math.inf if count == 0 else float(2 * span / chi2.ppf(0.025, 2 * count))
+    low = float(2 * span / chi2.ppf(0.975, 2 * count + 2))
     if count == 0:
         return _undetermined(f"none in {span:.4g} s of observation: the MTBF is only bounded below", 0, low=low)
     return Value(span / count, low, high, count, "events / observed time; exact Poisson (chi-square) interval")
@@ -640,7 +659,7 @@ def _failure_law(events: np.ndarray, censored: np.ndarray) -> tuple:
         exponential = _poisson_mtbf(0, total)
         return exponential, _undetermined(why), _undetermined(why), None, None
     data = stats.CensoredData(uncensored=events, right=censored)
-    _, scale_e = stats.expon.fit(data, floc=0)
+    scale_e = float(stats.expon.fit(data, floc=0)[1])
     exponential = dataclasses.replace(
         _poisson_mtbf(n, total),
         value=float(scale_e),
@@ -649,11 +668,12 @@ def _failure_law(events: np.ndarray, censored: np.ndarray) -> tuple:
     if n < 3:
         why = f"{n} failure{'s' * (n != 1)}: too few for a shape"
         return exponential, _undetermined(why, n), _undetermined(why, n), None, None
-    c, _, scale = stats.weibull_min.fit(data, floc=0)
+    c, _, scale = np.asarray(stats.weibull_min.fit(data, floc=0), np.float64).tolist()
 
     def loglik(log_c, log_scale):
-        law = stats.weibull_min(math.exp(log_c), scale=math.exp(log_scale))
-        return float(np.sum(law.logpdf(events)) + np.sum(law.logsf(censored)))
+        shape, scale = math.exp(log_c), math.exp(log_scale)
+        law = stats.weibull_min
+        return float(np.sum(law.logpdf(events, shape, scale=scale)) + np.sum(law.logsf(censored, shape, scale=scale)))
 
     point = np.array([math.log(c), math.log(scale)])
     h = 1e-4
@@ -669,7 +689,7 @@ def _failure_law(events: np.ndarray, censored: np.ndarray) -> tuple:
             ) / (4 * h * h)
     ll_weibull = loglik(*point)
     ll_exponential = float(
-        np.sum(stats.expon(scale=scale_e).logpdf(events)) + np.sum(stats.expon(scale=scale_e).logsf(censored))
+        np.sum(stats.expon.logpdf(events, scale=scale_e)) + np.sum(stats.expon.logsf(censored, scale=scale_e))
     )
     statistic = max(2 * (ll_weibull - ll_exponential), 0.0)
     p_value = float(stats.chi2.sf(statistic, 1))
@@ -797,11 +817,12 @@ def _stagger(logs: Logs, clusters: list, groups: list) -> Value:
         for job in fit.jobs:
             restart_of[job] = fit.restart.value
     ranks, excess = [], []
+    restart_end = logs.restart_end
     for cluster in clusters:
-        rows = sorted(cluster, key=lambda r: logs.restart_end[r])
+        rows = sorted(cluster, key=lambda r: restart_end[r])
         for k, row in enumerate(rows):
             base = restart_of.get(int(logs.failure_job[row]))
-            took = logs.restart_end[row] - logs.failure_time[row]
+            took = restart_end[row] - logs.failure_time[row]
             if base is not None and math.isfinite(took):
                 ranks.append(k)
                 excess.append(took - base)
@@ -953,7 +974,7 @@ class DrawnFailures:
     outages as listed instants)."""
 
     rows: list
-    spec: object
+    spec: FleetSpec
 
 
 def draw_failures(spec, horizon: float, seed: int) -> DrawnFailures:

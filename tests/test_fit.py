@@ -151,21 +151,26 @@ def test_round_trip_twenty_seeds(tmp_path):
 def test_fitted_file_gives_the_true_goodput(tmp_path):
     """The fitted file, assessed, gives the true file's goodput within the CIs (a fleet the
     engine runs as a file: Weibull failures without outages)."""
+    import jax
+
     from ckpt_jax import assess, fleetfile
 
     text = TRUE_FLEET.format(mtbf="2 h", outage="6 h").split("[[outages]]")[0]
     text = text.replace('mtbf = "2 h"', 'mtbf = "2 h"\nfailure_shape = 0.7').replace('domain = "rack"\n', "")
-    text += '\n[design]\nhorizon = "2 day"\ndraws = 8\n'
     path = tmp_path / "true.toml"
     path.write_text(text)
     spec = fleetfile.load(path)
     simulated_logs(spec, 4 * 86400.0, 0, tmp_path / "logs")
     fitted = fit.from_logs(tmp_path / "logs")
-    written = fit.write(fitted, tmp_path / "out")
-    fitted_spec = fleetfile.load(written[0])
-    fitted_spec = dataclasses.replace(fitted_spec, design=spec.design)
-    true_goodput = assess.assess(spec).goodput
-    fitted_goodput = assess.assess(fitted_spec).goodput
+    assert fitted.groups[0].k1_p_value < 0.05  # the file carries the Weibull shape
+    fitted_spec = fleetfile.load(fit.write(fitted, tmp_path / "out")[0])
+    assert "failure_shape" in fitted_spec.source["groups"][0]
+
+    def goodput(spec):
+        run = assess.assess(spec.fleet(), horizon=2 * 86400.0, key=jax.random.key(0), n_draws=16)
+        return run.goodput["fleet"]
+
+    true_goodput, fitted_goodput = goodput(spec), goodput(fitted_spec)
     assert true_goodput.low <= fitted_goodput.mean <= true_goodput.high or (
         fitted_goodput.low <= true_goodput.mean <= fitted_goodput.high
     ), (true_goodput, fitted_goodput)
