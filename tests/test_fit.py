@@ -164,7 +164,7 @@ def test_fitted_file_gives_the_true_goodput(tmp_path):
     fitted = fit.from_logs(tmp_path / "logs")
     assert fitted.groups[0].k1_p_value < 0.05  # the file carries the Weibull shape
     fitted_spec = fleetfile.load(fit.write(fitted, tmp_path / "out")[0])
-    assert "failure_shape" in fitted_spec.source["groups"][0]
+    assert fitted_spec.groups[0].failure_shape is not None
 
     def goodput(spec):
         run = assess.assess(spec.fleet(), horizon=2 * 86400.0, key=jax.random.key(0), n_draws=16)
