@@ -283,6 +283,11 @@ def _report(fit, files: dict) -> str:
             misfit.append(
                 f"writes with about {n} writers are replayed {100 * row['median_log_error']:+.1f} % off (median)"
             )
+    if validation["share_off_by_10pct"] > 0.01:
+        misfit.append(
+            f"{100 * validation['share_off_by_10pct']:.1f} % of the writes are replayed more than 10 % off "
+            "(writes beside abandoned ones or recovery reads, or a storage the model does not describe)"
+        )
     lines += ["", f"![storage]({files['storage']})", ""]
     lines += ["## Failures", ""]
     lines += [

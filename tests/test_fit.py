@@ -161,8 +161,10 @@ def test_fitted_file_gives_the_true_goodput(tmp_path):
     path.write_text(text)
     spec = fleetfile.load(path)
     simulated_logs(spec, 4 * 86400.0, 0, tmp_path / "logs")
-    fitted = fit.from_logs(tmp_path / "logs")
-    assert fitted.groups[0].k1_p_value < 0.05  # the file carries the Weibull shape
+    # No outages: a window of 1 ms keeps independent failures from passing for one (at 60 s,
+    # 6 jobs failing every 2 h coincide about 12 times in 4 days).
+    fitted = fit.from_logs(tmp_path / "logs", window=1e-3)
+    assert fitted.clusters == [] and fitted.groups[0].k1_p_value < 0.05  # the file carries the Weibull shape
     fitted_spec = fleetfile.load(fit.write(fitted, tmp_path / "out")[0])
     assert fitted_spec.groups[0].failure_shape is not None
 
