@@ -437,17 +437,12 @@ def fit_storage(logs: Logs, *, fit_writes: int = FIT_WRITES, windows: int = FIT_
             why = reasons[name] if j not in keep else "the Jacobian is singular there"
             values[name] = _undetermined(why, n_felt, low=bound)
             continue
-        if name == "degradation":
-            values[name] = Value(float(x[2]), float(x[2] - Z95 * sd), float(x[2] + Z95 * sd), n_felt, method)
-        else:
-            values[name] = Value(
-                math.exp(x[j if name == "peak" else 1]),
-                math.exp(x[j if name == "peak" else 1] - Z95 * sd),
-                math.exp(x[j if name == "peak" else 1] + Z95 * sd),
-                n_felt,
-                method,
-            )
-    # saturates_at: the k whose sum of squares (on the best fit's inliers) is within the 95 % bound.
+        if name == "degradation":  # >= 0 (a bound of the fit)
+            low, high = max(float(x[2] - Z95 * sd), 0.0), float(x[2] + Z95 * sd)
+            values[name] = Value(float(x[2]), low, high, n_felt, method)
+        else:  # fitted in logs: the interval is symmetric there
+            values[name] = Value(math.exp(x[j]), math.exp(x[j] - Z95 * sd), math.exp(x[j] + Z95 * sd), n_felt, method)
+    # saturates_at: the k whose robust cost (one common scale) is within the 95 % likelihood-ratio bound.
     ss = {k: float(fit.cost) for k, (fit, _) in fits.items()}
     inside = [k for k in ss if 2 * (ss[k] - ss[best_k]) / max(s2, 1e-300) <= CHI2_95]
     values["saturates_at"] = Value(

@@ -314,3 +314,24 @@ def test_cli_fit_writes_the_fleet_file(tmp_path):
     text = (tmp_path / "out" / "fleet.toml").read_text()
     assert "not determined" in text  # every write alone: the storage's sharing is never seen
     assert main(["fit", str(tmp_path / "nothing"), "--out", str(tmp_path / "out2")]) == 2
+
+
+def test_simulate_logs_needs_a_fleet_file(tmp_path, capsys):
+    from ckpt_jax.cli import main
+
+    assert main(["simulate", "--logs", str(tmp_path / "logs"), "--out", str(tmp_path / "out")]) == 2
+    assert "--logs needs --fleet" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_simulate_logs_from_the_command_line(tmp_path):
+    """`ckpt-jax simulate --fleet F --logs DIR` writes logs that `ckpt-jax fit` reads back."""
+    from ckpt_jax.cli import main
+
+    (tmp_path / "fleet.toml").write_text(TRUE_FLEET.format(mtbf="2 h", outage="6 h"))
+    argv = ["simulate", "--fleet", str(tmp_path / "fleet.toml"), "--horizon", "12 h", "--no-progress"]
+    assert main([*argv, "--out", str(tmp_path / "sim"), "--logs", str(tmp_path / "logs")]) == 0
+    logs = read_logs(tmp_path / "logs")
+    assert logs.n_jobs == 6 and len(logs.write_start) > 100 and logs.restart_end is not None
+    assert main(["fit", str(tmp_path / "logs"), "--out", str(tmp_path / "fit")]) == 0
+    assert (tmp_path / "fit" / "fleet.toml").exists()
