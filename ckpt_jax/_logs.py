@@ -50,8 +50,9 @@ class Logs:
       restart_end: (F,) each failure's restart end (NaN where not logged), or None without
         the column.
       domain, cause: (F,) strings per failure, or None without the column.
-      resolution: the clock's step of ``writes.csv`` in s (its times' last decimal place:
-        ``12.345`` in seconds is 1 ms), 0 where the times carry all their digits.
+      resolution: the clock's step of the logs in s (the last decimal place of the times of
+        ``writes.csv`` and ``failures.csv``: ``12.345`` in seconds is 1 ms), 0 where the times
+        carry all their digits.
     """
 
     folder: str
@@ -305,6 +306,8 @@ def read_logs(folder) -> Logs:
         given = np.asarray([bool(cell) for cell in cells], bool)
         _fail_at("failures.csv", numbers, given & ~np.isfinite(restart_end), "restart_end", "must be a time or empty")
         _fail_at("failures.csv", numbers, restart_end < time, "restart_end", "before the failure's time")
+        resolution = max(resolution, _resolution(rows, columns["restart_end"]))
+    resolution = max(resolution, _resolution(rows, columns["time"]))
     text = {
         name: tuple(row[columns[name][0]].strip() for row in rows) if name in columns else None
         for name in ("domain", "cause")

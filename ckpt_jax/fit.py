@@ -714,10 +714,7 @@ def _restart(logs: Logs, jobs: tuple, outage_rows: set) -> Value:
         return _undetermined("no restart_end logged for a failure of its own", 0)
     if len(took) == 1:
         return Value(float(took[0]), None, None, 1, "one restart")
-    estimate = mean_ci(took)
-    return Value(
-        estimate.mean, estimate.low, estimate.high, len(took), "mean of restart_end - time; Student's t interval"
-    )
+    return _mean_value(took, logs.resolution, "mean of restart_end - time; Student's t interval")
 
 
 def _intervals(logs: Logs, jobs: tuple) -> Value:
@@ -734,10 +731,15 @@ def _intervals(logs: Logs, jobs: tuple) -> Value:
         return _undetermined(
             f"{len(gaps)} interval{'s' * (len(gaps) != 1)} between writes with no failure between", len(gaps)
         )
-    estimate = mean_ci(gaps)
-    return Value(
-        estimate.mean, estimate.low, estimate.high, len(gaps), "mean of next start - end; Student's t interval"
-    )
+    return _mean_value(gaps, logs.resolution, "mean of next start - end; Student's t interval")
+
+
+def _mean_value(samples: np.ndarray, resolution: float, method: str) -> Value:
+    """The mean of differences of logged times with its interval, no narrower than the
+    clock's step either side: the logs cannot resolve a time difference more finely."""
+    estimate = mean_ci(samples)
+    half = max(estimate.high - estimate.mean, resolution)
+    return Value(estimate.mean, estimate.mean - half, estimate.mean + half, len(samples), method)
 
 
 def _volume(logs: Logs, jobs: tuple) -> Value:
@@ -803,35 +805,35 @@ def fit_groups(logs: Logs, clusters: list, domains: tuple) -> list:
 
 
 def _stagger(logs: Logs, clusters: list, groups: list) -> Value:
-    """Δ of the restart stagger: each outage's restarts end in order, the k-th k·Δ after the
-    group's restart time; least squares through 0 over every outage of two or more."""
+    """Δ of the restart stagger: one outage's restarts end in order, the k-th k·Δ after its
+    group's restart time. The median of the steps between consecutive restart excesses
+    (restart_end − time − R, by restart end) over every outage, with its order-statistic 95 %
+    interval (a job's own failure that falls in an outage's window adds a step the median
+    shrugs off), no narrower than the clock's step."""
+    from scipy.stats import binom
+
     if logs.restart_end is None or not clusters:
         return _undetermined("no outage with logged restart ends")
-    restart_of = {}
-    for fit in groups:
-        for job in fit.jobs:
-            restart_of[job] = fit.restart.value
-    ranks, excess = [], []
+    restart_of = {job: fit.restart.value for fit in groups for job in fit.jobs}
     restart_end = logs.restart_end
+    steps = []
     for cluster in clusters:
-        rows = sorted(cluster, key=lambda r: restart_end[r])
-        for k, row in enumerate(rows):
-            base = restart_of.get(int(logs.failure_job[row]))
-            took = restart_end[row] - logs.failure_time[row]
-            if base is not None and math.isfinite(took):
-                ranks.append(k)
-                excess.append(took - base)
-    ranks, excess = np.asarray(ranks, float), np.asarray(excess, float)
-    if not np.any(ranks > 0):
+        excess = [
+            restart_end[row] - logs.failure_time[row] - restart_of[int(logs.failure_job[row])]
+            for row in sorted(cluster, key=lambda r: restart_end[r])
+            if restart_of.get(int(logs.failure_job[row])) is not None and math.isfinite(restart_end[row])
+        ]
+        steps += np.diff(excess).tolist()
+    if not steps:
         return _undetermined("no outage with two restart ends", 0)
-    slope = float(np.sum(ranks * excess) / np.sum(ranks**2))
-    slope = 0.0 if abs(slope) < 1e-6 else slope  # rounding: the restarts end together
-    n = int(np.sum(ranks > 0))
-    resid = excess - slope * ranks
-    sd = math.sqrt(float(np.sum(resid**2)) / max(len(ranks) - 1, 1) / float(np.sum(ranks**2)))
-    return Value(
-        max(slope, 0.0), max(slope - Z95 * sd, 0.0), slope + Z95 * sd, n, "least squares of restart excess on rank"
-    )
+    steps = np.sort(np.asarray(steps))
+    n = len(steps)
+    median = float(np.median(steps))
+    low_rank = int(binom.ppf(0.025, n, 0.5))  # the order statistics that bracket the median at 95 %
+    high_rank = min(n - 1, n - low_rank)
+    low = min(float(steps[max(low_rank - 1, 0)]), median) - logs.resolution
+    high = max(float(steps[high_rank]), median) + logs.resolution
+    return Value(max(median, 0.0), max(low, 0.0), max(high, 0.0), n, "median step of restart ends; order statistics")
 
 
 # --- The whole fit -------------------------------------------------------------------------------
