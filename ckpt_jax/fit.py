@@ -30,7 +30,7 @@ fitted, each value with its 95 % interval and the number of observations behind 
 * **Common causes** (§1f): failures of several jobs within ``window`` (default 60 s) of the
   first are one outage; domains from the ``domain`` column or, without it, the jobs that
   fail together (connected by shared outages); each domain's outage MTBF with its exact
-  Poisson interval; the restart stagger from the order restarts end in.
+  Poisson interval; the restart stagger from the steps between restart ends.
 * **Intervals and sizes** per group: the checkpoint interval (a write's end to the job's next
   write start, with no failure between), the checkpoint volume, nodes and GPUs.
 

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from ._common import CliError
-from ._options import add_out
+from ._options import add_no_progress, add_out
 
 
 def _window(text: str) -> float:
@@ -54,6 +54,7 @@ def add_fit(subparsers) -> None:
         metavar="N",
         help="fit the storage on at most N writes (windows of the log; the rest validate the fit) (default: 3000)",
     )
+    add_no_progress(parser)  # accepted as every command does; the fit draws no bar
     add_out(parser)
     parser.set_defaults(run=_fit, resumes=False, uses_jax=False)
 
