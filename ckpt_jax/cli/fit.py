@@ -6,7 +6,7 @@ import math
 import time
 from pathlib import Path
 
-from ._common import CliError
+from ._common import CliError, integer
 from ._options import add_no_progress, add_out
 
 
@@ -49,7 +49,7 @@ def add_fit(subparsers) -> None:
     )
     parser.add_argument(
         "--fit-writes",
-        type=int,
+        type=integer(10),
         default=None,
         metavar="N",
         help="fit the storage on at most N writes (windows of the log; the rest validate the fit) (default: 3000)",
