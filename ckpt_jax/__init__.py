@@ -5,7 +5,8 @@ its status bits mean. Everything else is a submodule: `cj.maps` (return maps and
 spectra), `cj.analysis` (statistics of traces), `cj.coupling` (two-job coupling functions),
 `cj.ensemble` (many fleets, one run), `cj.design` and `cj.theory` (checkpoint intervals),
 `cj.lyapunov` (finite-time Lyapunov exponents), `cj.fleetfile` (fleets from files), `cj.assess`
-(goodput and losses by cause of a fleet as configured) and `cj.loop` (the stepping primitive).
+(goodput and losses by cause of a fleet as configured), `cj.fit` (a fleet file fitted to a
+cluster's logs) and `cj.loop` (the stepping primitive).
 `open_ensemble` reads a saved ensemble as an `xarray.Dataset` (`cj.ensemble`, labelled by
 `cj.labelled`; optional xarray).
 """
@@ -20,6 +21,7 @@ if TYPE_CHECKING:  # the names as type checkers and editors see them; imported w
     from . import coupling as coupling
     from . import design as design
     from . import ensemble as ensemble
+    from . import fit as fit
     from . import fleetfile as fleetfile
     from . import loop as loop
     from . import lyapunov as lyapunov
@@ -54,7 +56,7 @@ if TYPE_CHECKING:  # the names as type checkers and editors see them; imported w
 # the command line reads and checks a fleet file before it imports JAX (seconds on a busy
 # machine), and `ckpt_jax.__main__` can still set the host device count first.
 _SUBMODULES = frozenset(
-    {"analysis", "assess", "coupling", "design", "ensemble", "fleetfile", "loop", "lyapunov", "maps", "theory"}
+    {"analysis", "assess", "coupling", "design", "ensemble", "fit", "fleetfile", "loop", "lyapunov", "maps", "theory"}
 )
 _NAMES = {
     "JobStats": "_observe",

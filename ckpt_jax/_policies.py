@@ -15,6 +15,7 @@ __all__ = [
     "QUEUE_POLICIES",
     "ONE_AT_A_TIME",
     "THROUGHPUT_PRESETS",
+    "storage_curve",
 ]
 
 # How the cap C is divided among the computing jobs, and f(n_w) among the writers
@@ -38,3 +39,10 @@ THROUGHPUT_PRESETS: dict[str, Callable[[int], float]] = {
     "saturating": lambda n: float(min(n, 4)),  # bandwidth grows until 4 writers, then shared
     "degrading": lambda n: 1.0 / (1.0 + 0.1 * (n - 1)),  # thrashing: more writers, less total
 }
+
+
+def storage_curve(n: int, peak: float, saturates_at: int, degradation: float) -> float:
+    """f(n) of a fleet file's ``[storage]`` curve: the aggregate bandwidth of n concurrent
+    writers, ``peak * min(n, k) / k / (1 + degradation * max(n - k, 0))`` with k
+    ``saturates_at`` (what `ckpt_jax.fleetfile` reads and `ckpt_jax.fit` fits)."""
+    return peak * min(n, saturates_at) / saturates_at / (1.0 + degradation * max(n - saturates_at, 0))

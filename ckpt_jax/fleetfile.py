@@ -923,10 +923,9 @@ def _storage(reader: _Reader, table, n_jobs: int) -> tuple:
         else:
             how = f"f({n}) = storage.peak" + ("" if n >= saturates_at else f" × {n} / storage.saturates_at")
             reader.source(f"throughput[{n - 1}]", "storage.peak", how)
-    return tuple(
-        peak * min(n, saturates_at) / saturates_at / (1.0 + degradation * max(n - saturates_at, 0))
-        for n in range(1, n_jobs + 1)
-    )
+    from ._policies import storage_curve
+
+    return tuple(storage_curve(n, peak, saturates_at, degradation) for n in range(1, n_jobs + 1))
 
 
 def _design(reader: _Reader, table) -> DesignSettings:

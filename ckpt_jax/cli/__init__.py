@@ -6,7 +6,8 @@
 (`ckpt_jax.ensemble.run_ensemble`); ``ckpt-jax reproduce`` runs the experiments; ``ckpt-jax design``
 designs checkpoint intervals for a fleet file (`ckpt_jax.fleetfile`); ``ckpt-jax assess`` says
 what the fleet of a fleet file loses as configured (`ckpt_jax.assess`); ``ckpt-jax compare``
-weighs what-if scenarios of a fleet file on common draws (`ckpt_jax.assess.compare`). Subcommands live
+weighs what-if scenarios of a fleet file on common draws (`ckpt_jax.assess.compare`); ``ckpt-jax fit``
+fits a fleet file to a cluster's logs (`ckpt_jax.fit`). Subcommands live
 in ``_SUBCOMMANDS``.
 
 ``--devices`` (every subcommand; default ``all``): one XLA host device per core on a
@@ -50,13 +51,14 @@ from .assess import add_assess
 from .compare import add_compare
 from .design import add_design
 from .ensemble import add_ensemble
+from .fit import add_fit
 from .reproduce import add_reproduce
 from .simulate import add_simulate
 
 __all__ = ["main", "run", "build_parser", "CliError", "seed_key", "start_devices", "devices_for"]
 
 
-_SUBCOMMANDS = (add_simulate, add_reproduce, add_ensemble, add_design, add_assess, add_compare)
+_SUBCOMMANDS = (add_simulate, add_reproduce, add_ensemble, add_design, add_assess, add_compare, add_fit)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -112,6 +114,8 @@ def _checked_run(args, own_process: bool, restore: dict) -> int:
     if note is not None:
         print(f"ckpt-jax {args.command}: note: {note}.")
     check_out_dir(Path(args.out))
+    if not getattr(args, "uses_jax", True):  # `fit`: NumPy and SciPy only, no JAX to start
+        return args.run(args)
     if own_process:
         _threefry.unroll_on_cpu()
     import jax

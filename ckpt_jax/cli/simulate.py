@@ -55,6 +55,15 @@ def add_simulate(subparsers) -> None:
         "policies) from a fleet file (see examples/fleet.toml); excludes the options "
         "that describe the fleet (--jobs, --compute, --write, --cap, ...)",
     )
+    parser.add_argument(
+        "--logs",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="with --fleet: also write the run's logs as a cluster keeps them, jobs.csv, writes.csv "
+        "and failures.csv (fleet 0; times to the millisecond), the input of `ckpt-jax fit`. Its failures "
+        "and outages are drawn on the host by the file's laws from --seed and replayed exactly",
+    )
     _mark_defaults(parser)
     # Every fleet stops at t = H; --cycles then only sizes the trace.
     add_horizon(parser, "none: K cycles; with --fleet, whose jobs fail, the file's [design].horizon")
@@ -188,6 +197,8 @@ def _check(args) -> None:
         if isinstance(value, _Default):
             setattr(args, dest, value.value)
     args.spec = None
+    if args.logs is not None and args.fleet is None:
+        raise CliError("--logs needs --fleet: the logs name the fleet file's groups, nodes and failures")
     if args.fleet is not None:
         if given:
             raise CliError(
@@ -586,6 +597,19 @@ def _write_figure(args, out: Path, trace) -> None:
     atomic_write(out / "trace.png", lambda handle: figure.savefig(handle, format="png", dpi=120))
 
 
+def _write_logs(args, drawn, trace) -> None:
+    """jobs.csv, writes.csv and failures.csv of fleet 0 into --logs (`ckpt_jax.fit.run_logs`)."""
+    from .._logs import write_logs
+    from ..fit import run_logs
+
+    logs = run_logs(args.spec, drawn, trace.fire_times[0], trace.end_times[0], args.horizon)
+    write_logs(args.logs, logs)
+    print(
+        f"ckpt-jax simulate: logs of fleet 0 -> {args.logs}: {logs.n_jobs} jobs, {len(logs.write_start):,} "
+        f"completed writes, {len(logs.failure_time):,} failures (drawn with numpy from seed {args.seed}, replayed)"
+    )
+
+
 def _simulate(args) -> int:
     import jax
 
@@ -593,10 +617,18 @@ def _simulate(args) -> int:
     from .._plan import check_horizon_events, check_work, largest_count
     from ..files import atomic_write_bytes
 
+    drawn = None
+    if args.logs is not None:  # the run's failures drawn here, replayed exactly, then logged
+        from ..fit import draw_failures
+
+        drawn = draw_failures(args.spec, args.horizon, args.seed)
+        spec, args.spec = args.spec, drawn.spec
     fleet = _fleet(args)
     args.cycles = _cycles(args, fleet)
     n_fleets, n_jobs, n_cycles = args.fleets, args.jobs, args.cycles
     state = _initial_state(fleet, args.start, args.seed, args.spec)
+    if drawn is not None:
+        args.spec = spec
     # The jitter stream is derived apart from the launch key so the two are independent.
     jitter_key = jax.random.fold_in(seed_key(args.seed), 1)
     if args.horizon is not None:  # the event budget first: a limit, which --force does not lift
@@ -636,6 +668,8 @@ def _simulate(args) -> int:
     summary = _summary(args, fleet, trace, wall_s, device_summary)
     atomic_write_bytes(out / "summary.json", (json.dumps(summary, indent=2) + "\n").encode())
     _write_figure(args, out, trace)
+    if drawn is not None:
+        _write_logs(args, drawn, trace)
 
     n_ok, status_all = summary["fleets_ok"], summary["status"]
     print(
