@@ -44,7 +44,19 @@ What it does:
    ratio, and the cost of the mechanism the row switches off, (time of the file as is) /
    (time of the row), the median over rounds of the ratio within a round (wall and CPU
    time; per job-update, N × events, for ckpt_jax; and Numba's);
-4. writes ``operator_path.json`` under ``--out`` and prints markdown tables.
+4. on two XLA host devices (``--two-devices``, the default): every B >= 2 again in a
+   subprocess started with ``--xla_force_host_platform_device_count=2``, ckpt_jax's batch
+   sharded over both (``devices="all"``, checked equal to one device first), against the
+   Numba loop in the same rounds;
+5. the fused kernels of one loop iteration (``--kernels-fleets``, B = 128): the file run in
+   a subprocess that dumps XLA's optimized HLO; the innermost while body of the biggest
+   module (the general loop's ``advance``) counted by kind (fusions, gather/scatter fusions,
+   copies, the conditional; the conditional's branches are not counted);
+6. ``ckpt-jax assess`` and ``ckpt-jax design`` of the file with their defaults
+   (``--cli-repeats`` rounds; ``--cli-variants``: also with ``--devices 1``, with
+   ``CKPT_JAX_CPU_FLAGS=0`` and with both, paired per round), the wall time of the whole
+   process (import, compile, run, report) of this checkout's ckpt_jax;
+7. writes ``operator_path.json`` under ``--out`` and prints markdown tables.
 
 Every variant runs from the same launches (the file's `random_state`, one key per fleet,
 as `assess` draws them) and on ``method="general"``, the operator's path.
@@ -53,6 +65,8 @@ Usage:
   python benchmarks/operator_path.py --quick --out /tmp/op
   python benchmarks/operator_path.py --out benchmarks/results        # B = 1, 128, 1024, 8192
   python benchmarks/operator_path.py --sizes 1 128 1024 --out /tmp/op
+  python benchmarks/operator_path.py --sizes 1 128 1024 --mechanism-fleets 0 --cli-repeats 2   # issue 48's run
+  python benchmarks/operator_path.py --cli-only --cli-commands assess --cli-repeats 3 --cli-variants
 
 This is benchmark code, not library code: ckpt_jax does not depend on Numba.
 """
@@ -842,6 +856,7 @@ CLI_VARIANTS = {
     "defaults": ([], {}),
     "--devices 1": (["--devices", "1"], {}),
     "CKPT_JAX_CPU_FLAGS=0": ([], {"CKPT_JAX_CPU_FLAGS": "0"}),
+    "both off": (["--devices", "1"], {"CKPT_JAX_CPU_FLAGS": "0"}),
 }
 
 
@@ -903,9 +918,12 @@ def main(argv=None) -> int:
         help="rounds of `assess` and `design` on the file with their defaults (0: skip)",
     )
     parser.add_argument(
+        "--cli-commands", nargs="+", choices=CLI_COMMANDS, default=list(CLI_COMMANDS), help="commands timed"
+    )
+    parser.add_argument(
         "--cli-variants",
         action="store_true",
-        help="also time them with --devices 1 and with CKPT_JAX_CPU_FLAGS=0, paired per round",
+        help="also time them with --devices 1, with CKPT_JAX_CPU_FLAGS=0 and with both, paired per round",
     )
     parser.add_argument("--cli-only", action="store_true", help="only the kernel count and the commands' times")
     parser.add_argument("--child", choices=("two-devices", "kernels"), help=argparse.SUPPRESS)
@@ -981,7 +999,7 @@ def main(argv=None) -> int:
     result["cli"] = []
     if args.cli_repeats > 0:
         variants = list(CLI_VARIANTS) if args.cli_variants else ["defaults"]
-        result["cli"] = time_cli(CLI_COMMANDS, args.cli_repeats, variants)
+        result["cli"] = time_cli(args.cli_commands, args.cli_repeats, variants)
 
     print()
     print(markdown(result))

@@ -79,9 +79,13 @@ class VirtualCarry(NamedTuple):
         path).
       job_of_slot: (B N,) int32 the job at each ring position (FIFO; None on the clock
         path), for the observers' views, which are in job order.
-      slots: (B N, 4) per slot (FIFO: ring position; clock: job): the clock value
-        (double-word: columns 0, 1) at which that job's phase ends, its fire count so far
-        (column 2, exact in floats) and whether it writes (column 3: 1.0 or 0.0).
+      target_hi, target_lo: (B N,) per slot (FIFO: ring position; clock: job): the clock
+        value (double-word ``hi + lo``) at which that job's phase ends.
+      fire_count: (B N,) int32 per slot, the job's firings so far.
+      writes: (B N,) bool per slot, whether the job writes.
+      (Separate arrays, each updated in place at its switched slot: a stacked (B N, 4)
+      row array made the clock path's argmin read all four columns to use two, and every
+      switch gather and write whole rows.)
       trace: (B N K 2,) per slot, cycle k and kind (0: firing, 1: end of that write), the
         time; NaN until written.
       write_head: (B,) int32 ring position of the oldest writer (FIFO path only).
@@ -103,7 +107,10 @@ class VirtualCarry(NamedTuple):
     compute_hi: jax.Array
     compute_lo: jax.Array
     position: jax.Array
-    slots: jax.Array
+    target_hi: jax.Array
+    target_lo: jax.Array
+    fire_count: jax.Array
+    writes: jax.Array
     trace: jax.Array
     write_head: jax.Array
     n_writers: jax.Array
@@ -153,9 +160,6 @@ def init_carry(params: Params, state_phase, state_remaining, n_fires: int, strat
     writing = params.active & (state_phase == 1)
     remaining = state_remaining.astype(dtype)
     position, target, writing = strategy.slots(params, writing, remaining)
-    zeros = jnp.zeros_like(target)
-    columns = [target, zeros, zeros, writing.astype(dtype)]
-    slots = jnp.stack(columns, axis=-1)
     zero = jnp.zeros(n_fleets, dtype)
     int_zero = jnp.zeros(n_fleets, jnp.int32)
     return VirtualCarry(
@@ -165,7 +169,10 @@ def init_carry(params: Params, state_phase, state_remaining, n_fires: int, strat
         compute_hi=zero,
         compute_lo=zero,
         position=position,
-        slots=slots.reshape(n_fleets * n_jobs, len(columns)),
+        target_hi=target.reshape(-1),
+        target_lo=jnp.zeros(n_fleets * n_jobs, dtype),
+        fire_count=jnp.zeros(n_fleets * n_jobs, jnp.int32),
+        writes=writing.reshape(-1),
         trace=jnp.full(n_fleets * n_jobs * n_fires * 2, jnp.nan, dtype),
         write_head=int_zero,
         n_writers=jnp.sum(writing, axis=1).astype(jnp.int32),
@@ -201,7 +208,8 @@ class _Heads(NamedTuple):
       write_pos, compute_pos: the slots of the writer and the computing job that leave their
         phase next; ``write``, ``compute``: their phases' works (the snapping scales);
         ``next_write``, ``next_compute``: the works of the phases they enter.
-      write_row, compute_row: their slots' rows (target hi, lo, fire count, writes).
+      write_target_hi, write_target_lo, compute_target_hi, compute_target_lo: their
+        slots' targets (double-words); ``write_count``, ``compute_count``: their firings.
       write_left, compute_left: the work left to each head.
     """
 
@@ -215,8 +223,12 @@ class _Heads(NamedTuple):
     write: jax.Array
     next_compute: jax.Array
     next_write: jax.Array
-    write_row: jax.Array
-    compute_row: jax.Array
+    write_target_hi: jax.Array
+    write_target_lo: jax.Array
+    write_count: jax.Array
+    compute_target_hi: jax.Array
+    compute_target_lo: jax.Array
+    compute_count: jax.Array
     write_left: jax.Array
     compute_left: jax.Array
 
@@ -280,9 +292,9 @@ def switch(constants, params, carry: VirtualCarry, running, event_limit, config:
     ends = running & jnp.where(due.due, due.due_write, adv.write_set)
     fires = running & ~ends & jnp.where(due.due, due.due_compute, adv.compute_set)
     pos = jnp.where(ends, heads.write_pos, heads.compute_pos)
-    count = jnp.where(ends, heads.write_row[:, 2], heads.compute_row[:, 2]).astype(jnp.int32)
+    count = jnp.where(ends, heads.write_count, heads.compute_count)
     trace = _record_switch(carry, heads.fleet, adv.time, ends, fires, pos, count)
-    slots = _enter_phases(params, carry, config, heads, adv, ends, fires, pos, count)
+    target_hi, target_lo, fire_count, writes = _enter_phases(params, carry, config, heads, adv, ends, fires, pos, count)
     write_head = strategy.next_write_head(carry.write_head, ends, heads.n_active)
     n_writers = carry.n_writers - ends.astype(jnp.int32) + fires.astype(jnp.int32)
     last_end = ends & (count == config.n_fires)
@@ -295,7 +307,10 @@ def switch(constants, params, carry: VirtualCarry, running, event_limit, config:
         compute_lo=adv.compute_lo,
         position=carry.position,
         job_of_slot=carry.job_of_slot,
-        slots=slots,
+        target_hi=target_hi,
+        target_lo=target_lo,
+        fire_count=fire_count,
+        writes=writes,
         trace=trace,
         write_head=write_head,
         n_writers=n_writers,
@@ -324,10 +339,10 @@ def _heads(constants, carry: VirtualCarry, strategy) -> _Heads:
     write_rate, speed = phase_rates(throughput[fleet * (n_jobs + 1) + n_writers], n_writers, n_computing, cap, dtype)
     n_active = jnp.maximum(carry.n_active, 1)  # safe wrap on finished (all-padding) lanes
     write_pos, compute_pos, compute, write, next_compute, next_write = strategy.heads(
-        works, carry.slots, carry.write_head, n_writers, n_active, fleet, n_jobs
+        works, carry.target_hi, carry.writes, carry.write_head, n_writers, n_active, fleet, n_jobs
     )
-    rows = carry.slots[jnp.concatenate([fleet * n_jobs + write_pos, fleet * n_jobs + compute_pos])]
-    write_row, compute_row = rows[:n_fleets], rows[n_fleets:]
+    index = jnp.concatenate([fleet * n_jobs + write_pos, fleet * n_jobs + compute_pos])
+    target_hi, target_lo, fire_count = carry.target_hi[index], carry.target_lo[index], carry.fire_count[index]
     return _Heads(
         fleet=fleet,
         n_active=n_active,
@@ -339,10 +354,14 @@ def _heads(constants, carry: VirtualCarry, strategy) -> _Heads:
         write=write,
         next_compute=next_compute,
         next_write=next_write,
-        write_row=write_row,
-        compute_row=compute_row,
-        write_left=(write_row[:, 0] - carry.write_hi) + (write_row[:, 1] - carry.write_lo),
-        compute_left=(compute_row[:, 0] - carry.compute_hi) + (compute_row[:, 1] - carry.compute_lo),
+        write_target_hi=target_hi[:n_fleets],
+        write_target_lo=target_lo[:n_fleets],
+        write_count=fire_count[:n_fleets],
+        compute_target_hi=target_hi[n_fleets:],
+        compute_target_lo=target_lo[n_fleets:],
+        compute_count=fire_count[n_fleets:],
+        write_left=(target_hi[:n_fleets] - carry.write_hi) + (target_lo[:n_fleets] - carry.write_lo),
+        compute_left=(target_hi[n_fleets:] - carry.compute_hi) + (target_lo[n_fleets:] - carry.compute_lo),
     )
 
 
@@ -385,11 +404,11 @@ def _advance(carry: VirtualCarry, running, event_limit, heads: _Heads, due: _Due
     write_set = advance & (due.write_dt == dt)
     compute_set = advance & (due.compute_dt == dt)
     write_hi, write_lo = dw_add(carry.write_hi, carry.write_lo, heads.write_rate * dt)
-    write_hi = jnp.where(write_set, heads.write_row[:, 0], write_hi)
-    write_lo = jnp.where(write_set, heads.write_row[:, 1], write_lo)
+    write_hi = jnp.where(write_set, heads.write_target_hi, write_hi)
+    write_lo = jnp.where(write_set, heads.write_target_lo, write_lo)
     compute_hi, compute_lo = dw_add(carry.compute_hi, carry.compute_lo, heads.speed * dt)
-    compute_hi = jnp.where(compute_set, heads.compute_row[:, 0], compute_hi)
-    compute_lo = jnp.where(compute_set, heads.compute_row[:, 1], compute_lo)
+    compute_hi = jnp.where(compute_set, heads.compute_target_hi, compute_hi)
+    compute_lo = jnp.where(compute_set, heads.compute_target_lo, compute_lo)
     return _Advance(
         dt=dt,
         advance=advance,
@@ -423,11 +442,12 @@ def _record_switch(carry: VirtualCarry, fleet, time, ends, fires, pos, count):
 def _enter_phases(
     params, carry: VirtualCarry, config: RunConfig, heads: _Heads, adv: _Advance, ends, fires, pos, count
 ):
-    """The slots after the switch: a writer that ends starts computing (target: compute
-    clock + its work), a job that fires starts writing (write clock + d). FIFO: both are
-    already at that ring spot."""
+    """The slots after the switch, ``(target_hi, target_lo, fire_count, writes)``: a writer
+    that ends starts computing (target: compute clock + its work), a job that fires starts
+    writing (write clock + d). FIFO: both are already at that ring spot. Each array is
+    written in place at the one switched slot per fleet."""
     n_fleets, n_jobs = carry.position.shape
-    dtype, fleet = carry.time.dtype, heads.fleet
+    fleet = heads.fleet
     next_compute = heads.next_compute
     if config.use_jitter and config.path == "clock":  # compute phase number `count` of that job (`jitter_work`)
         keys = params.job_keys[jnp.arange(n_fleets), heads.write_pos]
@@ -437,11 +457,17 @@ def _enter_phases(
         jnp.where(ends, adv.compute_lo, adv.write_lo),
         jnp.where(ends, next_compute, heads.next_write),
     )
-    columns = [target_hi, target_lo, (count + fires.astype(jnp.int32)).astype(dtype), fires.astype(dtype)]
-    row = jnp.stack(columns, axis=-1)
     switched = ends | fires
-    return carry.slots.at[jnp.where(switched, fleet * n_jobs + pos, n_fleets * n_jobs)].set(
-        row, mode="drop", unique_indices=True
+    index = jnp.where(switched, fleet * n_jobs + pos, n_fleets * n_jobs)  # out of range: dropped
+
+    def put(per_slot, value):
+        return per_slot.at[index].set(value, mode="drop", unique_indices=True)
+
+    return (
+        put(carry.target_hi, target_hi),
+        put(carry.target_lo, target_lo),
+        put(carry.fire_count, count + fires.astype(jnp.int32)),
+        put(carry.writes, fires),
     )
 
 
@@ -486,9 +512,8 @@ class VirtualLoop:
         horizon, else the fewest firings of an active job over K."""
         if self.horizon is not None:
             return jnp.minimum(1, jnp.min(carry.time / self.horizon))
-        n_fleets, n_jobs = carry.position.shape
-        slots = carry.slots.reshape(n_fleets, n_jobs, -1)
-        fired = job_order(slots, carry.position if self.config.path == "fifo" else None)[..., 2]
+        position = carry.position if self.config.path == "fifo" else None
+        fired = job_order(carry.fire_count.reshape(carry.position.shape), position)
         n_fires = self.config.n_fires
         return jnp.min(jnp.where(self.params.active, jnp.minimum(fired, n_fires), n_fires)) / n_fires
 
@@ -497,14 +522,17 @@ class VirtualLoop:
         n_fleets, n_jobs = carry.position.shape
         trace_len = carry.trace.shape[0] // max(1, 2 * n_fleets * n_jobs)
         trace = carry.trace.reshape(n_fleets, n_jobs, trace_len, 2)
-        slots = carry.slots.reshape(n_fleets, n_jobs, -1)
         position = carry.position if self.config.path == "fifo" else None  # ring position -> job
-        trace, slots = job_order(trace, position), job_order(slots, position)
-        writing = slots[..., 3] > 0
+
+        def by_job(per_slot):
+            return job_order(per_slot.reshape(n_fleets, n_jobs), position)
+
+        trace = job_order(trace, position)
+        writing, target_hi, target_lo = by_job(carry.writes), by_job(carry.target_hi), by_job(carry.target_lo)
         # A computing job's work left is its target less the compute clock (double-words);
         # a writer's next phase is whole (deterministic works: with jitter the useful work
         # is not reported, `ckpt_jax._simulate.fast_useful_work`).
-        left = (slots[..., 0] - carry.compute_hi[:, None]) + (slots[..., 1] - carry.compute_lo[:, None])
+        left = (target_hi - carry.compute_hi[:, None]) + (target_lo - carry.compute_lo[:, None])
         return loop_result(
             self.params,
             self.horizon,
@@ -515,7 +543,7 @@ class VirtualLoop:
             n_events=carry.n_events,
             status=carry.status,
             n_writers=carry.n_writers,
-            fire_count=slots[..., 2].astype(jnp.int32),
+            fire_count=by_job(carry.fire_count),
             writing=writing,
             slot_position=position,
             compute_left=jnp.where(writing, self.params.compute, left),
