@@ -39,6 +39,7 @@ job's works are (``works``), which writer and computing job lead their phases
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import jax
@@ -286,11 +287,19 @@ def switch(constants, params, carry: VirtualCarry, running, event_limit, config:
     """
     strategy = STRATEGIES[config.path]
     heads = _heads(constants, carry, strategy)
-    due = _due(carry, heads)
-    adv = _advance(carry, running, event_limit, heads, due, horizon)
-    # Who switches: a due head (writers first), else the head that set dt.
-    ends = running & jnp.where(due.due, due.due_write, adv.write_set)
-    fires = running & ~ends & jnp.where(due.due, due.due_compute, adv.compute_set)
+    # The decision (when, and who switches) is a chain of ~90 operations per fleet that every
+    # output of the step reads. XLA:CPU has no multi-output fusion: computed in line, each of
+    # the ~17 per-fleet fusions that write an output recomputed all of it. A conditional's
+    # results are buffers, so under one the chain is computed once per output of the
+    # decision (two: dt and a word of flags), and the outputs read them. No lane running: no
+    # fleet iterates (the driver stops), and the zeros are what such lanes take.
+    dt, flags = jax.lax.cond(
+        jnp.any(running),
+        lambda: _decision(carry, running, event_limit, heads, horizon),
+        lambda: (jnp.zeros_like(carry.time), jnp.zeros(carry.time.shape, jnp.int32)),
+    )
+    due, adv = _advance(carry, running, heads, dt, flags, horizon)
+    ends, fires = (flags & _ENDS) > 0, (flags & _FIRES) > 0
     pos = jnp.where(ends, heads.write_pos, heads.compute_pos)
     count = jnp.where(ends, heads.write_count, heads.compute_count)
     trace = _record_switch(carry, heads.fleet, adv.time, ends, fires, pos, count)
@@ -318,7 +327,7 @@ def switch(constants, params, carry: VirtualCarry, running, event_limit, config:
         n_finished=carry.n_finished + last_end.astype(jnp.int32),
         n_events=carry.n_events + adv.advance.astype(jnp.int32),
         status=carry.status
-        | jnp.where(running & ~due.due & ~adv.finite, Status.NONFINITE, 0).astype(jnp.int32)
+        | jnp.where(running & ~due & ~adv.finite, Status.NONFINITE, 0).astype(jnp.int32)
         | jnp.where(running & (adv.stall > 2 * carry.n_active), Status.STALLED, 0).astype(jnp.int32),
         halted=adv.halted,
         stall=adv.stall,
@@ -380,10 +389,18 @@ def _due(carry: VirtualCarry, heads: _Heads) -> _Due:
     return _Due(write_dt, compute_dt, due_write, due_compute, due_write | due_compute)
 
 
-def _advance(carry: VirtualCarry, running, event_limit, heads: _Heads, due: _Due, horizon) -> _Advance:
-    """The time advance where no head is due now: to the earlier head (or the horizon),
-    within the event budget; both clocks advance, the one whose head set dt onto its target."""
+# The decision's flags, one bit each (`_decision`).
+_DUE, _ADVANCE, _FINITE, _HALT, _WRITE_SET, _COMPUTE_SET, _ENDS, _FIRES = (1 << k for k in range(8))
+
+
+def _decision(carry: VirtualCarry, running, event_limit, heads: _Heads, horizon):
+    """When and who: ``(dt, flags)``, the time advance where no head is due now (to the
+    earlier head, or the horizon, within the event budget; 0 where a lane does not advance)
+    and a word of flags: a head due now, the lane advances, its next event is finite, it
+    stops at the budget, the write or the compute head set dt, the write head ends, the
+    compute head fires."""
     dtype = carry.time.dtype
+    due = _due(carry, heads)
     dt = jnp.minimum(due.write_dt, due.compute_dt)
     waiting = running & ~due.due
     if horizon is not None:
@@ -397,23 +414,38 @@ def _advance(carry: VirtualCarry, running, event_limit, heads: _Heads, due: _Due
     waiting = waiting & finite
     # Past the event budget a fleet only finishes the current instant (due jobs), then halts.
     advance = waiting & (carry.n_events < event_limit)
-    halted = carry.halted | (waiting & ~advance)
+    halt = waiting & ~advance
     dt = jnp.where(advance, dt, 0)
-    # The head that sets dt is exactly at its target: snap that clock onto it, so jobs that
-    # entered the phase together (equal targets) read exactly zero left and follow at once.
+    # The head that sets dt is exactly at its target (its clock is snapped onto it, `_advance`).
     write_set = advance & (due.write_dt == dt)
     compute_set = advance & (due.compute_dt == dt)
+    # Who switches: a due head (writers first), else the head that set dt.
+    ends = running & jnp.where(due.due, due.due_write, write_set)
+    fires = running & ~ends & jnp.where(due.due, due.due_compute, compute_set)
+    bits = ((due.due, _DUE), (advance, _ADVANCE), (finite, _FINITE), (halt, _HALT), (write_set, _WRITE_SET))
+    bits += ((compute_set, _COMPUTE_SET), (ends, _ENDS), (fires, _FIRES))
+    flags = functools.reduce(jnp.bitwise_or, (jnp.where(flag, bit, 0).astype(jnp.int32) for flag, bit in bits))
+    return dt, flags
+
+
+def _advance(carry: VirtualCarry, running, heads: _Heads, dt, flags, horizon):
+    """The decision applied: ``(due, advance)``, whether a head was due now, and the
+    `_Advance` (both clocks advance by dt; the one whose head set dt is snapped onto its
+    target, so that jobs that entered the phase together (equal targets) read exactly zero
+    left and follow at once)."""
+    advance = (flags & _ADVANCE) > 0
+    write_set, compute_set = (flags & _WRITE_SET) > 0, (flags & _COMPUTE_SET) > 0
     write_hi, write_lo = dw_add(carry.write_hi, carry.write_lo, heads.write_rate * dt)
     write_hi = jnp.where(write_set, heads.write_target_hi, write_hi)
     write_lo = jnp.where(write_set, heads.write_target_lo, write_lo)
     compute_hi, compute_lo = dw_add(carry.compute_hi, carry.compute_lo, heads.speed * dt)
     compute_hi = jnp.where(compute_set, heads.compute_target_hi, compute_hi)
     compute_lo = jnp.where(compute_set, heads.compute_target_lo, compute_lo)
-    return _Advance(
+    return (flags & _DUE) > 0, _Advance(
         dt=dt,
         advance=advance,
-        finite=finite,
-        halted=halted,
+        finite=(flags & _FINITE) > 0,
+        halted=carry.halted | ((flags & _HALT) > 0),
         write_set=write_set,
         compute_set=compute_set,
         write_hi=write_hi,
