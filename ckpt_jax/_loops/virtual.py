@@ -35,6 +35,13 @@ job's works are (``works``), which writer and computing job lead their phases
 (``heads``) and where the writer queue's head moves (``next_write_head``).
 `ckpt_jax.simulate` (``method="auto"``) picks a path per fleet (`ckpt_jax._plan.choose_paths`); the driver
 (`ckpt_jax._loops.driver`) runs big batches on a CPU in cache-sized blocks of fleets.
+
+How the step is laid out for XLA (docs/performance.md, issue 48's principles): the per-slot
+state is four separate arrays (targets as double-words, fire counts, phases), each written
+in place at the one switched slot per fleet, so the clock path's argmin reads only the two
+it needs; the per-fleet values come from reductions (the heads), gathers, or the decision
+(`_decision`: dt and a word of flags), which is computed once, under a conditional, and
+read by every output of the step, because XLA:CPU would otherwise recompute it in each.
 """
 
 from __future__ import annotations
