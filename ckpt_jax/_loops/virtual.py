@@ -40,8 +40,8 @@ How the step is laid out for XLA (docs/performance.md, issue 48's principles): t
 state is four separate arrays (targets as double-words, fire counts, phases), each written
 in place at the one switched slot per fleet, so the clock path's argmin reads only the two
 it needs; the per-fleet values come from reductions (the heads), gathers, or the decision
-(`_decision`: dt and a word of flags), which is computed once, under a conditional, and
-read by every output of the step, because XLA:CPU would otherwise recompute it in each.
+(`_decision`: dt and a word of flags), which on a CPU is computed once, under a conditional,
+and read by every output of the step, because XLA:CPU would otherwise recompute it in each.
 """
 
 from __future__ import annotations
@@ -299,12 +299,17 @@ def switch(constants, params, carry: VirtualCarry, running, event_limit, config:
     # the ~17 per-fleet fusions that write an output recomputed all of it. A conditional's
     # results are buffers, so under one the chain is computed once per output of the
     # decision (two: dt and a word of flags), and the outputs read them. No lane running: no
-    # fleet iterates (the driver stops), and the zeros are what such lanes take.
-    dt, flags = jax.lax.cond(
-        jnp.any(running),
-        lambda: _decision(carry, running, event_limit, heads, horizon),
-        lambda: (jnp.zeros_like(carry.time), jnp.zeros(carry.time.shape, jnp.int32)),
-    )
+    # fleet iterates (the driver stops), and the zeros are what such lanes take. Elsewhere
+    # (XLA:GPU fuses with several outputs, and reads a conditional's predicate on the host:
+    # one more device-to-host copy per iteration) the decision is computed in line.
+    if jax.default_backend() == "cpu":
+        dt, flags = jax.lax.cond(
+            jnp.any(running),
+            lambda: _decision(carry, running, event_limit, heads, horizon),
+            lambda: (jnp.zeros_like(carry.time), jnp.zeros(carry.time.shape, jnp.int32)),
+        )
+    else:
+        dt, flags = _decision(carry, running, event_limit, heads, horizon)
     due, adv = _advance(carry, running, heads, dt, flags, horizon)
     ends, fires = (flags & _ENDS) > 0, (flags & _FIRES) > 0
     pos = jnp.where(ends, heads.write_pos, heads.compute_pos)
