@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# One short GPU check (<= 5 minutes: timeouts 15 + 90 + 65 + 65 + 60 s = 295 s): the device,
+# One short GPU check (<= 6.5 minutes: timeouts 15 + 90 + 65 + 65 + 60 + 90 s = 385 s): the device,
 # correctness smoke tests on it, then the largest float64 difference from the CPU backend and
 # the N = 32 benchmark at B = 10^4 and 10^5 (FIFO path on identical fleets, clock and general
 # paths on heterogeneous ones), once with XLA's defaults and once with command buffers that
 # include WHILE loops; then observer runs (SaveAt(trace=False, writers, gaps, jobs)) at
-# B = 10^5 and 10^6, N = 32, against the full trace: JSON lines.
+# B = 10^5 and 10^6, N = 32, against the full trace; then the general loop with k = 1, 4, 16
+# events per while_loop iteration (simulate(..., events_per_iteration=k); skipped, with a
+# line saying so, where simulate has no such keyword): JSON lines.
 # On the device image (no network): pip install --no-deps -e . first.
 # Dry run on a CPU: benchmarks/gpu_check.sh --dry-run (every B / 1000, no pytest step), or
 # GPU_CHECK_SCALE=k to divide every B by k.
@@ -148,4 +150,66 @@ for save_name, n_fleets, jobs, method in runs:
     emit(**line)
 PY
 timeout 60 python "$observe" || echo '{"observers": "failed or timed out"}'
-rm -f "$bench" "$observe"
+events=$(mktemp --suffix=.py)
+cat > "$events" <<'PY'
+# The general loop with k events per while_loop iteration (an inner loop of k steps, finished
+# fleets masked): a kernel launch and the loop condition's read are paid once per k events.
+# examples/llm_cluster.toml (27 jobs, sizes, write limits, f(n), failures) over one day, with
+# JobStats, B = 10^3 and 10^4; k = 1, 4, 16 on the same fleets and launches, each compiled
+# first; every k must give the same events and useful work as k = 1. One JSON line each.
+import inspect, json, os, time
+import jax
+jax.config.update("jax_enable_x64", True)
+import numpy as np
+import ckpt_jax as cj
+from ckpt_jax import fleetfile
+
+def emit(**fields):
+    print(json.dumps(fields), flush=True)
+
+if "events_per_iteration" not in inspect.signature(cj.simulate).parameters:
+    emit(part="events_per_iteration", skipped="this ckpt_jax's simulate has no events_per_iteration keyword")
+    raise SystemExit(0)
+divide = int(os.environ.get("GPU_CHECK_SCALE", "1"))  # > 1: a dry run at smaller B
+emit(part="events_per_iteration", device=str(jax.devices()[0]), date=time.strftime("%Y-%m-%d"))
+spec = fleetfile.load("examples/llm_cluster.toml")
+for n_fleets in (max(2, 1_000 // divide), max(2, 10_000 // divide)):
+    base = spec.fleet(dtype=np.float64)
+    keys = jax.random.split(jax.random.key(0), n_fleets)
+    fleet = cj.Fleet(
+        np.broadcast_to(np.asarray(base.compute), (n_fleets, base.n_jobs)),
+        np.broadcast_to(np.asarray(base.write), (n_fleets, base.n_jobs)),
+        cap=None if not np.isfinite(float(np.asarray(base.cap))) else float(np.asarray(base.cap)),
+        throughput=np.broadcast_to(np.asarray(base.throughput), (n_fleets, base.n_jobs + 1)),
+        size=np.broadcast_to(np.asarray(base.size), (n_fleets, base.n_jobs)),
+        power_policy=spec.power_policy,
+        storage_policy=spec.storage_policy,
+        mtbf=np.broadcast_to(np.asarray(base.mtbf), (n_fleets, base.n_jobs)),
+        restart=np.broadcast_to(np.asarray(base.restart), (n_fleets, base.n_jobs)),
+        write_limit=np.broadcast_to(np.asarray(base.write_limit), (n_fleets, base.n_jobs)),
+        idle_power=float(np.asarray(base.idle_power)),
+        dtype=np.float64,
+    )
+    state = cj.random_state(fleet, keys)
+    reference = None
+    for k in (1, 4, 16):
+        run = lambda until: cj.simulate(fleet, state, None, until=until, key=keys, method="general",
+                                        save=cj.SaveAt(trace=False, jobs=True), progress=False,
+                                        events_per_iteration=k)
+        start = time.perf_counter()
+        jax.block_until_ready(run(86400.0 / 50))  # compiles the same program
+        first_call_s = time.perf_counter() - start
+        start = time.perf_counter()
+        out = jax.block_until_ready(run(86400.0))
+        seconds = time.perf_counter() - start
+        events = np.asarray(out.n_events)
+        useful = np.asarray(out.jobs.useful_work)
+        same = None if reference is None else bool(np.array_equal(events, reference[0]) and np.array_equal(useful, reference[1]))
+        if reference is None:
+            reference = (events, useful)
+        emit(B=n_fleets, N=base.n_jobs, k=k, seconds=seconds, first_call_s=first_call_s,
+             events=int(events.sum()), us_per_event=seconds / max(int(events.max()), 1) * 1e6,
+             same_as_k1=same, ok=bool(np.all(np.asarray(out.ok))))
+PY
+timeout 90 python "$events" || echo '{"events_per_iteration": "failed or timed out"}'
+rm -f "$bench" "$observe" "$events"

@@ -44,7 +44,19 @@ What it does:
    ratio, and the cost of the mechanism the row switches off, (time of the file as is) /
    (time of the row), the median over rounds of the ratio within a round (wall and CPU
    time; per job-update, N × events, for ckpt_jax; and Numba's);
-4. writes ``operator_path.json`` under ``--out`` and prints markdown tables.
+4. on two XLA host devices (``--two-devices``, the default): every B >= 2 again in a
+   subprocess started with ``--xla_force_host_platform_device_count=2``, ckpt_jax's batch
+   sharded over both (``devices="all"``, checked equal to one device first), against the
+   Numba loop in the same rounds;
+5. the fused kernels of one loop iteration (``--kernels-fleets``, B = 128): the file run in
+   a subprocess that dumps XLA's optimized HLO; the innermost while body of the biggest
+   module (the general loop's ``advance``) counted by kind (fusions, gather/scatter fusions,
+   copies, the conditional; the conditional's branches are not counted);
+6. ``ckpt-jax assess`` and ``ckpt-jax design`` of the file with their defaults
+   (``--cli-repeats`` rounds; ``--cli-variants``: also with ``--devices 1``, with
+   ``CKPT_JAX_CPU_FLAGS=0`` and with both, paired per round), the wall time of the whole
+   process (import, compile, run, report) of this checkout's ckpt_jax;
+7. writes ``operator_path.json`` under ``--out`` and prints markdown tables.
 
 Every variant runs from the same launches (the file's `random_state`, one key per fleet,
 as `assess` draws them) and on ``method="general"``, the operator's path.
@@ -53,6 +65,8 @@ Usage:
   python benchmarks/operator_path.py --quick --out /tmp/op
   python benchmarks/operator_path.py --out benchmarks/results        # B = 1, 128, 1024, 8192
   python benchmarks/operator_path.py --sizes 1 128 1024 --out /tmp/op
+  python benchmarks/operator_path.py --sizes 1 128 1024 --mechanism-fleets 0 --cli-repeats 2   # issue 48's run
+  python benchmarks/operator_path.py --cli-only --cli-commands assess --cli-repeats 3 --cli-variants
 
 This is benchmark code, not library code: ckpt_jax does not depend on Numba.
 """
@@ -550,7 +564,7 @@ def launches(spec, n_fleets: int, seed: int):
     return cj.random_state(make_fleet(spec, n_fleets), keys), keys
 
 
-def simulate_jax(fleet, state, keys, horizon, *, trace=False, n_fires=None, failure_times=None):
+def simulate_jax(fleet, state, keys, horizon, *, trace=False, n_fires=None, failure_times=None, devices=None):
     import jax
 
     import ckpt_jax as cj
@@ -565,6 +579,7 @@ def simulate_jax(fleet, state, keys, horizon, *, trace=False, n_fires=None, fail
         save=cj.SaveAt(trace=trace, jobs=True),
         progress=False,
         failure_times=failure_times,
+        devices=devices,
     )
     return jax.block_until_ready(out)
 
@@ -664,20 +679,21 @@ def check_statistics(trace, out) -> dict:
 
 
 # --------------------------------------------------------------------------- timing
-def time_cases(spec, n_fleets: int, seed: int, repeats: int, cases: dict) -> dict:
+def time_cases(spec, n_fleets: int, seed: int, repeats: int, cases: dict, devices=None) -> dict:
     """ckpt_jax and Numba on the same fleets and launches, one day, for each case (name ->
     `make_fleet` options). Every case is compiled first (not timed; ckpt_jax to a short
     horizon, which compiles the same program), then ``repeats`` rounds call every case
     once, ckpt_jax then Numba, so that the rows of one round see the same load on the
     machine. Per case: each engine's best time, their ratio, and the per-round times (the
-    on/off ratios of the mechanism table are paired per round)."""
+    on/off ratios of the mechanism table are paired per round). ``devices``: ckpt_jax's
+    batch sharded over them (`simulate(..., devices=...)`)."""
     prepared = {}
     for name, options in cases.items():
         fleet = make_fleet(spec, n_fleets, **options)
         state, keys = launches(spec, n_fleets, seed)
         inputs = numba_inputs(fleet, state)
         start = time.perf_counter()
-        simulate_jax(fleet, state, keys, DAY / 50)
+        simulate_jax(fleet, state, keys, DAY / 50, devices=devices)
         first_jax = time.perf_counter() - start
         simulate_numba({k: v[:1] for k, v in inputs.items()}, DAY, seed=seed)  # compile (or load the cache)
         prepared[name] = (fleet, state, keys, inputs, first_jax)
@@ -687,7 +703,7 @@ def time_cases(spec, n_fleets: int, seed: int, repeats: int, cases: dict) -> dic
         for name, (fleet, state, keys, inputs, _) in prepared.items():
             times = runs[name]
             start, cpu = time.perf_counter(), time.process_time()
-            trace = simulate_jax(fleet, state, keys, DAY)
+            trace = simulate_jax(fleet, state, keys, DAY, devices=devices)
             times["jax"].append(time.perf_counter() - start)
             times["jax_cpu"].append(time.process_time() - cpu)
             start, cpu = time.perf_counter(), time.process_time()
@@ -761,6 +777,123 @@ def environment() -> dict:
     )
 
 
+# --------------------------------------------------------------------------- subprocesses
+def spawn_child(args: list, extra_xla_flags: str, timeout: float) -> dict:
+    """This script in a fresh process with ``extra_xla_flags`` added to ``XLA_FLAGS`` (JAX
+    reads them when its backend starts); its last ``RESULT`` line, parsed, or the error."""
+    env = dict(os.environ, XLA_FLAGS=f"{os.environ.get('XLA_FLAGS', '')} {extra_xla_flags}".strip())
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")]))
+    try:
+        done = subprocess.run(
+            [sys.executable, os.path.abspath(__file__), *args], env=env, capture_output=True, text=True, timeout=timeout
+        )
+    except subprocess.TimeoutExpired:
+        return dict(error=f"timed out after {timeout:.0f} s")
+    results = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+    if done.returncode != 0 or not results:
+        return dict(error=(done.stderr or done.stdout)[-3000:])
+    return json.loads(results[-1][len("RESULT ") :])
+
+
+def child_two_devices(spec, sizes, seed: int, repeats: int) -> dict:
+    """In a process with two XLA host devices: every B >= 2 timed as `time_cases` does with
+    ckpt_jax's batch sharded over both (``devices="all"``: each core runs its own loop),
+    after checking that the sharded run equals the one-device run (events, useful work)."""
+    import jax
+
+    devices = jax.local_devices()
+    rows = []
+    for n_fleets in sizes:
+        if n_fleets < 2:
+            continue
+        fleet = make_fleet(spec, n_fleets)
+        state, keys = launches(spec, n_fleets, seed)
+        one = simulate_jax(fleet, state, keys, DAY / 50)
+        two = simulate_jax(fleet, state, keys, DAY / 50, devices="all")
+        for a, b in ((one.n_events, two.n_events), (one.jobs.useful_work, two.jobs.useful_work)):
+            if not np.array_equal(np.asarray(a), np.asarray(b), equal_nan=True):
+                raise SystemExit(f"B = {n_fleets}: two host devices do not give the one-device results")
+        rounds = repeats if n_fleets > 1 else repeats * 5
+        row = time_cases(spec, n_fleets, seed, rounds, {"as is": {}}, devices="all")["as is"]
+        row["devices"] = len(devices)
+        rows.append(row)
+    return dict(devices=len(devices), sizes=rows)
+
+
+def child_kernels(spec, n_fleets: int, seed: int) -> dict:
+    """One short run of the file (the caller dumps XLA's optimized HLO)."""
+    fleet = make_fleet(spec, n_fleets)
+    state, keys = launches(spec, n_fleets, seed)
+    simulate_jax(fleet, state, keys, DAY / 50)
+    return dict(fleets=n_fleets)
+
+
+def loop_kernels(spec_fleets: int, seed: int, timeout: float) -> dict:
+    """The fused kernels of one loop iteration: the file run in a fresh process that dumps
+    XLA's optimized HLO; the innermost, largest ``while`` body of the biggest module is
+    counted (`observers_bench.loop_body_kernels`: fusions, with the scatters and gathers
+    among them apart, copies and the other kernels)."""
+    import tempfile
+
+    sys.path.insert(0, HERE)
+    from observers_bench import loop_body_kernels
+
+    with tempfile.TemporaryDirectory() as dump:
+        child = spawn_child(
+            ["--child", "kernels", "--sizes", str(spec_fleets), "--seed", str(seed)],
+            f"--xla_dump_to={dump} --xla_dump_hlo_as_text",
+            timeout,
+        )
+        if "error" in child:
+            return child
+        return loop_body_kernels(dump)
+
+
+# The operator's commands timed with their defaults (the ckpt-jax program: its XLA flags and
+# host devices as it sets them); ``--cli-variants`` adds each with its CPU defaults off.
+CLI_COMMANDS = ("assess", "design")
+CLI_VARIANTS = {
+    "defaults": ([], {}),
+    "--devices 1": (["--devices", "1"], {}),
+    "CKPT_JAX_CPU_FLAGS=0": ([], {"CKPT_JAX_CPU_FLAGS": "0"}),
+    "both off": (["--devices", "1"], {"CKPT_JAX_CPU_FLAGS": "0"}),
+}
+
+
+def time_cli(commands, repeats: int, variants) -> list:
+    """``python -m ckpt_jax COMMAND examples/llm_cluster.toml`` with its defaults (this
+    checkout's ckpt_jax), wall time of the whole process (import, compile, run, report), in
+    ``repeats`` rounds of every command and variant in turn (rows of one round see the same
+    load). Per row: every round's seconds and load average, and the devices line printed."""
+    import tempfile
+
+    rows = {
+        (command, name): dict(command=command, variant=name, seconds=[], load=[])
+        for command in commands
+        for name in variants
+    }
+    for _ in range(repeats):
+        for (command, name), row in rows.items():
+            options, environ = CLI_VARIANTS[name]
+            env = dict(os.environ, **environ)
+            env["PYTHONPATH"] = os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")]))
+            with tempfile.TemporaryDirectory() as out:
+                argv = [sys.executable, "-m", "ckpt_jax", command, FLEET_FILE, "--no-progress", "--force", "--out", out]
+                start = time.perf_counter()
+                done = subprocess.run(argv + options, env=env, capture_output=True, text=True)
+                row["seconds"].append(time.perf_counter() - start)
+            row["load"].append(os.getloadavg()[0])
+            row["returncode"] = done.returncode
+            row["devices_line"] = next((line for line in done.stdout.splitlines() if " device" in line), "")
+            if done.returncode not in (0, 1):
+                row["error"] = done.stderr[-2000:]
+            print(f"  {command} ({name}): {row['seconds'][-1]:.1f} s, exit {done.returncode}", flush=True)
+    for row in rows.values():
+        row["best_s"] = min(row["seconds"])
+        row["median_s"] = float(np.median(row["seconds"]))
+    return list(rows.values())
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[1, 128, 1024, 8192], help="batch sizes B")
@@ -771,6 +904,30 @@ def main(argv=None) -> int:
     parser.add_argument("--mechanism-repeats", type=int, default=5, help="rounds of the per-mechanism table")
     parser.add_argument("--check-fleets", type=int, default=16, help="fleets of the agreement check")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--two-devices",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also time every B >= 2 on two XLA host devices, in a subprocess",
+    )
+    parser.add_argument("--kernels-fleets", type=int, default=128, help="B of the HLO kernel count (0: skip)")
+    parser.add_argument(
+        "--cli-repeats",
+        type=int,
+        default=1,
+        help="rounds of `assess` and `design` on the file with their defaults (0: skip)",
+    )
+    parser.add_argument(
+        "--cli-commands", nargs="+", choices=CLI_COMMANDS, default=list(CLI_COMMANDS), help="commands timed"
+    )
+    parser.add_argument(
+        "--cli-variants",
+        action="store_true",
+        help="also time them with --devices 1, with CKPT_JAX_CPU_FLAGS=0 and with both, paired per round",
+    )
+    parser.add_argument("--cli-only", action="store_true", help="only the kernel count and the commands' times")
+    parser.add_argument("--child", choices=("two-devices", "kernels"), help=argparse.SUPPRESS)
+    parser.add_argument("--timeout", type=float, default=3600, help="seconds for each subprocess")
     parser.add_argument("--out", default=None, help="directory for operator_path.json")
     args = parser.parse_args(argv)
     sizes = [1, 128] if args.quick else args.sizes
@@ -779,11 +936,24 @@ def main(argv=None) -> int:
 
     jax.config.update("jax_enable_x64", True)
     spec = load_spec()
+    if args.child == "two-devices":
+        print("RESULT " + json.dumps(child_two_devices(spec, sizes, args.seed, args.repeats)), flush=True)
+        return 0
+    if args.child == "kernels":
+        print("RESULT " + json.dumps(child_kernels(spec, sizes[0], args.seed)), flush=True)
+        return 0
     result = dict(fleet_file=os.path.relpath(FLEET_FILE, ROOT), horizon_s=DAY, n_jobs=spec.n_jobs, env=environment())
     print(f"# operator path: {result['fleet_file']}, {spec.n_jobs} jobs, one day")
-    result["agreement"] = check_agreement(spec, args.check_fleets, args.seed)
+    result["sizes"], result["mechanisms"], result["two_devices"] = [], [], None
+    if args.kernels_fleets > 0:
+        result["loop_kernels"] = loop_kernels(args.kernels_fleets, args.seed, args.timeout)
+        result["loop_kernels"]["fleets"] = args.kernels_fleets
+        print(f"  kernels per loop iteration (B = {args.kernels_fleets}): {result['loop_kernels']}", flush=True)
+    if args.cli_only:
+        sizes, args.mechanism_fleets, args.two_devices = [], 0, False
+    else:
+        result["agreement"] = check_agreement(spec, args.check_fleets, args.seed)
 
-    result["sizes"] = []
     for n_fleets in sizes:
         repeats = args.repeats if n_fleets <= 1024 else args.large_repeats
         if n_fleets == 1:  # calls of a few ms: more rounds against the machine's noise
@@ -795,7 +965,19 @@ def main(argv=None) -> int:
             flush=True,
         )
 
-    result["mechanisms"] = []
+    if args.two_devices and any(n > 1 for n in sizes):
+        child_args = ["--child", "two-devices", "--sizes", *map(str, sizes), "--seed", str(args.seed)]
+        child_args += ["--repeats", str(args.repeats)]
+        result["two_devices"] = spawn_child(child_args, "--xla_force_host_platform_device_count=2", args.timeout)
+        if "error" in result["two_devices"]:
+            print(f"  two host devices: {result['two_devices']['error']}", flush=True)
+        for row in result["two_devices"].get("sizes", []):
+            print(
+                f"  B = {row['fleets']}, two host devices: ckpt_jax {row['jax_s']:.3f} s, "
+                f"Numba {row['numba_s']:.3f} s, ratio {row['ratio']:.3f}",
+                flush=True,
+            )
+
     if args.mechanism_fleets > 0:
         cases = {
             name: dict(failures=failures, limits=limits, sizes=sizes_on, binding_cap=binding_cap)
@@ -813,6 +995,11 @@ def main(argv=None) -> int:
             row["numba_cost"] = paired_cost(full, row, "numba_runs_s")
             result["mechanisms"].append(row)
             print(f"  {name}: ckpt_jax {row['jax_s']:.3f} s, Numba {row['numba_s']:.3f} s", flush=True)
+
+    result["cli"] = []
+    if args.cli_repeats > 0:
+        variants = list(CLI_VARIANTS) if args.cli_variants else ["defaults"]
+        result["cli"] = time_cli(args.cli_commands, args.cli_repeats, variants)
 
     print()
     print(markdown(result))
@@ -837,6 +1024,33 @@ def markdown(result: dict) -> str:
             f"{row['cpu_ratio']:.3f} | "
             f"{row['jax_job_updates_per_s']:.2e} | {row['numba_job_updates_per_s']:.2e} |"
         )
+    two = result.get("two_devices") or {}
+    if two.get("sizes"):
+        lines += [
+            "",
+            "| B, two host devices | ckpt_jax s | Numba s | ratio Numba/ckpt_jax (wall / CPU) |",
+            "|---|---|---|---|",
+        ]
+        for row in two["sizes"]:
+            lines.append(
+                f"| {row['fleets']} | {row['jax_s']:.3f} | {row['numba_s']:.3f} | "
+                f"{row['ratio']:.3f} / {row['cpu_ratio']:.3f} |"
+            )
+    kernels = result.get("loop_kernels") or {}
+    if "kernels" in kernels:
+        kinds = ", ".join(f"{kind} {count}" for kind, count in kernels["by_kind"].items())
+        lines += ["", f"Kernels per loop iteration (B = {kernels['fleets']}): {kernels['kernels']} ({kinds})"]
+    if result.get("cli"):
+        lines += [
+            "",
+            "| command (the file, defaults) | variant | best s | median s | rounds |",
+            "|---|---|---|---|---|",
+        ]
+        for row in result["cli"]:
+            lines.append(
+                f"| {row['command']} | {row['variant']} | {row['best_s']:.1f} | {row['median_s']:.1f} | "
+                f"{len(row['seconds'])} |"
+            )
     if result["mechanisms"]:
         fleets = result["mechanisms"][0]["fleets"]
         lines += [

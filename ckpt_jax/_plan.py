@@ -689,7 +689,7 @@ def plan(
     max_events, default_budget = _event_budget(fleet, run, max_events)
     queue_size = check_int("queue_size", queue_size, 1, 2**20)
     check_method(method)
-    devices = sharding.resolve_devices(devices)
+    devices = sharding.devices_for_batch(devices, math.prod(fleet.batch_shape))
     sigma = check_jitter(jitter, fleet.batch_shape, fleet.dtype)
     fleet_offset = check_fleet_offset(fleet_offset, math.prod(fleet.batch_shape))
     uses = variants(fleet, jitter)  # the one test of which variants the run traces

@@ -216,8 +216,9 @@ def simulate(
         All paths give the same trace to working precision (not bit for bit: chaotic
         fleets, docs/model.md claim 5, amplify ulp differences over many cycles).
       devices: shard the batch over several devices (`ckpt_jax.sharding`): None (one
-        device), ``"all"`` (every local device), an int n (the first n) or a sequence of
-        devices. Results are identical to one device.
+        device, or the devices of an enclosing `ckpt_jax.sharding.default_devices` block),
+        ``"all"`` (every local device), an int n (the first n) or a sequence of devices.
+        Results are identical to one device.
       save: what to record, a `SaveAt` (default: the full trace only). Observers
         (``writers``, ``gaps``, ``jobs`` and the user's ``observers``) are accumulated
         inside the loop; with ``trace=False`` no (B, N, K) buffer exists anywhere.

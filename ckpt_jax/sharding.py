@@ -9,11 +9,18 @@ bit-identical to a single device: every fleet computes exactly the same operatio
 
 On a CPU the two fast loops also run a big batch in cache-sized blocks of fleets, one
 after another (`block_size`; the driver, `ckpt_jax._loops.driver`, runs them).
+
+`default_devices` sets, for a block of code, the devices that `ckpt_jax.simulate` shards
+over when its call names none (``devices=None``): the ``ckpt-jax`` program runs ``assess``,
+``design`` and ``compare`` in it, over one XLA host device per core, so that the runs those
+functions make inside use every core.
 Multi-host use (`jax.distributed`) is described in ``docs/multihost.md``.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
 from collections.abc import Sequence
 
@@ -25,11 +32,67 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from . import _observe
 from ._params import Params
 
-__all__ = ["FLEET_AXIS", "resolve_devices", "fleet_sharding", "pad_fleets", "pad_inert", "block_size", "sharded"]
+__all__ = [
+    "FLEET_AXIS",
+    "MIN_FLEETS_PER_DEVICE",
+    "resolve_devices",
+    "default_devices",
+    "devices_for_batch",
+    "fleet_sharding",
+    "pad_fleets",
+    "pad_inert",
+    "block_size",
+    "sharded",
+]
 
 FLEET_AXIS = "fleets"
 
+# Under `default_devices`, a batch is split only with at least this many fleets per device
+# (the CLI's rule for --devices as well).
+MIN_FLEETS_PER_DEVICE = 2
+
 Devices = None | str | int | Sequence[jax.Device]
+
+_DEFAULT_DEVICES: contextvars.ContextVar = contextvars.ContextVar("ckpt_jax_default_devices", default=None)
+
+
+@contextlib.contextmanager
+def default_devices(devices: Devices):
+    """Within the ``with`` block, `ckpt_jax.simulate` calls that name no ``devices`` shard
+    their batch over ``devices`` (as `resolve_devices` reads them; None: one device), using
+    at most one device per `MIN_FLEETS_PER_DEVICE` fleets: a batch of fewer than
+    2 × `MIN_FLEETS_PER_DEVICE` fleets runs on one device. Results do not change (every fleet
+    computes the same operations on any device), so functions that call `simulate` inside
+    (`ckpt_jax.assess.assess`, `ckpt_jax.design`) run on every device without an argument of
+    their own::
+
+        # XLA_FLAGS=--xla_force_host_platform_device_count=2, set before JAX starts
+        with ckpt_jax.sharding.default_devices("all"):
+            report = ckpt_jax.assess.assess(...)
+
+    A call's own ``devices`` argument wins. Nested blocks: the innermost applies."""
+    if devices is not None:
+        resolve_devices(devices)  # a bad value fails here, not at the first simulate call
+    token = _DEFAULT_DEVICES.set(devices)
+    try:
+        yield
+    finally:
+        _DEFAULT_DEVICES.reset(token)
+
+
+def devices_for_batch(devices: Devices, n_fleets: int) -> tuple | None:
+    """The devices a `simulate` call of ``n_fleets`` fleets shards over: its own ``devices``
+    (`resolve_devices`), or where it names none the `default_devices` in force, at most one
+    per `MIN_FLEETS_PER_DEVICE` fleets (None: one device)."""
+    if devices is not None:
+        return resolve_devices(devices)
+    default = _DEFAULT_DEVICES.get()
+    if default is None:
+        return None
+    resolved = resolve_devices(default)
+    assert resolved is not None
+    used = min(len(resolved), n_fleets // MIN_FLEETS_PER_DEVICE)
+    return resolved[:used] if used > 1 else None
 
 
 def resolve_devices(devices: Devices) -> tuple | None:

@@ -13,14 +13,14 @@ import jax.numpy as jnp
 __all__ = ["oldest_heads", "works", "slots", "job_of_slot", "heads", "next_write_head"]
 
 
-def oldest_heads(slots, n_jobs: int):
+def oldest_heads(target_hi, writes, n_jobs: int):
     """Clock path: per fleet, the writer and the computing job with the smallest target
-    (ties: the lowest job index), in one variadic row reduction. (On XLA:CPU this beats
-    `jnp.argmin`, a min-then-locate pair, and a tournament of halvings.)"""
-    rows = slots.reshape(-1, n_jobs, slots.shape[-1])
-    inf = jnp.asarray(jnp.inf, slots.dtype)
-    writing = rows[..., 3] > 0
-    index = jnp.broadcast_to(jnp.arange(n_jobs, dtype=jnp.int32), rows.shape[:2])
+    (``target_hi``, (B N,); ties: the lowest job index), in one variadic row reduction. (On
+    XLA:CPU this beats `jnp.argmin`, a min-then-locate pair, and a tournament of halvings.)"""
+    target = target_hi.reshape(-1, n_jobs)
+    inf = jnp.asarray(jnp.inf, target.dtype)
+    writing = writes.reshape(-1, n_jobs)
+    index = jnp.broadcast_to(jnp.arange(n_jobs, dtype=jnp.int32), target.shape)
 
     def smaller(a, b):  # (value, index) pairs: min value, then min index; associative
         take_b = (b[0] < a[0]) | ((b[0] == a[0]) & (b[1] < a[1]))
@@ -29,7 +29,7 @@ def oldest_heads(slots, n_jobs: int):
     def combine(a, b):
         return smaller(a[:2], b[:2]) + smaller(a[2:], b[2:])
 
-    keys = (jnp.where(writing, rows[..., 0], inf), index, jnp.where(writing, inf, rows[..., 0]), index)
+    keys = (jnp.where(writing, target, inf), index, jnp.where(writing, inf, target), index)
     _, write_pos, _, compute_pos = jax.lax.reduce(keys, (inf, jnp.int32(n_jobs), inf, jnp.int32(n_jobs)), combine, (1,))
     return write_pos, compute_pos
 
@@ -48,11 +48,11 @@ def slots(params, writing, remaining):
     return position, jnp.where(params.active, remaining, jnp.inf), writing
 
 
-def heads(works, slots, write_head, n_writers, n_active, fleet, n_jobs):
+def heads(works, target_hi, writes, write_head, n_writers, n_active, fleet, n_jobs):
     """The writer and the computing job with the smallest target, and their own works; a
     writer that ends computes next its own T, a job that fires writes its own d."""
     n_fleets = fleet.shape[0]
-    write_pos, compute_pos = oldest_heads(slots, n_jobs)
+    write_pos, compute_pos = oldest_heads(target_hi, writes, n_jobs)
     write_pos = jnp.minimum(write_pos, n_jobs - 1)  # no writer / no computing job: unused
     compute_pos = jnp.minimum(compute_pos, n_jobs - 1)
     head_work = works[jnp.concatenate([fleet * n_jobs + compute_pos, fleet * n_jobs + write_pos])]

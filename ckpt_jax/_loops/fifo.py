@@ -74,7 +74,7 @@ def job_of_slot(position):
     return jnp.zeros_like(position).at[fleet, position].set(jobs, unique_indices=True).reshape(-1)
 
 
-def heads(works, slots, write_head, n_writers, n_active, fleet, n_jobs):
+def heads(works, target_hi, writes, write_head, n_writers, n_active, fleet, n_jobs):
     """The oldest writer (at ``write_head``) and the oldest computing job (just after the
     writers in the ring), and their works (the fleet's common T and d)."""
     write_pos = write_head

@@ -35,10 +35,18 @@ job's works are (``works``), which writer and computing job lead their phases
 (``heads``) and where the writer queue's head moves (``next_write_head``).
 `ckpt_jax.simulate` (``method="auto"``) picks a path per fleet (`ckpt_jax._plan.choose_paths`); the driver
 (`ckpt_jax._loops.driver`) runs big batches on a CPU in cache-sized blocks of fleets.
+
+How the step is laid out for XLA (docs/performance.md, issue 48's principles): the per-slot
+state is four separate arrays (targets as double-words, fire counts, phases), each written
+in place at the one switched slot per fleet, so the clock path's argmin reads only the two
+it needs; the per-fleet values come from reductions (the heads), gathers, or the decision
+(`_decision`: dt and a word of flags), which on a CPU is computed once, under a conditional,
+and read by every output of the step, because XLA:CPU would otherwise recompute it in each.
 """
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import jax
@@ -79,9 +87,13 @@ class VirtualCarry(NamedTuple):
         path).
       job_of_slot: (B N,) int32 the job at each ring position (FIFO; None on the clock
         path), for the observers' views, which are in job order.
-      slots: (B N, 4) per slot (FIFO: ring position; clock: job): the clock value
-        (double-word: columns 0, 1) at which that job's phase ends, its fire count so far
-        (column 2, exact in floats) and whether it writes (column 3: 1.0 or 0.0).
+      target_hi, target_lo: (B N,) per slot (FIFO: ring position; clock: job): the clock
+        value (double-word ``hi + lo``) at which that job's phase ends.
+      fire_count: (B N,) int32 per slot, the job's firings so far.
+      writes: (B N,) bool per slot, whether the job writes.
+      (Separate arrays, each updated in place at its switched slot: a stacked (B N, 4)
+      row array made the clock path's argmin read all four columns to use two, and every
+      switch gather and write whole rows.)
       trace: (B N K 2,) per slot, cycle k and kind (0: firing, 1: end of that write), the
         time; NaN until written.
       write_head: (B,) int32 ring position of the oldest writer (FIFO path only).
@@ -103,7 +115,10 @@ class VirtualCarry(NamedTuple):
     compute_hi: jax.Array
     compute_lo: jax.Array
     position: jax.Array
-    slots: jax.Array
+    target_hi: jax.Array
+    target_lo: jax.Array
+    fire_count: jax.Array
+    writes: jax.Array
     trace: jax.Array
     write_head: jax.Array
     n_writers: jax.Array
@@ -153,9 +168,6 @@ def init_carry(params: Params, state_phase, state_remaining, n_fires: int, strat
     writing = params.active & (state_phase == 1)
     remaining = state_remaining.astype(dtype)
     position, target, writing = strategy.slots(params, writing, remaining)
-    zeros = jnp.zeros_like(target)
-    columns = [target, zeros, zeros, writing.astype(dtype)]
-    slots = jnp.stack(columns, axis=-1)
     zero = jnp.zeros(n_fleets, dtype)
     int_zero = jnp.zeros(n_fleets, jnp.int32)
     return VirtualCarry(
@@ -165,7 +177,10 @@ def init_carry(params: Params, state_phase, state_remaining, n_fires: int, strat
         compute_hi=zero,
         compute_lo=zero,
         position=position,
-        slots=slots.reshape(n_fleets * n_jobs, len(columns)),
+        target_hi=target.reshape(-1),
+        target_lo=jnp.zeros(n_fleets * n_jobs, dtype),
+        fire_count=jnp.zeros(n_fleets * n_jobs, jnp.int32),
+        writes=writing.reshape(-1),
         trace=jnp.full(n_fleets * n_jobs * n_fires * 2, jnp.nan, dtype),
         write_head=int_zero,
         n_writers=jnp.sum(writing, axis=1).astype(jnp.int32),
@@ -201,7 +216,8 @@ class _Heads(NamedTuple):
       write_pos, compute_pos: the slots of the writer and the computing job that leave their
         phase next; ``write``, ``compute``: their phases' works (the snapping scales);
         ``next_write``, ``next_compute``: the works of the phases they enter.
-      write_row, compute_row: their slots' rows (target hi, lo, fire count, writes).
+      write_target_hi, write_target_lo, compute_target_hi, compute_target_lo: their
+        slots' targets (double-words); ``write_count``, ``compute_count``: their firings.
       write_left, compute_left: the work left to each head.
     """
 
@@ -215,8 +231,12 @@ class _Heads(NamedTuple):
     write: jax.Array
     next_compute: jax.Array
     next_write: jax.Array
-    write_row: jax.Array
-    compute_row: jax.Array
+    write_target_hi: jax.Array
+    write_target_lo: jax.Array
+    write_count: jax.Array
+    compute_target_hi: jax.Array
+    compute_target_lo: jax.Array
+    compute_count: jax.Array
     write_left: jax.Array
     compute_left: jax.Array
 
@@ -274,15 +294,28 @@ def switch(constants, params, carry: VirtualCarry, running, event_limit, config:
     """
     strategy = STRATEGIES[config.path]
     heads = _heads(constants, carry, strategy)
-    due = _due(carry, heads)
-    adv = _advance(carry, running, event_limit, heads, due, horizon)
-    # Who switches: a due head (writers first), else the head that set dt.
-    ends = running & jnp.where(due.due, due.due_write, adv.write_set)
-    fires = running & ~ends & jnp.where(due.due, due.due_compute, adv.compute_set)
+    # The decision (when, and who switches) is a chain of ~90 operations per fleet that every
+    # output of the step reads. XLA:CPU has no multi-output fusion: computed in line, each of
+    # the ~17 per-fleet fusions that write an output recomputed all of it. A conditional's
+    # results are buffers, so under one the chain is computed once per output of the
+    # decision (two: dt and a word of flags), and the outputs read them. No lane running: no
+    # fleet iterates (the driver stops), and the zeros are what such lanes take. Elsewhere
+    # (XLA:GPU fuses with several outputs, and reads a conditional's predicate on the host:
+    # one more device-to-host copy per iteration) the decision is computed in line.
+    if jax.default_backend() == "cpu":
+        dt, flags = jax.lax.cond(
+            jnp.any(running),
+            lambda: _decision(carry, running, event_limit, heads, horizon),
+            lambda: (jnp.zeros_like(carry.time), jnp.zeros(carry.time.shape, jnp.int32)),
+        )
+    else:
+        dt, flags = _decision(carry, running, event_limit, heads, horizon)
+    due, adv = _advance(carry, running, heads, dt, flags, horizon)
+    ends, fires = (flags & _ENDS) > 0, (flags & _FIRES) > 0
     pos = jnp.where(ends, heads.write_pos, heads.compute_pos)
-    count = jnp.where(ends, heads.write_row[:, 2], heads.compute_row[:, 2]).astype(jnp.int32)
+    count = jnp.where(ends, heads.write_count, heads.compute_count)
     trace = _record_switch(carry, heads.fleet, adv.time, ends, fires, pos, count)
-    slots = _enter_phases(params, carry, config, heads, adv, ends, fires, pos, count)
+    target_hi, target_lo, fire_count, writes = _enter_phases(params, carry, config, heads, adv, ends, fires, pos, count)
     write_head = strategy.next_write_head(carry.write_head, ends, heads.n_active)
     n_writers = carry.n_writers - ends.astype(jnp.int32) + fires.astype(jnp.int32)
     last_end = ends & (count == config.n_fires)
@@ -295,7 +328,10 @@ def switch(constants, params, carry: VirtualCarry, running, event_limit, config:
         compute_lo=adv.compute_lo,
         position=carry.position,
         job_of_slot=carry.job_of_slot,
-        slots=slots,
+        target_hi=target_hi,
+        target_lo=target_lo,
+        fire_count=fire_count,
+        writes=writes,
         trace=trace,
         write_head=write_head,
         n_writers=n_writers,
@@ -303,7 +339,7 @@ def switch(constants, params, carry: VirtualCarry, running, event_limit, config:
         n_finished=carry.n_finished + last_end.astype(jnp.int32),
         n_events=carry.n_events + adv.advance.astype(jnp.int32),
         status=carry.status
-        | jnp.where(running & ~due.due & ~adv.finite, Status.NONFINITE, 0).astype(jnp.int32)
+        | jnp.where(running & ~due & ~adv.finite, Status.NONFINITE, 0).astype(jnp.int32)
         | jnp.where(running & (adv.stall > 2 * carry.n_active), Status.STALLED, 0).astype(jnp.int32),
         halted=adv.halted,
         stall=adv.stall,
@@ -324,10 +360,10 @@ def _heads(constants, carry: VirtualCarry, strategy) -> _Heads:
     write_rate, speed = phase_rates(throughput[fleet * (n_jobs + 1) + n_writers], n_writers, n_computing, cap, dtype)
     n_active = jnp.maximum(carry.n_active, 1)  # safe wrap on finished (all-padding) lanes
     write_pos, compute_pos, compute, write, next_compute, next_write = strategy.heads(
-        works, carry.slots, carry.write_head, n_writers, n_active, fleet, n_jobs
+        works, carry.target_hi, carry.writes, carry.write_head, n_writers, n_active, fleet, n_jobs
     )
-    rows = carry.slots[jnp.concatenate([fleet * n_jobs + write_pos, fleet * n_jobs + compute_pos])]
-    write_row, compute_row = rows[:n_fleets], rows[n_fleets:]
+    index = jnp.concatenate([fleet * n_jobs + write_pos, fleet * n_jobs + compute_pos])
+    target_hi, target_lo, fire_count = carry.target_hi[index], carry.target_lo[index], carry.fire_count[index]
     return _Heads(
         fleet=fleet,
         n_active=n_active,
@@ -339,10 +375,14 @@ def _heads(constants, carry: VirtualCarry, strategy) -> _Heads:
         write=write,
         next_compute=next_compute,
         next_write=next_write,
-        write_row=write_row,
-        compute_row=compute_row,
-        write_left=(write_row[:, 0] - carry.write_hi) + (write_row[:, 1] - carry.write_lo),
-        compute_left=(compute_row[:, 0] - carry.compute_hi) + (compute_row[:, 1] - carry.compute_lo),
+        write_target_hi=target_hi[:n_fleets],
+        write_target_lo=target_lo[:n_fleets],
+        write_count=fire_count[:n_fleets],
+        compute_target_hi=target_hi[n_fleets:],
+        compute_target_lo=target_lo[n_fleets:],
+        compute_count=fire_count[n_fleets:],
+        write_left=(target_hi[:n_fleets] - carry.write_hi) + (target_lo[:n_fleets] - carry.write_lo),
+        compute_left=(target_hi[n_fleets:] - carry.compute_hi) + (target_lo[n_fleets:] - carry.compute_lo),
     )
 
 
@@ -361,10 +401,18 @@ def _due(carry: VirtualCarry, heads: _Heads) -> _Due:
     return _Due(write_dt, compute_dt, due_write, due_compute, due_write | due_compute)
 
 
-def _advance(carry: VirtualCarry, running, event_limit, heads: _Heads, due: _Due, horizon) -> _Advance:
-    """The time advance where no head is due now: to the earlier head (or the horizon),
-    within the event budget; both clocks advance, the one whose head set dt onto its target."""
+# The decision's flags, one bit each (`_decision`).
+_DUE, _ADVANCE, _FINITE, _HALT, _WRITE_SET, _COMPUTE_SET, _ENDS, _FIRES = (1 << k for k in range(8))
+
+
+def _decision(carry: VirtualCarry, running, event_limit, heads: _Heads, horizon):
+    """When and who: ``(dt, flags)``, the time advance where no head is due now (to the
+    earlier head, or the horizon, within the event budget; 0 where a lane does not advance)
+    and a word of flags: a head due now, the lane advances, its next event is finite, it
+    stops at the budget, the write or the compute head set dt, the write head ends, the
+    compute head fires."""
     dtype = carry.time.dtype
+    due = _due(carry, heads)
     dt = jnp.minimum(due.write_dt, due.compute_dt)
     waiting = running & ~due.due
     if horizon is not None:
@@ -378,23 +426,38 @@ def _advance(carry: VirtualCarry, running, event_limit, heads: _Heads, due: _Due
     waiting = waiting & finite
     # Past the event budget a fleet only finishes the current instant (due jobs), then halts.
     advance = waiting & (carry.n_events < event_limit)
-    halted = carry.halted | (waiting & ~advance)
+    halt = waiting & ~advance
     dt = jnp.where(advance, dt, 0)
-    # The head that sets dt is exactly at its target: snap that clock onto it, so jobs that
-    # entered the phase together (equal targets) read exactly zero left and follow at once.
+    # The head that sets dt is exactly at its target (its clock is snapped onto it, `_advance`).
     write_set = advance & (due.write_dt == dt)
     compute_set = advance & (due.compute_dt == dt)
+    # Who switches: a due head (writers first), else the head that set dt.
+    ends = running & jnp.where(due.due, due.due_write, write_set)
+    fires = running & ~ends & jnp.where(due.due, due.due_compute, compute_set)
+    bits = ((due.due, _DUE), (advance, _ADVANCE), (finite, _FINITE), (halt, _HALT), (write_set, _WRITE_SET))
+    bits += ((compute_set, _COMPUTE_SET), (ends, _ENDS), (fires, _FIRES))
+    flags = functools.reduce(jnp.bitwise_or, (jnp.where(flag, bit, 0).astype(jnp.int32) for flag, bit in bits))
+    return dt, flags
+
+
+def _advance(carry: VirtualCarry, running, heads: _Heads, dt, flags, horizon):
+    """The decision applied: ``(due, advance)``, whether a head was due now, and the
+    `_Advance` (both clocks advance by dt; the one whose head set dt is snapped onto its
+    target, so that jobs that entered the phase together (equal targets) read exactly zero
+    left and follow at once)."""
+    advance = (flags & _ADVANCE) > 0
+    write_set, compute_set = (flags & _WRITE_SET) > 0, (flags & _COMPUTE_SET) > 0
     write_hi, write_lo = dw_add(carry.write_hi, carry.write_lo, heads.write_rate * dt)
-    write_hi = jnp.where(write_set, heads.write_row[:, 0], write_hi)
-    write_lo = jnp.where(write_set, heads.write_row[:, 1], write_lo)
+    write_hi = jnp.where(write_set, heads.write_target_hi, write_hi)
+    write_lo = jnp.where(write_set, heads.write_target_lo, write_lo)
     compute_hi, compute_lo = dw_add(carry.compute_hi, carry.compute_lo, heads.speed * dt)
-    compute_hi = jnp.where(compute_set, heads.compute_row[:, 0], compute_hi)
-    compute_lo = jnp.where(compute_set, heads.compute_row[:, 1], compute_lo)
-    return _Advance(
+    compute_hi = jnp.where(compute_set, heads.compute_target_hi, compute_hi)
+    compute_lo = jnp.where(compute_set, heads.compute_target_lo, compute_lo)
+    return (flags & _DUE) > 0, _Advance(
         dt=dt,
         advance=advance,
-        finite=finite,
-        halted=halted,
+        finite=(flags & _FINITE) > 0,
+        halted=carry.halted | ((flags & _HALT) > 0),
         write_set=write_set,
         compute_set=compute_set,
         write_hi=write_hi,
@@ -423,11 +486,12 @@ def _record_switch(carry: VirtualCarry, fleet, time, ends, fires, pos, count):
 def _enter_phases(
     params, carry: VirtualCarry, config: RunConfig, heads: _Heads, adv: _Advance, ends, fires, pos, count
 ):
-    """The slots after the switch: a writer that ends starts computing (target: compute
-    clock + its work), a job that fires starts writing (write clock + d). FIFO: both are
-    already at that ring spot."""
+    """The slots after the switch, ``(target_hi, target_lo, fire_count, writes)``: a writer
+    that ends starts computing (target: compute clock + its work), a job that fires starts
+    writing (write clock + d). FIFO: both are already at that ring spot. Each array is
+    written in place at the one switched slot per fleet."""
     n_fleets, n_jobs = carry.position.shape
-    dtype, fleet = carry.time.dtype, heads.fleet
+    fleet = heads.fleet
     next_compute = heads.next_compute
     if config.use_jitter and config.path == "clock":  # compute phase number `count` of that job (`jitter_work`)
         keys = params.job_keys[jnp.arange(n_fleets), heads.write_pos]
@@ -437,11 +501,17 @@ def _enter_phases(
         jnp.where(ends, adv.compute_lo, adv.write_lo),
         jnp.where(ends, next_compute, heads.next_write),
     )
-    columns = [target_hi, target_lo, (count + fires.astype(jnp.int32)).astype(dtype), fires.astype(dtype)]
-    row = jnp.stack(columns, axis=-1)
     switched = ends | fires
-    return carry.slots.at[jnp.where(switched, fleet * n_jobs + pos, n_fleets * n_jobs)].set(
-        row, mode="drop", unique_indices=True
+    index = jnp.where(switched, fleet * n_jobs + pos, n_fleets * n_jobs)  # out of range: dropped
+
+    def put(per_slot, value):
+        return per_slot.at[index].set(value, mode="drop", unique_indices=True)
+
+    return (
+        put(carry.target_hi, target_hi),
+        put(carry.target_lo, target_lo),
+        put(carry.fire_count, count + fires.astype(jnp.int32)),
+        put(carry.writes, fires),
     )
 
 
@@ -486,9 +556,8 @@ class VirtualLoop:
         horizon, else the fewest firings of an active job over K."""
         if self.horizon is not None:
             return jnp.minimum(1, jnp.min(carry.time / self.horizon))
-        n_fleets, n_jobs = carry.position.shape
-        slots = carry.slots.reshape(n_fleets, n_jobs, -1)
-        fired = job_order(slots, carry.position if self.config.path == "fifo" else None)[..., 2]
+        position = carry.position if self.config.path == "fifo" else None
+        fired = job_order(carry.fire_count.reshape(carry.position.shape), position)
         n_fires = self.config.n_fires
         return jnp.min(jnp.where(self.params.active, jnp.minimum(fired, n_fires), n_fires)) / n_fires
 
@@ -497,14 +566,17 @@ class VirtualLoop:
         n_fleets, n_jobs = carry.position.shape
         trace_len = carry.trace.shape[0] // max(1, 2 * n_fleets * n_jobs)
         trace = carry.trace.reshape(n_fleets, n_jobs, trace_len, 2)
-        slots = carry.slots.reshape(n_fleets, n_jobs, -1)
         position = carry.position if self.config.path == "fifo" else None  # ring position -> job
-        trace, slots = job_order(trace, position), job_order(slots, position)
-        writing = slots[..., 3] > 0
+
+        def by_job(per_slot):
+            return job_order(per_slot.reshape(n_fleets, n_jobs), position)
+
+        trace = job_order(trace, position)
+        writing, target_hi, target_lo = by_job(carry.writes), by_job(carry.target_hi), by_job(carry.target_lo)
         # A computing job's work left is its target less the compute clock (double-words);
         # a writer's next phase is whole (deterministic works: with jitter the useful work
         # is not reported, `ckpt_jax._simulate.fast_useful_work`).
-        left = (slots[..., 0] - carry.compute_hi[:, None]) + (slots[..., 1] - carry.compute_lo[:, None])
+        left = (target_hi - carry.compute_hi[:, None]) + (target_lo - carry.compute_lo[:, None])
         return loop_result(
             self.params,
             self.horizon,
@@ -515,7 +587,7 @@ class VirtualLoop:
             n_events=carry.n_events,
             status=carry.status,
             n_writers=carry.n_writers,
-            fire_count=slots[..., 2].astype(jnp.int32),
+            fire_count=by_job(carry.fire_count),
             writing=writing,
             slot_position=position,
             compute_left=jnp.where(writing, self.params.compute, left),

@@ -12,8 +12,14 @@ in ``_SUBCOMMANDS``.
 
 ``--devices`` (every subcommand; default ``all``): one XLA host device per core on a
 CPU-only machine, set before JAX's backend starts, or every local GPU; ``simulate`` and
-``ensemble`` split their batches over them (at least 2 fleets per device) and print one
-line saying how many they used. Results do not depend on the count.
+``ensemble`` split their batches over them (at least 2 fleets per device), ``assess``,
+``design`` and ``compare`` every run they make inside (`ckpt_jax.sharding.default_devices`),
+and each prints one line saying how many it used. Results do not depend on the count.
+
+On the CPU the program also keeps XLA's reductions out of YNNPACK
+(``--xla_cpu_experimental_ynn_fusion_type=``, `ckpt_jax._cpu_flags`; ``CKPT_JAX_CPU_FLAGS=0``
+leaves ``XLA_FLAGS`` as it is) and lowers the threefry hash unrolled (`ckpt_jax._threefry`):
+both change no number, only the time.
 
 Every failure is one line on stderr, ``ckpt-jax: error: ...``, and exit status 2: a bad
 option, an ``--out`` that cannot be written (checked before anything runs), a full disk,
@@ -32,7 +38,7 @@ import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
-from .. import _threefry
+from .. import _cpu_flags, _threefry
 from ._common import (
     INTERRUPTED,
     SMALLER,
@@ -41,6 +47,7 @@ from ._common import (
     check_out_dir,
     defaults_note,
     devices_for,
+    devices_inside,
     fail,
     os_error_text,
     plain_text,
@@ -59,6 +66,10 @@ __all__ = ["main", "run", "build_parser", "CliError", "seed_key", "start_devices
 
 
 _SUBCOMMANDS = (add_simulate, add_reproduce, add_ensemble, add_design, add_assess, add_compare, add_fit)
+
+# Subcommands whose runs inside split over the devices (`ckpt_jax.sharding.default_devices`);
+# simulate and ensemble split their batches themselves.
+_SPLIT_INSIDE = ("assess", "design", "compare")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -81,8 +92,10 @@ def run() -> None:
 
     The process is ckpt_jax's, so it lowers JAX's threefry hash with its rounds unrolled on
     the CPU (`ckpt_jax._threefry`: the same bits, runs with failures or jitter compile
-    faster), once the arguments and the fleet file's keys are checked (that imports JAX, which
-    takes seconds); an in-process call of `main` leaves JAX's lowering as it is."""
+    faster) and keeps XLA's reductions out of YNNPACK (`ckpt_jax._cpu_flags`: the same bits,
+    the loops run faster), once the arguments and the fleet file's keys are checked (that
+    imports JAX, which takes seconds); an in-process call of `main` leaves JAX's lowering
+    and ``XLA_FLAGS`` as they are."""
     sys.exit(main(_own_process=True))
 
 
@@ -117,6 +130,7 @@ def _checked_run(args, own_process: bool, restore: dict) -> int:
     if not getattr(args, "uses_jax", True):  # `fit`: NumPy and SciPy only, no JAX to start
         return args.run(args)
     if own_process:
+        _cpu_flags.add_reduction_flag()  # before anything starts JAX's backend
         _threefry.unroll_on_cpu()
     import jax
 
@@ -127,7 +141,14 @@ def _checked_run(args, own_process: bool, restore: dict) -> int:
     # The host device count, before anything starts JAX's backend (nothing imported so far
     # does); this starts it.
     args.device_info = start_devices(args.devices)
-    return args.run(args)
+    if args.command not in _SPLIT_INSIDE:
+        return args.run(args)
+    from ..sharding import default_devices
+
+    # The runs these commands make inside (each of its own batch size) split over the devices.
+    wanted = devices_inside(args.device_info)
+    with default_devices(wanted if wanted > 1 else None):
+        return args.run(args)
 
 
 def main(argv: Sequence[str] | None = None, *, _own_process: bool = False) -> int:

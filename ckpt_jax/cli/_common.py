@@ -182,10 +182,14 @@ def _device_count(text: str) -> int | None:
     return value
 
 
-def add_devices(parser, *, shards: bool = True) -> None:
+def add_devices(parser, *, shards: bool = True, inside: bool = False) -> None:
+    """``--devices``: ``shards``, the command splits its batches over them; ``inside``, the
+    runs it makes inside split over them (`ckpt_jax.sharding.default_devices`)."""
     what = (
         "devices to split the fleets over"
         if shards
+        else "devices to split every run over"
+        if inside
         else "devices to set up (the experiments do not split over them yet)"
     )
     parser.add_argument(
@@ -422,6 +426,12 @@ def start_devices(requested: int | None) -> _DeviceInfo:
             "run ckpt-jax as a process of its own"
         )
     return _DeviceInfo(platform, available, requested, why)
+
+
+def devices_inside(info: _DeviceInfo) -> int:
+    """The devices the runs of ``assess``, ``design`` and ``compare`` split over (each run
+    uses at most one per `ckpt_jax.sharding.MIN_FLEETS_PER_DEVICE` of its fleets)."""
+    return info.available if info.requested is None else min(info.requested, info.available)
 
 
 def devices_for(info: _DeviceInfo, batch: int) -> tuple:

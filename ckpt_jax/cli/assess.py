@@ -18,6 +18,7 @@ from ._common import (
     CliError,
     add_devices,
     add_x64,
+    devices_inside,
     integer,
     percent_ci_text,
     quantity_text,
@@ -79,7 +80,7 @@ def add_assess(subparsers) -> None:
     add_quick(parser, f"{QUICK['draws']} draws, {QUICK_HORIZON_TEXT}; options given win")
     add_no_progress(parser)
     add_force(parser)
-    add_devices(parser, shards=False)
+    add_devices(parser, shards=False, inside=True)
     add_x64(parser)
     add_out(parser)
     parser.set_defaults(run=_assess, check=_check, resumes=False)
@@ -581,7 +582,7 @@ def _assess(args) -> int:
     from . import _assess_figures as figures
 
     spec, settings = args.spec, args.settings
-    report_devices("assess", args.device_info, 1)
+    report_devices("assess", args.device_info, devices_inside(args.device_info))
     unit = settings["time_unit"]
     print(
         f"ckpt-jax assess: {spec.n_jobs} jobs to H = {duration_text(settings['horizon'], unit)}: about "

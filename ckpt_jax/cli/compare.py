@@ -15,7 +15,16 @@ from pathlib import Path
 
 import numpy as np
 
-from ._common import SEED_KEY_TEXT, CliError, add_devices, add_x64, integer, report_devices, seed_key
+from ._common import (
+    SEED_KEY_TEXT,
+    CliError,
+    add_devices,
+    add_x64,
+    devices_inside,
+    integer,
+    report_devices,
+    seed_key,
+)
 from ._options import (
     HORIZON_FROM_FILE,
     QUICK_HORIZON_TEXT,
@@ -89,7 +98,7 @@ def add_compare(subparsers) -> None:
     add_no_progress(parser)
     add_floor(parser)
     add_force(parser)
-    add_devices(parser, shards=False)
+    add_devices(parser, shards=False, inside=True)
     add_x64(parser)
     add_out(parser)
     parser.set_defaults(run=_compare, check=_check, resumes=True)
@@ -249,7 +258,7 @@ def _compare(args) -> int:
     from ..ensemble import LOCK, EnsembleBusyError, locked
 
     spec, settings = args.spec, args.settings
-    report_devices("compare", args.device_info, 1)
+    report_devices("compare", args.device_info, devices_inside(args.device_info))
     n_runs = 1 + len(args.scenario_overrides)
     unit = settings["time_unit"]
     print(

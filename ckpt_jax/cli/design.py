@@ -71,6 +71,7 @@ from ._common import (
     CliError,
     add_devices,
     add_x64,
+    devices_inside,
     duration_text,
     integer,
     percent_ci_text,
@@ -222,7 +223,7 @@ def add_design(subparsers) -> None:
     add_no_progress(parser)
     add_floor(parser)
     add_force(parser)
-    add_devices(parser, shards=False)
+    add_devices(parser, shards=False, inside=True)
     add_x64(parser)
     add_out(parser)
     parser.set_defaults(run=_design, check=_check, resumes=False)
@@ -1401,7 +1402,7 @@ def _window(settings: dict) -> int:
 def _design(args) -> int:
     """The budget checks, the design, the comparisons on fresh draws, then the outputs."""
     spec, settings = args.spec, args.settings
-    report_devices("design", args.device_info, 1)
+    report_devices("design", args.device_info, devices_inside(args.device_info))
     dtype = np.float64 if args.x64 else np.float32
     fleet = _checked_fleet(spec, settings, dtype, force=args.force)
     started = time.perf_counter()
