@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import ckpt_jax as cj
+from ckpt_jax import design, fleetfile
 from ckpt_jax._plan import choose_paths, variants
 from ckpt_jax.loop import flat_params
 
@@ -144,3 +145,90 @@ def test_failures_match_the_renewal_formula_with_the_overhead():
     jobs = out.jobs
     total = jobs.compute_time + jobs.write_time + jobs.overhead_time + jobs.down_time
     np.testing.assert_allclose(np.asarray(total)[:, 0], horizon, rtol=RTOL)
+
+
+def test_assess_reports_the_overhead_as_its_own_cause():
+    # A lone job, 32 draws over 1000 cycles: goodput is the renewal formula with W = T + o + D;
+    # per renewal cycle the job spends M(e^{(o+d)/M} − e^{d/M}) in overheads and M(e^{d/M} − 1)
+    # writing (abandoned attempts included: ∫ P(Y > y) over each phase, times 1/p attempts).
+    compute, write, overhead, mtbf, restart = 10.0, 1.0, 2.0, 50.0, 2.0
+    period = compute + overhead + write
+    horizon = 1000 * period
+    fleet = cj.Fleet([compute], [write], size=[8.0], mtbf=mtbf, restart=restart, overhead=overhead)
+    result = cj.assess.assess(fleet, horizon=horizon, key=jax.random.key(0), n_draws=32)
+    goodput = result.goodput["fleet"]
+    formula = 1 - float(cj.theory.renewal_waste(compute, overhead + write, mtbf, restart))
+    assert abs(goodput.mean - formula) < 4 * goodput.stderr + period / horizon, (goodput, formula)
+    mean_cycle = float(cj.theory.renewal_cycle_time(compute, overhead + write, mtbf, restart))
+    expected = dict(
+        overhead=mtbf * (math.exp((overhead + write) / mtbf) - math.exp(write / mtbf)) / mean_cycle,
+        checkpoint=mtbf * math.expm1(write / mtbf) / mean_cycle,
+    )
+    losses = result.losses["fleet"]
+    for cause, value in expected.items():
+        estimate = losses[cause]
+        assert abs(estimate.mean - value) < 4 * estimate.stderr + period / horizon, (cause, estimate, value)
+    hours = result.gpu_hours_lost_per_day["fleet"]["overhead"].mean
+    np.testing.assert_allclose(hours, losses["overhead"].mean * 8 * 24, rtol=1e-12)
+
+
+UNITS_FILE = """
+time_unit = "min"
+[storage]
+peak = "2 TB/s"
+[[groups]]
+name = "big"
+count = 1
+gpus = 1024
+checkpoint = "1 TB"
+mtbf = "8 h"
+overhead = "30 s"
+[[groups]]
+name = "small"
+count = 2
+gpus = 64
+checkpoint = "100 GB"
+mtbf = "40 h"
+"""
+
+
+def test_a_fleet_file_takes_an_overhead_per_group_in_units():
+    spec = fleetfile.loads(UNITS_FILE)
+    assert [group.overhead for group in spec.groups] == [30.0, None]
+    np.testing.assert_array_equal(spec.overheads(), [30.0, 0.0, 0.0])
+    fleet = spec.fleet()
+    np.testing.assert_array_equal(np.asarray(fleet.overhead), [30.0, 0.0, 0.0])
+    # Young's interval and the solo period take it: √(2(o + D)M), T + o + D.
+    write = spec.solo_write_time()
+    np.testing.assert_allclose(spec.young()[0], math.sqrt(2 * (30.0 + write[0]) * 8 * 3600.0), rtol=1e-12)
+    np.testing.assert_allclose(spec.period()[0], spec.intervals()[0] + 30.0 + write[0], rtol=1e-12)
+    np.testing.assert_allclose(np.asarray(fleet.period)[0], spec.period()[0], rtol=1e-12)
+    again = fleetfile.loads(fleetfile.dumps(spec))
+    assert [group.overhead for group in again.groups] == [30.0, None]
+    # An override sets it, for a group or every group (compare's scenarios).
+    assert [g.overhead for g in spec.override({"overhead": "1 min"}).groups] == [60.0, 60.0]
+
+
+@pytest.mark.parametrize(
+    "value, message", [('"-3 s"', "groups\\[0\\].overhead"), ('"3 GB"', "groups\\[0\\].overhead"), ("-1.0", "overhead")]
+)
+def test_a_bad_overhead_in_a_fleet_file_is_refused_by_field(value, message):
+    text = UNITS_FILE.replace('overhead = "30 s"', f"overhead = {value}")
+    with pytest.raises(fleetfile.FleetFileError, match=message):
+        fleetfile.loads(text)
+
+
+def test_the_design_baselines_are_young_and_daly_with_o_plus_d():
+    fleet = cj.Fleet([10.0, 10.0], [1.0, 2.0], mtbf=[100.0, 400.0], overhead=[3.0, 0.0])
+    blocked = np.array([3.0 + 1.0, 2.0])
+    np.testing.assert_allclose(design._young(fleet), np.sqrt(2 * blocked * [100.0, 400.0]), rtol=1e-12)
+    np.testing.assert_allclose(design._daly(fleet), cj.theory.daly_interval(blocked, np.array([100.0, 400.0])))
+    two_level = cj.Fleet([10.0], [30.0], mtbf=[100.0], overhead=2.0, snapshot=0.5)
+    np.testing.assert_allclose(design._young(two_level), max(math.sqrt(2 * 2.5 * 100.0), 30.0), rtol=1e-12)
+
+
+def test_sensitivity_has_an_overhead_knob_where_the_file_has_one():
+    knobs = cj.assess.sensitivity_knobs(fleetfile.loads(UNITS_FILE))
+    up, down = knobs["overhead"]
+    assert up == {"groups[0].overhead": "33 s"} and down == {"groups[0].overhead": "27 s"}
+    assert "overhead" not in cj.assess.sensitivity_knobs(fleetfile.loads(UNITS_FILE.replace('overhead = "30 s"', "")))
