@@ -241,6 +241,10 @@ def verdict_15a(solo: dict, figures=()) -> tuple:
     return outcome, entry
 
 
+# The interval sets the design is weighed against, in words.
+_WORDS = {"current": "today's intervals", "young": "Young's with o", "young_without_overhead": "Young's without o"}
+
+
 def verdict_15b(cluster: dict, figures=()) -> tuple:
     rows = cluster["rows"]
     first, last = rows[0], rows[-1]
@@ -258,7 +262,7 @@ def verdict_15b(cluster: dict, figures=()) -> tuple:
         f"({', '.join(groups)}; the finest step of the search is {fmt(1 + SEARCH_RTOL)}). At o = "
         f"{fmt(last['overhead'])} s the design saves "
         + "; ".join(
-            f"{fmt(s['mean'])} {fmt_interval(s['low'], s['high'])} GPU-hours a day against {name.replace('_', ' ')}"
+            f"{fmt(s['mean'])} {fmt_interval(s['low'], s['high'])} GPU-hours a day against {_WORDS[name]}"
             for name, s in last["saved_gpu_hours"].items()
         )
         + f" ({2 * cluster['pairs'] * cluster['draws']} fresh draws of {fmt(cluster['days'])} days)."
