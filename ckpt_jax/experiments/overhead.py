@@ -76,18 +76,20 @@ SIZES = {
 def cluster_spec(overhead: float, groups=None, fleet_file: str = CLUSTER_FILE):
     """``fleet_file`` with every group's fixed overhead set to ``overhead`` seconds (and only
     the groups of index ``groups``, where given): a `FleetSpec`."""
+    import tomllib
+
     from ..fleetfile import loads
 
-    spec = loads(_cluster_path(fleet_file).read_text(), fleet_file)
+    text = _cluster_path(fleet_file).read_text()
     if groups is not None:
-        source = dict(spec.source)
-        source["groups"] = [source["groups"][g] for g in groups]
-        spec = loads(_toml_of(source), fleet_file)
-    return spec.override({"overhead": f"{float(overhead):.17g} s"})
+        data: dict = tomllib.loads(text)
+        data["groups"] = [data["groups"][g] for g in groups]
+        text = _toml_of(data)
+    return loads(text, fleet_file).override({"overhead": f"{float(overhead):.17g} s"})
 
 
 def _toml_of(source: dict) -> str:
-    """The fleet file of ``source`` (its parsed TOML tables) as TOML text."""
+    """The fleet file of ``source`` (its TOML data) as TOML text."""
     from ..fleetfile import _toml
 
     lines, tables = [], []
@@ -166,7 +168,9 @@ def measure_cluster(config: dict, key, progress: bool) -> dict:
             progress=progress,
         )
         gpus = np.bincount(spec.labels, weights=spec.per_job("size"))
+        assert result.evaluation is not None  # checkpoint_intervals always evaluates on fresh draws
         comparison = design.compare(result.evaluation, spec.labels, spec.per_job("size"), gpus=gpus)
+        assert comparison.gpu_hours_saved is not None  # gpus given
         first = np.searchsorted(spec.labels, np.arange(len(spec.groups)))
         saved = {
             name: dict(mean=e.mean, low=e.low, high=e.high)
