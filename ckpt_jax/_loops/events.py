@@ -118,7 +118,7 @@ class Instant(NamedTuple):
         if before.snapping is not None:
             bits.append(before.snapping)
         flags = sum(bit.astype(jnp.int8) << i for i, bit in enumerate(bits))
-        if getattr(before, "overhead", None) is not None:  # docs/model.md §1g
+        if before.overhead is not None:  # docs/model.md §1g
             flags = flags + (before.overhead.astype(jnp.int8) << 5)
         return Instant(time=before.time, running=running, flags=jnp.asarray(flags, jnp.int8), draw=draw)
 
@@ -160,7 +160,7 @@ class Instant(NamedTuple):
             last_ends=last_ends,
             n_active=n_active,
             snapping=params.active & ((self.flags & 16) > 0) if after.snapping is not None else None,
-            overhead=params.active & ((self.flags & 32) > 0) if getattr(after, "overhead", None) is not None else None,
+            overhead=params.active & ((self.flags & 32) > 0) if after.overhead is not None else None,
             draw=self.draw,
             full_draw=full_draw,
         )
