@@ -232,3 +232,9 @@ def test_sensitivity_has_an_overhead_knob_where_the_file_has_one():
     up, down = knobs["overhead"]
     assert up == {"groups[0].overhead": "33 s"} and down == {"groups[0].overhead": "27 s"}
     assert "overhead" not in cj.assess.sensitivity_knobs(fleetfile.loads(UNITS_FILE.replace('overhead = "30 s"', "")))
+
+
+def test_a_fleet_file_with_a_queueing_policy_refuses_an_overhead():
+    text = 'storage_policy = "cooperative"\n' + UNITS_FILE
+    with pytest.raises(fleetfile.FleetFileError, match="storage_policy.*groups\\[0\\].overhead"):
+        fleetfile.loads(text)
