@@ -148,14 +148,14 @@ def test_failures_match_the_renewal_formula_with_the_overhead():
 
 
 def test_assess_reports_the_overhead_as_its_own_cause():
-    # A lone job, 32 draws over 1000 cycles: goodput is the renewal formula with W = T + o + D;
+    # A lone job, 16 draws over 500 cycles: goodput is the renewal formula with W = T + o + D;
     # per renewal cycle the job spends M(e^{(o+d)/M} − e^{d/M}) in overheads and M(e^{d/M} − 1)
     # writing (abandoned attempts included: ∫ P(Y > y) over each phase, times 1/p attempts).
     compute, write, overhead, mtbf, restart = 10.0, 1.0, 2.0, 50.0, 2.0
     period = compute + overhead + write
-    horizon = 1000 * period
+    horizon = 500 * period
     fleet = cj.Fleet([compute], [write], size=[8.0], mtbf=mtbf, restart=restart, overhead=overhead)
-    result = cj.assess.assess(fleet, horizon=horizon, key=jax.random.key(0), n_draws=32)
+    result = cj.assess.assess(fleet, horizon=horizon, key=jax.random.key(0), n_draws=16)
     goodput = result.goodput["fleet"]
     formula = 1 - float(cj.theory.renewal_waste(compute, overhead + write, mtbf, restart))
     assert abs(goodput.mean - formula) < 4 * goodput.stderr + period / horizon, (goodput, formula)
