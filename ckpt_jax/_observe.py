@@ -322,8 +322,11 @@ class JobStats(NamedTuple):
         extra k·Δ of each outage's restart, within ``down_time`` (0 without outages).
       outage_lost_work, outage_down_time: (*B, N) the part of ``lost_work`` and of
         ``down_time`` (restart, stagger, recovery read) due to outages (0 without outages).
+      overhead_time: (*B, N) time spent in the fixed overheads of checkpoints (docs/model.md
+        §1g; 0 without): blocked, neither computing nor writing. ``write_time`` and
+        ``completed_write_time`` do not include it.
 
-    Per job, compute + write + down time (+ waiting time with α > 0, where compute and
+    Per job, compute + write + down + overhead time (+ waiting time with α > 0, where compute and
     write overlap; + snapshot and waiting time with two-level checkpoints, where compute
     and drain overlap) is the stop time.
     """
@@ -346,6 +349,7 @@ class JobStats(NamedTuple):
     outage_down_time: jax.Array | None = None
     covered_waste: jax.Array | None = None
     uncovered_work: jax.Array | None = None
+    overhead_time: jax.Array | None = None
 
     def to_xarray(self, fleet=None, *, groups=None, batch_dims=None, attrs=None):
         """These statistics as an `xarray.Dataset` of ``jobs_{field}`` variables, as in
@@ -387,6 +391,8 @@ class EventView(NamedTuple):
         (the jobs observer: 7% of a run with all three observers).
       snapping: (B, N) bool, taking the snapshot of a two-level checkpoint during the
         interval (docs/model.md §1d; general engine only, else None).
+      overhead: (B, N) bool, spending the fixed overhead of a checkpoint during the interval
+        (docs/model.md §1g; general engine only, where a fleet has one, else None).
       draw: (B,) the fleet's power draw P during the interval, where the run observes it
         (``SaveAt(power=True)``, general engine only), else None.
       full_draw: (B,) W = Σ of the active jobs' sizes (the full draw), with ``draw``.
@@ -412,6 +418,7 @@ class EventView(NamedTuple):
     snapping: jax.Array | None = None
     draw: jax.Array | None = None
     full_draw: jax.Array | None = None
+    overhead: jax.Array | None = None
 
 
 class FinalView(NamedTuple):
@@ -812,6 +819,7 @@ class JobsObserver(Observer):
                 open_write=zeros,
                 writes=jnp.zeros((n_fleets, n_jobs), jnp.int32),
                 snapshot_time=zeros,
+                overhead_time=zeros,
             )
         return Bound(info=info, arrays=arrays)
 
@@ -858,6 +866,9 @@ class JobsObserver(Observer):
         snapshot_time = state["snapshot_time"]
         if view.snapping is not None:
             snapshot_time = snapshot_time + jnp.where(view.snapping, dt, 0)
+        overhead_time = state["overhead_time"]
+        if view.overhead is not None:  # docs/model.md §1g
+            overhead_time = overhead_time + jnp.where(view.overhead, dt, 0)
         return dict(
             write_time=write_time,
             waiting_time=waiting_time,
@@ -865,6 +876,7 @@ class JobsObserver(Observer):
             open_write=open_write,
             writes=state["writes"] + ended.astype(jnp.int32),
             snapshot_time=snapshot_time,
+            overhead_time=overhead_time,
         )
 
     def finalize(self, bound, final: FinalView):
@@ -895,6 +907,9 @@ class JobsObserver(Observer):
         idle = jnp.where(final.async_fraction[:, None] > 0, state["waiting_time"] + snapshot_time, write_time)
         down_time = zeros if final.down_time is None else final.down_time
         compute_time = final.time[:, None] - idle - down_time
+        overhead_time = state.get("overhead_time", zeros)
+        if "overhead_time" in state:  # docs/model.md §1g (without overheads: as before, bit for bit)
+            compute_time = compute_time - overhead_time
         assert final.ok is not None  # set by the driver before finalize
         ok = final.active & final.ok[:, None]
         # The fast paths keep no work accounting: `_simulate` fills in their useful work.
@@ -922,6 +937,7 @@ class JobsObserver(Observer):
             outage_down_time=jnp.where(ok, zeros if final.outage_down_time is None else final.outage_down_time, nan),
             covered_waste=jnp.where(ok, covered_waste, nan),
             uncovered_work=jnp.where(ok, uncovered, nan),
+            overhead_time=jnp.where(ok, overhead_time, nan),
         )
 
 

@@ -78,6 +78,9 @@ class Params(NamedTuple):
     # (N,) Weibull shapes k of the failure law (docs/model.md §1f), or None where every job that
     # fails from draws has k = 1 (the exponential draws of §1c, bit for bit)
     failure_shape: jax.Array | None = None
+    # (N,) fixed checkpoint overheads o_i (docs/model.md §1g), or None where no job of the batch
+    # has one (then the loops trace none of it)
+    overhead: jax.Array | None = None
 
 
 def jitter_work(job_key: jax.Array, compute: jax.Array, jitter: jax.Array, cycle) -> jax.Array:
@@ -145,6 +148,7 @@ def params_of(fleet: Fleet, sigma: np.ndarray, key, fleet_offset: int, failure_t
         size_order=_slot_order(fleet.size, n_fleets, n_jobs),
         failure_shape=flat(fleet.failure_shape, (n_jobs,)) if fleet.has_weibull_failures else None,
         outages=_outage_params(fleet, n_fleets),
+        overhead=flat(fleet.overhead, (n_jobs,)) if fleet.has_overheads else None,
     )
 
 

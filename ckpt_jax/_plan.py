@@ -312,6 +312,8 @@ def general_only_reason(fleet: Fleet, uses: Variants, save=None) -> str:
         return "write_limit (docs/model.md §1d): writers at their limits do not share one rate"
     if np.any(uses.two_level):
         return "snapshot (two-level checkpoints, docs/model.md §1d): snapshots are events of the general engine only"
+    if fleet.has_overheads:
+        return "overhead (docs/model.md §1g): the end of a checkpoint's overhead is an event of the general engine only"
     if save is not None and save.power:
         return "SaveAt(power=True): the power draw is observed on the general engine only"
     return ""

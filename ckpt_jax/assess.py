@@ -20,6 +20,8 @@ GPU's full-speed draw (``gpu_power`` converts it).
 * ``checkpoint``: stalled by its own checkpoints: blocking writes (contention included, as a
   write under contention takes longer) and two-level snapshots; with asynchronous
   checkpoints (α > 0) the compute forgone while draining, (1 − α)·(write − wait time);
+* ``overhead``: blocked in the fixed overheads of its checkpoints (docs/model.md §1g;
+  `JobStats.overhead_time`; 0 without): the barrier, serialising, metadata, the commit;
 * ``backpressure``: waiting for the previous drain to end (`JobStats.wait_time`);
 * ``lost_work``: compute work thrown away by the jobs' own failures (`JobStats.lost_work`
   less `JobStats.outage_lost_work`);
@@ -38,7 +40,7 @@ GPU's full-speed draw (``gpu_power`` converts it).
   spent computing less that work (with α > 0 less the ``checkpoint`` stall, computing at α
   while draining, which is counted at full speed: under a cap that part is approximate).
 
-The eight add up to H for every job (to rounding; a ``throttling`` remainder under
+The nine add up to H for every job (to rounding; a ``throttling`` remainder under
 `ROUNDING_FLOOR` of H is rounding and counts as 0): `Assessment.losses` plus the goodput is 1
 per GPU, in each draw.
 """
@@ -85,7 +87,16 @@ __all__ = [
 ROUNDING_FLOOR = 1e-12
 
 # The causes of lost GPU time, in the order of the module docstring.
-CAUSES = ("checkpoint", "backpressure", "lost_work", "restart", "outages", "restart_stagger", "throttling")
+CAUSES = (
+    "checkpoint",
+    "overhead",
+    "backpressure",
+    "lost_work",
+    "restart",
+    "outages",
+    "restart_stagger",
+    "throttling",
+)
 
 # A draw at least this fraction of the cap counts as "at the cap".
 _AT_CAP = 1 - 1e-9
@@ -344,7 +355,8 @@ def _time_split(fleet: Fleet, jobs, horizon: float) -> tuple[np.ndarray, dict]:
         checkpoint = write
     outage_lost, outage_down = as_array(jobs.outage_lost_work), as_array(jobs.outage_down_time)
     stagger = as_array(jobs.stagger_time)
-    causes = dict(checkpoint=checkpoint / horizon, backpressure=wait / horizon)
+    overhead = as_array(getattr(jobs, "overhead_time", None))
+    causes = dict(checkpoint=checkpoint / horizon, overhead=overhead / horizon, backpressure=wait / horizon)
     causes["lost_work"] = (lost - outage_lost) / horizon
     causes["restart"] = (down - outage_down) / horizon
     causes["outages"] = (outage_lost + outage_down - stagger) / horizon
@@ -1287,11 +1299,12 @@ def sensitivity_knobs(spec, step: float = 0.1) -> dict:
     The knobs: the storage's peak bandwidth (its ``peak``, or every entry of its table or of
     a listed ``throughput``; a preset has none), each group's checkpoint interval (the one in
     use: the file's, else Young's), and for every group at once its checkpoint size, write
-    limit, restart, MTBF and snapshot (those the file has, and non-zero somewhere); with
-    ``[[outages]]`` drawn, their MTBF (every table at once) and the restart stagger (where it is
-    not 0), and the power cap where one is set (docs/model.md §1d, §1f). A knob that changes
-    nothing on the file is left out (`sensitivity_left_out` says why): the MTBF where the file
-    replays its failures (``failure_trace``), the outage MTBF where it replays its outages.
+    limit, restart, MTBF, snapshot and fixed checkpoint overhead (docs/model.md §1g; those the
+    file has, and non-zero somewhere); with ``[[outages]]`` drawn, their MTBF (every table at
+    once) and the restart stagger (where it is not 0), and the power cap where one is set
+    (docs/model.md §1d, §1f). A knob that changes nothing on the file is left out
+    (`sensitivity_left_out` says why): the MTBF where the file replays its failures
+    (``failure_trace``), the outage MTBF where it replays its outages.
 
     Returns:
       knob name -> (overrides ×(1 + step), overrides ×(1 − step)), in the file's keys.
@@ -1331,6 +1344,7 @@ def sensitivity_knobs(spec, step: float = 0.1) -> dict:
         ("restart", "restart", "s"),
         ("MTBF", "mtbf", "s"),
         ("snapshot", "snapshot", "s"),
+        ("overhead", "overhead", "s"),
     ):
         if knob in left_out:
             continue

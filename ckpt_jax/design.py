@@ -372,6 +372,7 @@ def _batched(fleet: Fleet, intervals: np.ndarray, restart_stagger=None) -> Fleet
         idle_power=per_fleet(fleet.idle_power),
         recovery_read=per_job(fleet.recovery_read),
         fail_while_down=fleet.fail_while_down,
+        overhead=per_job(fleet.overhead),
         **_outages_of(fleet, batch, restart_stagger),
         dtype=fleet.dtype,
     )
@@ -1018,24 +1019,35 @@ def baseline_mtbf(fleet: Fleet) -> np.ndarray:
     return np.asarray(fleet.mtbf, np.float64)
 
 
+def _blocked(fleet: Fleet, time) -> np.ndarray:
+    """(N,) ``time`` plus each job's fixed checkpoint overhead o_i (docs/model.md §1g): what a
+    checkpoint blocks its job for. ``time`` itself, bit for bit, without overheads."""
+    if not fleet.has_overheads:
+        return np.asarray(time, np.float64)
+    return np.asarray(fleet.overhead, np.float64) + np.asarray(time, np.float64)
+
+
 def _young(fleet: Fleet, write=None) -> np.ndarray:
-    """(N,) Young's interval from the time a checkpoint blocks a job: √(2·D·M), D the write
-    time (``write``, default alone: `_solo_write`). With two-level checkpoints the snapshot s
-    blocks, not the drain, and a checkpoint due before the previous drain of D ended waits
-    for it: max(√(2·s·M), D), the exact optimum (`theory.two_level_optimal_interval`) to
-    first order in s/M and D/M."""
+    """(N,) Young's interval from the time a checkpoint blocks a job: √(2·(o + D)·M), D the
+    write time (``write``, default alone: `_solo_write`) and o the fixed overhead (docs/model.md
+    §1g; 0 without). With two-level checkpoints the overhead and the snapshot s block, not the
+    drain, and a checkpoint due before the previous drain of D ended waits for it:
+    max(√(2·(o + s)·M), D), the exact optimum (`theory.two_level_optimal_interval`) to first
+    order in (o + s)/M and D/M."""
     write = _solo_write(fleet) if write is None else write
-    return theory.blocking_young(write, baseline_mtbf(fleet), fleet.snapshot if fleet.has_snapshots else None)
+    if fleet.has_snapshots:
+        return theory.blocking_young(write, baseline_mtbf(fleet), _blocked(fleet, fleet.snapshot))
+    return theory.blocking_young(_blocked(fleet, write), baseline_mtbf(fleet))
 
 
 def _daly(fleet: Fleet) -> np.ndarray:
     """(N,) Daly's interval (`theory.daly_interval`) from the time a checkpoint blocks a job
-    alone: the write D, or with two-level checkpoints the snapshot s, then no shorter than
-    D (as `_young`; s = 0 gives D)."""
+    alone: the overhead and the write o + D, or with two-level checkpoints the overhead and
+    the snapshot o + s, then no shorter than D (as `_young`; o + s = 0 gives D)."""
     mtbf = baseline_mtbf(fleet)
     if not fleet.has_snapshots:
-        return np.asarray(theory.daly_interval(_solo_write(fleet), mtbf), np.float64)
-    snapshot = np.asarray(fleet.snapshot, np.float64)
+        return np.asarray(theory.daly_interval(_blocked(fleet, _solo_write(fleet)), mtbf), np.float64)
+    snapshot = _blocked(fleet, fleet.snapshot)
     daly = np.asarray(theory.daly_interval(np.where(snapshot > 0, snapshot, 1.0), mtbf), np.float64)
     return np.maximum(np.where(snapshot > 0, daly, 0.0), _solo_write(fleet))
 
@@ -1043,12 +1055,16 @@ def _daly(fleet: Fleet) -> np.ndarray:
 def _two_level_optimum(fleet: Fleet) -> np.ndarray:
     """(N,) the interval that minimises a lone job's long-run waste with two-level
     checkpoints (`theory.two_level_optimal_interval`: snapshot s, drain D alone, M; the
-    restart R does not move it)."""
+    restart R does not move it). A fixed overhead o (docs/model.md §1g) blocks the job before
+    its snapshot and loses what the snapshot loses: it counts as a snapshot of o + s."""
     active = np.asarray(fleet.active)
     # Padding slots get harmless values, and Young's interval back.
     pick = lambda x: np.where(active, np.asarray(x, np.float64), 1.0)  # noqa: E731
     optimum = theory.two_level_optimal_interval(
-        pick(fleet.snapshot), pick(_solo_write(fleet)), pick(baseline_mtbf(fleet)), recover_from=fleet.recover_from
+        pick(_blocked(fleet, fleet.snapshot)),
+        pick(_solo_write(fleet)),
+        pick(baseline_mtbf(fleet)),
+        recover_from=fleet.recover_from,
     )
     return np.where(active, optimum, _young(fleet))
 
@@ -1057,9 +1073,10 @@ def contended_young(
     fleet: Fleet, *, horizon, keys, start=None, max_iter=10, rtol=1e-3, jitter=None, launch="synchronous"
 ) -> tuple:
     """Young's interval with the write time *as contended in the simulator*: the fixed point
-    of T ← √(2·D(T)·M), D_i(T) each job's mean duration of a completed write, firing to end
-    (`JobStats.completed_write_time` / `JobStats.writes`, over the draws ``keys``), when the
-    fleet runs at T. Writes abandoned by a failure or still open at the horizon are left out:
+    of T ← √(2·(o + D(T))·M), D_i(T) each job's mean duration of a completed write, firing to
+    end (`JobStats.completed_write_time` / `JobStats.writes`, over the draws ``keys``; a fixed
+    overhead o, docs/model.md §1g, is not contended and not in it), when the fleet runs at T.
+    Writes abandoned by a failure or still open at the horizon are left out:
     they would lengthen D (a job alone would not get Young's interval). With two-level
     checkpoints D(T) is the contended drain, and the map is T ← max(√(2·s·M), D(T)) (the
     snapshot s blocks, not the drain: `_young`).
@@ -1081,7 +1098,10 @@ def contended_young(
         writes = np.asarray(jobs.writes, np.float64).sum(axis=0)
         write_time = np.asarray(jobs.completed_write_time, np.float64).sum(axis=0)
         # A job that completed no write in any draw keeps its interval (no measurement).
-        duration = np.where(writes > 0, write_time / np.maximum(writes, 1), intervals**2 / (2 * mtbf))
+        kept = intervals**2 / (2 * mtbf)
+        if fleet.has_overheads:  # √(2·(o + D)·M) = T
+            kept = kept - np.asarray(fleet.overhead, np.float64)
+        duration = np.where(writes > 0, write_time / np.maximum(writes, 1), kept)
         updated = _young(fleet, duration)
         if fleet.has_snapshots:
             updated = np.where(writes > 0, updated, intervals)

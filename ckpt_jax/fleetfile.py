@@ -45,6 +45,7 @@ of identical jobs and the fleet-wide storage, power and design settings::
     write_limit = 0.25             # optional: the job's own write rate cap b (default: none)
     snapshot = 0.05                # optional: two-level checkpoints, the blocking snapshot s
     recovery_read = 0.5            # optional: volume re-read after a restart (default 0)
+    overhead = 0.2                 # optional: fixed time each checkpoint blocks before its write
     failure_shape = 0.7            # optional: this group's Weibull shape (default: the top level's)
     domain = "rack-a"              # optional: its failure domain (default "cluster")
 
@@ -59,6 +60,9 @@ read relative to the fleet file; ``mtbf`` still sets Young's intervals and the d
 bounds). ``[launch]`` is how every run of the file starts (docs/model.md §1f, launch modes).
 ``snapshot`` (docs/model.md §1d) is all or nothing: once one group has it, every group must,
 and the fleet checkpoints in two levels (the write then drains in the background).
+``overhead`` is the fixed checkpoint overhead o of docs/model.md §1g (the barrier, serialising
+the state, metadata, the commit: ``"30 s"`` in a file with units): each checkpoint first blocks
+its job for o, then writes; Young's interval becomes √(2(o + D)M).
 ``recovery_read`` and ``fail_while_down`` are the recovery of docs/model.md §1e: after its
 restart a failed job re-reads that volume through the shared storage, and with
 ``fail_while_down`` a failure during the restart or the read starts the recovery over.
@@ -150,7 +154,8 @@ class Group(NamedTuple):
     (None: Young's, `FleetSpec.young`), design bounds (lo, hi) (None: the fleet's), write
     limit b (None: none), snapshot s (None: blocking checkpoints; docs/model.md §1d) and
     recovery read r (None: none; §1e), failure domain (None: `DEFAULT_DOMAIN`; §1f), Weibull
-    shape, and a floor on the designed interval (None: none; a budget, docs/model.md §1g)."""
+    shape, a floor on the designed interval (None: none; a budget, docs/model.md §1g) and fixed
+    checkpoint overhead o (None: none; §1g)."""
 
     name: str
     count: int
@@ -166,6 +171,7 @@ class Group(NamedTuple):
     domain: str | None = None
     failure_shape: float | None = None
     min_interval: float | None = None
+    overhead: float | None = None
 
 
 class Outage(NamedTuple):
@@ -351,6 +357,15 @@ class FleetSpec:
         """(N,) each job's snapshot duration s (0 without snapshots)."""
         return self._per_job_or("snapshot", 0.0)
 
+    @property
+    def has_overheads(self) -> bool:
+        """Whether some group has a fixed checkpoint overhead o > 0 (docs/model.md §1g)."""
+        return any((group.overhead or 0.0) > 0 for group in self.groups)
+
+    def overheads(self) -> np.ndarray:
+        """(N,) each job's fixed checkpoint overhead o (0 where none; docs/model.md §1g)."""
+        return self._per_job_or("overhead", 0.0)
+
     def _per_job_or(self, field: str, default: float) -> np.ndarray:
         values = [default if getattr(g, field) is None else getattr(g, field) for g in self.groups]
         return np.repeat(np.asarray(values, np.float64), [group.count for group in self.groups])
@@ -362,24 +377,30 @@ class FleetSpec:
         return solo_write_time(self.per_job("write"), self.write_limits(), self._f1())
 
     def young(self) -> np.ndarray:
-        """(N,) Young's interval per job: √(2·D·M) with D the write time alone; with snapshots
-        max(√(2·s·M), D), as `cj.design` takes it (the snapshot blocks, and a checkpoint due
-        before the previous drain ended waits for it; `cj.theory.blocking_young`). M is the
-        job's own mtbf, and with drawn ``[[outages]]`` its total 1 / (1/M_i + 1/M_o) with its
-        domain's (`cj.design.baseline_mtbf`)."""
+        """(N,) Young's interval per job: √(2·(o + D)·M) with D the write time alone and o the
+        fixed overhead (docs/model.md §1g; 0 without); with snapshots max(√(2·(o + s)·M), D), as
+        `cj.design` takes it (the overhead and the snapshot block, and a checkpoint due before
+        the previous drain ended waits for it; `cj.theory.blocking_young`). M is the job's own
+        mtbf, and with drawn ``[[outages]]`` its total 1 / (1/M_i + 1/M_o) with its domain's
+        (`cj.design.baseline_mtbf`)."""
         from .theory import blocking_young
 
         drawn = bool(self.outages) and self.outages[0].mtbf is not None
         mtbf = self.failure_mtbf() if drawn else self.per_job("mtbf")
-        return blocking_young(self.solo_write_time(), mtbf, self.snapshots() if self.has_snapshots else None)
+        write = self.solo_write_time()
+        if self.has_snapshots:
+            snapshot = self.snapshots()
+            return blocking_young(write, mtbf, self.overheads() + snapshot if self.has_overheads else snapshot)
+        return blocking_young(self.overheads() + write if self.has_overheads else write, mtbf)
 
     def period(self, intervals=None) -> np.ndarray:
         """(N,) each job's solo period at ``intervals`` (default `intervals`): T + D, or with
-        snapshots s + max(T, D) (`cj.Fleet.period`)."""
+        snapshots s + max(T, D), plus the fixed overhead o where there is one (`cj.Fleet.period`)."""
         from .theory import solo_period
 
         compute = self.intervals() if intervals is None else np.asarray(intervals, np.float64)
-        return solo_period(compute, self.solo_write_time(), self.snapshots() if self.has_snapshots else None)
+        period = solo_period(compute, self.solo_write_time(), self.snapshots() if self.has_snapshots else None)
+        return self.overheads() + period if self.has_overheads else period
 
     def intervals(self) -> np.ndarray:
         """(N,) compute intervals: each group's ``compute``, else Young's."""
@@ -467,6 +488,7 @@ class FleetSpec:
             idle_power=self.idle_power,
             recovery_read=self._per_job_or("recovery_read", 0.0),
             fail_while_down=self.fail_while_down,
+            overhead=self.overheads(),
             **(self.outage_arguments() if failures else {}),
             dtype=dtype,
         )
@@ -504,6 +526,7 @@ class FleetSpec:
             "write_limit": None,
             "snapshot": None,
             "recovery_read": None,
+            "overhead": None,
             "fail_while_down": False,
             "recover_from": "storage",
             "idle_power": 0.0,
@@ -718,6 +741,7 @@ _GROUP = (
     "domain",
     "failure_shape",
     "min_interval",
+    "overhead",
     # with units: twins of size, write, compute and write_limit
     "gpus",
     "checkpoint",
@@ -729,7 +753,7 @@ _GROUP = (
 _TWINS = {"gpus": "size", "checkpoint": "write", "interval": "compute"}
 # The unit every field runs in within a file with units (size and cap count GPUs).
 _BASE_UNITS = {
-    **dict.fromkeys(("mtbf", "restart", "compute", "snapshot", "bounds", "delay", "horizon", "times"), "s"),
+    **dict.fromkeys(("mtbf", "restart", "compute", "snapshot", "bounds", "delay", "horizon", "times", "overhead"), "s"),
     "restart_stagger": "s",
     **dict.fromkeys(("write", "recovery_read"), "B"),
     **dict.fromkeys(("write_limit", "throughput"), "B/s"),
@@ -810,6 +834,7 @@ def _group(reader: _Reader, table, index: int, failure_rate: float | None, shape
         reader.source(f"{field}.write_limit", f"{field}.write_limit_per_node", how)
     snapshot = table.get("snapshot")
     recovery_read = table.get("recovery_read")
+    overhead = table.get("overhead")
     domain = table.get("domain")
     if domain is not None:
         _domain_name(reader, domain, f"{field}.domain")
@@ -836,6 +861,7 @@ def _group(reader: _Reader, table, index: int, failure_rate: float | None, shape
         min_interval=None
         if "min_interval" not in table
         else reader.quantity(table["min_interval"], f"{field}.min_interval", "duration"),
+        overhead=None if overhead is None else reader.quantity(overhead, f"{field}.overhead", "duration", strict=False),
     )
 
 
@@ -1336,6 +1362,7 @@ def _combinations(reader: _Reader, spec: FleetSpec) -> None:
     if spec.storage_policy not in QUEUE_POLICIES:
         return
     reading = [i for i, group in enumerate(spec.groups) if (group.recovery_read or 0.0) > 0]
+    overheads = [i for i, group in enumerate(spec.groups) if (group.overhead or 0.0) > 0]
     conflicts = (
         ("groups[0].snapshot", spec.has_snapshots, "two-level checkpoints (snapshot)", "drop the snapshots"),
         ("async_fraction", spec.async_fraction > 0, "asynchronous writes (async_fraction > 0)", "set it to 0"),
@@ -1348,6 +1375,12 @@ def _combinations(reader: _Reader, spec: FleetSpec) -> None:
         ),
         ("fail_while_down", spec.fail_while_down, "failures while down (fail_while_down = true)", "set it to false"),
         ("outages[0]", bool(spec.outages), "common-cause outages ([[outages]])", "drop them"),
+        (
+            f"groups[{overheads[0] if overheads else 0}].overhead",
+            bool(overheads),
+            "a fixed checkpoint overhead (overhead > 0)",
+            "drop it",
+        ),
     )
     for field, present, what, fix in conflicts:
         if present:
@@ -1392,7 +1425,7 @@ def _engine_checks(reader: _Reader, spec: FleetSpec, dtype) -> None:
         for key in ("size", "write", "mtbf", "compute", "write_limit"):
             if getattr(group, key) is not None:
                 reader.engine_range(getattr(group, key), f"groups[{i}].{key}", dtype)
-        for key in ("restart", "snapshot", "recovery_read"):  # 0 is allowed
+        for key in ("restart", "snapshot", "recovery_read", "overhead"):  # 0 is allowed
             if (getattr(group, key) or 0.0) > 0:
                 reader.engine_range(getattr(group, key), f"groups[{i}].{key}", dtype)
         for end, value in enumerate(group.bounds or ()):
@@ -1439,6 +1472,7 @@ def _engine_checks(reader: _Reader, spec: FleetSpec, dtype) -> None:
     with np.errstate(over="ignore"):
         period = spec.period()
     rule = "s + max(T, d / min(b, f(1)))" if spec.has_snapshots else "T + d / f(1)"
+    rule = f"o + {rule}" if spec.has_overheads else rule
     for i in range(len(spec.groups)):  # as cj.Fleet checks it
         reader.engine_range(period[spec.labels == i][0], f"groups[{i}] (its solo period {rule})", dtype)
     # The design's runs: events to the horizon, at least those of the failures (every group fails).
@@ -1796,6 +1830,7 @@ _FIELD_KINDS = {
     "write_limit": "bandwidth",
     "snapshot": "duration",
     "recovery_read": "size",
+    "overhead": "duration",
     "restart_stagger": "duration",
     "times": "duration",
     "stagger": "duration",

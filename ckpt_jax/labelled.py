@@ -99,6 +99,7 @@ _VARIABLES = {
     "jobs_stagger_time": (("job",), "stagger time", _TIME, "time down for the restart stagger"),
     "jobs_outage_lost_work": (("job",), "outage lost work", _WORK, "compute work lost to outages"),
     "jobs_outage_down_time": (("job",), "outage down time", _TIME, "down after outages"),
+    "jobs_overhead_time": (("job",), "overhead time", _TIME, "blocked in the fixed overheads of checkpoints"),
     "power_time": (("bin",), "time at power", _TIME, "time with the draw P in each bin"),
     "power_edges": (("edge",), "power bin edges", _DRAW, "SaveAt.power_bins"),
     "power_mean": ((), "mean power", _DRAW, "time-weighted mean of P over the run"),

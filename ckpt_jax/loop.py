@@ -13,7 +13,8 @@ not by hand.
 * `init_carry(params, phase, remaining, n_fires, queue_size, use_jitter, sharing=Sharing(),
   track_work=False, use_failures=False, use_snapshot=False)` — the loop state (`Carry`) of one
   fleet, from traced values too (no host checks); with the work accounting and failures of
-  docs/model.md §1c, and the snapshots of two-level checkpoints (§1d);
+  docs/model.md §1c, and the snapshots of two-level checkpoints (§1d); the fixed overhead of
+  a checkpoint (§1g) wherever the params have one (`Params.overhead`);
 * `step(params, carry, running, n_fires, use_delay, use_jitter, horizon=None, sharing=Sharing(),
   use_failures=False, use_snapshot=False)` — one event (`advance` steps without failures);
 * `advance(params, carry, max_events=..., stop=..., horizon=..., observe=...)` — the

@@ -58,6 +58,7 @@ def check_queue_policy(
     recovery_read=None,
     fail_while_down: bool = False,
     outages: bool = False,
+    overhead=None,
 ) -> None:
     """Refuses the variants the queueing storage policies (docs/model.md §1e) do not serve
     yet, naming the argument: a checkpoint request that waits while its job computes is not
@@ -65,7 +66,8 @@ def check_queue_policy(
     > 0), a delayed controller (``delay`` > 0) or compute jitter (``jitter`` > 0); and recovery
     reads (``recovery_read`` > 0, which would need their own grant), failures while down
     (``fail_while_down``) and common-cause outages (``outages``, docs/model.md §1f) are not
-    checked against the queueing reference yet."""
+    checked against the queueing reference yet; nor is a fixed checkpoint overhead
+    (``overhead`` > 0, docs/model.md §1g: the grant would start it, not the write)."""
     if storage_policy not in QUEUE_POLICIES:
         return
     why = f"storage_policy={storage_policy!r} (docs/model.md §1e) does not serve "
@@ -83,6 +85,8 @@ def check_queue_policy(
         raise ValueError(why + "fail_while_down=True yet; it must be False")
     if outages:
         raise ValueError(why + "common-cause outages (outage_mtbf or outage_times) yet; drop them")
+    if overhead is not None and np.any(np.asarray(overhead) > 0):
+        raise ValueError(why + f"overhead > 0 yet (got {short_repr(overhead)}); it must be 0")
 
 
 def _float_dtype(dtype, *arrays) -> np.dtype:
@@ -124,9 +128,10 @@ def _solo_write(write, write_limit, throughput):
 
 
 @jax.jit
-def _period(compute, write, write_limit, throughput, two_level, snapshot):
+def _period(compute, write, write_limit, throughput, two_level, snapshot, overhead):
     solo = _solo_write(write, write_limit, throughput)
-    return jnp.where(two_level[..., None], snapshot + jnp.maximum(compute, solo), compute + solo)
+    # o + x is x bit for bit where o = 0 (docs/model.md §1g).
+    return overhead + jnp.where(two_level[..., None], snapshot + jnp.maximum(compute, solo), compute + solo)
 
 
 @dataclasses.dataclass(frozen=True, init=False)
@@ -227,8 +232,16 @@ class Fleet:
         jobs that outage failed) at t + R_k + k·Δ. A job's own failures are unchanged.
         Default 0.
       idle_power: p_idle in [0, 1] (docs/model.md §1d): the draw of a job that does not
-        compute (snapshot, waiting, blocking write, down) per unit of size; scalar or (*B,).
-        Default 0. Used by ``SaveAt(power=True)`` only.
+        compute (overhead, snapshot, waiting, blocking write, down) per unit of size; scalar
+        or (*B,). Default 0. Used by ``SaveAt(power=True)`` only.
+      overhead: the fixed checkpoint overhead o_i >= 0 (docs/model.md §1g), wall-clock per
+        checkpoint: at each firing the job first spends o_i blocked (the barrier, serialising
+        the state, metadata operations, the commit), neither computing nor using the storage
+        (not in n_w or n_c; idle power), then writes (with ``snapshot``, snapshots). A failure
+        during it loses what one during the write (the snapshot) loses. Finite, a scalar or
+        broadcastable to (*B, N). Default 0: none, and every result is as without it, bit
+        for bit. Fleets with some o_i > 0 run on the general engine; the queueing storage
+        policies (``"fcfs_nonblocking"``, ``"cooperative"``) do not take it yet.
       dtype: float32 or float64; default float64 under ``jax_enable_x64``, else float32.
 
     Attributes are stored broadcast to the full batch shape as JAX arrays; ``cap`` is
@@ -264,6 +277,7 @@ class Fleet:
     outage_times: jax.Array
     outage_domains: jax.Array
     restart_stagger: jax.Array
+    overhead: jax.Array
 
     def __init__(
         self,
@@ -292,6 +306,7 @@ class Fleet:
         outage_mtbf: ArrayLike | None = None,
         outage_times: ArrayLike | None = None,
         restart_stagger: ArrayLike = 0.0,
+        overhead: ArrayLike = 0.0,
         dtype=None,
     ):
         check_policy("power_policy", power_policy, POWER_POLICIES)
@@ -320,6 +335,9 @@ class Fleet:
         read_np = _per_job("recovery_read", recovery_read, 0.0, job_shape)
         _refuse("recovery_read", read_np, ~(np.isfinite(read_np) & (read_np >= 0)), "finite and >= 0")
         check_range("recovery_read", np.where(read_np > 0, read_np, 1.0), dtype)
+        overhead_np = _per_job("overhead", overhead, 0.0, job_shape)
+        _refuse("overhead", overhead_np, ~(np.isfinite(overhead_np) & (overhead_np >= 0)), "finite and >= 0")
+        check_range("overhead", np.where(overhead_np > 0, overhead_np, 1.0), dtype)
         cap_np, uncapped, shown_cap = _cap_array(cap, batch_shape, dtype)
         delay_np = _per_fleet("delay", delay, 0.0, batch_shape, dtype)
         alpha_np = _per_fleet("async_fraction", async_fraction, 0.0, batch_shape, dtype)
@@ -338,6 +356,7 @@ class Fleet:
             delay=delay_np,
             recovery_read=read_np,
             fail_while_down=bool(fail_while_down),
+            overhead=overhead_np,
         )
         outages = check_outages(domain, outage_mtbf, outage_times, restart_stagger, job_shape, active_np, dtype)
         check_queue_policy(
@@ -368,6 +387,7 @@ class Fleet:
             snapshot=np.where(active_np, snapshot_np, 0.0),
             idle_power=idle_np,
             recovery_read=np.where(active_np, read_np, 0.0),
+            overhead=np.where(active_np, overhead_np, 0.0),
         )
         for name, value in fields.items():
             object.__setattr__(self, name, jnp.asarray(value, dtype=dtype))
@@ -386,6 +406,8 @@ class Fleet:
         object.__setattr__(self, "_snapshots", snapshot is not None)
         # Static too: whether some job re-reads its checkpoint after a failure (§1e).
         object.__setattr__(self, "_reads", bool(np.any(fields["recovery_read"] > 0)))
+        # Static too: whether some active job has a fixed checkpoint overhead (§1g).
+        object.__setattr__(self, "_overheads", bool(np.any(fields["overhead"] > 0)))
         _set_outages(self, outages, dtype)
         # Static too: whether a job that fails from draws has a Weibull shape k != 1 (§1f); with
         # k = 1 everywhere the exponential draws of §1c run unchanged, bit for bit.
@@ -421,6 +443,7 @@ class Fleet:
                 ("write_limit", np.inf),
                 ("idle_power", 0.0),
                 ("recovery_read", 0.0),
+                ("overhead", 0.0),
             )
             if np.any(np.asarray(getattr(self, name)) != default)
         ]
@@ -528,6 +551,12 @@ class Fleet:
         return bool(getattr(self, "_reads", False))
 
     @property
+    def has_overheads(self) -> bool:
+        """Whether some active job has a fixed checkpoint overhead (``overhead`` > 0,
+        docs/model.md §1g): decided on the host."""
+        return bool(getattr(self, "_overheads", False))
+
+    @property
     def has_write_limits(self) -> bool:
         """Whether some active job has a finite ``write_limit`` (docs/model.md §1d)."""
         return bool(getattr(self, "_limited", False))
@@ -539,15 +568,18 @@ class Fleet:
 
     @property
     def period(self) -> jax.Array:
-        """Solo cycle time of each job, shape (*B, N): T_i + D_i with blocking checkpoints,
-        s_i + max(T_i, D_i) with two-level ones (`solo_write`, docs/model.md §1d)."""
-        return _period(self.compute, self.write, self.write_limit, self.throughput, self.two_level, self.snapshot)
+        """Solo cycle time of each job, shape (*B, N): T_i + o_i + D_i with blocking checkpoints,
+        o_i + s_i + max(T_i, D_i) with two-level ones (`solo_write`, docs/model.md §1d, §1g)."""
+        return _period(
+            self.compute, self.write, self.write_limit, self.throughput, self.two_level, self.snapshot, self.overhead
+        )
 
     def events(self, horizon) -> np.ndarray:
         """About how many events each fleet steps up to the horizon H, shape (*B,), every
         kind counted (`events_to`): per solo cycle (`period`) its firing and its write end
         (with a two-level checkpoint, the snapshot's end and the drain's end), each doubled
-        by a delayed controller (a change of the computing count schedules an update);
+        by a delayed controller (a change of the computing count schedules an update), plus
+        the overhead's end where o_i > 0 (docs/model.md §1g);
         per failure (docs/model.md §1c) the failure and the restart's end, plus the recovery
         read's end (§1e); and each outage instant (§1f, `outage_events`). An estimate, as
         `ckpt_jax.fleetfile.FleetSpec.events`, to size a run to ``until=H`` (its
@@ -556,6 +588,7 @@ class Fleet:
         two_level = np.asarray(self.two_level)[..., None]
         delayed = (np.asarray(self.delay) > 0)[..., None]
         per_cycle = np.where(two_level, 3.0, 2.0) * np.where(delayed, 2.0, 1.0)
+        per_cycle = per_cycle + (np.asarray(self.overhead) > 0) * np.where(delayed, 2.0, 1.0)
         per_failure = np.where(np.asarray(self.recovery_read) > 0, 3.0, 2.0)
         jobs = events_to(
             horizon,
@@ -652,6 +685,7 @@ _FLEET_FIELDS = (
     "outage_times",
     "outage_domains",
     "restart_stagger",
+    "overhead",
 )
 
 
@@ -897,6 +931,7 @@ _FLEET_STATIC = (
     "_reads",
     "_outages",
     "_weibull",
+    "_overheads",
 )
 
 

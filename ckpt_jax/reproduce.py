@@ -83,6 +83,10 @@ CLAIMS = {
     "only where the synchronous state is neutral (f ∝ n, or N = 2); under storage contention with N ≥ 3 the "
     "storm dissolves in ~log(m/σ) cycles. (d) On a realistic cluster with an outage rate (the LLM cluster "
     "example): what the outages and the storms after them cost, and whether a restart stagger pays.",
+    15: "Checkpoints as they cost: with a fixed overhead o per checkpoint the best interval of a lone job moves "
+    "from about √(2DM) to about √(2(o + D)M); on the LLM cluster example and a sweep of o from 0 to 120 s, how "
+    "far the designed intervals move and the GPU-hours a day they save against today's and against Young with "
+    "and without o.",
 }
 CLAIM_NAMES = {
     1: "pairwise neutrality",
@@ -99,6 +103,7 @@ CLAIM_NAMES = {
     12: "power steps",
     13: "interval design against cooperative scheduling",
     14: "common causes make storms; stagger removes them",
+    15: "checkpoints as they cost",
 }
 
 VERDICT_WORDS = {

@@ -49,6 +49,7 @@ JOB_FIELDS = {
     "snapshot": 0.0,
     "recovery_read": 0.0,
     "domain": 0,
+    "overhead": 0.0,
 }
 # Per-fleet spec keys the engine's Fleet takes (a batch gets one value per fleet).
 FLEET_FIELDS = ("delay", "async_fraction", "idle_power", "restart_stagger")

@@ -615,6 +615,7 @@ def simulate_realistic_reference(
     domain=None,
     outages=None,
     restart_stagger=0,
+    overhead=None,
     exact=True,
     max_events=1000000,
 ):
@@ -676,8 +677,14 @@ def simulate_realistic_reference(
     such a restart; ``outage_lost_work`` and ``outage_down_time`` the work outages made it lose
     and its time down (restart and read) after them.
 
-    Power: a computing job draws w_i times its compute rate; any other job (snapshot, waiting,
-    blocking write, down, reading) draws ``idle_power`` * w_i.
+    Fixed overhead (§1g). A firing of a job with o_i > 0 does not start its snapshot or write:
+    the job is first ``overheading`` for o_i of wall clock (neither computing nor a storage
+    user); the overhead's end (step 2b of an instant, after the snapshots that end) does what
+    the firing would have done. A failure during it loses the pending checkpoint, as one during
+    a snapshot or an unsafe drain does, and abandons the overhead.
+
+    Power: a computing job draws w_i times its compute rate; any other job (overhead, snapshot,
+    waiting, blocking write, down, reading) draws ``idle_power`` * w_i.
 
     Args:
       compute, write: per-job T_i and d_i (length N).
@@ -699,6 +706,7 @@ def simulate_realistic_reference(
       domain: None (one domain), or per job its failure domain (an int).
       outages: None, or a list of (time, domain) outage instants (any order).
       restart_stagger: Δ >= 0, the restart stagger of the jobs one outage fails.
+      overhead: None (none), one o >= 0 for every job, or per job o_i (§1g).
       exact: compute in Fractions (default), else in the inputs' own arithmetic.
       max_events: bound on the number of event instants before RuntimeError.
 
@@ -712,9 +720,10 @@ def simulate_realistic_reference(
       firing, or with two-level checkpoints from the snapshot end),
       ``failure_times`` (those that hit, outages' included), ``restart_times``, ``read_time``
       and ``read_ends`` (the instants recovery reads ended), ``outage_failures`` (the failures
-      outages caused, counted in ``failures`` too) and ``stagger_time``. Per fleet: ``event_times`` (the
-      instants stepped; the last is H), ``power``: the draw as a list of (t_start, t_end, P)
-      over the steps of positive length, covering [0, H], and ``total_size`` (sum of w_i).
+      outages caused, counted in ``failures`` too), ``stagger_time`` and ``overhead_time``
+      (§1g). Per fleet: ``event_times`` (the instants stepped; the last is H), ``power``: the
+      draw as a list of (t_start, t_end, P) over the steps of positive length, covering [0, H],
+      and ``total_size`` (sum of w_i).
     """
     num = _exact if exact else (lambda x: x)
     n_jobs = len(compute)
@@ -735,6 +744,8 @@ def simulate_realistic_reference(
     idle = num(idle_power)
     reads = recovery_read if isinstance(recovery_read, (list, tuple)) else [recovery_read or 0] * n_jobs
     r = [num(x) for x in reads]
+    overheads = overhead if isinstance(overhead, (list, tuple)) else [overhead or 0] * n_jobs
+    o = [num(x) for x in overheads]
     assert power_policy in ("maxmin", "uniform") and storage_policy in ("fair", "weighted", "fcfs")
     assert recover_from in ("storage", "memory")
     assert not (two_level and alpha > 0), "snapshots and async_fraction exclude each other"
@@ -760,6 +771,7 @@ def simulate_realistic_reference(
     down, back = [False] * n_jobs, [zero] * n_jobs
     reading, read_left = [False] * n_jobs, [zero] * n_jobs
     draining, snapping, waiting = [False] * n_jobs, [False] * n_jobs, [False] * n_jobs
+    overheading, overhead_left = [False] * n_jobs, [zero] * n_jobs
     write_left, snap_left, compute_left = [zero] * n_jobs, [zero] * n_jobs, [zero] * n_jobs
     fire_count = [0] * n_jobs
     uncovered = [zero] * n_jobs  # work done since the job's last firing (or t = 0)
@@ -793,6 +805,7 @@ def simulate_realistic_reference(
             "stagger_time",
             "outage_lost_work",
             "outage_down_time",
+            "overhead_time",
         )
     }
     out["failures"] = [0] * n_jobs
@@ -802,7 +815,7 @@ def simulate_realistic_reference(
     event_times, power = [], []
 
     def is_computing(i):
-        if down[i] or reading[i] or snapping[i] or waiting[i]:
+        if down[i] or reading[i] or snapping[i] or waiting[i] or overheading[i]:
             return False
         return not draining[i] or two_level or alpha > 0
 
@@ -843,6 +856,13 @@ def simulate_realistic_reference(
         out["end_times"][i].append(None)
         waiting[i] = False
         pending[i], uncovered[i], safe[i] = uncovered[i], zero, False
+        if o[i] > 0:
+            overheading[i], overhead_left[i] = True, o[i]
+        else:
+            release(i, now)
+
+    def release(i, now):
+        """The checkpoint fired (its overhead over) starts its snapshot or its write."""
         if two_level:
             snapping[i], snap_left[i] = True, s[i]
             if s[i] == 0:
@@ -887,6 +907,8 @@ def simulate_realistic_reference(
                 relative.append(compute_left[i] / compute_rate[i])
             if snapping[i] and not down[i]:
                 relative.append(snap_left[i])
+            if overheading[i] and not down[i]:
+                relative.append(overhead_left[i])
         absolute = [H] + [x for x in outage_instants if x > t][:1]
         for i in range(n_jobs):
             if down[i]:
@@ -903,7 +925,7 @@ def simulate_realistic_reference(
         # Advance every job linearly over [t, t_next).
         if dt > 0:
             power.append((t, t_next, draw))
-        drain_ended, snap_ended, compute_ended, read_ended = [], [], [], []
+        drain_ended, snap_ended, compute_ended, read_ended, overhead_ended = [], [], [], [], []
         for i in range(n_jobs):
             if (down[i] or reading[i]) and by_outage[i]:
                 out["outage_down_time"][i] += dt
@@ -929,6 +951,13 @@ def simulate_realistic_reference(
                     snap_ended.append(i)
                 else:
                     snap_left[i] -= dt
+            if overheading[i]:
+                out["overhead_time"][i] += dt
+                if overhead_left[i] == dt:
+                    overhead_left[i] = zero
+                    overhead_ended.append(i)
+                else:
+                    overhead_left[i] -= dt
             if waiting[i]:
                 out["wait_time"][i] += dt
             if i in computing:
@@ -973,6 +1002,10 @@ def simulate_realistic_reference(
         # (2) snapshots that end: the drain and the next compute cycle start.
         for i in snap_ended:
             end_snapshot(i, t)
+        # (2b) overheads that end: the checkpoint starts its snapshot or its write.
+        for i in overhead_ended:
+            overheading[i] = False
+            release(i, t)
         # (3) compute ends: fire, or wait while the job's own drain is in flight;
         # (4) jobs waiting on a drain that just ended fire at the same instant.
         for i in compute_ended:
@@ -997,7 +1030,7 @@ def simulate_realistic_reference(
             times = failures_in[i]
             out["failures"][i] += 1
             out["failure_times"][i].append(t)
-            unsafe = snapping[i] or (draining[i] and not safe[i])
+            unsafe = snapping[i] or overheading[i] or (draining[i] and not safe[i])
             out["lost_work"][i] += uncovered[i] + (pending[i] if unsafe else zero)
             if outage:
                 out["outage_lost_work"][i] += uncovered[i] + (pending[i] if unsafe else zero)
@@ -1008,6 +1041,7 @@ def simulate_realistic_reference(
                 else:
                     started_now.remove(i)
             draining[i], snapping[i], waiting[i], initial_drain[i] = False, False, False, False
+            overheading[i], overhead_left[i] = False, zero
             reading[i], read_left[i], down[i] = False, zero, False
             write_left[i], snap_left[i] = zero, zero
             uncovered[i], pending[i], safe[i] = zero, zero, False

@@ -47,12 +47,16 @@ STATS = (
 POLICIES = [(power, storage) for power in ("maxmin", "uniform") for storage in ("fair", "weighted", "fcfs")]
 
 
-def random_spec(rng, grid, two_level, failing, asynchronous=False, jitter=False, sized=True, limited=True):
+def random_spec(
+    rng, grid, two_level, failing, asynchronous=False, jitter=False, sized=True, limited=True, overhead=False
+):
     """One fleet of 2..N_SLOTS active jobs in N_SLOTS slots, as a dict of Python values.
 
     ``sized``: sizes from {1, 2, 4}, one at least not 1, else all 1; ``limited``: write limits,
     one at least finite, else none. The engine runs fleets with and without sizes (and
-    limits) of one call as separate programs, so each call here draws one kind."""
+    limits) of one call as separate programs, so each call here draws one kind. ``overhead``:
+    fixed checkpoint overheads (docs/model.md §1g), one at least positive, some 0 (drawn
+    last, so the other fields are those drawn without)."""
     n_active = int(rng.integers(2, N_SLOTS + 1))
     slots = sorted(int(x) for x in rng.permutation(N_SLOTS)[:n_active])
     if grid:
@@ -93,7 +97,16 @@ def random_spec(rng, grid, two_level, failing, asynchronous=False, jitter=False,
             times = rng.integers(0, int(8 * horizon) + 1, count) / 8 if grid else rng.uniform(1e-3, horizon, count)
             failures[job] = sorted({float(x) for x in times})
     function = THROUGHPUT_KINDS[kind]
+    overheads = None
+    if overhead:
+        if grid:
+            overheads = [float(x) for x in rng.integers(0, 5, n_active) / 4]
+        else:
+            overheads = [0.0 if rng.random() < 0.25 else float(x) for x in rng.uniform(0.01, 0.8, n_active)]
+        if not any(overheads):
+            overheads[int(rng.integers(n_active))] = 0.5
     return dict(
+        overhead=overheads,
         grid=grid,
         slots=slots,
         compute=compute,
@@ -143,6 +156,7 @@ def reference(spec, policies, recover_from="storage", horizon=None):
         domain=spec.get("domain"),
         outages=spec.get("outages"),
         restart_stagger=spec.get("restart_stagger") or 0,
+        overhead=spec.get("overhead"),
     )
 
 
@@ -167,13 +181,15 @@ def with_ties(rng, spec, policies, recover_from="storage"):
     return spec
 
 
-def random_specs(seed, kinds, policies, recover_from, sized=True, limited=True):
+def random_specs(seed, kinds, policies, recover_from, sized=True, limited=True, overhead=False):
     """One resolvable fleet per (grid, two_level, failing, asynchronous) in ``kinds``."""
     rng = np.random.default_rng(seed)
     specs = []
     for grid, two_level, failing, asynchronous in kinds:
         while True:
-            spec = random_spec(rng, grid, two_level, failing, asynchronous, sized=sized, limited=limited)
+            spec = random_spec(
+                rng, grid, two_level, failing, asynchronous, sized=sized, limited=limited, overhead=overhead
+            )
             if grid and failing:
                 spec = with_ties(rng, spec, policies, recover_from)
             if max(map(len, spec["failures"])) <= N_LISTED and resolvable(spec, policies, recover_from):
@@ -350,6 +366,18 @@ def failures_hit(spec, policies, recover_from):
             if len(between) == 1:
                 phases.add("snapshot" if between[0] < snapshot_end else "drain")
     return phases
+
+
+@pytest.mark.parametrize(
+    "kinds, policies, recover_from",
+    [(BLOCKING, ("maxmin", "fcfs"), "storage"), (TWO_LEVEL, ("uniform", "weighted"), "memory")],
+    ids=["blocking", "two-level"],
+)
+def test_engine_matches_the_realistic_reference_with_overheads(kinds, policies, recover_from):
+    # The fixed overhead (docs/model.md §1g) before the write or the snapshot, failures hitting
+    # it among the others (grid fleets put some at its very instants).
+    seed = 24_400 + (kinds is TWO_LEVEL)
+    check(random_specs(seed, kinds, policies, recover_from, overhead=True), policies, recover_from=recover_from)
 
 
 def test_engine_matches_the_realistic_reference_without_failure_times():

@@ -93,7 +93,8 @@ class Switch(NamedTuple):
 
 class Instant(NamedTuple):
     """A general-engine iteration: the time before it, whether the lane ran, per job bit
-    flags (1: fired, 2: ended, 4: was draining, 8: was waiting, 16: was taking a snapshot)
+    flags (1: fired, 2: ended, 4: was draining, 8: was waiting, 16: was taking a snapshot,
+    32: was spending a checkpoint's fixed overhead)
     and, where the run observes it, the fleet's power draw during the interval."""
 
     time: jax.Array  # (B,)
@@ -117,6 +118,8 @@ class Instant(NamedTuple):
         if before.snapping is not None:
             bits.append(before.snapping)
         flags = sum(bit.astype(jnp.int8) << i for i, bit in enumerate(bits))
+        if before.overhead is not None:  # docs/model.md §1g
+            flags = flags + (before.overhead.astype(jnp.int8) << 5)
         return Instant(time=before.time, running=running, flags=jnp.asarray(flags, jnp.int8), draw=draw)
 
     def view(self, params, after, n_fires: int, n_active, use_async: bool = True, full_draw=None) -> EventView:
@@ -157,6 +160,7 @@ class Instant(NamedTuple):
             last_ends=last_ends,
             n_active=n_active,
             snapping=params.active & ((self.flags & 16) > 0) if after.snapping is not None else None,
+            overhead=params.active & ((self.flags & 32) > 0) if after.overhead is not None else None,
             draw=self.draw,
             full_draw=full_draw,
         )

@@ -226,6 +226,8 @@ class _Instant(NamedTuple):
       read_ends: the recovery reads that ended, or None.
       failure_dt, restart_dt: the time to each job's failure and restart end (with failures).
       outage_dt: (D,) the time to each domain's next outage (with outages), else None.
+      overhead: the jobs spending a checkpoint's fixed overhead after the loop's switches
+        (docs/model.md §1g), or None.
     """
 
     time: jax.Array
@@ -245,6 +247,7 @@ class _Instant(NamedTuple):
     failure_dt: jax.Array | None
     restart_dt: jax.Array | None
     outage_dt: jax.Array | None = None
+    overhead: jax.Array | None = None
 
 
 def switch(
@@ -272,6 +275,7 @@ def switch(
     read_ends=None,
     fail_while_down: bool = False,
     outage_dt=None,
+    overhead=None,
 ):
     """The accounting of one instant, after the loop's write ends, snapshot ends and
     firings, then (with ``use_failures``) its restart ends and failures, in that order.
@@ -283,6 +287,8 @@ def switch(
 
     ``read_ends``: the recovery reads that ended at this instant (where ``work.reading`` is
     kept, docs/model.md §1e); ``fail_while_down``: failures hit restarts and reads too.
+    ``overhead``: the jobs spending a checkpoint's fixed overhead (docs/model.md §1g), or
+    None: a failure there loses what one during the write loses (the loop clears the rows).
 
     Returns ``(work, draining, waiting, write_left, compute_left, snapping, read_starts)``:
     the failed jobs have abandoned their snapshot or write and restart their lost cycle;
@@ -308,6 +314,7 @@ def switch(
         failure_dt=failure_dt,
         restart_dt=restart_dt,
         outage_dt=outage_dt,
+        overhead=overhead,
     )
     new = _account(params, work, now, memory)
     read_starts = None
@@ -436,6 +443,8 @@ def _redo(params: Params, new: WorkCarry, now: _Instant, use_jitter: bool):
     open_checkpoint = now.draining if new.safe is None else now.draining & ~new.safe
     if now.snapping is not None:
         open_checkpoint = open_checkpoint | now.snapping
+    if now.overhead is not None:  # a checkpoint in its overhead is open too (§1g)
+        open_checkpoint = open_checkpoint | now.overhead
     cycle = jnp.maximum(now.fire_count - open_checkpoint.astype(jnp.int32), 0)
     if use_jitter:
         return jitter_works(params.job_keys, params.compute, params.jitter, cycle)

@@ -81,6 +81,10 @@ class Carry(NamedTuple):
       requested: (N,) bool, the job's checkpoint request waits while it computes (the
         queueing storage policies, docs/model.md §1e, `requests`; ``queued_at`` is then the
         request's place), or None under the other policies.
+      overhead: (N,) bool, the job spends the fixed overhead of the checkpoint it fired
+        (docs/model.md §1g): blocked, neither computing nor writing; None where no fleet of
+        the run has one (`Params.overhead` None).
+      overhead_end: (N,) when that overhead ends (meaningful where ``overhead``), or None.
     """
 
     time: jax.Array
@@ -105,6 +109,8 @@ class Carry(NamedTuple):
     snap_end: jax.Array | None = None
     draw: jax.Array | None = None
     requested: jax.Array | None = None
+    overhead: jax.Array | None = None
+    overhead_end: jax.Array | None = None
 
 
 def init_carry(
@@ -126,7 +132,8 @@ def init_carry(
     ``use_failures`` (static) the failure state, of `failures.WorkCarry`; ``use_snapshot``
     the snapshot state of two-level checkpoints (``memory``: recovered from memory) and
     ``use_power`` the power draw (docs/model.md §1d); ``use_recovery`` the recovery reads
-    (docs/model.md §1e)."""
+    (docs/model.md §1e). The overhead's state (docs/model.md §1g) is there where
+    ``params.overhead`` is (no overhead is in progress at t = 0)."""
     dtype = params.compute.dtype
     n_jobs = params.compute.shape[0]
     draining = params.active & (state_phase == 1)
@@ -167,6 +174,8 @@ def init_carry(
         snap_end=jnp.zeros(n_jobs, dtype) if use_snapshot else None,
         draw=jnp.zeros((), dtype) if use_power else None,
         requested=jnp.zeros(n_jobs, bool) if sharing.storage in QUEUE_POLICIES else None,
+        overhead=None if params.overhead is None else jnp.zeros(n_jobs, bool),
+        overhead_end=None if params.overhead is None else jnp.zeros(n_jobs, dtype),
     )
 
 
@@ -189,7 +198,7 @@ def rates(
     compute power and their rate."""
     dtype = params.compute.dtype
     writers = params.active & carry.draining
-    computing = computing_mask(params, carry.draining, carry.waiting, use_async, carry.snapping)
+    computing = _computing(params, carry.draining, carry.waiting, use_async, carry.snapping, carry.overhead)
     if reading is not None:
         writers = writers | (params.active & reading)
         computing = computing & ~reading
@@ -216,6 +225,13 @@ def rates(
     else:
         compute_rate = jnp.where(computing, speed, 0)
     return drains, write_rate, computing, compute_rate.astype(dtype)
+
+
+def _computing(params: Params, draining, waiting, use_async: bool, snapping, overhead):
+    """`computing_mask`, less the jobs spending a checkpoint's fixed overhead (``overhead``,
+    docs/model.md §1g; None where the run has none)."""
+    computing = computing_mask(params, draining, waiting, use_async, snapping)
+    return computing if overhead is None else computing & ~overhead
 
 
 def done(carry: Carry, active, n_fires: int):
@@ -287,6 +303,7 @@ class _Next(NamedTuple):
       failure_dt, restart_dt: (N,) the time to each job's failure and restart end, or None.
       snap_dt: (N,) the time to each snapshot's end, or None.
       outage_dt: (D,) the time to each failure domain's next outage (docs/model.md §1f), or None.
+      overhead_dt: (N,) the time to the end of each job's overhead (docs/model.md §1g), or None.
       dt: () the step (0 where the fleet stops or no event is finite); ``finite``: whether
         the event is finite; ``time``: the event's time.
     """
@@ -309,6 +326,7 @@ class _Next(NamedTuple):
     finite: jax.Array
     time: jax.Array
     outage_dt: jax.Array | None = None
+    overhead_dt: jax.Array | None = None
 
 
 class _Rows(NamedTuple):
@@ -324,6 +342,10 @@ class _Rows(NamedTuple):
       work: the work accounting (None where not kept); ``read_starts``: the recovery reads
         that start (or None); ``live``: the parameters of the jobs up after the instant.
       requested, queued_at: the queued requests and the storage queue's places.
+      released: (N,) the jobs whose checkpoint starts its snapshot or drain now: the firings,
+        or with overheads (docs/model.md §1g) the firings without one and the overheads that
+        end; None: the firings.
+      overhead, overhead_end: the overhead rows (None without overheads).
     """
 
     ends: jax.Array
@@ -346,6 +368,9 @@ class _Rows(NamedTuple):
     live: Any = None
     requested: Any = None
     queued_at: Any = None
+    released: Any = None
+    overhead: Any = None
+    overhead_end: Any = None
 
 
 def switch(params: Params, carry: Carry, running, config: RunConfig, horizon):
@@ -372,10 +397,15 @@ def switch(params: Params, carry: Carry, running, config: RunConfig, horizon):
     the interval stepped. ``use_recovery``: after its restart a failed job re-reads its
     checkpoint (``Params.recovery_read``) as a storage user, then computes (docs/model.md
     §1e); ``fail_while_down``: failures also hit restarts and reads (§1e).
+
+    Where ``params.overhead`` is given (docs/model.md §1g) a firing with o_i > 0 first blocks
+    the job for o_i of wall-clock time; the overhead's end does what the firing would have
+    done (start the snapshot, or the drain).
     """
     nxt = _next_event(params, carry, running, config, horizon)
     rows = _advance_phases(params, carry, running, nxt)
     rows = _write_ends_and_firings(carry, config, rows)
+    rows = _overheads(params, carry, running, nxt, rows)
     rows = _snapshots(params, carry, running, config, nxt, rows)
     rows = _start_phases(params, config, rows)
     rows = _failures(params, carry, running, config, nxt, rows)
@@ -428,6 +458,11 @@ def _next_event(params: Params, carry: Carry, running, config: RunConfig, horizo
         assert carry.snapping is not None and carry.snap_end is not None
         snap_dt = jnp.where(live.active & carry.snapping, carry.snap_end - carry.time, inf)
         dt = jnp.minimum(dt, jnp.min(snap_dt))
+    overhead_dt = None
+    if carry.overhead is not None:  # an overhead ends at a wall-clock time, as a snapshot does (§1g)
+        assert carry.overhead_end is not None
+        overhead_dt = jnp.where(live.active & carry.overhead, carry.overhead_end - carry.time, inf)
+        dt = jnp.minimum(dt, jnp.min(overhead_dt))
     if horizon is not None:  # an event within the snapping tolerance of H happens at H
         dt = to_horizon(dt, carry.time, horizon, dtype)
     finite = jnp.isfinite(dt)
@@ -452,6 +487,7 @@ def _next_event(params: Params, carry: Carry, running, config: RunConfig, horizo
         finite=finite,
         time=time,
         outage_dt=outage_dt,
+        overhead_dt=overhead_dt,
     )
 
 
@@ -509,16 +545,35 @@ def _write_ends_and_firings(carry: Carry, config: RunConfig, rows: _Rows) -> _Ro
     )
 
 
+def _overheads(params: Params, carry: Carry, running, nxt: _Next, rows: _Rows) -> _Rows:
+    """The fixed checkpoint overhead (docs/model.md §1g): a firing with o_i > 0 blocks its job
+    for o_i; the overheads that end release their checkpoint (`_Rows.released`), as the other
+    firings do at once."""
+    if carry.overhead is None:
+        return rows
+    assert params.overhead is not None and carry.overhead_end is not None
+    dtype = params.compute.dtype
+    ends = carry.overhead & running & nxt.finite & snapped(nxt.overhead_dt, 1.0, 0.0, nxt.dt, nxt.time, dtype)
+    blocks = rows.fires & (params.overhead > 0)
+    return rows._replace(
+        released=(rows.fires & ~blocks) | ends,
+        overhead=(carry.overhead & ~ends) | blocks,
+        overhead_end=jnp.where(blocks, nxt.time + params.overhead, carry.overhead_end),
+    )
+
+
 def _snapshots(params: Params, carry: Carry, running, config: RunConfig, nxt: _Next, rows: _Rows) -> _Rows:
     """Two-level checkpoints (docs/model.md §1d): snapshots that end start their drain; a
-    firing starts a snapshot. Elsewhere a firing starts the drain itself."""
+    firing (or an overhead's end, §1g: `_Rows.released`) starts a snapshot. Elsewhere it
+    starts the drain itself."""
+    released = rows.fires if rows.released is None else rows.released
     if not config.use_snapshot:
-        return rows._replace(starts=rows.fires, snapping=carry.snapping, snap_end=carry.snap_end)
+        return rows._replace(starts=released, snapping=carry.snapping, snap_end=carry.snap_end)
     assert carry.snapping is not None and carry.snap_end is not None
     dtype = params.compute.dtype
     snap_ends = carry.snapping & running & nxt.finite & snapped(nxt.snap_dt, 1.0, 0.0, nxt.dt, nxt.time, dtype)
-    snaps = rows.fires & params.two_level & (params.snapshot > 0)
-    starts = (rows.fires & ~snaps) | snap_ends
+    snaps = released & params.two_level & (params.snapshot > 0)
+    starts = (released & ~snaps) | snap_ends
     snapping = (carry.snapping & ~snap_ends) | snaps
     snap_end = jnp.where(snaps, nxt.time + params.snapshot, carry.snap_end)
     return rows._replace(starts=starts, snapping=snapping, snap_end=snap_end)
@@ -568,8 +623,13 @@ def _failures(params: Params, carry: Carry, running, config: RunConfig, nxt: _Ne
         fail_while_down=config.fail_while_down,
         **(dict(failure_dt=nxt.failure_dt, restart_dt=nxt.restart_dt) if config.use_failures else {}),
         outage_dt=nxt.outage_dt,
+        overhead=rows.overhead,
     )
+    overhead = rows.overhead
+    if overhead is not None and config.use_failures:  # a failed job abandons its overhead too (§1g)
+        overhead = overhead & ~failures.failed(carry.work, work)
     return rows._replace(
+        overhead=overhead,
         work=work,
         draining=draining,
         waiting=waiting,
@@ -641,7 +701,9 @@ def _controller_queue(params: Params, carry: Carry, running, config: RunConfig, 
         applied = jnp.where(pop, queue_count[queue_head], applied)
         queue_head = jnp.where(pop, (queue_head + 1) % capacity, queue_head)
         queue_size = queue_size - pop.astype(jnp.int32)
-        now_computing = computing_mask(rows.live, rows.draining, rows.waiting, config.use_async, rows.snapping)
+        now_computing = _computing(
+            rows.live, rows.draining, rows.waiting, config.use_async, rows.snapping, rows.overhead
+        )
         if rows.read_starts is not None:
             assert rows.work is not None and rows.work.reading is not None
             now_computing = now_computing & ~rows.work.reading
@@ -692,6 +754,8 @@ def _kept(carry: Carry, running, nxt: _Next, rows: _Rows, queue) -> Carry:
         snap_end=None if rows.snap_end is None else keep(rows.snap_end, carry.snap_end),
         draw=None if nxt.draw is None else keep(nxt.draw, carry.draw),
         requested=None if rows.requested is None else keep(rows.requested, carry.requested),
+        overhead=None if rows.overhead is None else keep(rows.overhead, carry.overhead),
+        overhead_end=None if rows.overhead_end is None else keep(rows.overhead_end, carry.overhead_end),
     )
 
 
@@ -735,8 +799,10 @@ class GeneralLoop:
     def info(self) -> LoopInfo:
         # Two-level checkpoints: a firing starts a snapshot, not a write, so the jobs
         # observer accumulates write time per interval, as it does where writes are abandoned.
+        # So do overheads (docs/model.md §1g): the time from a firing to its write's end is not the write's.
         config = self.config
-        return loop_info(config, self.params, abandons=config.use_failures or config.use_snapshot)
+        abandons = config.use_failures or config.use_snapshot or self.params.overhead is not None
+        return loop_info(config, self.params, abandons=abandons)
 
     def init(self, phase, remaining) -> Carry:
         """The carry at t = 0: with the work accounting where `RunConfig.track_work`."""
@@ -819,7 +885,9 @@ class GeneralLoop:
             n_writers=jnp.sum(writing, axis=1).astype(jnp.int32),
             fire_count=carry.fire_count,
             writing=writing,
-            abandons=self.config.use_failures,
+            # A job in its overhead at the stop has fired and not written (§1g): the
+            # observer counts the write ends itself, as with failures.
+            abandons=self.config.use_failures or self.params.overhead is not None,
             work=carry.work,
             compute_left=carry.compute_left,
         )

@@ -12,6 +12,7 @@ from ._design_figures import _pyplot, close, figure_text
 
 CAUSE_COLOURS = {
     "checkpoint": "#1f77b4",
+    "overhead": "#17becf",
     "backpressure": "#9467bd",
     "lost_work": "#d62728",
     "restart": "#ff7f0e",
@@ -21,6 +22,7 @@ CAUSE_COLOURS = {
 }
 CAUSE_LABELS = {
     "checkpoint": "checkpoint stalls",
+    "overhead": "checkpoint overheads",
     "backpressure": "waiting on backpressure",
     "lost_work": "work lost to failures",
     "restart": "restarts",

@@ -189,6 +189,7 @@ def power_text(value: float, unit: str) -> str:
 # and JAX, which must start after --devices is set.
 CAUSE_WORDS = {
     "checkpoint": "checkpoint stalls",
+    "overhead": "checkpoint overheads",
     "backpressure": "waiting on backpressure",
     "lost_work": "work lost to failures",
     "restart": "restarts",
@@ -198,18 +199,22 @@ CAUSE_WORDS = {
 }
 
 
-# Causes a fleet without common-cause outages (docs/model.md §1f) never has: left out of the
-# report's sentences and table where they are exactly 0 (assess.json keeps every cause).
+# Causes a fleet without common-cause outages (docs/model.md §1f), or without fixed checkpoint
+# overheads (§1g), never has: left out of the report's sentences and table where they are
+# exactly 0 (assess.json keeps every cause).
 OUTAGE_CAUSES = ("outages", "restart_stagger")
+OPTIONAL_CAUSES = (*OUTAGE_CAUSES, "overhead")
 
 
 def shown_causes(summary: dict) -> list:
-    """The causes the report shows: every one, but the outages' where the fleet has none."""
+    """The causes the report shows: every one, but the outages' and the overheads' where the
+    fleet has none."""
     fleet = summary["gpu_hours_lost_per_day"]["fleet"]
     return [
         cause
         for cause in CAUSE_WORDS
-        if cause not in OUTAGE_CAUSES or fleet[cause]["mean"] != 0 or fleet[cause]["high"] not in (0, None)
+        if cause in fleet  # an assess.json written before the overhead cause has none
+        and (cause not in OPTIONAL_CAUSES or fleet[cause]["mean"] != 0 or fleet[cause]["high"] not in (0, None))
     ]
 
 
@@ -334,7 +339,7 @@ def _groups_lines(spec, summary: dict, shown) -> list:
     ]
     for name in [*names, "fleet"]:
         per_day = summary["gpu_hours_lost_per_day"][name]
-        total = sum(per_day[cause]["mean"] for cause in CAUSE_WORDS)
+        total = sum(per_day[cause]["mean"] for cause in CAUSE_WORDS if cause in per_day)
         label = "**fleet**" if name == "fleet" else md(name)
         lines.append(
             f"| {label} | {summary['gpus'][name]:,.0f} | {_goodput_text(summary['goodput'][name])} | "

@@ -46,8 +46,8 @@ STEP = 0.1  # --sensitivity: ±10 %
 
 SET_HELP = (
     "KEY=VALUE: one override of the fleet file, by its own key (storage.peak='4 TB/s', "
-    "groups[\"8B fine-tune\"].snapshot='10 s', groups[*].interval='20 min', restart='2 min' for every "
-    "group); repeat for more; together they make one scenario"
+    "groups[\"8B fine-tune\"].snapshot='10 s', groups[*].interval='20 min', groups[*].overhead='30 s', "
+    "restart='2 min' for every group); repeat for more; together they make one scenario"
 )
 
 
@@ -603,6 +603,7 @@ _WORDS = {
     "interval": ("longer", "shorter"),
     "restart": ("longer", "shorter"),
     "snapshot": ("longer", "shorter"),
+    "overhead": ("longer", "shorter"),
     "MTBF": ("longer", "shorter"),
     "outage MTBF": ("longer", "shorter"),
     "power cap": ("higher", "lower"),

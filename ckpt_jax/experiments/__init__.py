@@ -26,6 +26,7 @@ from . import (
     jitter,
     memory,
     no_clustering,
+    overhead,
     pairwise_neutrality,
     power_steps,
     spectrum,
@@ -84,4 +85,5 @@ EXPERIMENTS: tuple[Experiment, ...] = (
     power_steps.EXPERIMENT,
     cooperative.EXPERIMENT,
     common_causes.EXPERIMENT,
+    overhead.EXPERIMENT,
 )
