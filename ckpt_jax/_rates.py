@@ -36,6 +36,8 @@ __all__ = [
     "compute_speed",
     "write_rates",
     "capped_fill",
+    "fill_level",
+    "filled_rates",
     "fcfs_head",
     "QUEUE_POLICIES",
     "ONE_AT_A_TIME",
@@ -253,6 +255,14 @@ def _ordered_fill(total, limit, members, order):
     members read in that order with the others' caps zeroed are the sorted caps with zeros
     between them, and x + 0 = x, so the prefix sums, levels and the first member that fits
     are the same numbers, without a sort per event."""
+    return filled_rates(limit, members, fill_level(total, limit, members, order))
+
+
+def fill_level(total, limit, members, order):
+    """The water level λ of `capped_fill` with unit weights, the slots' order by b_i known
+    (``order``, `Params.limit_order`): each member drains at min(b_i, λ) (`filled_rates`);
+    inf where every member runs at its cap. One number per fleet: the general loop carries
+    it from the end of one step into the next (`ckpt_jax._loops.general`)."""
     dtype = limit.dtype
     in_set = members[order]
     ordered = limit[order]
@@ -261,18 +271,27 @@ def _ordered_fill(total, limit, members, order):
     # bits) instead of N − 1 dependent adds, each its own pass.
     before = jnp.concatenate([jnp.zeros((1,), dtype), jnp.cumsum(caps)[:-1]])
     counted = jnp.cumsum(in_set.astype(jnp.int32)) - in_set.astype(jnp.int32)  # members before
-    return _first_fit(total, limit, members, ordered, in_set, before, (jnp.sum(members) - counted).astype(dtype))
+    return _first_fit_level(total, ordered, in_set, before, (jnp.sum(members) - counted).astype(dtype))
+
+
+def filled_rates(limit, members, level):
+    """Each member's rate min(b_i, λ) under the water ``level`` λ (`fill_level`), 0 elsewhere."""
+    return jnp.where(members, jnp.minimum(limit, level), 0).astype(limit.dtype)
 
 
 def _first_fit(total, limit, members, ordered, in_set, before, rest):
     """The unit-weight rates from the caps in ascending order (``ordered``, members
     ``in_set``): the first member whose level λ_k = (total − ``before``) / ``rest`` fits
     under its cap gives every member min(b_i, λ); none fits: every member at its cap."""
-    dtype = limit.dtype
+    return filled_rates(limit, members, _first_fit_level(total, ordered, in_set, before, rest))
+
+
+def _first_fit_level(total, ordered, in_set, before, rest):
+    """The level λ of `_first_fit`: inf where no member's level fits under its cap."""
+    dtype = ordered.dtype
     level = (total - before) / jnp.where(rest > 0, rest, 1)
     fits = in_set & (level <= ordered)
-    chosen = jnp.where(jnp.any(fits), level[jnp.argmax(fits)], jnp.asarray(jnp.inf, dtype))
-    return jnp.where(members, jnp.minimum(limit, chosen), 0).astype(dtype)
+    return jnp.where(jnp.any(fits), level[jnp.argmax(fits)], jnp.asarray(jnp.inf, dtype))
 
 
 def _network_sort(values):

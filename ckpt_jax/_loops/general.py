@@ -36,6 +36,8 @@ from .._rates import (
     computing_mask,
     controller_load,
     fcfs_head,
+    fill_level,
+    filled_rates,
     phase_rates,
     write_rates,
 )
@@ -46,7 +48,22 @@ from . import record as record_cells
 from .config import RunConfig
 from .events import Instant
 
-__all__ = ["Carry", "GeneralLoop", "init_carry", "step"]
+__all__ = ["Carry", "GeneralLoop", "Levels", "init_carry", "step"]
+
+
+class Levels(NamedTuple):
+    """The per-fleet water levels of the state a carry holds, carried from the end of one
+    step into the next (see the module docstring for why).
+
+    Attributes:
+      write: () the storage's level λ of the write limits' water-filling (`fill_level`:
+        each writer drains at min(b_i, λ)), or None where the run does not fill by it.
+      power: () the power controller's max-min level (`controller_load` under
+        ``"maxmin"``), or None under the other power rules.
+    """
+
+    write: jax.Array | None = None
+    power: jax.Array | None = None
 
 
 class Carry(NamedTuple):
@@ -81,6 +98,9 @@ class Carry(NamedTuple):
       requested: (N,) bool, the job's checkpoint request waits while it computes (the
         queueing storage policies, docs/model.md §1e, `requests`; ``queued_at`` is then the
         request's place), or None under the other policies.
+      levels: the per-fleet water levels of this state (`Levels`), or None: then each step
+        computes them from the state itself. The batched loop (`GeneralLoop`) keeps them;
+        a carry built or edited by hand (`init_carry`, `ckpt_jax.loop`) has None.
     """
 
     time: jax.Array
@@ -105,6 +125,7 @@ class Carry(NamedTuple):
     snap_end: jax.Array | None = None
     draw: jax.Array | None = None
     requested: jax.Array | None = None
+    levels: Levels | None = None
 
 
 def init_carry(
@@ -182,20 +203,20 @@ def rates(
 
     ``reading``: (N,) the jobs that re-read their checkpoint after a failure (docs/model.md
     §1e), or None: storage users like the writers (in n_w, sharing f under the policy, at
-    most at their limit b_i), and not computing.
+    most at their limit b_i), and not computing. Where the carry holds its water levels
+    (`Levels`), the rates read them instead of filling again: the same numbers.
 
     Returns ``(drains, write_rate, computing, compute_rate)``: the storage users that drain
     now (all but those queued behind the head under "fcfs"), their rate, the jobs drawing
     compute power and their rate."""
     dtype = params.compute.dtype
-    writers = params.active & carry.draining
-    computing = computing_mask(params, carry.draining, carry.waiting, use_async, carry.snapping)
-    if reading is not None:
-        writers = writers | (params.active & reading)
-        computing = computing & ~reading
+    writers, computing = _users(params, carry, use_async, reading)
+    levels = carry.levels if carry.levels is not None else Levels()
     n_writers = jnp.sum(writers)
     if sharing.power == "free":  # the cap never binds: full speed, no load to compute
         load = jnp.zeros((), dtype)
+    elif levels.power is not None:
+        load = levels.power
     else:
         load = controller_load(sharing, params.size, computing, params.cap, params.size_order)
     if use_delay:
@@ -208,14 +229,60 @@ def rates(
     drains = writers
     if sharing.storage in ONE_AT_A_TIME:
         drains = fcfs_head(writers, carry.queued_at)
-    write_rate = write_rates(
-        sharing, params.throughput, writers, params.size, write_rate, drains, params.write_limit, params.limit_order
-    )
+    if levels.write is not None:
+        write_rate = filled_rates(params.write_limit, writers, levels.write)
+    else:
+        write_rate = write_rates(
+            sharing, params.throughput, writers, params.size, write_rate, drains, params.write_limit, params.limit_order
+        )
     if use_async:
         compute_rate = jnp.where(computing, jnp.where(carry.draining, params.async_fraction * speed, speed), 0)
     else:
         compute_rate = jnp.where(computing, speed, 0)
     return drains, write_rate, computing, compute_rate.astype(dtype)
+
+
+def _users(params: Params, carry: Carry, use_async: bool, reading):
+    """``(writers, computing)``: the storage users (writers and recovery reads) and the jobs
+    drawing compute power, of the jobs ``params`` has active."""
+    writers = params.active & carry.draining
+    computing = computing_mask(params, carry.draining, carry.waiting, use_async, carry.snapping)
+    if reading is not None:
+        writers = writers | (params.active & reading)
+        computing = computing & ~reading
+    return writers, computing
+
+
+def carries_levels(config: RunConfig) -> bool:
+    """Whether a run's rate rules have a water level to carry (`Levels`): the write limits'
+    unit-weight filling, or the max-min power rule."""
+    return (config.sharing.limits and config.sharing.storage == "fair") or config.sharing.power == "maxmin"
+
+
+def levels_of(params: Params, carry: Carry, config: RunConfig) -> Levels:
+    """The water levels of the state ``carry`` holds (`Levels`), from the jobs up in it."""
+    live, reading = _live(params, carry, config)
+    writers, computing = _users(live, carry, config.use_async, reading)
+    sharing = config.sharing
+    write = power = None
+    if sharing.limits and sharing.storage == "fair" and params.limit_order is not None:
+        write = fill_level(params.throughput[jnp.sum(writers)], params.write_limit, writers, params.limit_order)
+    if sharing.power == "maxmin":
+        power = controller_load(sharing, live.size, computing, live.cap, live.size_order)
+    return Levels(write=write, power=power)
+
+
+def _live(params: Params, carry: Carry, config: RunConfig):
+    """``(live, reading)``: the parameters the rates see (a job that is down is inactive,
+    `failures.up_params`) and the jobs re-reading their checkpoint (or None)."""
+    if not config.use_failures:
+        return params, None
+    assert carry.work is not None  # a run with failures tracks each job's work
+    reading = None
+    if config.use_recovery:
+        reading = carry.work.reading
+        assert reading is not None and params.recovery_read is not None
+    return failures.up_params(params, carry.work), reading
 
 
 def done(carry: Carry, active, n_fires: int):
@@ -381,7 +448,10 @@ def switch(params: Params, carry: Carry, running, config: RunConfig, horizon):
     rows = _failures(params, carry, running, config, nxt, rows)
     rows = _grants(params, carry, running, config, nxt, rows)
     queue = _controller_queue(params, carry, running, config, nxt, rows)
-    return _kept(carry, running, nxt, rows, queue), rows.fire_slot, rows.end_slot, rows.fires, rows.ends
+    new = _kept(carry, running, nxt, rows, queue)
+    if carry.levels is not None:  # the levels of the new state, for the next step's rates
+        new = new._replace(levels=levels_of(params, new, config))
+    return new, rows.fire_slot, rows.end_slot, rows.fires, rows.ends
 
 
 def _next_event(params: Params, carry: Carry, running, config: RunConfig, horizon) -> _Next:
@@ -389,14 +459,7 @@ def _next_event(params: Params, carry: Carry, running, config: RunConfig, horizo
     controller update, failure or restart end, snapshot end, or the horizon."""
     dtype = params.compute.dtype
     inf = jnp.asarray(jnp.inf, dtype)
-    live = params
-    reading = None
-    if config.use_failures:
-        assert carry.work is not None  # a run with failures tracks each job's work
-        live = failures.up_params(params, carry.work)
-        if config.use_recovery:
-            reading = carry.work.reading
-            assert reading is not None and params.recovery_read is not None
+    live, reading = _live(params, carry, config)
     writers, write_rate, computing, compute_rate = rates(
         live, carry, config.use_delay, config.use_async, config.sharing, reading
     )
@@ -754,7 +817,10 @@ class GeneralLoop:
             use_power=config.use_power,
             use_recovery=config.use_recovery,
         )
-        return jax.vmap(init)(self.params, phase, remaining)
+        carry = jax.vmap(init)(self.params, phase, remaining)
+        if carries_levels(config):  # the water levels ride in the carry (module docstring)
+            carry = carry._replace(levels=jax.vmap(functools.partial(levels_of, config=config))(self.params, carry))
+        return carry
 
     def step(self, carry: Carry, running, event_limit):
         """Every running fleet to its next event instant; returns ``(carry, events.Instant)``."""
