@@ -121,13 +121,21 @@ def advance(config: RunConfig, part, state, event_limit):
         view = loop.view(event, after)
         return tuple(o.update(s, view) for o, s in zip(observers, states))
 
-    def body(state):
-        # The running mask is computed once per iteration and carried to the next test.
+    def one_step(state):
+        # The running mask is computed once per step and carried to the next test.
         carry, states, event, running = state
-        if observers:  # the previous iteration's event, now read from the loop state
+        if observers:  # the previous step's event, now read from the loop state
             states = observe(states, event, carry)
         carry, new_event = loop.step(carry, running, event_limit)
         return carry, states, (new_event if observers else event), still_running(loop, carry, new_event, event_limit)
+
+    def body(state):
+        # k steps per iteration: a fleet that stops within them is masked (it runs the
+        # body and writes nothing, as in any batched step), so k changes no result.
+        k = config.events_per_iteration
+        if k == 1:
+            return one_step(state)
+        return jax.lax.fori_loop(0, k, lambda _, s: one_step(s), state)
 
     carry, states = state
     none = loop.no_event(carry)
