@@ -15,6 +15,35 @@ for code that drives a fleet itself (`ckpt_jax.loop`).
 Per-job state is kept general enough for asynchronous checkpoints (docs/model.md §1): a job has
 ``write_left`` (its background drain, while ``draining``) and ``compute_left`` (work of the
 current cycle). With α = 0 a draining job computes nothing, which is the blocking model.
+
+One step (`switch`) is one small rule per mechanism, in order, each a pure function of the
+carry and of what the rules before it decided (`_Next`, then `_Rows`, the per-job rows as
+they switch); a mechanism no fleet of the run uses is decided away on the host
+(`RunConfig`) and traces nothing:
+
+1. rates and next event (`_next_event`, `rates`): who writes and computes, at which rates,
+   and the first drain, compute end, controller update, failure, restart end, outage or
+   snapshot end;
+2. advance (`_advance_phases`): every phase advanced linearly to the event; the phases
+   that empty there (the snapping rule);
+3. switch (`_write_ends_and_firings`, `_snapshots`, `_start_phases`): write ends, firings,
+   snapshots, the next phases. A phase that holds a job between its firing and its write
+   (the snapshot of a two-level checkpoint) is a rule here with a small carry field;
+4. failures, outages and accounting (`_failures`, `failures.switch`, `outages`);
+5. the storage queue (`_grants`) and the delayed controller (`_controller_queue`);
+6. the carry after the instant (`_kept`: a stopped fleet keeps its rows) and its water
+   levels (`levels_of`).
+
+Per-fleet values carried, and why: XLA:CPU has no multi-output fusion, so a per-fleet
+chain (a value computed from all N jobs by a sequence of elementwise steps) that several
+per-job passes read is recomputed inside each of them. A per-fleet value therefore comes
+either from a reduction (the writer count, the next event's dt: one kernel each) or from
+the carry. The carry holds the time, the status and event count, the delayed
+controller's applied load and queue, the power draw (where observed) and `Levels`: the
+write limits' water level λ (each writer drains at min(b_i, λ)) and the max-min power
+level. The levels depend only on the state a step ends in, so the batched loop computes
+them once there, in one pass over the slots in an order fixed on the host
+(`ckpt_jax._rates.fill_level`), and the next step's rates read them.
 """
 
 from __future__ import annotations
@@ -475,22 +504,26 @@ def _next_event(params: Params, carry: Carry, running, config: RunConfig, horizo
     else:
         write_dt = jnp.where(writers, carry.write_left / write_rate, inf)
     compute_dt = jnp.where(computes, carry.compute_left / jnp.where(computes, compute_rate, 1), inf)
-    dt = jnp.minimum(jnp.min(write_dt), jnp.min(compute_dt))
+    # The per-job times to the next event meet elementwise and are reduced once: one
+    # reduction kernel per event, not one per kind of event (a min is exact in any order).
+    job_dt = jnp.minimum(write_dt, compute_dt)
+    dt = None
     queue_dt = failure_dt = restart_dt = snap_dt = outage_dt = None
     if config.use_delay:
         queue_dt = jnp.where(carry.queue_size > 0, carry.queue_time[carry.queue_head] - carry.time, inf)
-        dt = jnp.minimum(dt, queue_dt)
+        dt = queue_dt
     if config.use_failures:
         assert carry.work is not None  # as above
         failure_dt, restart_dt = failures.event_times(params, carry.work, carry.time)
-        dt = jnp.minimum(dt, jnp.minimum(jnp.min(failure_dt), jnp.min(restart_dt)))
+        job_dt = jnp.minimum(job_dt, jnp.minimum(failure_dt, restart_dt))
         if carry.work.outage is not None:  # common-cause outages (§1f)
             outage_dt = outages.event_dt(params, carry.work.outage, carry.time)
-            dt = jnp.minimum(dt, jnp.min(outage_dt))
+            dt = jnp.min(outage_dt) if dt is None else jnp.minimum(dt, jnp.min(outage_dt))
     if config.use_snapshot:  # a snapshot ends at a wall-clock time, as a restart does
         assert carry.snapping is not None and carry.snap_end is not None
         snap_dt = jnp.where(live.active & carry.snapping, carry.snap_end - carry.time, inf)
-        dt = jnp.minimum(dt, jnp.min(snap_dt))
+        job_dt = jnp.minimum(job_dt, snap_dt)
+    dt = jnp.min(job_dt) if dt is None else jnp.minimum(jnp.min(job_dt), dt)
     if horizon is not None:  # an event within the snapping tolerance of H happens at H
         dt = to_horizon(dt, carry.time, horizon, dtype)
     finite = jnp.isfinite(dt)
