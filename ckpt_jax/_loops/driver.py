@@ -215,7 +215,8 @@ def run(config: RunConfig, part, *, max_events: int, progress=None, devices=None
     limit = jnp.int32(max_events)
     if devices is not None:
         part = sharding.place(sharding.pad_inert(*part, multiple=len(devices)), devices)
-        return sharding.unpad(sharding.sharded(run_part, config, devices)(part, limit), n_fleets)
+        options = tuple(LOOP_COMPILER_OPTIONS.items()) if config.path == "general" else ()
+        return sharding.unpad(sharding.sharded(run_part, config, devices, options)(part, limit), n_fleets)
     # The general loop resumes where a chunk of events stopped: its bar moves per chunk.
     # The virtual-clock loops halt for good at a budget: theirs moves per group of blocks.
     by_events = config.path == "general"
