@@ -26,7 +26,7 @@ import numpy as np
 from jax.core import Tracer
 
 from . import sharding
-from ._loops.config import RunConfig
+from ._loops.config import RunConfig, default_events_per_iteration
 from ._observe import SaveAt
 from ._params import Params, params_of
 from ._rates import Sharing
@@ -683,6 +683,7 @@ def plan(
     save: SaveAt | None = None,
     until=None,
     failure_times=None,
+    events_per_iteration: int | None = None,
 ) -> Plan:
     """Checks every argument of `ckpt_jax.simulate` (a `ValueError` naming it, before any
     tracing) and decides the run: its `RunConfig`, the event budget, the loop of each fleet
@@ -692,6 +693,10 @@ def plan(
     queue_size = check_int("queue_size", queue_size, 1, 2**20)
     check_method(method)
     devices = sharding.devices_for_batch(devices, math.prod(fleet.batch_shape))
+    if events_per_iteration is None:  # by the backend the run goes to
+        backend = jax.default_backend() if devices is None else devices[0].platform
+        events_per_iteration = default_events_per_iteration(backend)
+    events_per_iteration = check_int("events_per_iteration", events_per_iteration, 1, 1024)
     sigma = check_jitter(jitter, fleet.batch_shape, fleet.dtype)
     fleet_offset = check_fleet_offset(fleet_offset, math.prod(fleet.batch_shape))
     uses = variants(fleet, jitter)  # the one test of which variants the run traces
@@ -727,6 +732,7 @@ def plan(
         recover_from=fleet.recover_from,
         use_recovery=run.use_failures and fleet.has_recovery_reads,
         fail_while_down=run.use_failures and fleet.fail_while_down,
+        events_per_iteration=events_per_iteration,
     )
     n_fleets = params.compute.shape[0]
     return Plan(

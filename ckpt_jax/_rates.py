@@ -36,6 +36,8 @@ __all__ = [
     "compute_speed",
     "write_rates",
     "capped_fill",
+    "fill_level",
+    "filled_rates",
     "fcfs_head",
     "QUEUE_POLICIES",
     "ONE_AT_A_TIME",
@@ -138,6 +140,8 @@ def _ordered_level(size, computing, cap, order):
     dtype = size.dtype
     in_set = computing[order]
     ordered = size[order]
+    if size.shape[0] <= NETWORK_MAX_SLOTS:
+        return _one_pass_power_level(cap, ordered, in_set)
     served = jnp.where(in_set, ordered, 0)
     total = jnp.sum(served)
     before = jnp.concatenate([jnp.zeros((1,), dtype), jnp.cumsum(served)[:-1]])
@@ -150,6 +154,32 @@ def _ordered_level(size, computing, cap, order):
     fallback = last[jnp.argmax(in_set[::-1])]
     chosen = jnp.where(jnp.any(fits), level[jnp.argmax(fits)], fallback)
     return jnp.where(total > cap, chosen, jnp.asarray(jnp.inf, dtype)).astype(dtype)
+
+
+def _one_pass_power_level(cap, ordered, in_set):
+    """`_ordered_level` in one pass over the slots by ascending size, as `_one_pass_level`
+    fills the write limits: the sizes summed left to right, the first computing job k with
+    C − Σ_{j<k} w_j <= w_k · (computing jobs from k on) gives λ (divided out once); none
+    fits (C within rounding of Σ_S w): the largest computing job's. One fused kernel per
+    batch of fleets; the level agrees with the prefix-sum version to rounding."""
+    dtype = ordered.dtype
+    before = jnp.zeros((), dtype)
+    rest = jnp.sum(in_set.astype(jnp.int32))
+    left, share = jnp.asarray(jnp.inf, dtype), jnp.ones((), dtype)
+    last = jnp.asarray(-jnp.inf, dtype)
+    found = jnp.zeros((), bool)
+    for k in range(ordered.shape[0]):
+        member, size = in_set[k], ordered[k]
+        count = rest.astype(dtype)
+        fits = member & ~found & (cap - before <= size * count)
+        left = jnp.where(fits, cap - before, left)
+        share = jnp.where(fits, count, share)
+        last = jnp.where(member, cap - before, last)  # the last computing job: alone from here
+        found = found | fits
+        before = before + jnp.where(member, size, 0)
+        rest = rest - member.astype(jnp.int32)
+    chosen = jnp.where(found, left / share, last)
+    return jnp.where(before > cap, chosen, jnp.asarray(jnp.inf, dtype)).astype(dtype)
 
 
 def compute_speed(sharing: Sharing, load, size, cap):
@@ -253,26 +283,71 @@ def _ordered_fill(total, limit, members, order):
     members read in that order with the others' caps zeroed are the sorted caps with zeros
     between them, and x + 0 = x, so the prefix sums, levels and the first member that fits
     are the same numbers, without a sort per event."""
+    return filled_rates(limit, members, fill_level(total, limit, members, order))
+
+
+def fill_level(total, limit, members, order):
+    """The water level λ of `capped_fill` with unit weights, the slots' order by b_i known
+    (``order``, `Params.limit_order`): each member drains at min(b_i, λ) (`filled_rates`);
+    inf where every member runs at its cap. One number per fleet: the general loop carries
+    it from the end of one step into the next (`ckpt_jax._loops.general`)."""
     dtype = limit.dtype
     in_set = members[order]
     ordered = limit[order]
+    n_jobs = members.shape[0]
+    if n_jobs <= NETWORK_MAX_SLOTS:
+        return _one_pass_level(total, ordered, in_set, jnp.sum(members))
     caps = jnp.where(in_set, ordered, 0)
-    # One windowed reduction (each window summed in order on the CPU: the unrolled sum's
-    # bits) instead of N − 1 dependent adds, each its own pass.
+    # One windowed reduction instead of N − 1 dependent adds, each its own pass.
     before = jnp.concatenate([jnp.zeros((1,), dtype), jnp.cumsum(caps)[:-1]])
     counted = jnp.cumsum(in_set.astype(jnp.int32)) - in_set.astype(jnp.int32)  # members before
-    return _first_fit(total, limit, members, ordered, in_set, before, (jnp.sum(members) - counted).astype(dtype))
+    return _first_fit_level(total, ordered, in_set, before, (jnp.sum(members) - counted).astype(dtype))
+
+
+def _one_pass_level(total, ordered, in_set, n_members):
+    """The first-fit level of `_first_fit_level` in one pass over the slots in ascending
+    order (``ordered``, members ``in_set``, ``n_members`` of them): the caps summed left to
+    right, the first member k with total − Σ_{j<k} b_j <= b_k · (members from k on) taken,
+    and its level divided out once. Elementwise over a batch of fleets, XLA fuses the N
+    steps into one kernel, where a prefix sum is lowered to pads and windowed reductions
+    (about 8 kernels on the CPU) and a division per step to one kernel per step. The
+    prefix sums and the fit test may round differently from `jnp.cumsum`'s blocked sums
+    and the divided test: the level agrees to rounding."""
+    dtype = ordered.dtype
+    before = jnp.zeros((), dtype)
+    rest = n_members.astype(jnp.int32)
+    left, share = jnp.asarray(jnp.inf, dtype), jnp.ones((), dtype)
+    found = jnp.zeros((), bool)
+    for k in range(ordered.shape[0]):
+        member, cap = in_set[k], ordered[k]
+        count = rest.astype(dtype)
+        fits = member & ~found & (total - before <= cap * count)
+        left = jnp.where(fits, total - before, left)
+        share = jnp.where(fits, count, share)
+        found = found | fits
+        before = before + jnp.where(member, cap, 0)
+        rest = rest - member.astype(jnp.int32)
+    return jnp.where(found, left / share, jnp.asarray(jnp.inf, dtype))
+
+
+def filled_rates(limit, members, level):
+    """Each member's rate min(b_i, λ) under the water ``level`` λ (`fill_level`), 0 elsewhere."""
+    return jnp.where(members, jnp.minimum(limit, level), 0).astype(limit.dtype)
 
 
 def _first_fit(total, limit, members, ordered, in_set, before, rest):
     """The unit-weight rates from the caps in ascending order (``ordered``, members
     ``in_set``): the first member whose level λ_k = (total − ``before``) / ``rest`` fits
     under its cap gives every member min(b_i, λ); none fits: every member at its cap."""
-    dtype = limit.dtype
+    return filled_rates(limit, members, _first_fit_level(total, ordered, in_set, before, rest))
+
+
+def _first_fit_level(total, ordered, in_set, before, rest):
+    """The level λ of `_first_fit`: inf where no member's level fits under its cap."""
+    dtype = ordered.dtype
     level = (total - before) / jnp.where(rest > 0, rest, 1)
     fits = in_set & (level <= ordered)
-    chosen = jnp.where(jnp.any(fits), level[jnp.argmax(fits)], jnp.asarray(jnp.inf, dtype))
-    return jnp.where(members, jnp.minimum(limit, chosen), 0).astype(dtype)
+    return jnp.where(jnp.any(fits), level[jnp.argmax(fits)], jnp.asarray(jnp.inf, dtype))
 
 
 def _network_sort(values):

@@ -160,13 +160,14 @@ def unpad(tree, n_fleets: int):
 
 
 @functools.lru_cache(maxsize=64)
-def sharded(run, config, devices: tuple):
+def sharded(run, config, devices: tuple, compiler_options: tuple = ()):
     """``run(config, part, event_limit)`` per device block, jitted.
 
     ``run`` starts and runs a batched event loop on its block of fleets
     (`ckpt_jax._loops.driver.run_part`): ``part`` is a pytree of arrays with a leading
     fleet axis; each device stops when its own fleets are done. ``config`` (a
-    `ckpt_jax._loops.config.RunConfig`) is static.
+    `ckpt_jax._loops.config.RunConfig`) is static; ``compiler_options``: XLA options of
+    the program, as ``(name, value)`` pairs (hashable, for the cache).
     """
     spec = PartitionSpec(FLEET_AXIS)
 
@@ -176,7 +177,7 @@ def sharded(run, config, devices: tuple):
     mapped = jax.shard_map(
         local, mesh=_mesh(devices), in_specs=(spec, PartitionSpec()), out_specs=spec, check_vma=False
     )
-    return jax.jit(mapped)
+    return jax.jit(mapped, compiler_options=dict(compiler_options) or None)
 
 
 def pad_inert(params, phase, remaining, horizon, multiple: int):

@@ -16,7 +16,20 @@ from .._observe import SaveAt
 from .._rates import Sharing
 from ..model import QUEUE_POLICIES
 
-__all__ = ["RunConfig"]
+__all__ = ["RunConfig", "default_events_per_iteration", "EVENTS_PER_ITERATION"]
+
+# k by backend (`RunConfig.events_per_iteration`). On the CPU one step per iteration: an
+# iteration costs its passes over the state, and two steps per iteration measured neutral
+# within the noise. On an accelerator each pass is a kernel launch and the condition's read
+# a transfer to the host, paid once per k events; 4 is not measured yet
+# (benchmarks/gpu_check.sh times k = 1, 4, 16 where a device is lent).
+EVENTS_PER_ITERATION = {"cpu": 1}
+ACCELERATOR_EVENTS_PER_ITERATION = 4
+
+
+def default_events_per_iteration(backend: str) -> int:
+    """k for a backend name (``jax.default_backend()``): 1 on the CPU, 4 elsewhere."""
+    return EVENTS_PER_ITERATION.get(backend, ACCELERATOR_EVENTS_PER_ITERATION)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,6 +56,10 @@ class RunConfig:
       use_recovery: some job re-reads its checkpoint after a failure (``recovery_read``,
         docs/model.md §1e): the readers are storage users of the general loop.
       fail_while_down: the failure clock runs during restarts and recovery reads (§1e).
+      events_per_iteration: k, the steps of every running fleet per iteration of the
+        driver's `while_loop` (an inner loop of k steps, finished fleets masked): the
+        loop's condition is read, and on a GPU its launches paid, once per k events. The
+        results do not depend on it (`default_events_per_iteration`).
     """
 
     path: str = "general"
@@ -62,6 +79,7 @@ class RunConfig:
     recover_from: str = "storage"
     use_recovery: bool = False
     fail_while_down: bool = False
+    events_per_iteration: int = 1
 
     @property
     def use_power(self) -> bool:

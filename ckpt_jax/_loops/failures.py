@@ -581,8 +581,11 @@ def refresh_gaps(params: Params, before: WorkCarry, after: WorkCarry, few: int) 
     job's key and its index)."""
     if after.next_gap is None:
         return after
-    failed = (after.failures != before.failures).reshape(-1)
-    count = jnp.sum(failed)
+    failed = after.failures != before.failures
+    # Counted over the batch's own axes: a sum over the flattened (B N,) mask is lowered
+    # to pads and windowed reductions on the CPU (six kernels per event, not one).
+    count = jnp.sum(failed, dtype=jnp.int32)
+    failed = failed.reshape(-1)
     gaps, index = after.next_gap.reshape(-1), (after.failures + 1).reshape(-1)
     keys = params.job_keys.reshape(-1)
     dtype = params.compute.dtype

@@ -15,6 +15,35 @@ for code that drives a fleet itself (`ckpt_jax.loop`).
 Per-job state is kept general enough for asynchronous checkpoints (docs/model.md §1): a job has
 ``write_left`` (its background drain, while ``draining``) and ``compute_left`` (work of the
 current cycle). With α = 0 a draining job computes nothing, which is the blocking model.
+
+One step (`switch`) is one small rule per mechanism, in order, each a pure function of the
+carry and of what the rules before it decided (`_Next`, then `_Rows`, the per-job rows as
+they switch); a mechanism no fleet of the run uses is decided away on the host
+(`RunConfig`) and traces nothing:
+
+1. rates and next event (`_next_event`, `rates`): who writes and computes, at which rates,
+   and the first drain, compute end, controller update, failure, restart end, outage or
+   snapshot end;
+2. advance (`_advance_phases`): every phase advanced linearly to the event; the phases
+   that empty there (the snapping rule);
+3. switch (`_write_ends_and_firings`, `_snapshots`, `_start_phases`): write ends, firings,
+   snapshots, the next phases. A phase that holds a job between its firing and its write
+   (the snapshot of a two-level checkpoint) is a rule here with a small carry field;
+4. failures, outages and accounting (`_failures`, `failures.switch`, `outages`);
+5. the storage queue (`_grants`) and the delayed controller (`_controller_queue`);
+6. the carry after the instant (`_kept`: a stopped fleet keeps its rows) and its water
+   levels (`levels_of`).
+
+Per-fleet values carried, and why: XLA:CPU has no multi-output fusion, so a per-fleet
+chain (a value computed from all N jobs by a sequence of elementwise steps) that several
+per-job passes read is recomputed inside each of them. A per-fleet value therefore comes
+either from a reduction (the writer count, the next event's dt: one kernel each) or from
+the carry. The carry holds the time, the status and event count, the delayed
+controller's applied load and queue, the power draw (where observed) and `Levels`: the
+write limits' water level λ (each writer drains at min(b_i, λ)) and the max-min power
+level. The levels depend only on the state a step ends in, so the batched loop computes
+them once there, in one pass over the slots in an order fixed on the host
+(`ckpt_jax._rates.fill_level`), and the next step's rates read them.
 """
 
 from __future__ import annotations
@@ -36,6 +65,8 @@ from .._rates import (
     computing_mask,
     controller_load,
     fcfs_head,
+    fill_level,
+    filled_rates,
     phase_rates,
     write_rates,
 )
@@ -46,7 +77,22 @@ from . import record as record_cells
 from .config import RunConfig
 from .events import Instant
 
-__all__ = ["Carry", "GeneralLoop", "init_carry", "step"]
+__all__ = ["Carry", "GeneralLoop", "Levels", "init_carry", "step"]
+
+
+class Levels(NamedTuple):
+    """The per-fleet water levels of the state a carry holds, carried from the end of one
+    step into the next (see the module docstring for why).
+
+    Attributes:
+      write: () the storage's level λ of the write limits' water-filling (`fill_level`:
+        each writer drains at min(b_i, λ)), or None where the run does not fill by it.
+      power: () the power controller's max-min level (`controller_load` under
+        ``"maxmin"``), or None under the other power rules.
+    """
+
+    write: jax.Array | None = None
+    power: jax.Array | None = None
 
 
 class Carry(NamedTuple):
@@ -85,6 +131,9 @@ class Carry(NamedTuple):
         (docs/model.md §1g): blocked, neither computing nor writing; None where no fleet of
         the run has one (`Params.overhead` None).
       overhead_end: (N,) when that overhead ends (meaningful where ``overhead``), or None.
+      levels: the per-fleet water levels of this state (`Levels`), or None: then each step
+        computes them from the state itself. The batched loop (`GeneralLoop`) keeps them;
+        a carry built or edited by hand (`init_carry`, `ckpt_jax.loop`) has None.
     """
 
     time: jax.Array
@@ -111,6 +160,7 @@ class Carry(NamedTuple):
     requested: jax.Array | None = None
     overhead: jax.Array | None = None
     overhead_end: jax.Array | None = None
+    levels: Levels | None = None
 
 
 def init_carry(
@@ -191,20 +241,20 @@ def rates(
 
     ``reading``: (N,) the jobs that re-read their checkpoint after a failure (docs/model.md
     §1e), or None: storage users like the writers (in n_w, sharing f under the policy, at
-    most at their limit b_i), and not computing.
+    most at their limit b_i), and not computing. Where the carry holds its water levels
+    (`Levels`), the rates read them instead of filling again: the same numbers.
 
     Returns ``(drains, write_rate, computing, compute_rate)``: the storage users that drain
     now (all but those queued behind the head under "fcfs"), their rate, the jobs drawing
     compute power and their rate."""
     dtype = params.compute.dtype
-    writers = params.active & carry.draining
-    computing = _computing(params, carry.draining, carry.waiting, use_async, carry.snapping, carry.overhead)
-    if reading is not None:
-        writers = writers | (params.active & reading)
-        computing = computing & ~reading
+    writers, computing = _users(params, carry, use_async, reading)
+    levels = carry.levels if carry.levels is not None else Levels()
     n_writers = jnp.sum(writers)
     if sharing.power == "free":  # the cap never binds: full speed, no load to compute
         load = jnp.zeros((), dtype)
+    elif levels.power is not None:
+        load = levels.power
     else:
         load = controller_load(sharing, params.size, computing, params.cap, params.size_order)
     if use_delay:
@@ -217,9 +267,12 @@ def rates(
     drains = writers
     if sharing.storage in ONE_AT_A_TIME:
         drains = fcfs_head(writers, carry.queued_at)
-    write_rate = write_rates(
-        sharing, params.throughput, writers, params.size, write_rate, drains, params.write_limit, params.limit_order
-    )
+    if levels.write is not None:
+        write_rate = filled_rates(params.write_limit, writers, levels.write)
+    else:
+        write_rate = write_rates(
+            sharing, params.throughput, writers, params.size, write_rate, drains, params.write_limit, params.limit_order
+        )
     if use_async:
         compute_rate = jnp.where(computing, jnp.where(carry.draining, params.async_fraction * speed, speed), 0)
     else:
@@ -232,6 +285,50 @@ def _computing(params: Params, draining, waiting, use_async: bool, snapping, ove
     docs/model.md §1g; None where the run has none)."""
     computing = computing_mask(params, draining, waiting, use_async, snapping)
     return computing if overhead is None else computing & ~overhead
+
+
+def _users(params: Params, carry: Carry, use_async: bool, reading):
+    """``(writers, computing)``: the storage users (writers and recovery reads) and the jobs
+    drawing compute power, of the jobs ``params`` has active (a job in a checkpoint's fixed
+    overhead is neither, docs/model.md §1g)."""
+    writers = params.active & carry.draining
+    computing = _computing(params, carry.draining, carry.waiting, use_async, carry.snapping, carry.overhead)
+    if reading is not None:
+        writers = writers | (params.active & reading)
+        computing = computing & ~reading
+    return writers, computing
+
+
+def carries_levels(config: RunConfig) -> bool:
+    """Whether a run's rate rules have a water level to carry (`Levels`): the write limits'
+    unit-weight filling, or the max-min power rule."""
+    return (config.sharing.limits and config.sharing.storage == "fair") or config.sharing.power == "maxmin"
+
+
+def levels_of(params: Params, carry: Carry, config: RunConfig) -> Levels:
+    """The water levels of the state ``carry`` holds (`Levels`), from the jobs up in it."""
+    live, reading = _live(params, carry, config)
+    writers, computing = _users(live, carry, config.use_async, reading)
+    sharing = config.sharing
+    write = power = None
+    if sharing.limits and sharing.storage == "fair" and params.limit_order is not None:
+        write = fill_level(params.throughput[jnp.sum(writers)], params.write_limit, writers, params.limit_order)
+    if sharing.power == "maxmin":
+        power = controller_load(sharing, live.size, computing, live.cap, live.size_order)
+    return Levels(write=write, power=power)
+
+
+def _live(params: Params, carry: Carry, config: RunConfig):
+    """``(live, reading)``: the parameters the rates see (a job that is down is inactive,
+    `failures.up_params`) and the jobs re-reading their checkpoint (or None)."""
+    if not config.use_failures:
+        return params, None
+    assert carry.work is not None  # a run with failures tracks each job's work
+    reading = None
+    if config.use_recovery:
+        reading = carry.work.reading
+        assert reading is not None and params.recovery_read is not None
+    return failures.up_params(params, carry.work), reading
 
 
 def done(carry: Carry, active, n_fires: int):
@@ -411,7 +508,10 @@ def switch(params: Params, carry: Carry, running, config: RunConfig, horizon):
     rows = _failures(params, carry, running, config, nxt, rows)
     rows = _grants(params, carry, running, config, nxt, rows)
     queue = _controller_queue(params, carry, running, config, nxt, rows)
-    return _kept(carry, running, nxt, rows, queue), rows.fire_slot, rows.end_slot, rows.fires, rows.ends
+    new = _kept(carry, running, nxt, rows, queue)
+    if carry.levels is not None:  # the levels of the new state, for the next step's rates
+        new = new._replace(levels=levels_of(params, new, config))
+    return new, rows.fire_slot, rows.end_slot, rows.fires, rows.ends
 
 
 def _next_event(params: Params, carry: Carry, running, config: RunConfig, horizon) -> _Next:
@@ -419,14 +519,7 @@ def _next_event(params: Params, carry: Carry, running, config: RunConfig, horizo
     controller update, failure or restart end, snapshot end, or the horizon."""
     dtype = params.compute.dtype
     inf = jnp.asarray(jnp.inf, dtype)
-    live = params
-    reading = None
-    if config.use_failures:
-        assert carry.work is not None  # a run with failures tracks each job's work
-        live = failures.up_params(params, carry.work)
-        if config.use_recovery:
-            reading = carry.work.reading
-            assert reading is not None and params.recovery_read is not None
+    live, reading = _live(params, carry, config)
     writers, write_rate, computing, compute_rate = rates(
         live, carry, config.use_delay, config.use_async, config.sharing, reading
     )
@@ -442,27 +535,31 @@ def _next_event(params: Params, carry: Carry, running, config: RunConfig, horizo
     else:
         write_dt = jnp.where(writers, carry.write_left / write_rate, inf)
     compute_dt = jnp.where(computes, carry.compute_left / jnp.where(computes, compute_rate, 1), inf)
-    dt = jnp.minimum(jnp.min(write_dt), jnp.min(compute_dt))
+    # The per-job times to the next event meet elementwise and are reduced once: one
+    # reduction kernel per event, not one per kind of event (a min is exact in any order).
+    job_dt = jnp.minimum(write_dt, compute_dt)
+    dt = None
     queue_dt = failure_dt = restart_dt = snap_dt = outage_dt = None
     if config.use_delay:
         queue_dt = jnp.where(carry.queue_size > 0, carry.queue_time[carry.queue_head] - carry.time, inf)
-        dt = jnp.minimum(dt, queue_dt)
+        dt = queue_dt
     if config.use_failures:
         assert carry.work is not None  # as above
         failure_dt, restart_dt = failures.event_times(params, carry.work, carry.time)
-        dt = jnp.minimum(dt, jnp.minimum(jnp.min(failure_dt), jnp.min(restart_dt)))
+        job_dt = jnp.minimum(job_dt, jnp.minimum(failure_dt, restart_dt))
         if carry.work.outage is not None:  # common-cause outages (§1f)
             outage_dt = outages.event_dt(params, carry.work.outage, carry.time)
-            dt = jnp.minimum(dt, jnp.min(outage_dt))
+            dt = jnp.min(outage_dt) if dt is None else jnp.minimum(dt, jnp.min(outage_dt))
     if config.use_snapshot:  # a snapshot ends at a wall-clock time, as a restart does
         assert carry.snapping is not None and carry.snap_end is not None
         snap_dt = jnp.where(live.active & carry.snapping, carry.snap_end - carry.time, inf)
-        dt = jnp.minimum(dt, jnp.min(snap_dt))
+        job_dt = jnp.minimum(job_dt, snap_dt)
     overhead_dt = None
     if carry.overhead is not None:  # an overhead ends at a wall-clock time, as a snapshot does (§1g)
         assert carry.overhead_end is not None
         overhead_dt = jnp.where(live.active & carry.overhead, carry.overhead_end - carry.time, inf)
-        dt = jnp.minimum(dt, jnp.min(overhead_dt))
+        job_dt = jnp.minimum(job_dt, overhead_dt)
+    dt = jnp.min(job_dt) if dt is None else jnp.minimum(jnp.min(job_dt), dt)
     if horizon is not None:  # an event within the snapping tolerance of H happens at H
         dt = to_horizon(dt, carry.time, horizon, dtype)
     finite = jnp.isfinite(dt)
@@ -820,7 +917,10 @@ class GeneralLoop:
             use_power=config.use_power,
             use_recovery=config.use_recovery,
         )
-        return jax.vmap(init)(self.params, phase, remaining)
+        carry = jax.vmap(init)(self.params, phase, remaining)
+        if carries_levels(config):  # the water levels ride in the carry (module docstring)
+            carry = carry._replace(levels=jax.vmap(functools.partial(levels_of, config=config))(self.params, carry))
+        return carry
 
     def step(self, carry: Carry, running, event_limit):
         """Every running fleet to its next event instant; returns ``(carry, events.Instant)``."""
