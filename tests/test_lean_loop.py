@@ -5,7 +5,6 @@ import re
 
 import jax
 import numpy as np
-import pytest
 
 import ckpt_jax as cj
 from ckpt_jax._loops import driver
@@ -17,11 +16,9 @@ def _while_body(text):
     return text.split("\n%" + body + " ")[1].split("\n}")[0].splitlines()
 
 
-@pytest.mark.parametrize("program", ["advance_jit", "run_one_jit"])
-def test_the_loop_state_is_updated_in_place(program, monkeypatch):
+def test_the_loop_state_is_updated_in_place(monkeypatch):
     # Write limits, a binding max-min cap, failures and the jobs observer: the state of the
     # operator's path. XLA's default copy insertion copied 20 buffers per iteration here.
-    # A short run is one program (`run_one_jit`), a long one three (the loop: `advance_jit`).
     fleet = cj.Fleet(
         np.array([[10.0, 7.0, 12.5]] * 3),
         np.array([[1.0, 2.0, 1.5]] * 3),
@@ -33,18 +30,16 @@ def test_the_loop_state_is_updated_in_place(program, monkeypatch):
         restart=2.0,
     )
     texts = []
-    jitted = getattr(driver, program)
+    jitted = driver.advance_jit
 
     def compiled(config, part, *args):
         executable = jitted.lower(config, part, *args).compile()
         texts.append(executable.as_text())
         return executable(part, *args)
 
-    monkeypatch.setattr(driver, program, compiled)
-    if program == "advance_jit":
-        monkeypatch.setattr(driver, "SHORT_RUN", 0)
+    monkeypatch.setattr(driver, "advance_jit", compiled)
     save = cj.SaveAt(trace=False, jobs=True)
     cj.simulate(fleet, cj.initial_state(fleet), 20, until=100.0, key=jax.random.PRNGKey(3), method="general", save=save)
-    assert len(texts) == 1, f"{program} did not run"
+    assert len(texts) == 1, "the loop did not run"
     copies = sum(" copy(" in line for line in _while_body(texts[0]))
     assert copies <= 8, f"{copies} copies of the loop state per iteration"

@@ -184,10 +184,6 @@ def run_blocks(config: RunConfig, part, event_limit, n_blocks: int) -> LoopResul
     return jax.tree_util.tree_map(lambda x: x.reshape((x.shape[0] * x.shape[1],) + x.shape[2:]), result)
 
 
-# Below this many firings (about half the events) compiling costs more than running, so the
-# general loop runs as one program (start, loop and finish) rather than three.
-SHORT_RUN = _progress.LONG_RUN // 10
-
 start_jit = jax.jit(start, static_argnames=("config",))
 # XLA's copy insertion, run before scheduling, copies every loop-state buffer that a pass
 # reads after another pass may have written its new value; with region analysis it sees
@@ -197,9 +193,6 @@ start_jit = jax.jit(start, static_argnames=("config",))
 LOOP_COMPILER_OPTIONS = {"xla_cpu_copy_insertion_use_region_analysis": True}
 advance_jit = jax.jit(advance, static_argnames=("config",), donate_argnums=(2,), compiler_options=LOOP_COMPILER_OPTIONS)
 finish_jit = jax.jit(finish, static_argnames=("config",))
-# A short run's start, loop and finish in one program (`SHORT_RUN`), its loop state kept in
-# place in the same way.
-run_one_jit = jax.jit(run_part, static_argnames=("config",), compiler_options=LOOP_COMPILER_OPTIONS)
 
 
 def run(config: RunConfig, part, *, max_events: int, progress=None, devices=None, expected_events=None) -> LoopResult:
@@ -247,12 +240,9 @@ def run(config: RunConfig, part, *, max_events: int, progress=None, devices=None
         )
         long_run = n_blocks > 1 and firings >= 10 * _progress.LONG_RUN
     if not (long_run if progress is None else progress):
-        if by_events and firings >= SHORT_RUN:  # three programs, as a chunked run: the loop's state
-            # is donated and updated in place (one program for all three ran the general loop
-            # with observers 8% slower)
+        if by_events:  # three programs, as a chunked run: the loop's state is donated and updated in
+            # place (one program for all three ran the general loop with observers 8% slower)
             return finish_jit(config, part, advance_jit(config, part, start_jit(config, part), limit))
-        if by_events:  # a short run: one program, which compiles in about 15% less time than three
-            return run_one_jit(config, part, limit)
         return sharding.unpad(run_blocks(config, part, limit, n_blocks=n_blocks), n_fleets)
     if by_events:
         return _events_with_progress(config, part, max_events, events)
