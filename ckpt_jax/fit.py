@@ -12,10 +12,13 @@ fitted, each value with its 95 % interval and the number of observations behind 
   event (`replay`) — and minimising a robust loss of the predicted durations:
   ``scipy.optimize.least_squares`` on r = log(predicted / observed duration) with
   ``loss="soft_l1"`` (a first pass at scale 0.05, then at the residuals' robust scale, 1.4826
-  × their median absolute deviation), k profiled over the integers. Intervals from the
+  × their median absolute deviation), k profiled over the integers 1 .. the most writes in
+  progress at once (the whole profile: its global minimum, never the first rise). Intervals from the
   Jacobian at the optimum (Gauss–Newton covariance s²(JᵀJ)⁻¹ of the writes within 5 robust
   scales, s² no less than the variance the clock's rounding gives a duration, resolution²/6;
-  k: the values whose robust cost lies within the 95 % likelihood-ratio bound).
+  k: the values whose robust cost lies within the 95 % likelihood-ratio bound; where several
+  k fit alike, the peak's and degradation's intervals are the union over them, and where they
+  reach the most writers seen, k and the peak are bounded below only).
   A parameter the replay does not feel (no write ever at its limit; no instant with more
   than k writers; no write held back by the storage) is reported as not determined and left
   out of the file, never invented. Writes abandoned by failures are not in the logs, yet
