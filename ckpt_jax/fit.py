@@ -525,8 +525,9 @@ def fit_storage(logs: Logs, *, fit_writes: int = FIT_WRITES, windows: int = FIT_
             None,
             m,
             method_k,
-            f"k = {min(inside)} .. {n_max} (the most writes ever in progress at once) fit the logs alike, and so "
-            f"does any larger k with a peak larger in proportion: k is only bounded below",
+            (f"k = {min(inside)} .. {n_max}" if min(inside) < n_max else f"k = {n_max}")
+            + " (the most writes ever in progress at once) fits the logs, and so does any larger k with a peak "
+            "larger in proportion: k is only bounded below",
         )
     else:
         why = ""
