@@ -67,7 +67,8 @@ def fleet_toml(fit) -> str:
             f"peak = {_quantity(peak.low, _BANDWIDTH, _BANDWIDTH_UNIT)}  # NOT DETERMINED, a lower bound: {peak.why}"
         )
     k = storage.saturates_at
-    lines.append(f"saturates_at = {int(k.value)}  # {_interval(k, 1.0, '')} writes (profile over k)")
+    note = f"; NOT PINNED DOWN: {k.why}" if k.why else ""
+    lines.append(f"saturates_at = {int(k.value)}  # {_interval(k, 1.0, '')} writes (profile over k){note}")
     degradation = storage.degradation
     if degradation.determined:
         lines.append(
@@ -239,7 +240,8 @@ def _value_text(value, scale: float = 1.0, unit: str = "") -> str:
     if not value.determined:
         bound = "" if value.low is None else f" (at least {_num(value.low / scale)} {unit})"
         return f"not determined: {value.why}{bound}"
-    return f"{_num(value.value / scale)} {unit} ({_interval(value, scale, unit)})".replace("  ", " ")
+    text = f"{_num(value.value / scale)} {unit} ({_interval(value, scale, unit)})".replace("  ", " ")
+    return f"{text}; {value.why}" if value.why else text
 
 
 def _report(fit, files: dict) -> str:

@@ -12,10 +12,13 @@ fitted, each value with its 95 % interval and the number of observations behind 
   event (`replay`) — and minimising a robust loss of the predicted durations:
   ``scipy.optimize.least_squares`` on r = log(predicted / observed duration) with
   ``loss="soft_l1"`` (a first pass at scale 0.05, then at the residuals' robust scale, 1.4826
-  × their median absolute deviation), k profiled over the integers. Intervals from the
+  × their median absolute deviation), k profiled over the integers 1 .. the most writes in
+  progress at once (the whole profile: its global minimum, never the first rise). Intervals from the
   Jacobian at the optimum (Gauss–Newton covariance s²(JᵀJ)⁻¹ of the writes within 5 robust
   scales, s² no less than the variance the clock's rounding gives a duration, resolution²/6;
-  k: the values whose robust cost lies within the 95 % likelihood-ratio bound).
+  k: the values whose robust cost lies within the 95 % likelihood-ratio bound; where several
+  k fit alike, the peak's and degradation's intervals are the union over them, and where they
+  reach the most writers seen, k and the peak are bounded below only).
   A parameter the replay does not feel (no write ever at its limit; no instant with more
   than k writers; no write held back by the storage) is reported as not determined and left
   out of the file, never invented. Writes abandoned by failures are not in the logs, yet
@@ -248,6 +251,10 @@ def _windows(n_writes: int, start, end, fit_writes: int, n_windows: int) -> list
 
 # least_squares' tolerances for the chosen k (its interval is narrow where the logs are exact).
 TIGHT = 1e-12
+# The profile over k: every k up to SCAN_EVERY, then a grid growing by SCAN_GROWTH (refined
+# around its best) up to the most writes in progress at once.
+SCAN_EVERY = 48
+SCAN_GROWTH = 1.1
 # The 95 % quantile of chi-square with one degree of freedom (likelihood-ratio bounds).
 CHI2_95 = 3.841458820694124
 
@@ -257,6 +264,30 @@ class _Cost:
 
     def __init__(self, cost: float, fun: np.ndarray):
         self.cost, self.fun = cost, fun
+
+
+def _spread(residuals, x, r, inlier, clock: float) -> np.ndarray:
+    """(3,) the Gauss-Newton standard deviations at ``x`` (NaN where the Jacobian is singular)."""
+    steps = np.array([1e-5, 1e-5, 1e-5 * max(1.0, abs(x[2]))])
+    columns = []
+    for j in range(3):
+        up, down = x.copy(), x.copy()
+        up[j] += steps[j]
+        down[j] -= steps[j]
+        columns.append((residuals(up) - residuals(down)) / (2 * steps[j]))
+    jacobian = np.stack(columns, axis=1)[inlier]
+    m = int(inlier.sum())
+    s2 = max(float(np.sum(r[inlier] ** 2) / max(m - 3, 1)), clock)
+    keep = [j for j in range(3) if np.any(jacobian[:, j] != 0)]
+    sd = np.full(3, np.nan)
+    if keep and m > len(keep):
+        sub = jacobian[:, keep]
+        try:
+            variance = np.diag(s2 * np.linalg.inv(sub.T @ sub))
+        except np.linalg.LinAlgError:
+            return sd
+        sd[keep] = np.sqrt(np.where(variance >= 0, variance, np.nan))
+    return sd
 
 
 @dataclasses.dataclass(frozen=True)
@@ -331,20 +362,60 @@ def fit_storage(logs: Logs, *, fit_writes: int = FIT_WRITES, windows: int = FIT_
     alone = most_writers == 1
     per_node0 = float(np.max((rate / nodes)[alone] if alone.any() else rate / nodes))
     aggregate = float(np.max(rate * mean_writers))
-    # Each k: a first pass at scale FIRST_SCALE; then every k again at one common scale (the
-    # best first pass's robust scale), so that their costs compare (the profile over k).
+
+    # Each k = 1 .. n_max (every k the logs can inform: beyond the most writes ever in progress
+    # at once, k and peak trade off exactly): a first pass at scale FIRST_SCALE, started from the
+    # best (by cost) of a cold start and the k before's optimum (its peak kept, or scaled by
+    # k / (k - 1) to keep the rate per writer below k); then every k again at one common scale
+    # (the best first pass's robust scale), so that their costs compare (the profile over k).
+    # The whole profile is scanned: it need not be unimodal in k (a local minimum at a small k
+    # would be a silent wrong answer).
+    def first_cost(x, k):
+        r = residuals(x, k)
+        return float(np.sum(FIRST_SCALE**2 * (np.sqrt(1 + (r / FIRST_SCALE) ** 2) - 1)))
+
     starts, firsts = {}, {}
-    for k in range(1, n_max + 1):
+
+    def warm_starts(k, neighbour):
+        warm = firsts[neighbour].x
+        return [warm, warm + np.array([math.log(k / neighbour), 0.0, 0.0])]
+
+    def solve(k, candidates):
+        bounds = starts[k]
+        candidates = [np.clip(c, np.array(bounds[0]) + 1e-9, np.array(bounds[1]) - 1e-9) for c in candidates]
+        costs = [first_cost(c, k) for c in candidates]
+        at = int(np.argmin(costs))
+        if k in firsts and costs[at] >= firsts[k].cost:
+            return
+        fitted = least_squares(
+            residuals, candidates[at], args=(k,), loss="soft_l1", f_scale=FIRST_SCALE, bounds=bounds, x_scale=1.0
+        )
+        if k not in firsts or fitted.cost < firsts[k].cost:
+            firsts[k] = fitted
+
+    def first_pass(k, previous):
         peak0 = max(aggregate, k * float(np.max(rate[alone] if alone.any() else rate)))
         x0 = np.array([math.log(peak0), math.log(per_node0 * 1.05), 0.05])
-        bounds = ([x0[0] - 20, x0[1] - 20, 0.0], [x0[0] + 20, x0[1] + 20, 50.0])
-        starts[k] = bounds
-        firsts[k] = least_squares(
-            residuals, x0, args=(k,), loss="soft_l1", f_scale=FIRST_SCALE, bounds=bounds, x_scale=1.0
-        )
-        best = min(firsts, key=lambda j: firsts[j].cost)
-        if k >= best + 1 and k >= 2:  # the profile rose past its minimum: stop
-            break
+        starts[k] = ([x0[0] - 20, x0[1] - 20, 0.0], [x0[0] + 20, x0[1] + 20, 50.0])
+        solve(k, [x0] + (warm_starts(k, previous) if previous is not None else []))
+
+    # Every k up to SCAN_EVERY; beyond it (a log with very many writers at once) a geometric grid,
+    # filled in with every k between the grid points around the grid's best.
+    grid = list(range(1, min(n_max, SCAN_EVERY) + 1))
+    while grid[-1] < n_max:
+        grid.append(min(n_max, max(grid[-1] + 1, int(math.ceil(grid[-1] * SCAN_GROWTH)))))
+    for i, k in enumerate(grid):
+        first_pass(k, grid[i - 1] if i else None)
+    best = min(firsts, key=lambda j: firsts[j].cost)
+    if best > SCAN_EVERY:
+        at = grid.index(best)
+        for k in range(grid[at - 1] + 1, grid[min(at + 1, len(grid) - 1)]):
+            if k not in firsts:
+                first_pass(k, k - 1 if k - 1 in firsts else best)
+    # Back down: a k whose fit from the larger k's optimum is better (a local minimum left).
+    scanned = sorted(firsts)
+    for i in range(len(scanned) - 2, -1, -1):
+        solve(scanned[i], warm_starts(scanned[i], scanned[i + 1]))
     best = min(firsts, key=lambda j: firsts[j].cost)
     r = firsts[best].fun
     # The clock's rounding of a start and an end (uniform, one step wide each) is noise the
@@ -445,9 +516,59 @@ def fit_storage(logs: Logs, *, fit_writes: int = FIT_WRITES, windows: int = FIT_
     # saturates_at: the k whose robust cost (one common scale) is within the 95 % likelihood-ratio bound.
     ss = {k: float(fit.cost) for k, (fit, _) in fits.items()}
     inside = [k for k in ss if 2 * (ss[k] - ss[best_k]) / max(s2, 1e-300) <= CHI2_95]
-    values["saturates_at"] = Value(
-        float(best_k), float(min(inside)), float(max(inside)), m, "profile over k = 1, 2, ...: likelihood-ratio bound"
-    )
+    method_k = f"profile over k = 1 .. {n_max} (the most writes in progress at once): likelihood-ratio bound"
+    if max(inside) >= n_max:
+        # k and the peak trade off exactly once k reaches the most writers the logs saw.
+        values["saturates_at"] = Value(
+            float(best_k),
+            float(min(inside)),
+            None,
+            m,
+            method_k,
+            (f"k = {min(inside)} .. {n_max}" if min(inside) < n_max else f"k = {n_max}")
+            + " (the most writes ever in progress at once) fits the logs, and so does any larger k with a peak "
+            "larger in proportion: k is only bounded below",
+        )
+    else:
+        why = ""
+        if len(inside) > 1:
+            why = f"k = {min(inside)} .. {max(inside)} fit the logs alike (the peak and degradation trade off with it)"
+        values["saturates_at"] = Value(float(best_k), float(min(inside)), float(max(inside)), m, method_k, why)
+    # Several k fit alike: the parameters k trades off with (peak, degradation, and the limit the
+    # replay feels) take, at every such k, its own optimum and Jacobian interval: the union.
+    for k in inside:
+        if k == best_k or not hasattr(fits[k][0], "x"):
+            continue
+        xk, rk = fits[k][0].x, fits[k][0].fun
+        sd_k = _spread(
+            lambda z, k=k: residuals(z, k), xk, rk, np.abs(rk - np.median(rk)) <= INLIER_SCALES * scale, clock
+        )
+        for j, name in enumerate(names):
+            value = values[name]
+            if not value.determined:
+                continue
+            centre = float(xk[j]) if name == "degradation" else math.exp(xk[j])
+            low, high = centre, centre
+            if math.isfinite(sd_k[j]):
+                low, high = (
+                    (max(xk[j] - Z95 * sd_k[j], 0.0), xk[j] + Z95 * sd_k[j])
+                    if name == "degradation"
+                    else (math.exp(xk[j] - Z95 * sd_k[j]), math.exp(xk[j] + Z95 * sd_k[j]))
+                )
+            if low < value.low or high > value.high:
+                values[name] = dataclasses.replace(
+                    value,
+                    low=float(min(low, value.low)),
+                    high=float(max(high, value.high)),
+                    method=value.method + f"; widened over k = {min(inside)} .. {max(inside)} (saturates_at)",
+                )
+    if max(inside) >= n_max and values["peak"].determined:
+        # Beyond the most writers seen, f(n) = peak · n / k for every n seen: only peak / k is felt.
+        values["peak"] = dataclasses.replace(
+            values["peak"],
+            high=None,
+            method=values["peak"].method + "; no upper bound: saturates_at is not bounded above",
+        )
 
     # Validation: every write replayed with the fitted values (peak at its bound where undetermined).
     peak = values["peak"].value or values["peak"].low

@@ -202,6 +202,65 @@ def test_replay_water_fills_under_the_limits():
     np.testing.assert_allclose(ends, [3.0, 3.0])
 
 
+def replayed_logs(peak, k, degradation, per_node, nodes, volumes, writes, span, slowed, seed):
+    """Write logs made by `fit.replay` itself with a known storage (to the millisecond): ``writes``
+    starts uniform over ``span`` s by jobs of ``nodes`` nodes writing ``volumes`` bytes; a share
+    ``slowed`` of the writes took 1.2 to 3 times as long (the writes beside abandoned ones)."""
+    from ckpt_jax._logs import Logs
+    from ckpt_jax._policies import storage_curve
+
+    rng = np.random.default_rng(seed)
+    n_jobs = len(nodes)
+    job = rng.integers(0, n_jobs, writes)
+    start = np.sort(rng.uniform(0.0, span, writes))
+    volume = np.asarray(volumes, float)[job]
+    node = np.asarray(nodes, float)
+    curve = [storage_curve(n, peak, k, degradation) for n in range(1, writes + 1)]
+    end = fit.replay(start, volume, per_node * node[job], curve)
+    slow = rng.random(writes) < slowed
+    end = start + (end - start) * np.where(slow, rng.uniform(1.2, 3.0, writes), 1.0)
+    return Logs(
+        folder="",
+        time_unit="s",
+        jobs=tuple(f"j{i}" for i in range(n_jobs)),
+        groups=("g",),
+        group=np.zeros(n_jobs, int),
+        gpus=node * 8,
+        nodes=node,
+        first=np.zeros(n_jobs),
+        last=np.full(n_jobs, 2 * span),
+        write_job=job,
+        write_start=np.round(start, 3),
+        write_end=np.round(end, 3),
+        write_bytes=volume,
+        failure_job=np.zeros(0, int),
+        failure_time=np.zeros(0),
+        resolution=1e-3,
+    )
+
+
+def test_saturates_at_from_the_whole_profile_over_k():
+    # 300 writes of 4-, 8- and 16-node jobs at 1 GB/s per node on peak 48 GB/s, k = 8,
+    # degradation 0.02, 5 % of them slowed: the first pass's robust cost rises from k = 1 to
+    # k = 2 and falls to its minimum at k = 8 (a scan that stops at the first rise reports k = 1).
+    logs = replayed_logs(48e9, 8, 0.02, 1e9, [4, 8, 16] * 4, [50e9, 100e9, 200e9] * 4, 300, 1500.0, 0.05, 0)
+    storage = fit.fit_storage(logs)
+    assert storage.saturates_at.value == 8 and storage.saturates_at.inside(8)
+    for name, truth in {"peak": 48e9, "degradation": 0.02, "per_node_limit": 1e9}.items():
+        assert getattr(storage, name).value == pytest.approx(truth, rel=1e-3), name
+
+
+def test_saturates_at_not_pinned_down_widens_the_peak():
+    # Peak 80 GB/s, k = 6, degradation 0.02, writes of 12 GB/s at most: no write is held back
+    # below 7 writers, so k = 1 .. 6 (each with its own peak and degradation) fit alike.
+    logs = replayed_logs(80e9, 6, 0.02, 1.5e9, [8] * 12, [100e9, 200e9, 400e9] * 4, 300, 1500.0, 0.0, 0)
+    storage = fit.fit_storage(logs)
+    k = storage.saturates_at
+    assert (k.low, k.high) == (1, 6) and "fit the logs alike" in k.why
+    assert storage.peak.inside(80e9) and storage.peak.inside(80e9 / 0.9)  # k = 6 and k = 1
+    assert storage.degradation.inside(0.02) and storage.degradation.inside(0.02 / 0.9)
+
+
 def _logs(tmp_path: Path, jobs: str, writes: str, failures: str) -> Path:
     folder = tmp_path / "logs"
     folder.mkdir(exist_ok=True)
