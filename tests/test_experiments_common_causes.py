@@ -13,6 +13,7 @@ import ckpt_jax as cj
 from ckpt_jax.experiments import EXPERIMENTS, NOT_REPRODUCED, REPRODUCED, common_causes
 
 
+@pytest.mark.slow  # a whole experiment at smoke size; `reproduce --quick` runs it too
 def test_common_causes_smoke(tmp_path):
     assert common_causes.EXPERIMENT in EXPERIMENTS
     result = common_causes.run(tmp_path, size="smoke", progress=False)

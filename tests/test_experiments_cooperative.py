@@ -13,6 +13,7 @@ from ckpt_jax.fleetfile import load
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "cielo.toml"
 
 
+@pytest.mark.slow  # a whole experiment at smoke size; `reproduce --quick` runs it too
 def test_cooperative_smoke(tmp_path):
     assert cooperative.EXPERIMENT in EXPERIMENTS
     result = cooperative.run(tmp_path, size="smoke", progress=False)
