@@ -323,6 +323,7 @@ def cli_process(argv, **env):
     return result.stdout
 
 
+@pytest.mark.slow  # a second process with two devices; tests/test_sharding.py checks sharded runs in the tier
 def test_simulate_on_one_or_two_devices_gives_the_same_trace(tmp_path):
     argv = ["simulate", "--fleets", "6", "--jobs", "4", "--cycles", "6", "--jitter", "0.1", "--seed", "3"]
     traces = {}

@@ -143,6 +143,7 @@ def test_offset_gradient_matches_finite_differences_of_the_same_smoothed_objecti
     assert np.all(np.isfinite(gap)) and np.any(np.asarray(differences) != 0)
 
 
+@pytest.mark.slow  # a design search of offsets; tests/test_cli_design.py designs offsets in the tier
 def test_designed_offsets_are_reproducible_and_in_the_cycle(pair):
     def run(seed):
         return design.checkpoint_intervals(

@@ -60,6 +60,7 @@ def test_the_baselines_take_the_total_failure_rate_with_drawn_outages(outages):
     np.testing.assert_allclose(loads(text).young(), np.full(2, math.sqrt(2 * total)), rtol=1e-12)
 
 
+@pytest.mark.slow  # a whole design search (the tier keeps the refusals and the baselines)
 def test_staggers_are_designed_bounded_and_reach_the_evaluation(outages, staggered):
     key, result = staggered
     assert result.evaluation is not None
@@ -112,6 +113,7 @@ def test_stagger_refuses_what_it_cannot_design(outages):
         loads('throughput = "shared"\n[design]\nstaggers = 1\n[[outages]]\nmtbf = 60.0\n' + GROUP.format(mtbf=9.0))
 
 
+@pytest.mark.slow  # a whole design search (the tier keeps the refusals and the baselines)
 def test_weibull_lone_job_reports_its_saving_against_young_and_daly_with_paired_cis():
     # A lone job (d = 1 alone, M = 100 the mean of a Weibull law of shape 0.7): Young's and
     # Daly's intervals take the mean M, whatever the shape.

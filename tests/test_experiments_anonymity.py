@@ -14,6 +14,7 @@ def smoke(tmp_path_factory):
     return anonymity.run(out, size="smoke", progress=False), out
 
 
+@pytest.mark.slow  # reads the experiment's smoke run (module fixture); `reproduce --quick` runs it too
 def test_anonymity_smoke(smoke):
     result, out = smoke
     check_experiment_result(anonymity, result, out, one_verdict_per_claim=False)
@@ -39,6 +40,7 @@ def _rerun_verdict(decide, data):
     return decide(data)[0]
 
 
+@pytest.mark.slow  # reads the experiment's smoke run (module fixture); `reproduce --quick` runs it too
 def test_verdicts_change_with_the_data(smoke):
     # The same rules on altered measurements: a coupled control, a neutral policy, a fair
     # determinant off 1, a neutral fcfs pair.
@@ -74,6 +76,7 @@ def test_verdicts_change_with_the_data(smoke):
     assert _rerun_verdict(anonymity.verdict_9b, nothing) == NOT_REPRODUCED
 
 
+@pytest.mark.slow  # reads the experiment's smoke run (module fixture); `reproduce --quick` runs it too
 def test_report_has_a_row_per_sub_claim(smoke, tmp_path):
     from ckpt_jax.reproduce import write_report
 

@@ -141,6 +141,7 @@ def test_two_level_coupling_rejects_bad_input():
         two_level_coupling(batch, [0.0, 0.5])
 
 
+@pytest.mark.slow  # a whole experiment at smoke size; `reproduce --quick` runs it too
 def test_asynchrony_smoke(tmp_path):
     assert asynchrony.EXPERIMENT in EXPERIMENTS
     result = asynchrony.run(tmp_path, size="smoke", progress=False)

@@ -19,6 +19,7 @@ def _check_common(result, out, module):
     check_experiment_result(module, result, out, min_figure_bytes=10_000, one_verdict_per_claim=module is not ftle)
 
 
+@pytest.mark.slow  # a whole experiment at smoke size; `reproduce --quick` runs it too
 def test_no_clustering_smoke(tmp_path):
     result = no_clustering.run(tmp_path, size="smoke", progress=False)
     _check_common(result, tmp_path, no_clustering)
@@ -36,6 +37,7 @@ def test_no_clustering_smoke(tmp_path):
         assert 0.2 < cell["median_first"] / cell["uniform_phases_median"] < 5
 
 
+@pytest.mark.slow  # a whole experiment at smoke size; `reproduce --quick` runs it too
 def test_ftle_smoke(tmp_path):
     result = ftle.run(tmp_path, size="smoke", progress=False)
     _check_common(result, tmp_path, ftle)

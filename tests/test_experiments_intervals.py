@@ -16,6 +16,7 @@ def smoke(tmp_path_factory):
     return intervals.run(out, size="smoke", progress=False), out
 
 
+@pytest.mark.slow  # reads the experiment's smoke run (module fixture); `reproduce --quick` runs it too
 def test_intervals_smoke(smoke):
     result, out = smoke
     check_experiment_result(intervals, result, out, one_verdict_per_claim=False)
@@ -58,6 +59,7 @@ def _verdict_10b(pair, storm):
     return intervals.verdict_10b(pair, storm)[0]
 
 
+@pytest.mark.slow  # reads the experiment's smoke run (module fixture); `reproduce --quick` runs it too
 def test_10a_verdict_follows_the_formula_and_the_optimum(smoke):
     single = copy.deepcopy(smoke[0]["numbers"]["single_job"])
     single["curve"]["z_outside"] = [0.0] * len(single["curve"]["z_outside"])
@@ -76,6 +78,7 @@ def _saved(storm, low, high):
         baseline["saved"] = dict(mean=(low + high) / 2, low=low, high=high)
 
 
+@pytest.mark.slow  # reads the experiment's smoke run (module fixture); `reproduce --quick` runs it too
 def test_10b_verdict_follows_the_grid_and_the_savings(smoke):
     pair = copy.deepcopy(smoke[0]["numbers"]["pair"])
     storm = copy.deepcopy(smoke[0]["numbers"]["storm"])
@@ -96,6 +99,7 @@ def test_10b_verdict_follows_the_grid_and_the_savings(smoke):
     assert _verdict_10b(off_grid, all_worse) == NOT_REPRODUCED
 
 
+@pytest.mark.slow  # reads the experiment's smoke run (module fixture); `reproduce --quick` runs it too
 def test_report_has_a_row_per_sub_claim(smoke, tmp_path):
     from ckpt_jax.reproduce import write_report
 

@@ -10,6 +10,7 @@ import ckpt_jax as cj
 from ckpt_jax.experiments import EXPERIMENTS, power_steps
 
 
+@pytest.mark.slow  # a whole experiment at smoke size; `reproduce --quick` runs it too
 def test_power_steps_smoke(tmp_path):
     assert power_steps.EXPERIMENT in EXPERIMENTS
     result = power_steps.run(tmp_path, size="smoke", progress=False)

@@ -36,6 +36,7 @@ def test_ruff_format():
     run_tool("ruff", "format", "--check", "--diff", ".")
 
 
+@pytest.mark.slow  # pyright over the package takes about 30 s; ruff runs in the tier
 def test_pyright():
     # The interpreter running the tests is the one whose packages (jax, numpy) pyright resolves.
     run_tool("pyright", "--pythonpath", sys.executable, timeout=600)
