@@ -78,6 +78,7 @@ def run_processes(tmp_path: Path, out: Path) -> list:
     return texts
 
 
+@pytest.mark.slow  # two JAX processes started and compiled (about 15 s)
 def test_two_processes_give_the_one_process_result_bit_for_bit(tmp_path):
     example = load_script()
     out = tmp_path / "gathered.npz"

@@ -16,6 +16,7 @@ from conftest import TEST_XLA_FLAGS, UNROLLED_THREEFRY
 HERE = Path(__file__).parent
 
 
+@pytest.mark.slow  # every representative run compiled twice, in two processes (about 35 s)
 @pytest.mark.skipif(
     TEST_XLA_FLAGS not in os.environ.get("XLA_FLAGS", "") and not UNROLLED_THREEFRY,
     reason="the tier compiles as users do",
