@@ -66,7 +66,13 @@ def test_readme_first_example_prints_what_the_readme_says():
     assert said, prose
     assert lines[0] == said[1]
     first, last = (float(x) for x in lines[1].split())
-    assert _agrees(said[2], first) and _agrees(said[3], last), (lines, said.groups())
+    assert _agrees(said[2], first), (lines, said.groups())
+    # After 200 cycles each launch's smallest gap depends on rounding (a relative change of
+    # 1e-14 in the launch changes it by ~66 %: the gap map stretches some directions), so the
+    # last median is a statistic of 1,000 launches: its standard error, read from the README
+    # ("known to ±0.00016", a bootstrap of this run), bounds the agreement.
+    se = float(re.search(r"known to ±([\d.]+)", prose)[1])
+    assert abs(last - float(said[3])) <= 2 * se, (lines, said.groups())
     assert _agrees(said[4], 100 * float(lines[2])), (lines, said.groups())
 
 
