@@ -14,6 +14,8 @@ import numpy as np
 
 jax.config.update("jax_enable_x64", True)
 
+from xla_flag_runs import realistic, recorder  # noqa: E402
+
 import ckpt_jax as cj  # noqa: E402
 
 
@@ -23,27 +25,8 @@ def runs() -> dict:
     every observer to a horizon; heterogeneous jobs with jitter on the clock path and
     identical jobs on the FIFO path, with the writers, gaps and jobs observers."""
     rng = np.random.default_rng(0)
-    out = {}
-
-    def record(name, tree):
-        for k, leaf in enumerate(jax.tree_util.tree_leaves(tree)):
-            out[f"{name}/{k}"] = np.asarray(leaf)
-
-    every = cj.SaveAt(jobs=True, power=True, writers=True, gaps=True)
-    fleet = cj.Fleet(
-        rng.uniform(2, 10, (4, 5)),
-        rng.uniform(0.5, 3, (4, 5)),
-        cap=2.5,
-        size=rng.choice([1.0, 2.0, 4.0], (4, 5)),
-        write_limit=0.6,
-        snapshot=0.3,
-        mtbf=40.0,
-        restart=1.0,
-        recovery_read=True,
-        idle_power=0.2,
-    )
-    state = cj.random_state(fleet, jax.random.key(1))
-    record("general", cj.simulate(fleet, state, 6, until=60.0, key=jax.random.key(2), save=every))
+    out, record = recorder()
+    record("general", realistic(rng, 4))
     observers = cj.SaveAt(writers=True, gaps=True, jobs=True)
     fleet = cj.Fleet(rng.uniform(2, 10, (4, 6)), rng.uniform(0.5, 3, (4, 6)), cap=4.0)
     state = cj.random_state(fleet, jax.random.key(3))

@@ -14,6 +14,39 @@ jax.config.update("jax_enable_x64", True)
 import ckpt_jax as cj  # noqa: E402
 
 
+def recorder() -> tuple:
+    """``(out, record)``: ``record(name, tree)`` puts every leaf of ``tree`` in ``out`` as a
+    numpy array, under ``name/k``."""
+    out = {}
+
+    def record(name, tree):
+        for k, leaf in enumerate(jax.tree_util.tree_leaves(tree)):
+            out[f"{name}/{k}"] = np.asarray(leaf)
+
+    return out, record
+
+
+def realistic(rng, n_fleets: int):
+    """The general loop with sizes, a binding cap, write limits, two-level checkpoints,
+    failures, recovery reads, power and every observer, to a horizon (``n_fleets`` fleets of
+    5 jobs); also run by tests/cpu_flag_runs.py."""
+    every = cj.SaveAt(jobs=True, power=True, writers=True, gaps=True)
+    fleet = cj.Fleet(
+        rng.uniform(2, 10, (n_fleets, 5)),
+        rng.uniform(0.5, 3, (n_fleets, 5)),
+        cap=2.5,
+        size=rng.choice([1.0, 2.0, 4.0], (n_fleets, 5)),
+        write_limit=0.6,
+        snapshot=0.3,
+        mtbf=40.0,
+        restart=1.0,
+        recovery_read=True,
+        idle_power=0.2,
+    )
+    state = cj.random_state(fleet, jax.random.key(1))
+    return cj.simulate(fleet, state, 6, until=60.0, key=jax.random.key(2), save=every)
+
+
 def runs() -> dict:
     """{name: array} of every result array of seven runs and of random draws: the general loop
     with sizes, a binding cap, write limits, two-level checkpoints, failures, recovery reads,
@@ -23,27 +56,8 @@ def runs() -> dict:
     stagger; the gap return map's spectrum (its Jacobian by `jax.jacfwd`); and keys split and
     folded, and uniform, normal, truncated normal, exponential and Weibull draws."""
     rng = np.random.default_rng(0)
-    out = {}
-
-    def record(name, tree):
-        for k, leaf in enumerate(jax.tree_util.tree_leaves(tree)):
-            out[f"{name}/{k}"] = np.asarray(leaf)
-
-    every = cj.SaveAt(jobs=True, power=True, writers=True, gaps=True)
-    fleet = cj.Fleet(
-        rng.uniform(2, 10, (3, 5)),
-        rng.uniform(0.5, 3, (3, 5)),
-        cap=2.5,
-        size=rng.choice([1.0, 2.0, 4.0], (3, 5)),
-        write_limit=0.6,
-        snapshot=0.3,
-        mtbf=40.0,
-        restart=1.0,
-        recovery_read=True,
-        idle_power=0.2,
-    )
-    state = cj.random_state(fleet, jax.random.key(1))
-    record("realistic", cj.simulate(fleet, state, 6, until=60.0, key=jax.random.key(2), save=every))
+    out, record = recorder()
+    record("realistic", realistic(rng, 3))
     active = np.arange(5)[None, :] < np.array([[2], [5], [4]])
     fleet = cj.Fleet(
         rng.uniform(2, 10, (3, 5)), rng.uniform(0.5, 3, (3, 5)), cap=[1.5, 2.0, 4.0], throughput="sqrt", active=active
