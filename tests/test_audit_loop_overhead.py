@@ -1,0 +1,59 @@
+"""Cases of the lean general loop and the fixed checkpoint overhead (docs/model.md §1g) that the
+other tests leave open, each found by planting a plausible bug in that code and seeing no test
+fail (the audit of issue 51).
+
+* A failure during a checkpoint's overhead loses the cycle the checkpoint covered, and the
+  redo computes that cycle's own jittered work again (`failures._redo`: the overhead is an open
+  checkpoint, as a snapshot or an unsafe drain is). Without jitter every cycle's work is T, so
+  only a jittered run tells the draws apart; the exact reference (tests/reference.py) does.
+
+Every case is one tiny fleet over a short horizon: a second or two each in the tier.
+"""
+
+import jax
+import numpy as np
+from reference import simulate_realistic_reference
+
+import ckpt_jax as cj
+from ckpt_jax._params import flat_params, jitter_work
+
+RTOL = 1e-9
+
+
+def test_a_failure_during_an_overhead_redoes_the_lost_cycle_with_its_own_draw():
+    # One job computing T = 4 at t = 0 fires at 4 (its next phase is cycle 1), spends o = 1 in
+    # its overhead, fails at 4.5, is back at 5 and redoes cycle 0 (the cycle the open checkpoint
+    # covered) with cycle 0's draw, not cycle 1's; then o + d = 2 more.
+    compute, write, overhead, restart, sigma, seed = 4.0, 1.0, 1.0, 0.5, 0.8, 3
+    fleet = cj.Fleet([compute], [write], overhead=overhead, restart=restart)
+    key = jax.random.key(seed)
+    params = flat_params(fleet, sigma, key)
+    draws = [float(jitter_work(params.job_keys[0, 0], params.compute[0, 0], params.jitter[0], c)) for c in range(4)]
+    assert abs(draws[0] - draws[1]) > 0.05  # the two cycles' draws tell the bug apart
+    horizon = 5.0 + draws[0] + overhead + write + 0.5
+    out = cj.simulate(
+        fleet,
+        cj.initial_state(fleet),
+        4,
+        until=horizon,
+        failure_times=np.array([[4.5, np.inf]]),
+        jitter=sigma,
+        key=key,
+        save=cj.SaveAt(jobs=True),
+    )
+    assert bool(np.all(out.ok))
+    exact = simulate_realistic_reference(
+        [compute],
+        [write],
+        horizon,
+        failure_times=[[4.5]],
+        restart=[restart],
+        phase=[0],
+        remaining=[compute],
+        overhead=[overhead],
+        compute_work=lambda job, cycle: draws[cycle],
+    )
+    fired = [float(x) for x in exact["fire_times"][0]]
+    np.testing.assert_allclose(fired, [4.0, 5.0 + draws[0]], rtol=RTOL)  # the hand computation
+    np.testing.assert_allclose(np.asarray(out.fire_times)[0, :2], fired, rtol=RTOL)
+    np.testing.assert_allclose(np.asarray(out.jobs.lost_work)[0], float(exact["lost_work"][0]), rtol=RTOL)
