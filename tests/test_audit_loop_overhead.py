@@ -6,6 +6,9 @@ fail (the audit of issue 51).
   redo computes that cycle's own jittered work again (`failures._redo`: the overhead is an open
   checkpoint, as a snapshot or an unsafe drain is). Without jitter every cycle's work is T, so
   only a jittered run tells the draws apart; the exact reference (tests/reference.py) does.
+* The design's contended Young iteration keeps the interval of a job that completed no write
+  in any draw: its stand-in D is T²/(2M) less the overhead o, so that √(2·(o + D)·M) gives
+  T back (`design.contended_young`). The design tests' fleets all complete writes.
 
 Every case is one tiny fleet over a short horizon: a second or two each in the tier.
 """
@@ -15,6 +18,7 @@ import numpy as np
 from reference import simulate_realistic_reference
 
 import ckpt_jax as cj
+from ckpt_jax import design
 from ckpt_jax._params import flat_params, jitter_work
 
 RTOL = 1e-9
@@ -57,3 +61,15 @@ def test_a_failure_during_an_overhead_redoes_the_lost_cycle_with_its_own_draw():
     np.testing.assert_allclose(fired, [4.0, 5.0 + draws[0]], rtol=RTOL)  # the hand computation
     np.testing.assert_allclose(np.asarray(out.fire_times)[0, :2], fired, rtol=RTOL)
     np.testing.assert_allclose(np.asarray(out.jobs.lost_work)[0], float(exact["lost_work"][0]), rtol=RTOL)
+
+
+def test_contended_young_keeps_the_interval_of_a_job_with_an_overhead_and_no_write():
+    # Young's interval with o + D = 3, M = 10 is √60 ≈ 7.7 > H = 5: no draw completes a write,
+    # so the job keeps it (the first iteration changes nothing).
+    fleet = cj.Fleet([1.0], [1.0], mtbf=10.0, overhead=2.0, dtype="float64")
+    young = np.sqrt(2 * (2.0 + 1.0) * 10.0)
+    np.testing.assert_allclose(design._young(fleet), young, rtol=1e-12)
+    keys = jax.random.split(jax.random.key(0), 2)
+    intervals, iterations, converged = design.contended_young(fleet, horizon=5.0, keys=keys)
+    np.testing.assert_allclose(intervals, young, rtol=1e-12)
+    assert converged and iterations == 1
