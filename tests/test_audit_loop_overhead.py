@@ -14,6 +14,9 @@ fail (the audit of issue 51).
   outage (docs/model.md §1f). No other test runs the two together, so an outage left out of
   the reduction where a controller queue is also there went unseen (the outage struck at the
   next other event instead).
+* assess's causes and goodput add up to 1 with the overheads as their own cause: an overhead
+  left out of the sum before the rest (throttling) is taken shows as throttling on a fleet
+  without a cap; the overhead test checks the overhead cause, not the rest.
 
 Every case is one tiny fleet over a short horizon: a second or two each in the tier.
 """
@@ -89,3 +92,15 @@ def test_an_outage_is_an_event_under_a_delayed_controller():
         assert bool(np.all(out.ok))
         np.testing.assert_allclose(np.asarray(out.fire_times)[:, 0], [14.0, 14.0], rtol=RTOL)
         np.testing.assert_array_equal(np.asarray(out.jobs.failures), [1, 1])
+
+
+def test_assess_overheads_are_not_throttling():
+    # A lone job, no cap, no failures: cycles of T + o + D = 10 + 2 + 1 = 13 from t = 0, ten of
+    # them in H = 130: overheads 20/130, writes 10/130, goodput 100/130, no throttling.
+    fleet = cj.Fleet([10.0], [1.0], overhead=2.0)
+    result = cj.assess.assess(fleet, horizon=130.0, key=jax.random.key(0), n_draws=2)
+    losses = result.losses["fleet"]
+    np.testing.assert_allclose(losses["overhead"].mean, 20 / 130, rtol=1e-12)
+    np.testing.assert_allclose(losses["checkpoint"].mean, 10 / 130, rtol=1e-12)
+    np.testing.assert_allclose(result.goodput["fleet"].mean, 100 / 130, rtol=1e-12)
+    assert losses["throttling"].mean == 0.0
