@@ -17,6 +17,9 @@ fail (the audit of issue 51).
 * assess's causes and goodput add up to 1 with the overheads as their own cause: an overhead
   left out of the sum before the rest (throttling) is taken shows as throttling on a fleet
   without a cap; the overhead test checks the overhead cause, not the rest.
+* A fleet file's ``overhead`` may be 0 (as ``restart`` and ``snapshot`` may: no overhead), in
+  units or plain, and an override to "0 s" (the overhead experiment's o = 0) too; the overhead
+  tests refuse only negative values and wrong units.
 
 Every case is one tiny fleet over a short horizon: a second or two each in the tier.
 """
@@ -26,7 +29,7 @@ import numpy as np
 from reference import simulate_realistic_reference
 
 import ckpt_jax as cj
-from ckpt_jax import design
+from ckpt_jax import design, fleetfile
 from ckpt_jax._params import flat_params, jitter_work
 
 RTOL = 1e-9
@@ -104,3 +107,26 @@ def test_assess_overheads_are_not_throttling():
     np.testing.assert_allclose(losses["checkpoint"].mean, 10 / 130, rtol=1e-12)
     np.testing.assert_allclose(result.goodput["fleet"].mean, 100 / 130, rtol=1e-12)
     assert losses["throttling"].mean == 0.0
+
+
+ZERO_FILE = """
+time_unit = "min"
+[storage]
+peak = "2 TB/s"
+[[groups]]
+name = "big"
+count = 1
+gpus = 1024
+checkpoint = "1 TB"
+mtbf = "8 h"
+overhead = OVERHEAD
+"""
+
+
+def test_a_fleet_file_takes_a_zero_overhead():
+    for value in ('"0 s"', "0", "0.0"):
+        spec = fleetfile.loads(ZERO_FILE.replace("OVERHEAD", value))
+        assert spec.groups[0].overhead == 0.0 and not spec.has_overheads
+    spec = fleetfile.loads(ZERO_FILE.replace("OVERHEAD", '"30 s"'))
+    assert spec.groups[0].overhead == 30.0
+    assert spec.override({"overhead": "0 s"}).groups[0].overhead == 0.0
