@@ -1,0 +1,261 @@
+"""Guards for designs within budgets (docs/model.md §1g) and for ``ckpt-jax fit``: plausible
+slips that the other tests let through, each checked against values computed by hand from
+small data, not against the code itself.
+
+Budgets: the use of a limit per `Budgets.per` (a budget per day over a half-day horizon is
+twice the horizon's use, not half), the shadow price's sign (the waste a relaxed limit
+saves: the searched design's waste minus the relaxed one's, paired on the same draws), a
+floor (``min_interval``) raised on its own group's jobs, and the shadow price in GPU-hours a
+day (× GPUs × 24).
+
+Fit: failures exactly ``window`` apart are one outage ("within"), writes that meet end to
+start are not concurrent, the time to a job's own failure counts from its restart's end and
+an outage's failure censors it, the fitted file's bandwidths are in GB/s (10⁹ B/s, not
+GiB/s), and the Weibull mean's interval is the observed information's in (log k, log mean).
+
+Cheap by design: no design run, one tiny trace (three jobs, eight draws) for the shadow
+price, one fit of an 80-write log; the rest is numpy on a handful of rows.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from types import SimpleNamespace
+
+import jax
+import numpy as np
+import pytest
+
+import ckpt_jax as cj
+from ckpt_jax import design, fit
+from ckpt_jax._estimate import Estimate
+from ckpt_jax._logs import read_logs
+
+# -- budgets ------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def fleet():
+    """Three jobs in two groups (volumes 1, 1, 2), failing often enough that the interval
+    matters within H = 120."""
+    return cj.Fleet(
+        np.full(3, 10.0),
+        np.array([1.0, 1.0, 2.0]),
+        throughput=np.minimum(np.arange(4), 2.0),
+        mtbf=np.full(3, 30.0),
+        restart=0.5,
+        dtype="float64",
+    )
+
+
+NO_RELAXED = {"held": {}, "binding": (), "relaxed": {}, "scaled": {}}
+
+
+def test_use_per_day_scales_the_horizon_to_the_day(fleet):
+    # Completed checkpoints per job in two draws over H = 43200 s (half a day).
+    writes = np.array([[1.0, 2.0, 3.0], [2.0, 2.0, 1.0]])
+    steps = np.array([4.0, 6.0])
+    per_day = design.Budgets(written=1.0, power_steps=1.0, per=86400.0)
+    # Volumes 1, 1, 2: 1 + 2 + 6 = 9 and 2 + 2 + 2 = 6 over half a day, 18 and 12 a day.
+    use = design._use_of(writes, steps, fleet, per_day, 43200.0)
+    np.testing.assert_allclose(use["written"], [18.0, 12.0])
+    np.testing.assert_allclose(use["power_steps"], [8.0, 12.0])
+    over_h = design._use_of(writes, steps, fleet, design.Budgets(written=1.0, power_steps=1.0), 43200.0)
+    np.testing.assert_allclose(over_h["written"], [9.0, 6.0])
+    # The report's use on the evaluation's draws, the same way (no relaxed design: no run).
+    evaluation = SimpleNamespace(writes=writes[None], power_steps=steps[None], names=("design",))
+    outcome = design._budget_outcome(
+        fleet,
+        per_day,
+        NO_RELAXED,
+        evaluation,
+        None,
+        keys=None,
+        horizon=43200.0,
+        jitter=None,
+        launch="synchronous",
+        offsets=None,
+        restart_stagger=None,
+    )
+    assert outcome.used["written"].mean == pytest.approx(15.0)
+    assert outcome.used["power_steps"].mean == pytest.approx(10.0)
+
+
+def test_the_shadow_price_is_the_waste_the_relaxed_design_saves(fleet):
+    # The searched design at the longest intervals (a tight budget), the relaxed one shorter:
+    # with failures every 30 on average, intervals of 60 lose far more work than intervals of 8.
+    horizon, keys = 120.0, jax.random.split(jax.random.key(3), 8)
+    searched, relaxed = np.full((1, 3), 60.0), np.full((1, 3), 8.0)
+    start = np.zeros((1, 3))  # launch offsets: every run below shares one compiled program
+
+    def waste(intervals):
+        return design.fleet_waste(fleet, intervals, horizon=horizon, keys=keys, offsets=start)[0]
+
+    saved = waste(searched) - waste(relaxed)
+    assert saved.mean() > 0  # the scenario: relaxing the limit buys something
+    outcome = design._budget_outcome(
+        fleet,
+        design.Budgets(power_steps=5.0),
+        {**NO_RELAXED, "relaxed": {"power_steps": relaxed[0]}},
+        SimpleNamespace(writes=None, power_steps=np.zeros((1, 8)), names=("design", "young")),
+        waste(searched),
+        keys=keys,
+        horizon=horizon,
+        jitter=None,
+        launch="synchronous",
+        offsets=start[0],
+        restart_stagger=None,
+    )
+    shadow = outcome.shadow["power_steps"]
+    assert shadow.mean == pytest.approx(saved.mean(), rel=1e-9, abs=1e-12)
+    assert shadow.mean > 0
+
+
+def test_a_floor_raises_its_own_groups_lower_bound():
+    # Jobs 0, 1 in group 0 with floor 3, job 2 in group 1 with floor 2 (bounds [1, 60]).
+    labels = np.array([0, 0, 1])
+    (lo, hi), (group_lo, group_hi) = design._with_floor(
+        np.array([3.0, 3.0, 2.0]), (np.full(3, 1.0), np.full(3, 60.0)), labels
+    )
+    np.testing.assert_array_equal(lo, [3.0, 3.0, 2.0])
+    np.testing.assert_array_equal(group_lo, [3.0, 2.0])
+    np.testing.assert_array_equal(group_hi, [60.0, 60.0])
+    # Groups listed out of order: job 0 in group 1, jobs 1, 2 in group 0.
+    (lo, _), (group_lo, _) = design._with_floor(
+        np.array([5.0, 2.0, 2.0]), (np.full(3, 1.0), np.full(3, 60.0)), np.array([1, 0, 0])
+    )
+    np.testing.assert_array_equal(lo, [5.0, 2.0, 2.0])
+    np.testing.assert_array_equal(group_lo, [2.0, 5.0])
+
+
+def test_the_shadow_price_in_gpu_hours_a_day():
+    from ckpt_jax.cli.design import _budgets_json
+    from ckpt_jax.fleetfile import loads
+
+    spec = loads(
+        'power_per_gpu = "700 W"\n[storage]\npeak = "1 TB/s"\n[[groups]]\ncount = 2\ngpus = 8\n'
+        'checkpoint = "1 TB"\nmtbf = "10 h"\n[[groups]]\ncount = 1\ngpus = 8\ncheckpoint = "1 TB"\nmtbf = "10 h"\n'
+    )
+    outcome = design.BudgetOutcome(
+        budgets=design.Budgets(written=500e12, per=86400.0),
+        used={"written": Estimate(450e12, 400e12, 500e12)},
+        held={"written": 490e12},
+        binding=("written",),
+        shadow={"written": Estimate(0.01, 0.005, 0.015)},
+        relaxed={"written": np.full(3, 3000.0)},
+        scaled={},
+    )
+    block = _budgets_json(spec, outcome, np.array([0, 2]))
+    # 24 GPUs; a share 0.01 of their time is 0.01 × 24 × 24 = 5.76 GPU-hours a day.
+    assert block["shadow_gpu_hours_per_day"]["written"] == pytest.approx(
+        {"mean": 5.76, "low": 2.88, "high": 8.64}, rel=1e-12
+    )
+    assert block["relaxed"] == {"written": [3000.0, 3000.0]}
+
+
+# -- fit ----------------------------------------------------------------------------------------
+
+JOBS = "job,group,gpus,nodes,first [s],last [s]\na,g,8,1,0,10000\nb,g,8,1,0,10000\nc,g,8,1,0,10000\n"
+NO_WRITES = "job,start [s],end [s],bytes [GB]\n"
+
+
+def _folder(tmp_path: Path, jobs: str, writes: str, failures: str) -> Path:
+    folder = tmp_path / "logs"
+    folder.mkdir(exist_ok=True)
+    for name, text in (("jobs.csv", jobs), ("writes.csv", writes), ("failures.csv", failures)):
+        (folder / name).write_text(text)
+    return folder
+
+
+def test_failures_exactly_window_apart_are_one_outage(tmp_path):
+    # a at 3600, b exactly 60 s later: within the window of 60 s, one outage; c 120 s after
+    # a is past it, alone (not an outage).
+    failures = "job,time [s]\na,3600\nb,3660\nc,3720\n"
+    logs = read_logs(_folder(tmp_path, JOBS, NO_WRITES, failures))
+    clusters = fit.outage_clusters(logs, window=60.0)
+    assert [[int(logs.failure_job[row]) for row in cluster] for cluster in clusters] == [[0, 1]]
+
+
+def test_writes_that_meet_end_to_start_are_not_concurrent():
+    # w0 [0, 10], w1 [10, 20], w2 [5, 15]: w2 overlaps w0 on [5, 10] and w1 on [10, 15]; at
+    # t = 10 w0 ends as w1 starts: two writes in progress there, never three.
+    mean, most = fit.observed_writers([0.0, 10.0, 5.0], [10.0, 20.0, 15.0])
+    np.testing.assert_allclose(mean, [1.5, 1.5, 2.0])
+    np.testing.assert_array_equal(most, [2, 2, 2])
+    mean, most = fit.observed_writers([0.0, 10.0], [10.0, 20.0])
+    np.testing.assert_allclose(mean, [1.0, 1.0])
+    np.testing.assert_array_equal(most, [1, 1])
+
+
+def test_times_to_failure_count_from_restart_ends_and_outages_censor(tmp_path):
+    # Job a (window [0, 10000]): own failure at 1000 (restarted at 1100), an outage with b at
+    # 3000 (a restarted at 3050), own failure at 5000 (restarted at 5100).
+    failures = "job,time [s],restart_end [s]\na,1000,1100\na,3000,3050\nb,3010,3060\na,5000,5100\nb,8000,8100\n"
+    logs = read_logs(_folder(tmp_path, JOBS, NO_WRITES, failures))
+    clusters = fit.outage_clusters(logs, window=60.0)
+    outage_rows = {row for cluster in clusters for row in cluster}
+    assert len(clusters) == 1
+    events, censored = fit._segments(logs, (0,), outage_rows)
+    # Observed: 1000 - 0 and 5000 - 3050; censored: at the outage 3000 - 1100, at the
+    # window's end 10000 - 5100.
+    np.testing.assert_allclose(np.sort(events), [1000.0, 1950.0])
+    np.testing.assert_allclose(np.sort(censored), [1900.0, 4900.0])
+    # Job b: censored at the outage (3010 from 0), own failure 8000 - 3060, censored 10000 - 8100.
+    events, censored = fit._segments(logs, (1,), outage_rows)
+    np.testing.assert_allclose(np.sort(events), [4940.0])
+    np.testing.assert_allclose(np.sort(censored), [1900.0, 3010.0])
+
+
+def test_the_fitted_file_speaks_gb_and_gb_per_s(tmp_path):
+    from ckpt_jax import fleetfile
+
+    rows = ["job,start [s],end [s],bytes [GB]"]
+    # Two 1-node jobs, 10 GB each in 10 s, never together: 1 GB/s a write.
+    for k in range(40):
+        t = 100.0 * k
+        rows += [f"a,{t},{t + 10},10", f"b,{t + 50},{t + 60},10"]
+    jobs = "job,group,gpus,nodes,first [s],last [s]\na,g,8,1,0,5000\nb,g,8,1,0,5000\n"
+    logs = read_logs(_folder(tmp_path, jobs, "\n".join(rows) + "\n", "job,time [s]\n"))
+    fitted = fit.from_logs(logs)
+    spec = fleetfile.load(fit.write(fitted, tmp_path / "out")[0])
+    assert spec.groups[0].write == pytest.approx(10e9, rel=1e-5)  # 10 GB, not 10 GiB
+    storage = spec.source["storage"]
+    from ckpt_jax._units import to_base
+
+    # Every write alone at 1 GB/s: the peak (f(1), saturates_at = 1) is 10^9 B/s.
+    assert to_base(storage["peak"], "bandwidth") == pytest.approx(1e9, rel=1e-3)
+
+
+def test_the_weibull_means_interval_is_the_observed_information_of_log_mean():
+    from scipy import stats
+    from scipy.special import gamma
+
+    rng = np.random.default_rng(7)
+    events = 1000.0 * rng.weibull(0.7, 200)
+    censored = 1000.0 * rng.uniform(0.0, 2.0, 30)
+    _, weibull, shape, _, _ = fit._failure_law(events, censored)
+    k, mean = shape.value, weibull.value
+
+    # The log-likelihood in (log k, log mean): at the maximum, the observed information of
+    # this parametrisation gives the interval of log(mean) directly (no delta method).
+    def loglik(log_k, log_mean):
+        c = math.exp(log_k)
+        scale = math.exp(log_mean) / gamma(1 + 1 / c)
+        law = stats.weibull_min
+        return float(np.sum(law.logpdf(events, c, scale=scale)) + np.sum(law.logsf(censored, c, scale=scale)))
+
+    point, h = np.array([math.log(k), math.log(mean)]), 1e-4
+    hessian = np.empty((2, 2))
+    for i in range(2):
+        for j in range(2):
+            e_i, e_j = np.eye(2)[i] * h, np.eye(2)[j] * h
+            hessian[i, j] = (
+                loglik(*(point + e_i + e_j))
+                - loglik(*(point + e_i - e_j))
+                - loglik(*(point - e_i + e_j))
+                + loglik(*(point - e_i - e_j))
+            ) / (4 * h * h)
+    sd = math.sqrt(np.linalg.inv(-hessian)[1, 1])
+    assert weibull.low == pytest.approx(mean * math.exp(-1.959963984540054 * sd), rel=2e-3)
+    assert weibull.high == pytest.approx(mean * math.exp(1.959963984540054 * sd), rel=2e-3)
