@@ -5,16 +5,20 @@ small data, not against the code itself.
 Budgets: the use of a limit per `Budgets.per` (a budget per day over a half-day horizon is
 twice the horizon's use, not half), the shadow price's sign (the waste a relaxed limit
 saves: the searched design's waste minus the relaxed one's, paired on the same draws), a
-floor (``min_interval``) raised on its own group's jobs, and the shadow price in GPU-hours a
-day (× GPUs × 24).
+floor (``min_interval``) raised on its own group's jobs, the shadow price in GPU-hours a
+day (× GPUs × 24), and a point moved onto the limits carrying its own waste and use (not
+the starting point's: the search picks its start by them).
 
 Fit: failures exactly ``window`` apart are one outage ("within"), writes that meet end to
 start are not concurrent, the time to a job's own failure counts from its restart's end and
 an outage's failure censors it, the fitted file's bandwidths are in GB/s (10⁹ B/s, not
-GiB/s), and the Weibull mean's interval is the observed information's in (log k, log mean).
+GiB/s), the Weibull mean's interval is the observed information's in (log k, log mean), a
+domain's outage MTBF counts its own jobs' observed time, and `simulate --logs` ends the
+restarts of one outage's k-th job k·Δ after the first (k = 0, 1, ...).
 
 Cheap by design: no design run, one tiny trace (three jobs, eight draws) for the shadow
-price, one fit of an 80-write log; the rest is numpy on a handful of rows.
+price, one fit of an 80-write log; the rest is numpy on a handful of rows. Each test fails on the
+slip it names (each was planted and checked).
 """
 
 from __future__ import annotations
@@ -259,3 +263,64 @@ def test_the_weibull_means_interval_is_the_observed_information_of_log_mean():
     sd = math.sqrt(np.linalg.inv(-hessian)[1, 1])
     assert weibull.low == pytest.approx(mean * math.exp(-1.959963984540054 * sd), rel=2e-3)
     assert weibull.high == pytest.approx(mean * math.exp(1.959963984540054 * sd), rel=2e-3)
+
+
+def test_a_move_onto_the_limits_carries_the_moved_points_waste_and_use():
+    # One log-interval x; the use 2·e^(-1.5 x) against a limit 1 (kept from x = log(2) / 1.5),
+    # the waste x² + 1 on two draws. The point at 0 breaks the limit and moves up to the root
+    # (within 1 %); the point at 1 keeps it and stays.
+    calls = []
+
+    def run(points):
+        x = points[:, 0]
+        use = 2.0 * np.exp(-1.5 * x)
+        calls.append(len(points))
+        return np.repeat((x**2 + 1)[:, None], 2, 1), np.log(use), {"written": np.repeat(use[:, None], 2, 1)}
+
+    points = np.array([[0.0], [1.0]])
+    moved, waste, use, kept = design._onto_limits(
+        run, points, run(points), n_groups=1, lower=np.array([-5.0]), upper=np.array([5.0]), n_rows=2
+    )
+    root = math.log(2.0) / 1.5
+    assert kept.all() and moved[1, 0] == 1.0
+    assert root <= moved[0, 0] <= root + math.log1p(0.01) / 1.5
+    # The waste and the use returned are the moved points', not the starting ones'.
+    np.testing.assert_allclose(waste[:, 0], moved[:, 0] ** 2 + 1)
+    np.testing.assert_allclose(use["written"][:, 0], 2.0 * np.exp(-1.5 * moved[:, 0]))
+    assert all(n == 2 for n in calls)  # every run padded to n_rows: one compiled program
+
+
+def test_an_outages_restarts_end_delta_apart_from_the_first(tmp_path):
+    from ckpt_jax.fleetfile import loads
+
+    spec = loads(
+        'time_unit = "min"\nrestart_stagger = "30 s"\n[storage]\npeak = "1 GB/s"\n'
+        '[[groups]]\nname = "a"\ncount = 3\ngpus = 1\ncheckpoint = "60 GB"\nmtbf = "1000000 h"\n'
+        'interval = "10 min"\nrestart = "1 min"\ndomain = "rack"\n'
+        '[[outages]]\ndomain = "rack"\ntimes = ["5 min", "1 h"]\n'
+    )
+    drawn = fit.draw_failures(spec, 7200.0, 0)
+    rows = [(job, time, end) for job, time, end, domain, cause in drawn.rows if cause == "outage"]
+    # Job k of the jobs an outage fails ends its restart at t + R + k·Δ (k = 0, 1, 2): R = 60 s, Δ = 30 s.
+    assert rows == [
+        (0, 300.0, 360.0),
+        (1, 300.0, 390.0),
+        (2, 300.0, 420.0),
+        (0, 3600.0, 3660.0),
+        (1, 3600.0, 3690.0),
+        (2, 3600.0, 3720.0),
+    ]
+
+
+def test_a_domains_outage_mtbf_counts_its_own_jobs_time(tmp_path):
+    # Domain rack (a, b) observed over [0, 4 h], c (another domain) over [0, 10 h]; rack has two
+    # outages: its span is 4 h (14400 s), its MTBF 7200 s.
+    jobs = "job,group,gpus,nodes,first [h],last [h]\na,r,8,1,0,4\nb,r,8,1,0,4\nc,s,8,1,0,10\nd,s,8,1,0,10\n"
+    failures = "job,time [s],domain\na,1000,rack\nb,1010,rack\na,9000,rack\nb,9005,rack\nc,20000,other\nd,20001,other\n"
+    logs = read_logs(_folder(tmp_path, jobs, NO_WRITES, failures))
+    clusters = fit.outage_clusters(logs, window=60.0)
+    domains = fit.fit_domains(logs, clusters, fit.job_domains(logs, clusters))
+    rack = next(d for d in domains if d.name == "rack")
+    assert rack.outages == 2 and rack.span == 14400.0 and rack.mtbf.value == 7200.0
+    other = next(d for d in domains if d.name == "other")
+    assert other.outages == 1 and other.span == 36000.0
