@@ -324,3 +324,15 @@ def test_a_domains_outage_mtbf_counts_its_own_jobs_time(tmp_path):
     assert rack.outages == 2 and rack.span == 14400.0 and rack.mtbf.value == 7200.0
     other = next(d for d in domains if d.name == "other")
     assert other.outages == 1 and other.span == 36000.0
+
+
+def test_the_outage_mtbfs_interval_is_the_exact_poisson_one():
+    # Two outages in 1000 s: MTBF 500 s; the exact (Garwood) 95 % interval from the chi-square
+    # table, 2T / chi2_0.975(2n + 2) and 2T / chi2_0.025(2n): 2000 / 14.4494 and 2000 / 0.484419.
+    value = fit._poisson_mtbf(2, 1000.0)
+    assert value.value == 500.0 and value.n == 2
+    assert value.low == pytest.approx(2000.0 / 14.4494, rel=1e-5)
+    assert value.high == pytest.approx(2000.0 / 0.484419, rel=1e-5)
+    # None in 1000 s: bounded below by 2T / chi2_0.975(2) = 2000 / 7.37776.
+    none = fit._poisson_mtbf(0, 1000.0)
+    assert not none.determined and none.low == pytest.approx(2000.0 / 7.37776, rel=1e-5)
