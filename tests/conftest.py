@@ -147,10 +147,11 @@ def pytest_configure(config):
     if cache is None or os.environ.get("CKPT_JAX_XLA_CACHE", "1") == "0":
         return
     jax.config.update("jax_compilation_cache_dir", str(cache.mkdir("ckpt_jax_xla")))
-    # Looking a program up costs less than compiling it down to about 0.05 s of compile time
-    # (a program that compiles in 0.09 s loads in 0.024 s; the PRNG-key program, 0.28 s, in
-    # 0.064 s, tracing and lowering included, which both pay).
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.05)
+    # Only programs that compile in over half a second: a lookup alone is cheaper down to about
+    # 0.05 s (a 0.28 s program loads in 0.064 s), but with a size limit JAX scans every entry of
+    # the cache, under its lock, at each write, and thousands of small entries made the tier
+    # slower (docs/performance.md, "Tried and not kept").
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
     # A size limit: least recently used entries are evicted, under JAX's file lock.
     jax.config.update("jax_compilation_cache_max_size", 2 * 2**30)
 
