@@ -266,8 +266,11 @@ class _Cost:
         self.cost, self.fun = cost, fun
 
 
-def _spread(residuals, x, r, inlier, clock: float) -> np.ndarray:
-    """(3,) the Gauss-Newton standard deviations at ``x`` (NaN where the Jacobian is singular)."""
+def _gauss_newton(residuals, x, r, inlier, clock: float, usable=(True, True, True)) -> tuple:
+    """``(covariance, keep, s2)`` of the three storage parameters at ``x``: the Jacobian of the
+    raw residuals by central differences on the ``inlier`` writes, the residual variance
+    ``s2`` (no smaller than the clock's), and ``s2 (JᵀJ)⁻¹`` over the columns ``keep`` (usable,
+    and felt by some write); NaN elsewhere, and wherever JᵀJ is singular."""
     steps = np.array([1e-5, 1e-5, 1e-5 * max(1.0, abs(x[2]))])
     columns = []
     for j in range(3):
@@ -278,16 +281,21 @@ def _spread(residuals, x, r, inlier, clock: float) -> np.ndarray:
     jacobian = np.stack(columns, axis=1)[inlier]
     m = int(inlier.sum())
     s2 = max(float(np.sum(r[inlier] ** 2) / max(m - 3, 1)), clock)
-    keep = [j for j in range(3) if np.any(jacobian[:, j] != 0)]
-    sd = np.full(3, np.nan)
+    keep = [j for j in range(3) if usable[j] and np.any(jacobian[:, j] != 0)]
+    covariance = np.full((3, 3), np.nan)
     if keep and m > len(keep):
         sub = jacobian[:, keep]
         try:
-            variance = np.diag(s2 * np.linalg.inv(sub.T @ sub))
+            covariance[np.ix_(keep, keep)] = s2 * np.linalg.inv(sub.T @ sub)
         except np.linalg.LinAlgError:
-            return sd
-        sd[keep] = np.sqrt(np.where(variance >= 0, variance, np.nan))
-    return sd
+            pass
+    return covariance, keep, s2
+
+
+def _spread(residuals, x, r, inlier, clock: float) -> np.ndarray:
+    """(3,) the Gauss-Newton standard deviations at ``x`` (NaN where the Jacobian is singular)."""
+    variance = np.diag(_gauss_newton(residuals, x, r, inlier, clock)[0])
+    return np.sqrt(np.where(variance >= 0, variance, np.nan))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -462,16 +470,6 @@ def fit_storage(logs: Logs, *, fit_writes: int = FIT_WRITES, windows: int = FIT_
     m = int(inlier.sum())
     durations, most, at_limit, held = predicted(x, best_k, details=True)
 
-    # Jacobian of the raw residuals (central differences) on the inliers.
-    steps = np.array([1e-5, 1e-5, 1e-5 * max(1.0, abs(x[2]))])
-    columns = []
-    for j in range(3):
-        up, down = x.copy(), x.copy()
-        up[j] += steps[j]
-        down[j] -= steps[j]
-        columns.append((residuals(up, best_k) - residuals(down, best_k)) / (2 * steps[j]))
-    jacobian = np.stack(columns, axis=1)[inlier]
-    s2 = max(float(np.sum(r[inlier] ** 2) / max(m - 3, 1)), clock)
     felt = {
         "peak": int(np.sum(held)),
         "per_node_limit": int(np.sum(at_limit)),
@@ -486,14 +484,10 @@ def fit_storage(logs: Logs, *, fit_writes: int = FIT_WRITES, windows: int = FIT_
         "degradation beyond it cannot be seen",
     }
     names = ("peak", "per_node_limit", "degradation")
-    keep = [j for j, name in enumerate(names) if felt[name] > 0 and np.any(jacobian[:, j] != 0)]
-    covariance = np.full((3, 3), np.nan)
-    if keep and m > len(keep):
-        sub = jacobian[:, keep]
-        try:
-            covariance[np.ix_(keep, keep)] = s2 * np.linalg.inv(sub.T @ sub)
-        except np.linalg.LinAlgError:
-            pass
+    # The Jacobian's (Gauss-Newton) interval on the inliers, for the parameters some write felt.
+    covariance, keep, s2 = _gauss_newton(
+        lambda z: residuals(z, best_k), x, r, inlier, clock, usable=[felt[name] > 0 for name in names]
+    )
     values = {}
     method = "least_squares soft_l1 on log(predicted/observed duration); Jacobian (Gauss-Newton) 95 % interval"
     for j, name in enumerate(names):
